@@ -1,0 +1,84 @@
+"""tether: an agent loop that always ends, always answers and never corrupts a transcript.
+
+Everything public is importable from here, loaded on first use: ``import tether`` itself imports nothing
+but this module, so a command line that only needs ``--help`` does not pay for pydantic or a provider.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "Agent": "tether.agent",
+    "RunHandle": "tether.agent",
+    "RunStream": "tether.agent",
+    "Limits": "tether.limits",
+    "StopReason": "tether.limits",
+    "RunResult": "tether.events",
+    "Message": "tether.messages",
+    "Text": "tether.messages",
+    "Thinking": "tether.messages",
+    "ToolCall": "tether.messages",
+    "ToolResult": "tether.messages",
+    "Tool": "tether.tools.base",
+    "tool": "tether.tools.base",
+    "Done": "tether.tools.base",
+    "Usage": "tether.usage",
+    "Price": "tether.usage",
+    "Cost": "tether.usage",
+    "ModelSettings": "tether.providers.base",
+    "Provider": "tether.providers.base",
+    "TetherError": "tether.errors",
+    "ToolError": "tether.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from tether.agent import Agent as Agent
+    from tether.agent import RunHandle as RunHandle
+    from tether.agent import RunStream as RunStream
+    from tether.errors import TetherError as TetherError
+    from tether.errors import ToolError as ToolError
+    from tether.events import RunResult as RunResult
+    from tether.limits import Limits as Limits
+    from tether.limits import StopReason as StopReason
+    from tether.messages import (
+        Message as Message,
+    )
+    from tether.messages import (
+        Text as Text,
+    )
+    from tether.messages import (
+        Thinking as Thinking,
+    )
+    from tether.messages import (
+        ToolCall as ToolCall,
+    )
+    from tether.messages import (
+        ToolResult as ToolResult,
+    )
+    from tether.providers.base import ModelSettings as ModelSettings
+    from tether.providers.base import Provider as Provider
+    from tether.tools.base import Done as Done
+    from tether.tools.base import Tool as Tool
+    from tether.tools.base import tool as tool
+    from tether.usage import Cost as Cost
+    from tether.usage import Price as Price
+    from tether.usage import Usage as Usage
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tether' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

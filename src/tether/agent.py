@@ -1,0 +1,178 @@
+"""Agent: what users hold. A model, tools, a system prompt and limits; each run goes through the loop.
+
+``run()`` returns a :class:`~tether.events.RunResult`; ``stream()`` yields the run's events as they happen
+(``run()`` is ``stream()`` consumed to its ``RunCompleted``); ``start()`` runs in the background and returns
+a :class:`RunHandle` to cancel or await. An agent holds no state between runs: pass ``history=`` to continue
+a conversation. See ``loop/interrupts.py`` for what cancellation guarantees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
+from typing import Any
+
+from tether.errors import ConfigInvalid
+from tether.events import RunCompleted, RunEvent, RunResult
+from tether.limits import Limits, StopReason
+from tether.loop.engine import EventSink, Run, RunSpec
+from tether.loop.interrupts import Interrupt, Interrupter
+from tether.messages import Message
+from tether.providers.base import ModelSettings, Provider
+from tether.providers.registry import resolve
+from tether.tools.base import Tool
+from tether.tools.registry import ToolRegistry
+from tether.usage import Price, price_for
+
+
+class Agent:
+    """An LLM agent: ``Agent("provider:model", tools=[...], system="...", limits=Limits(...))``."""
+
+    def __init__(
+        self,
+        model: str | Provider,
+        *,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        system: str | None = None,
+        limits: Limits | None = None,
+        settings: ModelSettings | None = None,
+        price: Price | None = None,
+        concurrent_tools: bool = False,
+        max_concurrency: int = 8,
+        on_event: EventSink | None = None,
+    ) -> None:
+        """
+        Args:
+            model: a ``provider:model`` string or a Provider instance.
+            tools: Tools, or plain typed functions (wrapped with ``Tool.from_function``).
+            system: the system prompt, sent once at the head of every request.
+            limits: the guards' settings; ``Limits()`` when not given.
+            settings: sampling settings (temperature, max_tokens, ...).
+            price: the model's price, for cost and ``max_cost_usd``; looked up in ``tether.usage.PRICES``
+                when not given.
+            concurrent_tools: run all of a turn's tool calls concurrently, not only tools marked so.
+            max_concurrency: how many tool calls of one turn may run at once.
+            on_event: called with every event of every run, in order (a sink; it must not block).
+        """
+        provider = resolve(model)
+        registry = ToolRegistry(tools)
+        limits = limits if limits is not None else Limits()
+        price = price if price is not None else price_for(provider.info.model_string)
+        if len(registry) and not provider.info.supports_tools:
+            raise ConfigInvalid(
+                f"model {provider.info.model_string!r} cannot call tools, and this agent has "
+                f"{len(registry)}: use a model that supports tool calling, or remove the tools"
+            )
+        if limits.max_cost_usd is not None and price is None:
+            raise ConfigInvalid(
+                f"Limits.max_cost_usd is set but the price of {provider.info.model_string!r} is unknown: "
+                "pass price=Price(input=..., output=...) to Agent"
+            )
+        if max_concurrency < 1:
+            raise ConfigInvalid(f"max_concurrency must be >= 1, not {max_concurrency!r}")
+        self.provider = provider
+        self.tools = registry
+        self.system = system
+        self.limits = limits
+        self._spec = RunSpec(
+            provider=provider,
+            tools=registry,
+            system=system,
+            limits=limits,
+            settings=settings or ModelSettings(),
+            price=price,
+            concurrent_tools=concurrent_tools,
+            max_concurrency=max_concurrency,
+        )
+        self._sinks: tuple[EventSink, ...] = (on_event,) if on_event is not None else ()
+
+    def stream(self, prompt: str, *, history: Sequence[Message] = (), on_event: EventSink | None = None) -> RunStream:
+        """Start a run and iterate its events; ``cancel()`` on the returned stream stops it."""
+        sinks = self._sinks + ((on_event,) if on_event is not None else ())
+        interrupter = Interrupter()
+        return RunStream(Run(self._spec, prompt, history, interrupter, sinks), interrupter)
+
+    async def run(
+        self, prompt: str, *, history: Sequence[Message] = (), on_event: EventSink | None = None
+    ) -> RunResult:
+        """Run to the end and return the result; never raises for a run that went wrong, it reports it."""
+        result: RunResult | None = None
+        async for event in self.stream(prompt, history=history, on_event=on_event):
+            if type(event) is RunCompleted:
+                result = event.result
+        assert result is not None, "a run always ends with RunCompleted"
+        return result
+
+    def run_sync(self, prompt: str, *, history: Sequence[Message] = (), on_event: EventSink | None = None) -> RunResult:
+        """``run()`` for code that is not async; it runs its own event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(prompt, history=history, on_event=on_event))
+        raise RuntimeError("run_sync() cannot be called from async code: use 'await agent.run(...)'")
+
+    def start(self, prompt: str, *, history: Sequence[Message] = (), on_event: EventSink | None = None) -> RunHandle:
+        """Start a run in the background on the running event loop; await the handle for the result."""
+        return RunHandle(self.stream(prompt, history=history, on_event=on_event))
+
+
+class RunStream:
+    """The events of one run, as an async iterator, with :meth:`cancel`. Iterate it once."""
+
+    __slots__ = ("_events", "_interrupter", "_run")
+
+    def __init__(self, run: Run, interrupter: Interrupter) -> None:
+        self._run = run
+        self._events = run.events()
+        self._interrupter = interrupter
+
+    def __aiter__(self) -> AsyncGenerator[RunEvent, None]:
+        return self._events
+
+    async def __anext__(self) -> RunEvent:
+        return await self._events.__anext__()
+
+    def cancel(self, *, after_turn: bool = False) -> None:
+        """Stop the run now, or after the current turn; it still ends with ``RunCompleted``. Thread-safe."""
+        detail = "cancelled after the turn by the host" if after_turn else "cancelled by the host"
+        self._interrupter.request(Interrupt(StopReason.CANCELLED, detail), after_turn=after_turn)
+
+    @property
+    def result(self) -> RunResult | None:
+        """The result, once the run has completed."""
+        return self._run.result
+
+    async def aclose(self) -> None:
+        """Stop iterating; the run is closed as cancelled (its transcript stays valid)."""
+        await self._events.aclose()
+
+
+class RunHandle:
+    """A run going on in the background. ``await handle`` (or ``await handle.result()``) gives its result."""
+
+    __slots__ = ("_stream", "_task")
+
+    def __init__(self, stream: RunStream) -> None:
+        self._stream = stream
+        self._task: asyncio.Task[RunResult] = asyncio.get_running_loop().create_task(self._drive())
+
+    async def _drive(self) -> RunResult:
+        result: RunResult | None = None
+        async for event in self._stream:
+            if type(event) is RunCompleted:
+                result = event.result
+        assert result is not None, "a run always ends with RunCompleted"
+        return result
+
+    def cancel(self, *, after_turn: bool = False) -> None:
+        """Stop the run now (or after the current turn); awaiting the handle then gives a cancelled result."""
+        self._stream.cancel(after_turn=after_turn)
+
+    def done(self) -> bool:
+        return self._task.done()
+
+    async def result(self) -> RunResult:
+        return await self._task
+
+    def __await__(self) -> Generator[Any, None, RunResult]:
+        return self._task.__await__()

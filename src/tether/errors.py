@@ -1,0 +1,177 @@
+"""The errors tether raises, each with a stable machine-readable ``code``.
+
+Codes are part of the public API (DESIGN.md §3): callers branch on ``error.code``, never on message text or
+class names, so a code never changes meaning once released. Messages are for people and may improve.
+
+Errors that are the model's fault (``tool_not_found``, ``invalid_arguments``, ``tool_failed``,
+``tool_timeout``, ``permission_denied``) never escape the loop: they become error tool results the model reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+ErrorCode = Literal[
+    "rate_limited",
+    "auth_failed",
+    "bad_request",
+    "context_overflow",
+    "provider_unavailable",
+    "timeout",
+    "transport",
+    "invalid_response",
+    "tool_not_found",
+    "invalid_arguments",
+    "tool_failed",
+    "tool_timeout",
+    "permission_denied",
+    "config_invalid",
+    "session_invalid",
+    "cancelled",
+]
+
+
+class TetherError(Exception):
+    """Base of every error tether raises on purpose; ``code`` says what kind of failure it is."""
+
+    code: ClassVar[ErrorCode]
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details or {}
+
+    def __str__(self) -> str:
+        return f"[{self.code}] {self.message}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+# --- provider errors: what a model endpoint did wrong or could not do -------------------------------------
+
+
+class ProviderError(TetherError):
+    """A provider call failed; carries the HTTP status, the provider's own message and its request id."""
+
+    code: ClassVar[ErrorCode] = "bad_request"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        provider_message: str | None = None,
+        request_id: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message, details=details)
+        self.status = status
+        self.provider_message = provider_message
+        self.request_id = request_id
+
+
+class RateLimited(ProviderError):
+    """HTTP 429 or an in-band rate limit; ``retry_after`` is in seconds when the provider said."""
+
+    code: ClassVar[ErrorCode] = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
+class AuthFailed(ProviderError):
+    """The API key is missing, wrong or lacks access to the model."""
+
+    code: ClassVar[ErrorCode] = "auth_failed"
+
+
+class BadRequest(ProviderError):
+    """The provider rejected the request as malformed (HTTP 400, 404, 422)."""
+
+    code: ClassVar[ErrorCode] = "bad_request"
+
+
+class ContextOverflow(ProviderError):
+    """The conversation no longer fits the model's context window."""
+
+    code: ClassVar[ErrorCode] = "context_overflow"
+
+
+class ProviderUnavailable(ProviderError):
+    """The provider is down or overloaded (5xx, 529, Anthropic ``overloaded_error``)."""
+
+    code: ClassVar[ErrorCode] = "provider_unavailable"
+
+
+class TransportError(ProviderError):
+    """The connection failed or broke: DNS, refused, reset, TLS."""
+
+    code: ClassVar[ErrorCode] = "transport"
+
+
+class InvalidResponse(ProviderError):
+    """The provider answered with something that is not a usable turn (malformed stream, empty answer)."""
+
+    code: ClassVar[ErrorCode] = "invalid_response"
+
+
+class TimeoutExceeded(TetherError):
+    """A deadline passed: a request, a step or the whole run (``details['deadline']`` says which)."""
+
+    code: ClassVar[ErrorCode] = "timeout"
+
+
+# --- tool errors: the model's fault; they become error tool results -----------------------------------------
+
+
+class ToolError(TetherError):
+    """Raise from a tool to send the model a plain message (no exception type) as an error result."""
+
+    code: ClassVar[ErrorCode] = "tool_failed"
+
+
+class ToolNotFound(ToolError):
+    """The model asked for a tool that does not exist."""
+
+    code: ClassVar[ErrorCode] = "tool_not_found"
+
+
+class InvalidArguments(ToolError):
+    """The model's arguments are not valid JSON or do not match the tool's schema."""
+
+    code: ClassVar[ErrorCode] = "invalid_arguments"
+
+
+class ToolTimeout(ToolError):
+    """A tool did not finish within its timeout."""
+
+    code: ClassVar[ErrorCode] = "tool_timeout"
+
+
+class PermissionDenied(ToolError):
+    """A tool call was refused: a permission decision, a limit, or a path outside the workspace."""
+
+    code: ClassVar[ErrorCode] = "permission_denied"
+
+
+# --- host errors: configuration and stored state -------------------------------------------------------------
+
+
+class ConfigInvalid(TetherError):
+    """The agent, its limits or a configuration file are invalid; raised before any model call."""
+
+    code: ClassVar[ErrorCode] = "config_invalid"
+
+
+class SessionInvalid(TetherError):
+    """Stored messages are corrupt, truncated or not a valid transcript."""
+
+    code: ClassVar[ErrorCode] = "session_invalid"
+
+
+class Cancelled(TetherError):
+    """The run or a tool call was cancelled by its host."""
+
+    code: ClassVar[ErrorCode] = "cancelled"

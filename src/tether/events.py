@@ -1,0 +1,191 @@
+"""What providers stream to the loop (:data:`LlmEvent`) and what a run streams to its host (:data:`RunEvent`).
+
+A provider turns its wire format into ``LlmEvent``s; the loop folds them into a turn and, as it goes, emits
+``RunEvent``s. Text and thinking deltas are the same objects in both streams: the loop passes them through
+untouched, so the first token reaches the host as soon as the provider has it.
+
+A run's events come in this order (DESIGN.md §4): ``RunStarted``; per turn ``TurnStarted``, the deltas,
+``ToolCallStarted`` and ``ToolResultReceived`` per call, ``TurnCompleted``; and ``RunCompleted`` last, always.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from tether.limits import StopReason
+from tether.messages import Message, ToolCall, ToolResult
+from tether.usage import Cost, Usage
+
+FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
+"""Why the model stopped writing, normalized across providers."""
+
+# --- LlmEvent: provider -> loop -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStart:
+    """The provider accepted the request; ``model`` is the model that actually answers, when known."""
+
+    model: str | None = None
+    response_id: str | None = None
+    kind: Literal["stream_start"] = "stream_start"
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    """A piece of reasoning. A ``signature`` closes the current thinking block (Anthropic style)."""
+
+    text: str
+    signature: str | None = None
+    provider_data: dict[str, Any] | None = None
+    kind: Literal["thinking_delta"] = "thinking_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the answer's text."""
+
+    text: str
+    provider_data: dict[str, Any] | None = None
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStart:
+    """A tool call begins; ``index`` is its position among the turn's calls as the provider numbers them."""
+
+    id: str
+    name: str
+    index: int
+    provider_data: dict[str, Any] | None = None
+    kind: Literal["tool_call_start"] = "tool_call_start"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A piece of a tool call's JSON arguments; pieces of several calls may interleave, told apart by ``id``."""
+
+    id: str
+    arguments_delta: str
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEnd:
+    """A tool call's arguments are complete."""
+
+    id: str
+    kind: Literal["tool_call_end"] = "tool_call_end"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The provider finished the turn."""
+
+    finish_reason: FinishReason
+    usage: Usage
+    provider_data: dict[str, Any] | None = None
+    kind: Literal["stream_end"] = "stream_end"
+
+
+LlmEvent: TypeAlias = StreamStart | ThinkingDelta | TextDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | StreamEnd
+
+
+# --- RunEvent: run -> host ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run ended. Every run produces one, whatever happened.
+
+    ``text`` is the answer (best effort when ``degraded``); ``messages`` the whole transcript, valid even when
+    the run was cancelled; ``detail`` says in a sentence why the run stopped; ``error`` is the failure that
+    stopped it, if one did.
+    """
+
+    text: str
+    stop_reason: StopReason
+    messages: tuple[Message, ...]
+    usage: Usage
+    degraded: bool = False
+    detail: str = ""
+    error: Exception | None = None
+    turns: int = 0
+    turn_usage: tuple[Usage, ...] = ()
+    """Usage of each provider call, in order (invalid answers and the final summary included)."""
+    cost: Cost | None = None
+    """``None`` when the model's price is not known."""
+    run_id: str = ""
+    first_new_message: int = 0
+    """Index in ``messages`` of the first message this run added (the prompt)."""
+
+    @property
+    def new_messages(self) -> tuple[Message, ...]:
+        """The messages this run added: the prompt and everything after it."""
+        return self.messages[self.first_new_message :]
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    run_id: str
+    model: str
+    prompt: str
+    kind: Literal["run_started"] = "run_started"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    """A provider call begins. ``attempt`` > 1 is a corrective retry; ``final`` is the tools-off summary call."""
+
+    turn: int
+    attempt: int = 1
+    final: bool = False
+    kind: Literal["turn_started"] = "turn_started"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    call: ToolCall
+    turn: int
+    kind: Literal["tool_call_started"] = "tool_call_started"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultReceived:
+    """A call's result, in the model's order. ``exception`` is what the tool raised, for the host's eyes only."""
+
+    result: ToolResult
+    turn: int
+    exception: BaseException | None = None
+    kind: Literal["tool_result_received"] = "tool_result_received"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCompleted:
+    """A provider call ended. ``rejected`` says why the answer was not used (it is then not in the transcript)."""
+
+    turn: int
+    message: Message
+    usage: Usage
+    finish_reason: FinishReason
+    rejected: str | None = None
+    kind: Literal["turn_completed"] = "turn_completed"
+
+
+@dataclass(frozen=True, slots=True)
+class RunCompleted:
+    result: RunResult
+    kind: Literal["run_completed"] = "run_completed"
+
+
+RunEvent: TypeAlias = (
+    RunStarted
+    | TurnStarted
+    | ThinkingDelta
+    | TextDelta
+    | ToolCallStarted
+    | ToolResultReceived
+    | TurnCompleted
+    | RunCompleted
+)

@@ -1,0 +1,92 @@
+"""The guards' settings (:class:`Limits`) and why a run stopped (:class:`StopReason`).
+
+Every run is bounded by default: a model that never stops calling tools, a provider that never answers
+and a tool that never returns all end in a typed stop with a result. ``None`` switches a limit off.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from enum import StrEnum
+
+from tether.errors import ConfigInvalid
+
+
+class StopReason(StrEnum):
+    """Why a run ended. A ``StrEnum``, so ``result.stop_reason == "complete"`` works."""
+
+    COMPLETE = "complete"
+    """The model gave a final answer."""
+    DONE_TOOL = "done_tool"
+    """A tool ended the run with a final message."""
+    ASK_USER = "ask_user"
+    """The model asked the user a question; the question is the result's text."""
+    MAX_TURNS = "max_turns"
+    MAX_TOOL_CALLS = "max_tool_calls"
+    CONSECUTIVE_ERRORS = "consecutive_errors"
+    TIMEOUT = "timeout"
+    """A request, step or run deadline passed."""
+    CANCELLED = "cancelled"
+    INVALID_RESPONSE = "invalid_response"
+    """The model kept answering with nothing usable after the corrective retries."""
+    BUDGET = "budget"
+    """``max_cost_usd`` was reached."""
+    ERROR = "error"
+    """The provider failed (after its own retries) or something unexpected broke; see ``result.error``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How far a run may go before a guard stops it. Times are in seconds; ``None`` means no limit."""
+
+    max_turns: int | None = 20
+    """Model turns (provider calls that produced an answer). On reaching it the loop asks once more, with
+    tools disabled, for an answer from what was gathered."""
+    max_tool_calls_per_turn: int | None = 16
+    """Calls run from one turn; the excess get an error result saying so, in the model's order."""
+    max_tool_calls: int | None = 100
+    """Calls run in the whole run, counted exactly: a call past it is refused and the run stops."""
+    max_consecutive_errors: int | None = 3
+    """Turns in a row whose tool calls all failed before the run stops."""
+    request_timeout: float | None = 60.0
+    """Wait for a provider's first event (and, over HTTP, for each next chunk)."""
+    step_timeout: float | None = 300.0
+    """One provider call from request to its last event."""
+    tool_timeout: float | None = 60.0
+    """One tool call, unless the tool sets its own."""
+    run_timeout: float | None = None
+    """The whole run, tools and model calls included."""
+    invalid_response_retries: int = 1
+    """Corrective re-prompts after an empty or unusable answer before the run stops as degraded."""
+    max_cost_usd: float | None = None
+    """Stop once the run has cost this much; needs a known price for the model."""
+    max_history_messages: int | None = None
+    """Send at most this many recent messages (cut at a user message, so no call loses its result)."""
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if value is None and field.name != "invalid_response_retries":
+                continue
+            if field.name in _COUNTS:
+                valid, wanted = _is_int(value) and value >= 1, "a whole number >= 1 or None"
+            elif field.name == "invalid_response_retries":
+                valid, wanted = _is_int(value) and value >= 0, "a whole number >= 0"
+            else:
+                valid, wanted = _is_number(value) and value > 0, "a number of seconds (or dollars) > 0 or None"
+            if not valid:
+                raise ConfigInvalid(f"Limits.{field.name} must be {wanted}, not {value!r}")
+
+
+_COUNTS = frozenset(
+    {"max_turns", "max_tool_calls_per_turn", "max_tool_calls", "max_consecutive_errors", "max_history_messages"}
+)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return _is_int(value) or (isinstance(value, float) and not math.isnan(value))

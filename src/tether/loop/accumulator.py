@@ -1,0 +1,206 @@
+"""StreamAccumulator: a provider's ``LlmEvent``s folded into one assistant turn.
+
+Every provider adapter emits the same small set of events, so this is the one place that knows how parts
+are built from deltas: consecutive text deltas make one ``Text``; thinking is kept apart in ``Thinking``
+parts (a signature closes a block); tool calls are assembled by id, so several calls may stream interleaved;
+parts keep their arrival order. What cannot be used is reported, not guessed at:
+
+* arguments that are not a JSON object after ``ToolCallEnd`` stay raw (``arguments=None``); the executor
+  answers them with an ``invalid_arguments`` error result;
+* a call still open when the provider stops with ``finish_reason="length"`` was cut off: it is returned in
+  ``incomplete_calls`` and never executed;
+* a stream without ``StreamEnd`` gives ``ended=False``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tether.errors import InvalidResponse
+from tether.events import (
+    FinishReason,
+    LlmEvent,
+    StreamEnd,
+    StreamStart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from tether.messages import Message, Part, Text, Thinking, ToolCall
+from tether.usage import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class AccumulatedTurn:
+    """One assistant turn as the provider produced it."""
+
+    message: Message
+    """The assistant message: text, thinking and the complete tool calls, in arrival order."""
+    tool_calls: tuple[ToolCall, ...]
+    incomplete_calls: tuple[ToolCall, ...]
+    """Calls cut off by the output limit; not in ``message`` and never executed."""
+    finish_reason: FinishReason
+    usage: Usage
+    ended: bool
+    """Whether the provider sent ``StreamEnd``."""
+    model: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.message.text
+
+
+class _TextBuilder:
+    __slots__ = ("chunks", "provider_data")
+
+    def __init__(self) -> None:
+        self.chunks: list[str] = []
+        self.provider_data: dict[str, Any] | None = None
+
+    def build(self) -> Text:
+        return Text("".join(self.chunks), self.provider_data)
+
+
+class _ThinkingBuilder:
+    __slots__ = ("chunks", "provider_data", "signature")
+
+    def __init__(self) -> None:
+        self.chunks: list[str] = []
+        self.signature: str | None = None
+        self.provider_data: dict[str, Any] | None = None
+
+    def build(self) -> Thinking:
+        return Thinking("".join(self.chunks), self.signature, self.provider_data)
+
+
+class _CallBuilder:
+    __slots__ = ("chunks", "ended", "id", "index", "name", "provider_data")
+
+    def __init__(self, start: ToolCallStart) -> None:
+        self.id = start.id
+        self.name = start.name
+        self.index = start.index
+        self.chunks: list[str] = []
+        self.ended = False
+        self.provider_data = start.provider_data
+
+    def build(self) -> ToolCall:
+        raw = "".join(self.chunks)
+        return ToolCall(self.id, self.name, parse_arguments(raw), raw, self.provider_data)
+
+
+def _merge(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    return new if old is None else {**old, **new}
+
+
+class StreamAccumulator:
+    """Feed it every event of one provider call with :meth:`add`, then take the turn with :meth:`finish`."""
+
+    __slots__ = ("_calls", "_current", "_ended", "_finish", "_model", "_parts", "_usage")
+
+    def __init__(self) -> None:
+        self._parts: list[_TextBuilder | _ThinkingBuilder | _CallBuilder] = []
+        self._current: _TextBuilder | _ThinkingBuilder | _CallBuilder | None = None
+        self._calls: dict[str, _CallBuilder] = {}
+        self._finish: FinishReason = "other"
+        self._usage = Usage()
+        self._ended = False
+        self._model: str | None = None
+
+    def add(self, event: LlmEvent) -> None:
+        """Fold one event in; raises ``InvalidResponse`` for a stream that breaks the provider contract."""
+        kind = type(event)
+        if kind is TextDelta:
+            self._text(event)  # type: ignore[arg-type]
+        elif kind is ToolCallDelta:
+            self._call(event.id).chunks.append(event.arguments_delta)  # type: ignore[union-attr]
+        elif kind is ThinkingDelta:
+            self._thinking(event)  # type: ignore[arg-type]
+        elif kind is ToolCallStart:
+            self._start_call(event)  # type: ignore[arg-type]
+        elif kind is ToolCallEnd:
+            self._call(event.id).ended = True  # type: ignore[union-attr]
+        elif kind is StreamEnd:
+            self._finish, self._usage, self._ended = event.finish_reason, event.usage, True  # type: ignore[union-attr]
+        elif kind is StreamStart:
+            self._model = event.model  # type: ignore[union-attr]
+        else:
+            raise InvalidResponse(f"unknown stream event {event!r}")
+
+    def _text(self, event: TextDelta) -> None:
+        if not event.text and event.provider_data is None:
+            return
+        current = self._current
+        if type(current) is not _TextBuilder:
+            current = _TextBuilder()
+            self._parts.append(current)
+            self._current = current
+        current.chunks.append(event.text)
+        if event.provider_data:
+            current.provider_data = _merge(current.provider_data, event.provider_data)
+
+    def _thinking(self, event: ThinkingDelta) -> None:
+        current = self._current
+        if type(current) is not _ThinkingBuilder or current.signature is not None:
+            current = _ThinkingBuilder()
+            self._parts.append(current)
+            self._current = current
+        current.chunks.append(event.text)
+        if event.signature is not None:
+            current.signature = event.signature
+        if event.provider_data:
+            current.provider_data = _merge(current.provider_data, event.provider_data)
+
+    def _start_call(self, event: ToolCallStart) -> None:
+        if event.id in self._calls:
+            raise InvalidResponse(f"tool call id {event.id!r} started twice in one turn")
+        builder = _CallBuilder(event)
+        self._calls[event.id] = builder
+        self._parts.append(builder)
+        self._current = builder
+
+    def _call(self, call_id: str) -> _CallBuilder:
+        builder = self._calls.get(call_id)
+        if builder is None:
+            raise InvalidResponse(f"tool call id {call_id!r} continued before it started")
+        return builder
+
+    def finish(self) -> AccumulatedTurn:
+        """The turn so far; call once, after the last event."""
+        parts: list[Part] = []
+        calls: list[ToolCall] = []
+        incomplete: list[ToolCall] = []
+        for builder in self._parts:
+            if type(builder) is not _CallBuilder:
+                parts.append(builder.build())
+                continue
+            call = builder.build()
+            if self._finish == "length" and (not builder.ended or call.arguments is None):
+                incomplete.append(call)
+            else:
+                parts.append(call)
+                calls.append(call)
+        return AccumulatedTurn(
+            message=Message("assistant", tuple(parts)),
+            tool_calls=tuple(calls),
+            incomplete_calls=tuple(incomplete),
+            finish_reason=self._finish,
+            usage=self._usage,
+            ended=self._ended,
+            model=self._model,
+        )
+
+
+def parse_arguments(raw: str) -> dict[str, Any] | None:
+    """Tool-call arguments as a dict, or ``None`` when ``raw`` is not a JSON object. Empty means no arguments."""
+    if not raw or raw.isspace():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,415 @@
+"""The turn loop: start, build, infer, accumulate, act, check, finish (DESIGN.md §4).
+
+A :class:`Run` is one execution of an agent. :meth:`Run.events` is an async generator of ``RunEvent``s and
+the only driver of the loop: ``Agent.run()`` consumes it to its ``RunCompleted``. Each step is one method:
+
+* start (``events``): arm the run deadline, emit ``RunStarted``;
+* build (``_build``): system prompt once, the shaped history, the tool definitions -> ``Request``;
+* infer and accumulate (``_infer``): stream the provider's events under the step and request deadlines,
+  passing text and thinking deltas straight through, folding everything into an ``AccumulatedTurn``;
+* act (``_turn``): reject an unusable answer and retry it with a correction, or store the answer and run
+  its tool calls;
+* check (``_turn``, via ``LoopGuard.after_turn``): turn, tool-call, error and budget limits;
+* finish (``_summarize``, ``_finish``): on a step limit, one tools-off call for a final answer; then the
+  ``RunResult``.
+
+Whatever happens, the run ends with ``RunCompleted`` and a valid transcript; see ``interrupts.py`` for the
+cancellation contract and ``guard.py`` for the limits'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+
+from tether.errors import InvalidResponse, SessionInvalid, TetherError, TimeoutExceeded
+from tether.events import (
+    RunCompleted,
+    RunEvent,
+    RunResult,
+    RunStarted,
+    TextDelta,
+    ThinkingDelta,
+    ToolResultReceived,
+    TurnCompleted,
+    TurnStarted,
+)
+from tether.limits import Limits, StopReason
+from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator
+from tether.loop.context import correction, fallback_text, shape_history, summary_request
+from tether.loop.executor import ToolBatch, ToolExecutor, cancelled_result
+from tether.loop.guard import LoopGuard, Stop
+from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
+from tether.messages import Message, ToolCall, ToolResult, open_tool_calls, transcript_problems
+from tether.providers.base import ModelSettings, Provider, Request, ToolDefinition
+from tether.tools.registry import ToolRegistry
+from tether.usage import Price, Usage
+
+EventSink = Callable[[RunEvent], None]
+
+SUMMARIZED_STOPS = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TOOL_CALLS, StopReason.CONSECUTIVE_ERRORS})
+"""Step limits: the model has not answered yet, so the loop asks it once more, without tools."""
+ANSWERED_STOPS = frozenset({StopReason.COMPLETE, StopReason.DONE_TOOL, StopReason.ASK_USER})
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """Everything a run needs that does not change while it runs."""
+
+    provider: Provider
+    tools: ToolRegistry
+    system: str | None
+    limits: Limits
+    settings: ModelSettings
+    price: Price | None
+    concurrent_tools: bool = False
+    max_concurrency: int = 8
+
+
+def prepare_history(system: str | None, history: Sequence[Message]) -> list[Message]:
+    """The transcript a run starts from: the system prompt once, then the history, checked.
+
+    The agent's system prompt replaces one stored in the history. Tool calls left without results at the end
+    (a run that crashed mid-turn) are closed with ``cancelled`` results; any other problem raises
+    ``session_invalid``.
+    """
+    body = list(history)
+    stored_system = body.pop(0) if body and body[0].role == "system" else None
+    if open_calls := open_tool_calls(body):
+        results = tuple(cancelled_result(call, "no result was recorded") for call in open_calls)
+        body.append(Message("tool", results))
+    if problems := transcript_problems(body):
+        raise SessionInvalid("history is not a valid transcript: " + "; ".join(problems[:3]))
+    head = Message.system(system) if system is not None else stored_system
+    return ([head] if head is not None else []) + body
+
+
+class Run:
+    """One run of an agent; iterate :meth:`events` once."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        prompt: str,
+        history: Sequence[Message],
+        interrupter: Interrupter,
+        sinks: Sequence[EventSink] = (),
+    ) -> None:
+        self.spec = spec
+        self.prompt = prompt
+        self.interrupter = interrupter
+        self.run_id = uuid.uuid4().hex
+        self.transcript = prepare_history(spec.system, history)
+        self.body_start = 1 if self.transcript and self.transcript[0].role == "system" else 0
+        self.system_text = self.transcript[0].text if self.body_start else None
+        self.first_new = len(self.transcript)
+        self.transcript.append(Message.user(prompt))
+        self.guard = LoopGuard(spec.limits, spec.price)
+        self.executor = ToolExecutor(
+            spec.tools,
+            interrupter,
+            timeout=spec.limits.tool_timeout,
+            concurrent_tools=spec.concurrent_tools,
+            max_concurrency=spec.max_concurrency,
+        )
+        self.definitions = tuple(ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools)
+        self.sinks = list(sinks)
+        self.sink_error: Exception | None = None
+        self.turn_usage: list[Usage] = []
+        self.deadline: float | None = None
+        self.result: RunResult | None = None
+        self._stop: Stop | None = None
+        self._answer: str | None = None
+        self._best_effort = ""
+        self._accumulated: AccumulatedTurn | None = None
+        self._stream_problem: str | None = None
+        self._step_timeout = _timeout("step_timeout", spec.limits.step_timeout)
+        self._request_timeout = _timeout("request_timeout", spec.limits.request_timeout)
+        self._batch: ToolBatch | None = None
+        self._turn_no = 0
+
+    # --- start ------------------------------------------------------------------------------------------
+
+    async def events(self) -> AsyncGenerator[RunEvent, None]:
+        """Run the loop, yielding its events; ends with ``RunCompleted`` (unless the consumer leaves early)."""
+        interrupter = self.interrupter
+        interrupter.attach()
+        limits = self.spec.limits
+        run_timer = None
+        if limits.run_timeout is not None:
+            self.deadline = asyncio.get_running_loop().time() + limits.run_timeout
+            run_timer = interrupter.deadline(self.deadline, _timeout("run_timeout", limits.run_timeout))
+        try:
+            yield self._emit(RunStarted(self.run_id, self.spec.provider.info.model_string, self.prompt))
+            stop = None
+            try:
+                while stop is None:
+                    async with aclosing(self._turn()) as turn_events:
+                        async for event in turn_events:
+                            yield event
+                    stop = self._stop or self._sink_stop()
+            except Interrupted as interrupted:
+                stop = _stop_for(interrupted.interrupt)
+            except asyncio.CancelledError:
+                self._close_open_calls("the run was cancelled")
+                raise
+            except TetherError as error:
+                stop = Stop(_reason_for(error), str(error), error)
+            except Exception as error:  # noqa: BLE001 - a bug in a provider: the run still answers
+                stop = Stop(StopReason.ERROR, f"unexpected {type(error).__name__}: {error}", error)
+            for result in self._close_open_calls(_why(stop)):
+                yield self._emit(ToolResultReceived(result, self._turn_no))
+            if stop.reason in SUMMARIZED_STOPS:
+                async with aclosing(self._summarize()) as summary_events:
+                    async for event in summary_events:
+                        yield event
+                stop = self._stop or stop
+            yield self._emit(RunCompleted(self._finish(stop)))
+        finally:
+            if run_timer is not None:
+                run_timer.cancel()
+            interrupter.finished = True
+            if self.result is None:  # the consumer left early, or the host cancelled the task
+                self._close_open_calls("the run was cancelled")
+                self._notify(RunCompleted(self._finish(Stop(StopReason.CANCELLED, "the run was abandoned"))))
+
+    # --- build ------------------------------------------------------------------------------------------
+
+    def _build(self, extra: Message | None = None, *, final: bool = False) -> Request:
+        limits = self.spec.limits
+        history = shape_history(self.transcript[self.body_start :], limits.max_history_messages)
+        return Request(
+            messages=history if extra is None else (*history, extra),
+            system=self.system_text,
+            tools=self.definitions,
+            tool_choice="none" if final else "auto",
+            settings=self.spec.settings,
+            timeout=limits.request_timeout,
+            deadline=self.deadline,
+        )
+
+    # --- infer and accumulate -----------------------------------------------------------------------------
+
+    async def _infer(self, request: Request) -> AsyncGenerator[RunEvent, None]:
+        """One provider call; leaves the turn in ``self._accumulated``. Usage is counted even if it fails."""
+        interrupter, limits = self.interrupter, self.spec.limits
+        now = asyncio.get_running_loop().time()
+        step_timer = first_timer = None
+        if limits.step_timeout is not None:
+            step_timer = interrupter.deadline(now + limits.step_timeout, self._step_timeout)
+        if limits.request_timeout is not None:
+            first_timer = interrupter.deadline(now + limits.request_timeout, self._request_timeout)
+        accumulator = StreamAccumulator()
+        self._accumulated = self._stream_problem = None
+        stream = self.spec.provider.stream(request)
+        sinks = self.sinks
+        try:
+            interrupter.arm()
+            try:
+                async for event in stream:
+                    interrupter.armed = False
+                    if first_timer is not None:
+                        first_timer.cancel()
+                        first_timer = None
+                    accumulator.add(event)
+                    kind = type(event)
+                    if (kind is TextDelta or kind is ThinkingDelta) and event.text:  # type: ignore[union-attr]
+                        if sinks:
+                            self._notify(event)  # type: ignore[arg-type]
+                        yield event  # type: ignore[misc]
+                    interrupter.arm()
+            except asyncio.CancelledError as cancelled:
+                raise interrupter.taken(cancelled) from None
+            if interrupter.fired:
+                await interrupter.settle()
+        except InvalidResponse as error:
+            self._stream_problem = f"the provider sent a malformed answer ({error.message})"
+        finally:
+            interrupter.armed = False
+            for timer in (step_timer, first_timer):
+                if timer is not None:
+                    timer.cancel()
+            await _close(stream)
+            self._accumulated = turn = accumulator.finish()
+            self._best_effort = turn.text or self._best_effort
+            usage = turn.usage + Usage(requests=1)
+            self.turn_usage.append(usage)
+            self.guard.record_call(usage)
+
+    # --- act and check ------------------------------------------------------------------------------------
+
+    async def _turn(self) -> AsyncGenerator[RunEvent, None]:
+        """One turn: ask until the answer is usable (or the retries run out), then act on it."""
+        guard = self.guard
+        self._turn_no = turn_no = guard.turns + 1
+        extra: Message | None = None
+        attempt = 0
+        while True:
+            attempt += 1
+            yield self._emit(TurnStarted(turn_no, attempt))
+            async with aclosing(self._infer(self._build(extra))) as stream_events:
+                async for event in stream_events:
+                    yield event
+            turn = self._accumulated
+            assert turn is not None
+            problem = self._stream_problem or rejection(turn)
+            yield self._emit(TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, problem))
+            if problem is None:
+                break
+            if stop := guard.record_invalid(problem):
+                self._stop = stop
+                return
+            extra = correction(problem)
+        guard.record_turn()
+        self.transcript.append(turn.message)
+        if not turn.tool_calls:
+            self._stop, self._answer = Stop(StopReason.COMPLETE, "the model answered"), turn.text
+            return
+        async with aclosing(self._act(turn.tool_calls, turn_no)) as act_events:
+            async for event in act_events:
+                yield event
+        if self._stop is None:
+            after_turn = self.interrupter.after_turn
+            self._stop = _stop_for(after_turn) if after_turn else guard.after_turn()
+
+    async def _act(self, calls: Sequence[ToolCall], turn_no: int) -> AsyncGenerator[RunEvent, None]:
+        batch = self._batch = ToolBatch(calls, self.guard.admit(calls))
+        async with aclosing(self.executor.run(batch, turn_no)) as tool_events:
+            async for event in tool_events:
+                yield self._emit(event)
+        results = batch.ordered_results("the run was cancelled")
+        self.transcript.append(Message("tool", tuple(results)))
+        self._batch = None
+        self.guard.record_results(results)
+        if batch.done is not None:
+            self._stop = Stop(StopReason.DONE_TOOL, f"tool {batch.done_by!r} ended the run")
+            self._answer = batch.done.message
+
+    # --- finish -------------------------------------------------------------------------------------------
+
+    async def _summarize(self) -> AsyncGenerator[RunEvent, None]:
+        """The last, tools-off call after a step limit; its answer becomes the run's text if it has one."""
+        self._stop = None
+        turn_no = self.guard.turns + 1
+        yield self._emit(TurnStarted(turn_no, final=True))
+        try:
+            async with aclosing(self._infer(self._build(summary_request(), final=True))) as stream_events:
+                async for event in stream_events:
+                    yield event
+        except Interrupted as interrupted:
+            self._stop = _stop_for(interrupted.interrupt)
+            return
+        except Exception:  # noqa: BLE001 - the fallback text says why the run stopped; that is the answer
+            return
+        turn = self._accumulated
+        assert turn is not None
+        if self._stream_problem is not None:
+            return
+        message = Message("assistant", tuple(p for p in turn.message.parts if type(p) is not ToolCall))
+        text = message.text
+        problem = None if text.strip() else "empty answer"
+        yield self._emit(TurnCompleted(turn_no, message, turn.usage, turn.finish_reason, problem))
+        if problem is None:
+            self.transcript.append(message)
+            self._answer = text
+
+    def _finish(self, stop: Stop) -> RunResult:
+        degraded = stop.reason not in ANSWERED_STOPS
+        if stop.reason in SUMMARIZED_STOPS:
+            text = self._answer or fallback_text(stop.reason, stop.detail)
+        else:
+            text = self._answer if self._answer is not None else self._best_effort
+            if degraded and not text.strip():
+                text = fallback_text(stop.reason, stop.detail)
+        guard = self.guard
+        self.result = RunResult(
+            text=text,
+            stop_reason=stop.reason,
+            messages=tuple(self.transcript),
+            usage=guard.usage,
+            degraded=degraded,
+            detail=stop.detail,
+            error=stop.error,
+            turns=guard.turns,
+            turn_usage=tuple(self.turn_usage),
+            cost=guard.cost,
+            run_id=self.run_id,
+            first_new_message=self.first_new,
+        )
+        return self.result
+
+    def _close_open_calls(self, why: str) -> list[ToolResult]:
+        """Answer every call that has no result (the transcript must stay valid); returns the results of
+        calls whose start was announced, so their end can be announced too."""
+        batch, self._batch = self._batch, None
+        if batch is not None:
+            results = batch.ordered_results(why)
+            announced = [r for r in results if r.call_id in batch.started and r.call_id not in batch.results]
+        else:
+            results = [cancelled_result(call, why) for call in open_tool_calls(self.transcript)]
+            announced = []
+        if results:
+            self.transcript.append(Message("tool", tuple(results)))
+        return announced
+
+    # --- events -------------------------------------------------------------------------------------------
+
+    def _emit(self, event: RunEvent) -> RunEvent:
+        if self.sinks:
+            self._notify(event)
+        return event
+
+    def _notify(self, event: RunEvent) -> None:
+        """Hand an event to every sink; a sink that raises is dropped and the run stops after this step."""
+        for sink in list(self.sinks):
+            try:
+                sink(event)
+            except Exception as error:  # noqa: BLE001 - reported as the run's error, not lost
+                self.sinks.remove(sink)
+                self.sink_error = self.sink_error or error
+
+    def _sink_stop(self) -> Stop | None:
+        error = self.sink_error
+        if error is None:
+            return None
+        return Stop(StopReason.ERROR, f"an event sink raised {type(error).__name__}: {error}", error)
+
+
+def rejection(turn: AccumulatedTurn) -> str | None:
+    """Why an answer cannot be used, or ``None`` when it can."""
+    if not turn.ended:
+        return "the stream ended before the model finished its turn"
+    if turn.incomplete_calls:
+        names = ", ".join(call.name for call in turn.incomplete_calls)
+        return f"the tool call to {names} was cut off at the output limit"
+    if turn.tool_calls or turn.text.strip():
+        return None
+    if turn.finish_reason == "content_filter":
+        return "the answer was blocked by the provider's content filter"
+    return "the answer was empty"
+
+
+def _timeout(limit: str, seconds: float | None) -> Interrupt:
+    detail = f"{limit} of {seconds:g} s passed"
+    return Interrupt(StopReason.TIMEOUT, detail, TimeoutExceeded(detail, details={"deadline": limit}))
+
+
+def _stop_for(interrupt: Interrupt) -> Stop:
+    return Stop(interrupt.reason, interrupt.detail, interrupt.error)
+
+
+def _reason_for(error: TetherError) -> StopReason:
+    return StopReason.TIMEOUT if error.code == "timeout" else StopReason.ERROR
+
+
+def _why(stop: Stop) -> str:
+    return "the run was cancelled" if stop.reason is StopReason.CANCELLED else f"the run stopped: {stop.detail}"
+
+
+async def _close(stream: AsyncIterator[object]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()

@@ -1,0 +1,227 @@
+"""ToolExecutor: one turn's tool calls, validated, run under their timeouts, answered in the model's order.
+
+Each call goes: look up -> validate -> run with a timeout -> ``ToolResult``. Every failure that is the
+model's fault becomes an error result the model reads (``tool_not_found`` lists the tools that exist;
+``invalid_arguments`` names the fields; ``tool_failed`` gives the exception's type and message;
+``tool_timeout`` says how long it waited) and never an exception out of the loop.
+
+Calls run one after the other by default, which keeps side effects in the order the model asked for.
+Consecutive calls of tools marked ``concurrent=True`` (or all calls, with ``concurrent_tools=True``) run
+together in a ``TaskGroup``, at most ``max_concurrency`` at a time; their events and results still come in
+the model's order. A tool that raises or returns :class:`~tether.tools.base.Done` ends the run: the calls
+after it are not run and get a ``cancelled`` result saying why.
+
+Results are recorded in a :class:`ToolBatch` as each call finishes, so that when the run is cancelled midway
+the loop knows which calls completed and writes synthetic ``cancelled`` results only for the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether.errors import InvalidArguments, TetherError, ToolNotFound
+from tether.events import ToolCallStarted, ToolResultReceived
+from tether.loop.interrupts import Interrupter
+from tether.messages import ToolCall, ToolResult
+from tether.tools.base import Done, Tool, render_output
+from tether.tools.registry import ToolRegistry
+
+MAX_ECHOED_ARGUMENTS = 200
+"""Characters of unparseable arguments quoted back to the model."""
+
+
+@dataclass(slots=True)
+class ToolBatch:
+    """The calls of one turn and what has become of them so far."""
+
+    calls: Sequence[ToolCall]
+    refusals: Sequence[str | None]
+    """Per call, ``None`` to run it or why it may not run (decided by the guard)."""
+    results: dict[str, ToolResult] = field(default_factory=dict)
+    exceptions: dict[str, BaseException] = field(default_factory=dict)
+    started: list[str] = field(default_factory=list)
+    done: Done | None = None
+    done_by: str = ""
+
+    def ordered_results(self, why_missing: str) -> list[ToolResult]:
+        """Every call's result in the model's order; a call without one gets a ``cancelled`` result."""
+        return [self.results.get(call.id) or cancelled_result(call, why_missing) for call in self.calls]
+
+
+@dataclass(slots=True)
+class _Plan:
+    """A call made ready to run, or already answered (refused, unknown tool, invalid arguments)."""
+
+    call: ToolCall
+    tool: Tool | None = None
+    invoke: Callable[[], Awaitable[Any]] | None = None
+    answer: ToolResult | None = None
+
+
+def cancelled_result(call: ToolCall, why: str) -> ToolResult:
+    return ToolResult(call.id, call.name, f"Not completed: {why}.", is_error=True, code="cancelled")
+
+
+def error_result(call: ToolCall, error: TetherError) -> ToolResult:
+    return ToolResult(call.id, call.name, error.message, is_error=True, code=error.code)
+
+
+class ToolExecutor:
+    """Runs tool calls for one run (see the module docstring)."""
+
+    __slots__ = ("concurrent_tools", "interrupter", "max_concurrency", "registry", "timeout")
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        interrupter: Interrupter,
+        *,
+        timeout: float | None,
+        concurrent_tools: bool = False,
+        max_concurrency: int = 8,
+    ) -> None:
+        self.registry = registry
+        self.interrupter = interrupter
+        self.timeout = timeout
+        self.concurrent_tools = concurrent_tools
+        self.max_concurrency = max_concurrency
+
+    async def run(self, batch: ToolBatch, turn: int) -> AsyncGenerator[ToolCallStarted | ToolResultReceived, None]:
+        """Run ``batch``, yielding each call's start and result events in the model's order."""
+        plans = [self._plan(call, refusal) for call, refusal in zip(batch.calls, batch.refusals, strict=True)]
+        for group in self._groups(plans):
+            for plan in group:
+                batch.started.append(plan.call.id)
+                yield ToolCallStarted(plan.call, turn)
+            if batch.done is not None:
+                why = f"the run ended when tool {batch.done_by!r} finished"
+                for plan in group:
+                    batch.results[plan.call.id] = cancelled_result(plan.call, why)
+            else:
+                await self._run_group(batch, group)
+            for plan in group:
+                call_id = plan.call.id
+                yield ToolResultReceived(batch.results[call_id], turn, batch.exceptions.get(call_id))
+
+    def _plan(self, call: ToolCall, refusal: str | None) -> _Plan:
+        if refusal is not None:
+            return _Plan(call, answer=ToolResult(call.id, call.name, refusal, True, "permission_denied"))
+        tool = self.registry.get(call.name)
+        if tool is None:
+            available = ", ".join(self.registry.names) or "none"
+            error = ToolNotFound(f"Unknown tool {call.name!r}. Available tools: {available}.")
+            return _Plan(call, answer=error_result(call, error))
+        if call.arguments is None:
+            raw = call.raw_arguments or ""
+            quoted = raw if len(raw) <= MAX_ECHOED_ARGUMENTS else raw[:MAX_ECHOED_ARGUMENTS] + "..."
+            invalid = InvalidArguments(
+                f"Invalid arguments for tool {call.name!r}: they are not a JSON object ({quoted!r}). "
+                "Send the arguments as one JSON object matching the tool's schema."
+            )
+            return _Plan(call, answer=error_result(call, invalid))
+        try:
+            return _Plan(call, tool=tool, invoke=tool.bind(call.arguments))
+        except InvalidArguments as error:
+            return _Plan(call, answer=error_result(call, error))
+
+    def _groups(self, plans: list[_Plan]) -> list[list[_Plan]]:
+        """Consecutive concurrent calls together; every other call alone."""
+        groups: list[list[_Plan]] = []
+        for plan in plans:
+            if self._concurrent(plan) and groups and self._concurrent(groups[-1][-1]):
+                groups[-1].append(plan)
+            else:
+                groups.append([plan])
+        return groups
+
+    def _concurrent(self, plan: _Plan) -> bool:
+        return plan.tool is not None and (self.concurrent_tools or plan.tool.concurrent)
+
+    async def _run_group(self, batch: ToolBatch, group: list[_Plan]) -> None:
+        waiting = [plan for plan in group if plan.invoke is not None]
+        for plan in group:
+            if plan.answer is not None:
+                batch.results[plan.call.id] = plan.answer
+        if not waiting:
+            return
+        interrupter = self.interrupter
+        interrupter.arm()
+        try:
+            if len(waiting) == 1:
+                await self._execute(batch, waiting[0])
+            else:
+                await self._execute_together(batch, waiting)
+        except asyncio.CancelledError as cancelled:
+            raise interrupter.taken(cancelled) from None
+        if interrupter.fired:
+            await interrupter.settle()
+        else:
+            interrupter.armed = False
+
+    async def _execute_together(self, batch: ToolBatch, plans: list[_Plan]) -> None:
+        slots = asyncio.Semaphore(self.max_concurrency)
+
+        async def execute(plan: _Plan) -> None:
+            async with slots:
+                await self._execute(batch, plan)
+
+        async with asyncio.TaskGroup() as group:
+            for plan in plans:
+                group.create_task(execute(plan))
+
+    async def _execute(self, batch: ToolBatch, plan: _Plan) -> None:
+        call, tool, invoke = plan.call, plan.tool, plan.invoke
+        assert tool is not None
+        assert invoke is not None
+        timeout = tool.timeout or self.timeout
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                value = await invoke()
+        except TimeoutError as exc:
+            if scope.expired():
+                self._record(batch, call, _timeout_result(call, tool, timeout))
+            else:
+                self._record(batch, call, _failure_result(call, exc), exc)
+        except Done as done:
+            self._finish_run(batch, call, done)
+        except TetherError as error:
+            self._record(batch, call, error_result(call, error), error)
+        except Exception as exc:  # noqa: BLE001 - any tool failure is reported to the model
+            self._record(batch, call, _failure_result(call, exc), exc)
+        else:
+            if isinstance(value, Done):
+                self._finish_run(batch, call, value)
+            else:
+                self._record(batch, call, ToolResult(call.id, call.name, render_output(value)))
+
+    @staticmethod
+    def _record(batch: ToolBatch, call: ToolCall, result: ToolResult, exc: BaseException | None = None) -> None:
+        batch.results[call.id] = result
+        if exc is not None:
+            batch.exceptions[call.id] = exc
+
+    @staticmethod
+    def _finish_run(batch: ToolBatch, call: ToolCall, done: Done) -> None:
+        batch.results[call.id] = ToolResult(call.id, call.name, done.message)
+        if batch.done is None:
+            batch.done, batch.done_by = done, call.name
+
+
+def _failure_result(call: ToolCall, exc: BaseException) -> ToolResult:
+    detail = str(exc)
+    message = f"Tool {call.name!r} failed: {type(exc).__name__}" + (f": {detail}" if detail else "")
+    return ToolResult(call.id, call.name, message, is_error=True, code="tool_failed")
+
+
+def _timeout_result(call: ToolCall, tool: Tool, timeout: float | None) -> ToolResult:
+    fate = (
+        "was cancelled"
+        if tool.is_async
+        else "was abandoned (a synchronous tool's thread cannot be stopped and may still be running)"
+    )
+    message = f"Tool {call.name!r} did not finish within {timeout:g} s and {fate}."
+    return ToolResult(call.id, call.name, message, is_error=True, code="tool_timeout")

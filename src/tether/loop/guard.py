@@ -1,0 +1,135 @@
+"""LoopGuard: the run's counters, and the one place that decides a limit has been reached.
+
+The contract
+------------
+* **Turns.** A turn is a provider call whose answer was used. After turn ``max_turns`` the run stops with
+  ``max_turns`` if the model still wanted to act (its tool calls of that turn are run first, so nothing is
+  left unanswered). Rejected answers do not count as turns; they count as invalid responses.
+* **Tool calls** are counted exactly. Of one turn's calls, those past ``max_tool_calls_per_turn`` are not run
+  and get an error result telling the model so. Past ``max_tool_calls`` for the run, calls are refused the
+  same way and the run stops with ``max_tool_calls`` after that turn.
+* **Consecutive errors.** A turn whose tool results are all errors is an error turn; after
+  ``max_consecutive_errors`` of them in a row the run stops. Any successful result resets the count.
+* **Invalid responses.** An answer with nothing usable is rejected and retried with a corrective message;
+  more than ``invalid_response_retries`` rejections in a row stop the run with ``invalid_response``.
+* **Budget.** After every provider call the run's cost is compared with ``max_cost_usd``.
+* When several limits are reached by the same turn, the first in this order wins: budget, tool calls,
+  consecutive errors, turns.
+
+Deadlines are enforced by the run's :class:`~tether.loop.interrupts.Interrupter`; the guard only computes
+the run's deadline. The guard holds counts and decides; it never touches the transcript.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tether.limits import Limits, StopReason
+from tether.messages import ToolCall, ToolResult
+from tether.usage import Cost, Price, Usage, cost_of
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """A decision to stop the run, with a sentence saying why and the error behind it, if any."""
+
+    reason: StopReason
+    detail: str
+    error: Exception | None = None
+
+
+class LoopGuard:
+    """Counts turns, tool calls, errors and spend for one run, and says when and why to stop."""
+
+    __slots__ = (
+        "_refused_for_budget",
+        "error_turns",
+        "invalid_in_a_row",
+        "limits",
+        "price",
+        "tool_calls",
+        "turns",
+        "usage",
+    )  # fmt: skip
+
+    def __init__(self, limits: Limits, price: Price | None) -> None:
+        self.limits = limits
+        self.price = price
+        self.turns = 0
+        self.tool_calls = 0
+        self.error_turns = 0
+        self.invalid_in_a_row = 0
+        self.usage = Usage()
+        self._refused_for_budget = False
+
+    @property
+    def cost(self) -> Cost | None:
+        return None if self.price is None else cost_of(self.usage, self.price)
+
+    def record_call(self, usage: Usage) -> None:
+        """Add one provider call's usage (checked against the budget before the next call)."""
+        self.usage = self.usage + usage
+
+    def record_invalid(self, problem: str) -> Stop | None:
+        """A rejected answer; stop once the corrective retries are used up (or the budget is)."""
+        if stop := self._budget_stop():
+            return stop
+        self.invalid_in_a_row += 1
+        if self.invalid_in_a_row > self.limits.invalid_response_retries:
+            tries = self.invalid_in_a_row
+            return Stop(StopReason.INVALID_RESPONSE, f"no usable answer after {tries} attempts: {problem}")
+        return None
+
+    def record_turn(self) -> None:
+        """An answer was accepted as a turn."""
+        self.turns += 1
+        self.invalid_in_a_row = 0
+
+    def admit(self, calls: Sequence[ToolCall]) -> list[str | None]:
+        """For each call in order: ``None`` to run it, or the reason it may not run. Counts what it admits."""
+        per_turn = self.limits.max_tool_calls_per_turn
+        total = self.limits.max_tool_calls
+        verdicts: list[str | None] = []
+        for position, _call in enumerate(calls):
+            if per_turn is not None and position >= per_turn:
+                verdicts.append(
+                    f"Not run: this turn asked for {len(calls)} tool calls and at most {per_turn} run per turn. "
+                    "Call it again in your next turn if it is still needed."
+                )
+            elif total is not None and self.tool_calls >= total:
+                self._refused_for_budget = True
+                verdicts.append(f"Not run: the run's limit of {total} tool calls has been reached.")
+            else:
+                self.tool_calls += 1
+                verdicts.append(None)
+        return verdicts
+
+    def record_results(self, results: Sequence[ToolResult]) -> None:
+        if results and all(r.is_error for r in results):
+            self.error_turns += 1
+        elif results:
+            self.error_turns = 0
+
+    def after_turn(self) -> Stop | None:
+        """Whether the run must stop after a turn whose tool calls have all been answered."""
+        limits = self.limits
+        if stop := self._budget_stop():
+            return stop
+        if self._refused_for_budget:
+            return Stop(StopReason.MAX_TOOL_CALLS, f"reached the limit of {limits.max_tool_calls} tool calls")
+        if limits.max_consecutive_errors is not None and self.error_turns >= limits.max_consecutive_errors:
+            return Stop(
+                StopReason.CONSECUTIVE_ERRORS,
+                f"the tool calls of {self.error_turns} turns in a row all failed",
+            )
+        if limits.max_turns is not None and self.turns >= limits.max_turns:
+            return Stop(StopReason.MAX_TURNS, f"reached the limit of {limits.max_turns} turns")
+        return None
+
+    def _budget_stop(self) -> Stop | None:
+        limit = self.limits.max_cost_usd
+        cost = self.cost
+        if limit is None or cost is None or cost.total_usd < limit:
+            return None
+        return Stop(StopReason.BUDGET, f"spent ${cost.total_usd:.4f} of the ${limit:.4f} budget")

@@ -1,0 +1,137 @@
+"""Cancellation and deadlines: how a run is interrupted.
+
+The contract
+------------
+* ``cancel()`` on a run's handle or stream stops the run *now*. If the run is waiting on its provider or on a
+  tool, that wait is cancelled at once (an async tool's coroutine is cancelled; a synchronous tool's thread
+  cannot be stopped and is abandoned). If the run is handing an event to its host, it stops as soon as the
+  host asks for the next one. ``cancel(after_turn=True)`` lets the current turn, tool calls included, finish.
+* Either way the run ends like any other: a ``RunCompleted`` event and a ``RunResult`` with
+  ``StopReason.CANCELLED``, the usage so far, and a valid transcript: every tool call without a result gets a
+  synthetic ``cancelled`` error result. A turn that was still streaming is left out of the transcript.
+* Deadlines (``request_timeout`` for the first event, ``step_timeout`` per provider call, ``run_timeout``)
+  interrupt the same way and end the run with ``StopReason.TIMEOUT``.
+* A ``CancelledError`` that tether did not cause (the host cancelled the task driving the run) is never
+  swallowed: the run closes its open tool calls and re-raises, so ``asyncio.timeout`` and ``TaskGroup`` keep
+  working around it.
+
+How
+---
+An :class:`Interrupter` belongs to one run. The loop *arms* it only while it awaits its provider or a tool;
+only then does an interrupt cancel the run's task. Otherwise (the run is suspended at a ``yield``, with the
+host's code running on the same task) the interrupt is recorded and raised when the loop resumes. A cancel
+must never land in the host's code: it would look like the host had been cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from dataclasses import dataclass
+
+from tether.limits import StopReason
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """Why a run was interrupted: the stop it leads to and a sentence for people."""
+
+    reason: StopReason
+    detail: str
+    error: Exception | None = None
+
+
+class Interrupted(Exception):
+    """Raised inside the loop when an interrupt is taken; carries the :class:`Interrupt`."""
+
+    def __init__(self, interrupt: Interrupt) -> None:
+        super().__init__(interrupt.detail)
+        self.interrupt = interrupt
+
+
+class Interrupter:
+    """Delivers cancel requests and deadlines to one run (see the module docstring)."""
+
+    __slots__ = ("_fired", "_loop", "_task", "_thread", "after_turn", "armed", "finished", "pending")
+
+    def __init__(self) -> None:
+        self.armed = False
+        """True while the run awaits its provider or a tool: an interrupt may cancel the task."""
+        self.pending: Interrupt | None = None
+        """The first interrupt requested, taken at the next chance."""
+        self.after_turn: Interrupt | None = None
+        """A cancel that waits for the current turn to finish."""
+        self.finished = False
+        self._fired = False
+        self._task: asyncio.Task[object] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: int | None = None
+
+    def attach(self) -> None:
+        """Bind to the task now running the loop; called once when the run starts."""
+        self._task = asyncio.current_task()
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+
+    def request(self, interrupt: Interrupt, *, after_turn: bool = False) -> None:
+        """Ask the run to stop; safe from any task or thread, and idempotent."""
+        loop = self._loop
+        if loop is not None and threading.get_ident() != self._thread:
+            loop.call_soon_threadsafe(functools.partial(self.request, interrupt, after_turn=after_turn))
+            return
+        if self.finished:
+            return
+        if after_turn:
+            self.after_turn = self.after_turn or interrupt
+            return
+        if self.pending is None:
+            self.pending = interrupt
+        if self.armed and not self._fired and self._task is not None:
+            self._fired = True
+            self._task.cancel()
+
+    def deadline(self, when: float, interrupt: Interrupt) -> asyncio.TimerHandle:
+        """Request ``interrupt`` at loop time ``when``; cancel the returned handle to withdraw it."""
+        assert self._loop is not None, "attach() first"
+        return self._loop.call_at(when, self.request, interrupt)
+
+    def arm(self) -> None:
+        """Enter an interruptible wait; raises at once if an interrupt is already pending."""
+        if self.pending is not None:
+            raise Interrupted(self.pending)
+        self.armed = True
+
+    def taken(self, error: asyncio.CancelledError) -> Interrupted:
+        """Turn a ``CancelledError`` caught in an armed wait into ``Interrupted``, or re-raise it if it is not ours."""
+        self.armed = False
+        if not self._fired or self.pending is None:
+            raise error
+        self._fired = False
+        assert self._task is not None
+        if self._task.uncancel() > 0:
+            raise error  # the host cancelled us too: theirs wins
+        return Interrupted(self.pending)
+
+    async def settle(self) -> None:
+        """After an armed wait that ended normally: absorb a cancel we sent that has not landed yet.
+
+        A timer can fire in the same loop iteration as the awaited thing completes; the task then carries a
+        cancel request that would hit the next unrelated await. Only called when that can have happened.
+        """
+        self.armed = False
+        if not self._fired:
+            return
+        self._fired = False
+        assert self._task is not None
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            if self._task.uncancel() > 0:
+                raise  # the host cancelled us too: theirs wins
+            return
+        self._task.uncancel()
+
+    @property
+    def fired(self) -> bool:
+        return self._fired

@@ -1,0 +1,223 @@
+"""The conversation: messages made of typed parts, and their JSON form.
+
+Every provider maps its wire format to and from these types, so the loop, sessions and tools speak one
+language. Parts are immutable; data a provider needs back verbatim on a later turn (reasoning signatures,
+encrypted reasoning, Gemini thought signatures) rides in ``provider_data`` and is never interpreted here.
+
+A transcript is *valid* when every tool call is answered by exactly one result before the model speaks
+again; :func:`transcript_problems` checks that, and the loop keeps it true even on cancellation.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from tether.errors import SessionInvalid
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """Plain text written by a user or the model."""
+
+    text: str
+    provider_data: dict[str, Any] | None = None
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class Thinking:
+    """The model's reasoning, kept apart from its answer; ``signature`` is replayed unchanged."""
+
+    text: str
+    signature: str | None = None
+    provider_data: dict[str, Any] | None = None
+    kind: Literal["thinking"] = "thinking"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A request by the model to run a tool.
+
+    ``arguments`` is the parsed JSON object, or ``None`` when the model's ``raw_arguments`` are not a JSON
+    object (the executor then answers with an ``invalid_arguments`` error). ``raw_arguments`` keeps the text
+    as the model wrote it, when it arrived as text, so it can be sent back verbatim.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    raw_arguments: str | None = None
+    provider_data: dict[str, Any] | None = None
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool call produced, as the model will read it.
+
+    ``code`` is the stable error code (``tool_not_found``, ``invalid_arguments``, ...) when ``is_error``.
+    """
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    code: str | None = None
+    kind: Literal["tool_result"] = "tool_result"
+
+
+Part: TypeAlias = Text | Thinking | ToolCall | ToolResult
+
+if TYPE_CHECKING:
+    _Parts: TypeAlias = tuple[Part, ...]
+# else: ``_Parts`` is bound by _history_adapter() just before pydantic reads Message's annotations, to the
+# same tuple with the union discriminated by ``kind``; this keeps pydantic out of ``import tether``.
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a conversation: a role and its parts, in order."""
+
+    role: Role
+    parts: _Parts
+    provider_data: dict[str, Any] | None = None
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        return cls("system", (Text(text),))
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        return cls("user", (Text(text),))
+
+    @classmethod
+    def assistant(cls, text: str) -> Message:
+        return cls("assistant", (Text(text),))
+
+    @property
+    def text(self) -> str:
+        """All text parts joined; thinking is not included."""
+        return "".join(p.text for p in self.parts if type(p) is Text)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(p for p in self.parts if type(p) is ToolCall)
+
+    @property
+    def tool_results(self) -> tuple[ToolResult, ...]:
+        return tuple(p for p in self.parts if type(p) is ToolResult)
+
+
+# --- JSON ---------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _history_adapter() -> TypeAdapter[list[Message]]:
+    """Built on first use so that importing tether does not import pydantic.
+
+    Parts are told apart by their literal ``kind``: each part type accepts only its own.
+    """
+    from typing import Annotated
+
+    from pydantic import Field, TypeAdapter
+
+    globals()["_Parts"] = tuple[Annotated[Part, Field(discriminator="kind")], ...]
+    return TypeAdapter(list[Message])
+
+
+def messages_to_jsonable(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Messages as plain JSON-ready dicts (lists, strings, numbers, booleans, None)."""
+    return _history_adapter().dump_python(list(messages), mode="json")  # type: ignore[no-any-return]
+
+
+def messages_to_json(messages: Iterable[Message]) -> str:
+    """Messages as compact JSON text."""
+    return _history_adapter().dump_json(list(messages)).decode()
+
+
+def messages_from_json(data: str | bytes, *, source: str = "messages") -> list[Message]:
+    """Messages from JSON text; anything that is not a list of messages raises ``session_invalid``."""
+    from pydantic import ValidationError
+
+    try:
+        return _history_adapter().validate_json(data)
+    except ValidationError as exc:
+        raise SessionInvalid(f"{source}: not a valid message list: {_first_error(exc)}") from exc
+
+
+def messages_from_jsonable(data: Any, *, source: str = "messages") -> list[Message]:
+    """Messages from already-parsed JSON (lists and dicts)."""
+    from pydantic import ValidationError
+
+    try:
+        return _history_adapter().validate_python(data)
+    except ValidationError as exc:
+        raise SessionInvalid(f"{source}: not a valid message list: {_first_error(exc)}") from exc
+
+
+def _first_error(exc: Any) -> str:
+    errors = exc.errors()
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"at {where}: {first['msg']}{more}"
+
+
+# --- transcript validity ----------------------------------------------------------------------------------
+
+
+def open_tool_calls(messages: Sequence[Message]) -> list[ToolCall]:
+    """The tool calls of the last assistant message that have no result yet, in model order."""
+    answered: set[str] = set()
+    for message in reversed(messages):
+        if message.role == "assistant":
+            return [c for c in message.tool_calls if c.id not in answered]
+        answered.update(r.call_id for r in message.tool_results)
+    return []
+
+
+def transcript_problems(messages: Sequence[Message]) -> list[str]:
+    """What makes a transcript invalid, one sentence each; an empty list means it is valid.
+
+    Valid: system messages only at the start; the first other message is from the user; every tool call is
+    answered by exactly one result before the next assistant or user message; no result answers an unknown
+    call; tool results only in ``tool`` messages.
+    """
+    problems: list[str] = []
+    pending: dict[str, str] = {}
+    seen_non_system = False
+    for i, message in enumerate(messages):
+        if message.role == "system":
+            if seen_non_system:
+                problems.append(f"message {i}: a system message after the conversation started")
+            continue
+        if not seen_non_system and message.role != "user":
+            problems.append(f"message {i}: the conversation starts with {message.role!r}, not 'user'")
+        seen_non_system = True
+        results = message.tool_results
+        if results and message.role != "tool":
+            problems.append(f"message {i}: tool results in a {message.role!r} message")
+        if message.role == "tool":
+            for result in results:
+                if pending.pop(result.call_id, None) is None:
+                    problems.append(f"message {i}: result for unknown or answered call {result.call_id!r}")
+            continue
+        if pending:
+            problems.append(f"message {i}: calls without results before it: {sorted(pending.values())}")
+            pending.clear()
+        if message.role == "assistant":
+            for call in message.tool_calls:
+                if call.id in pending:
+                    problems.append(f"message {i}: duplicate tool call id {call.id!r}")
+                pending[call.id] = f"{call.name}#{call.id}"
+    if pending:
+        problems.append(f"end: calls without results: {sorted(pending.values())}")
+    return problems

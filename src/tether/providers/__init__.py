@@ -1,0 +1,1 @@
+"""Providers: one module per wire protocol, behind the Provider protocol of base.py."""

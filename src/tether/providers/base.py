@@ -1,0 +1,109 @@
+"""What a provider is: something that turns a :class:`Request` into a stream of ``LlmEvent``s.
+
+The contract every provider keeps:
+
+* ``stream()`` yields ``StreamStart`` first (optional), then deltas, then exactly one ``StreamEnd``. Every
+  ``ToolCallStart`` is closed by a ``ToolCallEnd`` unless the output was cut off (``finish_reason="length"``).
+* Failures are raised as :class:`~tether.errors.ProviderError` subclasses with a stable code. Retries happen
+  inside the provider and only before its first event: once an event has been yielded, a failure is final.
+* If the consumer stops early (cancellation, timeout), the provider's generator is closed and must release
+  its connection.
+* A provider knows nothing of tools' code or of the loop; it sees tool definitions and messages only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+from tether.events import FinishReason, LlmEvent
+from tether.messages import Message
+
+__all__ = [
+    "FinishReason",
+    "ForceTool",
+    "ModelInfo",
+    "ModelSettings",
+    "Provider",
+    "Request",
+    "ToolChoice",
+    "ToolDefinition",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """A tool as the model is told about it: a name, what it does, and a JSON Schema for its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ForceTool:
+    """Make the model call this tool."""
+
+    name: str
+
+
+ToolChoice: TypeAlias = Literal["auto", "none", "required"] | ForceTool
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """Sampling settings sent with every request; ``None`` leaves the provider's default."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Provider-specific body fields, merged into the request as given."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One provider call: the conversation so far, the tools on offer and how to answer."""
+
+    messages: tuple[Message, ...]
+    system: str | None = None
+    tools: tuple[ToolDefinition, ...] = ()
+    tool_choice: ToolChoice = "auto"
+    parallel_tool_calls: bool | None = None
+    settings: ModelSettings = ModelSettings()
+    timeout: float | None = None
+    """Seconds to wait for the first byte and between chunks (``Limits.request_timeout``)."""
+    deadline: float | None = None
+    """``loop.time()`` after which the run stops; providers cap their retries by it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """Which model a provider talks to, and what it can do."""
+
+    provider: str
+    name: str
+    supports_tools: bool = True
+    supports_streaming: bool = True
+    supports_thinking: bool = False
+    context_window: int | None = None
+
+    @property
+    def model_string(self) -> str:
+        """The ``provider:model`` string, as used for price lookup and display."""
+        return f"{self.provider}:{self.name}"
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model endpoint. See the module docstring for the contract."""
+
+    @property
+    def info(self) -> ModelInfo:
+        """The model and its capabilities."""
+        ...
+
+    def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
+        """Answer ``request`` as a stream of events (an async generator)."""
+        ...

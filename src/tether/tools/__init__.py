@@ -1,0 +1,1 @@
+"""Tools: the Tool type and @tool, argument schemas and validation, the registry."""

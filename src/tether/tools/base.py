@@ -1,0 +1,180 @@
+"""Tools: a name, a description, an argument schema and something to call.
+
+``@tool`` turns a typed, documented Python function (sync or async) into a :class:`Tool`; its schema comes
+from the signature and its descriptions from the docstring. :meth:`Tool.from_schema` wraps a raw JSON Schema
+and a callable that takes the arguments as one dict, which is how tools from elsewhere (MCP) arrive.
+
+A tool ends the run by raising (or returning) :class:`Done`; it sends the model a plain error message by
+raising :class:`~tether.errors.ToolError`. Any other exception becomes an error result naming its type.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, overload
+
+from tether.errors import ConfigInvalid
+from tether.messages import ToolResult
+from tether.tools.docstrings import parse_docstring
+from tether.tools.schema import ArgumentValidator, JsonSchemaValidator, SignatureValidator
+from tether.tools.threads import run_in_tool_thread
+
+__all__ = ["Done", "Tool", "ToolResult", "tool"]
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Done(Exception):
+    """Raise or return this from a tool to end the run; ``message`` becomes the run's final text."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Tool:
+    """Something the model can call. Calling the ``Tool`` itself calls the wrapped function directly."""
+
+    __slots__ = ("_validator", "concurrent", "description", "function", "is_async", "name", "timeout")
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        function: Callable[..., Any],
+        validator: ArgumentValidator,
+        *,
+        concurrent: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        if not _NAME.match(name):
+            raise ConfigInvalid(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
+        if timeout is not None and not timeout > 0:
+            raise ConfigInvalid(f"tool {name!r}: timeout must be > 0 seconds, not {timeout!r}")
+        if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
+            raise ConfigInvalid(f"tool {name!r}: a generator cannot be a tool; return the whole result")
+        self.name = name
+        self.description = description
+        self.function = function
+        self.is_async = inspect.iscoroutinefunction(function)
+        self.concurrent = concurrent
+        """Safe to run at the same time as other concurrent calls of the same turn."""
+        self.timeout = timeout
+        """Overrides ``Limits.tool_timeout`` for this tool."""
+        self._validator = validator
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        concurrent: bool = False,
+        timeout: float | None = None,
+    ) -> Tool:
+        """A tool from a typed function; descriptions come from its docstring unless given."""
+        doc = parse_docstring(inspect.getdoc(function))
+        tool_name = name or function.__name__
+        validator = SignatureValidator(function, doc.params)
+        return cls(
+            tool_name,
+            description if description is not None else doc.description,
+            function,
+            validator,
+            concurrent=concurrent,
+            timeout=timeout,
+        )
+
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        function: Callable[[dict[str, Any]], Any],
+        *,
+        concurrent: bool = False,
+        timeout: float | None = None,
+    ) -> Tool:
+        """A tool from a raw JSON Schema; ``function`` receives the validated arguments as one dict."""
+        return cls(
+            name,
+            description,
+            function,
+            JsonSchemaValidator(name, parameters),
+            concurrent=concurrent,
+            timeout=timeout,
+        )
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON Schema of the arguments, as shown to the model."""
+        return self._validator.parameters
+
+    def bind(self, arguments: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
+        """Validate ``arguments`` and return the call, ready to await; raises ``InvalidArguments``.
+
+        A synchronous function is run on a tool thread (``tools/threads.py``), never on the event loop.
+        """
+        bound = self._validator.validate(self.name, arguments)
+        function = self.function
+        if self.is_async:
+            return lambda: function(*bound.args, **bound.kwargs)
+        return lambda: run_in_tool_thread(functools.partial(function, *bound.args, **bound.kwargs))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Tool(name={self.name!r}, concurrent={self.concurrent}, timeout={self.timeout})"
+
+
+@overload
+def tool(function: F, /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    concurrent: bool = False,
+    timeout: float | None = None,
+) -> Callable[[F], Tool]: ...
+def tool(
+    function: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    concurrent: bool = False,
+    timeout: float | None = None,
+) -> Tool | Callable[[F], Tool]:
+    """Make a function a tool: ``@tool`` or ``@tool(name=..., concurrent=True, timeout=5)``."""
+
+    def wrap(fn: F) -> Tool:
+        return Tool.from_function(fn, name=name, description=description, concurrent=concurrent, timeout=timeout)
+
+    return wrap(function) if function is not None else wrap
+
+
+def render_output(value: Any) -> str:
+    """A tool's return value as the text the model reads: strings as they are, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "(no output)"
+    try:
+        return json.dumps(value, ensure_ascii=False, default=_to_jsonable)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _to_jsonable(value: Any) -> Any:
+    from pydantic_core import to_jsonable_python
+
+    return to_jsonable_python(value)

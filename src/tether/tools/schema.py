@@ -1,0 +1,169 @@
+"""Tool argument schemas and their validation.
+
+Two sources, one behaviour. A Python function's signature becomes a pydantic model (arguments are coerced
+the way pydantic coerces, extra fields are refused); a raw JSON Schema (an MCP tool's, say) is checked with
+a Draft 2020-12 validator. Either way a bad call raises :class:`~tether.errors.InvalidArguments` with a
+message that names each offending field, which the model reads and can act on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tether.errors import ConfigInvalid, InvalidArguments
+
+MAX_REPORTED_ERRORS = 8
+"""Validation errors listed in one message; a model needs the first few, not a wall of them."""
+
+
+class ArgumentValidator(Protocol):
+    """Checks a model's arguments and returns what to call the tool with."""
+
+    parameters: dict[str, Any]
+    """The JSON Schema shown to the model."""
+
+    def validate(self, tool_name: str, arguments: dict[str, Any]) -> BoundArguments: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BoundArguments:
+    """Validated arguments, ready for the call: ``function(*args, **kwargs)``."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+# --- function signatures (pydantic) -------------------------------------------------------------------------
+
+
+class SignatureValidator:
+    """Validates arguments against a function's signature, through a pydantic model built once."""
+
+    def __init__(self, function: Callable[..., Any], descriptions: dict[str, str]) -> None:
+        from pydantic import ConfigDict, Field, create_model
+
+        signature = inspect.signature(function)
+        hints = typing.get_type_hints(function, include_extras=True)
+        fields: dict[str, Any] = {}
+        self._positional: list[str] = []
+        self._keyword: list[str] = []
+        for index, (name, param) in enumerate(signature.parameters.items()):
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise ConfigInvalid(
+                    f"tool {function.__name__!r}: *{name} cannot be described to a model; "
+                    "name each parameter, or build the tool from a JSON schema"
+                )
+            default = ... if param.default is param.empty else param.default
+            # Fields get neutral names and the parameter name as alias, so that a parameter called ``json``
+            # or ``model_config`` cannot clash with pydantic's own attributes.
+            field_name = f"p{index}"
+            fields[field_name] = (
+                hints.get(name, Any),
+                Field(default, alias=name, description=descriptions.get(name) or None),
+            )
+            (self._positional if param.kind is param.POSITIONAL_ONLY else self._keyword).append(name)
+        self._field_names = {f"p{i}": name for i, name in enumerate(signature.parameters)}
+        self._model = create_model(
+            f"{function.__name__}_arguments",
+            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+            **fields,
+        )
+        self.parameters: dict[str, Any] = strip_titles(self._model.model_json_schema(by_alias=True))
+
+    def validate(self, tool_name: str, arguments: dict[str, Any]) -> BoundArguments:
+        from pydantic import ValidationError
+
+        try:
+            model = self._model.model_validate(arguments)
+        except ValidationError as exc:
+            raise InvalidArguments(_pydantic_message(tool_name, exc)) from None
+        values = {self._field_names[f]: getattr(model, f) for f in self._field_names}
+        return BoundArguments(
+            args=tuple(values[name] for name in self._positional),
+            kwargs={name: values[name] for name in self._keyword},
+        )
+
+
+def _pydantic_message(tool_name: str, exc: Any) -> str:
+    lines = [f"Invalid arguments for tool {tool_name!r}:"]
+    errors = exc.errors(include_url=False)
+    for error in errors[:MAX_REPORTED_ERRORS]:
+        where = ".".join(str(part) for part in error["loc"]) or "(arguments)"
+        got = "" if error["type"] in ("missing", "extra_forbidden") else f" (got {_short(error['input'])})"
+        message = "unexpected field; remove it" if error["type"] == "extra_forbidden" else error["msg"]
+        if error["type"] == "missing":
+            message = "required field is missing"
+        lines.append(f"- {where}: {message}{got}")
+    if len(errors) > MAX_REPORTED_ERRORS:
+        lines.append(f"- ... and {len(errors) - MAX_REPORTED_ERRORS} more")
+    return "\n".join(lines)
+
+
+# --- raw JSON Schema (jsonschema, Draft 2020-12) ------------------------------------------------------------
+
+
+class JsonSchemaValidator:
+    """Validates arguments against a raw JSON Schema; the tool function receives them as one dict."""
+
+    def __init__(self, tool_name: str, schema: dict[str, Any]) -> None:
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
+        if not isinstance(schema, dict):
+            raise ConfigInvalid(f"tool {tool_name!r}: the parameters schema must be a JSON object")
+        if schema.get("type", "object") != "object":
+            raise ConfigInvalid(f"tool {tool_name!r}: the parameters schema must have type 'object'")
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise ConfigInvalid(f"tool {tool_name!r}: invalid JSON Schema: {exc.message}") from None
+        self._validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        # What the model is shown: always an object with properties, which every provider accepts.
+        self.parameters: dict[str, Any] = {"type": "object", "properties": {}, **schema}
+
+    def validate(self, tool_name: str, arguments: dict[str, Any]) -> BoundArguments:
+        errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
+        if errors:
+            lines = [f"Invalid arguments for tool {tool_name!r}:"]
+            for error in errors[:MAX_REPORTED_ERRORS]:
+                where = ".".join(str(part) for part in error.absolute_path) or "(arguments)"
+                lines.append(f"- {where}: {error.message}")
+            if len(errors) > MAX_REPORTED_ERRORS:
+                lines.append(f"- ... and {len(errors) - MAX_REPORTED_ERRORS} more")
+            raise InvalidArguments("\n".join(lines))
+        return BoundArguments(args=(arguments,), kwargs={})
+
+
+# --- helpers ------------------------------------------------------------------------------------------------
+
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMAS = ("items", "additionalProperties", "not", "contains", "propertyNames", "if", "then", "else")
+
+
+def strip_titles(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema without the ``title`` keywords pydantic adds: tokens the model pays for and does not need.
+
+    Walks schema positions only, so a property that is itself named ``title`` is kept.
+    """
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            value = {k: strip_titles(v) if isinstance(v, dict) else v for k, v in value.items()}
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            value = [strip_titles(v) if isinstance(v, dict) else v for v in value]
+        elif key in _SUBSCHEMAS and isinstance(value, dict):
+            value = strip_titles(value)
+        out[key] = value
+    return out
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
