@@ -86,6 +86,7 @@ class StreamEnd:
     finish_reason: FinishReason
     usage: Usage
     provider_data: dict[str, Any] | None = None
+    """Kept on the assistant message, for data the provider needs back on a later turn."""
     kind: Literal["stream_end"] = "stream_end"
 
 

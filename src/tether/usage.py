@@ -7,6 +7,7 @@ gets ``None``, never a guess.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -97,11 +98,14 @@ def price_for(model: str) -> Price | None:
     name = model.split(":", 1)[1] if ":" in model else model
     if name in PRICES:
         return PRICES[name]
-    family = max((known for known in PRICES if name.startswith(known + "-")), key=len, default=None)
-    if family is None:
-        return None
-    suffix = name[len(family) + 1 :]
-    return PRICES[family] if suffix.replace("-", "").isdigit() else None
+    family, dated = _DATED_SNAPSHOT.match(name), None
+    if family is not None:
+        dated = PRICES.get(family.group(1))
+    return dated
+
+
+_DATED_SNAPSHOT = re.compile(r"^(.+?)-(\d{8}|\d{4}-\d{2}-\d{2})$")
+"""``family-20250929`` or ``family-2024-08-06``: a dated snapshot, priced like its family."""
 
 
 def cost_of(usage: Usage, price: Price) -> Cost:

@@ -100,7 +100,7 @@ def _merge(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
 class StreamAccumulator:
     """Feed it every event of one provider call with :meth:`add`, then take the turn with :meth:`finish`."""
 
-    __slots__ = ("_calls", "_current", "_ended", "_finish", "_model", "_parts", "_usage")
+    __slots__ = ("_calls", "_current", "_ended", "_finish", "_model", "_parts", "_provider_data", "_usage")
 
     def __init__(self) -> None:
         self._parts: list[_TextBuilder | _ThinkingBuilder | _CallBuilder] = []
@@ -110,6 +110,7 @@ class StreamAccumulator:
         self._usage = Usage()
         self._ended = False
         self._model: str | None = None
+        self._provider_data: dict[str, Any] | None = None
 
     def add(self, event: LlmEvent) -> None:
         """Fold one event in; raises ``InvalidResponse`` for a stream that breaks the provider contract."""
@@ -125,11 +126,16 @@ class StreamAccumulator:
         elif kind is ToolCallEnd:
             self._call(event.id).ended = True  # type: ignore[union-attr]
         elif kind is StreamEnd:
-            self._finish, self._usage, self._ended = event.finish_reason, event.usage, True  # type: ignore[union-attr]
+            self._end(event)  # type: ignore[arg-type]
         elif kind is StreamStart:
             self._model = event.model  # type: ignore[union-attr]
         else:
             raise InvalidResponse(f"unknown stream event {event!r}")
+
+    def _end(self, event: StreamEnd) -> None:
+        self._finish, self._usage, self._ended = event.finish_reason, event.usage, True
+        if event.provider_data:
+            self._provider_data = _merge(self._provider_data, event.provider_data)
 
     def _text(self, event: TextDelta) -> None:
         if not event.text and event.provider_data is None:
@@ -185,7 +191,7 @@ class StreamAccumulator:
                 parts.append(call)
                 calls.append(call)
         return AccumulatedTurn(
-            message=Message("assistant", tuple(parts)),
+            message=Message("assistant", tuple(parts), self._provider_data),
             tool_calls=tuple(calls),
             incomplete_calls=tuple(incomplete),
             finish_reason=self._finish,

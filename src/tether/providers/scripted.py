@@ -98,7 +98,7 @@ class Step:
     cut_off: bool = False
     """The last call is cut off at the output limit: half its arguments, no end, ``finish="length"``."""
     hang: bool = False
-    """After the text, wait until cancelled."""
+    """After the text, wait until cancelled; with nothing to stream, send no event at all."""
     error: BaseException | None = None
     """Raised after the text, instead of finishing."""
     raw: tuple[LlmEvent | Pause, ...] | None = None
@@ -149,7 +149,7 @@ def empty(**options: Any) -> Step:
 
 
 def hang(text: str = "", **options: Any) -> Step:
-    """Stream ``text``, then wait until cancelled (for timeouts and cancellation)."""
+    """Stream ``text``, then wait until cancelled; without text, never send anything (for timeouts)."""
     return Step(text=text, hang=True, **options)
 
 
@@ -227,6 +227,8 @@ class ScriptedProvider:
         if step.raw is not None:
             return list(step.raw)
         items: list[LlmEvent | Pause | BaseException] = [Pause(step.delay)] if step.delay else []
+        if step.hang and not (step.text or step.thinking or step.calls):
+            return [*items, Pause(None)]  # a provider that never answers at all
         items.append(StreamStart(model=self.info.name))
         if step.thinking is not None:
             items.append(ThinkingDelta(step.thinking, step.signature))

@@ -25,7 +25,7 @@ from tether.tools.threads import run_in_tool_thread
 
 __all__ = ["Done", "Tool", "ToolResult", "tool"]
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -52,7 +52,7 @@ class Tool:
         concurrent: bool = False,
         timeout: float | None = None,
     ) -> None:
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise ConfigInvalid(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
         if timeout is not None and not timeout > 0:
             raise ConfigInvalid(f"tool {name!r}: timeout must be > 0 seconds, not {timeout!r}")
@@ -80,8 +80,10 @@ class Tool:
     ) -> Tool:
         """A tool from a typed function; descriptions come from its docstring unless given."""
         doc = parse_docstring(inspect.getdoc(function))
-        tool_name = name or function.__name__
-        validator = SignatureValidator(function, doc.params)
+        tool_name = name if name is not None else getattr(function, "__name__", None)
+        if tool_name is None:
+            raise ConfigInvalid(f"{function!r} has no __name__: pass name= to make it a tool")
+        validator = SignatureValidator(tool_name, function, doc.params)
         return cls(
             tool_name,
             description if description is not None else doc.description,

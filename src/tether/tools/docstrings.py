@@ -19,8 +19,8 @@ _GOOGLE_SECTIONS = _GOOGLE_PARAM_SECTIONS | {
 _NUMPY_PARAM_SECTIONS = {"parameters", "other parameters", "keyword arguments", "arguments"}
 _SPHINX_FIELD = re.compile(r"^:(param|parameter|arg|argument|key|keyword|type|returns?|rtype|raises?|except)\b")
 _SPHINX_PARAM = re.compile(r"^:(?:param|parameter|arg|argument|key|keyword)\s+(?:[^:]*\s)?\*{0,2}(\w+)\s*:(.*)$")
-_GOOGLE_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:(.*)$")
-_NUMPY_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?::.*)?$")
+_GOOGLE_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\((?:[^()]|\([^()]*\))*\))?\s*:(.*)$")
+_NUMPY_ENTRY = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,16 +100,18 @@ def _read_numpy_section(lines: list[str], i: int, params: dict[str, str]) -> int
     header_indent = _indent(lines[i])
     is_params = lines[i].strip().lower() in _NUMPY_PARAM_SECTIONS
     j = i + 2
-    name: str | None = None
+    names: list[str] = []  # the entry being read; ``x, y : float`` documents two names at once
     while j < len(lines) and not _is_numpy_header(lines, j):
         line = lines[j]
         if is_params and line.strip():
             match = _NUMPY_ENTRY.match(line.strip()) if _indent(line) == header_indent else None
             if match:
-                name = match.group(1)
-                params.setdefault(name, "")
-            elif name is not None:
-                params[name] = f"{params[name]} {line.strip()}".strip()
+                names = [name.strip().lstrip("*") for name in match.group(1).split(",")]
+                for name in names:
+                    params.setdefault(name, "")
+            else:
+                for name in names:
+                    params[name] = f"{params[name]} {line.strip()}".strip()
         j += 1
     return j
 

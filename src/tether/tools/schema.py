@@ -43,7 +43,7 @@ class BoundArguments:
 class SignatureValidator:
     """Validates arguments against a function's signature, through a pydantic model built once."""
 
-    def __init__(self, function: Callable[..., Any], descriptions: dict[str, str]) -> None:
+    def __init__(self, tool_name: str, function: Callable[..., Any], descriptions: dict[str, str]) -> None:
         from pydantic import ConfigDict, Field, create_model
 
         signature = inspect.signature(function)
@@ -53,22 +53,24 @@ class SignatureValidator:
         self._keyword: list[str] = []
         for index, (name, param) in enumerate(signature.parameters.items()):
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                stars = "*" if param.kind is param.VAR_POSITIONAL else "**"
                 raise ConfigInvalid(
-                    f"tool {function.__name__!r}: *{name} cannot be described to a model; "
+                    f"tool {tool_name!r}: {stars}{name} cannot be described to a model; "
                     "name each parameter, or build the tool from a JSON schema"
                 )
             default = ... if param.default is param.empty else param.default
             # Fields get neutral names and the parameter name as alias, so that a parameter called ``json``
             # or ``model_config`` cannot clash with pydantic's own attributes.
             field_name = f"p{index}"
-            fields[field_name] = (
-                hints.get(name, Any),
-                Field(default, alias=name, description=descriptions.get(name) or None),
-            )
+            # A description from the docstring; without one, any given in Annotated[..., Field(...)] stays.
+            field = Field(default, alias=name)
+            if descriptions.get(name):
+                field = Field(default, alias=name, description=descriptions[name])
+            fields[field_name] = (hints.get(name, Any), field)
             (self._positional if param.kind is param.POSITIONAL_ONLY else self._keyword).append(name)
         self._field_names = {f"p{i}": name for i, name in enumerate(signature.parameters)}
         self._model = create_model(
-            f"{function.__name__}_arguments",
+            f"{tool_name}_arguments",
             __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
             **fields,
         )

@@ -71,8 +71,12 @@ def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
     ok, value = outcome
     if ok:
         future.set_result(value)
-    else:
-        future.set_exception(value)
+        return
+    if isinstance(value, StopIteration):  # a future refuses StopIteration; wrap it as coroutines do
+        wrapped = RuntimeError(f"the call raised StopIteration: {value!r}")
+        wrapped.__cause__ = value
+        value = wrapped
+    future.set_exception(value)
 
 
 @functools.cache
