@@ -53,3 +53,32 @@ def result_of(events: list[RunEvent]) -> RunResult:
 def assert_valid(result: RunResult) -> None:
     """The run's transcript is valid: every tool call has exactly one result."""
     assert transcript_problems(result.messages) == []
+
+
+def check_order(events: list[RunEvent]) -> None:
+    """The order of DESIGN.md §4: RunStarted; per turn TurnStarted, deltas, TurnCompleted, then per call
+    ToolCallStarted and its ToolResultReceived; RunCompleted once, last. Every started turn and call ends."""
+    assert isinstance(events[0], RunStarted)
+    assert isinstance(events[-1], RunCompleted)
+    in_turn = False
+    open_calls: list[str] = []
+    for event in events[1:-1]:
+        name = describe(event)
+        if isinstance(event, TurnStarted):
+            assert not in_turn, name
+            assert not open_calls, name
+            in_turn = True
+        elif isinstance(event, TextDelta | ThinkingDelta):
+            assert in_turn, name
+        elif isinstance(event, TurnCompleted):
+            assert in_turn, name
+            in_turn = False
+        elif isinstance(event, ToolCallStarted):
+            assert not in_turn, name
+            open_calls.append(event.call.id)
+        else:
+            assert isinstance(event, ToolResultReceived), name
+            assert event.result.call_id in open_calls, name
+            open_calls.remove(event.result.call_id)
+    assert not in_turn, "a turn started and never completed"
+    assert not open_calls, f"calls started and never answered: {open_calls}"

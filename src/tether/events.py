@@ -164,7 +164,8 @@ class ToolResultReceived:
 
 @dataclass(frozen=True, slots=True)
 class TurnCompleted:
-    """A provider call ended. ``rejected`` says why the answer was not used (it is then not in the transcript)."""
+    """A provider call ended. Every ``TurnStarted`` gets one, also when the call failed or was interrupted;
+    ``rejected`` then says why the answer was not used (it is not in the transcript)."""
 
     turn: int
     message: Message

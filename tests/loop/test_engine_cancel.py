@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from tests.helpers import assert_valid, describe
+from tests.helpers import assert_valid, check_order, describe
 from tether import Agent, Limits, tool
 from tether.events import RunCompleted, RunEvent, TextDelta, ToolCallStarted
 from tether.providers.scripted import ScriptedProvider, call, hang, parallel, reply
@@ -19,8 +19,15 @@ def other_tasks() -> set[asyncio.Task[object]]:
 
 async def test_cancel_mid_stream_returns_a_cancelled_result_with_the_partial_text() -> None:
     first_text = asyncio.Event()
+    events: list[RunEvent] = []
+
+    def observe(event: RunEvent) -> None:
+        events.append(event)
+        if isinstance(event, TextDelta):
+            first_text.set()
+
     model = ScriptedProvider([hang("Thinking about it")])
-    agent = Agent(model, on_event=lambda e: first_text.set() if isinstance(e, TextDelta) else None)
+    agent = Agent(model, on_event=observe)
     before = other_tasks()
     handle = agent.start("go")
     await first_text.wait()
@@ -29,6 +36,7 @@ async def test_cancel_mid_stream_returns_a_cancelled_result_with_the_partial_tex
     assert result.stop_reason == "cancelled"
     assert result.degraded
     assert result.text == "Thinking about it"
+    check_order(events)
     assert [m.role for m in result.messages] == ["user"], "the unfinished turn is not stored"
     assert result.usage.requests == 1
     assert other_tasks() <= before
@@ -88,12 +96,14 @@ async def test_cancel_during_concurrent_tools_cancels_all_of_them() -> None:
         return "unreachable"
 
     model = ScriptedProvider([parallel(call("wait", {"n": 1}), call("wait", {"n": 2}))])
-    handle = Agent(model, tools=[wait], limits=Limits(tool_timeout=None)).start("go")
+    events: list[RunEvent] = []
+    handle = Agent(model, tools=[wait], limits=Limits(tool_timeout=None), on_event=events.append).start("go")
     await running.wait()
     handle.cancel()
     result = await handle
     assert sorted(cancelled) == [1, 2]
     assert [r.code for r in result.messages[-1].tool_results] == ["cancelled", "cancelled"]
+    check_order(events)
 
 
 async def test_cancel_while_a_sync_tool_runs_abandons_its_thread_and_returns_at_once() -> None:
@@ -121,12 +131,14 @@ async def test_cancel_while_a_sync_tool_runs_abandons_its_thread_and_returns_at_
 
 async def test_cancel_before_the_run_starts_still_completes_the_run() -> None:
     model = ScriptedProvider([reply("never sent")])
-    handle = Agent(model).start("go")
+    events: list[RunEvent] = []
+    handle = Agent(model, on_event=events.append).start("go")
     handle.cancel()
     result = await handle
     assert result.stop_reason == "cancelled"
     assert model.requests == []
     assert "cancelled" in result.text
+    assert [describe(e) for e in events] == ["RunStarted", "RunCompleted(cancelled)"]
 
 
 async def test_cancel_after_turn_lets_the_turn_and_its_tools_finish() -> None:

@@ -1,5 +1,6 @@
-"""Property: for any script of model behaviour and any limits, a run ends within its guards, returns a
-RunResult, emits its events in the documented order and leaves a valid transcript."""
+"""Property: for any script of model behaviour, any limits and a cancel at any point (or none), a run ends
+within its guards, returns a RunResult, emits its events in the documented order and leaves a valid
+transcript."""
 
 from __future__ import annotations
 
@@ -8,20 +9,10 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import describe
+from tests.helpers import check_order
 from tether import Agent, Done, Limits, tool
 from tether.errors import ProviderUnavailable
-from tether.events import (
-    RunCompleted,
-    RunEvent,
-    RunStarted,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallStarted,
-    ToolResultReceived,
-    TurnCompleted,
-    TurnStarted,
-)
+from tether.events import RunCompleted, RunEvent
 from tether.messages import transcript_problems
 from tether.providers.scripted import ScriptedProvider, Step, call, cut_off, empty, fail, hang, parallel, reply
 
@@ -55,38 +46,15 @@ LIMITS = st.builds(
 )
 
 
-def check_order(events: list[RunEvent]) -> None:
-    """RunStarted; turns of TurnStarted, deltas, TurnCompleted, then per call ToolCallStarted and its
-    result; results closing cancelled calls; RunCompleted once, last."""
-    assert isinstance(events[0], RunStarted)
-    assert isinstance(events[-1], RunCompleted)
-    state = "between turns"
-    open_calls: list[str] = []
-    for event in events[1:-1]:
-        name = describe(event)
-        if isinstance(event, TurnStarted):
-            assert state == "between turns", name
-            assert not open_calls, name
-            state = "in turn"
-        elif isinstance(event, TextDelta | ThinkingDelta):
-            assert state == "in turn", name
-        elif isinstance(event, TurnCompleted):
-            assert state == "in turn", name
-            state = "between turns"
-        elif isinstance(event, ToolCallStarted):
-            assert state == "between turns", name
-            open_calls.append(event.call.id)
-        else:
-            assert isinstance(event, ToolResultReceived), name
-            assert event.result.call_id in open_calls, name
-            open_calls.remove(event.result.call_id)
-    assert not open_calls
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(script=st.lists(STEPS, max_size=10), limits=LIMITS, concurrent=st.booleans())
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    script=st.lists(STEPS, max_size=10),
+    limits=LIMITS,
+    concurrent=st.booleans(),
+    cancel_at=st.none() | st.integers(0, 40),
+)
 def test_any_script_ends_within_the_guards_with_a_valid_transcript(
-    script: list[Step], limits: Limits, concurrent: bool
+    script: list[Step], limits: Limits, concurrent: bool, cancel_at: int | None
 ) -> None:
     executed: list[str] = []
 
@@ -112,8 +80,14 @@ def test_any_script_ends_within_the_guards_with_a_valid_transcript(
     agent = Agent(model, tools=[add, explode, finish], limits=limits, concurrent_tools=concurrent)
 
     async def run() -> list[RunEvent]:
+        events: list[RunEvent] = []
         async with asyncio.timeout(30):  # a hang fails the example instead of the whole suite
-            return [event async for event in agent.stream("go")]
+            stream = agent.stream("go")
+            async for event in stream:
+                if len(events) == cancel_at:
+                    stream.cancel()
+                events.append(event)
+        return events
 
     events = asyncio.run(run())
     check_order(events)
@@ -128,6 +102,8 @@ def test_any_script_ends_within_the_guards_with_a_valid_transcript(
     assert result.usage.requests == len(model.requests)
     assert result.degraded == (result.stop_reason not in ("complete", "done_tool", "ask_user"))
     assert result.text.strip() or result.stop_reason == "complete", "a degraded run always says something"
+    if cancel_at is None:
+        assert result.stop_reason != "cancelled"
     if result.stop_reason == "complete":
         assert result.text == result.messages[-1].text
     if result.stop_reason == "done_tool":

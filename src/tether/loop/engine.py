@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from tether.errors import InvalidResponse, SessionInvalid, TetherError, TimeoutExceeded
 from tether.events import (
+    LlmEvent,
     RunCompleted,
     RunEvent,
     RunResult,
@@ -204,10 +205,13 @@ class Run:
             first_timer = interrupter.deadline(now + limits.request_timeout, self._request_timeout)
         accumulator = StreamAccumulator()
         self._accumulated = self._stream_problem = None
-        stream = self.spec.provider.stream(request)
         sinks = self.sinks
+        requested = False
+        stream: AsyncIterator[LlmEvent] | None = None
         try:
-            interrupter.arm()
+            stream = self.spec.provider.stream(request)
+            interrupter.arm()  # raises if the run was interrupted before the provider was asked
+            requested = True
             try:
                 async for event in stream:
                     interrupter.armed = False
@@ -232,12 +236,29 @@ class Run:
             for timer in (step_timer, first_timer):
                 if timer is not None:
                     timer.cancel()
-            await _close(stream)
+            if stream is not None:
+                await _close(stream)
             self._accumulated = turn = accumulator.finish()
             self._best_effort = turn.text or self._best_effort
-            usage = turn.usage + Usage(requests=1)
-            self.turn_usage.append(usage)
-            self.guard.record_call(usage)
+            if requested:
+                usage = turn.usage + Usage(requests=1)
+                self.turn_usage.append(usage)
+                self.guard.record_call(usage)
+
+    async def _infer_closing(self, turn_no: int, request: Request) -> AsyncGenerator[RunEvent, None]:
+        """``_infer``, plus a ``TurnCompleted`` (rejected) when the call fails, so every turn that started ends."""
+        try:
+            async with aclosing(self._infer(request)) as stream_events:
+                async for event in stream_events:
+                    yield event
+        except Exception as failure:
+            turn = self._accumulated
+            assert turn is not None
+            why = (
+                failure.interrupt.detail if isinstance(failure, Interrupted) else f"{type(failure).__name__}: {failure}"
+            )
+            yield self._emit(TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, why))
+            raise
 
     # --- act and check ------------------------------------------------------------------------------------
 
@@ -249,8 +270,9 @@ class Run:
         attempt = 0
         while True:
             attempt += 1
+            self.interrupter.check()
             yield self._emit(TurnStarted(turn_no, attempt))
-            async with aclosing(self._infer(self._build(extra))) as stream_events:
+            async with aclosing(self._infer_closing(turn_no, self._build(extra))) as stream_events:
                 async for event in stream_events:
                     yield event
             turn = self._accumulated
@@ -294,9 +316,11 @@ class Run:
         """The last, tools-off call after a step limit; its answer becomes the run's text if it has one."""
         self._stop = None
         turn_no = self.guard.turns + 1
-        yield self._emit(TurnStarted(turn_no, final=True))
         try:
-            async with aclosing(self._infer(self._build(summary_request(), final=True))) as stream_events:
+            self.interrupter.check()
+            yield self._emit(TurnStarted(turn_no, final=True))
+            request = self._build(summary_request(), final=True)
+            async with aclosing(self._infer_closing(turn_no, request)) as stream_events:
                 async for event in stream_events:
                     yield event
         except Interrupted as interrupted:
@@ -342,12 +366,12 @@ class Run:
         return self.result
 
     def _close_open_calls(self, why: str) -> list[ToolResult]:
-        """Answer every call that has no result (the transcript must stay valid); returns the results of
-        calls whose start was announced, so their end can be announced too."""
+        """Answer every call that has no result (the transcript must stay valid); returns the results not
+        yet announced of calls whose start was, so that every ``ToolCallStarted`` gets its result event."""
         batch, self._batch = self._batch, None
         if batch is not None:
             results = batch.ordered_results(why)
-            announced = [r for r in results if r.call_id in batch.started and r.call_id not in batch.results]
+            announced = [r for r in results if r.call_id in batch.started and r.call_id not in batch.reported]
         else:
             results = [cancelled_result(call, why) for call in open_tool_calls(self.transcript)]
             announced = []

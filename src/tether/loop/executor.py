@@ -43,6 +43,9 @@ class ToolBatch:
     results: dict[str, ToolResult] = field(default_factory=dict)
     exceptions: dict[str, BaseException] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)
+    """Calls whose ``ToolCallStarted`` was emitted."""
+    reported: set[str] = field(default_factory=set)
+    """Calls whose ``ToolResultReceived`` was emitted."""
     done: Done | None = None
     done_by: str = ""
 
@@ -104,6 +107,7 @@ class ToolExecutor:
                 await self._run_group(batch, group)
             for plan in group:
                 call_id = plan.call.id
+                batch.reported.add(call_id)
                 yield ToolResultReceived(batch.results[call_id], turn, batch.exceptions.get(call_id))
 
     def _plan(self, call: ToolCall, refusal: str | None) -> _Plan:

@@ -96,6 +96,11 @@ class Interrupter:
         assert self._loop is not None, "attach() first"
         return self._loop.call_at(when, self.request, interrupt)
 
+    def check(self) -> None:
+        """Raise ``Interrupted`` if an interrupt is pending."""
+        if self.pending is not None:
+            raise Interrupted(self.pending)
+
     def arm(self) -> None:
         """Enter an interruptible wait; raises at once if an interrupt is already pending."""
         if self.pending is not None:
