@@ -245,20 +245,12 @@ class Run:
                 self.turn_usage.append(usage)
                 self.guard.record_call(usage)
 
-    async def _infer_closing(self, turn_no: int, request: Request) -> AsyncGenerator[RunEvent, None]:
-        """``_infer``, plus a ``TurnCompleted`` (rejected) when the call fails, so every turn that started ends."""
-        try:
-            async with aclosing(self._infer(request)) as stream_events:
-                async for event in stream_events:
-                    yield event
-        except Exception as failure:
-            turn = self._accumulated
-            assert turn is not None
-            why = (
-                failure.interrupt.detail if isinstance(failure, Interrupted) else f"{type(failure).__name__}: {failure}"
-            )
-            yield self._emit(TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, why))
-            raise
+    def _failed_turn(self, turn_no: int, failure: Exception) -> TurnCompleted:
+        """The ``TurnCompleted`` of a provider call that failed or was interrupted: every turn that starts ends."""
+        turn = self._accumulated
+        assert turn is not None
+        why = _describe(failure)
+        return TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, why)
 
     # --- act and check ------------------------------------------------------------------------------------
 
@@ -272,9 +264,13 @@ class Run:
             attempt += 1
             self.interrupter.check()
             yield self._emit(TurnStarted(turn_no, attempt))
-            async with aclosing(self._infer_closing(turn_no, self._build(extra))) as stream_events:
-                async for event in stream_events:
-                    yield event
+            try:
+                async with aclosing(self._infer(self._build(extra))) as stream_events:
+                    async for event in stream_events:
+                        yield event
+            except Exception as failure:
+                yield self._emit(self._failed_turn(turn_no, failure))
+                raise
             turn = self._accumulated
             assert turn is not None
             problem = self._stream_problem or rejection(turn)
@@ -313,28 +309,30 @@ class Run:
     # --- finish -------------------------------------------------------------------------------------------
 
     async def _summarize(self) -> AsyncGenerator[RunEvent, None]:
-        """The last, tools-off call after a step limit; its answer becomes the run's text if it has one."""
+        """The last, tools-off call after a step limit; its answer becomes the run's text if it has one.
+
+        Sets ``self._stop`` only when an interrupt (cancel, run deadline) cut the call short.
+        """
         self._stop = None
+        if (pending := self.interrupter.pending) is not None:
+            self._stop = _stop_for(pending)
+            return
         turn_no = self.guard.turns + 1
+        yield self._emit(TurnStarted(turn_no, final=True))
         try:
-            self.interrupter.check()
-            yield self._emit(TurnStarted(turn_no, final=True))
-            request = self._build(summary_request(), final=True)
-            async with aclosing(self._infer_closing(turn_no, request)) as stream_events:
+            async with aclosing(self._infer(self._build(summary_request(), final=True))) as stream_events:
                 async for event in stream_events:
                     yield event
-        except Interrupted as interrupted:
-            self._stop = _stop_for(interrupted.interrupt)
-            return
-        except Exception:  # noqa: BLE001 - the fallback text says why the run stopped; that is the answer
+        except Exception as failure:  # noqa: BLE001 - the fallback text says why the run stopped: that is the answer
+            yield self._emit(self._failed_turn(turn_no, failure))
+            if isinstance(failure, Interrupted):
+                self._stop = _stop_for(failure.interrupt)
             return
         turn = self._accumulated
         assert turn is not None
-        if self._stream_problem is not None:
-            return
         message = Message("assistant", tuple(p for p in turn.message.parts if type(p) is not ToolCall))
         text = message.text
-        problem = None if text.strip() else "empty answer"
+        problem = self._stream_problem or (None if text.strip() else "the answer was empty")
         yield self._emit(TurnCompleted(turn_no, message, turn.usage, turn.finish_reason, problem))
         if problem is None:
             self.transcript.append(message)
@@ -427,6 +425,10 @@ def _stop_for(interrupt: Interrupt) -> Stop:
 
 def _reason_for(error: TetherError) -> StopReason:
     return StopReason.TIMEOUT if error.code == "timeout" else StopReason.ERROR
+
+
+def _describe(failure: Exception) -> str:
+    return failure.interrupt.detail if isinstance(failure, Interrupted) else f"{type(failure).__name__}: {failure}"
 
 
 def _why(stop: Stop) -> str:
