@@ -40,6 +40,8 @@ class Agent:
         concurrent_tools: bool = False,
         max_concurrency: int = 8,
         on_event: EventSink | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
     ) -> None:
         """
         Args:
@@ -53,8 +55,10 @@ class Agent:
             concurrent_tools: run all of a turn's tool calls concurrently, not only tools marked so.
             max_concurrency: how many tool calls of one turn may run at once.
             on_event: called with every event of every run, in order (a sink; it must not block).
+            base_url: where the model's API is, for a model string (needed by ``openai-compatible:``).
+            api_key: the API key, for a model string; otherwise read from the provider's environment variable.
         """
-        provider = resolve(model)
+        provider = resolve(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)

@@ -111,6 +111,12 @@ class TransportError(ProviderError):
     code: ClassVar[ErrorCode] = "transport"
 
 
+class RequestTimeout(ProviderError):
+    """The provider did not answer in time: no connection, no first byte, or a stream that went quiet."""
+
+    code: ClassVar[ErrorCode] = "timeout"
+
+
 class InvalidResponse(ProviderError):
     """The provider answered with something that is not a usable turn (malformed stream, empty answer)."""
 

@@ -1,36 +1,92 @@
-"""Model strings (``provider:model``) to providers.
+"""Model strings (``provider:model``) to providers, and the compatibility profiles of OpenAI-style servers.
 
 Each prefix names the module that builds its provider, imported only when a model string uses it, so that
-``import tether`` loads no provider code.
+``import tether`` loads no provider code. A server that speaks OpenAI Chat Completions differs from OpenAI in
+a few facts (where it is, how it authenticates, what it calls the output limit, where it puts reasoning);
+a :class:`Profile` records those facts as data, and one provider serves them all.
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
+from typing import Any
 
 from tether.errors import ConfigInvalid
 from tether.providers.base import Provider
 
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """What an OpenAI-compatible server needs that OpenAI's own API does not say."""
+
+    name: str
+    """The model-string prefix, also the provider name in ``ModelInfo``."""
+    base_url: str | None
+    """``None``: the caller must give ``base_url``."""
+    api_key_env: str | None = None
+    """The environment variable holding the API key."""
+    requires_key: bool = False
+    """Refuse to start without a key (hosted APIs); local servers take one only if given."""
+    max_tokens_field: str = "max_tokens"
+    reasoning_fields: tuple[str, ...] = ("reasoning_content", "reasoning")
+    """Message and delta fields that carry the model's reasoning."""
+    stream_options: bool = True
+    """Accepts ``stream_options: {"include_usage": true}`` (usage at the end of a stream)."""
+    supports_tools: bool = True
+    parallel_tool_calls: bool = True
+    """Accepts the ``parallel_tool_calls`` field."""
+
+
+PROFILES: dict[str, Profile] = {
+    "openai": Profile(
+        "openai",
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+        requires_key=True,
+        max_tokens_field="max_completion_tokens",
+    ),
+    "ollama": Profile("ollama", "http://localhost:11434/v1", "OLLAMA_API_KEY"),
+    "vllm": Profile("vllm", "http://localhost:8000/v1", "VLLM_API_KEY"),
+    "llamacpp": Profile("llamacpp", "http://localhost:8080/v1", "LLAMA_API_KEY"),
+    "deepseek": Profile("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", requires_key=True),
+    "zai": Profile("zai", "https://api.z.ai/api/paas/v4", "ZAI_API_KEY", requires_key=True),
+    "minimax": Profile(
+        "minimax",
+        "https://api.minimax.io/v1",
+        "MINIMAX_API_KEY",
+        requires_key=True,
+        max_tokens_field="max_completion_tokens",
+        stream_options=False,
+        parallel_tool_calls=False,
+    ),
+    "openai-compatible": Profile("openai-compatible", None, "OPENAI_COMPATIBLE_API_KEY"),
+}
+
 _BUILDERS: dict[str, str] = {
     "scripted": "tether.providers.scripted:from_model_name",
+    **dict.fromkeys(PROFILES, "tether.providers.openai_chat:from_model_name"),
 }
-"""prefix -> ``module:function``; the function takes the model name and returns a Provider."""
+"""prefix -> ``module:function``; the function takes the prefix, the model name and the options."""
 
 
-def resolve(model: str | Provider) -> Provider:
-    """The provider for a model string, or the provider itself."""
+def resolve(model: str | Provider, **options: Any) -> Provider:
+    """The provider for a model string (``options`` such as ``base_url`` and ``api_key`` go to its builder),
+    or the provider itself."""
     if not isinstance(model, str):
         if not isinstance(model, Provider):
             raise ConfigInvalid(f"a model is a 'provider:model' string or a Provider, not {type(model).__name__}")
+        if given := {k: v for k, v in options.items() if v is not None}:
+            raise ConfigInvalid(f"{', '.join(given)} only apply to a model string, not to a Provider instance")
         return model
     prefix, colon, name = model.partition(":")
     if not colon or not prefix or not name:
-        raise ConfigInvalid(f"model {model!r} is not of the form 'provider:model' (for example 'scripted:echo')")
+        raise ConfigInvalid(f"model {model!r} is not of the form 'provider:model' (for example 'openai:gpt-4o-mini')")
     target = _BUILDERS.get(prefix)
     if target is None:
         known = ", ".join(f"{p}:" for p in sorted(_BUILDERS))
         raise ConfigInvalid(f"unknown provider {prefix!r} in {model!r}; available: {known}")
     module_name, function_name = target.split(":")
     build = getattr(importlib.import_module(module_name), function_name)
-    provider: Provider = build(name)
+    provider: Provider = build(prefix, name, **options)
     return provider

@@ -305,13 +305,15 @@ def _short(text: str, limit: int = 40) -> str:
     return repr(text) if len(text) <= limit else repr(text[: limit - 3] + "...")
 
 
-def from_model_name(name: str) -> ScriptedProvider:
+def from_model_name(prefix: str, name: str, **options: object) -> ScriptedProvider:
     """``scripted:echo`` is the only scripted model a string can name; scripts are built in code."""
-    if name != "echo":
-        from tether.errors import ConfigInvalid
+    from tether.errors import ConfigInvalid
 
+    if name != "echo":
         raise ConfigInvalid(
             f"'scripted:{name}' is unknown: a string can only name 'scripted:echo'; "
             "pass a ScriptedProvider([...]) to Agent for a script"
         )
+    if given := [key for key, value in options.items() if value is not None]:
+        raise ConfigInvalid(f"'scripted:echo' takes no {', '.join(given)}")
     return ScriptedProvider.echo()
