@@ -52,7 +52,10 @@ class TetherError(Exception):
 
 
 class ProviderError(TetherError):
-    """A provider call failed; carries the HTTP status, the provider's own message and its request id."""
+    """A provider call failed; carries the HTTP status, the provider's own message and its request id.
+
+    ``retry_after`` is the wait in seconds the provider asked for (``Retry-After``), when it said.
+    """
 
     code: ClassVar[ErrorCode] = "bad_request"
 
@@ -63,22 +66,20 @@ class ProviderError(TetherError):
         status: int | None = None,
         provider_message: str | None = None,
         request_id: str | None = None,
+        retry_after: float | None = None,
         details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message, details=details)
         self.status = status
         self.provider_message = provider_message
         self.request_id = request_id
+        self.retry_after = retry_after
 
 
 class RateLimited(ProviderError):
-    """HTTP 429 or an in-band rate limit; ``retry_after`` is in seconds when the provider said."""
+    """HTTP 429 or an in-band rate limit."""
 
     code: ClassVar[ErrorCode] = "rate_limited"
-
-    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.retry_after = retry_after
 
 
 class AuthFailed(ProviderError):

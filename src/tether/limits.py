@@ -50,7 +50,8 @@ class Limits:
     max_consecutive_errors: int | None = 3
     """Turns in a row whose tool calls all failed before the run stops."""
     request_timeout: float | None = 60.0
-    """Wait for a provider's first event (and, over HTTP, for each next chunk)."""
+    """Wait for a provider's first byte and between chunks; kept by the provider, per attempt (it retries a
+    request that timed out before answering)."""
     step_timeout: float | None = 300.0
     """One provider call from request to its last event."""
     tool_timeout: float | None = 60.0

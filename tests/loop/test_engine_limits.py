@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import assert_valid, describe, result_of, run_events
 from tether import Agent, Limits, tool
-from tether.errors import ConfigInvalid, RateLimited, TimeoutExceeded
+from tether.errors import ConfigInvalid, RateLimited, RequestTimeout, TimeoutExceeded
 from tether.loop.context import SUMMARY_REQUEST
 from tether.providers.scripted import ScriptedProvider, call, fail, hang, parallel, reply
 from tether.usage import Price, Usage
@@ -139,7 +139,8 @@ async def test_request_timeout_stops_a_provider_that_never_answers() -> None:
     model = ScriptedProvider([hang()])
     result = await Agent(model, limits=Limits(request_timeout=0.05)).run("go")
     assert result.stop_reason == "timeout"
-    assert isinstance(result.error, TimeoutExceeded)
+    assert isinstance(result.error, RequestTimeout)
+    assert result.error.code == "timeout"
     assert "request_timeout" in result.detail
     assert result.degraded
     assert result.usage.requests == 1
@@ -148,7 +149,8 @@ async def test_request_timeout_stops_a_provider_that_never_answers() -> None:
 
 async def test_step_timeout_stops_a_stream_that_started_but_never_ends() -> None:
     model = ScriptedProvider([hang("Partial answer")])
-    result = await Agent(model, limits=Limits(step_timeout=0.05)).run("go")
+    result = await Agent(model, limits=Limits(step_timeout=0.05, request_timeout=None)).run("go")
+    assert isinstance(result.error, TimeoutExceeded)
     assert result.stop_reason == "timeout"
     assert "step_timeout" in result.detail
     assert result.text == "Partial answer"

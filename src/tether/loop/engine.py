@@ -5,7 +5,8 @@ the only driver of the loop: ``Agent.run()`` consumes it to its ``RunCompleted``
 
 * start (``events``): arm the run deadline, emit ``RunStarted``;
 * build (``_build``): system prompt once, the shaped history, the tool definitions -> ``Request``;
-* infer and accumulate (``_infer``): stream the provider's events under the step and request deadlines,
+* infer and accumulate (``_infer``): stream the provider's events under the step deadline (the provider
+  keeps ``request_timeout`` itself, between its retries),
   passing text and thinking deltas straight through, folding everything into an ``AccumulatedTurn``;
 * act (``_turn``): reject an unusable answer and retry it with a correction, or store the answer and run
   its tool calls;
@@ -128,7 +129,6 @@ class Run:
         self._accumulated: AccumulatedTurn | None = None
         self._stream_problem: str | None = None
         self._step_timeout = _timeout("step_timeout", spec.limits.step_timeout)
-        self._request_timeout = _timeout("request_timeout", spec.limits.request_timeout)
         self._batch: ToolBatch | None = None
         self._turn_no = 0
 
@@ -197,12 +197,10 @@ class Run:
     async def _infer(self, request: Request) -> AsyncGenerator[RunEvent, None]:
         """One provider call; leaves the turn in ``self._accumulated``. Usage is counted even if it fails."""
         interrupter, limits = self.interrupter, self.spec.limits
-        now = asyncio.get_running_loop().time()
-        step_timer = first_timer = None
+        step_timer = None
         if limits.step_timeout is not None:
+            now = asyncio.get_running_loop().time()
             step_timer = interrupter.deadline(now + limits.step_timeout, self._step_timeout)
-        if limits.request_timeout is not None:
-            first_timer = interrupter.deadline(now + limits.request_timeout, self._request_timeout)
         accumulator = StreamAccumulator()
         self._accumulated = self._stream_problem = None
         sinks = self.sinks
@@ -215,9 +213,6 @@ class Run:
             try:
                 async for event in stream:
                     interrupter.armed = False
-                    if first_timer is not None:
-                        first_timer.cancel()
-                        first_timer = None
                     accumulator.add(event)
                     kind = type(event)
                     if (kind is TextDelta or kind is ThinkingDelta) and event.text:  # type: ignore[union-attr]
@@ -233,9 +228,8 @@ class Run:
             self._stream_problem = f"the provider sent a malformed answer ({error.message})"
         finally:
             interrupter.armed = False
-            for timer in (step_timer, first_timer):
-                if timer is not None:
-                    timer.cancel()
+            if step_timer is not None:
+                step_timer.cancel()
             if stream is not None:
                 await _close(stream)
             self._accumulated = turn = accumulator.finish()

@@ -6,6 +6,8 @@ The contract every provider keeps:
   ``ToolCallStart`` is closed by a ``ToolCallEnd`` unless the output was cut off (``finish_reason="length"``).
 * Failures are raised as :class:`~tether.errors.ProviderError` subclasses with a stable code. Retries happen
   inside the provider and only before its first event: once an event has been yielded, a failure is final.
+* ``Request.timeout`` is the provider's to keep: a wait for the first byte, or between two chunks, longer than
+  that fails with ``RequestTimeout`` (code ``timeout``). The loop only bounds the whole call (``step_timeout``).
 * If the consumer stops early (cancellation, timeout), the provider's generator is closed and must release
   its connection.
 * A provider knows nothing of tools' code or of the loop; it sees tool definitions and messages only.

@@ -23,9 +23,11 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import math
 import random
 import re
 import time
+import urllib.parse
 import weakref
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -55,7 +57,7 @@ MAX_ERROR_BODY = 64 * 1024
 
 _CONTEXT_OVERFLOW = re.compile(
     r"context[ _-]?(length|window)|maximum context|prompt is too long|too many (input )?tokens|"
-    r"exceeds? the (model'?s? )?(context|maximum)|input (is )?too long",
+    r"exceeds? the (model'?s? )?(maximum )?context|exceeds? the maximum number of tokens|input (is )?too long",
     re.IGNORECASE,
 )
 
@@ -89,7 +91,7 @@ class RetryPolicy:
     """The longest single wait, ``Retry-After`` included."""
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
+        if retry_after is not None and math.isfinite(retry_after):
             return min(max(retry_after, 0.0), self.max_delay)
         return random.uniform(0.0, min(self.max_delay, self.base_delay * 2**attempt))
 
@@ -102,10 +104,15 @@ _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, aiohtt
 _closers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncGenerator[None, None]] = weakref.WeakKeyDictionary()
 
 
+def origin_of(url: str) -> str:
+    """``scheme://host:port`` of a URL: what one pooled session serves."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 async def session_for(base_url: str) -> aiohttp.ClientSession:
     """The running loop's session for ``base_url``'s origin, created on first use."""
     import aiohttp
-    from yarl import URL
 
     loop = asyncio.get_running_loop()
     sessions = _sessions.get(loop)
@@ -116,7 +123,7 @@ async def session_for(base_url: str) -> aiohttp.ClientSession:
         closer = _close_on_shutdown(sessions)
         await closer.__anext__()
         _closers[loop] = closer
-    origin = str(URL(base_url).origin())
+    origin = origin_of(base_url)
     session = sessions.get(origin)
     if session is None or session.closed:
         connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=MAX_CONNECTIONS)
@@ -198,36 +205,50 @@ class HttpClient:
         raise AssertionError("unreachable: _back_off raises on the last attempt")
 
     async def stream_events(
-        self, path: str, body: dict[str, Any], *, timeout: float | None, deadline: float | None
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        timeout: float | None,
+        deadline: float | None,
+        end_marker: str | None = None,
     ) -> AsyncGenerator[ServerSentEvent, None]:
         """POST ``body`` and yield the response's server-sent events as they arrive.
 
-        A response that is not an event stream (a server that ignored ``stream: true``) is yielded whole as
-        one event, for the provider to read as a complete answer.
+        An event whose data is ``end_marker`` (OpenAI's ``[DONE]``) ends the stream: it is not yielded, and the
+        rest of the body is read so that the connection goes back to the pool. A response that is not an
+        event stream (a server that ignored ``stream: true``) is yielded whole, as one event, for the provider
+        to read as a complete answer.
         """
         payload = _encode(body)
         for attempt in range(self.retry.max_retries + 1):
             delivered = False
             try:
                 response = await self._post(path, payload, timeout)
-                finished = False
+                reusable = False
                 try:
                     if "text/event-stream" not in response.headers.get("Content-Type", ""):
-                        delivered = True
-                        yield ServerSentEvent(await response.text())
-                    else:
-                        decoder = SSEDecoder()
-                        async for chunk in response.content.iter_any():
-                            for event in decoder.feed(chunk):
-                                delivered = True
-                                yield event
-                        for event in decoder.close():
+                        whole = await response.text()
+                        reusable = delivered = True
+                        yield ServerSentEvent(whole)
+                        return
+                    decoder = SSEDecoder()
+                    async for chunk in response.content.iter_any():
+                        for event in decoder.feed(chunk):
+                            if event.data == end_marker:
+                                reusable = await _drain(response)
+                                return
                             delivered = True
                             yield event
-                    finished = True
-                    return
+                    for event in decoder.close():
+                        if event.data == end_marker:
+                            break
+                        delivered = True
+                        yield event
+                    reusable = True
                 finally:
-                    response.release() if finished else response.close()
+                    response.release() if reusable else response.close()
+                return
             except ProviderError as error:
                 if delivered:
                     raise
@@ -255,10 +276,12 @@ class HttpClient:
         if response.status < 400:
             return response
         try:
-            raw = await response.content.read(MAX_ERROR_BODY)
+            text = await _read_capped(response, MAX_ERROR_BODY)
         finally:
             response.release()
-        raise error_for_response(self.provider, response.status, raw.decode(errors="replace"), response.headers)
+        if self._api_key is not None:  # a proxy that quotes the request back must not leak the key
+            text = text.replace(self._api_key.reveal(), "***")
+        raise error_for_response(self.provider, response.status, text, response.headers)
 
     async def _back_off(self, error: ProviderError, attempt: int, deadline: float | None) -> None:
         """Wait before the next attempt, or raise ``error`` when no attempt is left or worth making."""
@@ -278,56 +301,98 @@ class HttpClient:
         return TransportError(f"the connection to {self.provider} failed {where}: {type(exc).__name__}: {exc}")
 
 
+DRAIN_SECONDS = 1.0
+"""How long to wait for the end of a body after its end marker before giving the connection up."""
+
+
+async def _drain(response: aiohttp.ClientResponse) -> bool:
+    """Read what is left of a body whose answer is complete; whether the connection can be reused."""
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            await response.content.read()
+    except Exception:  # noqa: BLE001 - the answer is complete; only the connection is lost
+        return False
+    return True
+
+
+async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> str:
+    """The body (up to ``limit`` bytes), however many pieces it arrives in."""
+    data = bytearray()
+    async for chunk in response.content.iter_chunked(16 * 1024):
+        data += chunk
+        if len(data) >= limit:
+            break
+    return bytes(data[:limit]).decode(errors="replace")
+
+
 def is_retryable(error: ProviderError) -> bool:
-    """Whether another attempt may succeed: rate limits, overload, broken connections and timeouts."""
+    """Whether another attempt may succeed: rate limits, overload (the HTTP statuses of ``RETRY_STATUSES``),
+    broken connections and timeouts; never an exhausted quota."""
     if error.details.get("insufficient_quota"):
         return False
+    if error.status is not None and not isinstance(error, TransportError | RequestTimeout):
+        return error.status in RETRY_STATUSES
     return isinstance(error, RateLimited | ProviderUnavailable | TransportError | RequestTimeout)
 
 
 def error_for_response(provider: str, status: int, body: str, headers: Any) -> ProviderError:
     """The ``ProviderError`` for an HTTP error response, with the provider's message and request id."""
     message, code = provider_message(body)
-    request_id = _first_header(headers, "x-request-id", "request-id", "x-goog-request-id", "cf-ray")
     details: dict[str, Any] = {"provider_code": code} if code else {}
+    if status == 429 and code == "insufficient_quota":
+        details["insufficient_quota"] = True
+    kind = _kind_for_status(status, message, code)
+    return kind(
+        f"{provider} returned HTTP {status}: {message}",
+        status=status,
+        provider_message=message,
+        request_id=_first_header(headers, "x-request-id", "request-id", "x-goog-request-id", "cf-ray"),
+        retry_after=retry_after(headers),
+        details=details,
+    )
 
-    def error(kind: type[ProviderError], **extra: Any) -> ProviderError:
-        text = f"{provider} returned HTTP {status}: {message}"
-        return kind(text, status=status, provider_message=message, request_id=request_id, details=details, **extra)
 
+def _kind_for_status(status: int, message: str, code: str | None) -> type[ProviderError]:
     if status in (400, 413, 422) and (code == "context_length_exceeded" or _CONTEXT_OVERFLOW.search(message)):
-        return error(ContextOverflow)
+        return ContextOverflow
     if status in (401, 403):
-        return error(AuthFailed)
+        return AuthFailed
     if status == 408:
-        return error(RequestTimeout)
+        return RequestTimeout
     if status == 429:
-        if code == "insufficient_quota":
-            details["insufficient_quota"] = True
-        return error(RateLimited, retry_after=retry_after(headers))
+        return RateLimited
     if status >= 500:
-        return error(ProviderUnavailable)
-    return error(BadRequest)
+        return ProviderUnavailable
+    return BadRequest
 
 
-def error_for_payload(provider: str, payload: dict[str, Any]) -> ProviderError:
-    """The ``ProviderError`` for an error object sent inside a stream, by its type or code."""
-    error = payload.get("error", payload)
-    message, code = provider_message(json.dumps(payload))
-    kind = str(error.get("type") or error.get("code") or code or "") if isinstance(error, dict) else ""
-    text = f"{provider} reported an error in the stream: {message}"
-    context: dict[str, Any] = {"provider_message": message, "details": {"provider_code": kind} if kind else {}}
-    if "overloaded" in kind or "server_error" in kind or "unavailable" in kind.lower() or kind in ("500", "503"):
-        return ProviderUnavailable(text, **context)
-    if "rate_limit" in kind or kind == "429":
-        return RateLimited(text, **context)
-    if _CONTEXT_OVERFLOW.search(message) or kind == "context_length_exceeded":
-        return ContextOverflow(text, **context)
-    if "auth" in kind or "permission" in kind:
-        return AuthFailed(text, **context)
-    if "invalid_request" in kind:
-        return BadRequest(text, **context)
-    return ProviderUnavailable(text, **context)
+def error_for_payload(provider: str, payload: Any) -> ProviderError:
+    """The ``ProviderError`` for an error object sent inside a stream, read from every field that names it
+    (``type``, ``code``, ``status``); a numeric code is read as the HTTP status it stands for."""
+    error = payload.get("error", payload) if isinstance(payload, dict) else payload
+    message, _ = provider_message(json.dumps(payload))
+    fields = error if isinstance(error, dict) else {}
+    names = {str(fields[key]).lower() for key in ("type", "code", "status") if fields.get(key) is not None}
+    details: dict[str, Any] = {"provider_code": ",".join(sorted(names))} if names else {}
+
+    def named(*words: str) -> bool:
+        return any(word in name for name in names for word in words)
+
+    status = next((int(name) for name in names if name.isdigit() and int(name) >= 400), None)
+    kind: type[ProviderError]
+    if named("context_length") or _CONTEXT_OVERFLOW.search(message):
+        kind = ContextOverflow
+    elif status is not None:
+        kind = _kind_for_status(status, message, None)
+    elif named("rate_limit", "resource_exhausted"):
+        kind = RateLimited
+    elif named("auth", "permission", "unauthenticated"):
+        kind = AuthFailed
+    elif named("invalid_request", "invalid_argument", "not_found"):
+        kind = BadRequest
+    else:
+        kind = ProviderUnavailable  # overloaded, server_error, unavailable, or unknown: the provider's side
+    return kind(f"{provider} reported an error in the stream: {message}", provider_message=message, details=details)
 
 
 def provider_message(body: str) -> tuple[str, str | None]:
@@ -336,12 +401,17 @@ def provider_message(body: str) -> tuple[str, str | None]:
         data = json.loads(body)
     except ValueError:
         return (body.strip()[:500] or "(empty body)"), None
+    if isinstance(data, list) and data and isinstance(data[0], dict):  # Gemini streams errors as [ {...} ]
+        data = data[0]
     error = data.get("error", data) if isinstance(data, dict) else data
     if isinstance(error, str):
         return error[:500], None
     if not isinstance(error, dict):
         return str(error)[:500], None
     message = error.get("message") or error.get("detail") or data.get("message") or json.dumps(error)[:500]
+    upstream = (error.get("metadata") or {}).get("raw") if isinstance(error.get("metadata"), dict) else None
+    if isinstance(upstream, str) and upstream not in str(message):  # a gateway's wrapper around the real reason
+        message = f"{message}: {upstream}"
     code = error.get("code") or error.get("type") or error.get("status")
     return str(message)[:1000], (str(code) if code is not None else None)
 
@@ -351,16 +421,21 @@ def retry_after(headers: Any) -> float | None:
     milliseconds = _first_header(headers, "retry-after-ms")
     if milliseconds is not None:
         try:
-            return float(milliseconds) / 1000
+            wait = float(milliseconds) / 1000
         except ValueError:
             pass
+        else:
+            if math.isfinite(wait):
+                return wait
     value = _first_header(headers, "retry-after")
     if value is None:
         return None
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        return seconds if math.isfinite(seconds) else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -103,11 +103,11 @@ class OpenAIChatProvider:
             for event in decoder.completion(data):
                 yield event
             return
-        events = client.stream_events("/chat/completions", body, timeout=request.timeout, deadline=request.deadline)
+        events = client.stream_events(
+            "/chat/completions", body, timeout=request.timeout, deadline=request.deadline, end_marker="[DONE]"
+        )
         async with aclosing(events):
             async for sse in events:
-                if sse.data == "[DONE]":
-                    break
                 for event in decoder.chunk(_json(sse.data, self.profile.name)):
                     yield event
         for event in decoder.end():
@@ -141,6 +141,8 @@ class OpenAIChatProvider:
         if settings.top_p is not None:
             body["top_p"] = settings.top_p
         body.update(settings.extra)
+        if request.tools and request.tool_choice == "none":
+            body["tool_choice"] = "none"  # the loop's tools-off call: an extra default must not undo it
         return body
 
 

@@ -14,7 +14,8 @@ fail with any error, replay raw events, or be computed from the request (pass a 
 :class:`ScriptExhausted`, which stops the run with that error; :meth:`ScriptedProvider.assert_consumed`
 fails if steps were left over.
 
-Usage is a deterministic estimate (four characters a token) unless a step sets it.
+Usage is a deterministic estimate (four characters a token) unless a step sets it. Like every provider it
+keeps ``Request.timeout``: a scripted pause longer than that fails with ``RequestTimeout``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, replace
 from itertools import zip_longest
 from typing import Any
 
+from tether.errors import RequestTimeout
 from tether.events import (
     FinishReason,
     LlmEvent,
@@ -216,7 +218,7 @@ class ScriptedProvider:
         step = entry if isinstance(entry, Step) else entry(request)
         for item in self._layout(step, request):
             if type(item) is Pause:
-                await _pause(item.seconds)
+                await _pause(item.seconds, request.timeout)
             elif isinstance(item, BaseException):
                 raise item
             else:
@@ -267,7 +269,11 @@ class ScriptedProvider:
         return out
 
 
-async def _pause(seconds: float | None) -> None:
+async def _pause(seconds: float | None, timeout: float | None) -> None:
+    """Wait as scripted, keeping ``Request.timeout`` as every provider must: a longer silence fails."""
+    if timeout is not None and (seconds is None or seconds > timeout):
+        await asyncio.sleep(timeout)
+        raise RequestTimeout(f"scripted provider: nothing sent for request_timeout={timeout:g} s")
     if seconds is None:
         await asyncio.Event().wait()
     else:

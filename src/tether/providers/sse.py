@@ -37,8 +37,10 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         text = self._decoder.decode(chunk)
-        if self._skip_lf and text.startswith("\n"):
-            text = text[1:]
+        if self._skip_lf and text:
+            self._skip_lf = False
+            if text[0] == "\n":  # the LF of a CRLF whose CR ended the previous chunk
+                text = text[1:]
         if not text:
             return []
         self._skip_lf = text.endswith("\r")
