@@ -11,6 +11,12 @@ The contract every provider keeps:
 * If the consumer stops early (cancellation, timeout), the provider's generator is closed and must release
   its connection.
 * A provider knows nothing of tools' code or of the loop; it sees tool definitions and messages only.
+* Data a provider needs back on a later turn (a thinking block's signature, encrypted reasoning, a thought
+  signature) rides in ``signature`` / ``provider_data`` and is marked with ``provider_data["origin"]``, the
+  provider's name. A provider replays only what carries its own origin: a history written by one provider
+  can be continued with another, whose API would reject a foreign signature. A ``ThinkingDelta`` with a
+  ``signature`` closes its thinking block (``StreamAccumulator``).
+* ``ModelSettings.extra`` is merged into the request body with :func:`merge_extra` (nested objects merged).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from tether.messages import Message
 
 __all__ = [
     "FinishReason",
+    "merge_extra",
     "ForceTool",
     "ModelInfo",
     "ModelSettings",
@@ -109,3 +116,14 @@ class Provider(Protocol):
     def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
         """Answer ``request`` as a stream of events (an async generator)."""
         ...
+
+
+def merge_extra(body: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with ``extra`` merged in: nested objects are merged key by key, anything else replaced."""
+    for key, value in extra.items():
+        current = body.get(key)
+        if isinstance(value, dict) and isinstance(current, dict):
+            body[key] = merge_extra(dict(current), value)
+        else:
+            body[key] = value
+    return body

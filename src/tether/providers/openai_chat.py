@@ -29,7 +29,7 @@ from tether.events import (
     ToolCallStart,
 )
 from tether.messages import Message, Text, ToolCall, ToolResult
-from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice
+from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
 from tether.providers.http import HttpClient, RetryPolicy, Secret, error_for_payload
 from tether.providers.registry import PROFILES, Profile
 from tether.usage import Usage
@@ -140,7 +140,7 @@ class OpenAIChatProvider:
             body["temperature"] = settings.temperature
         if settings.top_p is not None:
             body["top_p"] = settings.top_p
-        body.update(settings.extra)
+        merge_extra(body, settings.extra)
         if request.tools and request.tool_choice == "none":
             body["tool_choice"] = "none"  # the loop's tools-off call: an extra default must not undo it
         return body

@@ -65,6 +65,9 @@ PROFILES: dict[str, Profile] = {
 
 _BUILDERS: dict[str, str] = {
     "scripted": "tether.providers.scripted:from_model_name",
+    "anthropic": "tether.providers.anthropic:from_model_name",
+    "gemini": "tether.providers.gemini:from_model_name",
+    "openai-responses": "tether.providers.openai_responses:from_model_name",
     **dict.fromkeys(PROFILES, "tether.providers.openai_chat:from_model_name"),
 }
 """prefix -> ``module:function``; the function takes the prefix, the model name and the options."""
