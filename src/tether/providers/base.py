@@ -30,7 +30,6 @@ from tether.messages import Message
 
 __all__ = [
     "FinishReason",
-    "merge_extra",
     "ForceTool",
     "ModelInfo",
     "ModelSettings",
@@ -38,6 +37,7 @@ __all__ = [
     "Request",
     "ToolChoice",
     "ToolDefinition",
+    "merge_extra",
 ]
 
 
