@@ -82,9 +82,12 @@ if TYPE_CHECKING:
 # same tuple with the union discriminated by ``kind``; this keeps pydantic out of ``import tether``.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Message:
-    """One message of a conversation: a role and its parts, in order."""
+    """One message of a conversation: a role and its parts, in order.
+
+    Weak-referenceable, so that a provider can cache a message's wire form for as long as the message lives.
+    """
 
     role: Role
     parts: _Parts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from tether.events import (
     ToolCallStart,
 )
 from tether.messages import ToolCall, ToolResult
+from tether.providers import openai_chat
 from tether.providers.base import ForceTool, ModelSettings, Request, ToolDefinition
 from tether.providers.openai_chat import ChunkDecoder, OpenAIChatProvider, encode_message, parse_usage
 from tether.providers.registry import PROFILES, resolve
@@ -330,3 +332,25 @@ def test_the_tools_off_summary_call_keeps_tool_choice_none_over_an_extra_default
     )
     assert normal["tool_choice"] == "required"
     assert final["tool_choice"] == "none"
+
+
+def test_the_payload_sent_is_the_body_and_each_message_is_encoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    history = (
+        Message.user("Weather in Paris? Ünïcode ✓"),
+        Message("assistant", (ToolCall("c1", "weather", {"city": "Paris"}, '{"city":"Paris"}'),)),
+        Message("tool", (ToolResult("c1", "weather", "sunny"),)),
+    )
+    model = provider()
+    request = Request(history, system="Be brief.", tools=(WEATHER,), settings=ModelSettings(max_tokens=5))
+    assert json.loads(model.request_payload(request)) == model.request_body(request)
+    encoded: list[Message] = []
+    original = openai_chat.encode_message
+
+    def counting(message: Message) -> list[dict[str, Any]]:
+        encoded.append(message)
+        return original(message)
+
+    monkeypatch.setattr(openai_chat, "encode_message", counting)
+    model.request_payload(request)
+    model.request_payload(Request((*history, Message.user("And Rome?")), tools=(WEATHER,)))
+    assert encoded == [Message.user("And Rome?")], "messages already sent are not encoded again"

@@ -182,9 +182,12 @@ class HttpClient:
     def __repr__(self) -> str:
         return f"HttpClient({self.base_url!r}, provider={self.provider!r})"
 
-    async def post_json(self, path: str, body: dict[str, Any], *, timeout: float | None, deadline: float | None) -> Any:
-        """POST ``body``; the response's JSON. Retried as the module docstring says."""
-        payload = _encode(body)
+    async def post_json(
+        self, path: str, body: dict[str, Any] | bytes, *, timeout: float | None, deadline: float | None
+    ) -> Any:
+        """POST ``body`` (a dict, or JSON already encoded); the response's JSON. Retried as the module
+        docstring says."""
+        payload = body if isinstance(body, bytes) else _encode(body)
         for attempt in range(self.retry.max_retries + 1):
             try:
                 response = await self._post(path, payload, timeout)
@@ -207,7 +210,7 @@ class HttpClient:
     async def stream_events(
         self,
         path: str,
-        body: dict[str, Any],
+        body: dict[str, Any] | bytes,
         *,
         timeout: float | None,
         deadline: float | None,
@@ -218,9 +221,9 @@ class HttpClient:
         An event whose data is ``end_marker`` (OpenAI's ``[DONE]``) ends the stream: it is not yielded, and the
         rest of the body is read so that the connection goes back to the pool. A response that is not an
         event stream (a server that ignored ``stream: true``) is yielded whole, as one event, for the provider
-        to read as a complete answer.
+        to read as a complete answer. ``body`` may be JSON already encoded.
         """
-        payload = _encode(body)
+        payload = body if isinstance(body, bytes) else _encode(body)
         for attempt in range(self.retry.max_retries + 1):
             delivered = False
             try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
@@ -95,7 +96,7 @@ class OpenAIChatProvider:
         return f"OpenAIChatProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
 
     async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
-        body = self.request_body(request)
+        body = self.request_payload(request)
         decoder = ChunkDecoder(self.profile)
         client = self._client
         if not self.streaming:
@@ -115,11 +116,23 @@ class OpenAIChatProvider:
 
     def request_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request``."""
-        profile = self.profile
         messages: list[dict[str, Any]] = [{"role": "system", "content": request.system}] if request.system else []
         for message in request.messages:
             messages += encode_message(message)
-        body: dict[str, Any] = {"model": self.info.name, "messages": messages, "stream": self.streaming}
+        return {"model": self.info.name, "messages": messages, **self._options(request)}
+
+    def request_payload(self, request: Request) -> bytes:
+        """``request_body`` encoded, built from each message's cached JSON: the cost of a request grows with
+        the new messages, not with the whole history re-encoded every turn."""
+        head = [_dumps({"role": "system", "content": request.system})] if request.system else []
+        messages = ",".join(head + [encoded_json(message) for message in request.messages])
+        options = _dumps({"model": self.info.name, **self._options(request)})
+        return f'{{"messages":[{messages}],{options[1:]}'.encode()
+
+    def _options(self, request: Request) -> dict[str, Any]:
+        """Everything in the body but the messages."""
+        profile = self.profile
+        body: dict[str, Any] = {"stream": self.streaming}
         if self.streaming and profile.stream_options:
             body["stream_options"] = {"include_usage": True}
         if request.tools:
@@ -144,6 +157,24 @@ class OpenAIChatProvider:
         if request.tools and request.tool_choice == "none":
             body["tool_choice"] = "none"  # the loop's tools-off call: an extra default must not undo it
         return body
+
+
+_encoded: dict[int, tuple[weakref.ref[Message], str]] = {}
+
+
+def encoded_json(message: Message) -> str:
+    """The message's Chat Completions messages as JSON array items, encoded once per message object."""
+    key = id(message)
+    cached = _encoded.get(key)
+    if cached is not None and cached[0]() is message:
+        return cached[1]
+    text = ",".join(_dumps(item) for item in encode_message(message))
+    _encoded[key] = (weakref.ref(message, lambda _, key=key: _encoded.pop(key, None)), text)  # type: ignore[misc]
+    return text
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def encode_message(message: Message) -> list[dict[str, Any]]:

@@ -1,0 +1,113 @@
+"""A mock OpenAI-compatible server for the benchmarks: scripted tool-call turns, then a final answer.
+
+Run: python bench/mock_server.py PORT   (the driver polls ``GET /stats`` until it answers)
+
+The model name says what to play: ``tools-N`` answers N tool-call turns (one ``add`` call each) and then the
+final text; ``tools-N-parallel-K`` asks for K calls per turn. Requests with ``"stream": true`` get the answer
+as server-sent events (arguments in three pieces, the final text in eight), others as one JSON body. The
+first text chunk of a streamed final answer starts with ``t=<monotonic ns>`` stamped just before it is
+written, so a client can measure how long the first token takes to reach its consumer.
+
+``GET /stats`` returns the number of chat requests served and the server's own CPU seconds, so the driver
+can check that no run short-circuited and report what the server cost.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+from aiohttp import web
+
+FINAL_WORDS = ["The ", "sum ", "of ", "all ", "the ", "numbers ", "is ", "done."]
+
+requests_served = 0
+
+
+def _usage(body: dict[str, Any]) -> dict[str, int]:
+    return {"prompt_tokens": 20 + 10 * len(body["messages"]), "completion_tokens": 12, "total_tokens": 0}
+
+
+def _plan(model: str) -> tuple[int, int]:
+    """(tool turns, calls per turn) from a model name like ``tools-5`` or ``tools-5-parallel-3``."""
+    parts = model.split("-")
+    turns = int(parts[1])
+    parallel = int(parts[3]) if len(parts) > 3 and parts[2] == "parallel" else 1
+    return turns, parallel
+
+
+def _tool_calls(turn: int, parallel: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"call_{turn}_{k}",
+            "type": "function",
+            "function": {"name": "add", "arguments": json.dumps({"a": turn, "b": k + 1})},
+        }
+        for k in range(parallel)
+    ]
+
+
+async def chat(request: web.Request) -> web.StreamResponse:
+    global requests_served
+    requests_served += 1
+    body = await request.json(loads=json.loads)
+    tool_turns, parallel = _plan(body["model"])
+    turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+    calls = _tool_calls(turn, parallel) if turn < tool_turns else None
+    if not body.get("stream"):
+        message: dict[str, Any] = {"role": "assistant", "content": None if calls else "".join(FINAL_WORDS)}
+        if calls:
+            message["tool_calls"] = calls
+        choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
+        return web.json_response(
+            {"id": "chatcmpl-bench", "object": "chat.completion", "model": body["model"], "choices": [choice],
+             "usage": _usage(body)}
+        )  # fmt: skip
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    head = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "model": body["model"]}
+    if calls:
+        for index, call in enumerate(calls):
+            arguments = call["function"]["arguments"]
+            thirds = [arguments[: len(arguments) // 3], arguments[len(arguments) // 3 : 2 * len(arguments) // 3],
+                      arguments[2 * len(arguments) // 3 :]]  # fmt: skip
+            first = {"index": index, "id": call["id"], "type": "function",
+                     "function": {"name": "add", "arguments": thirds[0]}}  # fmt: skip
+            await _send(response, head, {"tool_calls": [first]})
+            for piece in thirds[1:]:
+                await _send(response, head, {"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+        await _send(response, head, {}, finish="tool_calls")
+    else:
+        for position, word in enumerate(FINAL_WORDS):
+            text = f"t={time.monotonic_ns()} {word}" if position == 0 else word
+            await _send(response, head, {"content": text})
+        await _send(response, head, {}, finish="stop")
+    await response.write(f"data: {json.dumps({**head, 'choices': [], 'usage': _usage(body)})}\n\n".encode())
+    await response.write(b"data: [DONE]\n\n")
+    await response.write_eof()
+    return response
+
+
+async def _send(response: web.StreamResponse, head: dict[str, Any], delta: dict[str, Any], finish: str | None = None) -> None:
+    chunk = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+
+
+async def stats(request: web.Request) -> web.Response:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return web.json_response({"requests": requests_served, "cpu_s": usage.ru_utime + usage.ru_stime})
+
+
+def main() -> None:
+    port = int(sys.argv[1])
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/stats", stats)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=16384)
+
+
+if __name__ == "__main__":
+    main()
