@@ -101,7 +101,9 @@ async def _read_stream(
                     on_first_text(content)
                 text.append(content)
             for piece in delta.get("tool_calls") or ():
-                call = calls.setdefault(piece["index"], {"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                call = calls.setdefault(
+                    piece["index"], {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                )
                 call["id"] = piece.get("id") or call["id"]
                 function = piece.get("function") or {}
                 call["function"]["name"] += function.get("name") or ""

@@ -91,7 +91,9 @@ async def chat(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _send(response: web.StreamResponse, head: dict[str, Any], delta: dict[str, Any], finish: str | None = None) -> None:
+async def _send(
+    response: web.StreamResponse, head: dict[str, Any], delta: dict[str, Any], finish: str | None = None
+) -> None:
     chunk = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
 
