@@ -349,10 +349,21 @@ def error_for_response(provider: str, status: int, body: str, headers: Any) -> P
         f"{provider} returned HTTP {status}: {message}",
         status=status,
         provider_message=message,
-        request_id=_first_header(headers, "x-request-id", "request-id", "x-goog-request-id", "cf-ray"),
+        request_id=_first_header(headers, "x-request-id", "request-id", "x-goog-request-id", "cf-ray")
+        or _body_request_id(body),
         retry_after=retry_after(headers),
         details=details,
     )
+
+
+def _body_request_id(body: str) -> str | None:
+    """The request id some providers (Anthropic) also write into an error body."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    request_id = data.get("request_id") if isinstance(data, dict) else None
+    return request_id if isinstance(request_id, str) else None
 
 
 def _kind_for_status(status: int, message: str, code: str | None) -> type[ProviderError]:

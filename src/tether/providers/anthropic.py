@@ -1,0 +1,273 @@
+"""Anthropic Messages (``POST {base_url}/messages``), spoken over plain HTTP.
+
+Requests are built from tether's messages; answers, streamed or not, are read by
+:class:`~tether.providers.anthropic_stream.EventDecoder` into the same ``LlmEvent``s. How tether's
+conversation becomes Anthropic's:
+
+* The system prompt is the top-level ``system`` field (with the text of any ``system`` message).
+* Only ``user`` and ``assistant`` roles exist: a ``tool`` message becomes ONE user message of ``tool_result``
+  blocks, in order, ``is_error`` kept; consecutive messages of one role are merged into one, as the API wants
+  roles to alternate. Empty text is left out (the API refuses empty text blocks), and so is a message left
+  with nothing in it.
+* An assistant message's parts become ``thinking``, ``text`` and ``tool_use`` blocks in their order. A
+  ``Thinking`` part is sent back unchanged, signature included, only when it is ours
+  (``provider_data["origin"] == "anthropic"``) and signed: the API refuses reasoning it did not sign, so the
+  reasoning of another provider (or an unsigned block cut off mid-stream) is dropped. Redacted thinking is a
+  ``Thinking`` with empty text, its data as the signature and ``provider_data["redacted"]``; it goes back as
+  a ``redacted_thinking`` block.
+* Server blocks (``server_tool_use`` and its results: tool search, web search, ...) are run by Anthropic and
+  never by tether. They ride on the assistant message's ``provider_data`` and are sent back where they were
+  among the parts, so a server tool's results stay in the model's context.
+* A tool call's arguments that are not a JSON object go back as ``{}`` (the API takes objects only).
+* ``max_tokens`` is always sent (the API requires it): ``ModelSettings.max_tokens``, else
+  ``max_tokens_default`` (4096, which every Claude model accepts). When thinking is turned on with a
+  ``budget_tokens`` at or above that default and no limit was given, the default is added on top of the
+  budget, since the API wants ``max_tokens`` above the budget.
+* ``ModelSettings.extra`` is merged into the body last: that is how thinking is turned on
+  (``extra={"thinking": {"type": "enabled", "budget_tokens": 2048}}``) and how server tools or per-tool
+  options (``defer_loading``, ``cache_control``, ``strict``) are sent: ``extra["tools"]``, a list, replaces
+  the tools tether builds, so it must hold every tool. ``tool_choice`` stays ``none`` on the loop's
+  tools-off summary call whatever ``extra`` says.
+* ``tool_choice``: ``auto``, ``none``, ``required`` -> ``any``, ``ForceTool(name)`` -> ``tool``;
+  ``parallel_tool_calls=False`` -> ``disable_parallel_tool_use``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+from contextlib import aclosing
+from typing import Any
+
+from tether.errors import ConfigInvalid, InvalidResponse
+from tether.events import LlmEvent
+from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
+from tether.providers.anthropic_stream import ORIGIN, EventDecoder, anchors_of
+from tether.providers.base import ForceTool, ModelInfo, Request, merge_extra
+from tether.providers.http import HttpClient, RetryPolicy, Secret
+
+DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
+API_VERSION = "2023-06-01"
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+MAX_TOKENS_DEFAULT = 4096
+"""The output limit sent when ``ModelSettings.max_tokens`` is not given: the smallest maximum of any Claude
+model (Claude 3 Haiku and Opus), so that every model accepts it."""
+CANNOT_CALL_TOOLS = ("claude-2", "claude-instant")
+"""Name prefixes of models from before tool use (Claude 2 and Claude Instant)."""
+NO_THINKING = ("claude-2", "claude-instant", "claude-3-opus", "claude-3-sonnet", "claude-3-haiku", "claude-3-5")
+"""Name prefixes of models without extended thinking (it came with Claude 3.7)."""
+
+
+class AnthropicProvider:
+    """A Claude model behind the Anthropic Messages API. See the module docstring for the mapping."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        stream: bool = True,
+        retry: RetryPolicy | None = None,
+        headers: dict[str, str] | None = None,
+        max_tokens_default: int = MAX_TOKENS_DEFAULT,
+    ) -> None:
+        """
+        Args:
+            model: the model id (``claude-sonnet-4-5``).
+            base_url: where the API is, up to and including ``/v1``; Anthropic's when not given.
+            api_key: the key; otherwise read from ``ANTHROPIC_API_KEY``.
+            stream: stream answers (the default), or ask for whole answers.
+            retry: how failed requests are retried.
+            headers: extra headers sent with every request (``anthropic-beta``, ...).
+            max_tokens_default: ``max_tokens`` when ``ModelSettings.max_tokens`` is not given.
+        """
+        key = api_key or os.environ.get(API_KEY_ENV)
+        if not key:
+            raise ConfigInvalid(f"'anthropic:{model}' needs an API key: set {API_KEY_ENV} or pass api_key= to Agent")
+        if isinstance(max_tokens_default, bool) or not isinstance(max_tokens_default, int) or max_tokens_default < 1:
+            raise ConfigInvalid(f"max_tokens_default must be a positive integer, not {max_tokens_default!r}")
+        self.streaming = stream
+        self.max_tokens_default = max_tokens_default
+        self.info = ModelInfo(
+            ORIGIN,
+            model,
+            supports_tools=not model.startswith(CANNOT_CALL_TOOLS),
+            supports_thinking=not model.startswith(NO_THINKING),
+        )
+        self._client = HttpClient(
+            base_url or DEFAULT_BASE_URL,
+            provider=ORIGIN,
+            api_key=Secret(key),
+            auth_header="x-api-key",
+            auth_prefix="",
+            headers={"anthropic-version": API_VERSION, **(headers or {})},
+            retry=retry,
+        )
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
+
+    async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
+        body = self.request_body(request)
+        decoder = EventDecoder(ORIGIN)
+        client = self._client
+        if not self.streaming:
+            data = await client.post_json("/messages", body, timeout=request.timeout, deadline=request.deadline)
+            for event in decoder.message(data):
+                yield event
+            return
+        events = client.stream_events("/messages", body, timeout=request.timeout, deadline=request.deadline)
+        async with aclosing(events):
+            async for sse in events:
+                for event in decoder.event(_json(sse.data)):
+                    yield event
+        for event in decoder.end():
+            yield event
+
+    def request_body(self, request: Request) -> dict[str, Any]:
+        """The JSON body for ``request``."""
+        settings = request.settings
+        max_tokens = settings.max_tokens if settings.max_tokens is not None else self.max_tokens_default
+        messages, system = encode_messages(request.messages)
+        if request.system:
+            system.insert(0, request.system)
+        body: dict[str, Any] = {"model": self.info.name, "max_tokens": max_tokens, "messages": messages}
+        if system:
+            body["system"] = "\n\n".join(system)
+        body["stream"] = self.streaming
+        if request.tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
+            ]
+            body["tool_choice"] = encode_tool_choice(request)
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        if settings.top_p is not None:
+            body["top_p"] = settings.top_p
+        merge_extra(body, settings.extra)
+        if settings.max_tokens is None and "max_tokens" not in settings.extra:
+            budget = _thinking_budget(body)
+            if budget is not None and budget >= body["max_tokens"]:
+                body["max_tokens"] = budget + self.max_tokens_default
+        if request.tools and request.tool_choice == "none":
+            body["tool_choice"] = {"type": "none"}  # the loop's tools-off call: an extra default must not undo it
+        return body
+
+
+def encode_tool_choice(request: Request) -> dict[str, Any]:
+    """``tool_choice`` as the API names it, with ``disable_parallel_tool_use`` when parallel calls are off."""
+    choice = request.tool_choice
+    if choice == "none":
+        return {"type": "none"}
+    encoded: dict[str, Any]
+    if isinstance(choice, ForceTool):
+        encoded = {"type": "tool", "name": choice.name}
+    else:
+        encoded = {"type": "any" if choice == "required" else "auto"}
+    if request.parallel_tool_calls is False:
+        encoded["disable_parallel_tool_use"] = True
+    return encoded
+
+
+def encode_messages(messages: Iterable[Message]) -> tuple[list[dict[str, Any]], list[str]]:
+    """tether messages as Anthropic messages (roles alternating), and the text of the system messages."""
+    encoded: list[dict[str, Any]] = []
+    system: list[str] = []
+    for message in messages:
+        if message.role == "system":
+            if text := message.text:
+                system.append(text)
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = assistant_blocks(message) if role == "assistant" else user_blocks(message)
+        if not blocks:
+            continue
+        if encoded and encoded[-1]["role"] == role:
+            encoded[-1]["content"] += blocks
+        else:
+            encoded.append({"role": role, "content": blocks})
+    return encoded, system
+
+
+def user_blocks(message: Message) -> list[dict[str, Any]]:
+    """A user or tool message's text and tool results, in order."""
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        if type(part) is ToolResult:
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.call_id}
+            if part.content:  # the API takes a result without content, not an empty text
+                result["content"] = part.content
+            result["is_error"] = part.is_error
+            blocks.append(result)
+        elif type(part) is Text and part.text:
+            blocks.append({"type": "text", "text": part.text})
+    return blocks
+
+
+def assistant_blocks(message: Message) -> list[dict[str, Any]]:
+    """An assistant message's blocks in their order, with its server blocks put back where they were."""
+    anchored = deque(anchors_of(message.provider_data))
+    blocks: list[dict[str, Any]] = []
+    parts = chars = 0
+
+    def release() -> None:
+        while anchored and anchored[0][0].parts <= parts and anchored[0][0].chars <= chars:
+            blocks.append(anchored.popleft()[1])
+
+    for part in message.parts:
+        release()
+        if type(part) is Text:
+            text = part.text
+            # Text blocks around a server block were merged into this part: cut it where the block was.
+            while anchored and anchored[0][0].parts <= parts and chars < anchored[0][0].chars < chars + len(text):
+                cut = anchored[0][0].chars - chars
+                blocks.append({"type": "text", "text": text[:cut]})
+                text, chars = text[cut:], chars + cut
+                release()
+            if text:
+                blocks.append({"type": "text", "text": text})
+                chars += len(text)
+            continue
+        parts += 1
+        if type(part) is Thinking:
+            if (thinking := thinking_block(part)) is not None:
+                blocks.append(thinking)
+        elif type(part) is ToolCall:
+            arguments = part.arguments if part.arguments is not None else {}
+            blocks.append({"type": "tool_use", "id": part.id, "name": part.name, "input": arguments})
+    blocks += [block for _, block in anchored]
+    return blocks
+
+
+def thinking_block(part: Thinking) -> dict[str, Any] | None:
+    """The block to send a thinking part back as; ``None`` for a foreign or unsigned one."""
+    data = part.provider_data or {}
+    if data.get("origin") != ORIGIN or not part.signature:
+        return None
+    if data.get("redacted"):
+        return {"type": "redacted_thinking", "data": part.signature}
+    return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+
+
+def _thinking_budget(body: dict[str, Any]) -> int | None:
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        budget = thinking.get("budget_tokens")
+        if isinstance(budget, int) and not isinstance(budget, bool):
+            return budget
+    return None
+
+
+def _json(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise InvalidResponse(f"{ORIGIN} sent an event that is not JSON: {data[:200]!r}") from None
+
+
+def from_model_name(prefix: str, name: str, **options: Any) -> AnthropicProvider:
+    """The builder behind ``anthropic:`` model strings."""
+    return AnthropicProvider(name, **{k: v for k, v in options.items() if v is not None})

@@ -1,0 +1,459 @@
+"""Google Gemini's native API (``generateContent`` / ``streamGenerateContent?alt=sse``), spoken over plain HTTP.
+
+Requests: tether's messages become ``contents`` with the roles ``user`` and ``model``; the system prompt is
+``systemInstruction``; tools are ONE ``tools`` entry of ``functionDeclarations`` whose parameters are translated
+to the schema subset Gemini accepts (:mod:`tether.providers.gemini_schema`); the tool choice is
+``toolConfig.functionCallingConfig`` (``AUTO``, ``ANY`` with ``allowedFunctionNames`` for a forced tool,
+``NONE``); ``ModelSettings.extra`` is merged into the body, which is how thinking is switched on
+(``{"generationConfig": {"thinkingConfig": {"includeThoughts": true}}}``). Tool results answering one turn go
+back in one ``user`` content of ``functionResponse`` parts, in the calls' order, each with its call's ``id``
+and the envelope ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "message", "details"}}``.
+
+Answers: a ``functionCall`` part arrives whole, so it becomes ``ToolCallStart``, one ``ToolCallDelta`` with the
+arguments as JSON and ``ToolCallEnd`` (a call without an ``id`` gets one); ``thought: true`` parts are thinking.
+
+Thought signatures: a ``thoughtSignature`` on a thought part is its thinking block's ``signature``; on a text
+or ``functionCall`` part it rides in the part's ``provider_data`` as ``{"origin": "gemini",
+"thoughtSignature": ...}``. Each is sent back, unchanged, on the same part of the next requests. Thinking
+whose ``provider_data["origin"]`` is not ``"gemini"`` (written by another provider, or by none) is dropped:
+Gemini cannot verify a foreign signature and reads nothing from unsigned thought text of someone else.
+
+Candidates: the API may answer with several candidates, some of them blocked. The answer is the first
+candidate, in index order, with usable content (text or a call) and a finish reason that is not a block
+(``SAFETY``, ``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``, ``SPII``, image blocks) or
+``MALFORMED_FUNCTION_CALL``. When none is usable, or the prompt itself was blocked
+(``promptFeedback.blockReason``), the turn ends without output (``content_filter`` when every candidate was
+blocked), which the loop rejects, retries once with a correction and then stops degraded. A stream that asks
+for one candidate (the default) is passed on as it arrives; if that candidate is blocked after part of it was
+streamed, the stream fails with ``invalid_response`` (what was streamed cannot be taken back), which the loop
+handles the same way. A request for several candidates (``candidateCount`` in ``extra``) is read whole first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from contextlib import aclosing
+from typing import Any
+
+from tether.errors import AuthFailed, BadRequest, ConfigInvalid, InvalidResponse, TransportError
+from tether.events import (
+    FinishReason,
+    LlmEvent,
+    StreamEnd,
+    StreamStart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
+from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
+from tether.providers.gemini_schema import to_gemini_schema
+from tether.providers.http import HttpClient, RetryPolicy, Secret, error_for_payload
+from tether.usage import Usage
+
+__all__ = ["GeminiProvider", "ResponseDecoder", "encode_contents", "from_model_name", "parse_usage"]
+
+PROVIDER = "gemini"
+BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
+KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+"""Where the API key is read from, in this order, when none is passed."""
+FILTERED = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+    }
+)
+"""Finish reasons of a candidate the provider's filters blocked: ``content_filter``."""
+UNUSABLE = FILTERED | {"MALFORMED_FUNCTION_CALL"}
+"""Finish reasons whose candidate is never the answer, whatever it holds."""
+_FINISH: dict[str, FinishReason] = {"STOP": "stop", "MAX_TOKENS": "length", **dict.fromkeys(FILTERED, "content_filter")}
+NO_TOOLS_PREFIXES = ("gemma-", "aqa", "embedding-", "text-embedding-", "imagen-")
+"""Models served by the Gemini API that have no function calling."""
+MAX_CACHED_TOOLS = 512
+"""Translated tool declarations kept per provider."""
+_THINKING = re.compile(r"gemini-(\d+)(?:\.(\d+))?")
+
+
+class GeminiProvider:
+    """A Gemini model behind Google's Generative Language API (``{base_url}/models/{model}:...``)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        stream: bool = True,
+        retry: RetryPolicy | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """
+        Args:
+            model: the model id (``gemini-2.5-flash``; a ``models/`` or ``tunedModels/`` prefix is accepted).
+            base_url: the API up to and including its version; ``https://generativelanguage.googleapis.com/v1beta``.
+            api_key: the key; otherwise ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``. Sent as ``x-goog-api-key``.
+            stream: stream answers (the default), or ask for whole answers.
+            retry: how failed requests are retried.
+            headers: extra headers sent with every request.
+        """
+        key = api_key or next((os.environ[name] for name in KEY_VARIABLES if os.environ.get(name)), None)
+        if not key:
+            raise ConfigInvalid(
+                f"'gemini:{model}' needs an API key: set {' or '.join(KEY_VARIABLES)}, or pass api_key= to Agent"
+            )
+        name = model.removeprefix("models/")
+        self.streaming = stream
+        self.info = ModelInfo(
+            PROVIDER,
+            name,
+            supports_tools=not name.startswith(NO_TOOLS_PREFIXES),
+            supports_thinking=_thinks(name),
+        )
+        self._path = "/" + (name if name.startswith("tunedModels/") else f"models/{name}")
+        self._declarations: dict[int, tuple[ToolDefinition, dict[str, Any]]] = {}
+        self._client = HttpClient(
+            base_url or BASE_URL,
+            provider=PROVIDER,
+            api_key=Secret(key),
+            auth_header="x-goog-api-key",
+            auth_prefix="",
+            headers=headers,
+            retry=retry,
+        )
+
+    def __repr__(self) -> str:
+        return f"GeminiProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
+
+    async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
+        body = self.request_body(request)
+        client, timeout, deadline = self._client, request.timeout, request.deadline
+        try:
+            if not self.streaming:
+                data = await client.post_json(f"{self._path}:generateContent", body, timeout=timeout, deadline=deadline)
+                for event in ResponseDecoder(live=False).whole(data):
+                    yield event
+                return
+            decoder = ResponseDecoder(live=_candidate_count(body) <= 1)
+            path = f"{self._path}:streamGenerateContent?alt=sse"
+            events = client.stream_events(path, body, timeout=timeout, deadline=deadline)
+            async with aclosing(events):
+                async for sse in events:
+                    for event in decoder.chunk(_json(sse.data)):
+                        yield event
+            for event in decoder.end():
+                yield event
+        except BadRequest as error:
+            if (auth := _auth_failure(error)) is None:
+                raise
+            raise auth from error
+
+    def request_body(self, request: Request) -> dict[str, Any]:
+        """The JSON body for ``request``."""
+        system = [request.system] if request.system else []
+        system += [m.text for m in request.messages if m.role == "system" and m.text]
+        body: dict[str, Any] = {"contents": encode_contents(m for m in request.messages if m.role != "system")}
+        if system:
+            body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
+        if request.tools:
+            body["tools"] = [{"functionDeclarations": [self._declaration(t) for t in request.tools]}]
+            body["toolConfig"] = {"functionCallingConfig": encode_tool_choice(request.tool_choice)}
+        settings = request.settings
+        config = {
+            key: value
+            for key, value in (
+                ("maxOutputTokens", settings.max_tokens),
+                ("temperature", settings.temperature),
+                ("topP", settings.top_p),
+            )
+            if value is not None
+        }
+        if config:
+            body["generationConfig"] = config
+        merge_extra(body, settings.extra)
+        if request.tools and request.tool_choice == "none":  # the loop's tools-off call: extra must not undo it
+            body["toolConfig"] = {**(body.get("toolConfig") or {}), "functionCallingConfig": {"mode": "NONE"}}
+        return body
+
+    def _declaration(self, tool: ToolDefinition) -> dict[str, Any]:
+        """``encode_tool(tool)``, translated once per tool definition (a run sends the same ones every turn)."""
+        cached = self._declarations.get(id(tool))
+        if cached is not None and cached[0] is tool:
+            return cached[1]
+        if len(self._declarations) >= MAX_CACHED_TOOLS:
+            self._declarations.clear()
+        declaration = encode_tool(tool)
+        self._declarations[id(tool)] = (tool, declaration)
+        return declaration
+
+
+# --- the request --------------------------------------------------------------------------------------------
+
+
+def encode_tool(tool: ToolDefinition) -> dict[str, Any]:
+    """A tool as a ``functionDeclaration``."""
+    return {"name": tool.name, "description": tool.description, "parameters": to_gemini_schema(tool.parameters)}
+
+
+def encode_tool_choice(choice: ToolChoice) -> dict[str, Any]:
+    """The ``functionCallingConfig`` for a tool choice."""
+    if isinstance(choice, ForceTool):
+        return {"mode": "ANY", "allowedFunctionNames": [choice.name]}
+    return {"mode": {"auto": "AUTO", "required": "ANY", "none": "NONE"}[choice]}
+
+
+def encode_contents(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Messages as ``contents``: a message with nothing to send is left out, and neighbours of one role are
+    joined into one content (so the results of one turn's calls go back together, in order)."""
+    contents: list[dict[str, Any]] = []
+    for message in messages:
+        role = "model" if message.role == "assistant" else "user"
+        parts = [part for item in message.parts if (part := encode_part(item, role)) is not None]
+        if not parts:
+            continue
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"] += parts
+        else:
+            contents.append({"role": role, "parts": parts})
+    return contents
+
+
+def encode_part(part: Text | Thinking | ToolCall | ToolResult, role: str = "model") -> dict[str, Any] | None:
+    """One tether part as a Gemini part, or ``None`` when it is not sent: foreign thinking, and the model's
+    empty text (a user's empty prompt is sent: it may be all there is)."""
+    if isinstance(part, ToolResult):
+        return {"functionResponse": {"id": part.call_id, "name": part.name, "response": result_envelope(part)}}
+    if isinstance(part, ToolCall):
+        call = {"id": part.id, "name": part.name, "args": part.arguments or {}}
+        return _signed({"functionCall": call}, _own_signature(part.provider_data))
+    if isinstance(part, Thinking):
+        if not _is_own(part.provider_data) or not (part.text or part.signature):
+            return None
+        return _signed({"text": part.text, "thought": True}, part.signature)
+    signature = _own_signature(part.provider_data)
+    if not part.text and signature is None and role == "model":
+        return None
+    return _signed({"text": part.text}, signature)
+
+
+def result_envelope(result: ToolResult) -> dict[str, Any]:
+    """The ``functionResponse.response`` object: the result (parsed when it is JSON) or the error."""
+    if result.is_error:
+        error = {"code": result.code or "tool_failed", "message": result.content, "details": None}
+        return {"ok": False, "error": error}
+    try:
+        value: Any = json.loads(result.content)
+    except ValueError:
+        value = result.content
+    return {"ok": True, "result": value}
+
+
+def _signed(part: dict[str, Any], signature: str | None) -> dict[str, Any]:
+    if signature:
+        part["thoughtSignature"] = signature
+    return part
+
+
+def _is_own(provider_data: dict[str, Any] | None) -> bool:
+    """Whether data was written by this provider (``provider_data["origin"] == "gemini"``)."""
+    return provider_data is not None and provider_data.get("origin") == PROVIDER
+
+
+def _own_signature(provider_data: dict[str, Any] | None) -> str | None:
+    """The thought signature in data this provider wrote, or ``None``."""
+    signature = provider_data.get("thoughtSignature") if provider_data is not None and _is_own(provider_data) else None
+    return signature if isinstance(signature, str) else None
+
+
+def _candidate_count(body: dict[str, Any]) -> int:
+    count = (body.get("generationConfig") or {}).get("candidateCount")
+    return count if isinstance(count, int) else 1
+
+
+# --- the answer ---------------------------------------------------------------------------------------------
+
+
+class _Candidate:
+    """One candidate's events so far, and what decides whether it can be the answer."""
+
+    __slots__ = ("calls", "events", "finish", "message", "output", "sent", "shown")
+
+    def __init__(self) -> None:
+        self.events: list[LlmEvent] = []
+        self.sent = 0
+        self.calls = 0
+        self.output = False  # it holds text or a call
+        self.shown = False  # some of that output was handed out already
+        self.finish: str | None = None
+        self.message: str | None = None
+
+    def take(self) -> list[LlmEvent]:
+        """The events not handed out yet."""
+        fresh = self.events[self.sent :]
+        self.sent = len(self.events)
+        self.shown = self.output
+        return fresh
+
+    def read(self, part: dict[str, Any]) -> None:
+        """One part as events: thought, call or text, a signature on the part it came with."""
+        signature = part.get("thoughtSignature")
+        if not isinstance(signature, str) or not signature:
+            signature = None
+        text = part.get("text")
+        if part.get("thought"):
+            self.events.append(ThinkingDelta(text or "", signature, {"origin": PROVIDER}))
+            return
+        owned = {"origin": PROVIDER, "thoughtSignature": signature} if signature else None
+        call = part.get("functionCall")
+        if isinstance(call, dict):
+            call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
+            arguments = call.get("args") or {}
+            self.events += [
+                ToolCallStart(call_id, call.get("name") or "", self.calls, owned),
+                ToolCallDelta(call_id, json.dumps(arguments, ensure_ascii=False)),
+                ToolCallEnd(call_id),
+            ]
+            self.calls += 1
+            self.output = True
+        elif isinstance(text, str) and (text or owned):
+            self.events.append(TextDelta(text, owned))
+            self.output = self.output or bool(text.strip())
+        elif owned:  # a signature on a part of a kind tether does not keep: kept on an empty text
+            self.events.append(TextDelta("", owned))
+
+
+class ResponseDecoder:
+    """``GenerateContentResponse`` chunks (or one whole response) to ``LlmEvent``s, for one answer.
+
+    ``live``: one candidate is expected, and its events are handed out as they arrive; otherwise every
+    candidate is kept until the end, when the answer is chosen among them (see the module docstring).
+    """
+
+    __slots__ = ("_blocked", "_candidates", "_live", "_live_index", "_started", "_usage")
+
+    def __init__(self, *, live: bool = True) -> None:
+        self._live = live
+        self._live_index: int | None = None
+        self._started = False
+        self._candidates: dict[int, _Candidate] = {}
+        self._blocked: str | None = None
+        self._usage = Usage()
+
+    def whole(self, data: Any) -> list[LlmEvent]:
+        """The events of a whole (non-streamed) response."""
+        return self.chunk(data) + self.end()
+
+    def chunk(self, data: Any) -> list[LlmEvent]:
+        """The events of one streamed chunk (a JSON array of chunks is read in order)."""
+        if isinstance(data, list):
+            return [event for item in data for event in self.chunk(item)]
+        if not isinstance(data, dict):
+            raise InvalidResponse(f"gemini sent a chunk that is not a JSON object: {str(data)[:200]}")
+        if data.get("error"):
+            raise error_for_payload(PROVIDER, data)
+        out: list[LlmEvent] = []
+        if not self._started:
+            self._started = True
+            out.append(StreamStart(model=data.get("modelVersion"), response_id=data.get("responseId")))
+        if isinstance(usage := data.get("usageMetadata"), dict):
+            self._usage = parse_usage(usage)  # each chunk repeats the running totals: the last one counts
+        feedback = data.get("promptFeedback")
+        if isinstance(feedback, dict) and feedback.get("blockReason"):
+            self._blocked = str(feedback["blockReason"])
+        for position, raw in enumerate(data.get("candidates") or ()):
+            if not isinstance(raw, dict):
+                continue
+            index = raw.get("index", position)
+            candidate = self._candidates.setdefault(index, _Candidate())
+            for part in (raw.get("content") or {}).get("parts") or ():
+                if isinstance(part, dict):
+                    candidate.read(part)
+            if finish := raw.get("finishReason"):
+                candidate.finish, candidate.message = str(finish), raw.get("finishMessage")
+            if self._live:
+                self._live_index = index if self._live_index is None else self._live_index
+                if index == self._live_index and candidate.finish not in UNUSABLE:
+                    out += candidate.take()
+        return out
+
+    def end(self) -> list[LlmEvent]:
+        """Choose the answer and close the turn; a stream that stopped before any finish reason is an error."""
+        if not self._started:
+            raise InvalidResponse("gemini ended the stream without sending anything")
+        finished = [c for _, c in sorted(self._candidates.items()) if c.finish is not None]
+        if not finished and self._blocked is None:
+            raise TransportError("gemini ended the stream before finishing its answer")
+        chosen = next((c for c in finished if c.output and c.finish not in UNUSABLE), None)
+        live = self._candidates.get(self._live_index) if self._live_index is not None else None
+        if live is not None and live.shown and live is not chosen:
+            why = live.finish or "no finish reason"
+            detail = f": {live.message}" if live.message else ""
+            raise InvalidResponse(f"gemini stopped the answer it was streaming ({why}{detail})")
+        if chosen is None:
+            return [StreamEnd(self._unusable_finish(finished), self._usage)]
+        finish = "tool_calls" if chosen.calls else _FINISH.get(chosen.finish or "", "other")
+        return [*chosen.take(), StreamEnd(finish, self._usage)]
+
+    def _unusable_finish(self, finished: list[_Candidate]) -> FinishReason:
+        """``content_filter`` when the prompt (no candidate then) or every candidate was blocked, else the first
+        other reason."""
+        unfiltered = [c.finish for c in finished if c.finish not in FILTERED]
+        if not unfiltered:
+            return "content_filter"
+        return _FINISH.get(unfiltered[0] or "", "other")
+
+
+def parse_usage(usage: dict[str, Any]) -> Usage:
+    """``usageMetadata``: cached prompt tokens counted apart, thoughts counted as output and as reasoning."""
+    prompt = usage.get("promptTokenCount") or 0
+    cached = usage.get("cachedContentTokenCount") or 0
+    thoughts = usage.get("thoughtsTokenCount") or 0
+    return Usage(
+        input_tokens=max(prompt - cached, 0) + (usage.get("toolUsePromptTokenCount") or 0),
+        output_tokens=(usage.get("candidatesTokenCount") or 0) + thoughts,
+        cache_read_tokens=cached,
+        reasoning_tokens=thoughts,
+    )
+
+
+def _json(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise InvalidResponse(f"gemini sent a chunk that is not JSON: {data[:200]!r}") from None
+
+
+def _auth_failure(error: BadRequest) -> AuthFailed | None:
+    """Gemini answers a bad key with HTTP 400 (``API_KEY_INVALID``), not 401: that is ``auth_failed``."""
+    message = error.provider_message or ""
+    if "api key" not in message.lower() or not re.search(r"not valid|invalid|expired", message, re.IGNORECASE):
+        return None
+    return AuthFailed(
+        error.message,
+        status=error.status,
+        provider_message=error.provider_message,
+        request_id=error.request_id,
+        details=error.details,
+    )
+
+
+def _thinks(name: str) -> bool:
+    """Gemini 2.5 and later think."""
+    match = _THINKING.match(name)
+    return match is not None and (int(match[1]), int(match[2] or 0)) >= (2, 5)
+
+
+def from_model_name(prefix: str, name: str, **options: Any) -> GeminiProvider:
+    """The builder behind ``gemini:`` model strings (``options``: ``base_url``, ``api_key``; ``None`` = not given)."""
+    return GeminiProvider(name, **{key: value for key, value in options.items() if value is not None})

@@ -1,0 +1,167 @@
+"""A conversation started with one provider continues with another: Anthropic, then OpenAI, then Gemini.
+
+Each hop sends the whole history to a different API. What one provider needs replayed (Anthropic's thinking
+signatures) means nothing to the next, whose API would reject it: it is dropped, while text, tool calls
+and their results carry over with their ids.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from tests.helpers import assert_valid
+from tether import Agent, tool
+from tether.messages import Thinking
+from tether.providers.anthropic import AnthropicProvider
+from tether.providers.gemini import GeminiProvider
+from tether.providers.openai_chat import OpenAIChatProvider
+
+SIGNATURE = "anthropic-signature-EqQBCgIYAhIM"
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
+
+
+class Model:
+    """A loopback server answering POSTs to one path with what ``answer`` says, keeping the request bodies."""
+
+    def __init__(self, path: str, answer: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        self.path = path
+        self.answer = answer
+        self.bodies: list[dict[str, Any]] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.bodies.append(body)
+        return web.json_response(self.answer(body))
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[Model], Any]]:
+    runners: list[web.AppRunner] = []
+
+    async def start(model: Model) -> str:
+        app = web.Application()
+        app.router.add_post(model.path, model.handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        runners.append(runner)
+        return f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+def claude(body: dict[str, Any]) -> dict[str, Any]:
+    """Thinks (signed), calls add, then answers with the sum."""
+    answered = any(
+        block.get("type") == "tool_result"
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for block in m["content"]
+    )
+    content: list[dict[str, Any]]
+    if answered:
+        content, stop = [{"type": "text", "text": "2 + 3 = 5."}], "end_turn"
+    else:
+        content = [
+            {"type": "thinking", "thinking": "I should use the tool.", "signature": SIGNATURE},
+            {"type": "tool_use", "id": "toolu_01", "name": "add", "input": {"a": 2, "b": 3}},
+        ]
+        stop = "tool_use"
+    return {
+        "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "content": content,
+        "stop_reason": stop, "usage": {"input_tokens": 10, "output_tokens": 5},
+    }  # fmt: skip
+
+
+def gpt(body: dict[str, Any]) -> dict[str, Any]:
+    """Calls multiply once, then answers."""
+    called = sum(1 for m in body["messages"] if m["role"] == "tool") > 1
+    message: dict[str, Any] = {"role": "assistant", "content": "5 x 4 = 20." if called else None}
+    if not called:
+        call = {"name": "multiply", "arguments": json.dumps({"a": 5, "b": 4})}
+        message["tool_calls"] = [{"id": "call_02", "type": "function", "function": call}]
+    choice = {"index": 0, "message": message, "finish_reason": "stop" if called else "tool_calls"}
+    return {
+        "id": "c",
+        "model": "gpt-4o-mini",
+        "choices": [choice],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 4},
+    }
+
+
+def gemini(body: dict[str, Any]) -> dict[str, Any]:
+    part = {"text": "All done: 20."}
+    return {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}]}
+
+
+async def test_a_conversation_moves_from_anthropic_to_openai_to_gemini(serve: Callable[[Model], Any]) -> None:
+    anthropic, openai, google = (
+        Model("/v1/messages", claude),
+        Model("/v1/chat/completions", gpt),
+        Model("/v1beta/models/gemini-2.5-flash:generateContent", gemini),
+    )
+    first = await Agent(
+        AnthropicProvider("claude-sonnet-4-5", base_url=await serve(anthropic) + "/v1", api_key="k", stream=False),
+        tools=[add, multiply],
+        system="Be brief.",
+    ).run("What is 2 + 3?")
+    assert first.text == "2 + 3 = 5."
+    assert any(isinstance(p, Thinking) and p.signature == SIGNATURE for m in first.messages for p in m.parts)
+    assert SIGNATURE in json.dumps(anthropic.bodies[1]), "Anthropic gets its own signature back"
+
+    second = await Agent(
+        OpenAIChatProvider("gpt-4o-mini", base_url=await serve(openai) + "/v1", api_key="k", stream=False),
+        tools=[add, multiply],
+        system="Be brief.",
+    ).run("And times 4?", history=first.messages)
+    assert second.text == "5 x 4 = 20."
+    sent = openai.bodies[0]
+    assert SIGNATURE not in json.dumps(sent)
+    assert "I should use the tool." not in json.dumps(sent), "another provider's thinking is dropped"
+    assert [m["role"] for m in sent["messages"]] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert sent["messages"][2]["tool_calls"][0]["id"] == "toolu_01"
+    assert json.loads(sent["messages"][2]["tool_calls"][0]["function"]["arguments"]) == {"a": 2, "b": 3}
+    assert sent["messages"][3] == {"role": "tool", "tool_call_id": "toolu_01", "content": "5"}
+
+    third = await Agent(
+        GeminiProvider("gemini-2.5-flash", base_url=await serve(google) + "/v1beta", api_key="k", stream=False),
+        tools=[add, multiply],
+        system="Be brief.",
+    ).run("Thanks. Summarize.", history=second.messages)
+    assert third.text == "All done: 20."
+    sent = google.bodies[0]
+    assert SIGNATURE not in json.dumps(sent)
+    assert "I should use the tool." not in json.dumps(sent)
+    assert sent["systemInstruction"]["parts"][0]["text"] == "Be brief."
+    parts = [part for content in sent["contents"] for part in content["parts"]]
+    calls = [part["functionCall"] for part in parts if "functionCall" in part]
+    responses = [part["functionResponse"] for part in parts if "functionResponse" in part]
+    assert [(c["id"], c["name"], c["args"]) for c in calls] == [
+        ("toolu_01", "add", {"a": 2, "b": 3}),
+        ("call_02", "multiply", {"a": 5, "b": 4}),
+    ]
+    assert [(r["id"], r["response"]) for r in responses] == [
+        ("toolu_01", {"ok": True, "result": 5}),
+        ("call_02", {"ok": True, "result": 20}),
+    ]
+    assert not any(part.get("thought") for part in parts)
+    for result in (first, second, third):
+        assert_valid(result)
