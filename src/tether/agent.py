@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunEvent, RunResult
 from tether.limits import Limits, StopReason
 from tether.loop.engine import EventSink, Run, RunSpec
+from tether.loop.executor import DEFAULT_MAX_OUTPUT
 from tether.loop.interrupts import Interrupt, Interrupter
 from tether.messages import Message
 from tether.providers.base import ModelSettings, Provider
 from tether.providers.registry import resolve
 from tether.tools.base import Tool
+from tether.tools.permissions import Approver, Mode, PermissionHook, Permissions
 from tether.tools.registry import ToolRegistry
 from tether.usage import Price, price_for
 
@@ -42,6 +45,11 @@ class Agent:
         on_event: EventSink | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
+        mode: Mode | str = Mode.FULL,
+        deny: Iterable[str] = (),
+        can_use_tool: PermissionHook | None = None,
+        approve: Approver | None = None,
+        max_tool_output: int | None = DEFAULT_MAX_OUTPUT,
     ) -> None:
         """
         Args:
@@ -57,6 +65,13 @@ class Agent:
             on_event: called with every event of every run, in order (a sink; it must not block).
             base_url: where the model's API is, for a model string (needed by ``openai-compatible:``).
             api_key: the API key, for a model string; otherwise read from the provider's environment variable.
+            mode: ``"full"`` offers every tool; ``"read-only"`` only tools marked ``read_only``.
+            deny: names of tools never offered nor run.
+            can_use_tool: asked before every tool call: ``Allow()``, ``Deny(reason)`` or ``Ask(reason)``.
+            approve: answers an ``Ask`` (``approve(call, reason) -> bool``, may be async); without it, an ``Ask``
+                is a denial.
+            max_tool_output: characters of a tool's output the model gets before the middle is cut (``None``:
+                no limit); a tool's own ``max_output`` wins.
         """
         provider = resolve(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
@@ -74,6 +89,9 @@ class Agent:
             )
         if max_concurrency < 1:
             raise ConfigInvalid(f"max_concurrency must be >= 1, not {max_concurrency!r}")
+        permissions = Permissions.of(mode, deny, can_use_tool, approve)
+        if unknown := sorted(set(permissions.deny) - set(registry.names)):
+            raise ConfigInvalid(f"deny names tools this agent does not have: {', '.join(unknown)}")
         self.provider = provider
         self.tools = registry
         self.system = system
@@ -87,8 +105,21 @@ class Agent:
             price=price,
             concurrent_tools=concurrent_tools,
             max_concurrency=max_concurrency,
+            permissions=permissions,
+            max_tool_output=max_tool_output,
         )
         self._sinks: tuple[EventSink, ...] = (on_event,) if on_event is not None else ()
+
+    @property
+    def mode(self) -> Mode:
+        """The tool mode of the next runs; settable (``agent.mode = "read-only"``)."""
+        return self._spec.permissions.mode
+
+    @mode.setter
+    def mode(self, mode: Mode | str) -> None:
+        current = self._spec.permissions
+        permissions = Permissions.of(mode, current.deny, current.can_use_tool, current.approve)
+        self._spec = replace(self._spec, permissions=permissions)
 
     def stream(self, prompt: str, *, history: Sequence[Message] = (), on_event: EventSink | None = None) -> RunStream:
         """Start a run and iterate its events; ``cancel()`` on the returned stream stops it."""

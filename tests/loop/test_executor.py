@@ -114,3 +114,37 @@ async def test_a_tool_returning_structured_data_is_sent_as_json() -> None:
     batch = ToolBatch(calls(("info", {})), [None])
     await execute(executor, batch)
     assert batch.ordered_results("-")[0].content == '{"ok": true, "items": [1, 2]}'
+
+
+async def test_an_output_past_the_limit_keeps_its_head_and_tail_and_says_how_much_was_cut() -> None:
+    @tool
+    def flood() -> str:
+        """A lot of output."""
+        return "HEAD" + "x" * 10_000 + "TAIL"
+
+    @tool(max_output=5_000)
+    def roomy() -> str:
+        """More room."""
+        return "y" * 4_000
+
+    executor = ToolExecutor(ToolRegistry([flood, roomy]), Interrupter(), timeout=None, max_output=1_000)
+    batch = ToolBatch(calls(("flood", {}), ("roomy", {})), [None, None])
+    await execute(executor, batch)
+    clipped, kept = batch.ordered_results("-")
+    assert clipped.content.startswith("HEAD")
+    assert clipped.content.endswith("TAIL")
+    assert len(clipped.content) <= 1_000
+    assert "characters cut from the middle of this output" in clipped.content
+    assert kept.content == "y" * 4_000, "a tool's own limit wins over the agent's"
+
+
+async def test_no_output_limit_keeps_everything() -> None:
+    @tool
+    def flood() -> str:
+        """A lot of output."""
+        return "z" * 50_000
+
+    executor = ToolExecutor(ToolRegistry([flood]), Interrupter(), timeout=None, max_output=None)
+    batch = ToolBatch(calls(("flood", {})), [None])
+    await execute(executor, batch)
+    assert len(batch.ordered_results("-")[0].content) == 50_000

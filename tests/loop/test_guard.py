@@ -21,6 +21,11 @@ def ok() -> ToolResult:
     return ToolResult("c", "tool", "fine")
 
 
+def calls_for(results: list[ToolResult]) -> list[ToolCall]:
+    """The calls these results answer (distinct arguments, so that no turn repeats another)."""
+    return [ToolCall(r.call_id, r.name, {"position": n}) for n, r in enumerate(results)]
+
+
 def failed() -> ToolResult:
     return ToolResult("c", "tool", "boom", is_error=True, code="tool_failed")
 
@@ -37,7 +42,7 @@ def test_per_turn_cap_refuses_the_excess_calls_in_model_order_with_a_reason() ->
     verdicts = g.admit(calls(4))
     assert verdicts[:2] == [None, None]
     for reason in verdicts[2:]:
-        assert reason is not None
+        assert isinstance(reason, str)
         assert "4 tool calls" in reason
         assert "at most 2" in reason
     assert g.tool_calls == 2
@@ -64,7 +69,7 @@ def test_total_cap_is_counted_exactly_across_turns() -> None:
     assert g.after_turn() is None
     verdicts = g.admit(calls(2))
     assert verdicts[0] is None
-    assert verdicts[1] is not None
+    assert isinstance(verdicts[1], str)
     assert "limit of 3 tool calls" in verdicts[1]
     assert g.tool_calls == 3
 
@@ -96,9 +101,9 @@ def test_no_tool_call_caps_admit_everything() -> None:
 
 def test_consecutive_error_turns_stop_the_run() -> None:
     g = guard(max_consecutive_errors=2)
-    g.record_results([failed(), failed()])
+    g.record_results(calls_for([failed(), failed()]), [failed(), failed()])
     assert g.after_turn() is None
-    g.record_results([failed()])
+    g.record_results(calls_for([failed()]), [failed()])
     stop = g.after_turn()
     assert stop is not None
     assert stop.reason is StopReason.CONSECUTIVE_ERRORS
@@ -107,9 +112,9 @@ def test_consecutive_error_turns_stop_the_run() -> None:
 
 def test_a_turn_with_one_successful_result_resets_the_error_count() -> None:
     g = guard(max_consecutive_errors=2)
-    g.record_results([failed()])
-    g.record_results([failed(), ok()])
-    g.record_results([failed()])
+    g.record_results(calls_for([failed()]), [failed()])
+    g.record_results(calls_for([failed(), ok()]), [failed(), ok()])
+    g.record_results(calls_for([failed()]), [failed()])
     assert g.after_turn() is None
     assert g.error_turns == 1
 
@@ -117,7 +122,7 @@ def test_a_turn_with_one_successful_result_resets_the_error_count() -> None:
 def test_consecutive_errors_limit_none_never_stops() -> None:
     g = guard(max_consecutive_errors=None)
     for _ in range(50):
-        g.record_results([failed()])
+        g.record_results(calls_for([failed()]), [failed()])
     assert g.after_turn() is None
 
 
@@ -229,7 +234,7 @@ def everything_reached(*, budget: bool, tool_calls: bool, errors: bool, turns: b
     g.record_call(Usage(output_tokens=1_000_000))
     g.record_turn()
     g.admit(calls(2))
-    g.record_results([failed(), failed()])
+    g.record_results(calls_for([failed(), failed()]), [failed(), failed()])
     stop = g.after_turn()
     return None if stop is None else stop.reason
 

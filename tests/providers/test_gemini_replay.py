@@ -551,7 +551,9 @@ async def test_three_calls_in_one_turn_are_answered_together_in_order_then_a_don
     server = await replay.serve("google/test_google_instructions_only_with_tool_calls.yaml")
     topics = iter(["cars", "penguins", "cars", "penguins", "cars", "penguins"])
 
-    @tool
+    # A tool whose result changes from call to call says so; otherwise the loop would answer the model's
+    # identical follow-up calls with the first result (loop/repeats.py).
+    @tool(repeatable=True)
     def generate_topic() -> str:
         return next(topics)
 

@@ -24,7 +24,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tether.errors import InvalidResponse, SessionInvalid, TetherError, TimeoutExceeded
 from tether.events import (
@@ -42,11 +42,12 @@ from tether.events import (
 from tether.limits import Limits, StopReason
 from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator
 from tether.loop.context import correction, fallback_text, shape_history, summary_request
-from tether.loop.executor import ToolBatch, ToolExecutor, cancelled_result
+from tether.loop.executor import DEFAULT_MAX_OUTPUT, ToolBatch, ToolExecutor, cancelled_result
 from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
 from tether.messages import Message, ToolCall, ToolResult, open_tool_calls, transcript_problems
 from tether.providers.base import ModelSettings, Provider, Request, ToolDefinition
+from tether.tools.permissions import Permissions
 from tether.tools.registry import ToolRegistry
 from tether.usage import Price, Usage
 
@@ -69,6 +70,8 @@ class RunSpec:
     price: Price | None
     concurrent_tools: bool = False
     max_concurrency: int = 8
+    permissions: Permissions = field(default_factory=Permissions)
+    max_tool_output: int | None = DEFAULT_MAX_OUTPUT
 
 
 def prepare_history(system: str | None, history: Sequence[Message]) -> list[Message]:
@@ -109,15 +112,19 @@ class Run:
         self.system_text = self.transcript[0].text if self.body_start else None
         self.first_new = len(self.transcript)
         self.transcript.append(Message.user(prompt))
-        self.guard = LoopGuard(spec.limits, spec.price)
+        self.guard = LoopGuard(spec.limits, spec.price, repeatable=_repeatable(spec.tools))
         self.executor = ToolExecutor(
             spec.tools,
             interrupter,
             timeout=spec.limits.tool_timeout,
             concurrent_tools=spec.concurrent_tools,
             max_concurrency=spec.max_concurrency,
+            permissions=spec.permissions,
+            max_output=spec.max_tool_output,
         )
-        self.definitions = tuple(ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools)
+        self.definitions = tuple(
+            ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools if spec.permissions.offers(t)
+        )
         self.sinks = list(sinks)
         self.sink_error: Exception | None = None
         self.turn_usage: list[Usage] = []
@@ -295,7 +302,7 @@ class Run:
         results = batch.ordered_results("the run was cancelled")
         self.transcript.append(Message("tool", tuple(results)))
         self._batch = None
-        self.guard.record_results(results)
+        self.guard.record_results(calls, results)
         if batch.done is not None:
             self._stop = Stop(StopReason.DONE_TOOL, f"tool {batch.done_by!r} ended the run")
             self._answer = batch.done.message
@@ -406,6 +413,14 @@ def rejection(turn: AccumulatedTurn) -> str | None:
     if turn.finish_reason == "content_filter":
         return "the answer was blocked by the provider's content filter"
     return "the answer was empty"
+
+
+def _repeatable(tools: ToolRegistry) -> Callable[[str], bool]:
+    def repeatable(name: str) -> bool:
+        tool = tools.get(name)
+        return tool is not None and tool.repeatable
+
+    return repeatable
 
 
 def _timeout(limit: str, seconds: float | None) -> Interrupt:

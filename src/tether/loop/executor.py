@@ -11,6 +11,11 @@ together in a ``TaskGroup``, at most ``max_concurrency`` at a time; their events
 the model's order. A tool that raises or returns :class:`~tether.tools.base.Done` ends the run: the calls
 after it are not run and get a ``cancelled`` result saying why.
 
+Before a call runs, :class:`~tether.tools.permissions.Permissions` may refuse it (the mode, the deny list, the
+host's hook or the user asked through it): the model gets a ``permission_denied`` result. After it ran, an
+output longer than the limit (the tool's ``max_output``, else the agent's) is cut in the middle, head and
+tail kept, with a marker saying how much was cut: a tool cannot flood the model's context.
+
 Results are recorded in a :class:`ToolBatch` as each call finishes, so that when the run is cancelled midway
 the loop knows which calls completed and writes synthetic ``cancelled`` results only for the others.
 """
@@ -19,18 +24,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tether.errors import InvalidArguments, TetherError, ToolNotFound
 from tether.events import ToolCallStarted, ToolResultReceived
 from tether.loop.interrupts import Interrupter
+from tether.loop.repeats import Repeat, repeated_result
 from tether.messages import ToolCall, ToolResult
 from tether.tools.base import Done, Tool, render_output
+from tether.tools.permissions import Permissions
 from tether.tools.registry import ToolRegistry
 
 MAX_ECHOED_ARGUMENTS = 200
 """Characters of unparseable arguments quoted back to the model."""
+DEFAULT_MAX_OUTPUT = 30_000
+"""Characters of a tool's output the model gets before the middle is cut (about 8,000 tokens)."""
 
 
 @dataclass(slots=True)
@@ -38,8 +47,8 @@ class ToolBatch:
     """The calls of one turn and what has become of them so far."""
 
     calls: Sequence[ToolCall]
-    refusals: Sequence[str | None]
-    """Per call, ``None`` to run it or why it may not run (decided by the guard)."""
+    verdicts: Sequence[str | Repeat | None]
+    """Per call, from the guard: ``None`` to run it, a :class:`Repeat`, or why it may not run."""
     results: dict[str, ToolResult] = field(default_factory=dict)
     exceptions: dict[str, BaseException] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)
@@ -75,7 +84,9 @@ def error_result(call: ToolCall, error: TetherError) -> ToolResult:
 class ToolExecutor:
     """Runs tool calls for one run (see the module docstring)."""
 
-    __slots__ = ("concurrent_tools", "interrupter", "max_concurrency", "registry", "timeout")
+    __slots__ = (
+        "concurrent_tools", "interrupter", "max_concurrency", "max_output", "permissions", "registry", "timeout",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -85,16 +96,20 @@ class ToolExecutor:
         timeout: float | None,
         concurrent_tools: bool = False,
         max_concurrency: int = 8,
+        permissions: Permissions | None = None,
+        max_output: int | None = DEFAULT_MAX_OUTPUT,
     ) -> None:
         self.registry = registry
         self.interrupter = interrupter
         self.timeout = timeout
         self.concurrent_tools = concurrent_tools
         self.max_concurrency = max_concurrency
+        self.permissions = permissions or Permissions()
+        self.max_output = max_output
 
     async def run(self, batch: ToolBatch, turn: int) -> AsyncGenerator[ToolCallStarted | ToolResultReceived, None]:
         """Run ``batch``, yielding each call's start and result events in the model's order."""
-        plans = [self._plan(call, refusal) for call, refusal in zip(batch.calls, batch.refusals, strict=True)]
+        plans = [self._plan(call, verdict) for call, verdict in zip(batch.calls, batch.verdicts, strict=True)]
         for group in self._groups(plans):
             for plan in group:
                 batch.started.append(plan.call.id)
@@ -104,20 +119,25 @@ class ToolExecutor:
                 for plan in group:
                     batch.results[plan.call.id] = cancelled_result(plan.call, why)
             else:
+                await self._permit(group)
                 await self._run_group(batch, group)
             for plan in group:
                 call_id = plan.call.id
                 batch.reported.add(call_id)
                 yield ToolResultReceived(batch.results[call_id], turn, batch.exceptions.get(call_id))
 
-    def _plan(self, call: ToolCall, refusal: str | None) -> _Plan:
-        if refusal is not None:
-            return _Plan(call, answer=ToolResult(call.id, call.name, refusal, True, "permission_denied"))
+    def _plan(self, call: ToolCall, verdict: str | Repeat | None) -> _Plan:
+        if isinstance(verdict, Repeat):
+            return _Plan(call, answer=repeated_result(call, verdict))
+        if verdict is not None:
+            return _Plan(call, answer=ToolResult(call.id, call.name, verdict, True, "permission_denied"))
         tool = self.registry.get(call.name)
         if tool is None:
-            available = ", ".join(self.registry.names) or "none"
-            error = ToolNotFound(f"Unknown tool {call.name!r}. Available tools: {available}.")
+            offered = ", ".join(t.name for t in self.registry if self.permissions.offers(t)) or "none"
+            error = ToolNotFound(f"Unknown tool {call.name!r}. Available tools: {offered}.")
             return _Plan(call, answer=error_result(call, error))
+        if (refusal := self.permissions.refusal(tool)) is not None:
+            return _Plan(call, answer=_denied(call, refusal))
         if call.arguments is None:
             raw = call.raw_arguments or ""
             quoted = raw if len(raw) <= MAX_ECHOED_ARGUMENTS else raw[:MAX_ECHOED_ARGUMENTS] + "..."
@@ -130,6 +150,28 @@ class ToolExecutor:
             return _Plan(call, tool=tool, invoke=tool.bind(call.arguments))
         except InvalidArguments as error:
             return _Plan(call, answer=error_result(call, error))
+
+    async def _permit(self, group: list[_Plan]) -> None:
+        """Ask the permission hook about each runnable call of ``group``, in order; a refusal answers it.
+
+        Asking may wait for a person, so the wait is interruptible like any other.
+        """
+        if self.permissions.can_use_tool is None:
+            return
+        interrupter = self.interrupter
+        for plan in group:
+            if plan.invoke is None:
+                continue
+            interrupter.arm()
+            try:
+                reason = await self.permissions.decide(plan.call)
+            except asyncio.CancelledError as cancelled:
+                raise interrupter.taken(cancelled) from None
+            if interrupter.fired:
+                await interrupter.settle()
+            interrupter.armed = False
+            if reason is not None:
+                plan.invoke, plan.tool, plan.answer = None, None, _denied(plan.call, reason)
 
     def _groups(self, plans: list[_Plan]) -> list[list[_Plan]]:
         """Consecutive concurrent calls together; every other call alone."""
@@ -187,23 +229,27 @@ class ToolExecutor:
                 value = await invoke()
         except TimeoutError as exc:
             if scope.expired():
-                self._record(batch, call, _timeout_result(call, tool, timeout))
+                self._record(batch, call, _timeout_result(call, tool, timeout), tool=tool)
             else:
-                self._record(batch, call, _failure_result(call, exc), exc)
+                self._record(batch, call, _failure_result(call, exc), exc, tool=tool)
         except Done as done:
             self._finish_run(batch, call, done)
         except TetherError as error:
-            self._record(batch, call, error_result(call, error), error)
+            self._record(batch, call, error_result(call, error), error, tool=tool)
         except Exception as exc:  # noqa: BLE001 - any tool failure is reported to the model
-            self._record(batch, call, _failure_result(call, exc), exc)
+            self._record(batch, call, _failure_result(call, exc), exc, tool=tool)
         else:
             if isinstance(value, Done):
                 self._finish_run(batch, call, value)
             else:
-                self._record(batch, call, ToolResult(call.id, call.name, render_output(value)))
+                self._record(batch, call, ToolResult(call.id, call.name, render_output(value)), tool=tool)
 
-    @staticmethod
-    def _record(batch: ToolBatch, call: ToolCall, result: ToolResult, exc: BaseException | None = None) -> None:
+    def _record(
+        self, batch: ToolBatch, call: ToolCall, result: ToolResult, exc: BaseException | None = None, *, tool: Tool
+    ) -> None:
+        limit = tool.max_output or self.max_output
+        if limit is not None and len(result.content) > limit:
+            result = replace(result, content=clip(result.content, limit))
         batch.results[call.id] = result
         if exc is not None:
             batch.exceptions[call.id] = exc
@@ -213,6 +259,19 @@ class ToolExecutor:
         batch.results[call.id] = ToolResult(call.id, call.name, done.message)
         if batch.done is None:
             batch.done, batch.done_by = done, call.name
+
+
+def _denied(call: ToolCall, reason: str) -> ToolResult:
+    return ToolResult(call.id, call.name, f"Permission denied: {reason}.", is_error=True, code="permission_denied")
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters: head and tail kept, the middle replaced by a marker."""
+    keep = max(limit - 120, 0)
+    head, tail = keep * 2 // 3, keep - keep * 2 // 3
+    cut = len(text) - head - tail
+    marker = f"\n\n[... {cut} characters cut from the middle of this output ...]\n\n"
+    return text[:head] + marker + (text[-tail:] if tail else "")
 
 
 def _failure_result(call: ToolCall, exc: BaseException) -> ToolResult:

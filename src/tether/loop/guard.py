@@ -13,8 +13,10 @@ The contract
 * **Invalid responses.** An answer with nothing usable is rejected and retried with a corrective message;
   more than ``invalid_response_retries`` rejections in a row stop the run with ``invalid_response``.
 * **Budget.** After every provider call the run's cost is compared with ``max_cost_usd``.
+* **Repeats.** A turn asking for exactly the calls of the turn before is answered with the earlier results;
+  the third in a row stops the run with ``consecutive_errors`` (``loop/repeats.py``).
 * When several limits are reached by the same turn, the first in this order wins: budget, tool calls,
-  consecutive errors, turns.
+  repeats, consecutive errors, turns.
 
 Deadlines are enforced by the run's :class:`~tether.loop.interrupts.Interrupter`; the guard only computes
 the run's deadline. The guard holds counts and decides; it never touches the transcript.
@@ -22,10 +24,11 @@ the run's deadline. The guard holds counts and decides; it never touches the tra
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tether.limits import Limits, StopReason
+from tether.loop.repeats import STOP_AFTER, Repeat, RepeatTracker
 from tether.messages import ToolCall, ToolResult
 from tether.usage import Cost, Price, Usage, cost_of
 
@@ -48,14 +51,17 @@ class LoopGuard:
         "invalid_in_a_row",
         "limits",
         "price",
+        "repeats",
         "tool_calls",
         "turns",
         "usage",
     )  # fmt: skip
 
-    def __init__(self, limits: Limits, price: Price | None) -> None:
+    def __init__(self, limits: Limits, price: Price | None, repeatable: Callable[[str], bool] | None = None) -> None:
+        """``repeatable(tool_name)``: whether a tool may be called again with the same arguments."""
         self.limits = limits
         self.price = price
+        self.repeats = RepeatTracker(repeatable or _never)
         self.turns = 0
         self.tool_calls = 0
         self.error_turns = 0
@@ -86,11 +92,15 @@ class LoopGuard:
         self.turns += 1
         self.invalid_in_a_row = 0
 
-    def admit(self, calls: Sequence[ToolCall]) -> list[str | None]:
-        """For each call in order: ``None`` to run it, or the reason it may not run. Counts what it admits."""
+    def admit(self, calls: Sequence[ToolCall]) -> list[str | Repeat | None]:
+        """For each call in order: ``None`` to run it, a :class:`Repeat` (answered with an earlier result), or
+        the reason it may not run. Counts the calls it lets run."""
+        repeats = self.repeats.check(calls)
+        if any(verdict is not None for verdict in repeats):
+            return repeats
         per_turn = self.limits.max_tool_calls_per_turn
         total = self.limits.max_tool_calls
-        verdicts: list[str | None] = []
+        verdicts: list[str | Repeat | None] = []
         for position, _call in enumerate(calls):
             if per_turn is not None and position >= per_turn:
                 verdicts.append(
@@ -105,7 +115,8 @@ class LoopGuard:
                 verdicts.append(None)
         return verdicts
 
-    def record_results(self, results: Sequence[ToolResult]) -> None:
+    def record_results(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> None:
+        self.repeats.record(calls, results)
         if results and all(r.is_error for r in results):
             self.error_turns += 1
         elif results:
@@ -118,6 +129,9 @@ class LoopGuard:
             return stop
         if self._refused_for_budget:
             return Stop(StopReason.MAX_TOOL_CALLS, f"reached the limit of {limits.max_tool_calls} tool calls")
+        if self.repeats.stopped_on is not None:
+            detail = f"the model asked for the same calls ({self.repeats.stopped_on}) {STOP_AFTER} turns in a row"
+            return Stop(StopReason.CONSECUTIVE_ERRORS, detail)
         if limits.max_consecutive_errors is not None and self.error_turns >= limits.max_consecutive_errors:
             return Stop(
                 StopReason.CONSECUTIVE_ERRORS,
@@ -133,3 +147,7 @@ class LoopGuard:
         if limit is None or cost is None or cost.total_usd < limit:
             return None
         return Stop(StopReason.BUDGET, f"spent ${cost.total_usd:.4f} of the ${limit:.4f} budget")
+
+
+def _never(tool_name: str) -> bool:
+    return False

@@ -15,7 +15,7 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, overload
+from typing import Any, TypedDict, TypeVar, Unpack, overload
 
 from tether.errors import ConfigInvalid
 from tether.messages import ToolResult
@@ -37,10 +37,28 @@ class Done(Exception):
         self.message = message
 
 
+class ToolOptions(TypedDict, total=False):
+    """How a tool may be run; every ``Tool`` constructor takes these as keywords."""
+
+    concurrent: bool
+    """Safe to run at the same time as other concurrent calls of the same turn (default False)."""
+    timeout: float | None
+    """Seconds; overrides ``Limits.tool_timeout`` for this tool."""
+    read_only: bool
+    """Only looks, never changes anything: offered in read-only mode (default False)."""
+    max_output: int | None
+    """Characters of output the model gets before the middle is cut; overrides the agent's limit."""
+    repeatable: bool
+    """The same call can give a new result (a clock, a job's status): never answered from an earlier turn."""
+
+
 class Tool:
     """Something the model can call. Calling the ``Tool`` itself calls the wrapped function directly."""
 
-    __slots__ = ("_validator", "concurrent", "description", "function", "is_async", "name", "timeout")
+    __slots__ = (
+        "_validator", "concurrent", "description", "function", "is_async", "max_output", "name", "read_only",
+        "repeatable", "timeout",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -48,24 +66,27 @@ class Tool:
         description: str,
         function: Callable[..., Any],
         validator: ArgumentValidator,
-        *,
-        concurrent: bool = False,
-        timeout: float | None = None,
+        **options: Unpack[ToolOptions],
     ) -> None:
+        timeout = options.get("timeout")
+        max_output = options.get("max_output")
         if not _NAME.fullmatch(name):
             raise ConfigInvalid(f"tool name {name!r} must be 1-64 letters, digits, '_' or '-'")
         if timeout is not None and not timeout > 0:
             raise ConfigInvalid(f"tool {name!r}: timeout must be > 0 seconds, not {timeout!r}")
+        if max_output is not None and max_output < 100:
+            raise ConfigInvalid(f"tool {name!r}: max_output must be at least 100 characters, not {max_output!r}")
         if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
             raise ConfigInvalid(f"tool {name!r}: a generator cannot be a tool; return the whole result")
         self.name = name
         self.description = description
         self.function = function
         self.is_async = inspect.iscoroutinefunction(function)
-        self.concurrent = concurrent
-        """Safe to run at the same time as other concurrent calls of the same turn."""
+        self.concurrent = options.get("concurrent", False)
         self.timeout = timeout
-        """Overrides ``Limits.tool_timeout`` for this tool."""
+        self.read_only = options.get("read_only", False)
+        self.max_output = max_output
+        self.repeatable = options.get("repeatable", False)
         self._validator = validator
 
     @classmethod
@@ -75,8 +96,7 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
-        concurrent: bool = False,
-        timeout: float | None = None,
+        **options: Unpack[ToolOptions],
     ) -> Tool:
         """A tool from a typed function; descriptions come from its docstring unless given."""
         doc = parse_docstring(inspect.getdoc(function))
@@ -85,12 +105,7 @@ class Tool:
             raise ConfigInvalid(f"{function!r} has no __name__: pass name= to make it a tool")
         validator = SignatureValidator(tool_name, function, doc.params)
         return cls(
-            tool_name,
-            description if description is not None else doc.description,
-            function,
-            validator,
-            concurrent=concurrent,
-            timeout=timeout,
+            tool_name, description if description is not None else doc.description, function, validator, **options
         )
 
     @classmethod
@@ -100,19 +115,10 @@ class Tool:
         description: str,
         parameters: dict[str, Any],
         function: Callable[[dict[str, Any]], Any],
-        *,
-        concurrent: bool = False,
-        timeout: float | None = None,
+        **options: Unpack[ToolOptions],
     ) -> Tool:
         """A tool from a raw JSON Schema; ``function`` receives the validated arguments as one dict."""
-        return cls(
-            name,
-            description,
-            function,
-            JsonSchemaValidator(name, parameters),
-            concurrent=concurrent,
-            timeout=timeout,
-        )
+        return cls(name, description, function, JsonSchemaValidator(name, parameters), **options)
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -141,11 +147,7 @@ class Tool:
 def tool(function: F, /) -> Tool: ...
 @overload
 def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    concurrent: bool = False,
-    timeout: float | None = None,
+    *, name: str | None = None, description: str | None = None, **options: Unpack[ToolOptions]
 ) -> Callable[[F], Tool]: ...
 def tool(
     function: F | None = None,
@@ -153,13 +155,12 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    concurrent: bool = False,
-    timeout: float | None = None,
+    **options: Unpack[ToolOptions],
 ) -> Tool | Callable[[F], Tool]:
-    """Make a function a tool: ``@tool`` or ``@tool(name=..., concurrent=True, timeout=5)``."""
+    """Make a function a tool: ``@tool``, or ``@tool(name=..., concurrent=True, timeout=5, read_only=True)``."""
 
     def wrap(fn: F) -> Tool:
-        return Tool.from_function(fn, name=name, description=description, concurrent=concurrent, timeout=timeout)
+        return Tool.from_function(fn, name=name, description=description, **options)
 
     return wrap(function) if function is not None else wrap
 

@@ -56,13 +56,15 @@ class DaemonThreadPool:
                 outcome: tuple[bool, Any] = (True, function())
             except BaseException as error:  # noqa: BLE001 - handed to the awaiting coroutine
                 outcome = (False, error)
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
-                loop.call_soon_threadsafe(_settle, future, outcome)
+            # Free before answering: the caller, once answered, may submit its next call at once, and it
+            # should find this thread free rather than start another.
             with self._lock:
                 if self._backlog:
                     self._backlog -= 1
                 else:
                     self._idle += 1
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+                loop.call_soon_threadsafe(_settle, future, outcome)
 
 
 def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:

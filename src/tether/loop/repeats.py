@@ -1,0 +1,92 @@
+"""Repeated turns: a model that asks for the same tool calls again instead of answering.
+
+Small models especially, once they have a tool's result, call the same tool with the same arguments again,
+and again. The contract:
+
+* A turn whose calls are exactly those of the turn before (same tools, same arguments, in any order) is a
+  repeat. Its calls are not run again: each gets the earlier result back, with a note saying it was already
+  answered and that the model should use it.
+* The third such turn in a row is refused, and the run stops with ``consecutive_errors`` (after the
+  tools-off summary call, so the answer is built from what was gathered).
+* Only a whole repeated turn counts. A call repeated after anything else happened (another call in between,
+  in the same turn or the one before) runs again: its result may have changed, like a file read again after
+  an edit.
+* A tool marked ``repeatable`` (its result can change by itself: a clock, a job's status) is always run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tether.messages import ToolCall, ToolResult
+
+STOP_AFTER = 3
+"""The identical turn, in a row, that stops the run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat:
+    """A call not run again: the result it got the turn before."""
+
+    earlier: ToolResult
+
+
+def signature(call: ToolCall) -> str | None:
+    """What makes two calls the same: the tool and its arguments (``None`` for unparseable arguments)."""
+    if call.arguments is None:
+        return None
+    return call.name + json.dumps(call.arguments, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class RepeatTracker:
+    """Remembers the previous turn's calls and results, and how many times in a row it was asked again."""
+
+    __slots__ = ("_in_a_row", "_previous", "_repeatable", "stopped_on")
+
+    def __init__(self, repeatable: Callable[[str], bool]) -> None:
+        self._repeatable = repeatable
+        self._previous: dict[str, ToolResult] = {}
+        self._in_a_row = 1
+        self.stopped_on: str | None = None
+        """The tool whose third identical turn stopped the run."""
+
+    def check(self, calls: Sequence[ToolCall]) -> list[Repeat | str | None]:
+        """Per call: ``None`` to run it, a :class:`Repeat`, or why it is refused (the third time)."""
+        keys = [signature(call) for call in calls]
+        repeated = (
+            bool(calls)
+            and all(key is not None and key in self._previous for key in keys)
+            and set(keys) == set(self._previous)
+            and not any(self._repeatable(call.name) for call in calls)
+        )
+        if not repeated:
+            self._in_a_row = 1
+            return [None] * len(calls)
+        self._in_a_row += 1
+        if self._in_a_row >= STOP_AFTER:
+            self.stopped_on = calls[0].name
+            refusal = f"Not run: you asked for exactly the same calls {STOP_AFTER} turns in a row. The run stops here."
+            return [refusal] * len(calls)
+        return [Repeat(self._previous[key]) for key in keys if key is not None]
+
+    def record(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> None:
+        """A turn that was run becomes the one the next turn is compared with (a repeat keeps the original)."""
+        if self._in_a_row > 1:
+            return
+        self._previous = {}
+        for call, result in zip(calls, results, strict=True):
+            key = signature(call)
+            if key is not None:
+                self._previous[key] = result
+
+
+def repeated_result(call: ToolCall, repeat: Repeat) -> ToolResult:
+    """The earlier result, sent again with a note that it was already answered."""
+    note = (
+        f"\n\n[You already called {call.name} with exactly these arguments, and this is its result. Do not "
+        "call it again with the same arguments: use this result, call something else, or give your answer.]"
+    )
+    earlier = repeat.earlier
+    return ToolResult(call.id, call.name, earlier.content + note, earlier.is_error, earlier.code)
