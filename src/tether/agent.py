@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunEvent, RunResult
@@ -50,6 +50,7 @@ class Agent:
         can_use_tool: PermissionHook | None = None,
         approve: Approver | None = None,
         max_tool_output: int | None = DEFAULT_MAX_OUTPUT,
+        tool_mode: Literal["auto", "native", "json"] = "auto",
     ) -> None:
         """
         Args:
@@ -72,15 +73,22 @@ class Agent:
                 is a denial.
             max_tool_output: characters of a tool's output the model gets before the middle is cut (``None``:
                 no limit); a tool's own ``max_output`` wins.
+            tool_mode: ``native`` tool calling, ``json`` actions written in the model's text
+                (``loop/actions.py``), or ``auto``: native when the model can call tools, else JSON actions.
         """
         provider = resolve(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)
-        if len(registry) and not provider.info.supports_tools:
+        if tool_mode not in ("auto", "native", "json"):
+            raise ConfigInvalid(f"tool_mode must be 'auto', 'native' or 'json', not {tool_mode!r}")
+        if tool_mode == "auto":
+            tool_mode = "native" if provider.info.supports_tools or not len(registry) else "json"
+        if tool_mode == "native" and len(registry) and not provider.info.supports_tools:
             raise ConfigInvalid(
-                f"model {provider.info.model_string!r} cannot call tools, and this agent has "
-                f"{len(registry)}: use a model that supports tool calling, or remove the tools"
+                f"model {provider.info.model_string!r} cannot call tools natively, and this agent has "
+                f"{len(registry)}: use tool_mode='json' (or 'auto'), a model that supports tool calling, "
+                "or remove the tools"
             )
         if limits.max_cost_usd is not None and price is None:
             raise ConfigInvalid(
@@ -107,6 +115,7 @@ class Agent:
             max_concurrency=max_concurrency,
             permissions=permissions,
             max_tool_output=max_tool_output,
+            tool_mode=tool_mode,
         )
         self._sinks: tuple[EventSink, ...] = (on_event,) if on_event is not None else ()
 

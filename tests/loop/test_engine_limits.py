@@ -236,7 +236,7 @@ def test_a_budget_without_a_known_price_is_refused_up_front() -> None:
 
 def test_tools_on_a_model_that_cannot_call_them_are_refused_up_front() -> None:
     with pytest.raises(ConfigInvalid, match="cannot call tools"):
-        Agent(ScriptedProvider([], supports_tools=False), tools=[lookup])
+        Agent(ScriptedProvider([], supports_tools=False), tools=[lookup], tool_mode="native")
 
 
 async def test_history_is_trimmed_to_max_history_messages_at_a_user_message() -> None:
@@ -247,3 +247,18 @@ async def test_history_is_trimmed_to_max_history_messages_at_a_user_message() ->
     sent = model2.requests[0].messages
     assert [m.role for m in sent] == ["user"]
     assert sent[0].text == "two"
+
+
+async def test_tools_on_a_model_that_cannot_call_them_natively_switch_to_json_actions() -> None:
+    model = ScriptedProvider(
+        [
+            reply('{"type": "tool_call", "name": "lookup", "arguments": {"key": "k"}}'),
+            reply('{"type": "final", "text": "v"}'),
+        ],
+        supports_tools=False,
+    )
+    result = await Agent(model, tools=[lookup]).run("go")
+    assert model.requests[0].tools == ()
+    assert "lookup" in (model.requests[0].system or "")
+    assert result.text == "v"
+    assert result.messages[2].tool_results[0].content == "value of k"

@@ -25,7 +25,7 @@ async def test_a_repeated_call_gets_the_earlier_result_with_a_note_and_is_not_ru
     result = await Agent(model, tools=[add]).run("17+25?")
     assert runs == [(17, 25)]
     repeated = result.messages[4].tool_results[0]
-    assert repeated.content.startswith("42\n\n[You already called add with exactly these arguments")
+    assert repeated.content.startswith("42\n\n[Already answered")
     assert not repeated.is_error
     assert result.text == "42"
     assert result.stop_reason == "complete"
@@ -40,7 +40,9 @@ async def test_the_third_identical_turn_stops_the_run_with_an_answer_from_what_w
     assert result.text == "17 + 25 = 42", "the tools-off summary call gives the answer"
     assert result.degraded
     assert runs == [(17, 25)]
-    assert result.messages[6].tool_results[0].code == "permission_denied"
+    stopped = result.messages[6].tool_results[0]
+    assert stopped.code == "permission_denied"
+    assert stopped.content.startswith("42\n\n"), "the earlier result is still there for the last answer"
     assert_valid(result)
 
 

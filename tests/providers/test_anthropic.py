@@ -644,8 +644,8 @@ def test_a_model_that_cannot_call_tools_is_refused_by_the_agent_when_given_tools
         return ""
 
     with pytest.raises(ConfigInvalid, match="cannot call tools"):
-        Agent("anthropic:claude-2.1", api_key="sk-ant-test", tools=[noop])
+        Agent("anthropic:claude-2.1", api_key="sk-ant-test", tools=[noop], tool_mode="native")
     with pytest.raises(ConfigInvalid, match="cannot call tools"):
-        Agent(AnthropicProvider("claude-instant-1.2", api_key="k"), tools=[noop])
+        Agent(AnthropicProvider("claude-instant-1.2", api_key="k"), tools=[noop], tool_mode="native")
     assert Agent("anthropic:claude-2.1", api_key="sk-ant-test").provider.info.name == "claude-2.1"
     assert Agent("anthropic:claude-sonnet-4-5", api_key="sk-ant-test", tools=[noop]).provider.info.supports_tools

@@ -768,7 +768,7 @@ def test_a_model_without_function_calling_is_refused_by_the_agent_when_it_has_to
         return ""
 
     with pytest.raises(ConfigInvalid, match="cannot call tools"):
-        Agent("gemini:gemma-3-27b-it", api_key="k", tools=[noop])
+        Agent("gemini:gemma-3-27b-it", api_key="k", tools=[noop], tool_mode="native")
     assert Agent("gemini:gemma-3-27b-it", api_key="k").provider.info.supports_tools is False
     assert Agent("gemini:gemini-2.5-flash", api_key="k", tools=[noop]).provider.info.supports_tools is True
 

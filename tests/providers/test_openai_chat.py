@@ -314,7 +314,7 @@ def test_a_model_that_cannot_call_tools_is_refused_at_start_with_tools() -> None
         return ""
 
     with pytest.raises(ConfigInvalid, match="cannot call tools"):
-        Agent("openai:o1-mini", api_key="sk-test", tools=[noop])
+        Agent("openai:o1-mini", api_key="sk-test", tools=[noop], tool_mode="native")
 
 
 def test_base_url_and_api_key_are_refused_for_a_provider_instance() -> None:

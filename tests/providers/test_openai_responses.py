@@ -661,6 +661,6 @@ def test_a_model_that_cannot_call_tools_is_refused_by_the_agent_when_given_tools
     weak = provider("o1-mini")
     assert weak.info.supports_tools is False
     with pytest.raises(ConfigInvalid, match="cannot call tools"):
-        Agent(weak, tools=[noop])
+        Agent(weak, tools=[noop], tool_mode="native")
     assert Agent(weak).provider is weak  # without tools it is fine
     assert Agent(provider("gpt-5"), tools=[noop]).provider.info.supports_tools

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tether.errors import InvalidResponse, SessionInvalid, TetherError, TimeoutExceeded
 from tether.events import (
@@ -41,6 +42,7 @@ from tether.events import (
 )
 from tether.limits import Limits, StopReason
 from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator
+from tether.loop.actions import ActionProtocol
 from tether.loop.context import correction, fallback_text, shape_history, summary_request
 from tether.loop.executor import DEFAULT_MAX_OUTPUT, ToolBatch, ToolExecutor, cancelled_result
 from tether.loop.guard import LoopGuard, Stop
@@ -72,6 +74,8 @@ class RunSpec:
     max_concurrency: int = 8
     permissions: Permissions = field(default_factory=Permissions)
     max_tool_output: int | None = DEFAULT_MAX_OUTPUT
+    tool_mode: Literal["native", "json"] = "native"
+    """``json``: the model acts through JSON actions in its text (``loop/actions.py``)."""
 
 
 def prepare_history(system: str | None, history: Sequence[Message]) -> list[Message]:
@@ -124,6 +128,11 @@ class Run:
         )
         self.definitions = tuple(
             ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools if spec.permissions.offers(t)
+        )
+        self.actions = (
+            ActionProtocol(self.system_text, self.definitions, use_schema=spec.provider.info.supports_json_schema)
+            if spec.tool_mode == "json"
+            else None
         )
         self.sinks = list(sinks)
         self.sink_error: Exception | None = None
@@ -189,6 +198,11 @@ class Run:
     def _build(self, extra: Message | None = None, *, final: bool = False) -> Request:
         limits = self.spec.limits
         history = shape_history(self.transcript[self.body_start :], limits.max_history_messages)
+        if self.actions is not None:
+            return self.actions.request(
+                history, extra, final=final, settings=self.spec.settings, timeout=limits.request_timeout,
+                deadline=self.deadline,
+            )  # fmt: skip
         return Request(
             messages=history if extra is None else (*history, extra),
             system=self.system_text,
@@ -211,6 +225,7 @@ class Run:
         accumulator = StreamAccumulator()
         self._accumulated = self._stream_problem = None
         sinks = self.sinks
+        passthrough = self.actions is None  # in JSON action mode the text is an action, shown once read
         requested = False
         stream: AsyncIterator[LlmEvent] | None = None
         try:
@@ -222,7 +237,7 @@ class Run:
                     interrupter.armed = False
                     accumulator.add(event)
                     kind = type(event)
-                    if (kind is TextDelta or kind is ThinkingDelta) and event.text:  # type: ignore[union-attr]
+                    if passthrough and (kind is TextDelta or kind is ThinkingDelta) and event.text:  # type: ignore[union-attr]
                         if sinks:
                             self._notify(event)  # type: ignore[arg-type]
                         yield event  # type: ignore[misc]
@@ -275,6 +290,12 @@ class Run:
             turn = self._accumulated
             assert turn is not None
             problem = self._stream_problem or rejection(turn)
+            asks_user = False
+            if problem is None and self.actions is not None:
+                action = self.actions.interpret(turn)
+                turn, problem, asks_user = action.turn, action.problem, action.asks_user
+                if action.shown:
+                    yield self._emit(TextDelta(action.shown))
             yield self._emit(TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, problem))
             if problem is None:
                 break
@@ -284,6 +305,9 @@ class Run:
             extra = correction(problem)
         guard.record_turn()
         self.transcript.append(turn.message)
+        if asks_user:
+            self._stop, self._answer = Stop(StopReason.ASK_USER, "the model asked the user a question"), turn.text
+            return
         if not turn.tool_calls:
             self._stop, self._answer = Stop(StopReason.COMPLETE, "the model answered"), turn.text
             return
@@ -331,9 +355,15 @@ class Run:
             return
         turn = self._accumulated
         assert turn is not None
+        problem = self._stream_problem
+        if problem is None and self.actions is not None:
+            action = self.actions.interpret(turn, final=True)
+            turn, problem = action.turn, action.problem
+            if action.shown:
+                yield self._emit(TextDelta(action.shown))
         message = Message("assistant", tuple(p for p in turn.message.parts if type(p) is not ToolCall))
         text = message.text
-        problem = self._stream_problem or (None if text.strip() else "the answer was empty")
+        problem = problem or (None if text.strip() else "the answer was empty")
         yield self._emit(TurnCompleted(turn_no, message, turn.usage, turn.finish_reason, problem))
         if problem is None:
             self.transcript.append(message)

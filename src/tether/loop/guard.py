@@ -97,7 +97,7 @@ class LoopGuard:
         the reason it may not run. Counts the calls it lets run."""
         repeats = self.repeats.check(calls)
         if any(verdict is not None for verdict in repeats):
-            return repeats
+            return list(repeats)
         per_turn = self.limits.max_tool_calls_per_turn
         total = self.limits.max_tool_calls
         verdicts: list[str | Repeat | None] = []

@@ -6,8 +6,9 @@ and again. The contract:
 * A turn whose calls are exactly those of the turn before (same tools, same arguments, in any order) is a
   repeat. Its calls are not run again: each gets the earlier result back, with a note saying it was already
   answered and that the model should use it.
-* The third such turn in a row is refused, and the run stops with ``consecutive_errors`` (after the
-  tools-off summary call, so the answer is built from what was gathered).
+* The third such turn in a row is not run either (its calls get the earlier results as errors saying so),
+  and the run stops with ``consecutive_errors``, after the tools-off summary call, so the answer is built
+  from what was gathered.
 * Only a whole repeated turn counts. A call repeated after anything else happened (another call in between,
   in the same turn or the one before) runs again: its result may have changed, like a file read again after
   an edit.
@@ -28,9 +29,10 @@ STOP_AFTER = 3
 
 @dataclass(frozen=True, slots=True)
 class Repeat:
-    """A call not run again: the result it got the turn before."""
+    """A call not run again: the result it got the turn before; ``last`` when this repeat stops the run."""
 
     earlier: ToolResult
+    last: bool = False
 
 
 def signature(call: ToolCall) -> str | None:
@@ -52,8 +54,8 @@ class RepeatTracker:
         self.stopped_on: str | None = None
         """The tool whose third identical turn stopped the run."""
 
-    def check(self, calls: Sequence[ToolCall]) -> list[Repeat | str | None]:
-        """Per call: ``None`` to run it, a :class:`Repeat`, or why it is refused (the third time)."""
+    def check(self, calls: Sequence[ToolCall]) -> list[Repeat | None]:
+        """Per call: ``None`` to run it, or a :class:`Repeat` (``last`` the third time, which stops the run)."""
         keys = [signature(call) for call in calls]
         repeated = (
             bool(calls)
@@ -65,11 +67,10 @@ class RepeatTracker:
             self._in_a_row = 1
             return [None] * len(calls)
         self._in_a_row += 1
-        if self._in_a_row >= STOP_AFTER:
+        last = self._in_a_row >= STOP_AFTER
+        if last:
             self.stopped_on = calls[0].name
-            refusal = f"Not run: you asked for exactly the same calls {STOP_AFTER} turns in a row. The run stops here."
-            return [refusal] * len(calls)
-        return [Repeat(self._previous[key]) for key in keys if key is not None]
+        return [Repeat(self._previous[key], last) for key in keys if key is not None]
 
     def record(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> None:
         """A turn that was run becomes the one the next turn is compared with (a repeat keeps the original)."""
@@ -83,10 +84,14 @@ class RepeatTracker:
 
 
 def repeated_result(call: ToolCall, repeat: Repeat) -> ToolResult:
-    """The earlier result, sent again with a note that it was already answered."""
-    note = (
-        f"\n\n[You already called {call.name} with exactly these arguments, and this is its result. Do not "
-        "call it again with the same arguments: use this result, call something else, or give your answer.]"
-    )
+    """The earlier result, sent again with a short note (a small model copies long ones into its answer).
+
+    The repeat that stops the run is an error result (``permission_denied``), still carrying the earlier
+    result, which the model's last answer can use.
+    """
     earlier = repeat.earlier
-    return ToolResult(call.id, call.name, earlier.content + note, earlier.is_error, earlier.code)
+    if repeat.last:
+        note = "[Already answered, and asked again: not run. The run stops here.]"
+        return ToolResult(call.id, call.name, f"{earlier.content}\n\n{note}", True, "permission_denied")
+    note = "[Already answered: this is the same result. Use it; do not call again with these arguments.]"
+    return ToolResult(call.id, call.name, f"{earlier.content}\n\n{note}", earlier.is_error, earlier.code)

@@ -85,6 +85,8 @@ class Request:
     """Seconds to wait for the first byte and between chunks (``Limits.request_timeout``)."""
     deadline: float | None = None
     """``loop.time()`` after which the run stops; providers cap their retries by it."""
+    json_schema: dict[str, Any] | None = None
+    """Constrain the answer to this JSON Schema (JSON action mode), when ``ModelInfo.supports_json_schema``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,8 @@ class ModelInfo:
     supports_tools: bool = True
     supports_streaming: bool = True
     supports_thinking: bool = False
+    supports_json_schema: bool = False
+    """Can generate under a JSON Schema (``Request.json_schema``): grammar-constrained decoding."""
     context_window: int | None = None
 
     @property

@@ -68,6 +68,7 @@ _BUILDERS: dict[str, str] = {
     "anthropic": "tether.providers.anthropic:from_model_name",
     "gemini": "tether.providers.gemini:from_model_name",
     "openai-responses": "tether.providers.openai_responses:from_model_name",
+    "local": "tether.providers.local:from_model_name",
     **dict.fromkeys(PROFILES, "tether.providers.openai_chat:from_model_name"),
 }
 """prefix -> ``module:function``; the function takes the prefix, the model name and the options."""

@@ -177,12 +177,15 @@ class ScriptedProvider:
         *,
         model: str = "scripted",
         supports_tools: bool = True,
+        supports_json_schema: bool = False,
         repeat_last: bool = False,
     ) -> None:
         self._steps = list(steps)
         self._repeat_last = repeat_last
         self._ids = 0
-        self.info = ModelInfo("scripted", model, supports_tools=supports_tools)
+        self.info = ModelInfo(
+            "scripted", model, supports_tools=supports_tools, supports_json_schema=supports_json_schema
+        )
         self.requests: list[Request] = []
 
     @classmethod

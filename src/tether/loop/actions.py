@@ -1,0 +1,223 @@
+"""JSON action mode: tool use for models that cannot call tools natively.
+
+The contract
+------------
+* The system prompt gets a section stating the protocol and every tool with its argument schema. The model
+  answers each turn with exactly one JSON object, an *action*:
+  ``{"type": "tool_call", "name": ..., "arguments": {...}}``, ``{"type": "final", "text": ...}`` or
+  ``{"type": "ask_user", "question": ...}``.
+* When the provider can constrain its output to a JSON Schema (``ModelInfo.supports_json_schema``: the local
+  model through llama.cpp's grammar, OpenAI-compatible servers whose profile says so), the answer is generated
+  under :func:`action_schema`: the union of ``final``, ``ask_user`` and one ``tool_call`` variant per tool
+  with that tool's own argument schema, so a small model cannot name an unknown tool or mistype arguments.
+* The answer is read tolerantly (code fences and prose around the object are skipped) but validated strictly;
+  an answer that is not one valid action is rejected like any unusable answer: one corrective retry, then the
+  run stops as ``invalid_response``.
+* The transcript is the same as in native mode: a ``tool_call`` action is stored as a ``ToolCall`` and its
+  results as a ``tool`` message, so the history can be continued by any provider. Only what the model is
+  sent changes (:func:`as_text`): calls become the JSON it wrote, results become user messages it can read.
+* ``final`` ends the run with its text; ``ask_user`` ends it with ``StopReason.ASK_USER`` and the question as
+  the text. Guards, events and sessions are those of native mode.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tether.loop.accumulator import AccumulatedTurn
+from tether.messages import Message, Text, ToolCall, ToolResult
+from tether.providers.base import Request, ToolDefinition
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+FINAL_REQUEST = "Give your final answer now."
+"""The request of the tools-off call that ends a run stopped by a limit, in JSON action mode."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallAction:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class FinalAction:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AskAction:
+    question: str
+
+
+Action = CallAction | FinalAction | AskAction
+
+
+class ActionError(ValueError):
+    """The answer is not one valid action; the message says why, for the model's correction."""
+
+
+def action_schema(tools: Sequence[ToolDefinition], *, final_only: bool = False) -> dict[str, Any]:
+    """The JSON Schema of one action: ``final``, ``ask_user`` and one ``tool_call`` variant per tool (or,
+    for the last call of a run that hit a limit, ``final`` alone)."""
+    final = _object({"type": {"const": "final"}, "text": {"type": "string"}})
+    if final_only:
+        return {"oneOf": [final]}
+    variants = [final, _object({"type": {"const": "ask_user"}, "question": {"type": "string"}})]
+    for tool in tools:
+        arguments = {"type": "object", "properties": {}, **tool.parameters}
+        variants.append(_object({"type": {"const": "tool_call"}, "name": {"const": tool.name}, "arguments": arguments}))
+    return {"oneOf": variants}
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+
+def system_prompt(system: str | None, tools: Sequence[ToolDefinition], *, final_only: bool = False) -> str:
+    """The system prompt with the protocol and the tools appended."""
+    if final_only:
+        protocol = 'Reply with exactly one JSON object and nothing else: {"type": "final", "text": "<your answer>"}.'
+        return f"{system}\n\n{protocol}" if system else protocol
+    lines = [
+        "Reply with exactly one JSON object and nothing else. It is one of:",
+        '{"type": "final", "text": "<your answer>"} to give the user your final answer;',
+        '{"type": "ask_user", "question": "<question>"} to ask the user for something you need.',
+    ]
+    if tools:
+        lines.insert(
+            1, '{"type": "tool_call", "name": "<tool>", "arguments": {...}} to call a tool and see its result;'
+        )
+        lines.append("Tools:")
+        for tool in tools:
+            schema = json.dumps(tool.parameters.get("properties", {}), ensure_ascii=False, separators=(", ", ": "))
+            lines.append(f"- {tool.name}: {tool.description or '(no description)'} Arguments: {schema}")
+        lines.append("Once a tool result answers the question, reply with a final answer that uses it.")
+    protocol = "\n".join(lines)
+    return f"{system}\n\n{protocol}" if system else protocol
+
+
+def read_action(text: str) -> Action:
+    """The action in a model's answer; raises :class:`ActionError` saying what is wrong."""
+    data = _first_object(text)
+    kind = data.get("type")
+    if kind == "tool_call":
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            raise ActionError('a "tool_call" action needs a "name" string')
+        arguments = data.get("arguments", {})
+        if not isinstance(arguments, dict):
+            raise ActionError('the "arguments" of a "tool_call" action must be a JSON object')
+        return CallAction(name, arguments)
+    if kind == "final":
+        if not isinstance(data.get("text"), str):
+            raise ActionError('a "final" action needs a "text" string')
+        return FinalAction(data["text"])
+    if kind == "ask_user":
+        if not isinstance(data.get("question"), str):
+            raise ActionError('an "ask_user" action needs a "question" string')
+        return AskAction(data["question"])
+    raise ActionError(f'"type" must be "tool_call", "final" or "ask_user", not {kind!r}')
+
+
+def _first_object(text: str) -> dict[str, Any]:
+    """The first JSON object in ``text``: inside a code fence if there is one, after any prose."""
+    fenced = _FENCE.search(text)
+    source = fenced.group(1) if fenced else text
+    decoder = json.JSONDecoder()
+    for start in (i for i, char in enumerate(source) if char == "{"):
+        try:
+            value, _ = decoder.raw_decode(source, start)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    if not source.strip():
+        raise ActionError("the answer was empty")
+    raise ActionError("no complete JSON object was found in the answer")
+
+
+def as_text(messages: Sequence[Message]) -> tuple[Message, ...]:
+    """The conversation as a model without native tools reads it: calls as the JSON actions it wrote,
+    results as user messages."""
+    out: list[Message] = []
+    for message in messages:
+        calls = message.tool_calls
+        results = message.tool_results
+        if calls:
+            parts: list[Text] = [Text(_action_json(call)) for call in calls]
+            out.append(Message("assistant", tuple(parts)))
+        elif results:
+            out.append(Message.user("\n\n".join(_result_text(result) for result in results)))
+        else:
+            out.append(message)
+    return tuple(out)
+
+
+def _action_json(call: ToolCall) -> str:
+    action = {"type": "tool_call", "name": call.name, "arguments": call.arguments or {}}
+    return json.dumps(action, ensure_ascii=False)
+
+
+def _result_text(result: ToolResult) -> str:
+    if result.is_error:
+        return f"Tool {result.name} failed: {result.content}"
+    return f"Tool {result.name} returned: {result.content}"
+
+
+@dataclass(frozen=True, slots=True)
+class Interpreted:
+    """A turn read as an action: the turn as the transcript keeps it, or why it cannot be used."""
+
+    turn: AccumulatedTurn
+    problem: str | None = None
+    shown: str | None = None
+    """Text for the host to see (the answer or the question): the raw JSON is not streamed in this mode."""
+    asks_user: bool = False
+
+
+class ActionProtocol:
+    """Builds the requests of a run in JSON action mode and reads its answers as actions."""
+
+    __slots__ = ("_prompts", "_schemas", "_tools", "_use_schema")
+
+    def __init__(self, system: str | None, tools: tuple[ToolDefinition, ...], *, use_schema: bool) -> None:
+        self._tools = tools
+        self._use_schema = use_schema
+        self._prompts = {final: system_prompt(system, tools, final_only=final) for final in (True, False)}
+        self._schemas = {final: action_schema(tools, final_only=final) for final in (True, False)}
+
+    def request(self, history: tuple[Message, ...], extra: Message | None, *, final: bool, **options: Any) -> Request:
+        """A request without native tools: the protocol in the system prompt, the history as text, and the
+        action schema when the provider can constrain its output to one.
+
+        The last call after a limit (``final``) asks for the answer in a few words: a small model tends to
+        copy a longer instruction into its answer.
+        """
+        if final:
+            extra = Message.user(FINAL_REQUEST)
+        messages = as_text(history) + ((extra,) if extra is not None else ())
+        schema = self._schemas[final] if self._use_schema else None
+        return Request(messages=messages, system=self._prompts[final], json_schema=schema, **options)
+
+    def interpret(self, turn: AccumulatedTurn, *, final: bool = False) -> Interpreted:
+        """``turn`` with its text read as an action (a tool call becomes a ``ToolCall`` part)."""
+        try:
+            action = read_action(turn.text)
+        except ActionError as error:
+            return Interpreted(turn, problem=f"the answer was not one valid JSON action: {error}")
+        kept = tuple(part for part in turn.message.parts if type(part) is not Text)
+        if isinstance(action, CallAction):
+            if final:
+                return Interpreted(turn, problem="a tool call was asked for when only a final answer is possible")
+            arguments = json.dumps(action.arguments, ensure_ascii=False)
+            call = ToolCall(f"call_{uuid.uuid4().hex[:24]}", action.name, action.arguments, arguments)
+            message = Message("assistant", (*kept, call))
+            return Interpreted(replace(turn, message=message, tool_calls=(call,)))
+        text = action.text if isinstance(action, FinalAction) else action.question
+        message = Message("assistant", (*kept, Text(text)))
+        return Interpreted(replace(turn, message=message), shown=text, asks_user=isinstance(action, AskAction))

