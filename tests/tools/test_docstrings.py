@@ -1,5 +1,6 @@
 """Docstring parsing: the tool description and per-parameter descriptions, in Google, NumPy and Sphinx style."""
 
+from tether.tools.base import Tool
 from tether.tools.docstrings import Docstring, parse_docstring
 
 # --- no docstring, summary only ------------------------------------------------------------------------------
@@ -247,3 +248,15 @@ def test_sphinx_param_description_may_contain_colons() -> None:
     :param url: The address, e.g. https://example.com: with a port.
     """
     assert parse_docstring(doc).params == {"url": "The address, e.g. https://example.com: with a port."}
+
+
+def test_a_docstring_that_opens_with_its_arguments_section_keeps_their_descriptions() -> None:
+    def tool_like(path: str) -> str:
+        """Args:
+        path: The file.
+        """
+        return path
+
+    assert parse_docstring(tool_like.__doc__).params == {"path": "The file."}
+    assert parse_docstring("Args:\n    path: The file.").params == {"path": "The file."}
+    assert Tool.from_function(tool_like).parameters["properties"]["path"]["description"] == "The file."

@@ -20,6 +20,7 @@ The contract
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
 import os
@@ -82,8 +83,18 @@ def _load(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
                 from llama_cpp import Llama
             except ImportError:
                 raise ConfigInvalid(f"'local:{path.name}': {INSTALL_HINT}") from None
+            if not _models:
+                atexit.register(_close_all)
             _models[key] = _Loaded(Llama(model_path=key, n_ctx=n_ctx, n_threads=n_threads, verbose=False))
         return _models[key]
+
+
+def _close_all() -> None:
+    """Free the models before the interpreter tears llama.cpp's bindings down (else it errors at exit)."""
+    for loaded in _models.values():
+        with contextlib.suppress(Exception):
+            loaded.llama.close()
+    _models.clear()
 
 
 class LocalProvider:

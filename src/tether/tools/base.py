@@ -99,7 +99,8 @@ class Tool:
         **options: Unpack[ToolOptions],
     ) -> Tool:
         """A tool from a typed function; descriptions come from its docstring unless given."""
-        doc = parse_docstring(inspect.getdoc(function))
+        # The raw docstring: inspect.getdoc's cleaning would flatten one that opens with its Args section.
+        doc = parse_docstring(getattr(function, "__doc__", None) or inspect.getdoc(function))
         tool_name = name if name is not None else getattr(function, "__name__", None)
         if tool_name is None:
             raise ConfigInvalid(f"{function!r} has no __name__: pass name= to make it a tool")

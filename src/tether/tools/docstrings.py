@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import textwrap
 from dataclasses import dataclass, field
 
 _GOOGLE_PARAM_SECTIONS = {"args", "arguments", "parameters", "params", "keyword args", "keyword arguments"}
@@ -33,7 +34,7 @@ def parse_docstring(doc: str | None) -> Docstring:
     """The description and per-parameter descriptions of ``doc`` (any of the three styles)."""
     if not doc or not doc.strip():
         return Docstring()
-    lines = inspect.cleandoc(doc).splitlines()
+    lines = _clean(doc).splitlines()
     params: dict[str, str] = {}
     description_end = len(lines)
     i = 0
@@ -52,6 +53,19 @@ def parse_docstring(doc: str | None) -> Docstring:
             i += 1
     description = "\n".join(lines[:description_end]).strip()
     return Docstring(description=description, params=params)
+
+
+def _clean(doc: str) -> str:
+    """The docstring without its common indentation.
+
+    ``inspect.cleandoc`` leaves the first line out when measuring the indentation, which is right for a
+    summary line but wrong for a docstring that opens with a section (``Args:``) already dedented by
+    ``inspect.getdoc``: it would flatten the section's entries to the header's level.
+    """
+    first = doc.lstrip("\n").split("\n", 1)[0].strip()
+    if _is_google_header(first) or _SPHINX_FIELD.match(first):
+        return textwrap.dedent(doc.expandtabs()).strip("\n")
+    return inspect.cleandoc(doc)
 
 
 def _indent(line: str) -> int:

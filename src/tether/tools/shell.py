@@ -1,0 +1,400 @@
+"""The ``bash`` tool: one shell command in the workspace root, bounded in time and output.
+
+The contract, before the code:
+
+- **A process group per command.** The command runs as ``/bin/bash -c COMMAND`` in a new session
+  (``start_new_session=True``), so it and everything it starts share one process group, led by the shell.
+- **Nothing outlives the call.** However the call ends -- the command finished, its own timeout passed, or
+  the awaiting task was cancelled (tether's ``tool_timeout``, a run timeout, ``handle.cancel()``) -- the whole
+  group gets ``SIGTERM``, then ``SIGKILL`` for whatever is left after a grace period, before the coroutine
+  returns or re-raises. Background jobs (``cmd &``) therefore stop with the command (after up to
+  ``DRAIN_SECONDS`` for the output they still hold); a process that leaves the group on purpose
+  (``setsid``) is not followed. On Linux "left" means running: the group is read from ``/proc`` so that
+  zombies, which a container's PID 1 may never reap, do not make every stop wait out the grace period.
+- **The tool's own timeout comes first.** It kills the group and answers the model with a ``tool_timeout``
+  error carrying the output so far. The ``Tool``'s timeout is set above it (plus the grace periods), so
+  the executor's timeout is only a backstop; if it fires anyway, the cancellation kills the group too.
+- **Bounded output.** stdout and stderr are captured separately, each up to ``max_output_bytes``: the head
+  and the tail are kept and the middle is replaced by ``[... N bytes elided ...]``. The exit code is always
+  reported; a non-zero exit is a normal result (the model reads it), not an error.
+- **No secrets in the environment.** Variables whose names look like credentials (``*API_KEY*``,
+  ``*TOKEN``, ``*SECRET*``, ``*PASSWORD*``, ``*_KEY``, the providers' own) are removed, unless listed in
+  ``pass_env``. stdin is ``/dev/null``.
+
+Not closed: the command is not confined to the workspace (it is a shell; use a container or a sandbox for
+that), and a cancellation that lands while the subprocess is being spawned kills the shell only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from tether.errors import ConfigInvalid, ToolError, ToolTimeout
+from tether.tools.base import Tool
+from tether.tools.workspace import Access, Workspace
+
+__all__ = ["TOOL_ACCESS", "CommandOutcome", "bash_tool", "is_secret_name", "run_command", "scrubbed_environment"]
+
+TOOL_ACCESS: Mapping[str, Access] = MappingProxyType({"bash": "write"})
+"""``bash`` can change anything, so it counts as a write tool."""
+
+BASH = "/bin/bash"
+DEFAULT_TIMEOUT = 120.0
+"""Seconds a command may run when the model does not ask for less."""
+DEFAULT_MAX_TIMEOUT = 600.0
+"""The most the model may ask for."""
+DEFAULT_MAX_OUTPUT_BYTES = 30_000
+"""Bytes kept of each of stdout and stderr (half from the head, half from the tail)."""
+DEFAULT_KILL_GRACE = 2.0
+"""Seconds between ``SIGTERM`` and ``SIGKILL``."""
+DRAIN_SECONDS = 0.5
+"""After the shell exits, how long to wait for the rest of its output before stopping its background jobs."""
+_BACKSTOP_SLACK = 5.0
+
+KNOWN_SECRETS = frozenset({
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+    "DEEPSEEK_API_KEY", "ZAI_API_KEY", "ZHIPUAI_API_KEY", "MINIMAX_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY",
+    "OPENROUTER_API_KEY", "XAI_API_KEY", "TOGETHER_API_KEY", "FIREWORKS_API_KEY", "COHERE_API_KEY",
+    "AZURE_OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS", "GITHUB_TOKEN", "GH_TOKEN", "PGPASSWORD",
+})  # fmt: skip
+"""Provider and cloud credentials, removed whatever the patterns say."""
+_SECRET_PARTS = ("API_KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable's name looks like it holds a credential.
+
+    ``TOKEN`` counts as a whole word or at the end (``GITHUB_TOKEN``, ``HF_TOKEN``), so that
+    ``TOKENIZERS_PARALLELISM`` is kept.
+    """
+    upper = name.upper()
+    if upper in KNOWN_SECRETS or any(part in upper for part in _SECRET_PARTS):
+        return True
+    if upper == "KEY" or upper.endswith("_KEY"):
+        return True
+    return upper.endswith("TOKEN") or "TOKEN" in upper.split("_") or "TOKENS" in upper.split("_")
+
+
+def scrubbed_environment(
+    environ: Mapping[str, str], *, pass_env: Collection[str] = (), extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """``environ`` without the secrets (:func:`is_secret_name`), except those in ``pass_env``, plus ``extra``."""
+    keep = set(pass_env)
+    env = {name: value for name, value in environ.items() if name in keep or not is_secret_name(name)}
+    env.update(extra or {})
+    return env
+
+
+# --- output capture --------------------------------------------------------------------------------------------
+
+
+class HeadTail:
+    """Keeps the first and the last bytes of a stream, up to ``limit`` in all, and counts the rest."""
+
+    __slots__ = ("head", "head_limit", "tail", "tail_limit", "total")
+
+    def __init__(self, limit: int) -> None:
+        self.tail_limit = limit // 2
+        self.head_limit = limit - self.tail_limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data and self.tail_limit:
+            self.tail += data[-self.tail_limit :]
+            if len(self.tail) > self.tail_limit:
+                del self.tail[: len(self.tail) - self.tail_limit]
+
+    @property
+    def elided(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", "replace")
+        tail = self.tail.decode("utf-8", "replace")
+        if not self.elided:
+            return (self.head + self.tail).decode("utf-8", "replace")
+        before = "" if head.endswith("\n") else "\n"
+        return f"{head}{before}[... {self.elided} bytes elided ...]\n{tail}"
+
+
+class _Capture(asyncio.Protocol):
+    """Reads one pipe into a :class:`HeadTail`; ``closed`` resolves when the pipe is closed."""
+
+    def __init__(self, limit: int) -> None:
+        self.buffer = HeadTail(limit)
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def itself(self) -> _Capture:
+        """The protocol factory ``connect_read_pipe`` wants: this very instance."""
+        return self
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer.feed(data)
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+# --- running a command -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommandOutcome:
+    """What a command did: its exit status (``None`` when killed by the timeout) and its output."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+
+    def render(self) -> str:
+        """The outcome as the model reads it: the exit status, then the output."""
+        if self.returncode is not None and self.returncode < 0:
+            status = f"killed by signal {_signal_name(-self.returncode)}"
+        else:
+            status = f"exit code {self.returncode}"
+        return f"{status}\n{self.output()}"
+
+    def output(self) -> str:
+        """Each non-empty stream under its name, or ``(no output)``."""
+        streams = (("stdout", self.stdout), ("stderr", self.stderr))
+        parts = [f"--- {name} ---\n{text.removesuffix(chr(10))}" for name, text in streams if text]
+        return "\n".join(parts) or "(no output)"
+
+
+async def run_command(
+    command: str,
+    *,
+    cwd: str | os.PathLike[str],
+    env: Mapping[str, str],
+    timeout: float,
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    kill_grace: float = DEFAULT_KILL_GRACE,
+) -> CommandOutcome:
+    """Run ``command`` with ``/bin/bash -c`` in its own process group, killed as the module docstring says."""
+    loop = asyncio.get_running_loop()
+    captures = (_Capture(max_output_bytes), _Capture(max_output_bytes))
+    pipes = [os.pipe(), os.pipe()]
+    readers = [os.fdopen(read_end, "rb", buffering=0) for read_end, _ in pipes]
+    transports: list[asyncio.BaseTransport] = []
+    try:
+        try:
+            process = await asyncio.create_subprocess_exec(
+                BASH, "-c", command, cwd=cwd, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
+                stdout=pipes[0][1], stderr=pipes[1][1], start_new_session=True,
+            )  # fmt: skip
+        finally:
+            for _, write_end in pipes:
+                os.close(write_end)
+        try:
+            for capture, reader in zip(captures, readers, strict=True):
+                pipe_transport, _ = await loop.connect_read_pipe(capture.itself, reader)
+                transports.append(pipe_transport)
+            timed_out = await _wait(process, captures, timeout)
+        finally:
+            await _stop_group(process.pid, kill_grace)
+            if process.returncode is None:  # not reached through its group: still our unreaped child
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+            await process.wait()
+            await _settle(captures, DRAIN_SECONDS)
+    finally:
+        for transport in transports:
+            transport.close()
+        for reader in readers[len(transports) :]:
+            reader.close()
+    return CommandOutcome(
+        returncode=None if timed_out else process.returncode,
+        stdout=captures[0].buffer.text(),
+        stderr=captures[1].buffer.text(),
+        timed_out=timed_out,
+    )
+
+
+async def _wait(process: asyncio.subprocess.Process, captures: tuple[_Capture, ...], timeout: float) -> bool:
+    """Wait for the shell to exit and its output to end; ``True`` when the timeout passed first."""
+    scope = asyncio.timeout(timeout)
+    try:
+        async with scope:
+            await process.wait()
+            await _settle(captures, DRAIN_SECONDS)  # background jobs may hold the pipes open
+    except TimeoutError:
+        if scope.expired():
+            return True
+        raise
+    return False
+
+
+async def _settle(captures: tuple[_Capture, ...], seconds: float) -> None:
+    """Wait up to ``seconds`` for every pipe to close."""
+    pending = [capture.closed for capture in captures if not capture.closed.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=seconds)
+
+
+async def _stop_group(pgid: int, grace: float) -> None:
+    """``SIGTERM`` the process group, wait up to ``grace`` for it to go, then ``SIGKILL`` what is left.
+
+    Runs to the end even when cancelled again: ``SIGKILL`` is sent from a ``finally``.
+    """
+    if not _group_alive(pgid):
+        return
+    _signal_group(pgid, signal.SIGTERM)
+    try:
+        await _until_gone(pgid, grace)
+    finally:
+        if _group_alive(pgid):
+            _signal_group(pgid, signal.SIGKILL)
+            await _until_gone(pgid, grace)
+
+
+async def _until_gone(pgid: int, seconds: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    delay = 0.002
+    while _group_alive(pgid) and loop.time() < deadline:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group is still running (zombies, which nobody may reap, do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False  # the group id now belongs to someone else's processes
+    if not sys.platform.startswith("linux"):
+        return True
+    return any(state not in "ZX" for state in _group_states(pgid))
+
+
+def _group_states(pgid: int) -> list[str]:
+    """The state letters of the processes of group ``pgid``, read from ``/proc``."""
+    states: list[str] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return ["?"]
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as file:
+                fields = file.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid:
+            states.append(fields[0].decode())
+    return states
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+# --- the tool --------------------------------------------------------------------------------------------------
+
+
+def bash_tool(
+    workspace: Workspace,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_timeout: float = DEFAULT_MAX_TIMEOUT,
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+    kill_grace: float = DEFAULT_KILL_GRACE,
+    scrub_env: bool = True,
+    pass_env: Collection[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> Tool:
+    """The ``bash`` tool: runs a command in ``workspace.root`` (see the module docstring).
+
+    Args:
+        workspace: Where commands run.
+        timeout: Seconds a command may run unless the model asks for another value.
+        max_timeout: The most the model may ask for; larger requests are lowered to it.
+        max_output_bytes: Bytes kept of each of stdout and stderr.
+        kill_grace: Seconds between ``SIGTERM`` and ``SIGKILL`` when the group is stopped.
+        scrub_env: Remove variables that look like credentials from the command's environment.
+        pass_env: Variables kept even though they look like credentials.
+        env: Variables set for every command (after scrubbing).
+    """
+    if not os.access(BASH, os.X_OK):
+        raise ConfigInvalid(f"the bash tool needs {BASH}, which is missing or not executable")
+    for label, value in (("timeout", timeout), ("max_timeout", max_timeout), ("kill_grace", kill_grace)):
+        if not value > 0:
+            raise ConfigInvalid(f"bash tool: {label} must be > 0 seconds, not {value!r}")
+    if max_output_bytes < 2:
+        raise ConfigInvalid(f"bash tool: max_output_bytes must be >= 2, not {max_output_bytes!r}")
+    default_timeout = min(timeout, max_timeout)
+    extra = dict(env or {})
+
+    async def bash(command: str, timeout: float | None = None) -> str:
+        """Run a bash command in the workspace root.
+
+        Args:
+            command: The command line, run with bash -c.
+            timeout: Seconds to allow; the default when not given.
+        """
+        if not command.strip():
+            raise ToolError("The command is empty.")
+        if timeout is not None and not timeout > 0:
+            raise ToolError(f"timeout must be a number of seconds > 0, not {timeout!r}.")
+        seconds = default_timeout if timeout is None else min(timeout, max_timeout)
+        environ = scrubbed_environment(os.environ, pass_env=pass_env, extra=extra) if scrub_env else {**os.environ}
+        if not scrub_env:
+            environ.update(extra)
+        outcome = await run_command(
+            command,
+            cwd=workspace.root,
+            env=environ,
+            timeout=seconds,
+            max_output_bytes=max_output_bytes,
+            kill_grace=kill_grace,
+        )
+        if outcome.timed_out:
+            raise ToolTimeout(
+                f"The command did not finish within {seconds:g} s; it was stopped, with every process it "
+                f"started. Output until then:\n{outcome.output()}"
+            )
+        return outcome.render()
+
+    description = (
+        "Run a bash command (bash -c) in the workspace root and get its exit code, stdout and stderr. "
+        f"The command may run {default_timeout:g} s (pass `timeout` for up to {max_timeout:g} s); then it is "
+        "stopped with every process it started and the call fails with tool_timeout. Background jobs "
+        "(cmd &) are stopped when the command ends. stdin is empty: do not run interactive programs. "
+        f"Each of stdout and stderr keeps {max_output_bytes} bytes: the start and the end, with the middle "
+        "replaced by '[... N bytes elided ...]'; redirect to a file and read it to see more. "
+        "A non-zero exit code is reported, not raised. Credentials are removed from the environment."
+    )
+    backstop = max_timeout + 2 * kill_grace + DRAIN_SECONDS * 2 + _BACKSTOP_SLACK
+    return Tool.from_function(bash, description=description, timeout=backstop)
