@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from tether import __version__
+from tether.cli.config_commands import config as config_group
 
 if TYPE_CHECKING:
     from tether.providers.probe import ProbeResult
@@ -79,6 +80,9 @@ def probe_summary(result: ProbeResult) -> str:
         lines.extend(f"  {model}" for model in result.models)
     lines.append(result.message)
     return "\n".join(lines)
+
+
+main.add_command(config_group)  # its module imports only click; each command loads what it needs
 
 
 if __name__ == "__main__":

@@ -74,6 +74,11 @@ _BUILDERS: dict[str, str] = {
 """prefix -> ``module:function``; the function takes the prefix, the model name and the options."""
 
 
+def prefixes() -> frozenset[str]:
+    """Every provider prefix a model string can start with."""
+    return frozenset(_BUILDERS)
+
+
 def resolve(model: str | Provider, **options: Any) -> Provider:
     """The provider for a model string (``options`` such as ``base_url`` and ``api_key`` go to its builder),
     or the provider itself."""

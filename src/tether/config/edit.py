@@ -1,0 +1,188 @@
+"""Change configuration files without disturbing them: ``tether config set`` and ``tether config init``.
+
+The contract
+------------
+* **Round trip.** A file is edited through tomlkit, so every byte other than the key being set (its
+  value, or a new line for a new key) stays as it was: comments, blank lines, order, quoting.
+* **Validate before writing.** The whole edited file is validated (merged with the files below it: the
+  user's file under ``./agent.toml``) before anything is written; an invalid result raises
+  :class:`~tether.errors.ConfigInvalid` naming the key and its line, and leaves the file untouched.
+* **Atomic, with a backup.** The new text goes to a temporary file in the same directory, is flushed and
+  fsynced, then ``os.replace``-d over the old one (a crash leaves the old or the new file, never half of
+  one); the previous content is kept next to it as ``<name>.bak``. No temporary file outlives a write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.exceptions import ParseError
+from tomlkit.items import AoT, Array, Comment, InlineTable, Item, Table, Whitespace
+from tomlkit.toml_document import TOMLDocument
+
+from tether.config.issues import dotted
+from tether.config.load import Layer, parse_text, split_key, validate
+from tether.config.template import default_file
+from tether.errors import ConfigInvalid
+
+NEW_FILE_MODE = 0o644
+
+
+def backup_path(path: Path) -> Path:
+    """Where the previous content of ``path`` is kept: ``agent.toml`` -> ``agent.toml.bak``."""
+    return path.with_name(path.name + ".bak")
+
+
+def set_value(
+    path: Path,
+    key: str,
+    value: str,
+    *,
+    below: Sequence[Layer] = (),
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """Set dotted ``key`` to ``value`` (read as a TOML value when it is one, else as a string) in the file
+    at ``path`` (created when missing), validated with the layers ``below`` it; returns the new text."""
+    parts = split_key(key)
+    old = path.read_bytes() if path.exists() else b""
+    parse_text(old, path)  # a broken file is reported with its line before tomlkit sees it
+    newline = "\r\n" if b"\r\n" in old else "\n"
+    document = tomlkit.parse(old.decode("utf-8"))
+    item = value_item(value)
+    item.trivia.trail = newline  # for a new key; a replaced one keeps its own line ending
+    _assign(document, parts, item)
+    text = document.as_string()
+    if text and not text.endswith("\n"):
+        text += newline
+    validate([*below, parse_text(text.encode("utf-8"), path)], env)
+    atomic_write(path, text.encode("utf-8"))
+    return text
+
+
+def init_file(path: Path, *, force: bool = False) -> None:
+    """Write the commented default file at ``path``; ``FileExistsError`` if one is there and not ``force``."""
+    if path.exists() and not force:
+        raise FileExistsError(f"{path} already exists")
+    atomic_write(path, default_file().encode("utf-8"))
+
+
+def value_item(text: str) -> Item:
+    """``text`` as a tomlkit item: a TOML value when it parses as one, else a string."""
+    try:
+        document = tomlkit.parse(f"value = {text}\n")
+    except ParseError:
+        document = None
+    if document is None or list(document) != ["value"]:
+        return tomlkit.item(text)
+    item = document.item("value")
+    assert isinstance(item, Item), "a key = value line holds an item"
+    return item
+
+
+def _assign(document: TOMLDocument, parts: list[str], item: Item) -> None:
+    node: Any = document
+    for depth, part in enumerate(parts[:-1]):
+        here = dotted(parts[: depth + 1])
+        if isinstance(node, AoT | Array):
+            node = _element(node, part, here)
+        elif part in node:
+            node = node[part]
+            if not isinstance(node, Table | InlineTable | AoT | TOMLDocument):
+                raise ConfigInvalid(f"{here} is a value, not a table: set {here} itself")
+        else:
+            remaining = len(parts) - depth - 1
+            if isinstance(node, InlineTable):
+                child: Table | InlineTable = tomlkit.inline_table()
+            else:
+                child = tomlkit.table(is_super_table=remaining > 1)
+            node[part] = child
+            node = node[part]
+    last = parts[-1]
+    if isinstance(node, AoT | Array):
+        raise ConfigInvalid(f"{dotted(parts[:-1])} is a list: set one key of an element, or the whole list")
+    if isinstance(node, Table) and last not in node:
+        _add_key(node, last, item)
+    else:
+        node[last] = item
+
+
+def _add_key(table: Table, key: str, item: Item) -> None:
+    """Add ``key`` after the table's last entry, before its trailing blank lines, and before a trailing
+    comment block that sits right on top of the next header (such a comment belongs to that header)."""
+    body = table.value.body
+    end = next((i for i, (_, value) in enumerate(body) if isinstance(value, Table | AoT)), len(body))
+    at = end
+    if at and isinstance(body[at - 1][1], Comment):
+        while at and isinstance(body[at - 1][1], Comment):
+            at -= 1
+    while at and isinstance(body[at - 1][1], Whitespace):
+        at -= 1
+    if at == len(body):
+        table.append(key, item)
+    else:
+        table.value._insert_at(at, key, item)
+
+
+def _element(node: AoT | Array, part: str, here: str) -> Any:
+    if not part.isdigit():
+        raise ConfigInvalid(f"{here}: a list is indexed by a number (mcp.servers.0.command)")
+    index = int(part)
+    if index >= len(node):
+        raise ConfigInvalid(f"{here}: the list has {len(node)} elements")
+    element = node[index]
+    if not isinstance(element, Table | InlineTable):
+        raise ConfigInvalid(f"{here} is a value, not a table")
+    return element
+
+
+def atomic_write(path: Path, data: bytes, *, backup: bool = True) -> None:
+    """Replace ``path``'s content with ``data`` atomically; keep the old content as ``<name>.bak``.
+
+    A symbolic link is followed: its target is replaced, the link stays. The file keeps its mode.
+    """
+    path = Path(os.path.realpath(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        old: bytes | None = path.read_bytes()
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        old, mode = None, NEW_FILE_MODE
+    if backup and old is not None:
+        _replace(backup_path(path), old, mode)
+    _replace(path, data, mode)
+
+
+def _replace(path: Path, data: bytes, mode: int) -> None:
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename itself durable (where the platform allows opening a directory)."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,387 @@
+"""Find the configuration, merge it, validate it, and say where every value came from.
+
+Layers, lowest precedence first; a higher layer wins key by key (tables merge, a list or a value is
+replaced whole):
+
+1. defaults (the schema's);
+2. the user's file: ``$XDG_CONFIG_HOME/tether/config.toml``, ``~/.config/tether/config.toml`` when
+   ``XDG_CONFIG_HOME`` is unset (or not an absolute path, as the XDG spec says);
+3. the project's file: ``agent.toml`` in the working directory;
+4. environment variables: ``TETHER_MODEL`` is ``runtime.model``; ``TETHER_<SECTION>__<KEY>[__<KEY>...]``
+   is the dotted key with ``__`` for the dots, lower-cased (``TETHER_RUNTIME__LIMITS__MAX_TURNS=5``,
+   ``TETHER_TOOLS__DENY='["shell"]'``, ``TETHER_PROVIDERS__OLLAMA__BASE_URL=...``). The value is read as a
+   TOML value when it is one (``5``, ``true``, ``["a"]``, ``"text"``, ``{ a = "b" }``), else taken as a
+   string. Empty variables are ignored; ``TETHER_*`` names without ``__`` (other than ``TETHER_MODEL``)
+   are not configuration and are ignored too (``TETHER_PROBE_API_KEY`` belongs to a command);
+5. flags: a mapping of dotted keys to values (``{"runtime.model": "ollama:qwen3"}``), ``None`` meaning
+   "not given".
+
+A problem is reported with its key and where it was set: the file and line, the variable or the flag.
+``${VAR}`` in values is never expanded here (MCP ``env`` values are expanded when a server starts).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from tether.config import issues as _issues
+from tether.config.issues import Issue, Loc, fail
+from tether.config.positions import key_lines, line_of
+from tether.config.redact import Redactor, secret_values
+from tether.config.schema import Config
+from tether.errors import ConfigInvalid
+from tether.providers import registry
+from tether.providers.registry import PROFILES
+
+PROJECT_FILE = "agent.toml"
+ENV_PREFIX = "TETHER_"
+ENV_SEPARATOR = "__"
+MODEL_VARIABLE = "TETHER_MODEL"
+
+_TOML_LINE = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
+def project_path(cwd: str | os.PathLike[str]) -> Path:
+    """``agent.toml`` in ``cwd``."""
+    return Path(cwd) / PROJECT_FILE
+
+
+def user_path(env: Mapping[str, str]) -> Path:
+    """The user's config file, following the XDG base directory spec."""
+    xdg = env.get("XDG_CONFIG_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "tether" / "config.toml"
+    home = env.get("HOME")
+    return (Path(home) if home else Path.home()) / ".config" / "tether" / "config.toml"
+
+
+@dataclass(eq=False)
+class Layer:
+    """One source of settings: a file, the environment or the command line, as a plain nested dict."""
+
+    label: str
+    """What the user calls it: the file's path, ``environment`` or ``command line``."""
+    data: dict[str, Any]
+    path: Path | None = None
+    text: str | None = None
+    """The file's text (files only), for line numbers."""
+    names: dict[Loc, str] = field(default_factory=dict)
+    """For the environment and flags: key path -> the variable or flag that set it."""
+
+    @cached_property
+    def lines(self) -> dict[Loc, int]:
+        return key_lines(self.text) if self.text is not None else {}
+
+    def where(self, loc: Sequence[str | int]) -> tuple[str, int | None]:
+        """Where ``loc`` was set in this layer: (origin, line)."""
+        if self.path is not None:
+            return str(self.path), line_of(self.lines, loc)
+        for end in range(len(loc), 0, -1):
+            name = self.names.get(tuple(loc[:end]))
+            if name is not None:
+                return name, None
+        within = sorted(name for key, name in self.names.items() if key[: len(loc)] == tuple(loc))
+        return (", ".join(within) if within else self.label), None
+
+
+@dataclass(frozen=True, eq=False)
+class Loaded:
+    """A validated configuration and the layers it was merged from (lowest precedence first)."""
+
+    config: Config
+    layers: tuple[Layer, ...]
+
+    def origin(self, loc: Sequence[str | int]) -> str | None:
+        """Where the value at ``loc`` was set: ``"/path/agent.toml line 3"``, ``"environment variable
+        TETHER_MODEL"``, ``"command line (runtime.model)"``; ``None`` for a default."""
+        layer = layer_of(self.layers, loc, exact=True)
+        if layer is None:
+            return None
+        origin, line = layer.where(loc)
+        return origin if line is None else f"{origin} line {line}"
+
+    @property
+    def files(self) -> list[Path]:
+        return [layer.path for layer in self.layers if layer.path is not None]
+
+
+def load(
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, object] | None = None,
+) -> Loaded:
+    """Read, merge and validate every layer; raises :class:`~tether.errors.ConfigInvalid` naming key and
+    place. ``cwd`` defaults to the working directory, ``env`` to ``os.environ``."""
+    env = os.environ if env is None else env
+    cwd = Path.cwd() if cwd is None else Path(cwd)
+    layers = [
+        layer
+        for layer in (read_file(user_path(env)), read_file(project_path(cwd)), env_layer(env), flag_layer(flags or {}))
+        if layer is not None
+    ]
+    return Loaded(validate(layers, env), tuple(layers))
+
+
+def load_config(
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, object] | None = None,
+) -> Config:
+    """The effective configuration (see the module docstring for the layers and their precedence)."""
+    return load(cwd, env, flags).config
+
+
+def read_file(path: Path) -> Layer | None:
+    """The layer of a TOML file, ``None`` when there is no such file."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise fail([Issue("", f"cannot be read: {error.strerror}", str(path))]) from None
+    return parse_text(raw, path)
+
+
+def parse_text(raw: bytes, path: Path) -> Layer:
+    """The layer of a file's bytes; a file that is not UTF-8 or not TOML is an error naming the line."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise fail([Issue("", "is not UTF-8 text", str(path), raw[: error.start].count(b"\n") + 1)]) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        message = str(error)
+        match = _TOML_LINE.search(message)
+        line = int(match.group(1)) if match else None
+        if match:
+            message = f"{message[: match.start()]} (column {match.group(2)})"
+        raise fail([Issue("", f"is not valid TOML: {message}", str(path), line)]) from None
+    return Layer(str(path), data, path=path, text=text)
+
+
+def parse_value(text: str) -> Any:
+    """``text`` as a TOML value when it is one (``5``, ``true``, ``["a", "b"]``, ``"x"``), else as a string."""
+    try:
+        document = tomllib.loads(f"value = {text}")
+    except tomllib.TOMLDecodeError:
+        return text
+    return document["value"] if list(document) == ["value"] else text
+
+
+def split_key(key: str) -> list[str]:
+    """A dotted TOML key (``runtime.limits.max_turns``, ``providers."my.box".base_url``) -> its parts."""
+    parts: list[str] = []
+    zero: Any
+    one: Any
+    try:
+        zero, one = tomllib.loads(f"{key} = 0"), tomllib.loads(f"{key} = 1")
+    except tomllib.TOMLDecodeError:
+        zero = one = {}
+    while isinstance(zero, dict) and isinstance(one, dict) and len(zero) == 1 and list(zero) == list(one):
+        (name,) = zero
+        parts.append(name)
+        zero, one = zero[name], one[name]
+    if not parts or zero != 0 or one != 1:
+        raise ConfigInvalid(f"{key!r} is not a dotted key such as 'runtime.limits.max_turns'")
+    return parts
+
+
+def env_layer(env: Mapping[str, str]) -> Layer | None:
+    """The ``TETHER_*`` variables that are configuration (see the module docstring)."""
+    found: list[tuple[list[str], str, Any]] = []
+    problems: list[Issue] = []
+    for name, raw in env.items():
+        if not name.startswith(ENV_PREFIX) or not raw:
+            continue
+        rest = name[len(ENV_PREFIX) :]
+        if name == MODEL_VARIABLE:
+            found.append((["runtime", "model"], name, raw))
+        elif ENV_SEPARATOR in rest:
+            parts = rest.lower().split(ENV_SEPARATOR)
+            if not all(parts):
+                problems.append(Issue("", "has an empty key between '__'", f"environment variable {name}"))
+                continue
+            found.append((parts, name, parse_value(raw)))
+    if problems:
+        raise fail(problems)
+    if not found:
+        return None
+    # Wider settings first, so that TETHER_A__B__C lands inside TETHER_A__B; TETHER_MODEL last of all.
+    found.sort(key=lambda item: (item[1] == MODEL_VARIABLE, len(item[0]), item[1]))
+    layer = Layer("environment", {})
+    for parts, name, value in found:
+        _set_path(layer.data, parts, value)
+        layer.names[tuple(parts)] = f"environment variable {name}"
+    return layer
+
+
+def flag_layer(flags: Mapping[str, object]) -> Layer | None:
+    """Command-line settings: dotted key -> value (``None``: the flag was not given)."""
+    given = {key: value for key, value in flags.items() if value is not None}
+    if not given:
+        return None
+    layer = Layer("command line", {})
+    for key, value in sorted(given.items(), key=lambda item: len(split_key(item[0]))):
+        parts = split_key(key)
+        _set_path(layer.data, parts, value)
+        layer.names[tuple(parts)] = f"command line ({key})"
+    return layer
+
+
+def _set_path(data: dict[str, Any], parts: Sequence[str], value: Any) -> None:
+    node = data
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    node[parts[-1]] = value
+
+
+def merge(layers: Sequence[Layer]) -> dict[str, Any]:
+    """The layers' data merged: tables key by key, everything else replaced by the higher layer."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        _merge_into(merged, layer.data)
+    return merged
+
+
+def _merge_into(base: dict[str, Any], over: Mapping[str, Any]) -> None:
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge_into(base[key], value)
+        elif isinstance(value, dict):
+            base[key] = {}
+            _merge_into(base[key], value)
+        else:
+            base[key] = value
+
+
+def layer_of(layers: Sequence[Layer], loc: Sequence[str | int], *, exact: bool = False) -> Layer | None:
+    """The layer whose value is in effect at ``loc``: the one that holds most of the path, the higher on ties.
+
+    A list is replaced whole, so the search stops at one, unless ``exact``: then only a layer holding the
+    whole path (list elements included) counts, and ``None`` means the value is a default.
+    """
+    best: Layer | None = None
+    best_depth = 0
+    for layer in layers:
+        node: Any = layer.data
+        depth = 0
+        for part in loc:
+            in_table = isinstance(node, dict) and part in node
+            in_list = exact and isinstance(node, list) and isinstance(part, int) and part < len(node)
+            if not (in_table or in_list):
+                break
+            node = node[part]
+            depth += 1
+        if depth and depth >= best_depth and (depth == len(loc) or not exact):
+            best, best_depth = layer, depth
+    return best
+
+
+def validate(layers: Sequence[Layer], env: Mapping[str, str] | None = None) -> Config:
+    """Merge and check the layers; every problem found is reported at once, with its key and place."""
+    redactor = Redactor(secret_values(env or {}, _key_variables(layers)))
+    try:
+        config = Config.model_validate(merge(layers))
+    except ValidationError as error:
+        found = [_issues.describe(detail, redactor) for detail in error.errors(include_url=False)]
+        raise fail([_placed(layers, loc, message) for loc, message in found]) from None
+    problems = cross_checks(config)
+    if problems:
+        raise fail([_placed(layers, loc, message) for loc, message in problems])
+    return config
+
+
+def _placed(layers: Sequence[Layer], loc: Loc, message: str) -> Issue:
+    layer = layer_of(layers, loc)
+    if layer is None:
+        return Issue(_issues.dotted(loc), message)
+    origin, line = layer.where(loc)
+    return Issue(_issues.dotted(loc), message, origin, line)
+
+
+def _key_variables(layers: Sequence[Layer]) -> set[str]:
+    """Every ``api_key_env`` the layers name, and the profiles' own key variables."""
+    names = {profile.api_key_env for profile in PROFILES.values() if profile.api_key_env}
+    for layer in layers:
+        providers = layer.data.get("providers")
+        if isinstance(providers, dict):
+            for provider in providers.values():
+                if isinstance(provider, dict) and isinstance(provider.get("api_key_env"), str):
+                    names.add(provider["api_key_env"])
+    return names
+
+
+def builtin_prefixes() -> frozenset[str]:
+    """The model-string prefixes tether knows without configuration."""
+    return registry.prefixes()
+
+
+def cross_checks(config: Config) -> list[tuple[Loc, str]]:
+    """What the schema cannot see key by key: references between sections, required pairs, duplicates."""
+    problems: list[tuple[Loc, str]] = []
+    builtin = builtin_prefixes()
+    if config.runtime.model is not None:
+        prefix = config.runtime.model.partition(":")[0]
+        known = builtin | set(config.providers)
+        if prefix not in known:
+            problems.append(
+                (
+                    ("runtime", "model"),
+                    f"unknown provider {prefix!r} in {config.runtime.model!r}{_issues.suggestion(prefix, known)}"
+                    " (a [providers.NAME] table adds one)",
+                )
+            )
+    for name, provider in config.providers.items():
+        if ":" in name:
+            problems.append((("providers", name), "a provider's name cannot contain ':'"))
+        elif name in builtin and provider.profile not in (None, name):
+            problems.append(
+                (("providers", name, "profile"), f"{name!r} is built in; only a provider you name takes a profile")
+            )
+        elif name not in builtin:
+            profile = PROFILES[provider.profile or "openai-compatible"]
+            if provider.base_url is None and profile.base_url is None:
+                problems.append(
+                    (("providers", name, "base_url"), f"is required: profile {profile.name!r} has no default URL")
+                )
+    problems.extend(_mcp_checks(config))
+    return problems
+
+
+def _mcp_checks(config: Config) -> list[tuple[Loc, str]]:
+    problems: list[tuple[Loc, str]] = []
+    seen: dict[str, int] = {}
+    for index, server in enumerate(config.mcp.servers):
+        loc: Loc = ("mcp", "servers", index)
+        if server.id in seen:
+            problems.append(((*loc, "id"), f"{server.id!r} is already the id of servers[{seen[server.id]}]"))
+        seen.setdefault(server.id, index)
+        if server.transport == "stdio":
+            if server.command is None:
+                problems.append(((*loc, "command"), "is required for transport 'stdio'"))
+            if server.url is not None:
+                problems.append(((*loc, "url"), "is only for transport 'http'"))
+        else:
+            if server.url is None:
+                problems.append(((*loc, "url"), "is required for transport 'http'"))
+            elif not server.url.startswith(("http://", "https://")):
+                problems.append(((*loc, "url"), "must be an http:// or https:// URL"))
+            problems.extend(
+                ((*loc, key), "is only for transport 'stdio'")
+                for key in ("command", "args", "env")
+                if key in server.model_fields_set
+            )
+    return problems

@@ -1,0 +1,167 @@
+"""Where each key of a TOML text is written: key path -> line, so that messages can say "line 7".
+
+Neither ``tomllib`` nor ``tomlkit`` reports positions of keys, so this module reads the text once more. It
+is given only text that already parsed, which keeps it small: it follows table headers (``[a.b]``), arrays of
+tables (``[[mcp.servers]]``, numbered from 0 like the parsed list), dotted and quoted keys, and steps over
+values (strings of every kind, arrays and inline tables that span lines, comments) without reading them.
+A key inside an inline value is reported at the line of the key that holds the value.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Sequence
+
+Path = tuple[str | int, ...]
+
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def key_lines(text: str) -> dict[Path, int]:
+    """Every key and table of ``text`` (valid TOML) with the 1-based line where it is first written."""
+    return _Scanner(text).scan()
+
+
+def line_of(lines: dict[Path, int], loc: Sequence[str | int]) -> int | None:
+    """The line of ``loc``, or of the nearest enclosing key or table that is written in the text."""
+    for end in range(len(loc), 0, -1):
+        line = lines.get(tuple(loc[:end]))
+        if line is not None:
+            return line
+    return None
+
+
+class _Scanner:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.i = 0
+        self.lines: dict[Path, int] = {}
+        self.tables: Path = ()
+        self.arrays: dict[tuple[str, ...], int] = {}
+        """Arrays of tables seen so far (by their header's key path) -> the index of their last element."""
+
+    def scan(self) -> dict[Path, int]:
+        text = self.text
+        while True:
+            self._skip_blank(newlines=True)
+            if self.i >= len(text):
+                return self.lines
+            line = self._line()
+            if text[self.i] == "[":
+                self._header(line)
+            else:
+                keys = self._key()
+                self._record(self.tables, keys, line)
+                self._skip_blank(newlines=False)
+                self.i += 1  # "="
+                self._skip_value()
+
+    def _line(self) -> int:
+        return self.text.count("\n", 0, self.i) + 1
+
+    def _header(self, line: int) -> None:
+        is_array = self.text.startswith("[[", self.i)
+        self.i += 2 if is_array else 1
+        keys = self._key()
+        self._skip_blank(newlines=False)
+        self.i += 2 if is_array else 1
+        path: list[str | int] = []
+        for end, key in enumerate(keys, start=1):
+            path.append(key)
+            index = self.arrays.get(tuple(keys[:end]))
+            if end == len(keys) and is_array:
+                index = -1 if index is None else index
+                self.arrays[tuple(keys)] = index + 1
+                self.lines.setdefault(tuple(path), line)
+                path.append(index + 1)
+            elif index is not None:
+                path.append(index)
+            self.lines.setdefault(tuple(path), line)
+        self.tables = tuple(path)
+
+    def _record(self, base: Path, keys: list[str], line: int) -> None:
+        path = list(base)
+        for key in keys:
+            path.append(key)
+            self.lines.setdefault(tuple(path), line)
+
+    def _key(self) -> list[str]:
+        """A (dotted) key starting at ``self.i``; leaves ``self.i`` after it."""
+        keys: list[str] = []
+        text = self.text
+        while True:
+            self._skip_blank(newlines=False)
+            char = text[self.i]
+            if char == '"':
+                end = self._basic_string_end(self.i + 1)
+                keys.append(tomllib.loads(f"k = {text[self.i : end]}")["k"])
+                self.i = end
+            elif char == "'":
+                end = text.index("'", self.i + 1) + 1
+                keys.append(text[self.i + 1 : end - 1])
+                self.i = end
+            else:
+                match = _BARE.match(text, self.i)
+                assert match is not None, "the text parsed, so a key is here"
+                keys.append(match.group())
+                self.i = match.end()
+            self._skip_blank(newlines=False)
+            if self.i < len(text) and text[self.i] == ".":
+                self.i += 1
+                continue
+            return keys
+
+    def _skip_blank(self, *, newlines: bool) -> None:
+        text = self.text
+        while self.i < len(text):
+            char = text[self.i]
+            if char in " \t\r" or (newlines and char == "\n"):
+                self.i += 1
+            elif char == "#" and newlines:
+                end = text.find("\n", self.i)
+                self.i = len(text) if end < 0 else end
+            else:
+                return
+
+    def _basic_string_end(self, i: int) -> int:
+        """Just past the closing quote of a one-line basic string whose content starts at ``i``."""
+        text = self.text
+        while text[i] != '"':
+            i += 2 if text[i] == "\\" else 1
+        return i + 1
+
+    def _skip_value(self) -> None:
+        """Step over one value (it may span lines), then past the end of its line."""
+        text, i, depth = self.text, self.i, 0
+        while i < len(text):
+            if text.startswith('"""', i):
+                i += 3
+                while not text.startswith('"""', i):
+                    i += 2 if text[i] == "\\" else 1
+                i += 3
+                while i < len(text) and text[i] == '"':
+                    i += 1
+                continue
+            if text.startswith("'''", i):
+                i = text.index("'''", i + 3) + 3
+                while i < len(text) and text[i] == "'":
+                    i += 1
+                continue
+            char = text[i]
+            if char == '"':
+                i = self._basic_string_end(i + 1)
+            elif char == "'":
+                i = text.index("'", i + 1) + 1
+            elif char == "#":
+                end = text.find("\n", i)
+                i = len(text) if end < 0 else end
+            elif char in "[{":
+                depth, i = depth + 1, i + 1
+            elif char in "]}":
+                depth, i = depth - 1, i + 1
+            elif char == "\n" and depth == 0:
+                break
+            else:
+                i += 1
+        self.i = i

@@ -1,0 +1,108 @@
+"""Keep secrets out of what ``tether config show`` and configuration errors print.
+
+A value is hidden when any of these holds:
+
+* it contains the value of an environment variable that holds a key: every ``api_key_env`` the
+  configuration names, the providers' own key variables, and any variable whose name says it is a secret
+  (``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``, ...), wherever it shows up;
+* it is a header, an MCP ``env`` entry, a URL query parameter or a ``--option=value`` whose name says it is a secret
+  (``Authorization``, ``X-Api-Key``, ``GITHUB_TOKEN``, ``?key=``), unless it holds nothing but ``${VAR}``
+  references (a reference names a variable; it is not the secret);
+* it looks like a key: a known key prefix (``sk-``, ``ghp_``, ``AIza``, ...), ``Bearer ...``, a JWT, or a
+  long run of letters and digits;
+* it is the password of a URL (``https://user:password@host``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+HIDDEN = "***"
+
+KEY_VARIABLES = ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+"""Key variables of the providers that are not OpenAI-compatible profiles (those are in ``PROFILES``)."""
+
+_SECRET_NAME = re.compile(r"(?i)(auth|key|token|secret|passw|cookie|credential|signature)")
+"""Header, variable and option names whose values are secrets (``Authorization``, ``X-Api-Key``)."""
+_SECRET_VARIABLE = re.compile(r"(?i)(_|^)(api_?key|access_key|key|token|secret|password|passwd|credentials?)$")
+"""Environment variables whose values are secrets wherever they show up (``*_KEY``, ``*_TOKEN``, ...); narrower
+than :data:`_SECRET_NAME` so that ``PWD``, ``SSH_AUTH_SOCK`` or ``KEYBOARD`` paths are not hidden everywhere."""
+_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+_SCHEME = re.compile(r"(?i)^\s*(bearer|basic|token)\s+")
+_KEY_LIKE = re.compile(
+    r"(?x)(?<![A-Za-z0-9])(?:"
+    r"(sk|pk|rk)[-_][A-Za-z0-9_-]{8,}"
+    r"|(ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}"
+    r"|AIza[A-Za-z0-9_-]{20,}|AKIA[A-Z0-9]{16}|xox[abprs]-[A-Za-z0-9-]{8,}|hf_[A-Za-z0-9]{16,}"
+    r"|glpat-[A-Za-z0-9_-]{16,}|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+    r"|(?i:bearer)\s+\S{8,}"
+    r")"
+)
+_LONG_TOKEN = re.compile(r"[A-Za-z0-9_\-+=]{32,}")
+_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^/@:\s]*:)(?P<password>[^/@\s]+)(?=@)")
+_OPTION = re.compile(r"(?P<head>--?(?P<name>[A-Za-z0-9_-]+)=)(?P<value>.+)", re.DOTALL)
+_QUERY_PARAM = re.compile(r"(?P<head>[?&](?P<name>[^=&#\s]+)=)(?P<value>[^&#\s]*)")
+
+
+def secret_values(env: Mapping[str, str], key_env_names: Iterable[str]) -> frozenset[str]:
+    """The values in ``env`` that must never be printed: named key variables and secret-named ones."""
+    names = set(key_env_names) | set(KEY_VARIABLES)
+    names |= {name for name in env if _SECRET_VARIABLE.search(name) and not name.startswith("TETHER_")}
+    return frozenset(value for name in names if (value := env.get(name)) and len(value) >= 4)
+
+
+def looks_like_key(text: str) -> bool:
+    """Whether ``text`` looks like a credential (see the module docstring); ``${VAR}`` references aside."""
+    bare = _REFERENCE.sub("", text)
+    if _KEY_LIKE.search(bare):
+        return True
+    return any(re.search(r"[A-Za-z]", token) and re.search(r"[0-9]", token) for token in _LONG_TOKEN.findall(bare))
+
+
+def only_references(text: str) -> bool:
+    """Whether ``text`` holds no literal secret: nothing but ``${VAR}`` references and an auth scheme."""
+    return not _SCHEME.sub("", _REFERENCE.sub("", text)).strip()
+
+
+class Redactor:
+    """Hides secrets in configuration values (see the module docstring)."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    def text(self, value: str, *, name: str | None = None) -> str:
+        """``value`` as it may be printed; ``name`` is the header or variable it belongs to, if any."""
+        if name is not None and _SECRET_NAME.search(name) and not only_references(value):
+            return HIDDEN
+        if looks_like_key(value):
+            return HIDDEN
+        option = _OPTION.fullmatch(value)
+        if option and _SECRET_NAME.search(option["name"]) and not only_references(option["value"]):
+            return option["head"] + HIDDEN
+        for secret in self.secrets:
+            if secret == value or (len(secret) >= 8 and secret in value):
+                return HIDDEN
+        value = _URL_PASSWORD.sub(lambda m: m["head"] + HIDDEN, value)
+        return _QUERY_PARAM.sub(lambda m: m["head"] + (HIDDEN if _SECRET_NAME.search(m["name"]) else m["value"]), value)
+
+    def data(self, value: Any, *, name: str | None = None, named: bool = False) -> Any:
+        """A copy of ``value`` (plain dicts, lists, scalars) with every secret hidden.
+
+        ``named``: ``value`` is a table whose keys are names of headers or variables (so they are judged).
+        """
+        if isinstance(value, str):
+            return self.text(value, name=name)
+        if isinstance(value, list):
+            return [self.data(item, name=name) for item in value]
+        if isinstance(value, dict):
+            return {
+                key: self.data(item, name=key if named else None, named=key in _NAMED_TABLES)
+                for key, item in value.items()
+            }
+        return value
+
+
+_NAMED_TABLES = frozenset({"headers", "env"})
+"""Tables of the configuration whose keys name headers or environment variables."""

@@ -1,0 +1,230 @@
+"""The shape of ``agent.toml``: one pydantic model per section, every key documented where it is declared.
+
+These models check each value on its own (types, ranges, names); :func:`tether.config.load.validate` adds
+the checks that look across sections (the model's provider is known, MCP server ids are unique) and turns
+every failure into a message that names the key and the line. Unknown keys are errors everywhere.
+
+TOML has no ``null``, so a limit is switched off with ``"off"`` (or ``false``): ``run_timeout = "off"``.
+API keys never live here: a provider names the environment variable that holds its key (``api_key_env``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from tether.limits import Limits
+from tether.providers.registry import PROFILES
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""What an environment variable's name looks like (``api_key_env``)."""
+
+SERVER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+OFF = "off"
+"""The TOML spelling of "no limit" (``None`` in :class:`~tether.limits.Limits`)."""
+
+_DEFAULTS = Limits()
+
+_COUNTS = frozenset(
+    {"max_turns", "max_tool_calls_per_turn", "max_tool_calls", "max_consecutive_errors", "max_history_messages"}
+)
+
+
+class Section(BaseModel):
+    """Base of every section: strict types (``"5"`` is not a number), unknown keys refused, immutable."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number_or_off(name: str, value: object) -> int | float | None:
+    """``"off"``/``false`` -> ``None``; a count must be a whole number >= 1, a time or cost a number > 0."""
+    if value is False or value == OFF:
+        return None
+    if name in _COUNTS:
+        if _is_int(value) and isinstance(value, int) and value >= 1:
+            return value
+        raise ValueError(f'must be a whole number >= 1, or "{OFF}"')
+    if name == "invalid_response_retries":
+        if _is_int(value) and isinstance(value, int) and value >= 0:
+            return value
+        raise ValueError("must be a whole number >= 0")
+    number = value if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    if math.isfinite(number) and number > 0:
+        return float(number)
+    raise ValueError(f'must be a number > 0, or "{OFF}"')
+
+
+class LimitsConfig(Section):
+    """``[runtime.limits]``: the guards of every run (``tether.Limits``). Times in seconds."""
+
+    max_turns: int | None = _DEFAULTS.max_turns
+    """Model turns before the run stops (it then asks once more, without tools, for an answer)."""
+    max_tool_calls_per_turn: int | None = _DEFAULTS.max_tool_calls_per_turn
+    """Tool calls run from one turn; the excess get an error result."""
+    max_tool_calls: int | None = _DEFAULTS.max_tool_calls
+    """Tool calls in the whole run."""
+    max_consecutive_errors: int | None = _DEFAULTS.max_consecutive_errors
+    """Turns in a row whose tool calls all failed before the run stops."""
+    request_timeout: float | None = _DEFAULTS.request_timeout
+    """Wait for a provider's first byte and between chunks, per attempt."""
+    step_timeout: float | None = _DEFAULTS.step_timeout
+    """One provider call from request to its last event."""
+    tool_timeout: float | None = _DEFAULTS.tool_timeout
+    """One tool call, unless the tool sets its own."""
+    run_timeout: float | None = _DEFAULTS.run_timeout
+    """The whole run, tools and model calls included."""
+    invalid_response_retries: int = _DEFAULTS.invalid_response_retries
+    """Corrective re-prompts after an empty or unusable answer (cannot be "off")."""
+    max_cost_usd: float | None = _DEFAULTS.max_cost_usd
+    """Stop once the run has cost this many dollars; needs a known price for the model."""
+    max_history_messages: int | None = _DEFAULTS.max_history_messages
+    """Send at most this many recent messages to the model."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _check(cls, value: object, info: ValidationInfo) -> object:
+        return _number_or_off(info.field_name or "", value)
+
+    def to_limits(self) -> Limits:
+        """The :class:`~tether.limits.Limits` these settings describe, for ``Agent(limits=...)``."""
+        return Limits(**self.model_dump())
+
+
+class RuntimeConfig(Section):
+    """``[runtime]``: which model runs, and how far a run may go."""
+
+    model: str | None = None
+    """The model, as ``"provider:model"`` (``"openai:gpt-4o-mini"``, ``"ollama:llama3.2"``); the prefix is a
+    built-in provider or a ``[providers.NAME]`` of this file."""
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    """The guards (``[runtime.limits]``)."""
+
+    @field_validator("model")
+    @classmethod
+    def _model_string(cls, value: str | None) -> str | None:
+        if value is not None:
+            prefix, colon, name = value.partition(":")
+            if not (prefix and colon and name):
+                raise ValueError("must be 'provider:model', for example 'openai:gpt-4o-mini'")
+        return value
+
+
+class ProviderConfig(Section):
+    """``[providers.NAME]``: where a provider is and how it authenticates. NAME is a model-string prefix: a
+    built-in one (``ollama``, ``openai``, ...) to change its settings, or a new one with a ``profile``."""
+
+    base_url: str | None = None
+    """The API's URL, up to and including its version (``http://gpu-box:8000/v1``)."""
+    api_key_env: str | None = None
+    """The NAME of the environment variable that holds the API key (never the key itself)."""
+    profile: str | None = None
+    """For a provider of your own naming: the compatibility profile it speaks (``vllm``, ``ollama``, ...);
+    ``openai-compatible`` when not given."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Extra HTTP headers sent with every request."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME.fullmatch(value):
+            raise ValueError(
+                "must be the name of an environment variable (letters, digits, '_'); "
+                "put the key itself in that variable, never in this file"
+            )
+        return value
+
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, value: str | None) -> str | None:
+        if value is not None and value not in PROFILES:
+            raise ValueError(f"must be one of {', '.join(repr(name) for name in PROFILES)}")
+        return value
+
+
+class ToolsConfig(Section):
+    """``[tools]``: which tools the model may use."""
+
+    mode: Literal["read-only", "full"] = "full"
+    """``"read-only"`` offers only tools that never change anything; ``"full"`` offers every tool."""
+    deny: list[str] = Field(default_factory=list)
+    """Tools never offered and never run, by name."""
+
+
+class McpServerConfig(Section):
+    """``[[mcp.servers]]``: one MCP server whose tools the agent may use."""
+
+    id: str
+    """A short name for the server, unique among the servers."""
+    transport: Literal["stdio", "http"] = "stdio"
+    """``"stdio"``: tether starts ``command``; ``"http"``: tether connects to ``url``."""
+    command: str | None = None
+    """The program to start (stdio)."""
+    args: list[str] = Field(default_factory=list)
+    """Its arguments (stdio)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment for the program (stdio); ``${VAR}`` in a value is expanded when it starts, so a
+    secret can stay in the environment."""
+    url: str | None = None
+    """The server's URL (http)."""
+    tool_timeout: float | None = None
+    """Seconds one of its tool calls may take; ``[runtime.limits] tool_timeout`` when not given."""
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not SERVER_ID.fullmatch(value):
+            raise ValueError("must start with a letter or digit and hold only letters, digits, '_', '.', '-'")
+        return value
+
+    @field_validator("tool_timeout", mode="before")
+    @classmethod
+    def _timeout(cls, value: object) -> object:
+        return _number_or_off("tool_timeout", value)
+
+
+class McpConfig(Section):
+    """``[mcp]``: the MCP servers."""
+
+    servers: list[McpServerConfig] = Field(default_factory=list)
+    """The servers, one ``[[mcp.servers]]`` table each."""
+
+
+class SessionConfig(Section):
+    """``[session]``: where conversations are kept between runs."""
+
+    store: Literal["sqlite", "files", "memory"] = "sqlite"
+    """``"sqlite"`` (one database file), ``"files"`` (one JSON file per session) or ``"memory"`` (nothing
+    kept after the process ends)."""
+    path: str | None = None
+    """The database file (sqlite) or directory (files), as written (relative to the working directory);
+    the store's own default when not given."""
+
+
+class Config(Section):
+    """The whole configuration: ``agent.toml``, the user's config, ``TETHER_*`` variables and flags, merged."""
+
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    """``[runtime]``"""
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    """``[providers.NAME]``"""
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    """``[tools]``"""
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    """``[mcp]``"""
+    session: SessionConfig = Field(default_factory=SessionConfig)
+    """``[session]``"""

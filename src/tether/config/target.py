@@ -1,0 +1,78 @@
+"""From a configuration to what ``Agent`` takes: the provider for ``runtime.model`` and the limits.
+
+``[providers.NAME]`` adjusts a built-in provider (``[providers.ollama] base_url = ...``) or adds one under a
+new name that speaks a compatibility profile (``[providers.gpu] profile = "vllm"`` makes ``gpu:qwen3`` a
+vLLM model at that table's ``base_url``). The key is read here, from the variable ``api_key_env`` names,
+and never stored in the configuration.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tether.config.load import builtin_prefixes
+from tether.config.schema import Config
+from tether.errors import ConfigInvalid
+from tether.providers.registry import PROFILES, resolve
+
+if TYPE_CHECKING:
+    from tether.providers.base import Provider
+    from tether.providers.http import Secret
+
+_NEED_KEY = frozenset({"anthropic", "gemini", "openai-responses"})
+"""Built-in providers outside ``PROFILES`` that refuse to start without a key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTarget:
+    """The model string the registry knows and the options for its builder."""
+
+    model: str
+    """A built-in ``provider:model`` string (a provider of your own naming is replaced by its profile)."""
+    base_url: str | None = None
+    api_key: Secret | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def provider(self) -> Provider:
+        """Build the provider (``tether.providers.registry.resolve``)."""
+        return resolve(
+            self.model,
+            base_url=self.base_url,
+            api_key=self.api_key.reveal() if self.api_key else None,
+            headers=dict(self.headers) or None,
+        )
+
+
+def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelTarget:
+    """What ``runtime.model`` means under ``config``; the key is read from ``env`` (``os.environ``)."""
+    env = os.environ if env is None else env
+    model = config.runtime.model
+    if model is None:
+        raise ConfigInvalid("no model is configured: set runtime.model in agent.toml, or TETHER_MODEL")
+    prefix, _, name = model.partition(":")
+    settings = config.providers.get(prefix)
+    if settings is None:
+        return ModelTarget(model)
+    profile = prefix if prefix in builtin_prefixes() else (settings.profile or "openai-compatible")
+    api_key: Secret | None = None
+    if settings.api_key_env is not None:
+        value = env.get(settings.api_key_env)
+        needs_key = profile in _NEED_KEY or (profile in PROFILES and PROFILES[profile].requires_key)
+        if value:
+            from tether.providers.http import Secret  # aiohttp: only when a provider is built
+
+            api_key = Secret(value)
+        elif needs_key:
+            raise ConfigInvalid(
+                f"providers.{prefix}.api_key_env names {settings.api_key_env}, which is not set: "
+                f"{model!r} needs an API key"
+            )
+    return ModelTarget(f"{profile}:{name}", settings.base_url, api_key, dict(settings.headers))
+
+
+def build_provider(config: Config, env: Mapping[str, str] | None = None) -> Provider:
+    """The provider for ``runtime.model``, for ``Agent(build_provider(config), limits=...)``."""
+    return model_target(config, env).provider()

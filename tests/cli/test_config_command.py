@@ -1,0 +1,215 @@
+"""`tether config` as a user runs it: a real subprocess, HOME and XDG_CONFIG_HOME in tmp dirs, output and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+OPENAI_KEY = "sk-proj-Qw3rtyUIOPasdfGHJKLzxcv0987"
+WORK_KEY = "correct-horse-battery"  # not key-shaped: secret only because api_key_env names WORK_KEY
+
+COMMENTED = """\
+# Team settings -- reviewed 2024-05.
+[runtime]
+model = "openai:gpt-4o"   # the model we pay for
+
+[runtime.limits]
+max_turns = 12   # keep runs short
+# run_timeout = 600
+
+[tools]
+mode = "read-only"
+"""
+
+
+@dataclass
+class User:
+    """A user with a home, an XDG config directory and a project directory."""
+
+    project: Path
+    home: Path
+    xdg: Path
+
+    @property
+    def agent_toml(self) -> Path:
+        return self.project / "agent.toml"
+
+    @property
+    def user_toml(self) -> Path:
+        return self.xdg / "tether" / "config.toml"
+
+    def tether(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_") and not k.endswith("_API_KEY")}
+        return subprocess.run(
+            [sys.executable, "-m", "tether.cli.app", *args],
+            cwd=self.project,
+            env={**base, "HOME": str(self.home), "XDG_CONFIG_HOME": str(self.xdg), **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+
+@pytest.fixture
+def user(tmp_path: Path) -> User:
+    dirs = User(tmp_path / "project", tmp_path / "home", tmp_path / "xdg")
+    for directory in (dirs.project, dirs.home, dirs.xdg):
+        directory.mkdir()
+    return dirs
+
+
+def test_show_prints_the_effective_configuration_with_origins(user: User) -> None:
+    user.user_toml.parent.mkdir()
+    user.user_toml.write_text("[runtime.limits]\nmax_turns = 5\n")
+    user.agent_toml.write_text(COMMENTED)
+
+    completed = user.tether("config", "show", TETHER_SESSION__STORE="memory")
+
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.splitlines()
+    assert f'model = "openai:gpt-4o" # {user.agent_toml} line 3' in lines
+    assert f"max_turns = 12 # {user.agent_toml} line 6" in lines
+    assert 'store = "memory" # environment variable TETHER_SESSION__STORE' in lines
+
+
+def test_show_never_prints_a_key_held_in_the_environment_or_written_in_a_file(user: User) -> None:
+    user.agent_toml.write_text(
+        '[runtime]\nmodel = "work:qwen3"\n\n[providers.work]\nbase_url = "http://llm.internal/v1"\n'
+        'api_key_env = "WORK_KEY"\n'
+        f'headers = {{ "X-Api-Key" = "{OPENAI_KEY}", "X-Forward" = "{WORK_KEY}" }}\n'
+    )
+    env = {"OPENAI_API_KEY": OPENAI_KEY, "WORK_KEY": WORK_KEY, "TETHER_PROVIDERS__WORK__PROFILE": "vllm"}
+
+    for args in (("config", "show"), ("config", "show", "--json")):
+        completed = user.tether(*args, **env)
+
+        assert completed.returncode == 0, completed.stderr
+        assert OPENAI_KEY not in completed.stdout + completed.stderr
+        assert WORK_KEY not in completed.stdout + completed.stderr
+        assert "WORK_KEY" in completed.stdout
+    data = json.loads(completed.stdout)
+    assert data["providers"]["work"]["headers"] == {"X-Api-Key": "***", "X-Forward": "***"}
+    assert data["providers"]["work"]["profile"] == "vllm"
+
+
+def test_show_exits_1_naming_key_and_line_of_an_invalid_file(user: User) -> None:
+    user.agent_toml.write_text(COMMENTED.replace("max_turns = 12", "max_turns = -1"))
+
+    completed = user.tether("config", "show")
+
+    assert completed.returncode == 1
+    assert completed.stdout == ""
+    assert f"{user.agent_toml} line 6: runtime.limits.max_turns: must be a whole number >= 1" in completed.stderr
+
+
+def test_an_invalid_setting_holding_a_key_is_reported_without_the_key(user: User) -> None:
+    completed = user.tether("config", "show", TETHER_PROVIDERS__OPENAI__API_KEY_ENV=OPENAI_KEY)
+
+    assert completed.returncode == 1
+    assert "environment variable TETHER_PROVIDERS__OPENAI__API_KEY_ENV" in completed.stderr
+    assert OPENAI_KEY not in completed.stderr
+
+
+def test_set_on_a_commented_file_keeps_every_comment_and_changes_one_line(user: User) -> None:
+    user.agent_toml.write_text(COMMENTED)
+
+    completed = user.tether("config", "set", "runtime.limits.max_turns", "30")
+
+    assert completed.returncode == 0, completed.stderr
+    assert user.agent_toml.read_text() == COMMENTED.replace("max_turns = 12", "max_turns = 30")
+    assert (user.project / "agent.toml.bak").read_text() == COMMENTED
+    assert sorted(p.name for p in user.project.iterdir()) == ["agent.toml", "agent.toml.bak"]
+
+
+def test_set_refuses_an_invalid_value_with_exit_1_and_leaves_the_file_alone(user: User) -> None:
+    user.agent_toml.write_text(COMMENTED)
+
+    completed = user.tether("config", "set", "tools.mode", "write")
+
+    assert completed.returncode == 1
+    assert f"{user.agent_toml} line 10: tools.mode: must be one of 'read-only', 'full'" in completed.stderr
+    assert user.agent_toml.read_text() == COMMENTED
+    assert sorted(p.name for p in user.project.iterdir()) == ["agent.toml"]
+
+
+def test_set_user_writes_the_user_config_under_xdg_config_home(user: User) -> None:
+    completed = user.tether("config", "set", "--user", "runtime.model", "ollama:qwen3")
+
+    assert completed.returncode == 0, completed.stderr
+    assert user.user_toml.read_text() == '[runtime]\nmodel = "ollama:qwen3"\n'
+    assert not user.agent_toml.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("config", "set", "runtime..model", "x"),
+        ("config", "set", "runtime.model"),
+        ("config", "show", "--yaml"),
+        ("config", "init", "extra"),
+    ],
+)
+def test_usage_errors_exit_2(user: User, args: tuple[str, ...]) -> None:
+    completed = user.tether(*args)
+
+    assert completed.returncode == 2, completed.stderr
+
+
+def test_init_writes_a_commented_file_that_show_accepts(user: User) -> None:
+    completed = user.tether("config", "init")
+
+    assert completed.returncode == 0, completed.stderr
+    text = user.agent_toml.read_text()
+    assert text.startswith("# tether configuration.")
+    assert "# max_turns = 20" in text
+    assert user.tether("config", "show").returncode == 0
+
+
+def test_init_refuses_to_overwrite_with_exit_1_unless_forced(user: User) -> None:
+    user.agent_toml.write_text(COMMENTED)
+
+    refused = user.tether("config", "init")
+    assert refused.returncode == 1
+    assert "already exists; use --force" in refused.stderr
+    assert user.agent_toml.read_text() == COMMENTED
+
+    forced = user.tether("config", "init", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert user.agent_toml.read_text().startswith("# tether configuration.")
+    assert (user.project / "agent.toml.bak").read_text() == COMMENTED
+
+
+def test_init_user_writes_under_xdg_config_home(user: User) -> None:
+    completed = user.tether("config", "init", "--user")
+
+    assert completed.returncode == 0, completed.stderr
+    assert user.user_toml.read_text().startswith("# tether configuration.")
+
+
+def test_path_prints_the_files_tether_reads(user: User) -> None:
+    user.agent_toml.write_text(COMMENTED)
+
+    completed = user.tether("config", "path")
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == [f"user: {user.user_toml} (not found)", f"project: {user.agent_toml}"]
+
+
+def test_help_lists_config_without_loading_pydantic_or_tomlkit() -> None:
+    code = (
+        "import sys\n"
+        "from tether.cli.app import main\n"
+        "try:\n    main(['--help'], prog_name='tether')\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in {'pydantic', 'tomlkit', 'tomllib'}))\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+
+    assert "  config " in completed.stdout
+    assert completed.stdout.splitlines()[-1] == "[]"

@@ -1,0 +1,3 @@
+from tests.config.helpers import dirs
+
+__all__ = ["dirs"]

@@ -1,0 +1,60 @@
+"""A configuration becomes what Agent takes: the provider for runtime.model (key read from the named variable)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.config.helpers import Dirs
+from tether import Agent
+from tether.config import build_provider, model_target
+from tether.errors import ConfigInvalid
+
+
+def test_a_builtin_model_without_provider_settings_is_passed_through(dirs: Dirs) -> None:
+    target = model_target(dirs.load({"TETHER_MODEL": "ollama:qwen3"}).config, {})
+
+    assert (target.model, target.base_url, target.api_key, target.headers) == ("ollama:qwen3", None, None, {})
+
+
+def test_a_provider_of_your_own_naming_becomes_its_profile_with_its_url_key_and_headers(dirs: Dirs) -> None:
+    dirs.write_project(
+        '[runtime]\nmodel = "gpu:qwen3"\n\n[providers.gpu]\nprofile = "vllm"\nbase_url = "http://gpu:8000/v1"\n'
+        'api_key_env = "GPU_KEY"\nheaders = { "X-Team" = "research" }\n'
+    )
+    config = dirs.load().config
+
+    target = model_target(config, {"GPU_KEY": "s3cret"})
+
+    assert (target.model, target.base_url, target.headers) == (
+        "vllm:qwen3",
+        "http://gpu:8000/v1",
+        {"X-Team": "research"},
+    )
+    assert target.api_key is not None
+    assert target.api_key.reveal() == "s3cret"
+    assert "s3cret" not in repr(target)
+
+
+def test_a_builtin_provider_takes_its_settings_from_its_table(dirs: Dirs) -> None:
+    dirs.write_project('[runtime]\nmodel = "ollama:qwen3"\n\n[providers.ollama]\nbase_url = "http://box:11434/v1"\n')
+
+    provider = build_provider(dirs.load().config, {})
+
+    assert provider.info.model_string == "ollama:qwen3"
+    assert "http://box:11434/v1" in repr(provider)
+    agent = Agent(provider, limits=dirs.load().config.runtime.limits.to_limits())
+    assert agent.limits.max_turns == 20
+
+
+def test_a_named_key_variable_that_is_unset_is_an_error_when_the_provider_needs_a_key(dirs: Dirs) -> None:
+    dirs.write_project(
+        '[runtime]\nmodel = "deepseek:deepseek-chat"\n\n[providers.deepseek]\napi_key_env = "WORK_KEY"\n'
+    )
+
+    with pytest.raises(ConfigInvalid, match=r"providers\.deepseek\.api_key_env names WORK_KEY, which is not set"):
+        model_target(dirs.load().config, {"DEEPSEEK_API_KEY": "personal-key"})
+
+
+def test_no_model_is_an_error_that_says_how_to_set_one(dirs: Dirs) -> None:
+    with pytest.raises(ConfigInvalid, match=r"set runtime\.model"):
+        model_target(dirs.load().config, {})
