@@ -1,0 +1,47 @@
+"""MemorySessionStore: sessions in a dict, for tests and short-lived programs.
+
+Nothing outlives the store object. Sessions are immutable, so the store keeps the objects it is given;
+``load`` returns them checked the same way the other stores check what they read.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+
+from tether.sessions.base import (
+    Session,
+    SessionNotFound,
+    SessionSummary,
+    check_session_id,
+    newest_first,
+    summary_of,
+    validate_session,
+)
+
+
+class MemorySessionStore:
+    """A :class:`~tether.sessions.base.SessionStore` that keeps sessions in memory."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, Session] = {}
+
+    async def load(self, session_id: str) -> Session:
+        check_session_id(session_id)
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise SessionNotFound(f"no session {session_id!r} in memory", details={"session_id": session_id})
+        messages = validate_session(session.messages, f"session {session_id!r}")
+        return session if messages is session.messages else dataclasses.replace(session, messages=messages)
+
+    async def save(self, session: Session) -> None:
+        check_session_id(session.id)
+        validate_session(session.messages, f"session {session.id!r}")
+        self._sessions[session.id] = session
+
+    async def list(self) -> builtins.list[SessionSummary]:
+        return newest_first(summary_of(s) for s in self._sessions.values())
+
+    async def delete(self, session_id: str) -> None:
+        check_session_id(session_id)
+        self._sessions.pop(session_id, None)

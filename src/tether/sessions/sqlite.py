@@ -1,0 +1,360 @@
+"""SQLiteSessionStore: every session in one SQLite file; the command line's default store.
+
+Schema (``PRAGMA user_version`` = 1)::
+
+    sessions(id PRIMARY KEY, title, model, created_at, updated_at, usage, message_count, revision)
+    messages(session_id, seq, role, data, PRIMARY KEY (session_id, seq))
+
+One row per message; ``seq`` is the message's index in the transcript (so "message 3" in an error is the
+row with ``seq`` 3) and ``data`` its JSON. ``usage`` is JSON; timestamps are ISO 8601 UTC text.
+
+A save is one ``BEGIN IMMEDIATE`` transaction that writes only what changed. The store remembers, per
+session, the messages it last wrote or read and the session row's ``revision`` at that time. If the
+revision is unchanged, the new messages are compared with those (identity first: appending to a transcript
+costs one pointer comparison per stored message); otherwise another writer has been there, and the stored
+rows' JSON is compared instead. Rows after the common prefix are deleted (a rewritten or shortened history)
+and the new messages inserted; the session row (title, model, usage, timestamps, count, revision) is
+updated in the same transaction. So a turn appends its rows, and a crash leaves the old or the new session.
+
+The database is in WAL mode (readers do not block the writer; other processes may share the file) with
+``synchronous=FULL`` (a committed save survives a power cut). All I/O runs in a worker thread, on one
+connection per store object, one operation at a time; ``aclose()`` (or ``async with``) closes it.
+
+``SessionInvalid`` names the file, and the session and row for a bad row: a file that is not a SQLite
+database, a damaged one, a database of another program or of a newer tether, a row that is not JSON or not
+a message, missing rows. A database kept busy beyond ``timeout`` or a failing disk raises
+``sqlite3.OperationalError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import dataclasses
+import logging
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from tether.errors import SessionInvalid
+from tether.messages import Message, messages_from_jsonable
+from tether.sessions import codec
+from tether.sessions.base import (
+    Session,
+    SessionNotFound,
+    SessionSummary,
+    check_session_id,
+    newest_first,
+    validate_session,
+)
+
+logger = logging.getLogger("tether.sessions")
+
+SCHEMA_VERSION = 1
+_SCHEMA = (
+    """CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        title TEXT NOT NULL,
+        model TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        usage TEXT NOT NULL,
+        message_count INTEGER NOT NULL,
+        revision INTEGER NOT NULL
+    )""",
+    """CREATE TABLE messages (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    )""",
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
+_REMEMBERED = 256
+"""Sessions whose stored messages the store remembers (least recently used ones are forgotten)."""
+
+_T = TypeVar("_T")
+
+
+class SQLiteSessionStore:
+    """A :class:`~tether.sessions.base.SessionStore` in one SQLite file (created, with its directory, on
+    first use). ``timeout``: seconds to wait for another process's write lock."""
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 5.0) -> None:
+        self.path = Path(path)
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._connection: sqlite3.Connection | None = None
+        self._stored: OrderedDict[str, tuple[int, tuple[Message, ...]]] = OrderedDict()
+
+    async def load(self, session_id: str) -> Session:
+        check_session_id(session_id)
+        return await asyncio.to_thread(self._locked, self._load, session_id)
+
+    async def save(self, session: Session) -> None:
+        check_session_id(session.id)
+        await asyncio.to_thread(self._locked, self._save, session)
+
+    async def list(self) -> builtins.list[SessionSummary]:
+        return await asyncio.to_thread(self._locked, self._list)
+
+    async def delete(self, session_id: str) -> None:
+        check_session_id(session_id)
+        await asyncio.to_thread(self._locked, self._delete, session_id)
+
+    def close(self) -> None:
+        """Close the database connection (blocking; ``aclose`` from async code). The store reopens on use."""
+        with self._lock:
+            connection, self._connection = self._connection, None
+            self._stored.clear()
+            if connection is not None:
+                connection.close()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    async def __aenter__(self) -> SQLiteSessionStore:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # --- in the worker thread ---------------------------------------------------------------------------
+
+    def _locked(self, operation: Callable[..., _T], *args: Any) -> _T:
+        """Run ``operation(connection, *args)`` alone on this store's connection; damage -> SessionInvalid."""
+        with self._lock:
+            try:
+                return operation(self._connect(), *args)
+            except sqlite3.DatabaseError as error:
+                name = getattr(error, "sqlite_errorname", "")
+                if name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB":
+                    self._drop_connection()
+                    raise SessionInvalid(f"{self.path}: not a SQLite database, or a damaged one: {error}") from error
+                raise
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._connection is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+            try:
+                self._prepare(connection)
+            except BaseException:
+                connection.close()
+                raise
+            self._connection = connection
+        return self._connection
+
+    def _drop_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        self._stored.clear()
+        if connection is not None:
+            with contextlib.suppress(sqlite3.Error):
+                connection.close()
+
+    def _prepare(self, connection: sqlite3.Connection) -> None:
+        """WAL mode, durable commits, and the schema: created in a new file, checked in an existing one."""
+        (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
+        if str(mode).lower() != "wal":
+            logger.warning("%s: WAL mode is not available here (journal mode %s)", self.path, mode)
+        connection.execute("PRAGMA synchronous = FULL")
+        with _transaction(connection, "BEGIN IMMEDIATE"):
+            (version,) = connection.execute("PRAGMA user_version").fetchone()
+            if version == 0:
+                tables = [name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+                if tables:
+                    raise SessionInvalid(
+                        f"{self.path}: not a tether session database (it has tables {sorted(tables)} "
+                        "and no tether schema version)"
+                    )
+                for statement in _SCHEMA:
+                    connection.execute(statement)
+            elif version > SCHEMA_VERSION:
+                raise SessionInvalid(
+                    f"{self.path}: written by a newer tether (schema {version}; this one reads {SCHEMA_VERSION})"
+                )
+
+    def _load(self, connection: sqlite3.Connection, session_id: str) -> Session:
+        source = f"{self.path}: session {session_id!r}"
+        with _transaction(connection, "BEGIN"):  # one snapshot for the session row and its messages
+            row = connection.execute(
+                "SELECT title, model, created_at, updated_at, usage, message_count, revision"
+                " FROM sessions WHERE id = ?",
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                raise SessionNotFound(f"no session {session_id!r} in {self.path}", details={"session_id": session_id})
+            rows = connection.execute(
+                "SELECT seq, data FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+            ).fetchall()
+        title, model, created_at, updated_at, usage, count, revision = row
+        row_source = f"{self.path}: sessions row {session_id!r}"
+        _check_types(row_source, title=(title, str), model=(model, str), usage=(usage, str))
+        _check_types(row_source, message_count=(count, int), revision=(revision, int))
+        stored = _decode_messages(rows, count, source)
+        session = Session(
+            id=session_id,
+            messages=stored,
+            usage=codec.usage_from_jsonable(codec.loads(usage, f"{row_source}: usage"), row_source),
+            model=model,
+            title=title,
+            created_at=codec.timestamp_from_text(created_at, f"{row_source}: created_at"),
+            updated_at=codec.timestamp_from_text(updated_at, f"{row_source}: updated_at"),
+        )
+        messages = validate_session(stored, source)
+        self._remember(session_id, revision, stored)
+        return session if messages is stored else dataclasses.replace(session, messages=messages)
+
+    def _save(self, connection: sqlite3.Connection, session: Session) -> None:
+        session_id, messages = session.id, session.messages
+        validate_session(messages, f"session {session_id!r}")
+        with _transaction(connection, "BEGIN IMMEDIATE"):
+            row = connection.execute(
+                "SELECT revision, message_count FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            keep, revision = 0, 0
+            if row is not None:
+                revision, count = row
+                _check_types(f"{self.path}: sessions row {session_id!r}", revision=(revision, int))
+                keep = self._stored_prefix(connection, session_id, revision, count, messages)
+            connection.execute("DELETE FROM messages WHERE session_id = ? AND seq >= ?", (session_id, keep))
+            new = messages[keep:]
+            connection.executemany(
+                "INSERT INTO messages (session_id, seq, role, data) VALUES (?, ?, ?, ?)",
+                [
+                    (session_id, keep + i, message.role, data)
+                    for i, (message, data) in enumerate(zip(new, codec.message_rows(new), strict=True))
+                ],
+            )
+            connection.execute(
+                "INSERT INTO sessions (id, title, model, created_at, updated_at, usage, message_count, revision)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
+                " title = excluded.title, model = excluded.model, created_at = excluded.created_at,"
+                " updated_at = excluded.updated_at, usage = excluded.usage,"
+                " message_count = excluded.message_count, revision = excluded.revision",
+                (
+                    session_id,
+                    session.title,
+                    session.model,
+                    codec.timestamp_to_text(session.created_at),
+                    codec.timestamp_to_text(session.updated_at),
+                    codec.dumps(codec.usage_to_jsonable(session.usage)),
+                    len(messages),
+                    revision + 1,
+                ),
+            )
+        self._remember(session_id, revision + 1, messages)
+
+    def _stored_prefix(
+        self,
+        connection: sqlite3.Connection,
+        session_id: str,
+        revision: int,
+        count: Any,
+        messages: tuple[Message, ...],
+    ) -> int:
+        """How many of ``messages`` the database already holds, in place, as rows ``0..n-1``."""
+        remembered = self._stored.get(session_id)
+        if remembered is not None and remembered[0] == revision and len(remembered[1]) == count:
+            return _common_prefix(remembered[1], messages)
+        rows = connection.execute(
+            "SELECT seq, data FROM messages WHERE session_id = ? AND seq < ? ORDER BY seq",
+            (session_id, len(messages)),
+        ).fetchall()
+        wanted = codec.message_rows(messages[: len(rows)])
+        keep = 0
+        for (seq, data), mine in zip(rows, wanted, strict=True):
+            if seq != keep or data != mine:
+                break
+            keep += 1
+        return keep
+
+    def _list(self, connection: sqlite3.Connection) -> builtins.list[SessionSummary]:
+        summaries: builtins.list[SessionSummary] = []
+        rows = connection.execute("SELECT id, title, model, created_at, updated_at, message_count FROM sessions")
+        for session_id, title, model, created_at, updated_at, count in rows:
+            source = f"{self.path}: sessions row {session_id!r}"
+            try:
+                _check_types(source, id=(session_id, str), title=(title, str), model=(model, str))
+                _check_types(source, message_count=(count, int))
+                summaries.append(
+                    SessionSummary(
+                        id=session_id,
+                        title=title,
+                        model=model,
+                        created_at=codec.timestamp_from_text(created_at, f"{source}: created_at"),
+                        updated_at=codec.timestamp_from_text(updated_at, f"{source}: updated_at"),
+                        message_count=count,
+                    )
+                )
+            except SessionInvalid as error:
+                logger.warning("session left out of the list: %s", error)
+        return newest_first(summaries)
+
+    def _delete(self, connection: sqlite3.Connection, session_id: str) -> None:
+        with _transaction(connection, "BEGIN IMMEDIATE"):
+            connection.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            connection.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        self._stored.pop(session_id, None)
+
+    def _remember(self, session_id: str, revision: int, messages: tuple[Message, ...]) -> None:
+        self._stored[session_id] = (revision, messages)
+        self._stored.move_to_end(session_id)
+        while len(self._stored) > _REMEMBERED:
+            self._stored.popitem(last=False)
+
+
+@contextlib.contextmanager
+def _transaction(connection: sqlite3.Connection, begin: str) -> Iterator[None]:
+    """``begin`` ... COMMIT, or ROLLBACK on any exception (if SQLite has not rolled back already)."""
+    connection.execute(begin)
+    try:
+        yield
+    except BaseException:
+        if connection.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
+def _check_types(source: str, **values: tuple[Any, type]) -> None:
+    for name, (value, expected) in values.items():
+        if type(value) is not expected:
+            raise SessionInvalid(f"{source}: {name} should be {expected.__name__}, found {value!r}")
+
+
+def _decode_messages(rows: Sequence[tuple[Any, Any]], count: int, source: str) -> tuple[Message, ...]:
+    """The messages of ``rows`` (``seq``, ``data``), which must be exactly ``0..count-1``."""
+    for index, (seq, _) in enumerate(rows):
+        if seq != index:
+            raise SessionInvalid(f"{source}: messages row seq={index} is missing (found seq={seq!r} in its place)")
+    if len(rows) != count:
+        raise SessionInvalid(f"{source}: {len(rows)} message rows stored, but the session row says {count}")
+    items = []
+    for seq, data in rows:
+        if not isinstance(data, str):
+            raise SessionInvalid(f"{source}, messages row seq={seq}: data should be JSON text, found {data!r}")
+        items.append(codec.loads(data, f"{source}, messages row seq={seq}"))
+    try:
+        return tuple(messages_from_jsonable(items, source=source))
+    except SessionInvalid:
+        for seq, item in enumerate(items):  # name the row
+            messages_from_jsonable([item], source=f"{source}, messages row seq={seq}")
+        raise
+
+
+def _common_prefix(stored: Sequence[Message], messages: Sequence[Message]) -> int:
+    for index, (old, new) in enumerate(zip(stored, messages, strict=False)):
+        if old is not new and old != new:
+            return index
+    return min(len(stored), len(messages))

@@ -1,0 +1,357 @@
+"""One MCP server: connect, list its tools, call them, follow its list changes, close. Internal to ``mcp.py``.
+
+Each server lives in an asyncio task of its own, which enters the SDK's ``mcp.Client`` and exits it: the
+SDK's anyio scopes must be left by the task that entered them, and a task of our own cannot be cancelled by
+the host's cancellation. Closing sets an event and awaits that task under ``asyncio.shield``, so a
+cancellation (even a repeated one) of whoever closes cannot cut the server's shutdown short: it finishes
+in the background while the event loop runs. The SDK's shutdown closes the server's stdin, waits two
+seconds, then SIGTERMs and SIGKILLs its process group; ``mcp_guard.py`` covers the host's own death.
+
+Calls may come from any task: the SDK multiplexes requests over the one connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import ConfigInvalid, TetherError, TimeoutExceeded, ToolError, ToolTimeout, TransportError
+
+if TYPE_CHECKING:
+    from mcp.client.client import Client
+    from mcp.client.stdio import StdioServerParameters
+    from mcp.types import CallToolResult, ContentBlock
+    from mcp.types import Tool as RemoteTool
+
+    from tether.tools.mcp import MCPServerConfig
+
+__all__ = ["Connection", "expand", "render_result"]
+
+log = logging.getLogger("tether.mcp")
+
+GUARD = str(Path(__file__).with_name("mcp_guard.py"))
+MAX_LIST_PAGES = 100
+"""``tools/list`` pages read at most; a server that pages forever cannot hang a listing."""
+HTTP_READ_TIMEOUT = 300.0
+"""Seconds an HTTP response stream may stay silent (at least; a longer tool timeout raises it)."""
+
+_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Connection:
+    """One server's connection, held by a task of its own (see the module docstring)."""
+
+    def __init__(self, config: MCPServerConfig, on_change: Callable[[], None]) -> None:
+        self.config = config
+        self.listing: tuple[RemoteTool, ...] = ()
+        """The server's tools as it last listed them."""
+        self._on_change = on_change
+        self._client: Client | None = None
+        self._stop = asyncio.Event()
+        self._stale = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # --- lifetime -------------------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Start or reach the server, handshake and list its tools; raises a TetherError if any of it fails."""
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._hold(ready), name=f"tether-mcp-{self.config.id}")
+        try:
+            await asyncio.shield(ready)
+        except asyncio.CancelledError:
+            await self.close(abort=True)
+            raise
+
+    async def close(self, *, abort: bool = False) -> None:
+        """Close the connection and stop the server; ``abort`` also cuts a connection still being made."""
+        self._stop.set()
+        task = self._task
+        if task is None:
+            return
+        if abort and self._client is None:
+            task.cancel()
+        await asyncio.shield(task)
+
+    async def _hold(self, ready: asyncio.Future[None]) -> None:
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    async with asyncio.timeout(self.config.connect_timeout):
+                        client = await stack.enter_async_context(await self._make_client(stack))
+                        self.listing = await _list(client)
+                except asyncio.CancelledError:
+                    ready.cancel()
+                    raise
+                except Exception as exc:  # noqa: BLE001 - every failure is the caller's to see
+                    ready.set_exception(self._connect_error(exc))
+                    return
+                self._client = client
+                ready.set_result(None)
+                await self._serve(client)
+        except Exception:  # a server that dies badly must not take the host with it
+            log.warning("MCP server %r did not close cleanly", self.config.id, exc_info=True)
+        finally:
+            self._client = None
+            if not ready.done():
+                ready.set_exception(TransportError(f"MCP server {self.config.id!r}: the connection was closed"))
+
+    async def _serve(self, client: Client) -> None:
+        """Follow the server's tool list until told to stop."""
+        from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+
+        watchers = [asyncio.create_task(self._refresh_when_stale(client))]
+        capability = client.server_capabilities.tools
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS and capability and capability.list_changed:
+            # Since 2026-07-28 a client opts in to change notifications; before, servers send them unasked.
+            watchers.append(asyncio.create_task(self._listen(client)))
+        try:
+            await self._stop.wait()
+        finally:
+            for watcher in watchers:
+                watcher.cancel()
+            await asyncio.gather(*watchers, return_exceptions=True)
+
+    async def _listen(self, client: Client) -> None:
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    self._stale.set()
+        except Exception as exc:  # noqa: BLE001 - the tool list simply stops following the server
+            log.info("MCP server %r: no more tool list changes: %s", self.config.id, exc)
+
+    async def _on_message(self, message: Any) -> None:
+        from mcp.types import ToolListChangedNotification
+
+        if isinstance(message, ToolListChangedNotification):
+            self._stale.set()
+
+    async def _refresh_when_stale(self, client: Client) -> None:
+        while True:
+            await self._stale.wait()
+            self._stale.clear()
+            try:
+                await self._relist(client)
+            except Exception as exc:  # noqa: BLE001 - keep the old list; the next change may fare better
+                log.warning("MCP server %r: could not refresh its tool list: %s", self.config.id, exc)
+
+    async def refresh(self) -> None:
+        """List the server's tools again now."""
+        if self._client is not None:
+            await self._relist(self._client)
+
+    async def _relist(self, client: Client) -> None:
+        async with asyncio.timeout(self.config.connect_timeout):
+            listing = await _list(client)
+        if listing != self.listing:
+            self.listing = listing
+            self._on_change()
+
+    # --- calls ----------------------------------------------------------------------------------------------
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> str:
+        """Call tool ``name``; its result as the text the model reads. Failures raise ``ToolError``s."""
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
+        client = self._client
+        server = self.config.id
+        if client is None:
+            raise ToolError(f"MCP server {server!r} is not connected")
+        try:
+            async with asyncio.timeout(self.config.tool_timeout) as scope:
+                result = await client.call_tool(name, arguments)
+        except TimeoutError:
+            if not scope.expired():
+                raise ToolError(f"MCP server {server!r}: the call to {name!r} timed out") from None
+            raise ToolTimeout(
+                f"MCP tool {name!r} (server {server!r}) did not finish within {self.config.tool_timeout:g} s "
+                "and was cancelled"
+            ) from None
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                raise ToolError(f"MCP server {server!r} closed the connection") from None
+            raise ToolError(f"MCP server {server!r} refused the call to {name!r}: {exc.message}") from None
+        except Exception as exc:  # whatever went wrong, the model gets a plain message
+            raise ToolError(f"MCP server {server!r}: the call to {name!r} failed: {_describe(exc)}") from exc
+        return render_result(result)
+
+    # --- connecting -----------------------------------------------------------------------------------------
+
+    async def _make_client(self, stack: contextlib.AsyncExitStack) -> Client:
+        from mcp.client.client import Client
+        from mcp.types import Implementation
+
+        from tether import __version__
+
+        info = Implementation(name="tether", version=__version__)
+        config = self.config
+        if config.transport == "stdio":
+            return Client(self._stdio(), cache=None, message_handler=self._on_message, client_info=info)
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        assert config.url is not None
+        headers = {
+            key: expand(value, f"MCP server {config.id!r}: header {key!r}") for key, value in config.headers.items()
+        }
+        read = max(HTTP_READ_TIMEOUT, config.tool_timeout + 30.0)
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=read))
+        )
+        transport = streamable_http_client(config.url, http_client=http)
+        return Client(transport, cache=None, message_handler=self._on_message, client_info=info)
+
+    def _stdio(self) -> StdioServerParameters:
+        from mcp.client.stdio import StdioServerParameters
+
+        config = self.config
+        assert config.command is not None
+        env = {key: expand(value, f"MCP server {config.id!r}: env {key!r}") for key, value in config.env.items()}
+        cwd = None if config.cwd is None else str(config.cwd)
+        command = self._resolve(config.command, env, cwd)
+        if sys.platform == "win32":  # pragma: no cover - the SDK puts the server in a Job Object
+            return StdioServerParameters(command=command, args=list(config.args), env=env, cwd=cwd)
+        args = ["-I", "-S", GUARD, str(os.getpid()), "--", command, *config.args]
+        return StdioServerParameters(command=sys.executable, args=args, env=env, cwd=cwd)
+
+    def _resolve(self, command: str, env: dict[str, str], cwd: str | None) -> str:
+        """The server's executable, found as the OS would find it; a clear error when it is not there."""
+        if os.sep in command or (os.altsep is not None and os.altsep in command):
+            path = Path(cwd or ".", command)
+            if path.is_file() and os.access(path, os.X_OK):
+                return str(path.absolute())
+            raise ConfigInvalid(f"MCP server {self.config.id!r}: {command!r} is not an executable file")
+        found = shutil.which(command, path=env.get("PATH", os.environ.get("PATH", os.defpath)))
+        if found is None:
+            raise ConfigInvalid(f"MCP server {self.config.id!r}: command {command!r} was not found on PATH")
+        return found
+
+    def _connect_error(self, exc: BaseException) -> BaseException:
+        """What a failed connection raises: a TetherError that says which server and why."""
+        config = self.config
+        exc = _leaf(exc)
+        if isinstance(exc, TetherError | asyncio.CancelledError):
+            return exc
+        if isinstance(exc, TimeoutError):
+            return TimeoutExceeded(
+                f"MCP server {config.id!r} did not answer within {config.connect_timeout:g} s",
+                details={"deadline": "mcp_connect", "server": config.id},
+            )
+        where = config.url if config.transport == "http" else config.command
+        message = f"MCP server {config.id!r} ({where}) could not be reached: {_describe(exc)}"
+        if config.transport == "stdio":
+            message += " (its stderr may say why)"
+        error = TransportError(message, details={"server": config.id})
+        error.__cause__ = exc
+        return error
+
+
+async def _list(client: Client) -> tuple[RemoteTool, ...]:
+    tools: list[RemoteTool] = []
+    cursor: str | None = None
+    for _ in range(MAX_LIST_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tuple(tools)
+
+
+def expand(value: str, where: str) -> str:
+    """``value`` with each ``${VAR}`` replaced from the process environment; a missing variable is an error."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if not _NAME.fullmatch(name):
+            raise ConfigInvalid(f"{where}: ${{{name}}} is not a valid environment variable reference")
+        if name not in os.environ:
+            raise ConfigInvalid(f"{where} uses ${{{name}}}, but {name} is not set in the environment")
+        return os.environ[name]
+
+    return _VARIABLE.sub(replace, value)
+
+
+# --- results ------------------------------------------------------------------------------------------------
+
+
+def render_result(result: CallToolResult) -> str:
+    """A ``tools/call`` result as the text the model reads; ``isError`` raises ``ToolError`` with that text.
+
+    The content blocks in order: text as it is, images, audio and resources as short notes. Structured
+    content comes first as JSON, unless a text block already restates it (servers are asked to send both).
+    """
+    structured = result.structured_content
+    parts = [block.text if block.type == "text" else _note(block) for block in result.content]
+    if structured is not None and not any(
+        block.type == "text" and _repeats(block.text, structured) for block in result.content
+    ):
+        parts.insert(0, json.dumps(structured, ensure_ascii=False))
+    text = "\n".join(parts)
+    if result.is_error:
+        raise ToolError(text or "The tool reported an error without a message.")
+    return text or "(no output)"
+
+
+def _repeats(text: str, structured: Any) -> bool:
+    """Whether a text block restates the structured content, or the value of a one-key object wrapping it.
+
+    Servers wrap what is not an object: the Python SDK as ``{"result": x}``, the filesystem server as
+    ``{"content": x}``; their text block holds x.
+    """
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = text
+    if parsed == structured:
+        return True
+    if isinstance(structured, dict) and len(structured) == 1:
+        (value,) = structured.values()
+        return bool(parsed == value or text == value)
+    return False
+
+
+def _note(block: ContentBlock) -> str:
+    """A short note for a block the model cannot read as text; a text resource keeps its text."""
+    from mcp.types import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextResourceContents
+
+    if isinstance(block, ImageContent | AudioContent):
+        return f"[{block.type}: {block.mime_type}, {_decoded_size(block.data)} bytes]"
+    if isinstance(block, ResourceLink):
+        mime = f", {block.mime_type}" if block.mime_type else ""
+        return f"[resource link: {block.name} <{block.uri}>{mime}]"
+    if isinstance(block, EmbeddedResource):
+        contents = block.resource
+        mime = f", {contents.mime_type}" if contents.mime_type else ""
+        if isinstance(contents, TextResourceContents):
+            return f"[resource: {contents.uri}{mime}]\n{contents.text}"
+        return f"[resource: {contents.uri}{mime}, {_decoded_size(contents.blob)} bytes]"
+    return f"[{block.type} content]"  # pragma: no cover - a block type from a later protocol
+
+
+def _decoded_size(base64_text: str) -> int:
+    text = base64_text.strip()
+    return len(text) * 3 // 4 - text[-2:].count("=")
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups, which anyio task groups raise."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    detail = str(exc)
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__

@@ -1,0 +1,159 @@
+"""The parts of MCP support that need no server: configuration, names, results, ``${VAR}``, lazy imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from mcp.types import (
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+
+from tether.errors import ConfigInvalid, ToolError
+from tether.tools.mcp import MCPServerConfig, MCPTools, exposed_names
+from tether.tools.mcp_connection import expand, render_result
+
+# --- configuration ------------------------------------------------------------------------------------------
+
+
+def test_a_config_keeps_its_values_and_freezes_its_lists() -> None:
+    config = MCPServerConfig("fs", command="npx", args=["-y", "server"], env={"A": "1"})
+    assert config.args == ("-y", "server")
+    assert config.tool_timeout == 300.0, "a slow server gets minutes, not seconds"
+    assert (config.transport, config.prefix) == ("stdio", False)
+    with pytest.raises(AttributeError):
+        config.command = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"id": "my server", "command": "x"}, "the id must be"),
+        ({"id": "a" * 33, "command": "x"}, "the id must be"),
+        ({"id": "s"}, "a stdio server needs a command"),
+        ({"id": "s", "command": "x", "url": "http://h/mcp"}, "takes a command, not a url"),
+        ({"id": "s", "transport": "http"}, "needs an http:// or https:// url"),
+        ({"id": "s", "transport": "http", "url": "ftp://h"}, "needs an http:// or https:// url"),
+        ({"id": "s", "transport": "http", "url": "http://h/mcp", "command": "x"}, "takes a url, not a command"),
+        ({"id": "s", "transport": "sse", "url": "http://h"}, "transport must be"),
+        ({"id": "s", "command": "x", "args": "--flag"}, "args must be a list"),
+        ({"id": "s", "command": "x", "tool_timeout": 0}, "tool_timeout must be > 0"),
+        ({"id": "s", "command": "x", "connect_timeout": -1}, "connect_timeout must be > 0"),
+    ],
+)
+def test_an_invalid_config_is_refused_with_a_reason(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigInvalid, match=message):
+        MCPServerConfig(**options)
+
+
+def test_two_servers_may_not_share_an_id() -> None:
+    with pytest.raises(ConfigInvalid, match="'a' used twice"):
+        MCPTools([MCPServerConfig("a", command="x"), MCPServerConfig("a", command="y")])
+
+
+# --- ${VAR} -------------------------------------------------------------------------------------------------
+
+
+def test_expand_replaces_variables_and_leaves_other_dollars(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_T_USER", "ada")
+    assert expand("${TETHER_T_USER}:$HOME:$${TETHER_T_USER}:${TETHER_T_USER}", "here") == "ada:$HOME:$ada:ada"
+
+
+def test_expand_names_a_missing_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TETHER_T_NOPE", raising=False)
+    with pytest.raises(ConfigInvalid, match=r"server 'x': env 'K' uses \$\{TETHER_T_NOPE\}, but TETHER_T_NOPE is"):
+        expand("a${TETHER_T_NOPE}", "server 'x': env 'K'")
+    with pytest.raises(ConfigInvalid, match="not a valid environment variable reference"):
+        expand("${1BAD}", "here")
+
+
+# --- names --------------------------------------------------------------------------------------------------
+
+
+def test_names_are_kept_when_unique_and_prefixed_on_clash_only() -> None:
+    tools = [("a", False, "search"), ("a", False, "read"), ("b", False, "search"), ("c", False, "write")]
+    assert exposed_names(tools) == ["a__search", "read", "b__search", "write"]
+
+
+def test_a_server_set_to_prefix_always_does() -> None:
+    assert exposed_names([("gh", True, "search"), ("fs", False, "read")]) == ["gh__search", "read"]
+
+
+def test_invalid_characters_become_underscores() -> None:
+    assert exposed_names([("s", False, "files/read.v2 now"), ("s", False, "")]) == ["files_read_v2_now", "_"]
+
+
+def test_names_that_still_collide_or_run_long_get_a_stable_hash_suffix() -> None:
+    names = exposed_names([("s", False, "a.b"), ("s", False, "a/b"), ("s", False, "x" * 80)])
+    assert names[0] == "a_b"
+    assert names[1].startswith("a_b_")
+    assert len(names[1]) == len("a_b_") + 8
+    assert len(names[2]) == 64
+    assert names[2].startswith("x" * 55 + "_")
+    assert names == exposed_names([("s", False, "a.b"), ("s", False, "a/b"), ("s", False, "x" * 80)])
+    assert len(set(names)) == 3
+
+
+# --- results ------------------------------------------------------------------------------------------------
+
+
+def test_text_blocks_are_joined_and_other_blocks_become_notes() -> None:
+    result = CallToolResult(
+        content=[
+            TextContent(text="Here:"),
+            ImageContent(data="AAAA", mime_type="image/png"),
+            ResourceLink(name="report", uri="file:///r.pdf", mime_type="application/pdf"),
+            EmbeddedResource(resource=TextResourceContents(uri="file:///a.txt", text="hello", mime_type="text/plain")),
+            EmbeddedResource(resource=BlobResourceContents(uri="file:///b.bin", blob="AAAAAA==")),
+        ]
+    )
+    assert render_result(result).splitlines() == [
+        "Here:",
+        "[image: image/png, 3 bytes]",
+        "[resource link: report <file:///r.pdf>, application/pdf]",
+        "[resource: file:///a.txt, text/plain]",
+        "hello",
+        "[resource: file:///b.bin, 4 bytes]",
+    ]
+
+
+def test_structured_content_comes_first_as_json_unless_a_text_block_restates_it() -> None:
+    alone = CallToolResult(content=[TextContent(text="a note")], structured_content={"n": 1})
+    assert render_result(alone) == '{"n": 1}\na note'
+    restated = CallToolResult(content=[TextContent(text='{\n  "n": 1\n}')], structured_content={"n": 1})
+    assert render_result(restated) == '{\n  "n": 1\n}'
+    wrapped = CallToolResult(content=[TextContent(text="3")], structured_content={"result": 3})
+    assert render_result(wrapped) == "3"
+
+
+def test_an_error_result_raises_tool_error_with_its_text() -> None:
+    with pytest.raises(ToolError, match="no such city") as caught:
+        render_result(CallToolResult(content=[TextContent(text="no such city")], is_error=True))
+    assert caught.value.code == "tool_failed"
+    with pytest.raises(ToolError, match="without a message"):
+        render_result(CallToolResult(content=[], is_error=True))
+
+
+def test_an_empty_result_says_so() -> None:
+    assert render_result(CallToolResult(content=[])) == "(no output)"
+
+
+# --- imports ------------------------------------------------------------------------------------------------
+
+
+def test_neither_tether_nor_the_mcp_module_imports_the_sdk_until_a_server_is_used() -> None:
+    code = (
+        "import sys, tether, tether.tools.mcp as m\n"
+        "m.MCPServerConfig('s', command='x')\n"
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'mcp', 'mcp_types', 'anyio', 'httpx2'}))"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert completed.stdout.strip() == "[]"

@@ -1,0 +1,337 @@
+"""The conformance suite: every SessionStore keeps the contract of ``tether/sessions/base.py``.
+
+Each test runs against the memory, file and SQLite stores (``conftest.py``), on real files and a real SQLite
+database. A store-specific behaviour belongs in that store's own test module, not here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.sessions.conftest import Stores
+from tests.sessions.strategies import sessions
+from tether.errors import SessionInvalid
+from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
+from tether.sessions import Session, SessionNotFound, SessionStore
+from tether.usage import Usage
+
+T0 = datetime(2026, 3, 15, 14, 22, 33, 123456, tzinfo=UTC)
+
+
+def conversation() -> tuple[Message, ...]:
+    """A transcript with every kind of part, provider data and a parallel tool call."""
+    return (
+        Message.system("Be brief."),
+        Message("user", (Text("Add 2 and 3, then read a.txt"),), provider_data={"cache": "ephemeral"}),
+        Message(
+            "assistant",
+            (
+                Thinking("add, then read", signature="sig-1"),
+                Text("Working on it."),
+                ToolCall("c1", "add", {"a": 2, "b": 3}, '{"a": 2, "b": 3}'),
+                ToolCall("c2", "read", None, "{not json", provider_data={"thought_signature": "xyz"}),
+            ),
+            provider_data={"response_id": "r-1"},
+        ),
+        Message(
+            "tool",
+            (ToolResult("c1", "add", "5"), ToolResult("c2", "read", "bad arguments", True, "invalid_arguments")),
+        ),
+        Message("assistant", (Text("2 + 3 = 5; ünïcödé ✓ and a NUL \x00 byte"),)),
+    )
+
+
+def session(session_id: str = "s1", *, messages: tuple[Message, ...] | None = None, **changes: object) -> Session:
+    base = Session(
+        id=session_id,
+        messages=conversation() if messages is None else messages,
+        usage=Usage(input_tokens=120, output_tokens=45, cache_read_tokens=7, reasoning_tokens=3, requests=2),
+        model="openai:gpt-4o-mini",
+        title="Adding numbers",
+        created_at=T0,
+        updated_at=T0 + timedelta(minutes=5),
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def tree(root: Path) -> list[Path]:
+    return sorted(root.rglob("*"))
+
+
+def test_every_store_is_a_session_store(store: SessionStore) -> None:
+    assert isinstance(store, SessionStore)
+
+
+async def test_a_saved_session_loads_back_with_messages_usage_model_title_and_timestamps(stores: Stores) -> None:
+    saved = session()
+    await stores.open().save(saved)
+
+    for store in (stores.open(), stores.open()):  # and again from storage opened anew
+        loaded = await store.load("s1")
+        assert loaded.messages == saved.messages
+        assert (loaded.usage, loaded.model, loaded.title) == (saved.usage, saved.model, saved.title)
+        assert (loaded.created_at, loaded.updated_at) == (T0, T0 + timedelta(minutes=5))
+        assert loaded.updated_at.tzinfo is UTC
+        assert loaded == saved
+
+
+async def test_loading_an_unknown_id_raises_session_not_found_naming_the_id(store: SessionStore) -> None:
+    await store.save(session("known"))
+    with pytest.raises(SessionNotFound, match="'unknown'") as raised:
+        await store.load("unknown")
+    assert raised.value.code == "session_invalid"
+    assert raised.value.details["session_id"] == "unknown"
+
+
+async def test_an_empty_store_lists_nothing(store: SessionStore) -> None:
+    assert await store.list() == []
+
+
+async def test_list_gives_a_summary_of_each_session_newest_first(stores: Stores) -> None:
+    store = stores.open()
+    await store.save(session("old", updated_at=T0 + timedelta(hours=1), title="Old", model="a:x"))
+    await store.save(session("new", updated_at=T0 + timedelta(hours=3), title="New", messages=conversation()[:2]))
+    await store.save(session("mid", updated_at=T0 + timedelta(hours=2), messages=()))
+    await store.save(session("tie-a", updated_at=T0))
+    await store.save(session("tie-b", updated_at=T0))
+
+    summaries = await stores.open().list()
+
+    assert [s.id for s in summaries] == ["new", "mid", "old", "tie-b", "tie-a"]
+    new, mid, old = summaries[:3]
+    assert (new.title, new.model, new.message_count, new.updated_at) == (
+        "New",
+        "openai:gpt-4o-mini",
+        2,
+        T0 + timedelta(hours=3),
+    )
+    assert (old.title, old.model, old.message_count, old.created_at) == ("Old", "a:x", 5, T0)
+    assert mid.message_count == 0
+
+
+async def test_saving_again_replaces_title_model_usage_and_timestamps(stores: Stores) -> None:
+    store = stores.open()
+    await store.save(session())
+    changed = session(
+        title="Renamed",
+        model="anthropic:claude-haiku-4-5",
+        usage=Usage(input_tokens=1, requests=1),
+        created_at=T0 - timedelta(days=1),
+        updated_at=T0 + timedelta(days=1),
+    )
+    await store.save(changed)
+
+    assert await stores.open().load("s1") == changed
+    [summary] = await store.list()
+    assert (summary.title, summary.updated_at) == ("Renamed", T0 + timedelta(days=1))
+
+
+async def test_messages_appended_across_saves_all_load_back(stores: Stores) -> None:
+    store = stores.open()
+    full = conversation()
+    current = session(messages=full[:2])
+    await store.save(current)
+    for end in (3, 4, 5):
+        current = current.updated(messages=full[:end], usage=current.usage + Usage(requests=1))
+        await store.save(current)
+        assert await store.load("s1") == current
+    more = (*full, Message.user("And now?"), Message.assistant("Done."))
+    current = current.updated(messages=more)
+    await store.save(current)
+
+    assert (await stores.open().load("s1")).messages == more
+
+
+async def test_a_loaded_session_extended_and_saved_loads_back_whole(stores: Stores) -> None:
+    await stores.open().save(session(messages=conversation()[:4]))
+    store = stores.open()
+    loaded = await store.load("s1")
+    extended = loaded.updated(messages=(*loaded.messages, Message.assistant("five")))
+    await store.save(extended)
+
+    assert await stores.open().load("s1") == extended
+
+
+@pytest.mark.parametrize(
+    "rewritten",
+    [
+        pytest.param(conversation()[:2], id="shorter"),
+        pytest.param((Message.user("A different start"), Message.assistant("ok")), id="different-start"),
+        pytest.param((*conversation()[:4], Message.assistant("another ending")), id="different-end"),
+        pytest.param((), id="emptied"),
+    ],
+)
+async def test_a_rewritten_history_replaces_the_stored_one(stores: Stores, rewritten: tuple[Message, ...]) -> None:
+    store = stores.open()
+    await store.save(session())
+    await store.save(session(messages=rewritten))
+
+    assert (await store.load("s1")).messages == rewritten
+    assert (await stores.open().load("s1")).messages == rewritten
+    [summary] = await store.list()
+    assert summary.message_count == len(rewritten)
+
+
+async def test_delete_removes_only_that_session_and_a_second_delete_does_nothing(stores: Stores) -> None:
+    store = stores.open()
+    await store.save(session("gone"))
+    await store.save(session("kept"))
+
+    await store.delete("gone")
+    await store.delete("gone")
+    await store.delete("never-existed")
+
+    with pytest.raises(SessionNotFound):
+        await stores.open().load("gone")
+    assert [s.id for s in await store.list()] == ["kept"]
+    assert await store.load("kept") == session("kept")
+
+
+async def test_a_deleted_id_can_be_saved_again(store: SessionStore) -> None:
+    await store.save(session())
+    await store.delete("s1")
+    again = session(messages=(Message.user("fresh"),))
+    await store.save(again)
+
+    assert await store.load("s1") == again
+
+
+async def test_concurrent_saves_of_two_sessions_both_land(stores: Stores) -> None:
+    store = stores.open()
+    one, two = session("one"), session("two", messages=conversation()[:2], title="Two")
+
+    await asyncio.gather(store.save(one), store.save(two))
+
+    reopened = stores.open()
+    assert await reopened.load("one") == one
+    assert await reopened.load("two") == two
+    assert {s.id for s in await reopened.list()} == {"one", "two"}
+
+
+async def test_concurrent_saves_of_the_same_session_leave_one_whole_version(stores: Stores) -> None:
+    store = stores.open()
+    versions = [session(messages=conversation()[:n], title=f"v{n}") for n in (1, 2, 4, 5)]
+
+    await asyncio.gather(*(store.save(v) for v in versions))
+
+    loaded = await stores.open().load("s1")
+    assert loaded in versions
+    assert loaded.title == f"v{len(loaded.messages)}"
+
+
+@pytest.mark.parametrize(
+    "bad_id", ["../escape", "a/b", "a\\b", "/abs", "", ".hidden", "-flag", "x" * 129, "nul\x00", "sp ace", "é"]
+)
+async def test_ids_that_are_not_safe_file_names_are_refused_by_every_method(
+    store: SessionStore, tmp_path: Path, bad_id: str
+) -> None:
+    before = tree(tmp_path)
+    with pytest.raises(SessionInvalid, match="session id"):
+        await store.save(session(bad_id))
+    with pytest.raises(SessionInvalid, match="session id"):
+        await store.load(bad_id)
+    with pytest.raises(SessionInvalid, match="session id"):
+        await store.delete(bad_id)
+    assert tree(tmp_path) == before
+    assert not (tmp_path.parent / "escape.json").exists()
+
+
+async def test_tool_calls_left_without_results_at_the_end_are_stored_as_they_are(stores: Stores) -> None:
+    stopped = session(messages=conversation()[:3])  # the calls of message 2 have no results yet
+    partly = session(
+        "partly", messages=(*conversation()[:3], Message("tool", (ToolResult("c1", "add", "5"),)))
+    )  # one of two answered
+    store = stores.open()
+    await store.save(stopped)
+    await store.save(partly)
+
+    assert await stores.open().load("s1") == stopped
+    assert await stores.open().load("partly") == partly
+
+
+async def test_two_user_messages_in_a_row_load_merged_into_one(store: SessionStore) -> None:
+    failed_then_asked_again = (
+        Message.user("first question"),  # the run failed before the model answered
+        Message("user", (Text("second question"),), provider_data={"k": 1}),
+        Message.assistant("an answer to both"),
+        Message.user("third"),
+    )
+    await store.save(session(messages=failed_then_asked_again))
+
+    loaded = await store.load("s1")
+
+    assert loaded.messages == (
+        Message("user", (Text("first question"), Text("second question")), provider_data={"k": 1}),
+        Message.assistant("an answer to both"),
+        Message.user("third"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("messages", "problem"),
+    [
+        pytest.param((Message.assistant("hi"),), "starts with 'assistant'", id="starts-with-assistant"),
+        pytest.param(
+            (Message.user("q"), Message("tool", (ToolResult("zz", "f", "r"),))), "unknown", id="result-without-call"
+        ),
+        pytest.param((*conversation()[:3], Message.user("next")), "calls without results", id="call-without-result"),
+    ],
+)
+async def test_an_invalid_transcript_is_refused_on_save_and_the_stored_version_kept(
+    stores: Stores, messages: tuple[Message, ...], problem: str
+) -> None:
+    store = stores.open()
+    await store.save(session())
+
+    with pytest.raises(SessionInvalid, match=problem):
+        await store.save(session(messages=messages, title="bad"))
+    with pytest.raises(SessionInvalid, match=problem):
+        await store.save(session("new-bad", messages=messages))
+
+    assert await stores.open().load("s1") == session()
+    assert [s.id for s in await store.list()] == ["s1"]
+
+
+async def test_timestamps_in_other_time_zones_load_as_the_same_instant_in_utc(store: SessionStore) -> None:
+    india = timezone(timedelta(hours=5, minutes=30))
+    await store.save(session(created_at=T0.astimezone(india), updated_at=T0.astimezone(india)))
+
+    loaded = await store.load("s1")
+
+    assert loaded.created_at == T0
+    assert loaded.created_at.tzinfo is UTC
+    assert loaded.updated_at.isoformat() == T0.isoformat()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(saved=sessions())
+async def test_any_valid_session_saved_and_loaded_comes_back_equal(stores: Stores, saved: Session) -> None:
+    try:
+        await stores.open().save(saved)
+
+        assert await stores.open().load(saved.id) == saved
+    finally:
+        await stores.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(versions=st.lists(sessions(), min_size=2, max_size=3))
+async def test_any_sequence_of_versions_saved_through_one_store_loads_back_as_the_last(
+    stores: Stores, versions: list[Session]
+) -> None:
+    try:
+        store = stores.open()
+        for version in versions:  # appended, shortened or rewritten: whatever changed between them
+            await store.save(version)
+            assert await store.load(version.id) == version
+
+        assert await stores.open().load("prop") == versions[-1]
+    finally:
+        await stores.close()
