@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
+from contextlib import aclosing
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunEvent, RunResult
@@ -25,7 +26,10 @@ from tether.providers.registry import resolve
 from tether.tools.base import Tool
 from tether.tools.permissions import Approver, Mode, PermissionHook, Permissions
 from tether.tools.registry import ToolRegistry
-from tether.usage import Price, price_for
+from tether.usage import Price, Usage, price_for
+
+if TYPE_CHECKING:
+    from tether.sessions import SessionStore
 
 
 class Agent:
@@ -51,6 +55,7 @@ class Agent:
         approve: Approver | None = None,
         max_tool_output: int | None = DEFAULT_MAX_OUTPUT,
         tool_mode: Literal["auto", "native", "json"] = "auto",
+        store: SessionStore | None = None,
     ) -> None:
         """
         Args:
@@ -75,6 +80,7 @@ class Agent:
                 no limit); a tool's own ``max_output`` wins.
             tool_mode: ``native`` tool calling, ``json`` actions written in the model's text
                 (``loop/actions.py``), or ``auto``: native when the model can call tools, else JSON actions.
+            store: where ``run(..., session=ID)`` keeps sessions (``tether.sessions``).
         """
         provider = resolve(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
@@ -101,6 +107,7 @@ class Agent:
         if unknown := sorted(set(permissions.deny) - set(registry.names)):
             raise ConfigInvalid(f"deny names tools this agent does not have: {', '.join(unknown)}")
         self.provider = provider
+        self.store = store
         self.tools = registry
         self.system = system
         self.limits = limits
@@ -130,44 +137,114 @@ class Agent:
         permissions = Permissions.of(mode, current.deny, current.can_use_tool, current.approve)
         self._spec = replace(self._spec, permissions=permissions)
 
-    def stream(self, prompt: str, *, history: Sequence[Message] = (), on_event: EventSink | None = None) -> RunStream:
-        """Start a run and iterate its events; ``cancel()`` on the returned stream stops it."""
+    def stream(
+        self,
+        prompt: str,
+        *,
+        history: Sequence[Message] = (),
+        on_event: EventSink | None = None,
+        session: str | None = None,
+    ) -> RunStream:
+        """Start a run and iterate its events; ``cancel()`` on the returned stream stops it.
+
+        With ``session=ID`` (and ``Agent(store=...)``) the run continues that session (or starts it) and
+        saves it after every turn and at its end, so a killed process loses at most the turn in flight.
+        """
         sinks = self._sinks + ((on_event,) if on_event is not None else ())
         interrupter = Interrupter()
-        return RunStream(Run(self._spec, prompt, history, interrupter, sinks), interrupter)
+        if session is None:
+            run = Run(self._spec, prompt, history, interrupter, sinks)
+            return RunStream(run.events(), lambda: run.result, interrupter)
+        if self.store is None:
+            raise ConfigInvalid("session= needs a session store: Agent(..., store=SQLiteSessionStore(path))")
+        if history:
+            raise ConfigInvalid("pass history= or session=, not both: a session brings its own history")
+        runs: list[Run] = []
+        events = self._in_session(prompt, session, interrupter, sinks, runs)
+        return RunStream(events, lambda: runs[0].result if runs else None, interrupter)
+
+    async def _in_session(
+        self, prompt: str, session_id: str, interrupter: Interrupter, sinks: tuple[EventSink, ...], runs: list[Run]
+    ) -> AsyncGenerator[RunEvent, None]:
+        from tether.sessions import Session, SessionNotFound, suggest_title
+
+        store = self.store
+        assert store is not None
+        model = self.provider.info.model_string
+        try:
+            stored = await store.load(session_id)
+        except SessionNotFound:
+            stored = Session.new(id=session_id, model=model)
+        latest = [stored]
+
+        async def checkpoint(messages: Sequence[Message], usage: Usage) -> None:
+            title = latest[0].title or suggest_title(messages)
+            updated = latest[0].updated(messages=messages, usage=stored.usage + usage, model=model, title=title)
+            await store.save(updated)
+            latest[0] = updated
+
+        run = Run(self._spec, prompt, stored.messages, interrupter, sinks, checkpoint)
+        runs.append(run)
+        async with aclosing(run.events()) as events:
+            async for event in events:
+                yield event
 
     async def run(
-        self, prompt: str, *, history: Sequence[Message] = (), on_event: EventSink | None = None
+        self,
+        prompt: str,
+        *,
+        history: Sequence[Message] = (),
+        on_event: EventSink | None = None,
+        session: str | None = None,
     ) -> RunResult:
         """Run to the end and return the result; never raises for a run that went wrong, it reports it."""
         result: RunResult | None = None
-        async for event in self.stream(prompt, history=history, on_event=on_event):
+        async for event in self.stream(prompt, history=history, on_event=on_event, session=session):
             if type(event) is RunCompleted:
                 result = event.result
         assert result is not None, "a run always ends with RunCompleted"
         return result
 
-    def run_sync(self, prompt: str, *, history: Sequence[Message] = (), on_event: EventSink | None = None) -> RunResult:
+    def run_sync(
+        self,
+        prompt: str,
+        *,
+        history: Sequence[Message] = (),
+        on_event: EventSink | None = None,
+        session: str | None = None,
+    ) -> RunResult:
         """``run()`` for code that is not async; it runs its own event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(prompt, history=history, on_event=on_event))
+            return asyncio.run(self.run(prompt, history=history, on_event=on_event, session=session))
         raise RuntimeError("run_sync() cannot be called from async code: use 'await agent.run(...)'")
 
-    def start(self, prompt: str, *, history: Sequence[Message] = (), on_event: EventSink | None = None) -> RunHandle:
+    def start(
+        self,
+        prompt: str,
+        *,
+        history: Sequence[Message] = (),
+        on_event: EventSink | None = None,
+        session: str | None = None,
+    ) -> RunHandle:
         """Start a run in the background on the running event loop; await the handle for the result."""
-        return RunHandle(self.stream(prompt, history=history, on_event=on_event))
+        return RunHandle(self.stream(prompt, history=history, on_event=on_event, session=session))
 
 
 class RunStream:
     """The events of one run, as an async iterator, with :meth:`cancel`. Iterate it once."""
 
-    __slots__ = ("_events", "_interrupter", "_run")
+    __slots__ = ("_events", "_interrupter", "_result")
 
-    def __init__(self, run: Run, interrupter: Interrupter) -> None:
-        self._run = run
-        self._events = run.events()
+    def __init__(
+        self,
+        events: AsyncGenerator[RunEvent, None],
+        result: Callable[[], RunResult | None],
+        interrupter: Interrupter,
+    ) -> None:
+        self._events = events
+        self._result = result
         self._interrupter = interrupter
 
     def __aiter__(self) -> AsyncGenerator[RunEvent, None]:
@@ -184,7 +261,7 @@ class RunStream:
     @property
     def result(self) -> RunResult | None:
         """The result, once the run has completed."""
-        return self._run.result
+        return self._result()
 
     async def aclose(self) -> None:
         """Stop iterating; the run is closed as cancelled (its transcript stays valid)."""

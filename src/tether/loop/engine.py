@@ -21,8 +21,9 @@ cancellation contract and ``guard.py`` for the limits'.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Literal
@@ -54,6 +55,8 @@ from tether.tools.registry import ToolRegistry
 from tether.usage import Price, Usage
 
 EventSink = Callable[[RunEvent], None]
+Checkpoint = Callable[[Sequence[Message], Usage], Awaitable[None]]
+"""Saves a run's state (its transcript so far and its usage) after every turn and at its end."""
 
 SUMMARIZED_STOPS = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TOOL_CALLS, StopReason.CONSECUTIVE_ERRORS})
 """Step limits: the model has not answered yet, so the loop asks it once more, without tools."""
@@ -106,9 +109,11 @@ class Run:
         history: Sequence[Message],
         interrupter: Interrupter,
         sinks: Sequence[EventSink] = (),
+        checkpoint: Checkpoint | None = None,
     ) -> None:
         self.spec = spec
         self.prompt = prompt
+        self.checkpoint = checkpoint
         self.interrupter = interrupter
         self.run_id = uuid.uuid4().hex
         self.transcript = prepare_history(spec.system, history)
@@ -167,7 +172,7 @@ class Run:
                     async with aclosing(self._turn()) as turn_events:
                         async for event in turn_events:
                             yield event
-                    stop = self._stop or self._sink_stop()
+                    stop = self._stop or self._sink_stop() or await self._save()
             except Interrupted as interrupted:
                 stop = _stop_for(interrupted.interrupt)
             except asyncio.CancelledError:
@@ -184,6 +189,7 @@ class Run:
                     async for event in summary_events:
                         yield event
                 stop = self._stop or stop
+            stop = await self._save() or stop
             yield self._emit(RunCompleted(self._finish(stop)))
         finally:
             if run_timer is not None:
@@ -192,6 +198,18 @@ class Run:
             if self.result is None:  # the consumer left early, or the host cancelled the task
                 self._close_open_calls("the run was cancelled")
                 self._notify(RunCompleted(self._finish(Stop(StopReason.CANCELLED, "the run was abandoned"))))
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(self._save())
+
+    async def _save(self) -> Stop | None:
+        """Hand the transcript and usage to the checkpoint (a session store); a failure stops the run."""
+        if self.checkpoint is None:
+            return None
+        try:
+            await self.checkpoint(tuple(self.transcript), self.guard.usage)
+        except Exception as error:  # noqa: BLE001 - reported as the run's error: the session could not be saved
+            return Stop(StopReason.ERROR, f"could not save the session: {type(error).__name__}: {error}", error)
+        return None
 
     # --- build ------------------------------------------------------------------------------------------
 
