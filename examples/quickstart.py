@@ -1,16 +1,23 @@
 """A first agent: a tool, a model, a run, and its events as they stream.
 
-The model here is tether's ScriptedProvider, a deterministic stand-in that needs no network and no API key;
-swap in a model string such as "openai:gpt-4o-mini" once that provider is configured.
+With an API key in the environment (OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY) it uses that
+provider; without one, the embedded local model (SmolLM2-135M, run by llama.cpp in this process), so it works
+offline. Set TETHER_MODEL to any model string to choose.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 
 from tether import Agent, Limits, tool
 from tether.events import TextDelta, ToolCallStarted, ToolResultReceived
-from tether.providers.scripted import ScriptedProvider, call, reply
+
+DEFAULTS = {
+    "OPENAI_API_KEY": "openai:gpt-4o-mini",
+    "ANTHROPIC_API_KEY": "anthropic:claude-haiku-4-5",
+    "GEMINI_API_KEY": "gemini:gemini-2.5-flash",
+}
 
 
 @tool
@@ -24,15 +31,22 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+def choose_model() -> str:
+    if chosen := os.environ.get("TETHER_MODEL"):
+        return chosen
+    return next((model for key, model in DEFAULTS.items() if os.environ.get(key)), "local:smollm2")
+
+
 async def main() -> None:
-    model = ScriptedProvider([call("add", {"a": 17, "b": 25}), reply("17 + 25 = 42.", chunk_size=4)])
+    model = choose_model()
+    print(f"[model: {model}]")
     agent = Agent(model, tools=[add], system="Be brief.", limits=Limits(max_turns=5))
-    stream = agent.stream("What is 17 + 25?")
+    stream = agent.stream("What is 17+25? Use the add tool.")
     async for event in stream:
         if isinstance(event, ToolCallStarted):
             print(f"-> {event.call.name}({event.call.arguments})")
         elif isinstance(event, ToolResultReceived):
-            print(f"<- {event.result.content}")
+            print(f"<- {event.result.content.splitlines()[0]}")
         elif isinstance(event, TextDelta):
             print(event.text, end="", flush=True)
     result = stream.result
