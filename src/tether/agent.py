@@ -86,16 +86,6 @@ class Agent:
         registry = ToolRegistry(tools)
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)
-        if tool_mode not in ("auto", "native", "json"):
-            raise ConfigInvalid(f"tool_mode must be 'auto', 'native' or 'json', not {tool_mode!r}")
-        if tool_mode == "auto":
-            tool_mode = "native" if provider.info.supports_tools or not len(registry) else "json"
-        if tool_mode == "native" and len(registry) and not provider.info.supports_tools:
-            raise ConfigInvalid(
-                f"model {provider.info.model_string!r} cannot call tools natively, and this agent has "
-                f"{len(registry)}: use tool_mode='json' (or 'auto'), a model that supports tool calling, "
-                "or remove the tools"
-            )
         if limits.max_cost_usd is not None and price is None:
             raise ConfigInvalid(
                 f"Limits.max_cost_usd is set but the price of {provider.info.model_string!r} is unknown: "
@@ -122,7 +112,7 @@ class Agent:
             max_concurrency=max_concurrency,
             permissions=permissions,
             max_tool_output=max_tool_output,
-            tool_mode=tool_mode,
+            tool_mode=_tool_mode(tool_mode, provider, registry),
         )
         self._sinks: tuple[EventSink, ...] = (on_event,) if on_event is not None else ()
 
@@ -230,6 +220,22 @@ class Agent:
     ) -> RunHandle:
         """Start a run in the background on the running event loop; await the handle for the result."""
         return RunHandle(self.stream(prompt, history=history, on_event=on_event, session=session))
+
+
+def _tool_mode(asked: str, provider: Provider, tools: ToolRegistry) -> Literal["native", "json"]:
+    """The tool mode a run uses: ``auto`` is native when the model can call tools (or there are none)."""
+    if asked not in ("auto", "native", "json"):
+        raise ConfigInvalid(f"tool_mode must be 'auto', 'native' or 'json', not {asked!r}")
+    native = provider.info.supports_tools or not len(tools)
+    if asked == "native" and not native:
+        raise ConfigInvalid(
+            f"model {provider.info.model_string!r} cannot call tools natively, and this agent has "
+            f"{len(tools)}: use tool_mode='json' (or 'auto'), a model that supports tool calling, "
+            "or remove the tools"
+        )
+    if asked == "auto":
+        return "native" if native else "json"
+    return "json" if asked == "json" else "native"
 
 
 class RunStream:
