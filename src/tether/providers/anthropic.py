@@ -34,19 +34,17 @@ conversation becomes Anthropic's:
 
 from __future__ import annotations
 
-import json
 import os
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
-from contextlib import aclosing
 from typing import Any
 
-from tether.errors import ConfigInvalid, InvalidResponse
+from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.anthropic_stream import ORIGIN, EventDecoder, anchors_of
 from tether.providers.base import ForceTool, ModelInfo, Request, merge_extra
-from tether.providers.http import HttpClient, RetryPolicy, Secret
+from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 API_VERSION = "2023-06-01"
@@ -120,11 +118,7 @@ class AnthropicProvider:
                 yield event
             return
         events = client.stream_events("/messages", body, timeout=request.timeout, deadline=request.deadline)
-        async with aclosing(events):
-            async for sse in events:
-                for event in decoder.event(_json(sse.data)):
-                    yield event
-        for event in decoder.end():
+        async for event in decode_events(events, decoder.event, decoder.end, ORIGIN):
             yield event
 
     def request_body(self, request: Request) -> dict[str, Any]:
@@ -259,13 +253,6 @@ def _thinking_budget(body: dict[str, Any]) -> int | None:
         if isinstance(budget, int) and not isinstance(budget, bool):
             return budget
     return None
-
-
-def _json(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        raise InvalidResponse(f"{ORIGIN} sent an event that is not JSON: {data[:200]!r}") from None
 
 
 def from_model_name(prefix: str, name: str, **options: Any) -> AnthropicProvider:

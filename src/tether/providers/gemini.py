@@ -36,7 +36,6 @@ import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterable
-from contextlib import aclosing
 from typing import Any
 
 from tether.errors import AuthFailed, BadRequest, ConfigInvalid, InvalidResponse, TransportError
@@ -54,7 +53,7 @@ from tether.events import (
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.gemini_schema import to_gemini_schema
-from tether.providers.http import HttpClient, RetryPolicy, Secret, error_for_payload
+from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.usage import Usage
 
 __all__ = ["GeminiProvider", "ResponseDecoder", "encode_contents", "from_model_name", "parse_usage"]
@@ -148,11 +147,7 @@ class GeminiProvider:
             decoder = ResponseDecoder(live=_candidate_count(body) <= 1)
             path = f"{self._path}:streamGenerateContent?alt=sse"
             events = client.stream_events(path, body, timeout=timeout, deadline=deadline)
-            async with aclosing(events):
-                async for sse in events:
-                    for event in decoder.chunk(_json(sse.data)):
-                        yield event
-            for event in decoder.end():
+            async for event in decode_events(events, decoder.chunk, decoder.end, PROVIDER):
                 yield event
         except BadRequest as error:
             if (auth := _auth_failure(error)) is None:
@@ -425,13 +420,6 @@ def parse_usage(usage: dict[str, Any]) -> Usage:
         cache_read_tokens=cached,
         reasoning_tokens=thoughts,
     )
-
-
-def _json(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        raise InvalidResponse(f"gemini sent a chunk that is not JSON: {data[:200]!r}") from None
 
 
 def _auth_failure(error: BadRequest) -> AuthFailed | None:

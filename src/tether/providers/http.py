@@ -29,7 +29,8 @@ import re
 import time
 import urllib.parse
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ from tether.errors import (
     RequestTimeout,
     TransportError,
 )
+from tether.events import LlmEvent
 from tether.providers.sse import ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
@@ -467,3 +469,27 @@ def _first_header(headers: Any, *names: str) -> str | None:
 
 def _encode(body: dict[str, Any]) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def parse_event_json(data: str, provider: str) -> Any:
+    """The JSON an event of a stream carries; ``InvalidResponse`` when it is not JSON."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise InvalidResponse(f"{provider} sent an event that is not JSON: {data[:200]!r}") from None
+
+
+async def decode_events(
+    events: AsyncGenerator[ServerSentEvent, None],
+    decode: Callable[[Any], list[LlmEvent]],
+    end: Callable[[], list[LlmEvent]],
+    provider: str,
+) -> AsyncGenerator[LlmEvent, None]:
+    """A provider's ``LlmEvent``s from a stream of JSON events: each event's JSON through ``decode``, then
+    ``end()`` once the stream is over. The stream is closed however the consumer leaves."""
+    async with aclosing(events):
+        async for event in events:
+            for decoded in decode(parse_event_json(event.data, provider)):
+                yield decoded
+    for decoded in end():
+        yield decoded

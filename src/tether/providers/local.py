@@ -110,9 +110,7 @@ class LocalProvider:
         self.path = resolve_model_path(model)
         self.n_ctx = n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
-        self.info = ModelInfo(
-            "local", model, supports_tools=False, supports_json_schema=True, context_window=n_ctx
-        )
+        self.info = ModelInfo("local", model, supports_tools=False, supports_json_schema=True, context_window=n_ctx)
 
     def __repr__(self) -> str:
         return f"LocalProvider({self.info.name!r}, path={str(self.path)!r})"

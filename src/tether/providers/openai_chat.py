@@ -14,7 +14,6 @@ import os
 import uuid
 import weakref
 from collections.abc import AsyncIterator
-from contextlib import aclosing
 from typing import Any
 
 from tether.errors import ConfigInvalid, InvalidResponse, TransportError
@@ -31,7 +30,7 @@ from tether.events import (
 )
 from tether.messages import Message, Text, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
-from tether.providers.http import HttpClient, RetryPolicy, Secret, error_for_payload
+from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.registry import PROFILES, Profile
 from tether.usage import Usage
 
@@ -107,11 +106,7 @@ class OpenAIChatProvider:
         events = client.stream_events(
             "/chat/completions", body, timeout=request.timeout, deadline=request.deadline, end_marker="[DONE]"
         )
-        async with aclosing(events):
-            async for sse in events:
-                for event in decoder.chunk(_json(sse.data, self.profile.name)):
-                    yield event
-        for event in decoder.end():
+        async for event in decode_events(events, decoder.chunk, decoder.end, self.profile.name):
             yield event
 
     def request_body(self, request: Request) -> dict[str, Any]:
@@ -303,13 +298,6 @@ def parse_usage(usage: dict[str, Any]) -> Usage:
         cache_read_tokens=cached,
         reasoning_tokens=reasoning,
     )
-
-
-def _json(data: str, provider: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        raise InvalidResponse(f"{provider} sent a chunk that is not JSON: {data[:200]!r}") from None
 
 
 def from_model_name(prefix: str, name: str, **options: Any) -> OpenAIChatProvider:

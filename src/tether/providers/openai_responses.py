@@ -41,7 +41,6 @@ import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterable
-from contextlib import aclosing
 from typing import Any
 
 from tether.errors import ConfigInvalid, InvalidResponse, ProviderError, TransportError
@@ -58,7 +57,7 @@ from tether.events import (
 )
 from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
-from tether.providers.http import HttpClient, RetryPolicy, Secret, error_for_payload
+from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
 from tether.providers.registry import PROFILES
 from tether.usage import Usage
@@ -139,11 +138,7 @@ class OpenAIResponsesProvider:
         events = client.stream_events(
             "/responses", body, timeout=request.timeout, deadline=request.deadline, end_marker="[DONE]"
         )
-        async with aclosing(events):
-            async for sse in events:
-                for event in decoder.event(_json(sse.data)):
-                    yield event
-        for event in decoder.end():
+        async for event in decode_events(events, decoder.event, decoder.end, ORIGIN):
             yield event
 
     def request_body(self, request: Request) -> dict[str, Any]:
@@ -523,13 +518,6 @@ def _failure(error: Any) -> ProviderError:
     if isinstance(code, str) and code not in _PROVIDER_SIDE_FAILURES and not fields.get("type"):
         fields["type"] = "invalid_request_error"
     return error_for_payload(ORIGIN, {"error": fields})
-
-
-def _json(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except ValueError:
-        raise InvalidResponse(f"{ORIGIN} sent an event that is not JSON: {data[:200]!r}") from None
 
 
 def from_model_name(prefix: str, name: str, **options: Any) -> OpenAIResponsesProvider:
