@@ -111,6 +111,14 @@ class Message:
         return "".join(p.text for p in self.parts if type(p) is Text)
 
     @property
+    def plain_text(self) -> str:
+        """The text for an API that takes one string: an assistant's parts run together as they streamed;
+        the parts of any other message are separate texts (two prompts merged into one message), so a blank
+        line keeps them apart."""
+        texts = [p.text for p in self.parts if type(p) is Text]
+        return ("" if self.role == "assistant" else "\n\n").join(texts)
+
+    @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
         return tuple(p for p in self.parts if type(p) is ToolCall)
 

@@ -237,3 +237,8 @@ def test_an_empty_configuration_is_all_defaults(dirs: Dirs) -> None:
 
     assert config == Config()
     assert (config.runtime.model, config.tools.mode, config.session.store) == (None, "full", "sqlite")
+
+
+def test_an_mcp_server_id_is_refused_here_when_the_connection_would_refuse_it(dirs: Dirs) -> None:
+    issue = only_issue(dirs, '[[mcp.servers]]\nid = "my.server"\ncommand = "x"\n')
+    assert "1-32 letters" in str(issue["message"])

@@ -1,21 +1,24 @@
-"""The ``tether`` command: a click group, one subcommand per job (``probe`` now; run, chat, config and sessions
-join the same group).
+"""The ``tether`` command: a click group, one subcommand per job: ``run``, ``chat``, ``sessions``, ``models``,
+``config`` and ``probe``.
 
-``tether --help`` must answer at once, so this module imports only click and ``tether`` itself; each command
-imports what it needs (aiohttp, pydantic, providers) when it runs. Exit codes: 0 success, 1 the command's own
-failure (for ``probe``: the server is not usable), 2 a usage error (click's).
+``tether --help`` and ``tether run --help`` must answer at once, so this module imports only click and
+``tether`` itself; each command imports what it needs (rich, prompt_toolkit, aiohttp, pydantic, providers)
+when it runs. Exit codes: 0 success, 1 the command's own failure (a configuration problem; for ``probe``: the
+server is not usable), 2 a usage error (click's); ``run`` adds 3 (a guard stopped the run), 4 (the run
+failed) and 130 (cancelled): see :mod:`tether.cli.exits`.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tether import __version__
 from tether.cli.config_commands import config as config_group
+from tether.cli.sessions_commands import sessions as sessions_group
 
 if TYPE_CHECKING:
     from tether.providers.probe import ProbeResult
@@ -82,7 +85,89 @@ def probe_summary(result: ProbeResult) -> str:
     return "\n".join(lines)
 
 
+_MODES = click.Choice(["read-only", "full"])
+
+
+def _session_options(command: Any) -> Any:
+    """``--session ID`` and ``--continue``, shared by ``run`` and ``chat``."""
+    command = click.option("--continue", "-c", "continue_last", is_flag=True, help="Continue the most recent session.")(
+        command
+    )
+    return click.option("--session", "-s", metavar="ID", help="Continue the session ID, or start it under that id.")(
+        command
+    )
+
+
+def _check_session_options(session: str | None, continue_last: bool) -> None:
+    if session is not None and continue_last:
+        raise click.UsageError("--session and --continue cannot be used together")
+
+
+@main.command()
+@click.argument("prompt")
+@click.option("--model", "-m", metavar="PROVIDER:MODEL", help="The model, e.g. openai:gpt-4o-mini (runtime.model).")
+@_session_options
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout, and nothing else there.")
+@click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands without asking.")
+@click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
+@click.option("--max-turns", type=click.IntRange(min=1), metavar="N", help="Stop after N model turns.")
+def run(
+    prompt: str,
+    model: str | None,
+    session: str | None,
+    continue_last: bool,
+    as_json: bool,
+    yes: bool,
+    mode: str | None,
+    max_turns: int | None,
+) -> None:
+    """Run an agent on PROMPT in the current directory and stream its answer.
+
+    The agent has the file tools (read, write, edit) and bash, rooted here. Tools that change things ask first
+    in a terminal ([y/N]); elsewhere they are refused unless --yes. Every run is saved as a session: --session
+    ID continues one, --continue the latest. Usage and cost go to stderr at the end.
+
+    Exit codes: 0 answered, 1 configuration problem, 2 usage error, 3 a limit stopped the run, 4 the run
+    failed, 130 cancelled (Ctrl-C).
+    """
+    _check_session_options(session, continue_last)
+    from tether.cli.runner import RunOptions
+    from tether.cli.runner import main as run_main
+
+    options = RunOptions(prompt, model, session, continue_last, as_json, yes, mode, max_turns)
+    sys.exit(run_main(options))
+
+
+@main.command()
+@click.option("--model", "-m", metavar="PROVIDER:MODEL", help="The model, e.g. openai:gpt-4o-mini (runtime.model).")
+@_session_options
+@click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands without asking.")
+@click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
+def chat(model: str | None, session: str | None, continue_last: bool, yes: bool, mode: str | None) -> None:
+    """Talk with an agent in the current directory; /help lists the commands.
+
+    Ctrl-C stops the answer being written (the conversation stays and is saved); at the prompt it clears the
+    line. Ctrl-D or /exit leaves. Esc then Enter, or a line ending in a backslash, starts a new line.
+    """
+    _check_session_options(session, continue_last)
+    from tether.cli.pyrepl import ChatOptions
+    from tether.cli.pyrepl import main as chat_main
+
+    sys.exit(chat_main(ChatOptions(model, session, continue_last, yes, mode)))
+
+
+@main.command()
+def models() -> None:
+    """List the models with known prices, and the providers with the variables holding their keys."""
+    import os
+
+    from tether.cli.catalog import catalog
+
+    click.echo(catalog(os.environ))
+
+
 main.add_command(config_group)  # its module imports only click; each command loads what it needs
+main.add_command(sessions_group)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ from tether.providers.registry import PROFILES
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """What an environment variable's name looks like (``api_key_env``)."""
 
-SERVER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+SERVER_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
+"""What ``tether.tools.mcp.MCPServerConfig`` accepts as an id (it prefixes tool names, so no dots)."""
 
 OFF = "off"
 """The TOML spelling of "no limit" (``None`` in :class:`~tether.limits.Limits`)."""
@@ -188,7 +189,7 @@ class McpServerConfig(Section):
     @classmethod
     def _id(cls, value: str) -> str:
         if not SERVER_ID.fullmatch(value):
-            raise ValueError("must start with a letter or digit and hold only letters, digits, '_', '.', '-'")
+            raise ValueError("must be 1-32 letters, digits, '_' or '-'")
         return value
 
     @field_validator("tool_timeout", mode="before")

@@ -31,7 +31,7 @@ from typing import Any
 
 from tether.errors import ConfigInvalid
 from tether.events import FinishReason, LlmEvent, StreamEnd, StreamStart, TextDelta
-from tether.messages import Message, Text
+from tether.messages import Message
 from tether.providers.base import ModelInfo, Request, merge_extra
 from tether.usage import Usage
 
@@ -165,7 +165,7 @@ class LocalProvider:
 def _encode(message: Message) -> dict[str, str]:
     """Plain chat messages: a model without tools only ever sees text (JSON action mode makes sure of it)."""
     role = "assistant" if message.role == "assistant" else "user"
-    return {"role": role, "content": "".join(p.text for p in message.parts if type(p) is Text)}
+    return {"role": role, "content": message.plain_text}
 
 
 def _generate(loaded: _Loaded, options: dict[str, Any], stop: threading.Event, put: Any) -> None:

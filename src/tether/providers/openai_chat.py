@@ -28,7 +28,7 @@ from tether.events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from tether.messages import Message, Text, ToolCall, ToolResult
+from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
 from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.registry import PROFILES, Profile
@@ -180,7 +180,7 @@ def encode_message(message: Message) -> list[dict[str, Any]]:
             for part in message.parts
             if type(part) is ToolResult
         ]
-    text = "".join(part.text for part in message.parts if type(part) is Text)
+    text = message.plain_text
     if message.role != "assistant":
         return [{"role": message.role, "content": text}]
     encoded: dict[str, Any] = {"role": "assistant", "content": text or None}

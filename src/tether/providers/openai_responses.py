@@ -193,8 +193,7 @@ def encode_input(messages: Iterable[Message]) -> list[dict[str, Any]]:
                 if type(part) is ToolResult
             )
         else:
-            text = "".join(part.text for part in message.parts if type(part) is Text)
-            items.append({"role": message.role, "content": text})
+            items.append({"role": message.role, "content": message.plain_text})
     return items
 
 

@@ -1,0 +1,201 @@
+"""From the configuration to a ready agent: the model, the workspace tools, the permissions, the session store.
+
+Settings come from flags > ``TETHER_*`` variables > ``./agent.toml`` > the user's config > defaults
+(:mod:`tether.config.load`); when no model is configured, :func:`~tether.cli.choose.choose_model` picks one.
+The tools are the file tools and ``bash``, rooted at the working directory, offered as ``tools.mode`` and
+``tools.deny`` say. Write-type tools (every tool not marked ``read_only``) go through :class:`WriteGate`:
+allowed with ``--yes``, asked about in a terminal, refused otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tether.agent import Agent
+from tether.cli.choose import ModelChoice, choose_model
+from tether.cli.paths import default_session_path
+from tether.config import Config, SessionConfig, load_config, model_target
+from tether.errors import ConfigInvalid
+from tether.messages import ToolCall
+from tether.tools.base import Tool
+from tether.tools.files import file_tools
+from tether.tools.permissions import Allow, Approver, Ask, Decision, Deny
+from tether.tools.shell import bash_tool
+from tether.tools.workspace import Workspace
+
+if TYPE_CHECKING:
+    from tether.sessions import SessionStore
+
+SYSTEM = (
+    "You are tether, an assistant working in the directory {root}. With your tools you can read, write and "
+    "edit files there and run bash commands. Look before you change anything, do what was asked and no more, "
+    "and answer briefly."
+)
+
+NOT_INTERACTIVE = (
+    "{name} needs approval (--yes allows it): it can change files or run commands, and no one can be asked "
+    "since stdin is not a terminal"
+)
+
+
+MCP_TOOL_TIMEOUT = 300.0
+"""Seconds an MCP tool call may take when neither its server nor ``[runtime.limits]`` says."""
+
+
+class NoModel(Exception):
+    """No model is configured and none could be chosen; the message says what to do (two lines)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """The loaded configuration and what every run of this command shares."""
+
+    config: Config
+    choice: ModelChoice
+    store: SessionStore
+    workspace: Workspace
+    env: Mapping[str, str]
+    extra_tools: Sequence[Tool] = field(default=())
+    """Tools from the configured MCP servers, once connected (:func:`mcp_tools`)."""
+
+    @property
+    def model(self) -> str:
+        assert self.choice.model is not None
+        return self.choice.model
+
+    def tools(self) -> list[Tool]:
+        """The workspace tools (``read``, ``write``, ``edit``, ``bash``) and the MCP servers' tools."""
+        return [*file_tools(self.workspace), bash_tool(self.workspace), *self.extra_tools]
+
+    def agent(
+        self,
+        *,
+        model: str | None = None,
+        mode: str | None = None,
+        yes: bool = False,
+        interactive: bool = False,
+        approve: Approver | None = None,
+    ) -> Agent:
+        """An agent on ``model`` (the chosen one by default) with the workspace tools and this setup's store."""
+        config = with_model(self.config, model or self.model)
+        tools = self.tools()
+        return Agent(
+            model_target(config, self.env).provider(),
+            tools=tools,
+            system=SYSTEM.format(root=self.workspace.root),
+            limits=config.runtime.limits.to_limits(),
+            mode=mode or config.tools.mode,
+            deny=config.tools.deny,
+            can_use_tool=WriteGate(tools, yes=yes, interactive=interactive),
+            approve=approve,
+            store=self.store,
+        )
+
+
+def load_setup(cwd: Path, env: Mapping[str, str], flags: Mapping[str, object]) -> Setup:
+    """Load the configuration with ``flags`` on top; ``ConfigInvalid`` or :class:`NoModel` when it cannot run."""
+    config = load_config(cwd, env, flags)
+    choice = choose_model(config.runtime.model, env)
+    if choice.model is None:
+        raise NoModel(choice.problem or "no model")
+    return Setup(config, choice, open_store(config.session, cwd, env), Workspace(cwd), env)
+
+
+@asynccontextmanager
+async def mcp_tools(setup: Setup) -> AsyncIterator[Setup]:
+    """``setup`` with the tools of the ``[[mcp.servers]]`` it configures, connected for the block.
+
+    Without servers nothing is imported or started. A server that cannot start raises ``ConfigInvalid``
+    (a bad command or variable) or the transport error that stopped it.
+    """
+    servers = setup.config.mcp.servers
+    if not servers:
+        yield setup
+        return
+    from tether.tools.mcp import MCPServerConfig, MCPTools
+
+    configs = [
+        MCPServerConfig(
+            server.id,
+            transport=server.transport,
+            command=server.command,
+            args=server.args,
+            env=server.env,
+            url=server.url,
+            cwd=setup.workspace.root if server.transport == "stdio" else None,
+            tool_timeout=server.tool_timeout or setup.config.runtime.limits.tool_timeout or MCP_TOOL_TIMEOUT,
+        )
+        for server in servers
+    ]
+    async with MCPTools(configs) as connected:
+        yield dataclasses.replace(setup, extra_tools=tuple(connected.tools))
+
+
+def with_model(config: Config, model: str) -> Config:
+    """``config`` with ``runtime.model`` replaced."""
+    return config.model_copy(update={"runtime": config.runtime.model_copy(update={"model": model})})
+
+
+def open_store(settings: SessionConfig, cwd: Path, env: Mapping[str, str]) -> SessionStore:
+    """The store ``[session]`` describes; its path is relative to ``cwd``, by default in the XDG data dir."""
+    from tether.sessions import FileSessionStore, MemorySessionStore, SQLiteSessionStore
+
+    if settings.store == "memory":
+        return MemorySessionStore()
+    path = Path(os.path.expanduser(settings.path)) if settings.path else default_session_path(settings.store, env)
+    path = path if path.is_absolute() else cwd / path
+    if settings.store == "files":
+        return FileSessionStore(path)
+    return SQLiteSessionStore(path)
+
+
+async def close_store(store: SessionStore) -> None:
+    """Close a store that holds a connection (SQLite)."""
+    aclose = getattr(store, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+class WriteGate:
+    """The permission hook of the command line: read-only tools run; the others run with ``--yes``, are asked
+    about when someone can answer (``interactive``), and are refused with a message saying why otherwise."""
+
+    def __init__(self, tools: list[Tool], *, yes: bool, interactive: bool) -> None:
+        self.read_only = {tool.name for tool in tools if tool.read_only}
+        self.yes = yes
+        self.interactive = interactive
+
+    def __call__(self, call: ToolCall) -> Decision:
+        if call.name in self.read_only or self.yes:
+            return Allow()
+        if self.interactive:
+            return Ask(f"{call.name} can change files or run commands")
+        return Deny(NOT_INTERACTIVE.format(name=call.name))
+
+
+async def pick_session(store: SessionStore, session: str | None, continue_last: bool) -> tuple[str, str | None]:
+    """The session to run in and a note for the user: ``session`` as given (checked), the most recent one for
+    ``continue_last`` (a new one, with a note, when there is none), else a new id."""
+    from tether.sessions import check_session_id, new_session_id
+
+    if session is not None:
+        return check_session_id(session), None
+    if continue_last:
+        summaries = await store.list()
+        if summaries:
+            return summaries[0].id, None
+        return new_session_id(), "tether: no earlier session to continue; starting a new one"
+    return new_session_id(), None
+
+
+def config_problem(error: ConfigInvalid | NoModel) -> str:
+    """The message for a configuration problem, as printed before exiting with 1."""
+    if isinstance(error, NoModel):
+        return str(error)
+    return f"error: {error.message}"

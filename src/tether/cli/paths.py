@@ -1,0 +1,40 @@
+"""Where the command line keeps its files, following the XDG base directory spec.
+
+Sessions live in the data directory (``$XDG_DATA_HOME/tether``, else ``~/.local/share/tether``); the chat's
+input history in the state directory (``$XDG_STATE_HOME/tether``, else ``~/.local/state/tether``). A
+variable that is empty or not an absolute path is ignored, as the spec says.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def _base(env: Mapping[str, str], variable: str, fallback: str) -> Path:
+    value = env.get(variable, "")
+    if value and os.path.isabs(value):
+        return Path(value) / "tether"
+    home = env.get("HOME")
+    return (Path(home) if home else Path.home()) / fallback / "tether"
+
+
+def data_dir(env: Mapping[str, str]) -> Path:
+    """``$XDG_DATA_HOME/tether``, else ``~/.local/share/tether``."""
+    return _base(env, "XDG_DATA_HOME", ".local/share")
+
+
+def state_dir(env: Mapping[str, str]) -> Path:
+    """``$XDG_STATE_HOME/tether``, else ``~/.local/state/tether``."""
+    return _base(env, "XDG_STATE_HOME", ".local/state")
+
+
+def default_session_path(store: str, env: Mapping[str, str]) -> Path:
+    """The default place of a session store: ``sessions.db`` (sqlite) or ``sessions/`` (files)."""
+    return data_dir(env) / ("sessions.db" if store == "sqlite" else "sessions")
+
+
+def history_path(env: Mapping[str, str]) -> Path:
+    """The chat's input history file."""
+    return state_dir(env) / "chat_history"

@@ -1,0 +1,175 @@
+"""``tether chat`` in a terminal: prompt_toolkit reads the lines, :class:`~tether.cli.repl.Chat` does the rest.
+
+This is the thin terminal layer: a prompt with history (``FileHistory`` in the XDG state directory) and
+multi-line input (Esc then Enter, or a line ending in ``\\``), Ctrl-C at the prompt clearing the line and
+Ctrl-D leaving, and while a turn runs a SIGINT handler that cancels just that turn. When stdin is not a
+terminal the lines are read plainly, one prompt per line, and tools that change things are refused unless
+``--yes``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.text import Text
+
+from tether.cli import exits
+from tether.cli.build import NoModel, Setup, close_store, config_problem, load_setup, mcp_tools, pick_session
+from tether.cli.paths import history_path
+from tether.cli.render import Renderer, make_console
+from tether.cli.repl import Chat
+from tether.cli.terminal import Interrupts, terminal_approver
+from tether.errors import ConfigInvalid, TetherError
+
+if TYPE_CHECKING:
+    from prompt_toolkit.key_binding import KeyBindings
+
+    from tether.agent import Agent
+
+PROMPT = "tether> "
+CONTINUATION = "...     "
+
+
+@dataclass(frozen=True, slots=True)
+class ChatOptions:
+    model: str | None = None
+    session: str | None = None
+    continue_last: bool = False
+    yes: bool = False
+    mode: str | None = None
+
+
+def main(options: ChatOptions, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
+    """Run ``tether chat`` and return its exit code."""
+    env = os.environ if env is None else env
+    console = make_console()
+    flags = {"runtime.model": options.model, "tools.mode": options.mode}
+    try:
+        setup = load_setup(cwd or Path.cwd(), env, flags)
+    except (ConfigInvalid, NoModel) as error:
+        make_console(stderr=True).print(Text(config_problem(error), style="red"))
+        return exits.CONFIG
+    if setup.choice.notice:
+        console.print(Text(setup.choice.notice, style="dim"))
+    return asyncio.run(_connected(setup, options, console, env))
+
+
+async def _connected(setup: Setup, options: ChatOptions, console: Console, env: Mapping[str, str]) -> int:
+    """The chat with the MCP servers connected for its whole length."""
+    try:
+        async with mcp_tools(setup) as connected:
+            return await _chat(connected, options, console, env)
+    except TetherError as error:
+        console.print(Text(f"error: {error.message}", style="red"))
+        await close_store(setup.store)
+        return exits.CONFIG if isinstance(error, ConfigInvalid) else exits.ERROR
+
+
+async def _chat(setup: Setup, options: ChatOptions, console: Console, env: Mapping[str, str]) -> int:
+    interactive = sys.stdin.isatty()
+    renderer = Renderer(console, thinking=True, spinner=True)
+    approve = terminal_approver(console, renderer) if interactive else None
+
+    def build(model: str, mode: str) -> Agent:
+        return setup.agent(model=model, mode=mode, yes=options.yes, interactive=interactive, approve=approve)
+
+    try:
+        session_id, note = await pick_session(setup.store, options.session, options.continue_last)
+        chat = Chat(
+            build,
+            setup.store,
+            renderer,
+            model=setup.model,
+            mode=options.mode or setup.config.tools.mode,
+            session_id=session_id,
+            deny=setup.config.tools.deny,
+            yes=options.yes,
+        )
+    except TetherError as error:
+        console.print(Text(f"error: {error.message}", style="red"))
+        await close_store(setup.store)
+        return exits.CONFIG if isinstance(error, ConfigInvalid) else exits.ERROR
+    try:
+        if note:
+            chat.say(note)
+        chat.say(chat.banner())
+        if options.session or options.continue_last:
+            await chat.handle(f"/resume {session_id}")
+        if interactive:
+            await prompt_loop(chat, history_path(env))
+        else:
+            await plain_loop(chat)
+    finally:
+        await close_store(setup.store)
+    return exits.OK
+
+
+async def turn(chat: Chat, line: str) -> bool:
+    """Handle one line with Ctrl-C cancelling the turn it starts; ``False`` when the chat is over."""
+    interrupts = Interrupts(chat.cancel).install()
+    try:
+        return await chat.handle(line)
+    finally:
+        interrupts.remove()
+
+
+def key_bindings() -> KeyBindings:
+    """Enter sends; Esc then Enter, or Enter after a trailing backslash, starts a new line."""
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+    bindings = KeyBindings()
+
+    @bindings.add("enter")
+    def _enter(event: KeyPressEvent) -> None:
+        buffer = event.current_buffer
+        if buffer.document.text_before_cursor.endswith("\\"):
+            buffer.delete_before_cursor(1)
+            buffer.insert_text("\n")
+        else:
+            buffer.validate_and_handle()
+
+    @bindings.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    return bindings
+
+
+async def prompt_loop(chat: Chat, history_file: Path) -> None:
+    """Read lines with prompt_toolkit until /exit or Ctrl-D."""
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory
+
+    history_file.parent.mkdir(parents=True, exist_ok=True)
+    session: PromptSession[str] = PromptSession(
+        history=FileHistory(str(history_file)),
+        key_bindings=key_bindings(),
+        multiline=True,
+        prompt_continuation=CONTINUATION,
+    )
+    while True:
+        try:
+            line = await session.prompt_async(PROMPT)
+        except KeyboardInterrupt:  # Ctrl-C at the prompt: the line is dropped, ask again
+            continue
+        except EOFError:  # Ctrl-D
+            break
+        if not await turn(chat, line):
+            break
+
+
+async def plain_loop(chat: Chat) -> None:
+    """Read lines from a stdin that is not a terminal, one input per line, until it ends or /exit."""
+    while True:
+        line = await asyncio.to_thread(sys.stdin.readline)
+        if not line:
+            break
+        if not await turn(chat, line):
+            break

@@ -1,0 +1,222 @@
+"""How a run looks in a terminal: the answer as it streams, everything else as compact one-liners.
+
+The answer's text goes to ``out`` (stdout for ``tether run``, so ``tether run ... > answer.txt`` keeps only
+the answer); thinking (dim), tool calls and their results (one line each), notes and the closing summary go
+to ``err`` (stderr). In the chat both are the same console. A spinner runs on ``err`` while the model has
+not sent anything yet, when ``err`` is a terminal.
+
+Nothing here reads input or knows about click; :class:`Renderer` is called with each ``RunEvent`` and is
+tested by rendering into a ``StringIO``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO, Any
+
+from rich.console import Console
+from rich.status import Status
+from rich.text import Text
+
+from tether.events import (
+    RunCompleted,
+    RunEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallStarted,
+    ToolResultReceived,
+    TurnCompleted,
+    TurnStarted,
+)
+from tether.messages import ToolCall, ToolResult
+from tether.usage import Cost, Usage
+
+CALL_WIDTH = 100
+"""Characters of a tool call's one-liner, arguments included."""
+RESULT_WIDTH = 100
+"""Characters of a tool result's one-liner."""
+_ARGUMENT_WIDTH = 40
+_NO_ANSWER = frozenset({"error", "cancelled"})
+"""Stops whose ``result.text`` is a note about the stop, not an answer: the closing line says it instead."""
+
+
+def make_console(file: IO[str] | None = None, *, stderr: bool = False, **options: Any) -> Console:
+    """A rich console that prints text as given: no markup, no highlighting, no emoji, no hard wrapping."""
+    return Console(file=file, stderr=stderr, markup=False, highlight=False, emoji=False, soft_wrap=True, **options)
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+
+
+def describe_call(call: ToolCall, width: int = CALL_WIDTH) -> str:
+    """``write(path='notes.md', content='# Notes…')``: the call on one line, long values cut."""
+    if call.arguments is None:
+        inside = shorten(call.raw_arguments or "", _ARGUMENT_WIDTH)
+    else:
+        inside = ", ".join(f"{key}={_value(value)}" for key, value in call.arguments.items())
+    return shorten(f"{call.name}({inside})", width)
+
+
+def _value(value: object) -> str:
+    if isinstance(value, str):
+        return repr(shorten(value, _ARGUMENT_WIDTH))
+    return shorten(json.dumps(value, ensure_ascii=False), _ARGUMENT_WIDTH)
+
+
+def describe_result(result: ToolResult, width: int = RESULT_WIDTH) -> str:
+    """``read: 1  hello (+3 lines)`` or ``write: permission_denied: …``: the result on one line."""
+    lines = [line for line in result.content.splitlines() if line.strip()]
+    first = lines[0] if lines else "(no output)"
+    more = f" (+{len(lines) - 1} line{'s' if len(lines) > 2 else ''})" if len(lines) > 1 else ""
+    code = f"{result.code}: " if result.is_error and result.code else ""
+    head = f"{result.name}: {code}"
+    return head + shorten(first, max(width - len(head) - len(more), 10)) + more
+
+
+def usage_line(usage: Usage, cost: Cost | None) -> str:
+    """``1,234 tokens (1,000 in, 234 out), 2 requests, $0.0012``; the cost only when the price is known."""
+    parts = [f"{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out"]
+    if usage.cache_read_tokens:
+        parts[0] += f", {usage.cache_read_tokens:,} cached"
+    parts[0] += ")"
+    parts.append(f"{usage.requests} request{'' if usage.requests == 1 else 's'}")
+    if cost is not None:
+        parts.append(f"${cost.total_usd:.4f}")
+    return ", ".join(parts)
+
+
+class Renderer:
+    """Shows the events of runs on two consoles (see the module docstring); call it with each event."""
+
+    def __init__(
+        self,
+        out: Console,
+        err: Console | None = None,
+        *,
+        text: bool = True,
+        thinking: bool = True,
+        spinner: bool = False,
+    ) -> None:
+        """
+        Args:
+            out: where the answer's text goes.
+            err: where everything else goes; ``out`` when not given.
+            text: stream the answer (``False`` for ``--json``, which prints it at the end instead).
+            thinking: show the model's thinking, dimmed; hidden when ``False``.
+            spinner: show a spinner on ``err`` while waiting for the model, if ``err`` is a terminal.
+        """
+        self.out = out
+        self.err = err if err is not None else out
+        self.text = text
+        self.thinking = thinking
+        self.spinner = spinner and self.err.is_terminal
+        self._open: dict[int, bool] = {}
+        """Per console: the last thing printed did not end its line."""
+        self._in_thinking = False
+        self._status: Status | None = None
+        self._streamed: list[str] = []
+        self._rejected: str | None = None
+        """Why the last turn's answer was not used; shown unless the run's closing line says the same."""
+
+    def __call__(self, event: RunEvent) -> None:
+        kind = type(event)
+        if kind is not TurnStarted:
+            self.stop_spinner()
+        if kind is TextDelta:
+            assert isinstance(event, TextDelta)
+            self._text(event.text)
+        elif kind is ThinkingDelta:
+            assert isinstance(event, ThinkingDelta)
+            self._thinking(event.text)
+        elif kind is TurnStarted:
+            assert isinstance(event, TurnStarted)
+            self._turn_started(event)
+        elif kind is ToolCallStarted:
+            assert isinstance(event, ToolCallStarted)
+            self.note(f"→ {describe_call(event.call)}", "cyan")
+        elif kind is ToolResultReceived:
+            assert isinstance(event, ToolResultReceived)
+            result = event.result
+            self.note(
+                f"  {'✗' if result.is_error else '✓'} {describe_result(result)}", "red" if result.is_error else "green"
+            )
+        elif kind is TurnCompleted:
+            assert isinstance(event, TurnCompleted)
+            self.end_lines()
+            self._rejected = event.rejected
+        elif kind is RunCompleted:
+            assert isinstance(event, RunCompleted)
+            self._completed(event)
+
+    # --- pieces --------------------------------------------------------------------------------------------
+
+    def note(self, line: str, style: str = "dim") -> None:
+        """A line of narration on ``err``, on a line of its own."""
+        self.stop_spinner()
+        self.end_lines()
+        self.err.print(Text(line, style=style))
+
+    def end_lines(self) -> None:
+        """End any line left open, so the next output starts at the beginning of a line."""
+        self._in_thinking = False
+        for console in (self.out, self.err):
+            if self._open.get(id(console)):
+                console.print()
+                self._open[id(console)] = False
+
+    def stop_spinner(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def _write(self, console: Console, text: str, style: str = "") -> None:
+        console.print(Text(text, style=style), end="")
+        self._open[id(console)] = not text.endswith("\n")
+
+    def _text(self, text: str) -> None:
+        self._streamed.append(text)
+        if not self.text:
+            return
+        if self._in_thinking:
+            self.end_lines()
+        self._write(self.out, text)
+
+    def _thinking(self, text: str) -> None:
+        if not self.thinking:
+            return
+        if not self._in_thinking:
+            self.end_lines()
+            self._in_thinking = True
+        self._write(self.err, text, "dim italic")
+
+    def _flush_rejected(self, detail: str = "") -> None:
+        if self._rejected and self._rejected != detail:
+            self.note(f"(answer not used: {self._rejected})", "yellow")
+        self._rejected = None
+
+    def _turn_started(self, event: TurnStarted) -> None:
+        self._flush_rejected()
+        if event.final:
+            self.note("(asking the model for a final answer, without tools)")
+        elif event.attempt > 1:
+            self.note("(the answer could not be used; asking again)")
+        if self.spinner and self._status is None:
+            self._status = self.err.status(Text("waiting for the model…", style="dim"), spinner="dots")
+            self._status.start()
+
+    def _completed(self, event: RunCompleted) -> None:
+        self.end_lines()
+        result = event.result
+        self._flush_rejected(result.detail)
+        streamed = "".join(self._streamed)
+        self._streamed.clear()
+        reason = str(result.stop_reason)
+        if self.text and reason not in _NO_ANSWER and result.text.strip() and result.text.strip() not in streamed:
+            self.out.print(Text(result.text))  # an answer that was not streamed (a fallback summary)
+        if reason in ("complete", "done_tool", "ask_user"):
+            return
+        style = "red" if reason == "error" else "yellow"
+        self.note(f"[{reason}] {result.detail}".rstrip(), style)

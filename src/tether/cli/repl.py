@@ -1,0 +1,261 @@
+"""The chat's logic, apart from the terminal: slash commands, turns, the session, the usage so far.
+
+:class:`Chat` takes lines (``handle``) and shows what happens through a :class:`~tether.cli.render.Renderer`;
+it never reads input itself. ``pyrepl.py`` feeds it lines from prompt_toolkit and calls :meth:`Chat.cancel`
+on Ctrl-C; tests feed it lines directly, with a scripted model and a console writing to a string.
+
+A turn is one run of the agent in the chat's session (``agent.stream(prompt, session=ID)``): the store keeps
+the conversation after every model turn, and a cancelled turn leaves a valid transcript behind, so the next
+prompt simply goes on from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+
+from tether.cli.render import Renderer, shorten, usage_line
+from tether.errors import TetherError
+from tether.events import RunCompleted, RunResult
+from tether.sessions import SessionNotFound, new_session_id
+from tether.usage import Cost, Usage
+
+if TYPE_CHECKING:
+    from tether.agent import Agent, RunStream
+    from tether.sessions import SessionStore
+
+AgentBuilder = Callable[[str, str], "Agent"]
+"""``build(model, mode)`` -> a new agent; raises ``ConfigInvalid`` for a model it cannot run."""
+
+MODES = ("read-only", "full")
+
+HELP = """\
+Type a message and press Enter to send it. For several lines: Esc then Enter, or end a line with \\
+and press Enter. Up and Down go through earlier inputs.
+
+  /help             this help
+  /model [NAME]     show the model, or switch to NAME (provider:model, e.g. openai:gpt-4o-mini)
+  /tools            the tools and whether the model may use them
+  /mode [MODE]      show or set the tool mode: read-only or full
+  /sessions         the saved sessions, most recent first
+  /resume ID        continue session ID
+  /new              start a new session
+  /usage            tokens and cost so far
+  /exit             leave (or Ctrl-D)
+
+Ctrl-C while the model answers stops that answer (the conversation is kept); at the prompt it clears the
+line."""
+
+
+class Chat:
+    """A conversation with an agent, driven one line at a time (see the module docstring)."""
+
+    def __init__(
+        self,
+        build: AgentBuilder,
+        store: SessionStore,
+        renderer: Renderer,
+        *,
+        model: str,
+        mode: str,
+        session_id: str | None = None,
+        deny: Collection[str] = (),
+        yes: bool = False,
+    ) -> None:
+        self.build = build
+        self.store = store
+        self.renderer = renderer
+        self.model = model
+        self.mode = mode
+        self.agent = build(model, mode)
+        self.session_id = session_id or new_session_id()
+        self.deny = frozenset(deny)
+        self.yes = yes
+        self.usage = Usage()
+        """Tokens used by this chat's turns (all sessions)."""
+        self.cost: Cost | None = Cost(0.0, 0.0)
+        """Their cost; ``None`` once a turn ran on a model whose price is unknown."""
+        self.last: RunResult | None = None
+        self._stream: RunStream | None = None
+        self._commands: dict[str, Callable[[str], Awaitable[bool]]] = {
+            "help": self._help,
+            "model": self._model,
+            "tools": self._tools,
+            "mode": self._mode,
+            "sessions": self._sessions,
+            "resume": self._resume,
+            "new": self._new,
+            "usage": self._usage,
+            "exit": self._exit,
+            "quit": self._exit,
+        }
+
+    # --- input --------------------------------------------------------------------------------------------
+
+    async def handle(self, line: str) -> bool:
+        """Act on one input: a slash command or a prompt. ``False`` means the chat is over."""
+        text = line.strip()
+        if not text:
+            return True
+        if text.startswith("/"):
+            name, _, argument = text[1:].partition(" ")
+            command = self._commands.get(name.lower())
+            if command is None:
+                self.say(f"unknown command /{name}; /help lists the commands", "red")
+                return True
+            try:
+                return await command(argument.strip())
+            except (TetherError, OSError) as error:  # a store that cannot be read: say so, keep chatting
+                self.say(f"error: {getattr(error, 'message', error)}", "red")
+                return True
+        await self.ask(line.rstrip())
+        return True
+
+    @property
+    def running(self) -> bool:
+        """Whether a turn is going on."""
+        return self._stream is not None
+
+    def cancel(self) -> bool:
+        """Stop the turn going on, if any (it ends as cancelled, its transcript valid and saved)."""
+        if self._stream is None:
+            return False
+        self._stream.cancel()
+        return True
+
+    async def ask(self, prompt: str) -> RunResult | None:
+        """One turn: run the agent on ``prompt`` in this chat's session, showing its events as they come."""
+        result: RunResult | None = None
+        self._stream = self.agent.stream(prompt, session=self.session_id)
+        try:
+            async for event in self._stream:
+                self.renderer(event)
+                if type(event) is RunCompleted:
+                    result = event.result
+        except TetherError as error:  # the session could not be loaded
+            self.say(f"error: {error.message}", "red")
+        finally:
+            self._stream = None
+            self.renderer.stop_spinner()
+        if result is not None:
+            self.last = result
+            self.usage += result.usage
+            if self.cost is not None and result.cost is not None:
+                self.cost = Cost(
+                    self.cost.input_usd + result.cost.input_usd, self.cost.output_usd + result.cost.output_usd
+                )
+            elif result.usage.requests:
+                self.cost = None
+        return result
+
+    def say(self, line: str, style: str = "") -> None:
+        """A line of the chat's own output."""
+        self.renderer.note(line, style)
+
+    def banner(self) -> str:
+        return f"tether chat · {self.model} · {self.mode} · session {self.session_id} · /help, Ctrl-D to leave"
+
+    # --- commands -----------------------------------------------------------------------------------------
+
+    async def _help(self, argument: str) -> bool:
+        self.renderer.end_lines()
+        self.renderer.err.print(Text(HELP))
+        return True
+
+    async def _model(self, argument: str) -> bool:
+        if not argument:
+            self.say(f"model: {self.model}")
+            return True
+        from tether.errors import ConfigInvalid
+
+        try:
+            agent = self.build(argument, self.mode)
+        except ConfigInvalid as error:
+            self.say(f"error: {error.message} (still on {self.model})", "red")
+            return True
+        self.agent, self.model = agent, argument
+        self.say(f"model: {argument}")
+        return True
+
+    async def _mode(self, argument: str) -> bool:
+        if not argument:
+            self.say(f"mode: {self.mode}")
+        elif argument not in MODES:
+            self.say(f"mode must be read-only or full, not {argument!r}", "red")
+        else:
+            self.agent.mode = argument
+            self.mode = argument
+            self.say(f"mode: {argument}" + ("  (only tools that change nothing)" if argument == "read-only" else ""))
+        return True
+
+    async def _tools(self, argument: str) -> bool:
+        tools = list(self.agent.tools)
+        width = max((len(tool.name) for tool in tools), default=0)
+        for tool in tools:
+            if tool.name in self.deny:
+                status = "denied (tools.deny)"
+            elif tool.read_only:
+                status = "read-only"
+            elif self.mode == "read-only":
+                status = "not offered in read-only mode"
+            else:
+                status = "allowed (--yes)" if self.yes else "asks first"
+            self.say(f"{tool.name.ljust(width)}  {status.ljust(29)}  {shorten(tool.description, 60)}")
+        if not tools:
+            self.say("no tools")
+        return True
+
+    async def _sessions(self, argument: str) -> bool:
+        from tether.cli.transcript import summary_table
+
+        summaries = await self.store.list()
+        if not summaries:
+            self.say("no saved sessions yet")
+            return True
+        for line in summary_table(summaries).splitlines():
+            current = line.startswith(self.session_id + " ")
+            self.say(("* " if current else "  ") + line, "bold" if current else "")
+        return True
+
+    async def _resume(self, argument: str) -> bool:
+        if not argument:
+            self.say("usage: /resume ID (/sessions lists them)", "red")
+            return True
+        try:
+            session = await self.store.load(argument)
+        except SessionNotFound:
+            self.say(f"no session {argument!r}; /sessions lists them", "red")
+            return True
+        except TetherError as error:
+            self.say(f"error: {error.message}", "red")
+            return True
+        self.session_id = session.id
+        self.say(f"resumed {session.id}: {session.title or '(untitled)'} ({len(session.messages)} messages)")
+        for message in session.messages[-2:]:
+            if message.role in ("user", "assistant") and message.text.strip():
+                who = "you" if message.role == "user" else "assistant"
+                self.say(f"  {who}: {shorten(message.text, 200)}", "dim")
+        return True
+
+    async def _new(self, argument: str) -> bool:
+        self.session_id = new_session_id()
+        self.say(f"new session {self.session_id}")
+        return True
+
+    async def _usage(self, argument: str) -> bool:
+        self.say(f"this chat: {usage_line(self.usage, self.cost)}")
+        try:
+            session = await self.store.load(self.session_id)
+        except SessionNotFound:
+            return True
+        from tether.usage import cost_of, price_for
+
+        price = price_for(session.model) if session.model else None
+        cost = cost_of(session.usage, price) if price is not None else None
+        self.say(f"session {session.id}: {usage_line(session.usage, cost)}")
+        return True
+
+    async def _exit(self, argument: str) -> bool:
+        return False

@@ -1,0 +1,163 @@
+"""``tether run``: one prompt, one run, streamed to the terminal (or printed as JSON), saved as a session.
+
+Ctrl-C cancels the run through ``RunStream.cancel()``: it ends as ``cancelled`` (exit 130) with a valid
+transcript, saved. A second Ctrl-C stops waiting for that and exits at once (the session keeps what its last
+checkpoint saved). Exit codes: :mod:`tether.cli.exits`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from tether.cli import exits
+from tether.cli.build import NoModel, Setup, close_store, config_problem, load_setup, mcp_tools, pick_session
+from tether.cli.render import Renderer, make_console, usage_line
+from tether.cli.terminal import Interrupts, terminal_approver
+from tether.errors import ConfigInvalid, SessionInvalid, TetherError
+from tether.events import RunCompleted, RunResult
+from tether.messages import messages_to_jsonable
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """What ``tether run`` was asked, flags included."""
+
+    prompt: str
+    model: str | None = None
+    session: str | None = None
+    continue_last: bool = False
+    as_json: bool = False
+    yes: bool = False
+    mode: str | None = None
+    max_turns: int | None = None
+
+    def flags(self) -> dict[str, object]:
+        """The configuration keys the flags set (``None``: not given)."""
+        return {"runtime.model": self.model, "tools.mode": self.mode, "runtime.limits.max_turns": self.max_turns}
+
+
+def main(options: RunOptions, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
+    """Run ``tether run`` and return its exit code."""
+    env = os.environ if env is None else env
+    err = make_console(stderr=True)
+    try:
+        setup = load_setup(cwd or Path.cwd(), env, options.flags())
+    except (ConfigInvalid, NoModel) as error:
+        err.print(Text(config_problem(error), style="red"))
+        return exits.CONFIG
+    if setup.choice.notice:
+        err.print(Text(setup.choice.notice, style="dim"))
+    out = make_console()
+    return asyncio.run(run(setup, options, out, err))
+
+
+async def run(setup: Setup, options: RunOptions, out: Console, err: Console) -> int:
+    """The run itself, in the event loop, with the MCP servers connected; closes the store however it ends."""
+    try:
+        async with mcp_tools(setup) as connected:
+            return await _run(connected, options, out, err)
+    except ConfigInvalid as error:
+        err.print(Text(f"error: {error.message}", style="red"))
+        return exits.CONFIG
+    except TetherError as error:  # an MCP server that did not start or answer
+        err.print(Text(f"error: {error.message}", style="red"))
+        return exits.ERROR
+    finally:
+        await close_store(setup.store)
+
+
+async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) -> int:
+    interactive = sys.stdin.isatty()
+    renderer = Renderer(out, err, text=not options.as_json, thinking=err.is_terminal, spinner=True)
+    try:
+        session_id, note = await pick_session(setup.store, options.session, options.continue_last)
+    except SessionInvalid as error:  # a malformed --session id (usage), or a store that cannot be read
+        err.print(Text(f"error: {error.message}", style="red"))
+        return exits.USAGE if options.session is not None else exits.ERROR
+    if note:
+        err.print(Text(note, style="dim"))
+    try:
+        agent = setup.agent(
+            mode=options.mode,
+            yes=options.yes,
+            interactive=interactive,
+            approve=terminal_approver(err, renderer) if interactive else None,
+        )
+    except ConfigInvalid as error:
+        err.print(Text(f"error: {error.message}", style="red"))
+        return exits.CONFIG
+    stream = agent.stream(options.prompt, session=session_id)
+    task = asyncio.current_task()
+    assert task is not None
+
+    def first() -> None:
+        renderer.note("(cancelling: Ctrl-C again to quit at once)", "yellow")
+        stream.cancel()
+
+    interrupts = Interrupts(first, task.cancel).install()
+    result: RunResult | None = None
+    try:
+        async for event in stream:
+            renderer(event)
+            if type(event) is RunCompleted:
+                result = event.result
+    except asyncio.CancelledError:
+        renderer.note("(quit before the run could finish)", "yellow")
+        return exits.CANCELLED
+    except SessionInvalid as error:  # the session's stored transcript cannot be read
+        renderer.note(f"error: {error.message}", "red")
+        return exits.ERROR
+    finally:
+        interrupts.remove()
+        renderer.stop_spinner()
+    assert result is not None
+    model = agent.provider.info.model_string
+    if options.as_json:
+        out.file.write(json.dumps(result_json(result, session_id=session_id, model=model), indent=2) + "\n")
+        out.file.flush()
+    err.print(Text(f"{usage_line(result.usage, result.cost)} · session {session_id} · {model}", style="dim"))
+    return exits.exit_code(result.stop_reason)
+
+
+def result_json(result: RunResult, *, session_id: str | None = None, model: str | None = None) -> dict[str, Any]:
+    """The result as ``tether run --json`` prints it."""
+    usage = dataclasses.asdict(result.usage) | {"total_tokens": result.usage.total_tokens}
+    cost = None
+    if result.cost is not None:
+        cost = {
+            "input_usd": result.cost.input_usd,
+            "output_usd": result.cost.output_usd,
+            "total_usd": result.cost.total_usd,
+        }
+    error = None
+    if result.error is not None:
+        error = {
+            "type": type(result.error).__name__,
+            "code": getattr(result.error, "code", None),
+            "message": getattr(result.error, "message", str(result.error)),
+        }
+    return {
+        "text": result.text,
+        "stop_reason": str(result.stop_reason),
+        "degraded": result.degraded,
+        "detail": result.detail,
+        "error": error,
+        "usage": usage,
+        "cost": cost,
+        "turns": result.turns,
+        "session_id": session_id,
+        "model": model,
+        "exit_code": exits.exit_code(result.stop_reason),
+        "messages": messages_to_jsonable(result.messages),
+    }

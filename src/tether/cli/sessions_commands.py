@@ -1,0 +1,120 @@
+"""``tether sessions``: list, show, delete and export the saved conversations.
+
+This module imports only click; each command opens the configured store (``[session]``; SQLite in the XDG
+data directory by default) when it runs. Exit codes: 0 success, 1 no such session or a configuration or
+storage problem, 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, NoReturn, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from tether.sessions import SessionStore
+
+T = TypeVar("T")
+
+
+@click.group("sessions")
+def sessions() -> None:
+    """List, show, delete and export saved sessions (every run and chat is one)."""
+
+
+def _with_store(operation: Callable[[SessionStore], Awaitable[T]]) -> T:
+    """Open the configured store, run ``operation`` on it, close it; problems exit with 1."""
+    import asyncio
+    import os
+    from pathlib import Path
+
+    from tether.cli.build import close_store, open_store
+    from tether.config import load_config
+    from tether.errors import ConfigInvalid, SessionInvalid
+
+    try:
+        config = load_config(Path.cwd(), os.environ)
+    except ConfigInvalid as error:
+        _fail(error.message)
+    store = open_store(config.session, Path.cwd(), os.environ)
+
+    async def go() -> T:
+        try:
+            return await operation(store)
+        finally:
+            await close_store(store)
+
+    try:
+        return asyncio.run(go())
+    except SessionInvalid as error:
+        _fail(f"{error.message} (`tether sessions list` shows the sessions)")
+
+
+@sessions.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def list_(as_json: bool) -> None:
+    """List the sessions, most recent first."""
+    import json
+
+    from tether.cli.transcript import summary_json, summary_table
+
+    summaries = _with_store(lambda store: store.list())
+    if as_json:
+        click.echo(json.dumps([summary_json(s) for s in summaries], indent=2))
+    elif not summaries:
+        click.echo("no sessions yet: `tether run` and `tether chat` save theirs")
+    else:
+        click.echo(summary_table(summaries))
+
+
+@sessions.command("show")
+@click.argument("session_id", metavar="ID")
+def show(session_id: str) -> None:
+    """Print the conversation of session ID."""
+    from tether.cli.transcript import to_markdown
+
+    session = _with_store(lambda store: store.load(session_id))
+    click.echo(to_markdown(session, full=False), nl=False)
+
+
+@sessions.command("delete")
+@click.argument("session_id", metavar="ID")
+def delete(session_id: str) -> None:
+    """Delete session ID."""
+
+    async def remove(store: SessionStore) -> None:
+        await store.load(session_id)  # SessionNotFound for an unknown id: say so rather than do nothing
+        await store.delete(session_id)
+
+    _with_store(remove)
+    click.echo(f"deleted {session_id}")
+
+
+@sessions.command("export")
+@click.argument("session_id", metavar="ID")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "markdown"]),
+    default="json",
+    show_default=True,
+    help="json: the whole session, messages as tether stores them; markdown: for people.",
+)
+def export(session_id: str, fmt: str) -> None:
+    """Print session ID as JSON or Markdown on stdout."""
+    import json
+
+    from tether.cli.transcript import session_json, to_markdown
+
+    session = _with_store(lambda store: store.load(session_id))
+    if fmt == "json":
+        click.echo(json.dumps(session_json(session), indent=2, ensure_ascii=False))
+    else:
+        click.echo(to_markdown(session, full=True), nl=False)
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(1)

@@ -1,0 +1,87 @@
+"""Sessions for people and programs: a table of summaries, a transcript as Markdown, a session as JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from tether.messages import Message, Text, Thinking, ToolCall, ToolResult, messages_to_jsonable
+from tether.sessions import Session, SessionSummary
+
+_ROLE = {"system": "System", "user": "You", "assistant": "Assistant", "tool": "Tool"}
+
+
+def summary_json(summary: SessionSummary) -> dict[str, Any]:
+    return {
+        "id": summary.id,
+        "title": summary.title,
+        "model": summary.model,
+        "created_at": summary.created_at.isoformat(),
+        "updated_at": summary.updated_at.isoformat(),
+        "message_count": summary.message_count,
+    }
+
+
+def summary_table(summaries: Sequence[SessionSummary]) -> str:
+    """One line per session: id, when (local time), messages, model, title."""
+    rows = [("ID", "UPDATED", "MSGS", "MODEL", "TITLE")]
+    rows += [
+        (s.id, f"{s.updated_at.astimezone():%Y-%m-%d %H:%M}", str(s.message_count), s.model, s.title) for s in summaries
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join(
+        "  ".join([*(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)), row[4]]).rstrip()
+        for row in rows
+    )
+
+
+def session_json(session: Session) -> dict[str, Any]:
+    """The whole session: its fields, the usage, and the messages as tether stores them."""
+    return {
+        "id": session.id,
+        "title": session.title,
+        "model": session.model,
+        "created_at": session.created_at.isoformat(),
+        "updated_at": session.updated_at.isoformat(),
+        "usage": dataclasses.asdict(session.usage),
+        "messages": messages_to_jsonable(session.messages),
+    }
+
+
+def to_markdown(session: Session, *, full: bool) -> str:
+    """The conversation as Markdown; ``full`` keeps system prompts, thinking and whole tool results."""
+    lines = [f"# {session.title or session.id}", ""]
+    lines.append(
+        f"session `{session.id}` · {session.model or 'unknown model'} · {session.updated_at:%Y-%m-%d %H:%M} UTC"
+    )
+    for message in session.messages:
+        if message.role == "system" and not full:
+            continue
+        lines += ["", f"## {_ROLE[message.role]}", ""]
+        lines += _parts(message, full)
+    return "\n".join(lines) + "\n"
+
+
+def _parts(message: Message, full: bool) -> list[str]:
+    out: list[str] = []
+    for part in message.parts:
+        if isinstance(part, Text):
+            out.append(part.text)
+        elif isinstance(part, Thinking):
+            if full:
+                out.append("> " + part.text.replace("\n", "\n> "))
+        elif isinstance(part, ToolCall):
+            arguments = (
+                json.dumps(part.arguments, ensure_ascii=False) if part.arguments is not None else part.raw_arguments
+            )
+            out.append(f"**{part.name}** `{arguments}`")
+        elif isinstance(part, ToolResult):
+            label = f"{part.name} failed ({part.code})" if part.is_error else f"{part.name} returned"
+            content = part.content if full or len(part.content) <= 500 else part.content[:500] + "\n[…]"
+            out += [f"{label}:", "", "```", content, "```"]
+        out.append("")
+    while out and out[-1] == "":
+        out.pop()
+    return out

@@ -1,0 +1,63 @@
+"""`tether --help` answers at once: it and `tether run --help` import no HTTP, pydantic or terminal library;
+every command has its help, and `--version` prints the version."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tether import __version__
+
+HEAVY = ("aiohttp", "pydantic", "pydantic_core", "rich", "prompt_toolkit", "tomlkit", "jsonschema")
+
+CHECK = """
+import sys
+from tether.cli.app import main
+try:
+    main(sys.argv[1:], prog_name="tether")
+except SystemExit as exit:
+    assert exit.code == 0, exit.code
+print(" ".join(sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[0].split(","))) or "-"), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["chat", "--help"], ["sessions", "--help"]])
+def test_help_imports_no_heavy_library(args: list[str]) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-c", CHECK.replace("sys.argv[0]", repr(",".join(HEAVY))), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert completed.stderr.strip() == "-", f"tether {' '.join(args)} imported {completed.stderr.strip()}"
+    assert "Usage: tether" in completed.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["run", "--help"], ["PROMPT", "--model", "--session", "--continue", "--json", "--yes", "--mode", "--max-turns",
+                             "130"]),
+        (["chat", "--help"], ["--model", "--session", "--continue", "/help", "Esc then Enter"]),
+        (["sessions", "--help"], ["list", "show", "delete", "export"]),
+        (["sessions", "export", "--help"], ["--format", "json", "markdown"]),
+        (["models", "--help"], ["prices"]),
+        (["--help"], ["run", "chat", "sessions", "models", "config", "probe"]),
+    ],
+)  # fmt: skip
+def test_every_command_has_help(args: list[str], words: list[str]) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "tether.cli.app", *args], capture_output=True, text=True, timeout=60, check=True
+    )
+    for word in words:
+        assert word in completed.stdout
+
+
+def test_version() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "tether.cli.app", "--version"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert completed.stdout == f"tether {__version__}\n"

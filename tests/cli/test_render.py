@@ -1,0 +1,176 @@
+"""How runs look: the answer streams to `out`, everything else goes to `err` as one-liners."""
+
+from __future__ import annotations
+
+import io
+
+from tether.cli.render import Renderer, describe_call, describe_result, make_console, usage_line
+from tether.events import (
+    RunCompleted,
+    RunEvent,
+    RunResult,
+    RunStarted,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallStarted,
+    ToolResultReceived,
+    TurnCompleted,
+    TurnStarted,
+)
+from tether.limits import StopReason
+from tether.messages import Message, ToolCall, ToolResult
+from tether.usage import Cost, Usage
+
+
+class Screen:
+    """A renderer writing to two strings."""
+
+    def __init__(self, **options: bool) -> None:
+        self.out_file, self.err_file = io.StringIO(), io.StringIO()
+        self.renderer = Renderer(make_console(self.out_file), make_console(self.err_file), **options)
+
+    def play(self, *events: RunEvent) -> None:
+        for event in events:
+            self.renderer(event)
+
+    @property
+    def out(self) -> str:
+        return self.out_file.getvalue()
+
+    @property
+    def err(self) -> str:
+        return self.err_file.getvalue()
+
+
+def completed(text: str = "", reason: StopReason = StopReason.COMPLETE, detail: str = "") -> RunCompleted:
+    return RunCompleted(RunResult(text, reason, (), Usage(), detail=detail))
+
+
+def turn_done(rejected: str | None = None) -> TurnCompleted:
+    return TurnCompleted(1, Message.assistant(""), Usage(), "stop", rejected)
+
+
+CALL = ToolCall("c1", "write", {"path": "notes.md", "content": "x" * 300})
+
+
+def test_text_streams_to_out_exactly_as_it_comes_and_ends_its_line() -> None:
+    screen = Screen()
+    screen.play(RunStarted("r", "m", "p"), TurnStarted(1), TextDelta("Hel"), TextDelta("lo  "), TextDelta("world"))
+    assert screen.out == "Hello  world"
+    screen.play(turn_done(), completed("Hello  world"))
+    assert screen.out == "Hello  world\n"
+    assert screen.err == ""
+
+
+def test_tool_calls_and_results_are_one_line_each_on_err() -> None:
+    screen = Screen()
+    screen.play(
+        TurnStarted(1),
+        TextDelta("Writing."),
+        turn_done(),
+        ToolCallStarted(CALL, 1),
+        ToolResultReceived(ToolResult("c1", "write", "Created notes.md (300 bytes)\nmore\nlines"), 1),
+        ToolResultReceived(ToolResult("c2", "read", "no such file", is_error=True, code="tool_failed"), 1),
+    )
+    assert screen.out == "Writing.\n"
+    lines = screen.err.splitlines()
+    assert lines[0] == "→ write(path='notes.md', content='" + "x" * 39 + "…')"
+    assert lines[1] == "  ✓ write: Created notes.md (300 bytes) (+2 lines)"
+    assert lines[2] == "  ✗ read: tool_failed: no such file"
+
+
+def test_a_tool_line_starts_on_a_new_line_after_streamed_text() -> None:
+    console_file = io.StringIO()
+    console = make_console(console_file)
+    renderer = Renderer(console)
+    for event in (TurnStarted(1), TextDelta("Let me look"), ToolCallStarted(ToolCall("c", "read", {"path": "a"}), 1)):
+        renderer(event)
+    assert console_file.getvalue() == "Let me look\n→ read(path='a')\n"
+
+
+def test_thinking_is_dim_on_err_or_hidden() -> None:
+    shown = Screen()
+    shown.play(TurnStarted(1), ThinkingDelta("hmm, "), ThinkingDelta("let me see"), TextDelta("Answer"))
+    assert shown.err == "hmm, let me see\n"
+    assert shown.out == "Answer"
+    hidden = Screen(thinking=False)
+    hidden.play(TurnStarted(1), ThinkingDelta("hmm"), TextDelta("Answer"))
+    assert hidden.err == ""
+    assert hidden.out == "Answer"
+
+
+def test_thinking_is_styled_dim_on_a_color_terminal() -> None:
+    err_file = io.StringIO()
+    renderer = Renderer(
+        make_console(io.StringIO()), make_console(err_file, force_terminal=True, color_system="standard")
+    )
+    renderer(ThinkingDelta("pondering"))
+    assert "\x1b[2;3mpondering" in err_file.getvalue()
+
+
+def test_with_text_off_nothing_goes_to_out() -> None:
+    screen = Screen(text=False)
+    screen.play(TurnStarted(1), TextDelta("Hello"), turn_done(), completed("Hello"))
+    assert screen.out == ""
+
+
+def test_an_answer_that_was_not_streamed_is_printed_at_the_end() -> None:
+    screen = Screen()
+    screen.play(
+        TurnStarted(1, final=True),
+        turn_done("empty answer"),
+        completed("Best effort summary.", StopReason.MAX_TURNS, "hit max_turns"),
+    )
+    assert screen.out == "Best effort summary.\n"
+    assert "(answer not used: empty answer)" in screen.err
+    assert screen.err.splitlines()[-1] == "[max_turns] hit max_turns"
+
+
+def test_an_error_stop_is_reported_on_err_and_its_note_is_not_taken_for_an_answer() -> None:
+    screen = Screen()
+    screen.play(
+        TurnStarted(1), turn_done("HTTP 500"), completed("The run stopped on an error.", StopReason.ERROR, "HTTP 500")
+    )
+    assert screen.out == ""
+    assert screen.err.splitlines() == ["[error] HTTP 500"], "the rejected turn's reason is not said twice"
+
+
+def test_a_cancelled_run_says_so_and_keeps_the_partial_text() -> None:
+    screen = Screen()
+    screen.play(TurnStarted(1), TextDelta("Counting: one,"), turn_done("cancelled by the host"),
+                completed("", StopReason.CANCELLED, "cancelled by the host"))  # fmt: skip
+    assert screen.out == "Counting: one,\n"
+    assert screen.err == "[cancelled] cancelled by the host\n"
+
+
+def test_retries_and_the_final_summary_call_are_noted() -> None:
+    screen = Screen()
+    screen.play(TurnStarted(1, attempt=2), TurnStarted(2, final=True))
+    assert "asking again" in screen.err
+    assert "final answer" in screen.err
+
+
+def test_no_spinner_when_err_is_not_a_terminal() -> None:
+    screen = Screen(spinner=True)
+    assert screen.renderer.spinner is False
+    screen.play(TurnStarted(1), TextDelta("x"))
+    assert screen.err == ""
+
+
+def test_describe_call_cuts_long_values_and_survives_bad_arguments() -> None:
+    assert describe_call(ToolCall("c", "read", {"path": "a.txt", "limit": 5})) == "read(path='a.txt', limit=5)"
+    assert describe_call(ToolCall("c", "bash", None, '{"command": "ls')) == 'bash({"command": "ls)'
+    assert len(describe_call(CALL)) <= 100
+
+
+def test_describe_result_counts_the_lines_it_leaves_out() -> None:
+    assert describe_result(ToolResult("c", "bash", "")) == "bash: (no output)"
+    assert describe_result(ToolResult("c", "read", "one\ntwo")) == "read: one (+1 line)"
+    assert describe_result(ToolResult("c", "read", "one\n\ntwo\nthree")) == "read: one (+2 lines)"
+
+
+def test_usage_line_shows_tokens_requests_and_cost_only_when_known() -> None:
+    usage = Usage(input_tokens=1000, output_tokens=234, requests=2)
+    assert usage_line(usage, None) == "1,234 tokens (1,000 in, 234 out), 2 requests"
+    assert usage_line(usage, Cost(0.001, 0.0002)) == "1,234 tokens (1,000 in, 234 out), 2 requests, $0.0012"
+    assert usage_line(Usage(cache_read_tokens=5, requests=1), None) == "5 tokens (0 in, 0 out, 5 cached), 1 request"

