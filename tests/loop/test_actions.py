@@ -98,7 +98,7 @@ def test_the_schema_is_the_union_of_final_ask_user_and_one_call_per_tool_with_it
     tools = (ToolDefinition("add", "Add.", add.parameters), ToolDefinition("weather", "Weather.", nested))
     schema = action_schema(tools)
     validator = jsonschema.Draft202012Validator(schema)
-    assert len(schema["oneOf"]) == 4
+    assert len(schema["anyOf"]) == 4
     valid = [
         {"type": "final", "text": "x"},
         {"type": "ask_user", "question": "y"},
@@ -114,7 +114,7 @@ def test_the_schema_is_the_union_of_final_ask_user_and_one_call_per_tool_with_it
     assert all(validator.is_valid(v) for v in valid)
     assert not any(validator.is_valid(v) for v in invalid)
     final_only = action_schema(tools, final_only=True)
-    assert [v["properties"]["type"]["const"] for v in final_only["oneOf"]] == ["final"]
+    assert [v["properties"]["type"]["const"] for v in final_only["anyOf"]] == ["final"]
 
 
 def test_calls_and_results_are_shown_to_the_model_as_text() -> None:
@@ -160,7 +160,7 @@ async def test_the_action_schema_is_sent_to_a_provider_that_can_use_it() -> None
     await Agent(model, tools=[add]).run("hello")
     schema = model.requests[0].json_schema
     assert schema is not None
-    assert [v["properties"]["type"]["const"] for v in schema["oneOf"]] == ["final", "ask_user", "tool_call"]
+    assert [v["properties"]["type"]["const"] for v in schema["anyOf"]] == ["final", "ask_user", "tool_call"]
 
 
 async def test_a_malformed_action_gets_one_correction_then_the_run_stops_as_invalid_response() -> None:
@@ -200,7 +200,7 @@ async def test_the_summary_call_in_json_mode_asks_for_a_final_answer_only() -> N
     assert result.text == "4"
     summary = model.requests[-1]
     assert summary.json_schema is not None
-    assert len(summary.json_schema["oneOf"]) == 1
+    assert len(summary.json_schema["anyOf"]) == 1
     assert "tool_call" not in (summary.system or "")
     assert summary.messages[-1] == Message.user(FINAL_REQUEST)
 

@@ -354,3 +354,13 @@ def test_the_payload_sent_is_the_body_and_each_message_is_encoded_once(monkeypat
     model.request_payload(request)
     model.request_payload(Request((*history, Message.user("And Rome?")), tools=(WEATHER,)))
     assert encoded == [Message.user("And Rome?")], "messages already sent are not encoded again"
+
+
+def test_a_json_schema_is_sent_as_response_format_where_the_profile_can_use_it() -> None:
+    schema = {"anyOf": [{"type": "object", "properties": {"type": {"const": "final"}}}]}
+    request = Request((Message.user("hi"),), json_schema=schema)
+    body = provider("vllm").request_body(request)
+    assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+    assert provider("vllm").info.supports_json_schema
+    assert "response_format" not in provider("minimax").request_body(request)
+    assert not provider("minimax").info.supports_json_schema

@@ -66,12 +66,14 @@ def action_schema(tools: Sequence[ToolDefinition], *, final_only: bool = False) 
     for the last call of a run that hit a limit, ``final`` alone)."""
     final = _object({"type": {"const": "final"}, "text": {"type": "string"}})
     if final_only:
-        return {"oneOf": [final]}
+        return {"anyOf": [final]}
     variants = [final, _object({"type": {"const": "ask_user"}, "question": {"type": "string"}})]
     for tool in tools:
         arguments = {"type": "object", "properties": {}, **tool.parameters}
         variants.append(_object({"type": {"const": "tool_call"}, "name": {"const": tool.name}, "arguments": arguments}))
-    return {"oneOf": variants}
+    # anyOf rather than oneOf: the variants exclude each other by their "type" already, and anyOf is what
+    # every constrained decoder accepts (OpenAI's structured outputs, vLLM, llama.cpp).
+    return {"anyOf": variants}
 
 
 def _object(properties: dict[str, Any]) -> dict[str, Any]:

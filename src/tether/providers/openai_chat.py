@@ -86,6 +86,7 @@ class OpenAIChatProvider:
             profile.name,
             model,
             supports_tools=profile.supports_tools and model not in CANNOT_CALL_TOOLS,
+            supports_json_schema=profile.json_schema,
         )
         self._client = HttpClient(
             url, provider=profile.name, api_key=Secret(key) if key else None, headers=headers, retry=retry
@@ -141,6 +142,9 @@ class OpenAIChatProvider:
             body["tool_choice"] = encode_tool_choice(request.tool_choice)
             if request.parallel_tool_calls is not None and profile.parallel_tool_calls:
                 body["parallel_tool_calls"] = request.parallel_tool_calls
+        if request.json_schema is not None and profile.json_schema:
+            schema = {"name": "answer", "schema": request.json_schema}
+            body["response_format"] = {"type": "json_schema", "json_schema": schema}
         settings = request.settings
         if settings.max_tokens is not None:
             body[profile.max_tokens_field] = settings.max_tokens

@@ -36,6 +36,8 @@ class Profile:
     supports_tools: bool = True
     parallel_tool_calls: bool = True
     """Accepts the ``parallel_tool_calls`` field."""
+    json_schema: bool = False
+    """Can constrain an answer to a JSON Schema (``response_format: json_schema``), for JSON action mode."""
 
 
 PROFILES: dict[str, Profile] = {
@@ -45,10 +47,11 @@ PROFILES: dict[str, Profile] = {
         "OPENAI_API_KEY",
         requires_key=True,
         max_tokens_field="max_completion_tokens",
+        json_schema=True,
     ),
-    "ollama": Profile("ollama", "http://localhost:11434/v1", "OLLAMA_API_KEY"),
-    "vllm": Profile("vllm", "http://localhost:8000/v1", "VLLM_API_KEY"),
-    "llamacpp": Profile("llamacpp", "http://localhost:8080/v1", "LLAMA_API_KEY"),
+    "ollama": Profile("ollama", "http://localhost:11434/v1", "OLLAMA_API_KEY", json_schema=True),
+    "vllm": Profile("vllm", "http://localhost:8000/v1", "VLLM_API_KEY", json_schema=True),
+    "llamacpp": Profile("llamacpp", "http://localhost:8080/v1", "LLAMA_API_KEY", json_schema=True),
     "deepseek": Profile("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", requires_key=True),
     "zai": Profile("zai", "https://api.z.ai/api/paas/v4", "ZAI_API_KEY", requires_key=True),
     "minimax": Profile(
