@@ -25,7 +25,16 @@ import pytest
 
 from tests.wire import replay as wire
 from tests.wire.events import Call, Streamed, collect, compact, parts_of, run_agent, streamed
-from tests.wire.replay import Cassette, Interaction, Replayer, ReplayServer, cassette_files, recorded_request_bodies
+from tests.wire.replay import (
+    Cassette,
+    Interaction,
+    Replayer,
+    ReplayServer,
+    cassette_files,
+    recorded_request_bodies,
+    streamed_cassettes,
+    whole_cassettes,
+)
 from tether import Agent
 from tether.errors import ProviderError, ToolError
 from tether.events import ThinkingDelta, ToolCallStart
@@ -216,12 +225,8 @@ async def test_every_recorded_answer_decodes_as_recorded_and_every_request_is_en
     server.assert_all_served()
 
 
-STREAMED = [name for name in CASSETTES if any(i.is_event_stream for i in Cassette.load(name).interactions)]
-WHOLE = [
-    name
-    for name in CASSETTES
-    if all(not i.is_event_stream and i.status == 200 for i in Cassette.load(name).interactions)
-]
+STREAMED = streamed_cassettes(CASSETTES)
+WHOLE = whole_cassettes(CASSETTES)
 
 
 @pytest.mark.parametrize("name", STREAMED)

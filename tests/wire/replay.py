@@ -159,6 +159,20 @@ def cassette_files(folder: str) -> list[str]:
     return sorted(f"{folder}/{file.name}" for file in (FIXTURES / folder).glob("*.yaml"))
 
 
+def streamed_cassettes(names: list[str]) -> list[str]:
+    """Those of ``names`` with at least one event-stream answer."""
+    return [name for name in names if any(i.is_event_stream for i in Cassette.load(name).interactions)]
+
+
+def whole_cassettes(names: list[str]) -> list[str]:
+    """Those of ``names`` whose answers are all whole JSON bodies with status 200."""
+    return [
+        name
+        for name in names
+        if all(not i.is_event_stream and i.status == 200 for i in Cassette.load(name).interactions)
+    ]
+
+
 def recorded_request_bodies(cassette: str | Path | Cassette) -> list[Any]:
     """What the recording client sent, request by request (parsed JSON bodies)."""
     loaded = cassette if isinstance(cassette, Cassette) else Cassette.load(cassette)
