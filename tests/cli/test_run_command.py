@@ -156,18 +156,21 @@ def test_the_configured_mode_and_deny_list_shape_the_agent(tmp_path: Path) -> No
     assert setup.agent(mode="full").mode == "full"
 
 
-def tether(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def tether(cwd: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_") and not k.endswith("_API_KEY")}
     env.update(HOME=str(cwd), XDG_DATA_HOME=str(cwd / "data"), XDG_CONFIG_HOME=str(cwd / "config"))
-    return subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "tether.cli.app", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
-        text=True,
         timeout=60,
         check=False,
-        stdin=subprocess.DEVNULL,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace")
     )
 
 
@@ -205,3 +208,31 @@ def test_a_damaged_session_store_exits_4_naming_the_file(tmp_path: Path) -> None
         assert completed.returncode == 4, completed.stderr
         assert str(database) in completed.stderr
         assert "Traceback" not in completed.stderr
+
+
+@pytest.mark.parametrize("args", [["-"], []], ids=["dash", "no-prompt"])
+def test_the_prompt_can_be_piped_on_stdin(tmp_path: Path, args: list[str]) -> None:
+    completed = tether(tmp_path, "run", "--model", "scripted:echo", *args, stdin=b"  parrot from a pipe\n\n")
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "parrot from a pipe\n"
+
+
+def test_a_given_prompt_leaves_stdin_unread(tmp_path: Path) -> None:
+    completed = tether(tmp_path, "run", "--model", "scripted:echo", "the argument", stdin=b"the pipe")
+    assert (completed.returncode, completed.stdout) == (0, "the argument\n")
+
+
+@pytest.mark.parametrize(
+    ("stdin", "problem"),
+    [(b"", "the prompt on stdin is empty"), (b" \n\t", "the prompt on stdin is empty"),
+     (b"caf\xe9", "not UTF-8 text (byte 3)")],
+    ids=["nothing", "blank", "latin-1"],
+)  # fmt: skip
+def test_a_prompt_on_stdin_that_is_empty_or_not_text_is_a_usage_error(
+    tmp_path: Path, stdin: bytes, problem: str
+) -> None:
+    completed = tether(tmp_path, "run", "--model", "scripted:echo", "-", stdin=stdin)
+    assert completed.returncode == 2
+    assert problem in completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert not (tmp_path / "data" / "tether" / "sessions.db").exists(), "no session was started"

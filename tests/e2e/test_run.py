@@ -234,3 +234,14 @@ def test_in_a_terminal_a_write_tool_asks_on_one_line_and_no_refuses_it(project: 
     assert not (project.cwd / "out.txt").exists()
     tool_message = next(m for m in server.messages(1) if m["role"] == "tool")
     assert "did not approve" in tool_message["content"]
+
+
+def test_in_a_terminal_a_missing_prompt_is_a_usage_error_not_a_wait_on_stdin(
+    project: Project, children: list[Any]
+) -> None:
+    child = project.spawn("run", "--model", "scripted:echo")
+    children.append(child)
+    child.expect_exact("Missing argument 'PROMPT'")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 2, screen(child)

@@ -103,8 +103,27 @@ def _check_session_options(session: str | None, continue_last: bool) -> None:
         raise click.UsageError("--session and --continue cannot be used together")
 
 
+def _read_prompt(prompt: str | None) -> str:
+    """PROMPT as given; ``-``, or no PROMPT while stdin is not a terminal, reads the whole prompt from stdin.
+
+    stdin is read only when asked like this, so a run started by a script whose stdin never closes cannot hang.
+    """
+    if prompt is not None and prompt != "-":
+        return prompt
+    if prompt is None and sys.stdin.isatty():
+        raise click.UsageError("Missing argument 'PROMPT' (give it, pipe it on stdin, or give - to read stdin).")
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8").strip()
+    except UnicodeDecodeError as error:
+        raise click.UsageError(f"the prompt on stdin is not UTF-8 text (byte {error.start})") from None
+    if not text:
+        raise click.UsageError("the prompt on stdin is empty")
+    return text
+
+
 @main.command()
-@click.argument("prompt")
+@click.argument("prompt", required=False)
 @click.option("--model", "-m", metavar="PROVIDER:MODEL", help="The model, e.g. openai:gpt-4o-mini (runtime.model).")
 @_session_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout, and nothing else there.")
@@ -112,7 +131,7 @@ def _check_session_options(session: str | None, continue_last: bool) -> None:
 @click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
 @click.option("--max-turns", type=click.IntRange(min=1), metavar="N", help="Stop after N model turns.")
 def run(
-    prompt: str,
+    prompt: str | None,
     model: str | None,
     session: str | None,
     continue_last: bool,
@@ -122,6 +141,8 @@ def run(
     max_turns: int | None,
 ) -> None:
     """Run an agent on PROMPT in the current directory and stream its answer.
+
+    PROMPT - (or no PROMPT, with stdin not a terminal) reads the prompt from stdin: tether run - < task.md.
 
     The agent has the file tools (read, write, edit) and bash, rooted here. Tools that change things ask first
     in a terminal ([y/N]); elsewhere they are refused unless --yes. Every run is saved as a session: --session
@@ -134,7 +155,7 @@ def run(
     from tether.cli.runner import RunOptions
     from tether.cli.runner import main as run_main
 
-    options = RunOptions(prompt, model, session, continue_last, as_json, yes, mode, max_turns)
+    options = RunOptions(_read_prompt(prompt), model, session, continue_last, as_json, yes, mode, max_turns)
     sys.exit(run_main(options))
 
 
