@@ -87,3 +87,34 @@ async def test_a_repeatable_tool_always_runs() -> None:
     result = await Agent(model, tools=[clock], limits=Limits(max_turns=10)).run("go")
     assert ticks == [0, 1, 2, 3]
     assert result.stop_reason == "complete"
+
+
+async def test_a_call_that_failed_is_run_again_when_asked_again() -> None:
+    attempts: list[int] = []
+
+    @tool
+    def flaky(n: int) -> str:
+        """Fails the first time."""
+        attempts.append(n)
+        if len(attempts) == 1:
+            raise ConnectionError("server went away")
+        return "ok"
+
+    same = call("flaky", {"n": 1})
+    result = await Agent(ScriptedProvider([same, same, reply("done")]), tools=[flaky]).run("go")
+    assert attempts == [1, 1]
+    first, second = (message.tool_results[0] for message in result.messages if message.tool_results)
+    assert (first.is_error, second.is_error, second.content) == (True, False, "ok")
+    assert result.stop_reason == "complete"
+
+
+async def test_a_turn_repeating_the_successes_of_a_partly_failed_turn_runs_in_full() -> None:
+    @tool
+    def broken() -> str:
+        """Always fails."""
+        raise RuntimeError("no")
+
+    model = ScriptedProvider([parallel(call("add", {"a": 1, "b": 1}), call("broken")), call("add", {"a": 1, "b": 1}),
+                              reply("done")])  # fmt: skip
+    await Agent(model, tools=[add, broken]).run("go")
+    assert runs == [(1, 1), (1, 1)], "not the same turn as the one before, so it runs"

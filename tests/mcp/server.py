@@ -2,7 +2,8 @@
 
 Run ``python server.py stdio`` or ``python server.py http`` (binds 127.0.0.1 on a free port and prints
 ``PORT <n>`` on stdout once it listens). ``stdio --legacy`` serves the pre-2026 handshake era only, so
-clients fall back to it and get change notifications unasked. With ``MCP_TEST_LOG`` set, every request
+clients fall back to it and get change notifications unasked. With ``MCP_TEST_ONCE`` set to a path, a
+second start fails (see ``refuse_to_start_twice``). With ``MCP_TEST_LOG`` set, every request
 the server receives is appended to that file as one JSON line (``{"method": ..., "params": ...}``), and
 tools write their own markers there.
 """
@@ -160,7 +161,17 @@ async def serve_legacy_stdio() -> None:
         await serve_loop(lowlevel, read, write, lifespan_state=state, init_options=options)
 
 
+def refuse_to_start_twice() -> None:
+    """With ``MCP_TEST_ONCE`` set to a path: the first start creates that file, a start that finds it fails."""
+    marker = os.environ.get("MCP_TEST_ONCE")
+    if marker and os.path.exists(marker):
+        sys.exit("started once already")
+    if marker:
+        open(marker, "w").close()
+
+
 if __name__ == "__main__":
+    refuse_to_start_twice()
     if sys.argv[1] == "http":
         serve_http()
     elif LEGACY:

@@ -13,6 +13,8 @@ and again. The contract:
   in the same turn or the one before) runs again: its result may have changed, like a file read again after
   an edit.
 * A tool marked ``repeatable`` (its result can change by itself: a clock, a job's status) is always run.
+* A call that failed (an error result: a crash, a timeout, a server that went away) is run again when asked
+  again: a retry may succeed, and the consecutive-errors guard already bounds retries that keep failing.
 """
 
 from __future__ import annotations
@@ -45,11 +47,14 @@ def signature(call: ToolCall) -> str | None:
 class RepeatTracker:
     """Remembers the previous turn's calls and results, and how many times in a row it was asked again."""
 
-    __slots__ = ("_in_a_row", "_previous", "_repeatable", "stopped_on")
+    __slots__ = ("_in_a_row", "_previous", "_previous_keys", "_repeatable", "stopped_on")
 
     def __init__(self, repeatable: Callable[[str], bool]) -> None:
         self._repeatable = repeatable
         self._previous: dict[str, ToolResult] = {}
+        """The previous turn's successful results, by call signature: what a repeat is answered from."""
+        self._previous_keys: set[str | None] = set()
+        """Every call signature of the previous turn, failed ones included."""
         self._in_a_row = 1
         self.stopped_on: str | None = None
         """The tool whose third identical turn stopped the run."""
@@ -60,7 +65,7 @@ class RepeatTracker:
         repeated = (
             bool(calls)
             and all(key is not None and key in self._previous for key in keys)
-            and set(keys) == set(self._previous)
+            and set(keys) == self._previous_keys
             and not any(self._repeatable(call.name) for call in calls)
         )
         if not repeated:
@@ -77,9 +82,11 @@ class RepeatTracker:
         if self._in_a_row > 1:
             return
         self._previous = {}
+        self._previous_keys = set()
         for call, result in zip(calls, results, strict=True):
             key = signature(call)
-            if key is not None:
+            self._previous_keys.add(key)
+            if key is not None and not result.is_error:
                 self._previous[key] = result
 
 

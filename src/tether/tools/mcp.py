@@ -42,6 +42,10 @@ The contract, before the code:
   SIGKILL included, ``mcp_guard.py`` (which every stdio server is started through, on POSIX) takes the
   server down; see its docstring for what it guarantees. HTTP servers are not ours: only the session is
   closed (``DELETE``). Calls after closing answer ``tool_failed``.
+* **A server that dies.** When a server closes the connection inside the block (a stdio server that crashed
+  or was killed), the call that finds out answers ``tool_failed`` and is not sent again (the server may have
+  acted on it); the next call starts the server again, lists its tools afresh and is served. A server that
+  cannot be started fails that call, and the next call tries again.
 * **Environment.** A stdio server gets the SDK's safe subset of the host's environment (``HOME``,
   ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``) plus ``env``; ``${VAR}`` in ``env`` values and in
   ``headers`` values is replaced from the host's environment when connecting, and a variable that is not

@@ -60,21 +60,32 @@ class Connection:
         self._stop = asyncio.Event()
         self._stale = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        """Set by :meth:`close`: the connection is over for good and is never started again."""
+        self._lost = False
+        """A call found the connection closed by the server: the next call starts it again."""
+        self._restarting = asyncio.Lock()
 
     # --- lifetime -------------------------------------------------------------------------------------------
 
     async def open(self) -> None:
         """Start or reach the server, handshake and list its tools; raises a TetherError if any of it fails."""
+        self._stop = asyncio.Event()
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._hold(ready), name=f"tether-mcp-{self.config.id}")
         try:
             await asyncio.shield(ready)
         except asyncio.CancelledError:
-            await self.close(abort=True)
+            await self._end(abort=True)
             raise
 
     async def close(self, *, abort: bool = False) -> None:
-        """Close the connection and stop the server; ``abort`` also cuts a connection still being made."""
+        """Close the connection for good and stop the server; ``abort`` also cuts a connection being made."""
+        self._closed = True
+        await self._end(abort=abort)
+
+    async def _end(self, *, abort: bool = False) -> None:
+        """Close the current connection (the held task ends, the SDK stops the server)."""
         self._stop.set()
         task = self._task
         if task is None:
@@ -82,6 +93,30 @@ class Connection:
         if abort and self._client is None:
             task.cancel()
         await asyncio.shield(task)
+
+    def _needs_restart(self) -> bool:
+        ended = self._task is not None and self._task.done()
+        return not self._closed and (self._lost or ended)
+
+    async def _restart(self) -> None:
+        """Start the server again after it closed the connection; one restart however many calls wait for it."""
+        async with self._restarting:
+            if not self._needs_restart():
+                return
+            server = self.config.id
+            log.warning("MCP server %r closed the connection; starting it again", server)
+            await self._end()
+            if self._closed:
+                return
+            before = self.listing
+            try:
+                await self.open()
+            except TetherError as exc:
+                raise ToolError(f"MCP server {server!r} closed the connection and could not be started again: "
+                                f"{exc.message}") from None  # fmt: skip
+            self._lost = False
+            if self.listing != before:
+                self._on_change()
 
     async def _hold(self, ready: asyncio.Future[None]) -> None:
         try:
@@ -125,6 +160,8 @@ class Connection:
     async def _listen(self, client: Client) -> None:
         try:
             async with client.listen(tools_list_changed=True) as subscription:
+                # A change between the first listing and this acknowledgment sent no event: list once more.
+                self._stale.set()
                 async for _event in subscription:
                     self._stale.set()
         except Exception as exc:  # noqa: BLE001 - the tool list simply stops following the server
@@ -164,8 +201,10 @@ class Connection:
         from mcp.shared.exceptions import MCPError
         from mcp.types import CONNECTION_CLOSED
 
-        client = self._client
         server = self.config.id
+        if self._needs_restart():
+            await self._restart()
+        client = self._client
         if client is None:
             raise ToolError(f"MCP server {server!r} is not connected")
         try:
@@ -180,6 +219,12 @@ class Connection:
             ) from None
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
+                # Not retried: the server may have acted on the call before it went. The next call restarts it
+                # (unless this connection was already replaced or closed for good).
+                if client is self._client and not self._closed:
+                    self._lost = True
+                    raise ToolError(f"MCP server {server!r} closed the connection; it is started again for the "
+                                    "next call") from None  # fmt: skip
                 raise ToolError(f"MCP server {server!r} closed the connection") from None
             raise ToolError(f"MCP server {server!r} refused the call to {name!r}: {exc.message}") from None
         except Exception as exc:  # whatever went wrong, the model gets a plain message
