@@ -329,6 +329,42 @@ def test_thinking_and_signatures_written_by_another_provider_are_not_sent() -> N
     ]
 
 
+FOREIGN_TURN = Message(
+    "assistant",
+    (
+        Text("Checking both."),
+        ToolCall("c1", "weather", {"city": "Oslo"}, '{"city": "Oslo"}', {"origin": "anthropic"}),
+        ToolCall("c2", "weather", {"city": "Rome"}, '{"city": "Rome"}'),
+    ),
+)
+FOREIGN_HISTORY = [
+    Message.user("Weather in Oslo and Rome?"),
+    FOREIGN_TURN,
+    Message("tool", (ToolResult("c1", "weather", "cold"), ToolResult("c2", "weather", "warm"))),
+]
+
+
+@pytest.mark.parametrize("model", ["gemini-3-flash-preview", "gemini-3.1-pro-preview", "models/gemini-4-pro"])
+def test_on_gemini_3_a_turn_gemini_did_not_sign_gets_the_placeholder_on_its_first_call(model: str) -> None:
+    body = GeminiProvider(model, api_key="k").request_body(Request(tuple(FOREIGN_HISTORY), tools=(WEATHER,)))
+    parts = body["contents"][1]["parts"]
+    assert [part.get("thoughtSignature") for part in parts] == [None, "skip_thought_signature_validator", None]
+
+
+def test_on_gemini_3_a_real_signature_is_never_replaced() -> None:
+    signed = ToolCall("c1", "weather", {"city": "Oslo"}, "{}", {"origin": "gemini", "thoughtSignature": "SIG"})
+    turn = Message("assistant", (signed, FOREIGN_TURN.parts[2]))
+    history = [FOREIGN_HISTORY[0], turn, FOREIGN_HISTORY[2]]
+    body = GeminiProvider("gemini-3-pro-preview", api_key="k").request_body(Request(tuple(history)))
+    assert [part.get("thoughtSignature") for part in body["contents"][1]["parts"]] == ["SIG", None]
+
+
+@pytest.mark.parametrize("model", ["gemini-2.5-flash", "gemini-2.0-flash", "gemma-3-27b-it", "tunedModels/mine"])
+def test_models_before_gemini_3_get_no_placeholder(model: str) -> None:
+    body = GeminiProvider(model, api_key="k").request_body(Request(tuple(FOREIGN_HISTORY)))
+    assert all("thoughtSignature" not in part for content in body["contents"] for part in content["parts"])
+
+
 # --- decoding: calls, usage, finish reasons ------------------------------------------------------------------
 
 

@@ -17,6 +17,10 @@ or ``functionCall`` part it rides in the part's ``provider_data`` as ``{"origin"
 "thoughtSignature": ...}``. Each is sent back, unchanged, on the same part of the next requests. Thinking
 whose ``provider_data["origin"]`` is not ``"gemini"`` (written by another provider, or by none) is dropped:
 Gemini cannot verify a foreign signature and reads nothing from unsigned thought text of someone else.
+Gemini 3 and later refuse (400) a model turn whose first ``functionCall`` part has no signature, which is what
+a call made by another provider, or stored without its ``provider_data``, looks like: for those models such a
+part is sent with Google's documented placeholder ``skip_thought_signature_validator``. Real signatures are
+never replaced, and older models get nothing added.
 
 Candidates: the API may answer with several candidates, some of them blocked. The answer is the first
 candidate, in index order, with usable content (text or a call) and a finish reason that is not a block
@@ -82,7 +86,9 @@ NO_TOOLS_PREFIXES = ("gemma-", "aqa", "embedding-", "text-embedding-", "imagen-"
 """Models served by the Gemini API that have no function calling."""
 MAX_CACHED_TOOLS = 512
 """Translated tool declarations kept per provider."""
-_THINKING = re.compile(r"gemini-(\d+)(?:\.(\d+))?")
+_VERSION = re.compile(r"gemini-(\d+)(?:\.(\d+))?")
+UNSIGNED_CALL = "skip_thought_signature_validator"
+"""The placeholder signature Gemini 3 accepts on a function call it did not sign itself."""
 
 
 class GeminiProvider:
@@ -121,6 +127,7 @@ class GeminiProvider:
             supports_thinking=_thinks(name),
         )
         self._path = "/" + (name if name.startswith("tunedModels/") else f"models/{name}")
+        self._signs_calls = _version(name) >= (3, 0)
         self._declarations: dict[int, tuple[ToolDefinition, dict[str, Any]]] = {}
         self._client = HttpClient(
             base_url or BASE_URL,
@@ -159,6 +166,8 @@ class GeminiProvider:
         system = [request.system] if request.system else []
         system += [m.text for m in request.messages if m.role == "system" and m.text]
         body: dict[str, Any] = {"contents": encode_contents(m for m in request.messages if m.role != "system")}
+        if self._signs_calls:
+            sign_foreign_calls(body["contents"])
         if system:
             body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
         if request.tools:
@@ -240,6 +249,20 @@ def encode_part(part: Text | Thinking | ToolCall | ToolResult, role: str = "mode
     if not part.text and signature is None and role == "model":
         return None
     return _signed({"text": part.text}, signature)
+
+
+def sign_foreign_calls(contents: list[dict[str, Any]]) -> None:
+    """Give each model turn's first ``functionCall`` part the placeholder signature when it has none.
+
+    Gemini 3 signs only the first call of a turn (parallel calls after it carry none), and requires that
+    signature back; a turn it did not write has none to send.
+    """
+    for content in contents:
+        if content["role"] != "model":
+            continue
+        first = next((part for part in content["parts"] if "functionCall" in part), None)
+        if first is not None and not first.get("thoughtSignature"):
+            first["thoughtSignature"] = UNSIGNED_CALL
 
 
 def result_envelope(result: ToolResult) -> dict[str, Any]:
@@ -436,10 +459,15 @@ def _auth_failure(error: BadRequest) -> AuthFailed | None:
     )
 
 
+def _version(name: str) -> tuple[int, int]:
+    """A ``gemini-X.Y-…`` model's (X, Y); (0, 0) for other names (Gemma, tuned models)."""
+    match = _VERSION.match(name)
+    return (int(match[1]), int(match[2] or 0)) if match else (0, 0)
+
+
 def _thinks(name: str) -> bool:
     """Gemini 2.5 and later think."""
-    match = _THINKING.match(name)
-    return match is not None and (int(match[1]), int(match[2] or 0)) >= (2, 5)
+    return _version(name) >= (2, 5)
 
 
 def from_model_name(prefix: str, name: str, **options: Any) -> GeminiProvider:
