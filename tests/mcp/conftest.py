@@ -13,6 +13,7 @@ import selectors
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -71,6 +72,17 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def reaped(pid: int) -> bool:
+    """Whether a child of this process is reaped and the event loop has been told (or is about to be).
+
+    asyncio's child watcher reaps a subprocess in a ``waitpid-N`` thread, then queues the exit for the loop;
+    a test whose loop closes before that closes nothing, and Python reports the subprocess transport as a
+    ResourceWarning. Once this holds, one turn of the loop (``await asyncio.sleep(0)``) delivers the exit.
+    """
+    gone = not Path(f"/proc/{pid}").exists() if sys.platform.startswith("linux") else not alive(pid)
+    return gone and not any(thread.name.startswith("waitpid-") for thread in threading.enumerate())
 
 
 def poll(condition: Callable[[], bool], what: str) -> None:
