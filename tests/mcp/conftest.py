@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tether.tools.mcp import MCPServerConfig
+from tether.tools.mcp import MCPServerConfig, MCPTools
 
 HERE = Path(__file__).resolve().parent
 SERVER = HERE / "server.py"
@@ -41,6 +41,14 @@ def py_server(
     args = [str(SERVER), "stdio", *(["--legacy"] if legacy else [])]
     variables = {**({"MCP_TEST_LOG": str(log)} if log else {}), **(env or {})}
     return MCPServerConfig(server_id, command=sys.executable, args=args, env=variables, **options)
+
+
+async def server_pids(mcp: MCPTools) -> tuple[int, int]:
+    """The server's pid and its parent's (the guard tether starts it through)."""
+    pids = mcp.get("pids")
+    assert pids is not None
+    found = json.loads(await pids({}))
+    return found["pid"], found["ppid"]
 
 
 def logged(log: Path) -> list[dict[str, Any]]:

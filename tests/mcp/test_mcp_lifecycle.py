@@ -12,18 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcp.conftest import HERE, alive, apoll, has_marker, poll, py_server, read_line, reaped
+from tests.mcp.conftest import HERE, alive, apoll, has_marker, poll, py_server, read_line, reaped, server_pids
 from tether.tools.mcp import MCPTools
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups and signals")
-
-
-async def server_pids(mcp: MCPTools) -> tuple[int, int]:
-    """The server's pid and its parent's (the guard tether starts it through)."""
-    pids = mcp.get("pids")
-    assert pids is not None
-    found = json.loads(await pids({}))
-    return found["pid"], found["ppid"]
 
 
 async def test_the_server_is_started_through_the_guard_and_both_end_with_the_block() -> None:

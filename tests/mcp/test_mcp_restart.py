@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcp.conftest import alive, apoll, calls_seen, has_marker, logged, py_server
-from tests.mcp.test_mcp_lifecycle import server_pids
+from tests.mcp.conftest import alive, apoll, calls_seen, has_marker, logged, py_server, server_pids
 from tether import Agent
 from tether.errors import ToolError
 from tether.messages import ToolResult
