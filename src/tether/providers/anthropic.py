@@ -44,6 +44,7 @@ from tether.events import LlmEvent
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.anthropic_stream import ORIGIN, EventDecoder, anchors_of
 from tether.providers.base import ForceTool, ModelInfo, Request, merge_extra
+from tether.providers.wire import decoded
 from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
@@ -114,7 +115,7 @@ class AnthropicProvider:
         client = self._client
         if not self.streaming:
             data = await client.post_json("/messages", body, timeout=request.timeout, deadline=request.deadline)
-            for event in decoder.message(data):
+            for event in decoded(decoder.message, data, ORIGIN):
                 yield event
             return
         events = client.stream_events("/messages", body, timeout=request.timeout, deadline=request.deadline)

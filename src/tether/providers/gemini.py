@@ -57,6 +57,7 @@ from tether.events import (
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.gemini_schema import to_gemini_schema
+from tether.providers.wire import decoded
 from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.usage import Usage
 
@@ -148,7 +149,7 @@ class GeminiProvider:
         try:
             if not self.streaming:
                 data = await client.post_json(f"{self._path}:generateContent", body, timeout=timeout, deadline=deadline)
-                for event in ResponseDecoder(live=False).whole(data):
+                for event in decoded(ResponseDecoder(live=False).whole, data, PROVIDER):
                     yield event
                 return
             decoder = ResponseDecoder(live=_candidate_count(body) <= 1)

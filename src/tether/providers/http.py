@@ -47,6 +47,7 @@ from tether.errors import (
 )
 from tether.events import LlmEvent
 from tether.providers.sse import ServerSentEvent, SSEDecoder
+from tether.providers.wire import decoded
 
 if TYPE_CHECKING:
     import aiohttp
@@ -489,7 +490,7 @@ async def decode_events(
     ``end()`` once the stream is over. The stream is closed however the consumer leaves."""
     async with aclosing(events):
         async for event in events:
-            for decoded in decode(parse_event_json(event.data, provider)):
-                yield decoded
-    for decoded in end():
-        yield decoded
+            for item in decoded(decode, parse_event_json(event.data, provider), provider):
+                yield item
+    for item in decoded(lambda _: end(), None, provider):
+        yield item

@@ -30,6 +30,7 @@ from tether.events import (
 )
 from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
+from tether.providers.wire import decoded
 from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.registry import PROFILES, Profile
 from tether.usage import Usage
@@ -101,7 +102,7 @@ class OpenAIChatProvider:
         client = self._client
         if not self.streaming:
             data = await client.post_json("/chat/completions", body, timeout=request.timeout, deadline=request.deadline)
-            for event in decoder.completion(data):
+            for event in decoded(decoder.completion, data, self.profile.name):
                 yield event
             return
         events = client.stream_events(

@@ -57,6 +57,7 @@ from tether.events import (
 )
 from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
+from tether.providers.wire import decoded
 from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
 from tether.providers.registry import PROFILES
@@ -132,7 +133,7 @@ class OpenAIResponsesProvider:
         client = self._client
         if not self.streaming:
             data = await client.post_json("/responses", body, timeout=request.timeout, deadline=request.deadline)
-            for event in decoder.whole(data):
+            for event in decoded(decoder.whole, data, ORIGIN):
                 yield event
             return
         events = client.stream_events(
