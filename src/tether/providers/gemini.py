@@ -57,8 +57,8 @@ from tether.events import (
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.gemini_schema import to_gemini_schema
-from tether.providers.wire import decoded
 from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
+from tether.providers.wire import decoded
 from tether.usage import Usage
 
 __all__ = ["GeminiProvider", "ResponseDecoder", "encode_contents", "from_model_name", "parse_usage"]

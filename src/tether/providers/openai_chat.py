@@ -30,9 +30,9 @@ from tether.events import (
 )
 from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
-from tether.providers.wire import decoded
 from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.registry import PROFILES, Profile
+from tether.providers.wire import decoded
 from tether.usage import Usage
 
 _FINISH: dict[str, FinishReason] = {

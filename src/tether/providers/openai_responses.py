@@ -57,10 +57,10 @@ from tether.events import (
 )
 from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
-from tether.providers.wire import decoded
 from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
 from tether.providers.registry import PROFILES
+from tether.providers.wire import decoded
 from tether.usage import Usage
 
 ORIGIN = "openai-responses"
