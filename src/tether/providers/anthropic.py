@@ -44,7 +44,7 @@ from tether.events import LlmEvent
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.anthropic_stream import ORIGIN, EventDecoder, anchors_of
 from tether.providers.base import ForceTool, ModelInfo, Request, merge_extra
-from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events
+from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events
 from tether.providers.wire import decoded
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
@@ -70,6 +70,7 @@ class AnthropicProvider:
         api_key: str | None = None,
         stream: bool = True,
         retry: RetryPolicy | None = None,
+        response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
         max_tokens_default: int = MAX_TOKENS_DEFAULT,
     ) -> None:
@@ -80,6 +81,7 @@ class AnthropicProvider:
             api_key: the key; otherwise read from ``ANTHROPIC_API_KEY``.
             stream: stream answers (the default), or ask for whole answers.
             retry: how failed requests are retried.
+            response_limits: the most of an answer read (``ResponseLimits``); the defaults when not given.
             headers: extra headers sent with every request (``anthropic-beta``, ...).
             max_tokens_default: ``max_tokens`` when ``ModelSettings.max_tokens`` is not given.
         """
@@ -104,6 +106,7 @@ class AnthropicProvider:
             auth_prefix="",
             headers={"anthropic-version": API_VERSION, **(headers or {})},
             retry=retry,
+            limits=response_limits,
         )
 
     def __repr__(self) -> str:

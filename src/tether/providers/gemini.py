@@ -57,7 +57,7 @@ from tether.events import (
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.gemini_schema import to_gemini_schema
-from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
+from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.wire import decoded
 from tether.usage import Usage
 
@@ -103,6 +103,7 @@ class GeminiProvider:
         api_key: str | None = None,
         stream: bool = True,
         retry: RetryPolicy | None = None,
+        response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         """
@@ -112,6 +113,7 @@ class GeminiProvider:
             api_key: the key; otherwise ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``. Sent as ``x-goog-api-key``.
             stream: stream answers (the default), or ask for whole answers.
             retry: how failed requests are retried.
+            response_limits: the most of an answer read (``ResponseLimits``); the defaults when not given.
             headers: extra headers sent with every request.
         """
         key = api_key or next((os.environ[name] for name in KEY_VARIABLES if os.environ.get(name)), None)
@@ -138,6 +140,7 @@ class GeminiProvider:
             auth_prefix="",
             headers=headers,
             retry=retry,
+            limits=response_limits,
         )
 
     def __repr__(self) -> str:

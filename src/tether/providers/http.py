@@ -1,4 +1,4 @@
-"""The HTTP layer of every wire provider: pooled connections, timeouts, retries, error mapping.
+"""The HTTP layer of every wire provider: pooled connections, timeouts, retries, limits, error mapping.
 
 The contract
 ------------
@@ -8,12 +8,23 @@ The contract
   managing its own loop calls :func:`close_sessions` before closing it.
 * **Timeouts.** ``Request.timeout`` bounds connecting, the wait for the first byte and every wait between
   chunks; a stream that goes quiet that long fails with ``timeout``.
+* **Redirects are never followed.** A request carries the API key and the whole conversation; following a
+  redirect would hand both to whatever origin the answer names (aiohttp drops only ``Authorization`` on the
+  way, not ``x-api-key`` or ``x-goog-api-key``). A 3xx answer is ``bad_request`` with its status, naming the
+  origin it pointed to (never its path or query), and asking for ``base_url`` to be set to the final address.
+* **Limits.** An answer is read piece by piece within :class:`~tether.providers.body.ResponseLimits` (a
+  whole body, one event, a whole stream); past a cap it is ``invalid_response`` naming the limit, and the
+  connection is dropped. A whole body is decoded as strict UTF-8 (JSON's encoding, whatever ``charset`` the
+  server claims); bytes that are not are ``invalid_response``.
 * **Retries.** HTTP 429, 500, 502, 503, 504 and 529, connection failures and timeouts are retried with
   exponential backoff and full jitter (``RetryPolicy``), honouring ``Retry-After`` and ``retry-after-ms``
-  (capped by ``RetryPolicy.max_delay``), never past the run's deadline. **A stream is never retried once an
-  event has been delivered**: the consumer has acted on it, and a replay would duplicate output.
+  (capped by ``RetryPolicy.max_delay``), never past the run's deadline. Nothing else is retried: not a
+  redirect, not an answer past a limit or not UTF-8 or not JSON (the same server would send it again), not
+  an exhausted quota. **A stream is never retried once an event has been delivered**: the consumer has
+  acted on it, and a replay would duplicate output.
 * **Errors.** Every failure is a :class:`~tether.errors.ProviderError` subclass with a stable code and the
-  HTTP status, the provider's own message and its request id. A context-length error is ``context_overflow``.
+  HTTP status, the provider's own message and its request id (see :mod:`tether.providers.http_errors` for
+  the one mapping HTTP errors and in-stream errors share). A context-length error is ``context_overflow``.
 * **Secrets.** API keys are held in :class:`Secret` and only ever written into request headers: no message,
   repr or log line contains one.
 """
@@ -21,12 +32,9 @@ The contract
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import math
 import random
-import re
-import time
 import urllib.parse
 import weakref
 from collections.abc import AsyncGenerator, Callable
@@ -34,35 +42,46 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether.errors import (
-    AuthFailed,
-    BadRequest,
-    ContextOverflow,
-    InvalidResponse,
-    ProviderError,
-    ProviderUnavailable,
-    RateLimited,
-    RequestTimeout,
-    TransportError,
-)
+from tether.errors import BadRequest, InvalidResponse, ProviderError, RequestTimeout, TransportError
 from tether.events import LlmEvent
+from tether.providers.body import ResponseLimits, decode_text, parse_json, read_body, too_large
+from tether.providers.http_errors import (
+    RETRY_STATUSES,
+    error_for_payload,
+    error_for_response,
+    is_retryable,
+    provider_message,
+    retry_after,
+)
 from tether.providers.sse import ServerSentEvent, SSEDecoder
 from tether.providers.wire import decoded
 
 if TYPE_CHECKING:
     import aiohttp
 
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
+__all__ = [
+    "RETRY_STATUSES",
+    "HttpClient",
+    "ResponseLimits",
+    "RetryPolicy",
+    "Secret",
+    "close_sessions",
+    "decode_events",
+    "error_for_payload",
+    "error_for_response",
+    "is_retryable",
+    "origin_of",
+    "parse_event_json",
+    "provider_message",
+    "redirect_error",
+    "retry_after",
+    "session_for",
+]
+
 MAX_CONNECTIONS = 4096
 """Connections per origin and loop: enough for thousands of concurrent runs without queueing."""
 MAX_ERROR_BODY = 64 * 1024
 """Bytes of an error response read for its message."""
-
-_CONTEXT_OVERFLOW = re.compile(
-    r"context[ _-]?(length|window)|maximum context|prompt is too long|too many (input )?tokens|"
-    r"exceeds? the (model'?s? )?(maximum )?context|exceeds? the maximum number of tokens|input (is )?too long",
-    re.IGNORECASE,
-)
 
 
 class Secret:
@@ -159,9 +178,9 @@ async def close_sessions() -> None:
 
 
 class HttpClient:
-    """JSON requests to one API, answered with JSON or a stream of server-sent events."""
+    """JSON requests to one API, answered with JSON or a stream of server-sent events, read within ``limits``."""
 
-    __slots__ = ("_api_key", "_auth_header", "_auth_prefix", "_headers", "base_url", "provider", "retry")
+    __slots__ = ("_api_key", "_auth_header", "_auth_prefix", "_headers", "base_url", "limits", "provider", "retry")
 
     def __init__(
         self,
@@ -173,10 +192,12 @@ class HttpClient:
         auth_prefix: str = "Bearer ",
         headers: dict[str, str] | None = None,
         retry: RetryPolicy | None = None,
+        limits: ResponseLimits | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.provider = provider
         self.retry = retry or RetryPolicy()
+        self.limits = limits or ResponseLimits()
         self._api_key = api_key
         self._auth_header = auth_header
         self._auth_prefix = auth_prefix
@@ -193,21 +214,14 @@ class HttpClient:
         payload = body if isinstance(body, bytes) else _encode(body)
         for attempt in range(self.retry.max_retries + 1):
             try:
-                response = await self._post(path, payload, timeout)
-                try:
-                    text = await response.text()
-                finally:
-                    response.release()
+                data = await self._whole(await self._post(path, payload, timeout))
             except ProviderError as error:
                 await self._back_off(error, attempt, deadline)
                 continue
             except Exception as exc:  # noqa: BLE001 - every transport failure gets a code
                 await self._back_off(self._transport_error(exc, timeout), attempt, deadline)
                 continue
-            try:
-                return json.loads(text)
-            except ValueError:
-                raise InvalidResponse(f"{self.provider} sent a body that is not JSON: {text[:200]!r}") from None
+            return parse_json(data, self.provider)
         raise AssertionError("unreachable: _back_off raises on the last attempt")
 
     async def stream_events(
@@ -223,37 +237,24 @@ class HttpClient:
 
         An event whose data is ``end_marker`` (OpenAI's ``[DONE]``) ends the stream: it is not yielded, and the
         rest of the body is read so that the connection goes back to the pool. A response that is not an
-        event stream (a server that ignored ``stream: true``) is yielded whole, as one event, for the provider
-        to read as a complete answer. ``body`` may be JSON already encoded.
+        event stream (a server that ignored ``stream: true``) is read whole (within ``max_body_bytes``) and
+        yielded as one event, for the provider to read as a complete answer. ``body`` may be JSON already
+        encoded.
         """
         payload = body if isinstance(body, bytes) else _encode(body)
         for attempt in range(self.retry.max_retries + 1):
             delivered = False
             try:
                 response = await self._post(path, payload, timeout)
-                reusable = False
-                try:
-                    if "text/event-stream" not in response.headers.get("Content-Type", ""):
-                        whole = await response.text()
-                        reusable = delivered = True
-                        yield ServerSentEvent(whole)
-                        return
-                    decoder = SSEDecoder()
-                    async for chunk in response.content.iter_any():
-                        for event in decoder.feed(chunk):
-                            if event.data == end_marker:
-                                reusable = await _drain(response)
-                                return
-                            delivered = True
-                            yield event
-                    for event in decoder.close():
-                        if event.data == end_marker:
-                            break
+                if "text/event-stream" not in response.headers.get("Content-Type", ""):
+                    whole = decode_text(await self._whole(response), self.provider)
+                    delivered = True
+                    yield ServerSentEvent(whole)
+                    return
+                async with aclosing(self._events(response, end_marker)) as events:
+                    async for event in events:
                         delivered = True
                         yield event
-                    reusable = True
-                finally:
-                    response.release() if reusable else response.close()
                 return
             except ProviderError as error:
                 if delivered:
@@ -265,22 +266,64 @@ class HttpClient:
                     raise failure from exc
                 await self._back_off(failure, attempt, deadline)
 
+    async def _whole(self, response: aiohttp.ClientResponse) -> bytearray:
+        """A whole body within ``max_body_bytes``; the connection is reused only when it was read to its end."""
+        reusable = False
+        try:
+            limit = self.limits.max_body_bytes
+            data = await read_body(response, limit, provider=self.provider, setting="max_body_bytes")
+            reusable = True
+            return data
+        finally:
+            response.release() if reusable else response.close()
+
+    async def _events(
+        self, response: aiohttp.ClientResponse, end_marker: str | None
+    ) -> AsyncGenerator[ServerSentEvent, None]:
+        """The events of an event-stream body, within ``max_event_bytes`` each and ``max_stream_bytes`` in all."""
+        limits = self.limits
+        decoder = SSEDecoder(max_event_bytes=limits.max_event_bytes, provider=self.provider)
+        received = 0
+        reusable = False
+        try:
+            async for chunk in response.content.iter_any():
+                received += len(chunk)
+                if received > limits.max_stream_bytes:
+                    raise too_large(self.provider, "a stream", "max_stream_bytes", limits.max_stream_bytes)
+                for event in decoder.feed(chunk):
+                    if event.data == end_marker:
+                        reusable = await _drain(response)
+                        return
+                    yield event
+            for event in decoder.close():
+                if event.data == end_marker:
+                    break
+                yield event
+            reusable = True
+        finally:
+            response.release() if reusable else response.close()
+
     async def _post(self, path: str, payload: bytes, timeout: float | None) -> aiohttp.ClientResponse:
-        """One attempt; a response with status < 400, or the mapped ``ProviderError``."""
+        """One attempt; a response with a 2xx status, or the mapped ``ProviderError`` (redirects included)."""
         import aiohttp
 
         session = await session_for(self.base_url)
         headers = self._headers
         if self._api_key is not None:
             headers = {**headers, self._auth_header: self._auth_prefix + self._api_key.reveal()}
+        url = self.base_url + path
         response = await session.post(
-            self.base_url + path,
+            url,
             data=payload,
             headers=headers,
+            allow_redirects=False,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
         )
-        if response.status < 400:
+        if response.status < 300:
             return response
+        if response.status < 400:
+            response.close()
+            raise redirect_error(self.provider, url, response.status, response.headers.get("Location"))
         try:
             text = await _read_capped(response, MAX_ERROR_BODY)
         finally:
@@ -307,15 +350,34 @@ class HttpClient:
         return TransportError(f"the connection to {self.provider} failed {where}: {type(exc).__name__}: {exc}")
 
 
+def redirect_error(provider: str, url: str, status: int, location: str | None) -> BadRequest:
+    """The error for a redirect that is not followed: it names the origin pointed to, never its path or query
+    (they may carry tokens), and says what to change."""
+    target = origin_of(urllib.parse.urljoin(url, location)) if location else None
+    where = f"to {target}" if target else "without saying where (no Location)"
+    return BadRequest(
+        f"{provider} answered HTTP {status}, a redirect {where}; redirects are not followed, since the request "
+        "carries the API key and the conversation. Set base_url to the address the requests should go to.",
+        status=status,
+        details={"redirect": target},
+    )
+
+
 DRAIN_SECONDS = 1.0
 """How long to wait for the end of a body after its end marker before giving the connection up."""
+DRAIN_BYTES = 64 * 1024
+"""How much of a body after its end marker is read to keep the connection; more, and it is dropped instead."""
 
 
 async def _drain(response: aiohttp.ClientResponse) -> bool:
     """Read what is left of a body whose answer is complete; whether the connection can be reused."""
+    left = DRAIN_BYTES
     try:
         async with asyncio.timeout(DRAIN_SECONDS):
-            await response.content.read()
+            async for piece in response.content.iter_any():
+                left -= len(piece)
+                if left < 0:
+                    return False
     except Exception:  # noqa: BLE001 - the answer is complete; only the connection is lost
         return False
     return True
@@ -329,143 +391,6 @@ async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> str:
         if len(data) >= limit:
             break
     return bytes(data[:limit]).decode(errors="replace")
-
-
-def is_retryable(error: ProviderError) -> bool:
-    """Whether another attempt may succeed: rate limits, overload (the HTTP statuses of ``RETRY_STATUSES``),
-    broken connections and timeouts; never an exhausted quota."""
-    if error.details.get("insufficient_quota"):
-        return False
-    if error.status is not None and not isinstance(error, TransportError | RequestTimeout):
-        return error.status in RETRY_STATUSES
-    return isinstance(error, RateLimited | ProviderUnavailable | TransportError | RequestTimeout)
-
-
-def error_for_response(provider: str, status: int, body: str, headers: Any) -> ProviderError:
-    """The ``ProviderError`` for an HTTP error response, with the provider's message and request id."""
-    message, code = provider_message(body)
-    details: dict[str, Any] = {"provider_code": code} if code else {}
-    if status == 429 and code == "insufficient_quota":
-        details["insufficient_quota"] = True
-    kind = _kind_for_status(status, message, code)
-    return kind(
-        f"{provider} returned HTTP {status}: {message}",
-        status=status,
-        provider_message=message,
-        request_id=_first_header(headers, "x-request-id", "request-id", "x-goog-request-id", "cf-ray")
-        or _body_request_id(body),
-        retry_after=retry_after(headers),
-        details=details,
-    )
-
-
-def _body_request_id(body: str) -> str | None:
-    """The request id some providers (Anthropic) also write into an error body."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    request_id = data.get("request_id") if isinstance(data, dict) else None
-    return request_id if isinstance(request_id, str) else None
-
-
-def _kind_for_status(status: int, message: str, code: str | None) -> type[ProviderError]:
-    if status in (400, 413, 422) and (code == "context_length_exceeded" or _CONTEXT_OVERFLOW.search(message)):
-        return ContextOverflow
-    if status in (401, 403):
-        return AuthFailed
-    if status == 408:
-        return RequestTimeout
-    if status == 429:
-        return RateLimited
-    if status >= 500:
-        return ProviderUnavailable
-    return BadRequest
-
-
-def error_for_payload(provider: str, payload: Any) -> ProviderError:
-    """The ``ProviderError`` for an error object sent inside a stream, read from every field that names it
-    (``type``, ``code``, ``status``); a numeric code is read as the HTTP status it stands for."""
-    error = payload.get("error", payload) if isinstance(payload, dict) else payload
-    message, _ = provider_message(json.dumps(payload))
-    fields = error if isinstance(error, dict) else {}
-    names = {str(fields[key]).lower() for key in ("type", "code", "status") if fields.get(key) is not None}
-    details: dict[str, Any] = {"provider_code": ",".join(sorted(names))} if names else {}
-
-    def named(*words: str) -> bool:
-        return any(word in name for name in names for word in words)
-
-    status = next((int(name) for name in names if name.isdigit() and int(name) >= 400), None)
-    kind: type[ProviderError]
-    if named("context_length") or _CONTEXT_OVERFLOW.search(message):
-        kind = ContextOverflow
-    elif status is not None:
-        kind = _kind_for_status(status, message, None)
-    elif named("rate_limit", "resource_exhausted"):
-        kind = RateLimited
-    elif named("auth", "permission", "unauthenticated"):
-        kind = AuthFailed
-    elif named("invalid_request", "invalid_argument", "not_found"):
-        kind = BadRequest
-    else:
-        kind = ProviderUnavailable  # overloaded, server_error, unavailable, or unknown: the provider's side
-    return kind(f"{provider} reported an error in the stream: {message}", provider_message=message, details=details)
-
-
-def provider_message(body: str) -> tuple[str, str | None]:
-    """The human message and the machine code in an error body, whichever of the usual shapes it has."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return (body.strip()[:500] or "(empty body)"), None
-    if isinstance(data, list) and data and isinstance(data[0], dict):  # Gemini streams errors as [ {...} ]
-        data = data[0]
-    error = data.get("error", data) if isinstance(data, dict) else data
-    if isinstance(error, str):
-        return error[:500], None
-    if not isinstance(error, dict):
-        return str(error)[:500], None
-    message = error.get("message") or error.get("detail") or data.get("message") or json.dumps(error)[:500]
-    upstream = (error.get("metadata") or {}).get("raw") if isinstance(error.get("metadata"), dict) else None
-    if isinstance(upstream, str) and upstream not in str(message):  # a gateway's wrapper around the real reason
-        message = f"{message}: {upstream}"
-    code = error.get("code") or error.get("type") or error.get("status")
-    return str(message)[:1000], (str(code) if code is not None else None)
-
-
-def retry_after(headers: Any) -> float | None:
-    """Seconds to wait, from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    milliseconds = _first_header(headers, "retry-after-ms")
-    if milliseconds is not None:
-        try:
-            wait = float(milliseconds) / 1000
-        except ValueError:
-            pass
-        else:
-            if math.isfinite(wait):
-                return wait
-    value = _first_header(headers, "retry-after")
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return seconds if math.isfinite(seconds) else None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _first_header(headers: Any, *names: str) -> str | None:
-    for name in names:
-        value = headers.get(name)
-        if value is not None:
-            return str(value)
-    return None
 
 
 def _encode(body: dict[str, Any]) -> bytes:

@@ -30,7 +30,7 @@ from tether.events import (
 )
 from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
-from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
+from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.registry import PROFILES, Profile
 from tether.providers.wire import decoded
 from tether.usage import Usage
@@ -58,6 +58,7 @@ class OpenAIChatProvider:
         api_key: str | None = None,
         stream: bool = True,
         retry: RetryPolicy | None = None,
+        response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         """
@@ -68,6 +69,7 @@ class OpenAIChatProvider:
             api_key: the key; otherwise read from the profile's environment variable.
             stream: stream answers (the default), or ask for whole answers.
             retry: how failed requests are retried.
+            response_limits: the most of an answer read (``ResponseLimits``); the defaults when not given.
             headers: extra headers sent with every request.
         """
         url = base_url or profile.base_url
@@ -90,7 +92,12 @@ class OpenAIChatProvider:
             supports_json_schema=profile.json_schema,
         )
         self._client = HttpClient(
-            url, provider=profile.name, api_key=Secret(key) if key else None, headers=headers, retry=retry
+            url,
+            provider=profile.name,
+            api_key=Secret(key) if key else None,
+            headers=headers,
+            retry=retry,
+            limits=response_limits,
         )
 
     def __repr__(self) -> str:

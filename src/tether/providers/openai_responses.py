@@ -57,7 +57,7 @@ from tether.events import (
 )
 from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
-from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
+from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
 from tether.providers.registry import PROFILES
 from tether.providers.wire import decoded
@@ -94,6 +94,7 @@ class OpenAIResponsesProvider:
         api_key: str | None = None,
         stream: bool = True,
         retry: RetryPolicy | None = None,
+        response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         """
@@ -104,6 +105,7 @@ class OpenAIResponsesProvider:
                 another ``base_url``.
             stream: stream answers (the default), or ask for whole answers.
             retry: how failed requests are retried.
+            response_limits: the most of an answer read (``ResponseLimits``); the defaults when not given.
             headers: extra headers sent with every request.
         """
         key = api_key or os.environ.get(_OPENAI.api_key_env or "")
@@ -122,6 +124,7 @@ class OpenAIResponsesProvider:
             api_key=Secret(key) if key else None,
             headers=headers,
             retry=retry,
+            limits=response_limits,
         )
 
     def __repr__(self) -> str:

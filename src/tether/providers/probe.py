@@ -10,7 +10,8 @@ for its models both ways they are offered, at the same time:
 and turns whatever happens into a :class:`ProbeResult`: which kinds of API answered, the models found, the
 base URL to give tether, the latency and a message saying what to do next. A probe never raises for a server
 that cannot be reached or answers wrongly (``ok`` is false and the message says why); only a string that is
-not an HTTP URL at all is refused, with ``ConfigInvalid``.
+not an HTTP URL at all is refused, with ``ConfigInvalid``. Redirects are not followed (a key meant for one
+server must not reach another): a redirect is reported, naming the origin it points to.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from tether.errors import ConfigInvalid
 
@@ -150,12 +151,17 @@ async def _fetch(
     headers = {"Authorization": "Bearer " + key.reveal()} if key else None
     started = time.perf_counter()
     try:
-        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+        async with session.get(
+            url, headers=headers, allow_redirects=False, timeout=aiohttp.ClientTimeout(total=timeout)
+        ) as response:
             body = await _read_capped(response)
             status, content_type = response.status, response.content_type
+            location = response.headers.get("Location")
     except Exception as exc:  # noqa: BLE001 - every failure becomes a message, none escapes
         return _Answer(_since(started), problem=_connection_problem(exc, where, timeout))
     elapsed = _since(started)
+    if 300 <= status < 400:
+        return _Answer(elapsed, problem=_redirect_problem(url, status, location))
     if status >= 400:
         return _Answer(elapsed, problem=_http_problem(url, status, body, where))
     models = parse(_json(body))
@@ -251,6 +257,16 @@ def _http_problem(url: str, status: int, body: bytes, where: Endpoints) -> str:
             "It may still be loading the model; its log says more."
         )
     return f"GET {url} answered HTTP {status} (the server said: {said})."
+
+
+def _redirect_problem(url: str, status: int, location: str | None) -> str:
+    from tether.providers.http import origin_of
+
+    target = origin_of(urljoin(url, location)) if location else "nowhere (no Location)"
+    return (
+        f"GET {url} answered HTTP {status}, a redirect to {target}; redirects are not followed, since requests "
+        "carry the API key. Give the address the server answers at itself."
+    )
 
 
 def _not_models(url: str, content_type: str, body: bytes) -> str:
