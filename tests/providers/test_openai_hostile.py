@@ -480,3 +480,16 @@ async def test_a_malformed_answer_ends_the_run_as_invalid_response_naming_the_fi
     assert [m.role for m in result.messages] == ["user"]  # nothing malformed was kept
     assert isinstance(result.messages[0], Message)
     server.assert_all_served()  # asked once and corrected once, as the limits say
+
+
+def test_content_sent_as_a_list_of_parts_is_read_as_its_text_parts() -> None:
+    """Some compatible servers send ``content`` as parts (text, and parts of their own such as thinking)."""
+    parts = [{"type": "thinking", "thinking": [{"type": "text", "text": "hm"}]}, {"type": "text", "text": "Hi"}]
+    events = ChunkDecoder(PROFILES["openai-compatible"]).completion(
+        {"choices": [{"message": {"content": parts}, "finish_reason": "stop"}]}
+    )
+    assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta("Hi")]
+    with pytest.raises(InvalidResponse, match=r"choices\[0\]\.message\.content\[0\]\.text"):
+        ChunkDecoder(PROFILES["openai"]).completion(
+            {"choices": [{"message": {"content": [{"type": "text", "text": 1}]}}]}
+        )

@@ -3,15 +3,17 @@
 Requests are built from tether's messages; answers, streamed or not, are read by one decoder into the same
 ``LlmEvent``s: text, reasoning (``reasoning_content`` as DeepSeek, vLLM and llama.cpp send it, ``reasoning``
 as Ollama does) as thinking, refusals as text marked ``{"refusal": true}``, tool calls assembled by their
-``index`` (several may stream interleaved; a call without an ``id`` gets one), the finish reason and usage.
+``index`` (several may stream interleaved; a call without an ``id`` gets one; the deprecated single
+``function_call`` is read as the call at index 0), the finish reason and usage.
 What differs between servers is a :class:`~tether.providers.registry.Profile`, not a subclass.
 
 An answer is read field by field with the typed readers of :mod:`tether.providers.wire`: a field of the wrong
 JSON type (at any depth) is ``InvalidResponse`` naming it, and no event ever carries a value of the wrong
-Python type. Usage counts are read forgivingly. A tool call's ``extra_content`` (where Gemini's
-OpenAI-compatible endpoint puts the call's thought signature, streamed or not) is kept in the call's
-``provider_data`` as ``{"origin": <profile name>, "extra_content": {...}}`` and sent back unchanged on later
-requests to a server of the same profile, which Gemini 3 requires to continue after a tool call.
+Python type. ``content`` may also be a list of parts, as some servers send it: its ``text`` parts are the
+text. Usage counts are read forgivingly. A tool call's ``extra_content`` (where Gemini's OpenAI-compatible
+endpoint puts the call's thought signature, streamed or not) is kept in the call's ``provider_data`` as
+``{"origin": <profile name>, "extra_content": {...}}`` and sent back unchanged on later requests to a server
+of the same profile, which Gemini 3 requires to continue after a tool call.
 """
 
 from __future__ import annotations
@@ -310,18 +312,21 @@ class ChunkDecoder:
         for field in self._reasoning_fields:
             if reasoning := as_text(delta.get(field), name, f"{where}.{field}"):
                 out.append(ThinkingDelta(reasoning))
-        if content := as_text(delta.get("content"), name, f"{where}.content"):
+        if content := _content_text(delta.get("content"), name, f"{where}.content"):
             out.append(TextDelta(content))
         if refusal := as_text(delta.get("refusal"), name, f"{where}.refusal"):
             out.append(TextDelta(refusal, provider_data={"refusal": True}))
         for position, call in enumerate(as_list(delta.get("tool_calls"), name, f"{where}.tool_calls")):
-            self._tool_call(as_object(call, name, f"{where}.tool_calls[{position}]"), position, where, out)
+            at = f"{where}.tool_calls[{position}]"
+            self._tool_call(as_object(call, name, at), position, at, out)
+        if legacy := as_object(delta.get("function_call"), name, f"{where}.function_call"):
+            self._tool_call({"index": 0, "function": legacy}, 0, where, out)  # the deprecated single call
         if finish:
             self._finish = _FINISH.get(finish, "other")
 
     def _tool_call(self, call: dict[str, Any], position: int, where: str, out: list[LlmEvent]) -> None:
+        """One tool call, or a piece of one (``where`` names it in errors)."""
         name = self.provider
-        where = f"{where}.tool_calls[{position}]"
         given_id = as_text(call.get("id"), name, f"{where}.id")
         index = call.get("index")
         if index is None:  # whole calls (non-streamed answers, or servers that leave it out)
@@ -352,6 +357,19 @@ class ChunkDecoder:
             known = [index for index, known_id in self._calls.items() if known_id == call_id]
             return known[0] if known else len(self._calls)
         return position
+
+
+def _content_text(content: Any, provider: str, where: str) -> str:
+    """A message's ``content``: a string, or (as some servers send it) a list of parts whose ``text`` parts
+    are the text; parts of other types (images, a server's own thinking parts) carry no answer text."""
+    if type(content) is not list:
+        return as_text(content, provider, where)
+    texts = []
+    for position, raw in enumerate(content):
+        part = as_object(raw, provider, f"{where}[{position}]")
+        if as_text(part.get("type"), provider, f"{where}[{position}].type") == "text":
+            texts.append(as_text(part.get("text"), provider, f"{where}[{position}].text"))
+    return "".join(texts)
 
 
 def parse_usage(usage: dict[str, Any], provider: str = "openai") -> Usage:
