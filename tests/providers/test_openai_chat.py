@@ -346,9 +346,9 @@ def test_the_payload_sent_is_the_body_and_each_message_is_encoded_once(monkeypat
     encoded: list[Message] = []
     original = openai_chat.encode_message
 
-    def counting(message: Message) -> list[dict[str, Any]]:
+    def counting(message: Message, origin: str = "") -> list[dict[str, Any]]:
         encoded.append(message)
-        return original(message)
+        return original(message, origin)
 
     monkeypatch.setattr(openai_chat, "encode_message", counting)
     model.request_payload(request)

@@ -3,8 +3,17 @@
 Requests are built from tether's messages; answers, streamed or not, are read by one decoder into the same
 ``LlmEvent``s: text, reasoning (``reasoning_content`` as DeepSeek, vLLM and llama.cpp send it, ``reasoning``
 as Ollama does) as thinking, refusals as text marked ``{"refusal": true}``, tool calls assembled by their
-``index`` (several may stream interleaved; a call without an ``id`` gets one), the finish reason and usage.
+``index`` (several may stream interleaved; a call without an ``id`` gets one; the deprecated single
+``function_call`` is read as the call at index 0), the finish reason and usage.
 What differs between servers is a :class:`~tether.providers.registry.Profile`, not a subclass.
+
+An answer is read field by field with the typed readers of :mod:`tether.providers.wire`: a field of the wrong
+JSON type (at any depth) is ``InvalidResponse`` naming it, and no event ever carries a value of the wrong
+Python type. ``content`` may also be a list of parts, as some servers send it: its ``text`` parts are the
+text. Usage counts are read forgivingly. A tool call's ``extra_content`` (where Gemini's OpenAI-compatible
+endpoint puts the call's thought signature, streamed or not) is kept in the call's ``provider_data`` as
+``{"origin": <profile name>, "extra_content": {...}}`` and sent back unchanged on later requests to a server
+of the same profile, which Gemini 3 requires to continue after a tool call.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.registry import PROFILES, Profile
-from tether.providers.wire import decoded
+from tether.providers.wire import as_count, as_list, as_object, as_text, decoded, malformed
 from tether.usage import Usage
 
 _FINISH: dict[str, FinishReason] = {
@@ -122,14 +131,14 @@ class OpenAIChatProvider:
         """The JSON body for ``request``."""
         messages: list[dict[str, Any]] = [{"role": "system", "content": request.system}] if request.system else []
         for message in request.messages:
-            messages += encode_message(message)
+            messages += encode_message(message, self.profile.name)
         return {"model": self.info.name, "messages": messages, **self._options(request)}
 
     def request_payload(self, request: Request) -> bytes:
         """``request_body`` encoded, built from each message's cached JSON: the cost of a request grows with
         the new messages, not with the whole history re-encoded every turn."""
         head = [_dumps({"role": "system", "content": request.system})] if request.system else []
-        messages = ",".join(head + [encoded_json(message) for message in request.messages])
+        messages = ",".join(head + [encoded_json(message, self.profile.name) for message in request.messages])
         options = _dumps({"model": self.info.name, **self._options(request)})
         return f'{{"messages":[{messages}],{options[1:]}'.encode()
 
@@ -166,17 +175,23 @@ class OpenAIChatProvider:
         return body
 
 
-_encoded: dict[int, tuple[weakref.ref[Message], str]] = {}
+CALL_EXTRA = "extra_content"
+"""The key, in a tool call's ``provider_data`` (or, keyed by call id, in its message's), of the call's
+``extra_content`` as the server sent it; Gemini's OpenAI-compatible endpoint carries the call's thought
+signature there (``{"google": {"thought_signature": ...}}``) and refuses a follow-up without it."""
+
+_encoded: dict[int, tuple[weakref.ref[Message], str, str]] = {}
 
 
-def encoded_json(message: Message) -> str:
-    """The message's Chat Completions messages as JSON array items, encoded once per message object."""
+def encoded_json(message: Message, origin: str = "") -> str:
+    """The message's Chat Completions messages as JSON array items, encoded once per message object (and per
+    provider: what goes back to one server only may differ)."""
     key = id(message)
     cached = _encoded.get(key)
-    if cached is not None and cached[0]() is message:
-        return cached[1]
-    text = ",".join(_dumps(item) for item in encode_message(message))
-    _encoded[key] = (weakref.ref(message, lambda _, key=key: _encoded.pop(key, None)), text)  # type: ignore[misc]
+    if cached is not None and cached[0]() is message and cached[1] == origin:
+        return cached[2]
+    text = ",".join(_dumps(item) for item in encode_message(message, origin))
+    _encoded[key] = (weakref.ref(message, lambda _, key=key: _encoded.pop(key, None)), origin, text)  # type: ignore[misc]
     return text
 
 
@@ -184,8 +199,9 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def encode_message(message: Message) -> list[dict[str, Any]]:
-    """One tether message as Chat Completions messages (a tool message becomes one per result)."""
+def encode_message(message: Message, origin: str = "") -> list[dict[str, Any]]:
+    """One tether message as Chat Completions messages (a tool message becomes one per result). ``origin`` is
+    the profile name of the server it goes to: a tool call's ``extra_content`` goes back to that server only."""
     if message.role == "tool":
         return [
             {"role": "tool", "tool_call_id": part.call_id, "content": part.content}
@@ -198,11 +214,28 @@ def encode_message(message: Message) -> list[dict[str, Any]]:
     encoded: dict[str, Any] = {"role": "assistant", "content": text or None}
     calls = [part for part in message.parts if type(part) is ToolCall]
     if calls:
-        encoded["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments_text(c)}}
-            for c in calls
-        ]
+        late = _own(message.provider_data, origin).get(CALL_EXTRA)
+        encoded["tool_calls"] = [_call(c, origin, late if isinstance(late, dict) else {}) for c in calls]
     return [encoded]
+
+
+def _own(provider_data: dict[str, Any] | None, origin: str) -> dict[str, Any]:
+    """``provider_data`` written by the provider named ``origin``, else nothing."""
+    if origin and provider_data and provider_data.get("origin") == origin:
+        return provider_data
+    return {}
+
+
+def _call(call: ToolCall, origin: str, late: dict[str, Any]) -> dict[str, Any]:
+    encoded: dict[str, Any] = {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": _arguments_text(call)},
+    }
+    extra = _own(call.provider_data, origin).get(CALL_EXTRA) or late.get(call.id)
+    if isinstance(extra, dict) and extra:
+        encoded[CALL_EXTRA] = extra
+    return encoded
 
 
 def encode_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
@@ -218,33 +251,52 @@ def _arguments_text(call: ToolCall) -> str:
 
 
 class ChunkDecoder:
-    """Chat Completions chunks (or one whole completion) to ``LlmEvent``s, for one response."""
+    """Chat Completions chunks (or one whole completion) to ``LlmEvent``s, for one response.
 
-    __slots__ = ("_calls", "_finish", "_reasoning_fields", "_started", "_usage", "provider")
+    Every field is read through the typed readers of :mod:`tether.providers.wire`: a field of the wrong JSON
+    type is an ``InvalidResponse`` naming it, so nothing wrongly typed reaches an event. A tool call's
+    ``extra_content`` (Gemini's OpenAI-compatible endpoint puts the call's thought signature there) is kept in
+    the call's ``provider_data`` and sent back unchanged (:func:`encode_message`).
+    """
+
+    __slots__ = ("_calls", "_extra", "_finish", "_reasoning_fields", "_started", "_usage", "provider")
 
     def __init__(self, profile: Profile) -> None:
         self.provider = profile.name
         self._reasoning_fields = profile.reasoning_fields
         self._started = False
         self._calls: dict[int, str] = {}
+        self._extra: dict[str, Any] = {}
+        """Call id -> ``extra_content`` that arrived after the call had started (kept on the message)."""
         self._finish: FinishReason | None = None
         self._usage = Usage()
 
     def chunk(self, data: Any) -> list[LlmEvent]:
         """The events of one streamed chunk."""
-        if not isinstance(data, dict):
-            raise InvalidResponse(f"{self.provider} sent a chunk that is not a JSON object: {str(data)[:200]}")
+        name = self.provider
+        if type(data) is not dict:
+            raise malformed(name, "the chunk", data)
         if data.get("error") and not data.get("choices"):
-            raise error_for_payload(self.provider, data)
+            raise error_for_payload(name, data)
         out: list[LlmEvent] = []
         if not self._started:
             self._started = True
-            out.append(StreamStart(model=data.get("model"), response_id=data.get("id")))
-        if usage := data.get("usage"):
-            self._usage = parse_usage(usage)
-        for choice in data.get("choices") or ():
-            if choice.get("index", 0) == 0:
-                self._choice(choice.get("delta") or choice.get("message") or {}, choice.get("finish_reason"), out)
+            model = as_text(data.get("model"), name, "model")
+            response_id = as_text(data.get("id"), name, "id")
+            out.append(StreamStart(model=model or None, response_id=response_id or None))
+        if usage := as_object(data.get("usage"), name, "usage"):
+            self._usage = parse_usage(usage, name)
+        for position, raw in enumerate(as_list(data.get("choices"), name, "choices")):
+            where = f"choices[{position}]"
+            choice = as_object(raw, name, where)
+            index = choice.get("index", 0)
+            if type(index) is not int and index is not None:
+                raise malformed(name, f"{where}.index", index)
+            if not index:
+                field = "delta" if "delta" in choice else "message"
+                delta = as_object(choice.get(field), name, f"{where}.{field}")
+                finish = as_text(choice.get("finish_reason"), name, f"{where}.finish_reason")
+                self._choice(delta, finish, f"{where}.{field}", out)
         return out
 
     def completion(self, data: Any) -> list[LlmEvent]:
@@ -258,38 +310,55 @@ class ChunkDecoder:
                 raise InvalidResponse(f"{self.provider} ended the stream without sending anything")
             raise TransportError(f"{self.provider} ended the stream before finishing its answer")
         out: list[LlmEvent] = [ToolCallEnd(call_id) for call_id in self._calls.values()]
-        out.append(StreamEnd(self._finish, self._usage))
+        data = {"origin": self.provider, CALL_EXTRA: self._extra} if self._extra else None
+        out.append(StreamEnd(self._finish, self._usage, data))
         return out
 
-    def _choice(self, delta: dict[str, Any], finish: str | None, out: list[LlmEvent]) -> None:
+    def _choice(self, delta: dict[str, Any], finish: str, where: str, out: list[LlmEvent]) -> None:
+        name = self.provider
         for field in self._reasoning_fields:
-            if reasoning := delta.get(field):
+            if reasoning := as_text(delta.get(field), name, f"{where}.{field}"):
                 out.append(ThinkingDelta(reasoning))
-        if content := delta.get("content"):
+        if content := _content_text(delta.get("content"), name, f"{where}.content"):
             out.append(TextDelta(content))
-        if refusal := delta.get("refusal"):
+        if refusal := as_text(delta.get("refusal"), name, f"{where}.refusal"):
             out.append(TextDelta(refusal, provider_data={"refusal": True}))
-        for position, call in enumerate(delta.get("tool_calls") or ()):
-            self._tool_call(call, position, out)
+        for position, call in enumerate(as_list(delta.get("tool_calls"), name, f"{where}.tool_calls")):
+            at = f"{where}.tool_calls[{position}]"
+            self._tool_call(as_object(call, name, at), position, at, out)
+        if legacy := as_object(delta.get("function_call"), name, f"{where}.function_call"):
+            self._tool_call({"index": 0, "function": legacy}, 0, where, out)  # the deprecated single call
         if finish:
             self._finish = _FINISH.get(finish, "other")
 
-    def _tool_call(self, call: dict[str, Any], position: int, out: list[LlmEvent]) -> None:
+    def _tool_call(self, call: dict[str, Any], position: int, where: str, out: list[LlmEvent]) -> None:
+        """One tool call, or a piece of one (``where`` names it in errors)."""
+        name = self.provider
+        given_id = as_text(call.get("id"), name, f"{where}.id")
         index = call.get("index")
         if index is None:  # whole calls (non-streamed answers, or servers that leave it out)
-            index = self._index_of(call.get("id"), position)
-        function = call.get("function") or {}
+            index = self._index_of(given_id, position)
+        elif type(index) is not int:
+            raise malformed(name, f"{where}.index", index)
+        function = as_object(call.get("function"), name, f"{where}.function")
+        tool_name = as_text(function.get("name"), name, f"{where}.function.name")
+        arguments = function.get("arguments")
+        if type(arguments) is dict:  # a server that sends the arguments as an object, not as JSON text
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        arguments = as_text(arguments, name, f"{where}.function.arguments")
+        extra = as_object(call.get("extra_content"), name, f"{where}.extra_content")
         call_id = self._calls.get(index)
         if call_id is None:
-            call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
+            call_id = given_id or f"call_{uuid.uuid4().hex[:24]}"
             self._calls[index] = call_id
-            out.append(ToolCallStart(call_id, function.get("name") or "", index))
-        arguments = function.get("arguments")
+            data = {"origin": name, CALL_EXTRA: extra} if extra else None
+            out.append(ToolCallStart(call_id, tool_name, index, data))
+        elif extra:
+            self._extra[call_id] = extra
         if arguments:
-            text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-            out.append(ToolCallDelta(call_id, text))
+            out.append(ToolCallDelta(call_id, arguments))
 
-    def _index_of(self, call_id: str | None, position: int) -> int:
+    def _index_of(self, call_id: str, position: int) -> int:
         """A call without an ``index``: the one with its id, a new one if the id is new, else its position."""
         if call_id:
             known = [index for index, known_id in self._calls.items() if known_id == call_id]
@@ -297,18 +366,32 @@ class ChunkDecoder:
         return position
 
 
-def parse_usage(usage: dict[str, Any]) -> Usage:
-    """Chat Completions usage; cached prompt tokens (OpenAI's or DeepSeek's field) counted apart."""
-    prompt = usage.get("prompt_tokens") or 0
-    cached = (
-        (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0
-    )
-    reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+def _content_text(content: Any, provider: str, where: str) -> str:
+    """A message's ``content``: a string, or (as some servers send it) a list of parts whose ``text`` parts
+    are the text; parts of other types (images, a server's own thinking parts) carry no answer text."""
+    if type(content) is not list:
+        return as_text(content, provider, where)
+    texts = []
+    for position, raw in enumerate(content):
+        part = as_object(raw, provider, f"{where}[{position}]")
+        if as_text(part.get("type"), provider, f"{where}[{position}].type") == "text":
+            texts.append(as_text(part.get("text"), provider, f"{where}[{position}].text"))
+    return "".join(texts)
+
+
+def parse_usage(usage: dict[str, Any], provider: str = "openai") -> Usage:
+    """Chat Completions usage; cached prompt tokens (OpenAI's or DeepSeek's field) counted apart. Counts are
+    read forgivingly (:func:`~tether.providers.wire.as_count`); a details field that is not an object is
+    ``InvalidResponse``."""
+    prompt = as_count(usage.get("prompt_tokens"))
+    prompt_details = as_object(usage.get("prompt_tokens_details"), provider, "usage.prompt_tokens_details")
+    cached = as_count(prompt_details.get("cached_tokens")) or as_count(usage.get("prompt_cache_hit_tokens"))
+    output_details = as_object(usage.get("completion_tokens_details"), provider, "usage.completion_tokens_details")
     return Usage(
         input_tokens=max(prompt - cached, 0),
-        output_tokens=usage.get("completion_tokens") or 0,
+        output_tokens=as_count(usage.get("completion_tokens")),
         cache_read_tokens=cached,
-        reasoning_tokens=reasoning,
+        reasoning_tokens=as_count(output_details.get("reasoning_tokens")),
     )
 
 

@@ -25,53 +25,50 @@ is refused with HTTP 400).
 Tools are sent with ``strict: false``: left out, Responses makes every schema strict, which makes optional
 arguments mandatory; tether validates arguments itself, as it does over Chat Completions.
 
-Answers, streamed or whole, are read by one decoder (:class:`ResponseDecoder`) into the same ``LlmEvent``s:
-text (its message's item id on the first delta), refusals as text marked ``{"refusal": true}``, function
-calls by ``call_id`` with their output index as ``index``, reasoning summaries (parts of one summary joined by
-a blank line) as thinking, then the finish (``tool_calls`` after a function call; ``length`` or
-``content_filter`` for an incomplete response) and the usage. A reasoning item always ends in a
-``ThinkingDelta`` carrying the encrypted content of ``output_item.done`` as its signature (empty when the
-server sent none), so that each item is one ``Thinking`` part (``StreamAccumulator`` closes a block on a
-signature). ``response.failed`` and ``error`` events are raised as ``ProviderError``s.
+Answers, streamed or whole, are read by :class:`~tether.providers.openai_responses_stream.ResponseDecoder`
+(its module says how items are keyed, what is told once, and which events are ignored).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from tether.errors import ConfigInvalid, InvalidResponse, ProviderError, TransportError
-from tether.events import (
-    FinishReason,
-    LlmEvent,
-    StreamEnd,
-    StreamStart,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-)
+from tether.errors import ConfigInvalid
+from tether.events import LlmEvent
 from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
-from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events, error_for_payload
+from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
+from tether.providers.openai_responses_stream import (
+    ORIGIN,
+    SUMMARY_SEPARATOR,
+    ResponseDecoder,
+    finish_reason,
+    parse_usage,
+    reasoning_text,
+)
 from tether.providers.registry import PROFILES
 from tether.providers.wire import decoded
-from tether.usage import Usage
 
-ORIGIN = "openai-responses"
-"""The provider name, and the ``provider_data["origin"]`` of what this provider needs back."""
+__all__ = [
+    "ENCRYPTED_REASONING",
+    "ORIGIN",
+    "SUMMARY_SEPARATOR",
+    "OpenAIResponsesProvider",
+    "ResponseDecoder",
+    "encode_input",
+    "finish_reason",
+    "from_model_name",
+    "is_reasoning_model",
+    "parse_usage",
+    "reasoning_text",
+]
+
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
-SUMMARY_SEPARATOR = "\n\n"
-"""Between the parts of one reasoning summary, streamed or whole."""
 _OPENAI = PROFILES["openai"]
-_PROVIDER_SIDE_FAILURES = frozenset({"server_error", "rate_limit_exceeded", "vector_store_timeout"})
-"""``response.failed`` codes that are the provider's fault; every other code names something in the request."""
-_INCOMPLETE: dict[str, FinishReason] = {"max_output_tokens": "length", "content_filter": "content_filter"}
 
 
 def is_reasoning_model(name: str) -> bool:
@@ -278,249 +275,6 @@ def encode_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
     if isinstance(choice, ForceTool):
         return {"type": "function", "name": choice.name}
     return choice
-
-
-# --- answers ------------------------------------------------------------------------------------------------
-
-
-class ResponseDecoder:
-    """Responses stream events (or one whole response) to ``LlmEvent``s, for one response.
-
-    Output items are keyed by id: items already told by ``output_item.*`` events or deltas are not told
-    again from the final response, which fills in only what a server did not stream.
-    """
-
-    __slots__ = ("_calls", "_ended", "_finished", "_indexes", "_keys", "_seen", "_started", "_streamed", "_texts")
-
-    def __init__(self) -> None:
-        self._started = False
-        self._finished = False
-        self._calls: dict[str, str] = {}
-        """Item id (or ``#output_index``) -> call id."""
-        self._ended: set[str] = set()
-        self._streamed: set[str] = set()
-        """Items (calls' arguments, reasoning text, message text) that arrived in deltas."""
-        self._texts: set[str] = set()
-        """Message items whose id already rode on a ``TextDelta``."""
-        self._seen: set[str] = set()
-        self._keys: dict[int, str] = {}
-        """Output index -> item key."""
-        self._indexes: dict[tuple[str, str], int] = {}
-        """(item, delta kind) -> the last summary or content index, to separate summary parts."""
-
-    def event(self, data: Any) -> list[LlmEvent]:
-        """The events of one streamed event (or of a whole response, from a server that ignored streaming)."""
-        if not isinstance(data, dict):
-            raise InvalidResponse(f"{ORIGIN} sent an event that is not a JSON object: {str(data)[:200]}")
-        kind = data.get("type")
-        if kind is None:
-            return self.whole(data)
-        if self._finished:
-            return []  # nothing counts after the final response
-        out: list[LlmEvent] = self._start(data.get("response") or {})
-        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
-            item_id = self._item_key(data)
-            flag = {"refusal": True} if kind == "response.refusal.delta" else None
-            out.append(TextDelta(data.get("delta") or "", self._text_data(item_id, flag)))
-        elif kind == "response.function_call_arguments.delta":
-            key = self._item_key(data)
-            self._streamed.add(key)
-            out.append(ToolCallDelta(self._call_id(key), data.get("delta") or ""))
-        elif kind == "response.reasoning_summary_text.delta" or kind == "response.reasoning_text.delta":
-            out += self._thinking(data, "summary_index" if "summary" in kind else "content_index")
-        elif kind == "response.output_item.added":
-            out += self._item_added(data.get("item") or {}, data.get("output_index", 0))
-        elif kind == "response.function_call_arguments.done":
-            out += self._arguments_done(self._item_key(data), data.get("arguments") or "")
-        elif kind == "response.output_item.done":
-            out += self._item_done(data.get("item") or {}, data.get("output_index", 0))
-        elif kind == "response.completed":
-            out += self._complete(data.get("response") or {})
-        elif kind == "response.incomplete":
-            out += self._complete({"status": "incomplete", **(data.get("response") or {})})
-        elif kind == "response.failed":
-            raise _failure((data.get("response") or {}).get("error"))
-        elif kind == "error":
-            inner = data.get("error")
-            raise _failure(inner if isinstance(inner, dict) else data)
-        return out  # anything else (in_progress, content parts, hosted tools' progress) says nothing new
-
-    def whole(self, data: Any) -> list[LlmEvent]:
-        """The events of a whole (non-streamed) response."""
-        if not isinstance(data, dict):
-            raise InvalidResponse(f"{ORIGIN} sent a response that is not a JSON object: {str(data)[:200]}")
-        if data.get("status") == "failed" or (data.get("error") and "output" not in data):
-            raise _failure(data.get("error"))
-        if not isinstance(data.get("output"), list):
-            raise InvalidResponse(f"{ORIGIN} sent a response without output: {json.dumps(data)[:200]}")
-        return self._complete(data)
-
-    def end(self) -> list[LlmEvent]:
-        """After the last event: nothing more, or the error of a stream that stopped before its end."""
-        if self._finished:
-            return []
-        if not self._started:
-            raise InvalidResponse(f"{ORIGIN} ended the stream without sending anything")
-        raise TransportError(f"{ORIGIN} ended the stream before finishing its answer")
-
-    # --- pieces -----------------------------------------------------------------------------------------
-
-    def _start(self, response: dict[str, Any]) -> list[LlmEvent]:
-        if self._started:
-            return []
-        self._started = True
-        return [StreamStart(model=response.get("model"), response_id=response.get("id"))]
-
-    def _item_key(self, data: dict[str, Any], item: dict[str, Any] | None = None) -> str:
-        """An item's id, or (for a server that leaves ids out) what its output index was first known as."""
-        item_id = (item or {}).get("id") or data.get("item_id")
-        index = data.get("output_index", 0)
-        if isinstance(item_id, str) and item_id:
-            key = self._keys.setdefault(index, item_id) if item else item_id
-        else:
-            key = self._keys.setdefault(index, f"#{index}")
-        self._seen.add(key)
-        return key
-
-    def _text_data(self, key: str, flag: dict[str, Any] | None) -> dict[str, Any] | None:
-        """Provider data for a message's text: its item id on the first delta (the accumulator keeps it)."""
-        self._streamed.add(key)
-        if key in self._texts or key.startswith("#"):
-            return flag
-        self._texts.add(key)
-        return {"origin": ORIGIN, "id": key, **(flag or {})}
-
-    def _thinking(self, data: dict[str, Any], index_field: str) -> list[LlmEvent]:
-        key = self._item_key(data)
-        self._streamed.add(key)
-        index = data.get(index_field) or 0
-        last = self._indexes.get((key, index_field))
-        self._indexes[key, index_field] = index
-        delta = data.get("delta") or ""
-        return [ThinkingDelta(delta if last is None or last == index else SUMMARY_SEPARATOR + delta)]
-
-    def _call_id(self, key: str) -> str:
-        call_id = self._calls.get(key)
-        if call_id is None:
-            raise InvalidResponse(f"{ORIGIN} sent arguments for a function call that never started ({key})")
-        return call_id
-
-    def _item_added(self, item: dict[str, Any], index: int) -> list[LlmEvent]:
-        key = self._item_key({"output_index": index}, item)
-        if item.get("type") != "function_call" or key in self._calls:
-            return []
-        call_id = item.get("call_id") or f"call_{uuid.uuid4().hex[:24]}"
-        self._calls[key] = call_id
-        data = {"origin": ORIGIN, "id": key} if not key.startswith("#") else None
-        out: list[LlmEvent] = [ToolCallStart(call_id, item.get("name") or "", index, data)]
-        if arguments := item.get("arguments"):
-            self._streamed.add(key)
-            out.append(ToolCallDelta(call_id, arguments))
-        return out
-
-    def _arguments_done(self, key: str, arguments: str) -> list[LlmEvent]:
-        call_id = self._call_id(key)
-        if call_id in self._ended:
-            return []
-        out: list[LlmEvent] = []
-        if key not in self._streamed and arguments:  # a server that sends the arguments only whole
-            out.append(ToolCallDelta(call_id, arguments))
-        self._streamed.add(key)
-        self._ended.add(call_id)
-        out.append(ToolCallEnd(call_id))
-        return out
-
-    def _item_done(self, item: dict[str, Any], index: int) -> list[LlmEvent]:
-        """A complete output item: what of it was not streamed, and the end of a call or a reasoning block."""
-        kind = item.get("type")
-        if kind == "function_call":
-            out = self._item_added(item, index)
-            key = self._item_key({"output_index": index}, item)
-            return out + self._arguments_done(key, item.get("arguments") or "")
-        key = self._item_key({"output_index": index}, item)
-        if kind == "reasoning":
-            return self._reasoning_done(item, key)
-        if kind != "message" or key in self._streamed:
-            return []
-        out = []
-        for content in item.get("content") or ():
-            if content.get("type") == "output_text" and content.get("text"):
-                out.append(TextDelta(content["text"], self._text_data(key, None)))
-            elif content.get("type") == "refusal" and content.get("refusal"):
-                out.append(TextDelta(content["refusal"], self._text_data(key, {"refusal": True})))
-        return out
-
-    def _reasoning_done(self, item: dict[str, Any], key: str) -> list[LlmEvent]:
-        text = "" if key in self._streamed else reasoning_text(item)
-        encrypted = item.get("encrypted_content") or ""
-        if not text and not encrypted and key not in self._streamed:
-            return []  # nothing to show and nothing to send back
-        data: dict[str, Any] = {"origin": ORIGIN, "id": item.get("id"), "summary": item.get("summary") or []}
-        return [ThinkingDelta(text, signature=encrypted, provider_data=data)]
-
-    def _complete(self, response: dict[str, Any]) -> list[LlmEvent]:
-        """The final response: items not streamed, calls left open, then the finish and the usage."""
-        out = self._start(response)
-        for index, item in enumerate(response.get("output") or ()):
-            item_id = item.get("id") if isinstance(item, dict) else None
-            if isinstance(item, dict) and (item_id or f"#{index}") not in self._seen:
-                out += self._item_done(item, index)
-        finish = finish_reason(response, called=bool(self._calls))
-        if finish != "length":
-            for call_id in self._calls.values():
-                if call_id not in self._ended:
-                    self._ended.add(call_id)
-                    out.append(ToolCallEnd(call_id))
-        out.append(StreamEnd(finish, parse_usage(response.get("usage") or {})))
-        self._finished = True
-        return out
-
-
-def reasoning_text(item: dict[str, Any]) -> str:
-    """A whole reasoning item's readable text: its summary parts, else its reasoning text, separated alike."""
-    for field, kind in (("summary", "summary_text"), ("content", "reasoning_text")):
-        texts = [part.get("text") or "" for part in item.get(field) or () if part.get("type") == kind]
-        if any(texts):
-            return SUMMARY_SEPARATOR.join(texts)
-    return ""
-
-
-def finish_reason(response: dict[str, Any], *, called: bool) -> FinishReason:
-    """``length`` or ``content_filter`` for an incomplete response, ``tool_calls`` when it called a function."""
-    status = response.get("status")
-    if status == "incomplete":
-        return _INCOMPLETE.get((response.get("incomplete_details") or {}).get("reason") or "", "other")
-    if status not in (None, "completed"):
-        return "other"
-    return "tool_calls" if called else "stop"
-
-
-def parse_usage(usage: dict[str, Any]) -> Usage:
-    """Responses usage; cached input tokens counted apart, reasoning tokens as part of the output."""
-    cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
-    return Usage(
-        input_tokens=max((usage.get("input_tokens") or 0) - cached, 0),
-        output_tokens=usage.get("output_tokens") or 0,
-        cache_read_tokens=cached,
-        reasoning_tokens=(usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0,
-    )
-
-
-def _failure(error: Any) -> ProviderError:
-    """The ``ProviderError`` for a failed response or an ``error`` event.
-
-    ``error_for_payload`` reads ``invalid_request``-like names as a bad request and anything else as the
-    provider's fault; ``response.failed`` codes such as ``invalid_prompt`` or ``image_too_large`` name the
-    request, so they are marked as ``invalid_request_error`` first.
-    """
-    fields = dict(error) if isinstance(error, dict) else {"message": str(error or "the response failed")}
-    fields.pop("sequence_number", None)
-    if fields.get("type") == "error":
-        del fields["type"]
-    code = fields.get("code")
-    if isinstance(code, str) and code not in _PROVIDER_SIDE_FAILURES and not fields.get("type"):
-        fields["type"] = "invalid_request_error"
-    return error_for_payload(ORIGIN, {"error": fields})
 
 
 def from_model_name(prefix: str, name: str, **options: Any) -> OpenAIResponsesProvider:
