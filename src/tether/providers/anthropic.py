@@ -44,8 +44,8 @@ from tether.events import LlmEvent
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.anthropic_stream import ORIGIN, EventDecoder, anchors_of
 from tether.providers.base import ForceTool, ModelInfo, Request, merge_extra
-from tether.providers.wire import decoded
 from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events
+from tether.providers.wire import decoded
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 API_VERSION = "2023-06-01"

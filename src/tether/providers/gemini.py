@@ -57,8 +57,8 @@ from tether.events import (
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.gemini_schema import to_gemini_schema
-from tether.providers.wire import decoded
 from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
+from tether.providers.wire import as_count, as_list, as_object, as_text, decoded, malformed
 from tether.usage import Usage
 
 __all__ = ["GeminiProvider", "ResponseDecoder", "encode_contents", "from_model_name", "parse_usage"]
@@ -80,9 +80,27 @@ FILTERED = frozenset(
     }
 )
 """Finish reasons of a candidate the provider's filters blocked: ``content_filter``."""
-UNUSABLE = FILTERED | {"MALFORMED_FUNCTION_CALL"}
+FAILED = frozenset(
+    {
+        "MALFORMED_FUNCTION_CALL",
+        "UNEXPECTED_TOOL_CALL",
+        "TOO_MANY_TOOL_CALLS",
+        "MISSING_THOUGHT_SIGNATURE",
+        "MALFORMED_RESPONSE",
+    }
+)
+"""Finish reasons of a candidate the model failed to write (a broken or unwanted call, a broken answer):
+``error``."""
+UNUSABLE = FILTERED | FAILED
 """Finish reasons whose candidate is never the answer, whatever it holds."""
-_FINISH: dict[str, FinishReason] = {"STOP": "stop", "MAX_TOKENS": "length", **dict.fromkeys(FILTERED, "content_filter")}
+FINISH_REASONS: dict[str, FinishReason] = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    **dict.fromkeys(FILTERED, "content_filter"),
+    **dict.fromkeys(FAILED, "error"),
+}
+"""``finishReason`` -> tether's; the others (``LANGUAGE``, ``OTHER``, ``NO_IMAGE``, ``IMAGE_OTHER``,
+``FINISH_REASON_UNSPECIFIED``, anything new) are ``other``."""
 NO_TOOLS_PREFIXES = ("gemma-", "aqa", "embedding-", "text-embedding-", "imagen-")
 """Models served by the Gemini API that have no function calling."""
 MAX_CACHED_TOOLS = 512
@@ -324,39 +342,43 @@ class _Candidate:
         self.shown = self.output
         return fresh
 
-    def read(self, part: dict[str, Any]) -> None:
-        """One part as events: thought, call or text, a signature on the part it came with."""
-        signature = part.get("thoughtSignature")
-        if not isinstance(signature, str) or not signature:
-            signature = None
-        text = part.get("text")
-        if part.get("thought"):
-            self.events.append(ThinkingDelta(text or "", signature, {"origin": PROVIDER}))
+    def read(self, part: dict[str, Any], what: str) -> None:
+        """One part as events: thought, call or text, a signature on the part it came with. Parts of other
+        kinds (``executableCode``, ``codeExecutionResult``, ``inlineData``, ``fileData``, ...) are not shown;
+        a signature they carry is kept on an empty text, so that it goes back."""
+        signature = as_text(part.get("thoughtSignature"), PROVIDER, f"{what}.thoughtSignature") or None
+        text = as_text(part.get("text"), PROVIDER, f"{what}.text")
+        thought = part.get("thought")
+        if thought is not None and type(thought) is not bool:
+            raise malformed(PROVIDER, f"{what}.thought", thought)
+        if thought:
+            self.events.append(ThinkingDelta(text, signature, {"origin": PROVIDER}))
             return
         owned = {"origin": PROVIDER, "thoughtSignature": signature} if signature else None
-        call = part.get("functionCall")
-        if isinstance(call, dict):
-            call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
-            arguments = call.get("args") or {}
+        if "functionCall" in part:
+            call = as_object(part["functionCall"], PROVIDER, f"{what}.functionCall")
+            call_id = as_text(call.get("id"), PROVIDER, f"{what}.functionCall.id") or f"call_{uuid.uuid4().hex[:24]}"
+            name = as_text(call.get("name"), PROVIDER, f"{what}.functionCall.name")
+            arguments = as_object(call.get("args"), PROVIDER, f"{what}.functionCall.args")
             self.events += [
-                ToolCallStart(call_id, call.get("name") or "", self.calls, owned),
+                ToolCallStart(call_id, name, self.calls, owned),
                 ToolCallDelta(call_id, json.dumps(arguments, ensure_ascii=False)),
                 ToolCallEnd(call_id),
             ]
             self.calls += 1
             self.output = True
-        elif isinstance(text, str) and (text or owned):
+        elif text or owned:  # a signature on a part of a kind tether does not keep: kept on an empty text
             self.events.append(TextDelta(text, owned))
             self.output = self.output or bool(text.strip())
-        elif owned:  # a signature on a part of a kind tether does not keep: kept on an empty text
-            self.events.append(TextDelta("", owned))
 
 
 class ResponseDecoder:
     """``GenerateContentResponse`` chunks (or one whole response) to ``LlmEvent``s, for one answer.
 
     ``live``: one candidate is expected, and its events are handed out as they arrive; otherwise every
-    candidate is kept until the end, when the answer is chosen among them (see the module docstring).
+    candidate is kept until the end, when the answer is chosen among them (see the module docstring). Every
+    field read is type-checked (:mod:`tether.providers.wire`): a wrong JSON type is ``invalid_response``
+    naming the field.
     """
 
     __slots__ = ("_blocked", "_candidates", "_live", "_live_index", "_started", "_usage")
@@ -375,36 +397,47 @@ class ResponseDecoder:
 
     def chunk(self, data: Any) -> list[LlmEvent]:
         """The events of one streamed chunk (a JSON array of chunks is read in order)."""
-        if isinstance(data, list):
+        if type(data) is list:
             return [event for item in data for event in self.chunk(item)]
-        if not isinstance(data, dict):
+        if type(data) is not dict:
             raise InvalidResponse(f"gemini sent a chunk that is not a JSON object: {str(data)[:200]}")
         if data.get("error"):
             raise error_for_payload(PROVIDER, data)
         out: list[LlmEvent] = []
         if not self._started:
             self._started = True
-            out.append(StreamStart(model=data.get("modelVersion"), response_id=data.get("responseId")))
-        if isinstance(usage := data.get("usageMetadata"), dict):
-            self._usage = parse_usage(usage)  # each chunk repeats the running totals: the last one counts
-        feedback = data.get("promptFeedback")
-        if isinstance(feedback, dict) and feedback.get("blockReason"):
-            self._blocked = str(feedback["blockReason"])
-        for position, raw in enumerate(data.get("candidates") or ()):
-            if not isinstance(raw, dict):
-                continue
-            index = raw.get("index", position)
-            candidate = self._candidates.setdefault(index, _Candidate())
-            for part in (raw.get("content") or {}).get("parts") or ():
-                if isinstance(part, dict):
-                    candidate.read(part)
-            if finish := raw.get("finishReason"):
-                candidate.finish, candidate.message = str(finish), raw.get("finishMessage")
-            if self._live:
-                self._live_index = index if self._live_index is None else self._live_index
-                if index == self._live_index and candidate.finish not in UNUSABLE:
-                    out += candidate.take()
+            model = as_text(data.get("modelVersion"), PROVIDER, "modelVersion") or None
+            out.append(
+                StreamStart(model=model, response_id=as_text(data.get("responseId"), PROVIDER, "responseId") or None)
+            )
+        if "usageMetadata" in data:  # each chunk repeats the running totals: the last one counts
+            self._usage = parse_usage(as_object(data["usageMetadata"], PROVIDER, "usageMetadata"))
+        feedback = as_object(data.get("promptFeedback"), PROVIDER, "promptFeedback")
+        if blocked := as_text(feedback.get("blockReason"), PROVIDER, "promptFeedback.blockReason"):
+            self._blocked = blocked
+        for position, raw in enumerate(as_list(data.get("candidates"), PROVIDER, "candidates")):
+            out += self._candidate(as_object(raw, PROVIDER, f"candidates[{position}]"), position)
         return out
+
+    def _candidate(self, raw: dict[str, Any], position: int) -> list[LlmEvent]:
+        what = f"candidates[{position}]"
+        index = raw.get("index", position)
+        if type(index) is not int or index < 0:
+            raise malformed(PROVIDER, f"{what}.index", index)
+        candidate = self._candidates.setdefault(index, _Candidate())
+        content = as_object(raw.get("content"), PROVIDER, f"{what}.content")
+        for number, part in enumerate(as_list(content.get("parts"), PROVIDER, f"{what}.content.parts")):
+            where = f"{what}.content.parts[{number}]"
+            candidate.read(as_object(part, PROVIDER, where), where)
+        if finish := as_text(raw.get("finishReason"), PROVIDER, f"{what}.finishReason"):
+            candidate.finish = finish
+            candidate.message = as_text(raw.get("finishMessage"), PROVIDER, f"{what}.finishMessage") or None
+        if not self._live:
+            return []
+        self._live_index = index if self._live_index is None else self._live_index
+        if index == self._live_index and candidate.finish not in UNUSABLE:
+            return candidate.take()
+        return []
 
     def end(self) -> list[LlmEvent]:
         """Choose the answer and close the turn; a stream that stopped before any finish reason is an error."""
@@ -421,7 +454,7 @@ class ResponseDecoder:
             raise InvalidResponse(f"gemini stopped the answer it was streaming ({why}{detail})")
         if chosen is None:
             return [StreamEnd(self._unusable_finish(finished), self._usage)]
-        finish = "tool_calls" if chosen.calls else _FINISH.get(chosen.finish or "", "other")
+        finish = "tool_calls" if chosen.calls else finish_reason(chosen.finish or "")
         return [*chosen.take(), StreamEnd(finish, self._usage)]
 
     def _unusable_finish(self, finished: list[_Candidate]) -> FinishReason:
@@ -430,17 +463,24 @@ class ResponseDecoder:
         unfiltered = [c.finish for c in finished if c.finish not in FILTERED]
         if not unfiltered:
             return "content_filter"
-        return _FINISH.get(unfiltered[0] or "", "other")
+        return finish_reason(unfiltered[0] or "")
+
+
+def finish_reason(reason: str) -> FinishReason:
+    """A ``finishReason`` as tether's: see :data:`FINISH_REASONS`; a value added after this was written is
+    ``other``."""
+    return FINISH_REASONS.get(reason, "other")
 
 
 def parse_usage(usage: dict[str, Any]) -> Usage:
-    """``usageMetadata``: cached prompt tokens counted apart, thoughts counted as output and as reasoning."""
-    prompt = usage.get("promptTokenCount") or 0
-    cached = usage.get("cachedContentTokenCount") or 0
-    thoughts = usage.get("thoughtsTokenCount") or 0
+    """``usageMetadata``: cached prompt tokens counted apart, thoughts counted as output and as reasoning; each
+    count through :func:`~tether.providers.wire.as_count`."""
+    prompt = as_count(usage.get("promptTokenCount"))
+    cached = as_count(usage.get("cachedContentTokenCount"))
+    thoughts = as_count(usage.get("thoughtsTokenCount"))
     return Usage(
-        input_tokens=max(prompt - cached, 0) + (usage.get("toolUsePromptTokenCount") or 0),
-        output_tokens=(usage.get("candidatesTokenCount") or 0) + thoughts,
+        input_tokens=max(prompt - cached, 0) + as_count(usage.get("toolUsePromptTokenCount")),
+        output_tokens=as_count(usage.get("candidatesTokenCount")) + thoughts,
         cache_read_tokens=cached,
         reasoning_tokens=thoughts,
     )
