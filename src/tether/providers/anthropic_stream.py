@@ -102,7 +102,17 @@ class _Block:
 class EventDecoder:
     """Anthropic stream events (or one whole message) to ``LlmEvent``s, for one response."""
 
-    __slots__ = ("_anchor", "_blocks", "_calls", "_finish", "_server_blocks", "_started", "_usage", "provider")
+    __slots__ = (
+        "_anchor",
+        "_blocks",
+        "_calls",
+        "_complete",
+        "_finish",
+        "_server_blocks",
+        "_started",
+        "_usage",
+        "provider",
+    )
 
     def __init__(self, provider: str = ORIGIN) -> None:
         self.provider = provider
@@ -112,6 +122,7 @@ class EventDecoder:
         self._anchor = Anchor(0, 0)
         self._server_blocks: list[dict[str, Any]] = []
         self._finish: FinishReason | None = None
+        self._complete = False  # message_stop came, or the answer came whole
         self._usage: dict[str, int] = {}
 
     def event(self, data: Any) -> list[LlmEvent]:
@@ -137,7 +148,10 @@ class EventDecoder:
         if kind == "error":
             raise error_for_payload(self.provider, data)
         if kind == "message":  # a whole answer where a stream was asked for
+            self._complete = True
             return self._message(data, "message")
+        if kind == "message_stop":
+            self._complete = True
         return []  # ping, message_stop, and event types added after this was written
 
     def message(self, data: Any) -> list[LlmEvent]:
@@ -146,13 +160,18 @@ class EventDecoder:
             raise InvalidResponse(f"{self.provider} sent an answer that is not a JSON object: {str(data)[:200]}")
         if data.get("type") == "error":
             raise error_for_payload(self.provider, data)
+        self._complete = True
         return self._message(data, "message") + self.end()
 
     def end(self) -> list[LlmEvent]:
-        """Close the blocks left open and the turn; a stream that stopped without a stop reason is an error."""
+        """Close the blocks left open and the turn. Without a stop reason: an answer that says it is complete
+        (``message_stop``, or a whole message) is malformed, ``invalid_response``; a stream that just stopped
+        was cut, a ``transport`` error."""
         if self._finish is None:
             if not self._started:
                 raise InvalidResponse(f"{self.provider} ended the stream without sending anything")
+            if self._complete:
+                raise InvalidResponse(f"{self.provider} sent a malformed answer: it has no stop_reason")
             raise TransportError(f"{self.provider} ended the stream before finishing its answer")
         out: list[LlmEvent] = []
         if self._finish != "length":  # a call cut off by the output limit stays open: it is never run

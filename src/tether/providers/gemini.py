@@ -393,7 +393,7 @@ class ResponseDecoder:
 
     def whole(self, data: Any) -> list[LlmEvent]:
         """The events of a whole (non-streamed) response."""
-        return self.chunk(data) + self.end()
+        return self.chunk(data) + self.end(whole=True)
 
     def chunk(self, data: Any) -> list[LlmEvent]:
         """The events of one streamed chunk (a JSON array of chunks is read in order)."""
@@ -439,12 +439,16 @@ class ResponseDecoder:
             return candidate.take()
         return []
 
-    def end(self) -> list[LlmEvent]:
-        """Choose the answer and close the turn; a stream that stopped before any finish reason is an error."""
+    def end(self, *, whole: bool = False) -> list[LlmEvent]:
+        """Choose the answer and close the turn. With no finish reason and no blocked prompt, a ``whole``
+        response is malformed (``invalid_response``); a stream was cut (``transport``), as Gemini's streams
+        have no closing event to tell the two apart."""
         if not self._started:
             raise InvalidResponse("gemini ended the stream without sending anything")
         finished = [c for _, c in sorted(self._candidates.items()) if c.finish is not None]
         if not finished and self._blocked is None:
+            if whole:
+                raise InvalidResponse("gemini sent a malformed answer: no candidate has a finishReason")
             raise TransportError("gemini ended the stream before finishing its answer")
         chosen = next((c for c in finished if c.output and c.finish not in UNUSABLE), None)
         live = self._candidates.get(self._live_index) if self._live_index is not None else None
