@@ -141,7 +141,8 @@ def _check_usage(usage: Any) -> None:
     assert type(usage) is Usage, usage
     for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
         count = getattr(usage, name)
-        assert type(count) is int and count >= 0, f"usage.{name} = {count!r}"
+        assert type(count) is int, f"usage.{name} = {count!r}"
+        assert count >= 0, f"usage.{name} = {count!r}"
 
 
 def _check_data(data: Any) -> None:
@@ -152,19 +153,24 @@ def _check_data(data: Any) -> None:
 def check_event(event: LlmEvent) -> None:
     """Every field of ``event`` has the type the event promises."""
     if isinstance(event, StreamStart):
-        assert _optional(event.model, str) and _optional(event.response_id, str), event
+        assert _optional(event.model, str), event
+        assert _optional(event.response_id, str), event
     elif isinstance(event, TextDelta):
         assert type(event.text) is str, event
         _check_data(event.provider_data)
     elif isinstance(event, ThinkingDelta):
-        assert type(event.text) is str and _optional(event.signature, str), event
+        assert type(event.text) is str, event
+        assert _optional(event.signature, str), event
         _check_data(event.provider_data)
     elif isinstance(event, ToolCallStart):
-        assert type(event.id) is str and type(event.name) is str, event
-        assert type(event.index) is int and event.index >= 0, event
+        assert type(event.id) is str, event
+        assert type(event.name) is str, event
+        assert type(event.index) is int, event
+        assert event.index >= 0, event
         _check_data(event.provider_data)
     elif isinstance(event, ToolCallDelta):
-        assert type(event.id) is str and type(event.arguments_delta) is str, event
+        assert type(event.id) is str, event
+        assert type(event.arguments_delta) is str, event
     elif isinstance(event, ToolCallEnd):
         assert type(event.id) is str, event
     else:

@@ -43,7 +43,8 @@ def decode_stream(events: list[Any]) -> list[LlmEvent]:
 
 
 def test_the_recordings_hold_streams_and_whole_bodies() -> None:
-    assert len(STREAMS) >= 3 and len(BODIES) >= 3
+    assert len(STREAMS) >= 3
+    assert len(BODIES) >= 3
     for events in STREAMS:
         check_events(decode_stream(events))
     for body in BODIES:
@@ -80,7 +81,10 @@ def test_a_whole_answer_with_a_field_of_the_wrong_type_gives_typed_events_or_inv
 
 # --- each field the decoder reads, named in the error ------------------------------------------------------
 
-START = {"type": "message_start", "message": {"id": "msg_1", "model": "claude-x", "content": [], "usage": {}}}
+START: dict[str, Any] = {
+    "type": "message_start",
+    "message": {"id": "msg_1", "model": "claude-x", "content": [], "usage": {}},
+}
 
 
 @pytest.mark.parametrize(
@@ -195,7 +199,8 @@ def test_a_null_count_in_message_delta_keeps_the_one_message_start_sent() -> Non
     decoder.event({**START, "message": {**START["message"], "usage": {"input_tokens": 10}}})
     decoder.event({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"input_tokens": None}})
     end = decoder.end()[-1]
-    assert isinstance(end, StreamEnd) and end.usage.input_tokens == 10
+    assert isinstance(end, StreamEnd)
+    assert end.usage.input_tokens == 10
 
 
 def test_an_answer_that_ends_properly_without_a_stop_reason_is_invalid_not_a_cut_stream() -> None:
@@ -210,7 +215,7 @@ def test_an_answer_that_ends_properly_without_a_stop_reason_is_invalid_not_a_cut
 
 
 def test_nothing_wrongly_typed_gets_into_the_events_of_a_whole_answer() -> None:
-    body = {
+    body: dict[str, Any] = {
         "type": "message",
         "model": "claude-x",
         "content": [{"type": "text", "text": "ok"}, {"type": "tool_use", "id": "t1", "name": 42, "input": {}}],
