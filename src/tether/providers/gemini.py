@@ -9,8 +9,11 @@ to the schema subset Gemini accepts (:mod:`tether.providers.gemini_schema`); the
 back in one ``user`` content of ``functionResponse`` parts, in the calls' order, each with its call's ``id``
 and the envelope ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "message", "details"}}``.
 
-Answers: a ``functionCall`` part arrives whole, so it becomes ``ToolCallStart``, one ``ToolCallDelta`` with the
-arguments as JSON and ``ToolCallEnd`` (a call without an ``id`` gets one); ``thought: true`` parts are thinking.
+Answers, streamed or whole, are read by :class:`~tether.providers.gemini_stream.ResponseDecoder` (how
+candidates, parts, finish reasons and usage are read is described there). A model message's ``provider_data``
+may carry the parts tether does not read (``executableCode``, ``codeExecutionResult``, ``inlineData``,
+``fileData``, ...), each with its place among the message's parts: they go back whole, where they were, the
+message's text cut around them.
 
 Thought signatures: a ``thoughtSignature`` on a thought part is its thinking block's ``signature``; on a text
 or ``functionCall`` part it rides in the part's ``provider_data`` as ``{"origin": "gemini",
@@ -21,16 +24,6 @@ Gemini 3 and later refuse (400) a model turn whose first ``functionCall`` part h
 a call made by another provider, or stored without its ``provider_data``, looks like: for those models such a
 part is sent with Google's documented placeholder ``skip_thought_signature_validator``. Real signatures are
 never replaced, and older models get nothing added.
-
-Candidates: the API may answer with several candidates, some of them blocked. The answer is the first
-candidate, in index order, with usable content (text or a call) and a finish reason that is not a block
-(``SAFETY``, ``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``, ``SPII``, image blocks) or
-``MALFORMED_FUNCTION_CALL``. When none is usable, or the prompt itself was blocked
-(``promptFeedback.blockReason``), the turn ends without output (``content_filter`` when every candidate was
-blocked), which the loop rejects, retries once with a correction and then stops degraded. A stream that asks
-for one candidate (the default) is passed on as it arrives; if that candidate is blocked after part of it was
-streamed, the stream fails with ``invalid_response`` (what was streamed cannot be taken back), which the loop
-handles the same way. A request for several candidates (``candidateCount`` in ``extra``) is read whole first.
 """
 
 from __future__ import annotations
@@ -38,69 +31,24 @@ from __future__ import annotations
 import json
 import os
 import re
-import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from tether.errors import AuthFailed, BadRequest, ConfigInvalid, InvalidResponse, TransportError
-from tether.events import (
-    FinishReason,
-    LlmEvent,
-    StreamEnd,
-    StreamStart,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-)
+from tether.errors import AuthFailed, BadRequest, ConfigInvalid
+from tether.events import LlmEvent
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.gemini_schema import to_gemini_schema
-from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events, error_for_payload
-from tether.providers.wire import as_count, as_list, as_object, as_text, decoded, malformed
-from tether.usage import Usage
+from tether.providers.gemini_stream import PROVIDER, ResponseDecoder, kept_parts_of, parse_usage
+from tether.providers.http import HttpClient, RetryPolicy, Secret, decode_events
+from tether.providers.wire import decoded
 
 __all__ = ["GeminiProvider", "ResponseDecoder", "encode_contents", "from_model_name", "parse_usage"]
 
-PROVIDER = "gemini"
 BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 """Where the API key is read from, in this order, when none is passed."""
-FILTERED = frozenset(
-    {
-        "SAFETY",
-        "RECITATION",
-        "BLOCKLIST",
-        "PROHIBITED_CONTENT",
-        "SPII",
-        "IMAGE_SAFETY",
-        "IMAGE_PROHIBITED_CONTENT",
-        "IMAGE_RECITATION",
-    }
-)
-"""Finish reasons of a candidate the provider's filters blocked: ``content_filter``."""
-FAILED = frozenset(
-    {
-        "MALFORMED_FUNCTION_CALL",
-        "UNEXPECTED_TOOL_CALL",
-        "TOO_MANY_TOOL_CALLS",
-        "MISSING_THOUGHT_SIGNATURE",
-        "MALFORMED_RESPONSE",
-    }
-)
-"""Finish reasons of a candidate the model failed to write (a broken or unwanted call, a broken answer):
-``error``."""
-UNUSABLE = FILTERED | FAILED
-"""Finish reasons whose candidate is never the answer, whatever it holds."""
-FINISH_REASONS: dict[str, FinishReason] = {
-    "STOP": "stop",
-    "MAX_TOKENS": "length",
-    **dict.fromkeys(FILTERED, "content_filter"),
-    **dict.fromkeys(FAILED, "error"),
-}
-"""``finishReason`` -> tether's; the others (``LANGUAGE``, ``OTHER``, ``NO_IMAGE``, ``IMAGE_OTHER``,
-``FINISH_REASON_UNSPECIFIED``, anything new) are ``other``."""
 NO_TOOLS_PREFIXES = ("gemma-", "aqa", "embedding-", "text-embedding-", "imagen-")
 """Models served by the Gemini API that have no function calling."""
 MAX_CACHED_TOOLS = 512
@@ -242,7 +190,10 @@ def encode_contents(messages: Iterable[Message]) -> list[dict[str, Any]]:
     contents: list[dict[str, Any]] = []
     for message in messages:
         role = "model" if message.role == "assistant" else "user"
-        parts = [part for item in message.parts if (part := encode_part(item, role)) is not None]
+        if role == "model":
+            parts = model_parts(message)
+        else:
+            parts = [part for item in message.parts if (part := encode_part(item, role)) is not None]
         if not parts:
             continue
         if contents and contents[-1]["role"] == role:
@@ -268,6 +219,38 @@ def encode_part(part: Text | Thinking | ToolCall | ToolResult, role: str = "mode
     if not part.text and signature is None and role == "model":
         return None
     return _signed({"text": part.text}, signature)
+
+
+def model_parts(message: Message) -> list[dict[str, Any]]:
+    """A model message's parts in their order, with the parts tether does not read put back where they were
+    (:class:`~tether.providers.gemini_stream.KeptPart`): text merged around one is cut there again, the text's
+    signature staying on its first piece."""
+    kept = deque(kept_parts_of(message.provider_data))
+    out: list[dict[str, Any]] = []
+    parts = chars = 0
+
+    def release() -> None:
+        while kept and kept[0].parts <= parts and kept[0].chars <= chars:
+            out.append(kept.popleft().part)
+
+    for item in message.parts:
+        release()
+        if type(item) is Text:
+            text, data = item.text, item.provider_data
+            while kept and kept[0].parts <= parts and chars < kept[0].chars < chars + len(text):
+                cut = kept[0].chars - chars
+                out.append(_signed({"text": text[:cut]}, _own_signature(data)))
+                text, chars, data = text[cut:], chars + cut, None
+                release()
+            if (encoded := encode_part(Text(text, data), "model")) is not None:
+                out.append(encoded)
+            chars += len(text)
+            continue
+        parts += 1
+        if (encoded := encode_part(item, "model")) is not None:
+            out.append(encoded)
+    out += [entry.part for entry in kept]
+    return out
 
 
 def sign_foreign_calls(contents: list[dict[str, Any]]) -> None:
@@ -316,178 +299,6 @@ def _own_signature(provider_data: dict[str, Any] | None) -> str | None:
 def _candidate_count(body: dict[str, Any]) -> int:
     count = (body.get("generationConfig") or {}).get("candidateCount")
     return count if isinstance(count, int) else 1
-
-
-# --- the answer ---------------------------------------------------------------------------------------------
-
-
-class _Candidate:
-    """One candidate's events so far, and what decides whether it can be the answer."""
-
-    __slots__ = ("calls", "events", "finish", "message", "output", "sent", "shown")
-
-    def __init__(self) -> None:
-        self.events: list[LlmEvent] = []
-        self.sent = 0
-        self.calls = 0
-        self.output = False  # it holds text or a call
-        self.shown = False  # some of that output was handed out already
-        self.finish: str | None = None
-        self.message: str | None = None
-
-    def take(self) -> list[LlmEvent]:
-        """The events not handed out yet."""
-        fresh = self.events[self.sent :]
-        self.sent = len(self.events)
-        self.shown = self.output
-        return fresh
-
-    def read(self, part: dict[str, Any], what: str) -> None:
-        """One part as events: thought, call or text, a signature on the part it came with. Parts of other
-        kinds (``executableCode``, ``codeExecutionResult``, ``inlineData``, ``fileData``, ...) are not shown;
-        a signature they carry is kept on an empty text, so that it goes back."""
-        signature = as_text(part.get("thoughtSignature"), PROVIDER, f"{what}.thoughtSignature") or None
-        text = as_text(part.get("text"), PROVIDER, f"{what}.text")
-        thought = part.get("thought")
-        if thought is not None and type(thought) is not bool:
-            raise malformed(PROVIDER, f"{what}.thought", thought)
-        if thought:
-            self.events.append(ThinkingDelta(text, signature, {"origin": PROVIDER}))
-            return
-        owned = {"origin": PROVIDER, "thoughtSignature": signature} if signature else None
-        if "functionCall" in part:
-            call = as_object(part["functionCall"], PROVIDER, f"{what}.functionCall")
-            call_id = as_text(call.get("id"), PROVIDER, f"{what}.functionCall.id") or f"call_{uuid.uuid4().hex[:24]}"
-            name = as_text(call.get("name"), PROVIDER, f"{what}.functionCall.name")
-            arguments = as_object(call.get("args"), PROVIDER, f"{what}.functionCall.args")
-            self.events += [
-                ToolCallStart(call_id, name, self.calls, owned),
-                ToolCallDelta(call_id, json.dumps(arguments, ensure_ascii=False)),
-                ToolCallEnd(call_id),
-            ]
-            self.calls += 1
-            self.output = True
-        elif text or owned:  # a signature on a part of a kind tether does not keep: kept on an empty text
-            self.events.append(TextDelta(text, owned))
-            self.output = self.output or bool(text.strip())
-
-
-class ResponseDecoder:
-    """``GenerateContentResponse`` chunks (or one whole response) to ``LlmEvent``s, for one answer.
-
-    ``live``: one candidate is expected, and its events are handed out as they arrive; otherwise every
-    candidate is kept until the end, when the answer is chosen among them (see the module docstring). Every
-    field read is type-checked (:mod:`tether.providers.wire`): a wrong JSON type is ``invalid_response``
-    naming the field.
-    """
-
-    __slots__ = ("_blocked", "_candidates", "_live", "_live_index", "_started", "_usage")
-
-    def __init__(self, *, live: bool = True) -> None:
-        self._live = live
-        self._live_index: int | None = None
-        self._started = False
-        self._candidates: dict[int, _Candidate] = {}
-        self._blocked: str | None = None
-        self._usage = Usage()
-
-    def whole(self, data: Any) -> list[LlmEvent]:
-        """The events of a whole (non-streamed) response."""
-        return self.chunk(data) + self.end(whole=True)
-
-    def chunk(self, data: Any) -> list[LlmEvent]:
-        """The events of one streamed chunk (a JSON array of chunks is read in order)."""
-        if type(data) is list:
-            return [event for item in data for event in self.chunk(item)]
-        if type(data) is not dict:
-            raise InvalidResponse(f"gemini sent a chunk that is not a JSON object: {str(data)[:200]}")
-        if data.get("error"):
-            raise error_for_payload(PROVIDER, data)
-        out: list[LlmEvent] = []
-        if not self._started:
-            self._started = True
-            model = as_text(data.get("modelVersion"), PROVIDER, "modelVersion") or None
-            out.append(
-                StreamStart(model=model, response_id=as_text(data.get("responseId"), PROVIDER, "responseId") or None)
-            )
-        if "usageMetadata" in data:  # each chunk repeats the running totals: the last one counts
-            self._usage = parse_usage(as_object(data["usageMetadata"], PROVIDER, "usageMetadata"))
-        feedback = as_object(data.get("promptFeedback"), PROVIDER, "promptFeedback")
-        if blocked := as_text(feedback.get("blockReason"), PROVIDER, "promptFeedback.blockReason"):
-            self._blocked = blocked
-        for position, raw in enumerate(as_list(data.get("candidates"), PROVIDER, "candidates")):
-            out += self._candidate(as_object(raw, PROVIDER, f"candidates[{position}]"), position)
-        return out
-
-    def _candidate(self, raw: dict[str, Any], position: int) -> list[LlmEvent]:
-        what = f"candidates[{position}]"
-        index = raw.get("index", position)
-        if type(index) is not int or index < 0:
-            raise malformed(PROVIDER, f"{what}.index", index)
-        candidate = self._candidates.setdefault(index, _Candidate())
-        content = as_object(raw.get("content"), PROVIDER, f"{what}.content")
-        for number, part in enumerate(as_list(content.get("parts"), PROVIDER, f"{what}.content.parts")):
-            where = f"{what}.content.parts[{number}]"
-            candidate.read(as_object(part, PROVIDER, where), where)
-        if finish := as_text(raw.get("finishReason"), PROVIDER, f"{what}.finishReason"):
-            candidate.finish = finish
-            candidate.message = as_text(raw.get("finishMessage"), PROVIDER, f"{what}.finishMessage") or None
-        if not self._live:
-            return []
-        self._live_index = index if self._live_index is None else self._live_index
-        if index == self._live_index and candidate.finish not in UNUSABLE:
-            return candidate.take()
-        return []
-
-    def end(self, *, whole: bool = False) -> list[LlmEvent]:
-        """Choose the answer and close the turn. With no finish reason and no blocked prompt, a ``whole``
-        response is malformed (``invalid_response``); a stream was cut (``transport``), as Gemini's streams
-        have no closing event to tell the two apart."""
-        if not self._started:
-            raise InvalidResponse("gemini ended the stream without sending anything")
-        finished = [c for _, c in sorted(self._candidates.items()) if c.finish is not None]
-        if not finished and self._blocked is None:
-            if whole:
-                raise InvalidResponse("gemini sent a malformed answer: no candidate has a finishReason")
-            raise TransportError("gemini ended the stream before finishing its answer")
-        chosen = next((c for c in finished if c.output and c.finish not in UNUSABLE), None)
-        live = self._candidates.get(self._live_index) if self._live_index is not None else None
-        if live is not None and live.shown and live is not chosen:
-            why = live.finish or "no finish reason"
-            detail = f": {live.message}" if live.message else ""
-            raise InvalidResponse(f"gemini stopped the answer it was streaming ({why}{detail})")
-        if chosen is None:
-            return [StreamEnd(self._unusable_finish(finished), self._usage)]
-        finish = "tool_calls" if chosen.calls else finish_reason(chosen.finish or "")
-        return [*chosen.take(), StreamEnd(finish, self._usage)]
-
-    def _unusable_finish(self, finished: list[_Candidate]) -> FinishReason:
-        """``content_filter`` when the prompt (no candidate then) or every candidate was blocked, else the first
-        other reason."""
-        unfiltered = [c.finish for c in finished if c.finish not in FILTERED]
-        if not unfiltered:
-            return "content_filter"
-        return finish_reason(unfiltered[0] or "")
-
-
-def finish_reason(reason: str) -> FinishReason:
-    """A ``finishReason`` as tether's: see :data:`FINISH_REASONS`; a value added after this was written is
-    ``other``."""
-    return FINISH_REASONS.get(reason, "other")
-
-
-def parse_usage(usage: dict[str, Any]) -> Usage:
-    """``usageMetadata``: cached prompt tokens counted apart, thoughts counted as output and as reasoning; each
-    count through :func:`~tether.providers.wire.as_count`."""
-    prompt = as_count(usage.get("promptTokenCount"))
-    cached = as_count(usage.get("cachedContentTokenCount"))
-    thoughts = as_count(usage.get("thoughtsTokenCount"))
-    return Usage(
-        input_tokens=max(prompt - cached, 0) + as_count(usage.get("toolUsePromptTokenCount")),
-        output_tokens=as_count(usage.get("candidatesTokenCount")) + thoughts,
-        cache_read_tokens=cached,
-        reasoning_tokens=thoughts,
-    )
 
 
 def _auth_failure(error: BadRequest) -> AuthFailed | None:
