@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any, get_args
 
 from hypothesis import strategies as st
 
-from tests.wire.replay import Cassette, cassette_files
+from tests.wire.replay import Cassette, Interaction, cassette_files
 from tether.errors import InvalidResponse
 from tether.events import (
     FinishReason,
@@ -33,7 +34,7 @@ from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator
 from tether.messages import Message, messages_from_jsonable, messages_to_jsonable
 from tether.usage import Usage
 
-Path = tuple[str | int, ...]
+JsonPath = tuple[str | int, ...]
 
 FINISH_REASONS = frozenset(get_args(FinishReason))
 
@@ -67,9 +68,9 @@ def json_kind(value: Any) -> str:
     return "list" if isinstance(value, list) else "object"
 
 
-def paths(value: Any, prefix: Path = ()) -> list[Path]:
+def paths(value: Any, prefix: JsonPath = ()) -> list[JsonPath]:
     """Every path into ``value`` (the root excluded), in document order."""
-    found: list[Path] = []
+    found: list[JsonPath] = []
     items: list[tuple[str | int, Any]] = []
     if isinstance(value, dict):
         items = list(value.items())
@@ -82,7 +83,7 @@ def paths(value: Any, prefix: Path = ()) -> list[Path]:
     return found
 
 
-def at(document: Any, path: Path) -> Any:
+def at(document: Any, path: JsonPath) -> Any:
     for key in path:
         document = document[key]
     return document
@@ -110,24 +111,28 @@ def mutated(draw: st.DrawFn, document: Any) -> tuple[Any, str]:
 # --- recorded documents -------------------------------------------------------------------------------------
 
 
+SHAPES = Path(__file__).resolve().parent.parent / "fixtures" / "shapes"
+"""Answer shapes written from the API reference (their README says which)."""
+
+
+def _interactions(folder: str) -> list[Interaction]:
+    """The successful answers of a folder of ``tests/fixtures/wire/`` and of ``tests/fixtures/shapes/`` (the
+    deliberately broken ``malformed_*`` ones, and the ``error_*`` ones that end in an error event, left out)."""
+    names: list[str | Path] = list(cassette_files(folder))
+    names += sorted(
+        file for file in (SHAPES / folder).glob("*.yaml") if not file.name.startswith(("malformed_", "error_"))
+    )
+    return [i for name in names for i in Cassette.load(name).interactions if i.status == 200]
+
+
 def recorded_streams(folder: str) -> list[list[Any]]:
-    """The event-stream answers recorded in a folder of ``tests/fixtures/wire/``: each a list of JSON events."""
-    streams = []
-    for name in cassette_files(folder):
-        for interaction in Cassette.load(name).interactions:
-            if interaction.is_event_stream and interaction.status == 200:
-                streams.append([json.loads(data) for data in interaction.events_data()])
-    return streams
+    """The event-stream answers of ``folder`` (see :func:`_interactions`): each a list of JSON events."""
+    return [[json.loads(data) for data in i.events_data()] for i in _interactions(folder) if i.is_event_stream]
 
 
 def recorded_bodies(folder: str) -> list[Any]:
-    """The whole (non-streamed) successful answers recorded in a folder of ``tests/fixtures/wire/``."""
-    return [
-        interaction.response_json()
-        for name in cassette_files(folder)
-        for interaction in Cassette.load(name).interactions
-        if not interaction.is_event_stream and interaction.status == 200
-    ]
+    """The whole (non-streamed) answers of ``folder`` (see :func:`_interactions`)."""
+    return [i.response_json() for i in _interactions(folder) if not i.is_event_stream]
 
 
 # --- the contract -------------------------------------------------------------------------------------------
