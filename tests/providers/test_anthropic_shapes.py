@@ -90,6 +90,7 @@ async def test_an_answer_whole_in_message_start_keeps_its_tool_call_and_stop_rea
     assert [block["type"] for block in sent] == ["text", "server_tool_use", "tool_use", "text"]
     assert sent[0]["text"] == "I'll count the rows from code."
     assert sent[1]["id"] == "srvtoolu_01PTC"
+    assert sent[2]["caller"] == {"type": "code_execution_20250825", "tool_id": "srvtoolu_01PTC"}
     assert sent[3]["text"] == " Waiting for the query."
     assert server.bodies[1]["messages"][2]["content"][0]["tool_use_id"] == "toolu_01PTC"
     server.assert_all_served()

@@ -8,7 +8,9 @@ same way, as a ``message_start`` carrying everything, so both paths give the sam
 
 * ``text``: ``TextDelta``s (citations and ``citations_delta`` are not kept).
 * ``tool_use``: ``ToolCallStart`` (``index`` is the call's position among the turn's calls), its
-  ``input_json_delta`` pieces as ``ToolCallDelta``s, ``ToolCallEnd`` at ``content_block_stop``.
+  ``input_json_delta`` pieces as ``ToolCallDelta``s, ``ToolCallEnd`` at ``content_block_stop``. The
+  ``caller`` of a call made from code (programmatic tool calling; not ``{"type": "direct"}``) rides in
+  ``provider_data`` as ``{"origin": "anthropic", "caller": {...}}``, to go back with the call.
 * ``thinking``: ``ThinkingDelta``s, then the ``signature_delta`` as ``ThinkingDelta("", signature=...)``
   marked ``{"origin": "anthropic"}``, which closes the block (``StreamAccumulator``).
 * ``redacted_thinking``: one ``ThinkingDelta("", signature=<data>)`` marked ``{"origin": "anthropic",
@@ -253,14 +255,19 @@ class EventDecoder:
             call_id = self._text(block.get("id"), f"{what}.id") or f"toolu_{self._calls}"
             name = self._text(block.get("name"), f"{what}.name")
             self._object(block.get("input"), f"{what}.input")
+            caller = self._object(block.get("caller"), f"{what}.caller")
             state.call_id = call_id
-            out.append(ToolCallStart(call_id, name, self._calls))
+            out.append(ToolCallStart(call_id, name, self._calls, self._caller_data(caller)))
             self._calls += 1
             self._anchor = Anchor(self._anchor.parts + 1, self._anchor.chars)
         elif kind == "compaction":
             self._text(block.get("content"), f"{what}.content")
             self._text(block.get("encrypted_content"), f"{what}.encrypted_content")
         return out
+
+    def _caller_data(self, caller: dict[str, Any]) -> dict[str, Any] | None:
+        """A call's ``provider_data``: the ``caller`` of a call made from code; none for a direct call."""
+        return {"origin": ORIGIN, "caller": caller} if caller and caller.get("type") != "direct" else None
 
     def _delta(self, at: int, delta: dict[str, Any]) -> list[LlmEvent]:
         block = self._blocks.get(at)
