@@ -1,4 +1,5 @@
-"""Gemini answers with fields of the wrong JSON type: a typed ``invalid_response``, never a crash.
+"""Gemini answers with fields of the wrong JSON type: a typed ``invalid_response``, never a crash; and tool
+schemas of any JSON: a schema Gemini can read, never an exception.
 
 Real recorded answers (``tests/fixtures/wire/google/``) are changed at one random path (see
 :mod:`tests.providers.hostile`) and fed to :class:`ResponseDecoder` directly, without the net
@@ -11,6 +12,7 @@ go back out in the next request without an exception.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from tests.providers.hostile import check_events, history_with, mutated, recorde
 from tether.errors import InvalidResponse, TransportError
 from tether.events import LlmEvent, StreamEnd
 from tether.providers.gemini import ResponseDecoder, encode_contents, parse_usage
+from tether.providers.gemini_schema import MAX_DEPTH, to_gemini_schema
 
 STREAMS = recorded_streams("google")
 BODIES = recorded_bodies("google")
@@ -147,3 +150,81 @@ def test_a_whole_answer_without_any_finish_reason_is_invalid_not_a_cut_stream() 
     decoder.chunk(body)
     with pytest.raises(TransportError, match="before finishing"):
         decoder.end()
+
+
+# --- tool schemas: any JSON a tool (or an MCP server) declares gives a schema Gemini can read ------------------
+
+KEYWORDS = ["type", "properties", "required", "items", "prefixItems", "anyOf", "oneOf", "allOf", "$ref", "$defs"]
+KEYWORDS += ["definitions", "enum", "const", "description", "format", "minimum", "exclusiveMinimum", "nullable"]
+KEYWORDS += ["maxItems", "pattern", "default", "propertyOrdering", "a", "b"]
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.sampled_from(["string", "integer", "object", "array", "null", "a", "b", "#/$defs/a", "#/definitions/b"]),
+)
+ANY_JSON = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(KEYWORDS), inner, max_size=5),
+    max_leaves=40,
+)
+GEMINI_KEYWORDS = {"type", "format", "description", "nullable", "enum", "properties", "required", "items", "anyOf"}
+GEMINI_KEYWORDS |= {"minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties", "minimum"}
+GEMINI_KEYWORDS |= {"maximum", "pattern", "default", "example", "propertyOrdering"}
+
+
+def check_gemini_schema(node: Any, depth: int = 0) -> None:
+    """A node of Gemini's Schema: known keywords only, each of the JSON type Gemini wants."""
+    assert type(node) is dict, node
+    assert set(node) <= GEMINI_KEYWORDS, node
+    assert depth <= MAX_DEPTH + 1, depth
+    if "type" in node:
+        assert node["type"] in {"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT"}
+    for key in ("description", "pattern", "format"):
+        assert type(node.get(key, "")) is str, node
+    assert all(type(value) is str for value in node.get("enum", [])), node
+    assert all(type(name) is str and name in node["properties"] for name in node.get("required", [])), node
+    for child in node.get("properties", {}).values():
+        check_gemini_schema(child, depth + 1)
+    for child in node.get("anyOf", []):
+        check_gemini_schema(child, depth + 1)
+    if "items" in node:
+        check_gemini_schema(node["items"], depth + 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(KEYWORDS), ANY_JSON, max_size=6))
+def test_a_tool_schema_of_any_json_gives_a_gemini_schema_and_never_an_exception(schema: dict[str, Any]) -> None:
+    translated = to_gemini_schema(schema)
+    json.dumps(translated)
+    check_gemini_schema(translated)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"definitions": [1], "type": "object"},
+        {"properties": {"a": {}}, "required": 5},
+        {"properties": {"a": {}}, "required": [{"x": 1}, "a"]},
+        {"$ref": "#/$defs/A", "$defs": {"A": [1]}},
+        {"properties": {"a": {}}, "allOf": [{"allOf": [{"required": ["a", {"x": 1}]}]}]},
+        {"type": "string", "description": 7, "minLength": "3", "propertyOrdering": [1]},
+    ],
+)
+def test_a_tool_schema_keyword_of_the_wrong_type_is_left_out(schema: dict[str, Any]) -> None:
+    check_gemini_schema(to_gemini_schema(schema))
+
+
+def test_a_tool_schema_nested_past_the_limit_ends_in_an_untyped_value() -> None:
+    schema: dict[str, Any] = {}
+    node = schema
+    for _ in range(5000):
+        node["items"] = {}
+        node = node["items"]
+    translated = to_gemini_schema(schema)
+    depth = 0
+    while "items" in translated:
+        translated, depth = translated["items"], depth + 1
+    assert depth == MAX_DEPTH + 1  # the root is at depth 0: the first node past the limit is the untyped one
+    assert translated == {}
