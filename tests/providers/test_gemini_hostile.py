@@ -142,6 +142,14 @@ def test_a_usage_count_that_is_not_a_count_never_reaches_usage(count: Any, read:
     assert end.usage.output_tokens == read
 
 
+def test_chunks_nested_in_lists_past_one_level_are_an_invalid_response_not_a_recursion() -> None:
+    nested: Any = {"candidates": []}
+    for _ in range(5000):
+        nested = [nested]
+    with pytest.raises(InvalidResponse, match="not a JSON object"):
+        ResponseDecoder().chunk(nested)
+
+
 def test_a_whole_answer_without_any_finish_reason_is_invalid_not_a_cut_stream() -> None:
     body = {"candidates": [{"content": {"parts": [{"text": "hi"}]}}]}
     with pytest.raises(InvalidResponse, match="finishReason"):

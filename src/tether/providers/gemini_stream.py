@@ -215,8 +215,8 @@ class ResponseDecoder:
 
     def chunk(self, data: Any) -> list[LlmEvent]:
         """The events of one streamed chunk (a JSON array of chunks is read in order)."""
-        if type(data) is list:
-            return [event for item in data for event in self.chunk(item)]
+        if type(data) is list:  # one level only: a list inside it is no chunk
+            return [event for item in data if self._is_chunk(item) for event in self.chunk(item)]
         if type(data) is not dict:
             raise InvalidResponse(f"gemini sent a chunk that is not a JSON object: {str(data)[:200]}")
         if data.get("error"):
@@ -236,6 +236,11 @@ class ResponseDecoder:
         for position, raw in enumerate(as_list(data.get("candidates"), PROVIDER, "candidates")):
             out += self._candidate(as_object(raw, PROVIDER, f"candidates[{position}]"), position)
         return out
+
+    def _is_chunk(self, item: Any) -> bool:
+        if type(item) is not dict:  # named by its type: the repr of a deeply nested list is itself a hazard
+            raise InvalidResponse(f"gemini sent a chunk that is not a JSON object but a {type(item).__name__}")
+        return True
 
     def _candidate(self, raw: dict[str, Any], position: int) -> list[LlmEvent]:
         what = f"candidates[{position}]"
