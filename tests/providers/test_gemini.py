@@ -472,7 +472,7 @@ def test_a_malformed_function_call_is_never_the_answer() -> None:
     malformed = candidate(finish="MALFORMED_FUNCTION_CALL")
     malformed["finishMessage"] = "Malformed function call: print(weather(city=Paris)"
     alone = decode(response(malformed))
-    assert alone == [StreamStart("gemini-2.5-flash", "r1"), StreamEnd("other", Usage())]
+    assert alone == [StreamStart("gemini-2.5-flash", "r1"), StreamEnd("error", Usage())]
     with_call = candidate({"functionCall": {"name": "weather", "args": {}}}, finish="MALFORMED_FUNCTION_CALL", index=0)
     fine = candidate({"text": "I need a city."}, index=1)
     events = decode(response(with_call, fine), live=False)
@@ -482,7 +482,7 @@ def test_a_malformed_function_call_is_never_the_answer() -> None:
 
 def test_a_mix_of_blocked_and_malformed_candidates_is_not_reported_as_a_content_filter() -> None:
     events = decode(response(candidate(finish="SAFETY", index=0), candidate(finish="MALFORMED_FUNCTION_CALL", index=1)))
-    assert end_of(events).finish_reason == "other"
+    assert end_of(events).finish_reason == "error"
 
 
 def test_a_blocked_prompt_gives_a_turn_without_output_finished_by_the_content_filter() -> None:

@@ -149,6 +149,7 @@ class Run:
         self._best_effort = ""
         self._accumulated: AccumulatedTurn | None = None
         self._stream_problem: str | None = None
+        self._stream_error: InvalidResponse | None = None
         self._step_timeout = _timeout("step_timeout", spec.limits.step_timeout)
         self._batch: ToolBatch | None = None
         self._turn_no = 0
@@ -241,7 +242,7 @@ class Run:
             now = asyncio.get_running_loop().time()
             step_timer = interrupter.deadline(now + limits.step_timeout, self._step_timeout)
         accumulator = StreamAccumulator()
-        self._accumulated = self._stream_problem = None
+        self._accumulated = self._stream_problem = self._stream_error = None
         sinks = self.sinks
         passthrough = self.actions is None  # in JSON action mode the text is an action, shown once read
         requested = False
@@ -266,6 +267,7 @@ class Run:
                 await interrupter.settle()
         except InvalidResponse as error:
             self._stream_problem = f"the provider sent a malformed answer ({error.message})"
+            self._stream_error = error
         finally:
             interrupter.armed = False
             if step_timer is not None:
@@ -317,7 +319,7 @@ class Run:
             yield self._emit(TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, problem))
             if problem is None:
                 break
-            if stop := guard.record_invalid(problem):
+            if stop := guard.record_invalid(problem, self._stream_error):
                 self._stop = stop
                 return
             extra = correction(problem)

@@ -77,14 +77,15 @@ class LoopGuard:
         """Add one provider call's usage (checked against the budget before the next call)."""
         self.usage = self.usage + usage
 
-    def record_invalid(self, problem: str) -> Stop | None:
-        """A rejected answer; stop once the corrective retries are used up (or the budget is)."""
+    def record_invalid(self, problem: str, error: Exception | None = None) -> Stop | None:
+        """A rejected answer (``error``: the malformed answer's ``InvalidResponse``, if that was the problem);
+        stop once the corrective retries are used up (or the budget is), with that error as the run's."""
         if stop := self._budget_stop():
             return stop
         self.invalid_in_a_row += 1
         if self.invalid_in_a_row > self.limits.invalid_response_retries:
             tries = self.invalid_in_a_row
-            return Stop(StopReason.INVALID_RESPONSE, f"no usable answer after {tries} attempts: {problem}")
+            return Stop(StopReason.INVALID_RESPONSE, f"no usable answer after {tries} attempts: {problem}", error)
         return None
 
     def record_turn(self) -> None:

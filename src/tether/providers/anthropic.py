@@ -18,7 +18,8 @@ conversation becomes Anthropic's:
 * Server blocks (``server_tool_use`` and its results: tool search, web search, ...) are run by Anthropic and
   never by tether. They ride on the assistant message's ``provider_data`` and are sent back where they were
   among the parts, so a server tool's results stay in the model's context.
-* A tool call's arguments that are not a JSON object go back as ``{}`` (the API takes objects only).
+* A tool call's arguments that are not a JSON object go back as ``{}`` (the API takes objects only). A call
+  made from code (programmatic tool calling) goes back with its ``caller``, kept in its ``provider_data``.
 * ``max_tokens`` is always sent (the API requires it): ``ModelSettings.max_tokens``, else
   ``max_tokens_default`` (4096, which every Claude model accepts). When thinking is turned on with a
   ``budget_tokens`` at or above that default and no limit was given, the default is added on top of the
@@ -235,7 +236,11 @@ def assistant_blocks(message: Message) -> list[dict[str, Any]]:
                 blocks.append(thinking)
         elif type(part) is ToolCall:
             arguments = part.arguments if part.arguments is not None else {}
-            blocks.append({"type": "tool_use", "id": part.id, "name": part.name, "input": arguments})
+            call = {"type": "tool_use", "id": part.id, "name": part.name, "input": arguments}
+            data = part.provider_data or {}
+            if data.get("origin") == ORIGIN and isinstance(data.get("caller"), dict):
+                call["caller"] = data["caller"]  # a call made from code goes back naming the code that made it
+            blocks.append(call)
     blocks += [block for _, block in anchored]
     return blocks
 

@@ -1,28 +1,39 @@
 """Anthropic Messages answers, streamed or whole, read into tether's ``LlmEvent``s.
 
 One decoder reads a response's server-sent events (``message_start``, ``content_block_start`` / ``_delta`` /
-``_stop``, ``message_delta``, ``message_stop``); a whole (non-streamed) message is first written as the events
-that would have streamed it, so both paths give the same events. Per content block:
+``_stop``, ``message_delta``, ``message_stop``). ``message_start`` may already carry the whole answer (its
+``content`` blocks and ``stop_reason`` filled in, as programmatic tool calling sends it): those blocks are
+read as if each had streamed whole, then whatever deltas follow. A whole (non-streamed) message is read the
+same way, as a ``message_start`` carrying everything, so both paths give the same events. Per content block:
 
-* ``text``: ``TextDelta``s (citations are not kept).
+* ``text``: ``TextDelta``s (citations and ``citations_delta`` are not kept).
 * ``tool_use``: ``ToolCallStart`` (``index`` is the call's position among the turn's calls), its
-  ``input_json_delta`` pieces as ``ToolCallDelta``s, ``ToolCallEnd`` at ``content_block_stop``.
+  ``input_json_delta`` pieces as ``ToolCallDelta``s, ``ToolCallEnd`` at ``content_block_stop``. The
+  ``caller`` of a call made from code (programmatic tool calling; not ``{"type": "direct"}``) rides in
+  ``provider_data`` as ``{"origin": "anthropic", "caller": {...}}``, to go back with the call.
 * ``thinking``: ``ThinkingDelta``s, then the ``signature_delta`` as ``ThinkingDelta("", signature=...)``
   marked ``{"origin": "anthropic"}``, which closes the block (``StreamAccumulator``).
 * ``redacted_thinking``: one ``ThinkingDelta("", signature=<data>)`` marked ``{"origin": "anthropic",
   "redacted": True}``, so that it becomes a closed ``Thinking`` part and can be sent back as it came.
-* any other block (``server_tool_use``, ``web_search_tool_result``, ``tool_search_tool_result``, ...): run by
-  Anthropic, not by us, so never a tool call and never shown. The block is kept whole (its streamed input
-  assembled) in ``StreamEnd.provider_data["server_blocks"]``, with its place among the turn's parts
-  (:class:`Anchor`), so that the provider can send it back where it was on the next turn.
+* any other block (``server_tool_use``, ``web_search_tool_result`` and the other ``*_tool_result`` blocks,
+  ``container_upload``, ``compaction``, ...): run by Anthropic, not by us, so never a tool call and never
+  shown. The API wants these back unchanged on the next request, so the block is kept whole in
+  ``StreamEnd.provider_data["server_blocks"]``, with its place among the turn's parts (:class:`Anchor`):
+  its streamed ``input_json_delta`` pieces are assembled into ``input``, and a ``compaction`` block's
+  ``compaction_delta`` pieces into ``content`` (``null`` stays ``null``: a failed compaction), its
+  ``encrypted_content`` the last one sent.
 
-``ping`` and unknown events are ignored; an ``error`` event is raised as the ``ProviderError`` its type names
-(``overloaded_error`` -> ``provider_unavailable``). Stop reasons: ``end_turn`` and ``stop_sequence`` ->
-``stop``, ``tool_use`` -> ``tool_calls``, ``max_tokens`` and ``model_context_window_exceeded`` -> ``length``,
-``refusal`` -> ``content_filter``, ``pause_turn`` (a server tool's loop paused; sending the turn back resumes
-it) and anything new -> ``other``. Usage: ``input_tokens`` (cache reads and writes excluded, as Anthropic counts
-them), ``output_tokens``, ``cache_read_input_tokens`` -> ``cache_read_tokens``, ``cache_creation_input_tokens``
--> ``cache_write_tokens``; the counts of ``message_delta`` (cumulative) replace those of ``message_start``.
+Every field read is type-checked with :mod:`tether.providers.wire`: a field of the wrong JSON type is
+``invalid_response`` naming it, so nothing wrongly typed reaches an event. ``ping``, ``message_stop`` and
+unknown events or delta types are ignored; an ``error`` event is raised as the ``ProviderError`` its type
+names (``overloaded_error`` -> ``provider_unavailable``). Stop reasons: ``end_turn`` and ``stop_sequence``
+-> ``stop``, ``tool_use`` -> ``tool_calls``, ``max_tokens`` and ``model_context_window_exceeded`` ->
+``length``, ``refusal`` -> ``content_filter``, ``pause_turn`` (a server tool's loop paused; sending the turn
+back resumes it), ``compaction`` (paused after compacting) and anything new -> ``other``. Usage:
+``input_tokens`` (cache reads and writes excluded, as Anthropic counts them), ``output_tokens``,
+``cache_read_input_tokens`` -> ``cache_read_tokens``, ``cache_creation_input_tokens`` ->
+``cache_write_tokens``, each through :func:`~tether.providers.wire.as_count`; a count ``message_delta``
+carries (cumulative) replaces the one ``message_start`` sent, a ``null`` one does not.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from tether.events import (
     ToolCallStart,
 )
 from tether.providers.http import error_for_payload
+from tether.providers.wire import as_count, as_list, as_object, as_text, malformed
 from tether.usage import Usage
 
 ORIGIN = "anthropic"
@@ -57,6 +69,7 @@ STOP_REASONS: dict[str, FinishReason] = {
     "model_context_window_exceeded": "length",
     "refusal": "content_filter",
     "pause_turn": "other",
+    "compaction": "other",
 }
 CLIENT_BLOCKS = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
 """Block types that become tether parts; every other type is a server block."""
@@ -80,13 +93,28 @@ class _Block:
     start: dict[str, Any]
     call_id: str | None = None
     pieces: list[str] = field(default_factory=list)
+    """``input_json_delta`` pieces."""
+    content: list[str] = field(default_factory=list)
+    """``compaction_delta`` pieces."""
+    encrypted: str | None = None
+    """The last ``encrypted_content`` a ``compaction_delta`` sent."""
     signed: bool = False
 
 
 class EventDecoder:
     """Anthropic stream events (or one whole message) to ``LlmEvent``s, for one response."""
 
-    __slots__ = ("_anchor", "_blocks", "_calls", "_finish", "_server_blocks", "_started", "_usage", "provider")
+    __slots__ = (
+        "_anchor",
+        "_blocks",
+        "_calls",
+        "_complete",
+        "_finish",
+        "_server_blocks",
+        "_started",
+        "_usage",
+        "provider",
+    )
 
     def __init__(self, provider: str = ORIGIN) -> None:
         self.provider = provider
@@ -96,47 +124,56 @@ class EventDecoder:
         self._anchor = Anchor(0, 0)
         self._server_blocks: list[dict[str, Any]] = []
         self._finish: FinishReason | None = None
+        self._complete = False  # message_stop came, or the answer came whole
         self._usage: dict[str, int] = {}
 
     def event(self, data: Any) -> list[LlmEvent]:
         """The events of one server-sent event's JSON data."""
-        if not isinstance(data, dict):
+        if type(data) is not dict:
             raise InvalidResponse(f"{self.provider} sent an event that is not a JSON object: {str(data)[:200]}")
-        kind = data.get("type")
+        kind = self._text(data.get("type"), "event.type")
         if kind == "content_block_delta":
-            return self._delta(data.get("index"), data.get("delta") or {})
+            delta = self._object(data.get("delta"), "content_block_delta.delta")
+            return self._delta(self._index(data.get("index"), kind), delta)
         if kind == "content_block_start":
-            return self._start(data.get("index"), data.get("content_block") or {})
+            block = self._object(data.get("content_block"), "content_block_start.content_block")
+            return self._start(self._index(data.get("index"), kind), block, "content_block_start.content_block")
         if kind == "content_block_stop":
-            return self._stop(data.get("index"))
+            return self._stop(self._index(data.get("index"), kind))
         if kind == "message_start":
-            message = data.get("message") or {}
-            self._read_usage(message.get("usage"))
-            return self._start_stream(message)
+            return self._message(self._object(data.get("message"), "message_start.message"), "message_start.message")
         if kind == "message_delta":
-            self._read_usage(data.get("usage"))
-            if reason := (data.get("delta") or {}).get("stop_reason"):
-                self._finish = STOP_REASONS.get(reason, "other")
+            self._read_usage(data.get("usage"), "message_delta.usage")
+            delta = self._object(data.get("delta"), "message_delta.delta")
+            self._read_stop(delta.get("stop_reason"), "message_delta.delta.stop_reason")
             return []
         if kind == "error":
             raise error_for_payload(self.provider, data)
         if kind == "message":  # a whole answer where a stream was asked for
-            return [event for item in as_stream_events(data) for event in self.event(item)]
+            self._complete = True
+            return self._message(data, "message")
+        if kind == "message_stop":
+            self._complete = True
         return []  # ping, message_stop, and event types added after this was written
 
     def message(self, data: Any) -> list[LlmEvent]:
         """The events of a whole (non-streamed) message, ``StreamEnd`` included."""
-        if not isinstance(data, dict):
+        if type(data) is not dict:
             raise InvalidResponse(f"{self.provider} sent an answer that is not a JSON object: {str(data)[:200]}")
         if data.get("type") == "error":
             raise error_for_payload(self.provider, data)
-        return self.event({**data, "type": "message"}) + self.end()
+        self._complete = True
+        return self._message(data, "message") + self.end()
 
     def end(self) -> list[LlmEvent]:
-        """Close the blocks left open and the turn; a stream that stopped without a stop reason is an error."""
+        """Close the blocks left open and the turn. Without a stop reason: an answer that says it is complete
+        (``message_stop``, or a whole message) is malformed, ``invalid_response``; a stream that just stopped
+        was cut, a ``transport`` error."""
         if self._finish is None:
             if not self._started:
                 raise InvalidResponse(f"{self.provider} ended the stream without sending anything")
+            if self._complete:
+                raise InvalidResponse(f"{self.provider} sent a malformed answer: it has no stop_reason")
             raise TransportError(f"{self.provider} ended the stream before finishing its answer")
         out: list[LlmEvent] = []
         if self._finish != "length":  # a call cut off by the output limit stays open: it is never run
@@ -158,65 +195,113 @@ class EventDecoder:
             cache_write_tokens=usage.get("cache_creation_input_tokens", 0),
         )
 
+    # --- reading fields -----------------------------------------------------------------------------------
+
+    def _object(self, value: Any, what: str) -> dict[str, Any]:
+        return as_object(value, self.provider, what)
+
+    def _text(self, value: Any, what: str) -> str:
+        return as_text(value, self.provider, what)
+
+    def _index(self, index: Any, what: str) -> int:
+        if type(index) is not int or index < 0:
+            raise malformed(self.provider, f"{what}.index", index)
+        return index
+
     # --- events -------------------------------------------------------------------------------------------
 
-    def _start_stream(self, message: dict[str, Any]) -> list[LlmEvent]:
-        if self._started:
-            return []
-        self._started = True
-        return [StreamStart(model=message.get("model"), response_id=message.get("id"))]
+    def _message(self, message: dict[str, Any], what: str) -> list[LlmEvent]:
+        """A message's start, and whatever it already carries: usage, whole content blocks, a stop reason."""
+        out: list[LlmEvent] = []
+        if not self._started:
+            self._started = True
+            model, response_id = message.get("model"), message.get("id")
+            out.append(
+                StreamStart(self._text(model, f"{what}.model") or None, self._text(response_id, f"{what}.id") or None)
+            )
+        self._read_usage(message.get("usage"), f"{what}.usage")
+        for position, raw in enumerate(as_list(message.get("content"), self.provider, f"{what}.content")):
+            where = f"{what}.content[{position}]"
+            at = -1 - position  # whole blocks start and stop at once, apart from the indexes a stream uses
+            out += self._start(at, self._object(raw, where), where)
+            out += self._stop(at)
+        self._read_stop(message.get("stop_reason"), f"{what}.stop_reason")
+        return out
 
-    def _read_usage(self, usage: Any) -> None:
+    def _read_stop(self, value: Any, what: str) -> None:
+        if reason := self._text(value, what):
+            self._finish = STOP_REASONS.get(reason, "other")
+
+    def _read_usage(self, value: Any, what: str) -> None:
         """``message_delta`` counts are cumulative: a field it carries replaces the one ``message_start`` sent."""
-        if isinstance(usage, dict):
-            for key, value in usage.items():
-                if isinstance(value, int) and not isinstance(value, bool):
-                    self._usage[key] = value
+        for key, count in self._object(value, what).items():
+            if key in _COUNTS and count is not None:
+                self._usage[key] = as_count(count)
 
-    def _start(self, index: Any, block: dict[str, Any]) -> list[LlmEvent]:
-        kind = str(block.get("type"))
-        at = self._index(index)
+    def _start(self, at: int, block: dict[str, Any], what: str) -> list[LlmEvent]:
+        kind = self._text(block.get("type"), f"{what}.type")
         if at in self._blocks:
             raise InvalidResponse(f"{self.provider} started content block {at} twice")
         state = self._blocks[at] = _Block(kind, block)
-        out: list[LlmEvent] = self._start_stream({}) if not self._started else []
+        out: list[LlmEvent] = [] if self._started else self._message({}, "message")
         if kind == "text":
-            out += self._text(block.get("text") or "")
+            out += self._text_delta(self._text(block.get("text"), f"{what}.text"))
         elif kind == "thinking":
-            out += self._thinking(block.get("thinking") or "")
+            out += self._thinking(self._text(block.get("thinking"), f"{what}.thinking"))
+            self._text(block.get("signature"), f"{what}.signature")
+        elif kind == "redacted_thinking":
+            self._text(block.get("data"), f"{what}.data")
         elif kind == "tool_use":
-            state.call_id = str(block.get("id") or f"toolu_{self._calls}")
-            out.append(ToolCallStart(state.call_id, str(block.get("name") or ""), self._calls))
+            call_id = self._text(block.get("id"), f"{what}.id") or f"toolu_{self._calls}"
+            name = self._text(block.get("name"), f"{what}.name")
+            self._object(block.get("input"), f"{what}.input")
+            caller = self._object(block.get("caller"), f"{what}.caller")
+            state.call_id = call_id
+            out.append(ToolCallStart(call_id, name, self._calls, self._caller_data(caller)))
             self._calls += 1
             self._anchor = Anchor(self._anchor.parts + 1, self._anchor.chars)
+        elif kind == "compaction":
+            self._text(block.get("content"), f"{what}.content")
+            self._text(block.get("encrypted_content"), f"{what}.encrypted_content")
         return out
 
-    def _delta(self, index: Any, delta: dict[str, Any]) -> list[LlmEvent]:
-        block = self._blocks.get(self._index(index))
+    def _caller_data(self, caller: dict[str, Any]) -> dict[str, Any] | None:
+        """A call's ``provider_data``: the ``caller`` of a call made from code; none for a direct call."""
+        return {"origin": ORIGIN, "caller": caller} if caller and caller.get("type") != "direct" else None
+
+    def _delta(self, at: int, delta: dict[str, Any]) -> list[LlmEvent]:
+        block = self._blocks.get(at)
         if block is None:
-            raise InvalidResponse(f"{self.provider} continued content block {index} before starting it")
-        kind = delta.get("type")
+            raise InvalidResponse(f"{self.provider} continued content block {at} before starting it")
+        what = "content_block_delta.delta"
+        kind = self._text(delta.get("type"), f"{what}.type")
         if kind == "text_delta" and block.kind == "text":
-            return self._text(delta.get("text") or "")
+            return self._text_delta(self._text(delta.get("text"), f"{what}.text"))
         if kind == "thinking_delta" and block.kind == "thinking":
-            return self._thinking(delta.get("thinking") or "")
+            return self._thinking(self._text(delta.get("thinking"), f"{what}.thinking"))
         if kind == "signature_delta" and block.kind == "thinking":
             block.signed = True
-            return self._signature(str(delta.get("signature") or ""))
-        if kind == "input_json_delta" and (piece := delta.get("partial_json")):
+            return self._signature(self._text(delta.get("signature"), f"{what}.signature"))
+        if kind == "input_json_delta" and (piece := self._text(delta.get("partial_json"), f"{what}.partial_json")):
             block.pieces.append(piece)
             if block.call_id is not None:
                 return [ToolCallDelta(block.call_id, piece)]
+        if kind == "compaction_delta" and block.kind == "compaction":
+            if piece := self._text(delta.get("content"), f"{what}.content"):
+                block.content.append(piece)
+            if encrypted := self._text(delta.get("encrypted_content"), f"{what}.encrypted_content"):
+                block.encrypted = encrypted
         return []  # citations, and delta types added after this was written
 
-    def _stop(self, index: Any) -> list[LlmEvent]:
-        block = self._blocks.pop(self._index(index), None)
+    def _stop(self, at: int) -> list[LlmEvent]:
+        block = self._blocks.pop(at, None)
         if block is None:
-            raise InvalidResponse(f"{self.provider} stopped content block {index} before starting it")
+            raise InvalidResponse(f"{self.provider} stopped content block {at} before starting it")
         if block.call_id is not None:
             out: list[LlmEvent] = []
             if not block.pieces:  # a whole answer, or a call without arguments: its input came with its start
-                out.append(ToolCallDelta(block.call_id, json.dumps(block.start.get("input") or {}, ensure_ascii=False)))
+                arguments = json.dumps(block.start.get("input") or {}, ensure_ascii=False)
+                out.append(ToolCallDelta(block.call_id, arguments))
             return [*out, ToolCallEnd(block.call_id)]
         if block.kind == "thinking":
             signature = block.start.get("signature")
@@ -224,12 +309,14 @@ class EventDecoder:
         if block.kind == "redacted_thinking":
             self._anchor = Anchor(self._anchor.parts + 1, self._anchor.chars)
             marked = {"origin": ORIGIN, "redacted": True}
-            return [ThinkingDelta("", signature=str(block.start.get("data") or ""), provider_data=marked)]
+            return [ThinkingDelta("", signature=block.start.get("data") or "", provider_data=marked)]
         if block.kind not in CLIENT_BLOCKS:
-            self._server_blocks.append({"anchor": [self._anchor.parts, self._anchor.chars], "block": _whole(block)})
+            self._server_blocks.append(
+                {"anchor": [self._anchor.parts, self._anchor.chars], "block": self._whole(block)}
+            )
         return []
 
-    def _text(self, text: str) -> list[LlmEvent]:
+    def _text_delta(self, text: str) -> list[LlmEvent]:
         if not text:
             return []
         self._anchor = Anchor(self._anchor.parts, self._anchor.chars + len(text))
@@ -242,22 +329,24 @@ class EventDecoder:
         self._anchor = Anchor(self._anchor.parts + 1, self._anchor.chars)
         return [ThinkingDelta("", signature=signature, provider_data={"origin": ORIGIN})]
 
-    def _index(self, index: Any) -> int:
-        if not isinstance(index, int) or isinstance(index, bool):
-            raise InvalidResponse(f"{self.provider} sent a content block event without an index")
-        return index
+    def _whole(self, block: _Block) -> dict[str, Any]:
+        """A server block as it is sent back: its start, with what its deltas streamed."""
+        whole = dict(block.start)
+        if block.pieces:
+            raw = "".join(block.pieces)
+            try:
+                whole["input"] = json.loads(raw)
+            except ValueError:
+                raise InvalidResponse(f"the input of a {block.kind} block is not JSON: {raw[:200]!r}") from None
+        if block.content:
+            whole["content"] = (whole.get("content") or "") + "".join(block.content)
+        if block.encrypted is not None:
+            whole["encrypted_content"] = block.encrypted
+        return whole
 
 
-def _whole(block: _Block) -> dict[str, Any]:
-    """A server block as it is sent back: its start, with the input its deltas streamed."""
-    whole = dict(block.start)
-    if block.pieces:
-        raw = "".join(block.pieces)
-        try:
-            whole["input"] = json.loads(raw)
-        except ValueError:
-            raise InvalidResponse(f"the input of a {block.kind} block is not JSON: {raw[:200]!r}") from None
-    return whole
+_COUNTS = frozenset({"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"})
+"""The usage fields read; the others (``server_tool_use``, ``cache_creation`` by TTL, ...) are not counts of ours."""
 
 
 def as_stream_events(message: dict[str, Any]) -> list[dict[str, Any]]:
@@ -275,11 +364,20 @@ def as_stream_events(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def anchors_of(provider_data: dict[str, Any] | None) -> list[tuple[Anchor, dict[str, Any]]]:
-    """The server blocks kept on an assistant message of ours, with their places, in order."""
-    if not provider_data or provider_data.get("origin") != ORIGIN:
+    """The server blocks kept on an assistant message of ours, with their places, in order. An entry that is
+    not of the shape :class:`EventDecoder` writes (a hand-edited session) is left out rather than sent."""
+    if not isinstance(provider_data, dict) or provider_data.get("origin") != ORIGIN:
         return []
+    entries = provider_data.get("server_blocks")
     kept: list[tuple[Anchor, dict[str, Any]]] = []
-    for entry in provider_data.get("server_blocks") or ():
-        parts, chars = entry["anchor"]
-        kept.append((Anchor(int(parts), int(chars)), dict(entry["block"])))
+    for entry in entries if isinstance(entries, list) else ():
+        anchor = entry.get("anchor") if isinstance(entry, dict) else None
+        block = entry.get("block") if isinstance(entry, dict) else None
+        if (
+            isinstance(block, dict)
+            and isinstance(anchor, list | tuple)
+            and len(anchor) == 2
+            and all(type(n) is int and n >= 0 for n in anchor)
+        ):
+            kept.append((Anchor(anchor[0], anchor[1]), dict(block)))
     return kept

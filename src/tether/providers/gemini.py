@@ -9,8 +9,11 @@ to the schema subset Gemini accepts (:mod:`tether.providers.gemini_schema`); the
 back in one ``user`` content of ``functionResponse`` parts, in the calls' order, each with its call's ``id``
 and the envelope ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "message", "details"}}``.
 
-Answers: a ``functionCall`` part arrives whole, so it becomes ``ToolCallStart``, one ``ToolCallDelta`` with the
-arguments as JSON and ``ToolCallEnd`` (a call without an ``id`` gets one); ``thought: true`` parts are thinking.
+Answers, streamed or whole, are read by :class:`~tether.providers.gemini_stream.ResponseDecoder` (how
+candidates, parts, finish reasons and usage are read is described there). A model message's ``provider_data``
+may carry the parts tether does not read (``executableCode``, ``codeExecutionResult``, ``inlineData``,
+``fileData``, ...), each with its place among the message's parts: they go back whole, where they were, the
+message's text cut around them.
 
 Thought signatures: a ``thoughtSignature`` on a thought part is its thinking block's ``signature``; on a text
 or ``functionCall`` part it rides in the part's ``provider_data`` as ``{"origin": "gemini",
@@ -21,16 +24,6 @@ Gemini 3 and later refuse (400) a model turn whose first ``functionCall`` part h
 a call made by another provider, or stored without its ``provider_data``, looks like: for those models such a
 part is sent with Google's documented placeholder ``skip_thought_signature_validator``. Real signatures are
 never replaced, and older models get nothing added.
-
-Candidates: the API may answer with several candidates, some of them blocked. The answer is the first
-candidate, in index order, with usable content (text or a call) and a finish reason that is not a block
-(``SAFETY``, ``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``, ``SPII``, image blocks) or
-``MALFORMED_FUNCTION_CALL``. When none is usable, or the prompt itself was blocked
-(``promptFeedback.blockReason``), the turn ends without output (``content_filter`` when every candidate was
-blocked), which the loop rejects, retries once with a correction and then stops degraded. A stream that asks
-for one candidate (the default) is passed on as it arrives; if that candidate is blocked after part of it was
-streamed, the stream fails with ``invalid_response`` (what was streamed cannot be taken back), which the loop
-handles the same way. A request for several candidates (``candidateCount`` in ``extra``) is read whole first.
 """
 
 from __future__ import annotations
@@ -38,51 +31,24 @@ from __future__ import annotations
 import json
 import os
 import re
-import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from tether.errors import AuthFailed, BadRequest, ConfigInvalid, InvalidResponse, TransportError
-from tether.events import (
-    FinishReason,
-    LlmEvent,
-    StreamEnd,
-    StreamStart,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallDelta,
-    ToolCallEnd,
-    ToolCallStart,
-)
+from tether.errors import AuthFailed, BadRequest, ConfigInvalid
+from tether.events import LlmEvent
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.gemini_schema import to_gemini_schema
-from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events, error_for_payload
+from tether.providers.gemini_stream import PROVIDER, ResponseDecoder, kept_parts_of, parse_usage
+from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events
 from tether.providers.wire import decoded
-from tether.usage import Usage
 
 __all__ = ["GeminiProvider", "ResponseDecoder", "encode_contents", "from_model_name", "parse_usage"]
 
-PROVIDER = "gemini"
 BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 """Where the API key is read from, in this order, when none is passed."""
-FILTERED = frozenset(
-    {
-        "SAFETY",
-        "RECITATION",
-        "BLOCKLIST",
-        "PROHIBITED_CONTENT",
-        "SPII",
-        "IMAGE_SAFETY",
-        "IMAGE_PROHIBITED_CONTENT",
-        "IMAGE_RECITATION",
-    }
-)
-"""Finish reasons of a candidate the provider's filters blocked: ``content_filter``."""
-UNUSABLE = FILTERED | {"MALFORMED_FUNCTION_CALL"}
-"""Finish reasons whose candidate is never the answer, whatever it holds."""
-_FINISH: dict[str, FinishReason] = {"STOP": "stop", "MAX_TOKENS": "length", **dict.fromkeys(FILTERED, "content_filter")}
 NO_TOOLS_PREFIXES = ("gemma-", "aqa", "embedding-", "text-embedding-", "imagen-")
 """Models served by the Gemini API that have no function calling."""
 MAX_CACHED_TOOLS = 512
@@ -227,7 +193,10 @@ def encode_contents(messages: Iterable[Message]) -> list[dict[str, Any]]:
     contents: list[dict[str, Any]] = []
     for message in messages:
         role = "model" if message.role == "assistant" else "user"
-        parts = [part for item in message.parts if (part := encode_part(item, role)) is not None]
+        if role == "model":
+            parts = model_parts(message)
+        else:
+            parts = [part for item in message.parts if (part := encode_part(item, role)) is not None]
         if not parts:
             continue
         if contents and contents[-1]["role"] == role:
@@ -253,6 +222,38 @@ def encode_part(part: Text | Thinking | ToolCall | ToolResult, role: str = "mode
     if not part.text and signature is None and role == "model":
         return None
     return _signed({"text": part.text}, signature)
+
+
+def model_parts(message: Message) -> list[dict[str, Any]]:
+    """A model message's parts in their order, with the parts tether does not read put back where they were
+    (:class:`~tether.providers.gemini_stream.KeptPart`): text merged around one is cut there again, the text's
+    signature staying on its first piece."""
+    kept = deque(kept_parts_of(message.provider_data))
+    out: list[dict[str, Any]] = []
+    parts = chars = 0
+
+    def release() -> None:
+        while kept and kept[0].parts <= parts and kept[0].chars <= chars:
+            out.append(kept.popleft().part)
+
+    for item in message.parts:
+        release()
+        if type(item) is Text:
+            text, data = item.text, item.provider_data
+            while kept and kept[0].parts <= parts and chars < kept[0].chars < chars + len(text):
+                cut = kept[0].chars - chars
+                out.append(_signed({"text": text[:cut]}, _own_signature(data)))
+                text, chars, data = text[cut:], chars + cut, None
+                release()
+            if (encoded := encode_part(Text(text, data), "model")) is not None:
+                out.append(encoded)
+            chars += len(text)
+            continue
+        parts += 1
+        if (encoded := encode_part(item, "model")) is not None:
+            out.append(encoded)
+    out += [entry.part for entry in kept]
+    return out
 
 
 def sign_foreign_calls(contents: list[dict[str, Any]]) -> None:
@@ -301,152 +302,6 @@ def _own_signature(provider_data: dict[str, Any] | None) -> str | None:
 def _candidate_count(body: dict[str, Any]) -> int:
     count = (body.get("generationConfig") or {}).get("candidateCount")
     return count if isinstance(count, int) else 1
-
-
-# --- the answer ---------------------------------------------------------------------------------------------
-
-
-class _Candidate:
-    """One candidate's events so far, and what decides whether it can be the answer."""
-
-    __slots__ = ("calls", "events", "finish", "message", "output", "sent", "shown")
-
-    def __init__(self) -> None:
-        self.events: list[LlmEvent] = []
-        self.sent = 0
-        self.calls = 0
-        self.output = False  # it holds text or a call
-        self.shown = False  # some of that output was handed out already
-        self.finish: str | None = None
-        self.message: str | None = None
-
-    def take(self) -> list[LlmEvent]:
-        """The events not handed out yet."""
-        fresh = self.events[self.sent :]
-        self.sent = len(self.events)
-        self.shown = self.output
-        return fresh
-
-    def read(self, part: dict[str, Any]) -> None:
-        """One part as events: thought, call or text, a signature on the part it came with."""
-        signature = part.get("thoughtSignature")
-        if not isinstance(signature, str) or not signature:
-            signature = None
-        text = part.get("text")
-        if part.get("thought"):
-            self.events.append(ThinkingDelta(text or "", signature, {"origin": PROVIDER}))
-            return
-        owned = {"origin": PROVIDER, "thoughtSignature": signature} if signature else None
-        call = part.get("functionCall")
-        if isinstance(call, dict):
-            call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
-            arguments = call.get("args") or {}
-            self.events += [
-                ToolCallStart(call_id, call.get("name") or "", self.calls, owned),
-                ToolCallDelta(call_id, json.dumps(arguments, ensure_ascii=False)),
-                ToolCallEnd(call_id),
-            ]
-            self.calls += 1
-            self.output = True
-        elif isinstance(text, str) and (text or owned):
-            self.events.append(TextDelta(text, owned))
-            self.output = self.output or bool(text.strip())
-        elif owned:  # a signature on a part of a kind tether does not keep: kept on an empty text
-            self.events.append(TextDelta("", owned))
-
-
-class ResponseDecoder:
-    """``GenerateContentResponse`` chunks (or one whole response) to ``LlmEvent``s, for one answer.
-
-    ``live``: one candidate is expected, and its events are handed out as they arrive; otherwise every
-    candidate is kept until the end, when the answer is chosen among them (see the module docstring).
-    """
-
-    __slots__ = ("_blocked", "_candidates", "_live", "_live_index", "_started", "_usage")
-
-    def __init__(self, *, live: bool = True) -> None:
-        self._live = live
-        self._live_index: int | None = None
-        self._started = False
-        self._candidates: dict[int, _Candidate] = {}
-        self._blocked: str | None = None
-        self._usage = Usage()
-
-    def whole(self, data: Any) -> list[LlmEvent]:
-        """The events of a whole (non-streamed) response."""
-        return self.chunk(data) + self.end()
-
-    def chunk(self, data: Any) -> list[LlmEvent]:
-        """The events of one streamed chunk (a JSON array of chunks is read in order)."""
-        if isinstance(data, list):
-            return [event for item in data for event in self.chunk(item)]
-        if not isinstance(data, dict):
-            raise InvalidResponse(f"gemini sent a chunk that is not a JSON object: {str(data)[:200]}")
-        if data.get("error"):
-            raise error_for_payload(PROVIDER, data)
-        out: list[LlmEvent] = []
-        if not self._started:
-            self._started = True
-            out.append(StreamStart(model=data.get("modelVersion"), response_id=data.get("responseId")))
-        if isinstance(usage := data.get("usageMetadata"), dict):
-            self._usage = parse_usage(usage)  # each chunk repeats the running totals: the last one counts
-        feedback = data.get("promptFeedback")
-        if isinstance(feedback, dict) and feedback.get("blockReason"):
-            self._blocked = str(feedback["blockReason"])
-        for position, raw in enumerate(data.get("candidates") or ()):
-            if not isinstance(raw, dict):
-                continue
-            index = raw.get("index", position)
-            candidate = self._candidates.setdefault(index, _Candidate())
-            for part in (raw.get("content") or {}).get("parts") or ():
-                if isinstance(part, dict):
-                    candidate.read(part)
-            if finish := raw.get("finishReason"):
-                candidate.finish, candidate.message = str(finish), raw.get("finishMessage")
-            if self._live:
-                self._live_index = index if self._live_index is None else self._live_index
-                if index == self._live_index and candidate.finish not in UNUSABLE:
-                    out += candidate.take()
-        return out
-
-    def end(self) -> list[LlmEvent]:
-        """Choose the answer and close the turn; a stream that stopped before any finish reason is an error."""
-        if not self._started:
-            raise InvalidResponse("gemini ended the stream without sending anything")
-        finished = [c for _, c in sorted(self._candidates.items()) if c.finish is not None]
-        if not finished and self._blocked is None:
-            raise TransportError("gemini ended the stream before finishing its answer")
-        chosen = next((c for c in finished if c.output and c.finish not in UNUSABLE), None)
-        live = self._candidates.get(self._live_index) if self._live_index is not None else None
-        if live is not None and live.shown and live is not chosen:
-            why = live.finish or "no finish reason"
-            detail = f": {live.message}" if live.message else ""
-            raise InvalidResponse(f"gemini stopped the answer it was streaming ({why}{detail})")
-        if chosen is None:
-            return [StreamEnd(self._unusable_finish(finished), self._usage)]
-        finish = "tool_calls" if chosen.calls else _FINISH.get(chosen.finish or "", "other")
-        return [*chosen.take(), StreamEnd(finish, self._usage)]
-
-    def _unusable_finish(self, finished: list[_Candidate]) -> FinishReason:
-        """``content_filter`` when the prompt (no candidate then) or every candidate was blocked, else the first
-        other reason."""
-        unfiltered = [c.finish for c in finished if c.finish not in FILTERED]
-        if not unfiltered:
-            return "content_filter"
-        return _FINISH.get(unfiltered[0] or "", "other")
-
-
-def parse_usage(usage: dict[str, Any]) -> Usage:
-    """``usageMetadata``: cached prompt tokens counted apart, thoughts counted as output and as reasoning."""
-    prompt = usage.get("promptTokenCount") or 0
-    cached = usage.get("cachedContentTokenCount") or 0
-    thoughts = usage.get("thoughtsTokenCount") or 0
-    return Usage(
-        input_tokens=max(prompt - cached, 0) + (usage.get("toolUsePromptTokenCount") or 0),
-        output_tokens=(usage.get("candidatesTokenCount") or 0) + thoughts,
-        cache_read_tokens=cached,
-        reasoning_tokens=thoughts,
-    )
 
 
 def _auth_failure(error: BadRequest) -> AuthFailed | None:

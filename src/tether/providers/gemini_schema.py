@@ -19,6 +19,11 @@ the translation keeps a whitelist and rewrites what it can:
   ``int32``, ``int64``); ``required`` keeps only names that are properties;
 * everything else (``additionalProperties``, ``$schema``, ``$id``, ``title``, ``examples``, ``multipleOf``,
   ``uniqueItems``, ``not``, ``if``/``then``/``else``, ``patternProperties``, ...) is dropped.
+
+A tool's schema may come from anywhere (an MCP server included), so the translation is total: any JSON value
+gives a schema Gemini can read, never an exception. A keyword of the wrong JSON type (``required: 5``, a
+``$defs`` that is a list, a ``description`` that is a number, a ``$ref`` to something that is not a schema)
+is left out, and nodes nested deeper than :data:`MAX_DEPTH` become untyped values.
 """
 
 from __future__ import annotations
@@ -55,11 +60,21 @@ COPIED = (
 )
 """Keywords Gemini knows under the same name and meaning."""
 _NULL = {"type": "null"}
+MAX_DEPTH = 48
+"""Schema nodes nested deeper than this become untyped values (no real tool nests its arguments so deep)."""
+_NUMBER_KEYWORDS = frozenset(
+    {"minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties", "minimum", "maximum"}
+)
 
 
 def to_gemini_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` (JSON Schema) as a Gemini ``Schema`` object; see the module docstring."""
-    definitions = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
+    if not isinstance(schema, dict):
+        return {}
+    definitions: dict[str, Any] = {}
+    for key in ("definitions", "$defs"):
+        if isinstance(found := schema.get(key), dict):
+            definitions.update(found)
     return _Translator(definitions).node(schema, ())
 
 
@@ -69,23 +84,24 @@ class _Translator:
     def __init__(self, definitions: dict[str, Any]) -> None:
         self.definitions = definitions
 
-    def node(self, schema: Any, seen: tuple[str, ...]) -> dict[str, Any]:
+    def node(self, schema: Any, seen: tuple[str, ...], depth: int = 0) -> dict[str, Any]:
         """One schema node, with ``$ref``s resolved; ``seen`` holds the references being expanded."""
-        if not isinstance(schema, dict):
-            return {}  # ``true`` (anything) and other degenerate forms: an untyped value
+        if not isinstance(schema, dict) or depth > MAX_DEPTH:
+            return {}  # ``true`` (anything), other degenerate forms, and nesting past the limit: untyped
+        depth += 1
         schema, seen = self.resolve(schema, seen)
-        schema = self.merge_all_of(schema, seen)
+        schema = self.merge_all_of(schema, seen, depth)
         branches = schema.get("anyOf") or schema.get("oneOf")
         if not isinstance(branches, list):
-            return _finish(self.plain(schema, seen))
+            return _finish(self.plain(schema, seen, depth))
         resolved = [self.resolve(b, seen) if isinstance(b, dict) else ({}, seen) for b in branches]
         kept = [(branch, deeper) for branch, deeper in resolved if branch != _NULL]
-        rest = self.plain({k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}, seen)
+        rest = self.plain({k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}, seen, depth)
         if len(kept) == 1:
             # One branch left: it is the node; the outer keywords (a field's description, default) win.
-            out = {**self.node(*kept[0]), **rest}
+            out = {**self.node(*kept[0], depth), **rest}
         else:
-            out = {**rest, "anyOf": [self.node(branch, deeper) for branch, deeper in kept]}
+            out = {**rest, "anyOf": [self.node(branch, deeper, depth) for branch, deeper in kept]}
         if len(kept) < len(resolved):
             out["nullable"] = True
         return _finish(out)
@@ -97,32 +113,32 @@ class _Translator:
             return schema, seen
         siblings = {k: v for k, v in schema.items() if k != "$ref"}
         target = self.definitions.get(ref.rsplit("/", 1)[-1])
-        if target is None or ref in seen:  # unknown or recursive: Gemini cannot say it, so leave it open
+        if not isinstance(target, dict) or ref in seen:  # unknown or recursive: Gemini cannot say it: left open
             return siblings, seen
         resolved, deeper = self.resolve(target, (*seen, ref))
         return {**resolved, **siblings}, deeper
 
-    def merge_all_of(self, schema: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
+    def merge_all_of(self, schema: dict[str, Any], seen: tuple[str, ...], depth: int) -> dict[str, Any]:
         """``allOf`` folded into its parent: properties and required lists joined, other keywords laid over."""
         parts = schema.get("allOf")
-        if not isinstance(parts, list):
+        if not isinstance(parts, list) or depth > MAX_DEPTH:
             return schema
         merged: dict[str, Any] = {}
         for part in [*parts, {k: v for k, v in schema.items() if k != "allOf"}]:
             if not isinstance(part, dict):
                 continue
-            part = self.merge_all_of(self.resolve(part, seen)[0], seen)
+            part = self.merge_all_of(self.resolve(part, seen)[0], seen, depth + 1)
             for key, value in part.items():
                 if key == "properties" and isinstance(value, dict):
                     merged["properties"] = {**merged.get("properties", {}), **value}
                 elif key == "required" and isinstance(value, list):
                     known = merged.setdefault("required", [])
-                    known += [name for name in value if name not in known]
+                    known += [name for name in value if isinstance(name, str) and name not in known]
                 else:
                     merged[key] = value
         return merged
 
-    def plain(self, schema: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
+    def plain(self, schema: dict[str, Any], seen: tuple[str, ...], depth: int) -> dict[str, Any]:
         """A node without ``anyOf``: its type, enum, children and the keywords Gemini knows."""
         out: dict[str, Any] = {}
         kind = _type_of(schema, out)
@@ -132,24 +148,37 @@ class _Translator:
         if kind is not None:
             out["type"] = kind
         for key in COPIED:
-            if key in schema and key not in out:
+            if key in schema and key not in out and _fits(key, schema[key]):
                 out[key] = schema[key]
         _exclusive_bounds(schema, kind, out)
         fmt = schema.get("format")
         if isinstance(fmt, str) and fmt in FORMATS.get(kind or "", ()):
             out["format"] = fmt
         if isinstance(properties := schema.get("properties"), dict):
-            out["properties"] = {name: self.node(sub, seen) for name, sub in properties.items()}
-            if required := [name for name in schema.get("required") or () if name in properties]:
+            out["properties"] = {name: self.node(sub, seen, depth) for name, sub in properties.items()}
+            listed = schema.get("required")
+            names = listed if isinstance(listed, list) else []
+            if required := [name for name in names if isinstance(name, str) and name in properties]:
                 out["required"] = required
         items = schema.get("prefixItems") or schema.get("items")
         if isinstance(items, list):
-            elements = [self.node(item, seen) for item in items]
+            elements = [self.node(item, seen, depth) for item in items]
             unique = [element for i, element in enumerate(elements) if element not in elements[:i]]
             out["items"] = unique[0] if len(unique) == 1 else {"anyOf": unique}
         elif isinstance(items, dict):
-            out["items"] = self.node(items, seen)
+            out["items"] = self.node(items, seen, depth)
         return out
+
+
+def _fits(key: str, value: Any) -> bool:
+    """Whether a copied keyword's value has the JSON type Gemini wants for it (else it is left out)."""
+    if key in _NUMBER_KEYWORDS:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if key in ("description", "pattern"):
+        return isinstance(value, str)
+    if key == "propertyOrdering":
+        return isinstance(value, list) and all(isinstance(name, str) for name in value)
+    return True  # default, example: any value
 
 
 def _finish(out: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,333 @@
+"""Gemini answers (``GenerateContentResponse``), streamed or whole, read into tether's ``LlmEvent``s.
+
+Parts: a ``functionCall`` part arrives whole, so it becomes ``ToolCallStart``, one ``ToolCallDelta`` with the
+arguments as JSON and ``ToolCallEnd`` (a call without an ``id`` gets one); ``thought: true`` parts are
+thinking; ``text`` parts are text. A ``thoughtSignature`` on a thought part is its thinking block's
+``signature``; on a text or ``functionCall`` part it rides in the part's ``provider_data`` as
+``{"origin": "gemini", "thoughtSignature": ...}`` (a signature on a part with nothing else in it, on an
+empty text). Parts of the other kinds (``executableCode``, ``codeExecutionResult``, ``inlineData``,
+``fileData``, and kinds added later) are not tether parts: they are never shown, and are kept whole (their
+signature with them) in ``StreamEnd.provider_data["parts"]`` with their place among the turn's parts
+(:class:`KeptPart`), so that the provider sends them back where they were on the next turn.
+
+Candidates: the API may answer with several candidates, some of them blocked. The answer is the first
+candidate, in index order, with usable content (text or a call) and a finish reason that is not a block
+(``SAFETY``, ``RECITATION``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``, ``SPII``, image blocks) or a failure
+(``MALFORMED_FUNCTION_CALL``, ``UNEXPECTED_TOOL_CALL``, ``TOO_MANY_TOOL_CALLS``, ``MISSING_THOUGHT_SIGNATURE``,
+``MALFORMED_RESPONSE``). When none is usable, or the prompt itself was blocked (``promptFeedback.blockReason``),
+the turn ends without output (``content_filter`` when every candidate was blocked, ``error`` for a failure),
+which the loop rejects, retries once with a correction and then stops degraded. A stream that asks for one
+candidate (the default) is passed on as it arrives; if that candidate is blocked after part of it was
+streamed, the stream fails with ``invalid_response`` (what was streamed cannot be taken back), which the loop
+handles the same way. A request for several candidates is read whole first.
+
+Finish reasons: ``STOP`` -> ``stop`` (``tool_calls`` when the answer calls tools), ``MAX_TOKENS`` ->
+``length``, blocks -> ``content_filter``, failures -> ``error``, the rest (``LANGUAGE``, ``OTHER``,
+``NO_IMAGE``, ``IMAGE_OTHER``, ``FINISH_REASON_UNSPECIFIED``, anything new) -> ``other``. Usage
+(``usageMetadata``, the last chunk's running totals): cached prompt tokens apart, tool-use prompt tokens as
+input, thoughts as output and as reasoning, each count through :func:`~tether.providers.wire.as_count`.
+
+Every field read is type-checked with :mod:`tether.providers.wire`: a field of the wrong JSON type is
+``invalid_response`` naming it, so nothing wrongly typed reaches an event.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from tether.errors import InvalidResponse, TransportError
+from tether.events import (
+    FinishReason,
+    LlmEvent,
+    StreamEnd,
+    StreamStart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from tether.providers.http import error_for_payload
+from tether.providers.wire import as_count, as_list, as_object, as_text, malformed
+from tether.usage import Usage
+
+__all__ = ["PROVIDER", "KeptPart", "ResponseDecoder", "finish_reason", "kept_parts_of", "parse_usage"]
+
+PROVIDER = "gemini"
+FILTERED = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+    }
+)
+"""Finish reasons of a candidate the provider's filters blocked: ``content_filter``."""
+FAILED = frozenset(
+    {
+        "MALFORMED_FUNCTION_CALL",
+        "UNEXPECTED_TOOL_CALL",
+        "TOO_MANY_TOOL_CALLS",
+        "MISSING_THOUGHT_SIGNATURE",
+        "MALFORMED_RESPONSE",
+    }
+)
+"""Finish reasons of a candidate the model failed to write (a broken or unwanted call, a broken answer):
+``error``."""
+UNUSABLE = FILTERED | FAILED
+"""Finish reasons whose candidate is never the answer, whatever it holds."""
+FINISH_REASONS: dict[str, FinishReason] = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    **dict.fromkeys(FILTERED, "content_filter"),
+    **dict.fromkeys(FAILED, "error"),
+}
+"""``finishReason`` -> tether's; the others (``LANGUAGE``, ``OTHER``, ``NO_IMAGE``, ``IMAGE_OTHER``,
+``FINISH_REASON_UNSPECIFIED``, anything new) are ``other``."""
+READ_KEYS = frozenset({"text", "thought", "thoughtSignature", "functionCall"})
+"""The part fields tether reads; a part with any other field that carries data is kept whole."""
+META_KEYS = frozenset({"partMetadata", "videoMetadata", "mediaResolution"})
+"""Part fields that describe a part's data rather than being data: alone, they make nothing to keep."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeptPart:
+    """A part tether does not read, and where it sat in its turn: after ``parts`` thinking and call parts (as
+    ``StreamAccumulator`` builds them) and ``chars`` characters of text. Text around such a part is merged
+    into one ``Text``; the character count says where to cut it again."""
+
+    parts: int
+    chars: int
+    part: dict[str, Any]
+
+
+class _Candidate:
+    """One candidate's events so far, and what decides whether it can be the answer."""
+
+    __slots__ = (
+        "calls",
+        "chars",
+        "events",
+        "finish",
+        "kept",
+        "message",
+        "output",
+        "parts",
+        "sent",
+        "shown",
+        "thinking",
+    )
+
+    def __init__(self) -> None:
+        self.events: list[LlmEvent] = []
+        self.kept: list[KeptPart] = []
+        self.sent = 0
+        self.calls = 0
+        self.output = False  # it holds text or a call
+        self.shown = False  # some of that output was handed out already
+        self.finish: str | None = None
+        self.message: str | None = None
+        self.parts = self.chars = 0  # where the next part lands (see KeptPart)
+        self.thinking = False  # the last part is thinking the accumulator still extends (unsigned)
+
+    def take(self) -> list[LlmEvent]:
+        """The events not handed out yet."""
+        fresh = self.events[self.sent :]
+        self.sent = len(self.events)
+        self.shown = self.output
+        return fresh
+
+    def read(self, part: dict[str, Any], what: str) -> None:
+        """One part as events: thought, call or text, a signature on the part it came with; a part of any
+        other kind is kept whole (see the module docstring)."""
+        signature = as_text(part.get("thoughtSignature"), PROVIDER, f"{what}.thoughtSignature") or None
+        text = as_text(part.get("text"), PROVIDER, f"{what}.text")
+        thought = part.get("thought")
+        if thought is not None and type(thought) is not bool:
+            raise malformed(PROVIDER, f"{what}.thought", thought)
+        if thought:
+            self.parts += 0 if self.thinking else 1
+            self.thinking = signature is None
+            self.events.append(ThinkingDelta(text, signature, {"origin": PROVIDER}))
+            return
+        owned = {"origin": PROVIDER, "thoughtSignature": signature} if signature else None
+        if "functionCall" in part:
+            self._call(as_object(part["functionCall"], PROVIDER, f"{what}.functionCall"), owned, what)
+        elif any(key not in READ_KEYS and key not in META_KEYS for key in part):
+            self.kept.append(KeptPart(self.parts, self.chars, part))
+        elif text or owned:  # a signature on a part with nothing else in it: kept on an empty text
+            self.thinking = False
+            self.chars += len(text)
+            self.events.append(TextDelta(text, owned))
+            self.output = self.output or bool(text.strip())
+
+    def _call(self, call: dict[str, Any], owned: dict[str, Any] | None, what: str) -> None:
+        call_id = as_text(call.get("id"), PROVIDER, f"{what}.functionCall.id") or f"call_{uuid.uuid4().hex[:24]}"
+        name = as_text(call.get("name"), PROVIDER, f"{what}.functionCall.name")
+        arguments = as_object(call.get("args"), PROVIDER, f"{what}.functionCall.args")
+        self.events += [
+            ToolCallStart(call_id, name, self.calls, owned),
+            ToolCallDelta(call_id, json.dumps(arguments, ensure_ascii=False)),
+            ToolCallEnd(call_id),
+        ]
+        self.calls += 1
+        self.parts += 1
+        self.thinking = False
+        self.output = True
+
+    def provider_data(self) -> dict[str, Any] | None:
+        """``StreamEnd.provider_data``: the kept parts, with their places."""
+        if not self.kept:
+            return None
+        parts = [{"anchor": [kept.parts, kept.chars], "part": kept.part} for kept in self.kept]
+        return {"origin": PROVIDER, "parts": parts}
+
+
+class ResponseDecoder:
+    """``GenerateContentResponse`` chunks (or one whole response) to ``LlmEvent``s, for one answer.
+
+    ``live``: one candidate is expected, and its events are handed out as they arrive; otherwise every
+    candidate is kept until the end, when the answer is chosen among them (see the module docstring). Every
+    field read is type-checked (:mod:`tether.providers.wire`): a wrong JSON type is ``invalid_response``
+    naming the field.
+    """
+
+    __slots__ = ("_blocked", "_candidates", "_live", "_live_index", "_started", "_usage")
+
+    def __init__(self, *, live: bool = True) -> None:
+        self._live = live
+        self._live_index: int | None = None
+        self._started = False
+        self._candidates: dict[int, _Candidate] = {}
+        self._blocked: str | None = None
+        self._usage = Usage()
+
+    def whole(self, data: Any) -> list[LlmEvent]:
+        """The events of a whole (non-streamed) response."""
+        return self.chunk(data) + self.end(whole=True)
+
+    def chunk(self, data: Any) -> list[LlmEvent]:
+        """The events of one streamed chunk (a JSON array of chunks is read in order)."""
+        if type(data) is list:  # one level only: a list inside it is no chunk
+            return [event for item in data if self._is_chunk(item) for event in self.chunk(item)]
+        if type(data) is not dict:
+            raise InvalidResponse(f"gemini sent a chunk that is not a JSON object: {str(data)[:200]}")
+        if data.get("error"):
+            raise error_for_payload(PROVIDER, data)
+        out: list[LlmEvent] = []
+        if not self._started:
+            self._started = True
+            model = as_text(data.get("modelVersion"), PROVIDER, "modelVersion") or None
+            out.append(
+                StreamStart(model=model, response_id=as_text(data.get("responseId"), PROVIDER, "responseId") or None)
+            )
+        if "usageMetadata" in data:  # each chunk repeats the running totals: the last one counts
+            self._usage = parse_usage(as_object(data["usageMetadata"], PROVIDER, "usageMetadata"))
+        feedback = as_object(data.get("promptFeedback"), PROVIDER, "promptFeedback")
+        if blocked := as_text(feedback.get("blockReason"), PROVIDER, "promptFeedback.blockReason"):
+            self._blocked = blocked
+        for position, raw in enumerate(as_list(data.get("candidates"), PROVIDER, "candidates")):
+            out += self._candidate(as_object(raw, PROVIDER, f"candidates[{position}]"), position)
+        return out
+
+    def _is_chunk(self, item: Any) -> bool:
+        if type(item) is not dict:  # named by its type: the repr of a deeply nested list is itself a hazard
+            raise InvalidResponse(f"gemini sent a chunk that is not a JSON object but a {type(item).__name__}")
+        return True
+
+    def _candidate(self, raw: dict[str, Any], position: int) -> list[LlmEvent]:
+        what = f"candidates[{position}]"
+        index = raw.get("index", position)
+        if type(index) is not int or index < 0:
+            raise malformed(PROVIDER, f"{what}.index", index)
+        candidate = self._candidates.setdefault(index, _Candidate())
+        content = as_object(raw.get("content"), PROVIDER, f"{what}.content")
+        for number, part in enumerate(as_list(content.get("parts"), PROVIDER, f"{what}.content.parts")):
+            where = f"{what}.content.parts[{number}]"
+            candidate.read(as_object(part, PROVIDER, where), where)
+        if finish := as_text(raw.get("finishReason"), PROVIDER, f"{what}.finishReason"):
+            candidate.finish = finish
+            candidate.message = as_text(raw.get("finishMessage"), PROVIDER, f"{what}.finishMessage") or None
+        if not self._live:
+            return []
+        self._live_index = index if self._live_index is None else self._live_index
+        if index == self._live_index and candidate.finish not in UNUSABLE:
+            return candidate.take()
+        return []
+
+    def end(self, *, whole: bool = False) -> list[LlmEvent]:
+        """Choose the answer and close the turn. With no finish reason and no blocked prompt, a ``whole``
+        response is malformed (``invalid_response``); a stream was cut (``transport``), as Gemini's streams
+        have no closing event to tell the two apart."""
+        if not self._started:
+            raise InvalidResponse("gemini ended the stream without sending anything")
+        finished = [c for _, c in sorted(self._candidates.items()) if c.finish is not None]
+        if not finished and self._blocked is None:
+            if whole:
+                raise InvalidResponse("gemini sent a malformed answer: no candidate has a finishReason")
+            raise TransportError("gemini ended the stream before finishing its answer")
+        chosen = next((c for c in finished if c.output and c.finish not in UNUSABLE), None)
+        live = self._candidates.get(self._live_index) if self._live_index is not None else None
+        if live is not None and live.shown and live is not chosen:
+            why = live.finish or "no finish reason"
+            detail = f": {live.message}" if live.message else ""
+            raise InvalidResponse(f"gemini stopped the answer it was streaming ({why}{detail})")
+        if chosen is None:
+            return [StreamEnd(self._unusable_finish(finished), self._usage)]
+        finish = "tool_calls" if chosen.calls else finish_reason(chosen.finish or "")
+        return [*chosen.take(), StreamEnd(finish, self._usage, chosen.provider_data())]
+
+    def _unusable_finish(self, finished: list[_Candidate]) -> FinishReason:
+        """``content_filter`` when the prompt (no candidate then) or every candidate was blocked, else the first
+        other reason."""
+        unfiltered = [c.finish for c in finished if c.finish not in FILTERED]
+        if not unfiltered:
+            return "content_filter"
+        return finish_reason(unfiltered[0] or "")
+
+
+def finish_reason(reason: str) -> FinishReason:
+    """A ``finishReason`` as tether's: see :data:`FINISH_REASONS`; a value added after this was written is
+    ``other``."""
+    return FINISH_REASONS.get(reason, "other")
+
+
+def parse_usage(usage: dict[str, Any]) -> Usage:
+    """``usageMetadata``: cached prompt tokens counted apart, thoughts counted as output and as reasoning; each
+    count through :func:`~tether.providers.wire.as_count`."""
+    prompt = as_count(usage.get("promptTokenCount"))
+    cached = as_count(usage.get("cachedContentTokenCount"))
+    thoughts = as_count(usage.get("thoughtsTokenCount"))
+    return Usage(
+        input_tokens=max(prompt - cached, 0) + as_count(usage.get("toolUsePromptTokenCount")),
+        output_tokens=as_count(usage.get("candidatesTokenCount")) + thoughts,
+        cache_read_tokens=cached,
+        reasoning_tokens=thoughts,
+    )
+
+
+def kept_parts_of(provider_data: dict[str, Any] | None) -> list[KeptPart]:
+    """The parts kept on a model message of ours, with their places, in order. An entry that is not of the
+    shape :class:`ResponseDecoder` writes (a hand-edited session) is left out rather than sent."""
+    if not isinstance(provider_data, dict) or provider_data.get("origin") != PROVIDER:
+        return []
+    entries = provider_data.get("parts")
+    kept: list[KeptPart] = []
+    for entry in entries if isinstance(entries, list) else ():
+        anchor = entry.get("anchor") if isinstance(entry, dict) else None
+        part = entry.get("part") if isinstance(entry, dict) else None
+        if (
+            isinstance(part, dict)
+            and isinstance(anchor, list | tuple)
+            and len(anchor) == 2
+            and all(type(n) is int and n >= 0 for n in anchor)
+        ):
+            kept.append(KeptPart(anchor[0], anchor[1], dict(part)))
+    return kept
