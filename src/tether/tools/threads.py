@@ -166,11 +166,17 @@ def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
     if ok:
         future.set_result(value)
         return
-    if isinstance(value, StopIteration):  # a future refuses StopIteration; wrap it as coroutines do
-        wrapped = RuntimeError(f"the call raised StopIteration: {value!r}")
+    if isinstance(value, StopIteration | GeneratorExit):
+        wrapped = RaisedInThread(f"the call raised {type(value).__name__}: {value!r}")
         wrapped.__cause__ = value
         value = wrapped
     future.set_exception(value)
+
+
+class RaisedInThread(RuntimeError):
+    """Carries, as its ``__cause__``, what a call raised that a future cannot pass on as it is: a future refuses
+    ``StopIteration``, and a ``GeneratorExit`` thrown into the awaiting coroutine would close it (and every
+    generator it awaits through) instead of being raised where it awaits."""
 
 
 @functools.cache
