@@ -249,24 +249,32 @@ def bounded_raw(raw: str) -> str:
 def nests_deeper(value: Any, limit: int) -> bool:
     """Whether ``value`` has objects or arrays (dicts, lists, tuples) nested more than ``limit`` levels.
 
-    Iterative, so that any depth can be measured; a value reached twice (shared, or a cycle) is walked again
-    only from a deeper level, so a cycle counts as too deep and a shared value costs little.
+    Level by level, without recursion, so that any depth can be measured; a value reached twice in one level
+    (shared) is walked once, and a cycle counts as too deep. About as fast as ``json.loads`` of the same data.
     """
-    if not isinstance(value, dict | list | tuple):
+    if not _is_container(value):
         return False
-    reached: dict[int, int] = {}
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
+    level: list[Any] = [value]
+    depth = 1
+    while level:
         if depth > limit:
             return True
-        if reached.get(id(item), 0) >= depth:
-            continue
-        reached[id(item)] = depth
-        for child in item.values() if isinstance(item, dict) else item:
-            if isinstance(child, dict | list | tuple):
-                stack.append((child, depth + 1))
+        below: dict[int, Any] = {}
+        for item in level:
+            for child in item.values() if isinstance(item, dict) else item:
+                kind = type(child)
+                if kind is dict or kind is list or (kind not in _LEAVES and _is_container(child)):
+                    below[id(child)] = child
+        level = list(below.values())
+        depth += 1
     return False
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
+def _is_container(value: Any) -> bool:
+    return isinstance(value, dict | list | tuple)
 
 
 def bound_call(call: ToolCall) -> ToolCall:
