@@ -23,6 +23,7 @@ from tether.loop.interrupts import Interrupt, Interrupter
 from tether.messages import Message
 from tether.providers.base import ModelSettings, Provider
 from tether.providers.registry import resolve
+from tether.secrets import Masker, connection_password
 from tether.tools.base import Tool
 from tether.tools.permissions import Approver, Mode, PermissionHook, Permissions
 from tether.tools.registry import ToolRegistry
@@ -56,6 +57,7 @@ class Agent:
         max_tool_output: int | None = DEFAULT_MAX_OUTPUT,
         tool_mode: Literal["auto", "native", "json"] = "auto",
         store: SessionStore | None = None,
+        secrets: Iterable[str] = (),
     ) -> None:
         """
         Args:
@@ -81,6 +83,12 @@ class Agent:
             tool_mode: ``native`` tool calling, ``json`` actions written in the model's text
                 (``loop/actions.py``), or ``auto``: native when the model can call tools, else JSON actions.
             store: where ``run(..., session=ID)`` keeps sessions (``tether.sessions``).
+            secrets: more values to mask in tool results. By default every tool result (and the message of
+                the exception behind a failed one) has these replaced by ``***`` before any event, session or
+                request sees it: the provider's API key (passed, read from its variable, or held by a Provider
+                instance), the values of the environment's secret-named variables and provider key variables,
+                and the passwords of connection strings (``tether.secrets``). Values shorter than 8
+                characters are not masked. ``agent.secrets`` is the masker the runs use.
         """
         provider = resolve(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
@@ -96,6 +104,9 @@ class Agent:
         permissions = Permissions.of(mode, deny, can_use_tool, approve)
         if unknown := sorted(set(permissions.deny) - set(registry.names)):
             raise ConfigInvalid(f"deny names tools this agent does not have: {', '.join(unknown)}")
+        masker = Masker.from_environment(
+            extra=(api_key, _provider_key(provider), connection_password(base_url or ""), *_strings(secrets))
+        )
         self.provider = provider
         self.store = store
         self.tools = registry
@@ -113,8 +124,20 @@ class Agent:
             permissions=permissions,
             max_tool_output=max_tool_output,
             tool_mode=_tool_mode(tool_mode, provider, registry),
+            masker=masker,
         )
         self._sinks: tuple[EventSink, ...] = (on_event,) if on_event is not None else ()
+
+    @property
+    def secrets(self) -> Masker:
+        """The known keys masked in every tool result of the next runs (see ``secrets=`` in the constructor)."""
+        return self._spec.masker
+
+    @secrets.setter
+    def secrets(self, masker: Masker) -> None:
+        if not isinstance(masker, Masker):
+            raise ConfigInvalid(f"secrets must be a tether.secrets.Masker, not {type(masker).__name__}")
+        self._spec = replace(self._spec, masker=masker)
 
     @property
     def mode(self) -> Mode:
@@ -220,6 +243,32 @@ class Agent:
     ) -> RunHandle:
         """Start a run in the background on the running event loop; await the handle for the result."""
         return RunHandle(self.stream(prompt, history=history, on_event=on_event, session=session))
+
+
+def _provider_key(provider: Provider) -> str | None:
+    """The API key a provider sends, whatever its source (passed, read from the environment, or set on a
+    Provider instance built elsewhere); ``None`` for providers without one.
+
+    HTTP providers keep their key in their client as a ``Secret``; a provider of another make may expose
+    ``api_key`` as a string.
+    """
+    held = getattr(getattr(provider, "_client", None), "_api_key", None)
+    reveal = getattr(held, "reveal", None)
+    if callable(reveal):
+        key = reveal()
+        return key if isinstance(key, str) else None
+    key = getattr(provider, "api_key", None)
+    return key if isinstance(key, str) else None
+
+
+def _strings(values: Iterable[str]) -> list[str]:
+    """``values`` checked: a host passing one string (not a list of them) would otherwise mask its letters."""
+    if isinstance(values, str | bytes):
+        raise ConfigInvalid("secrets must be a list of strings, not one string: secrets=[value]")
+    checked = list(values)
+    if wrong := [type(v).__name__ for v in checked if not isinstance(v, str)]:
+        raise ConfigInvalid(f"secrets must be strings; got {', '.join(sorted(set(wrong)))}")
+    return checked
 
 
 def _tool_mode(asked: str, provider: Provider, tools: ToolRegistry) -> Literal["native", "json"]:

@@ -138,23 +138,25 @@ async def test_stop_iteration_raised_by_a_call_reaches_the_awaiting_coroutine(
     assert isinstance(error, StopIteration) or isinstance(error.__cause__, StopIteration)
 
 
-async def test_cancelled_future_does_not_break_the_pool(loop_errors: list[dict[str, Any]]) -> None:
+async def test_a_call_abandoned_while_waiting_in_line_is_not_run(loop_errors: list[dict[str, Any]]) -> None:
     pool = DaemonThreadPool(1)
-    release = threading.Event()
-    ran_on: list[int] = []
+    started, release = threading.Event(), threading.Event()
+    ran: list[str] = []
 
-    def hold() -> str:
-        ran_on.append(threading.get_ident())
+    def hold() -> None:
+        started.set()
         release.wait(WAIT)
-        return "too late"
 
-    abandoned = pool.submit(hold)
-    abandoned.cancel()
-    following = pool.submit(threading.get_ident)
+    busy = pool.submit(hold)
+    assert await asyncio.to_thread(started.wait, WAIT)
+    waiting = pool.submit(lambda: ran.append("abandoned call"))  # in line behind the busy thread
+    waiting.cancel()
     release.set()
-    # The only thread finished the cancelled call and went on to the next one.
-    assert await following == ran_on[0]
-    assert abandoned.cancelled()
+    await busy
+    # One thread, jobs in order: the abandoned one has been taken up (and skipped) before this one runs.
+    assert await pool.submit(lambda: "next") == "next"
+    assert ran == []
+    assert waiting.cancelled()
     assert loop_errors == []
 
 

@@ -12,7 +12,9 @@ The contract
   with that tool's own argument schema, so a small model cannot name an unknown tool or mistype arguments.
 * The answer is read tolerantly (code fences and prose around the object are skipped) but validated strictly;
   an answer that is not one valid action is rejected like any unusable answer: one corrective retry, then the
-  run stops as ``invalid_response``.
+  run stops as ``invalid_response``. A ``tool_call`` whose arguments nest deeper than
+  ``MAX_ARGUMENT_DEPTH`` is kept without them and answered ``invalid_arguments``, as in native mode; an
+  answer too deep to read at all is rejected.
 * The transcript is the same as in native mode: a ``tool_call`` action is stored as a ``ToolCall`` and its
   results as a ``tool`` message, so the history can be continued by any provider. Only what the model is
   sent changes (:func:`as_text`): calls become the JSON it wrote, results become user messages it can read.
@@ -29,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tether.loop.accumulator import AccumulatedTurn
+from tether.loop.accumulator import MAX_ARGUMENT_DEPTH, AccumulatedTurn, bounded_raw, nests_deeper
 from tether.messages import Message, Text, ToolCall, ToolResult
 from tether.providers.base import Request, ToolDefinition
 
@@ -136,6 +138,11 @@ def _first_object(text: str) -> dict[str, Any]:
             value, _ = decoder.raw_decode(source, start)
         except ValueError:
             continue
+        except RecursionError:
+            raise ActionError(
+                f"the JSON object in the answer is nested too deeply to read; arguments may nest at most "
+                f"{MAX_ARGUMENT_DEPTH} levels"
+            ) from None
         if isinstance(value, dict):
             return value
     if not source.strip():
@@ -216,8 +223,12 @@ class ActionProtocol:
         if isinstance(action, CallAction):
             if final:
                 return Interpreted(turn, problem="a tool call was asked for when only a final answer is possible")
-            arguments = json.dumps(action.arguments, ensure_ascii=False)
-            call = ToolCall(f"call_{uuid.uuid4().hex[:24]}", action.name, action.arguments, arguments)
+            call_id = f"call_{uuid.uuid4().hex[:24]}"
+            if nests_deeper(action.arguments, MAX_ARGUMENT_DEPTH):  # answered invalid_arguments, like native calls
+                call = ToolCall(call_id, action.name, None, bounded_raw(turn.text))
+            else:
+                arguments = json.dumps(action.arguments, ensure_ascii=False)
+                call = ToolCall(call_id, action.name, action.arguments, arguments)
             message = Message("assistant", (*kept, call))
             return Interpreted(replace(turn, message=message, tool_calls=(call,)))
         text = action.text if isinstance(action, FinalAction) else action.question

@@ -25,7 +25,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from tether.errors import InvalidResponse, SessionInvalid, TetherError, TimeoutExceeded
@@ -42,7 +42,7 @@ from tether.events import (
     TurnStarted,
 )
 from tether.limits import Limits, StopReason
-from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator
+from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator, bound_call
 from tether.loop.actions import ActionProtocol
 from tether.loop.context import correction, fallback_text, shape_history, summary_request
 from tether.loop.executor import DEFAULT_MAX_OUTPUT, ToolBatch, ToolExecutor, cancelled_result
@@ -50,6 +50,7 @@ from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
 from tether.messages import Message, ToolCall, ToolResult, open_tool_calls, transcript_problems
 from tether.providers.base import ModelSettings, Provider, Request, ToolDefinition
+from tether.secrets import Masker
 from tether.tools.permissions import Permissions
 from tether.tools.registry import ToolRegistry
 from tether.usage import Price, Usage
@@ -79,6 +80,8 @@ class RunSpec:
     max_tool_output: int | None = DEFAULT_MAX_OUTPUT
     tool_mode: Literal["native", "json"] = "native"
     """``json``: the model acts through JSON actions in its text (``loop/actions.py``)."""
+    masker: Masker = field(default_factory=Masker)
+    """Known keys, masked in every tool result (``tether.secrets``)."""
 
 
 def prepare_history(system: str | None, history: Sequence[Message]) -> list[Message]:
@@ -86,9 +89,10 @@ def prepare_history(system: str | None, history: Sequence[Message]) -> list[Mess
 
     The agent's system prompt replaces one stored in the history. Tool calls left without results at the end
     (a run that crashed mid-turn) are closed with ``cancelled`` results; any other problem raises
-    ``session_invalid``.
+    ``session_invalid``. A stored call whose arguments nest deeper than ``MAX_ARGUMENT_DEPTH`` is kept without
+    them (``bound_call``), as the accumulator keeps a new one, so the history can still be sent and saved.
     """
-    body = list(history)
+    body = [_bounded(message) for message in history]
     stored_system = body.pop(0) if body and body[0].role == "system" else None
     if open_calls := open_tool_calls(body):
         results = tuple(cancelled_result(call, "no result was recorded") for call in open_calls)
@@ -97,6 +101,16 @@ def prepare_history(system: str | None, history: Sequence[Message]) -> list[Mess
         raise SessionInvalid("history is not a valid transcript: " + "; ".join(problems[:3]))
     head = Message.system(system) if system is not None else stored_system
     return ([head] if head is not None else []) + body
+
+
+def _bounded(message: Message) -> Message:
+    """``message`` with its tool calls' arguments bounded in depth (:func:`bound_call`); itself if none was."""
+    if message.role != "assistant":
+        return message
+    parts = tuple(bound_call(part) if type(part) is ToolCall else part for part in message.parts)
+    if all(new is old for new, old in zip(parts, message.parts, strict=True)):
+        return message
+    return replace(message, parts=parts)
 
 
 class Run:
@@ -130,6 +144,7 @@ class Run:
             max_concurrency=spec.max_concurrency,
             permissions=spec.permissions,
             max_output=spec.max_tool_output,
+            masker=spec.masker,
         )
         self.definitions = tuple(
             ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools if spec.permissions.offers(t)
@@ -284,8 +299,9 @@ class Run:
     def _failed_turn(self, turn_no: int, failure: Exception) -> TurnCompleted:
         """The ``TurnCompleted`` of a provider call that failed or was interrupted: every turn that starts ends."""
         turn = self._accumulated
-        assert turn is not None
         why = _describe(failure)
+        if turn is None:  # the turn could not even be assembled: it still completes, empty
+            return TurnCompleted(turn_no, Message("assistant", ()), Usage(), "error", why)
         return TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, why)
 
     # --- act and check ------------------------------------------------------------------------------------

@@ -18,23 +18,39 @@ tail kept, with a marker saying how much was cut: a tool cannot flood the model'
 
 Results are recorded in a :class:`ToolBatch` as each call finishes, so that when the run is cancelled midway
 the loop knows which calls completed and writes synthetic ``cancelled`` results only for the others.
+
+A tool cannot take the loop down. Whatever it raises, sync or async, becomes a ``tool_failed`` result:
+``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit`` and any other ``BaseException`` it raises itself
+included, and a ``CancelledError`` nobody asked for (the task was not being cancelled). A real cancellation
+(the run's interrupt, the host cancelling the task, a tool timeout) is never taken for a failure: it goes on
+as ``loop/interrupts.py`` says. A return value that cannot be rendered as text is a ``tool_failed`` result
+saying why (:func:`~tether.tools.base.render_output`), and so is an argument validator that crashes.
+
+:meth:`ToolExecutor._keep` is the one place a result is recorded, and so the one place it is made safe before
+any event, session or request sees it: text that cannot be encoded as UTF-8 is repaired, every known key is
+masked (:class:`~tether.secrets.Masker`: ``***``), in the result and in the message of the exception kept
+with it, and the output is cut to its limit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tether.errors import InvalidArguments, TetherError, ToolNotFound
+from tether.errors import InvalidArguments, TetherError, ToolError, ToolNotFound
 from tether.events import ToolCallStarted, ToolResultReceived
+from tether.loop.accumulator import arguments_problem
 from tether.loop.interrupts import Interrupter
 from tether.loop.repeats import Repeat, repeated_result
 from tether.messages import ToolCall, ToolResult
-from tether.tools.base import Done, Tool, render_output
+from tether.secrets import Masker
+from tether.tools.base import Done, Tool, render_output, utf8_safe
 from tether.tools.permissions import Permissions
 from tether.tools.registry import ToolRegistry
+from tether.tools.threads import RaisedInThread
 
 MAX_ECHOED_ARGUMENTS = 200
 """Characters of unparseable arguments quoted back to the model."""
@@ -85,7 +101,8 @@ class ToolExecutor:
     """Runs tool calls for one run (see the module docstring)."""
 
     __slots__ = (
-        "concurrent_tools", "interrupter", "max_concurrency", "max_output", "permissions", "registry", "timeout",
+        "concurrent_tools", "interrupter", "masker", "max_concurrency", "max_output", "permissions", "registry",
+        "timeout",
     )  # fmt: skip
 
     def __init__(
@@ -98,8 +115,11 @@ class ToolExecutor:
         max_concurrency: int = 8,
         permissions: Permissions | None = None,
         max_output: int | None = DEFAULT_MAX_OUTPUT,
+        masker: Masker | None = None,
     ) -> None:
         self.registry = registry
+        self.masker = masker or Masker()
+        """Known keys, masked in every result (none by default here; an agent passes its own)."""
         self.interrupter = interrupter
         self.timeout = timeout
         self.concurrent_tools = concurrent_tools
@@ -117,7 +137,7 @@ class ToolExecutor:
             if batch.done is not None:
                 why = f"the run ended when tool {batch.done_by!r} finished"
                 for plan in group:
-                    batch.results[plan.call.id] = cancelled_result(plan.call, why)
+                    self._keep(batch, plan.call, cancelled_result(plan.call, why))
             else:
                 await self._permit(group)
                 await self._run_group(batch, group)
@@ -142,7 +162,7 @@ class ToolExecutor:
             raw = call.raw_arguments or ""
             quoted = raw if len(raw) <= MAX_ECHOED_ARGUMENTS else raw[:MAX_ECHOED_ARGUMENTS] + "..."
             invalid = InvalidArguments(
-                f"Invalid arguments for tool {call.name!r}: they are not a JSON object ({quoted!r}). "
+                f"Invalid arguments for tool {call.name!r}: {arguments_problem(raw)} ({quoted!r}). "
                 "Send the arguments as one JSON object matching the tool's schema."
             )
             return _Plan(call, answer=error_result(call, invalid))
@@ -150,6 +170,9 @@ class ToolExecutor:
             return _Plan(call, tool=tool, invoke=tool.bind(call.arguments))
         except InvalidArguments as error:
             return _Plan(call, answer=error_result(call, error))
+        except BaseException as error:  # noqa: BLE001 - a validator that crashes is the tool's failure, not the run's
+            crash = ToolError(f"Tool {call.name!r} failed while checking its arguments: {describe_exception(error)}")
+            return _Plan(call, answer=error_result(call, crash))
 
     async def _permit(self, group: list[_Plan]) -> None:
         """Ask the permission hook about each runnable call of ``group``, in order; a refusal answers it.
@@ -190,7 +213,7 @@ class ToolExecutor:
         waiting = [plan for plan in group if plan.invoke is not None]
         for plan in group:
             if plan.answer is not None:
-                batch.results[plan.call.id] = plan.answer
+                self._keep(batch, plan.call, plan.answer)
         if not waiting:
             return
         interrupter = self.interrupter
@@ -219,6 +242,7 @@ class ToolExecutor:
                 group.create_task(execute(plan))
 
     async def _execute(self, batch: ToolBatch, plan: _Plan) -> None:
+        """Run one call and record what became of it; raises only for a real cancellation."""
         call, tool, invoke = plan.call, plan.tool, plan.invoke
         assert tool is not None
         assert invoke is not None
@@ -227,38 +251,63 @@ class ToolExecutor:
         try:
             async with scope:
                 value = await invoke()
+            if isinstance(value, Done):
+                raise value
+            text = render_output(value)
         except TimeoutError as exc:
             if scope.expired():
-                self._record(batch, call, _timeout_result(call, tool, timeout), tool=tool)
+                self._keep(batch, call, _timeout_result(call, tool, timeout), tool=tool)
             else:
-                self._record(batch, call, _failure_result(call, exc), exc, tool=tool)
+                self._keep(batch, call, _failure_result(call, exc), exc, tool=tool)
         except Done as done:
             self._finish_run(batch, call, done)
         except TetherError as error:
-            self._record(batch, call, error_result(call, error), error, tool=tool)
-        except Exception as exc:  # noqa: BLE001 - any tool failure is reported to the model
-            self._record(batch, call, _failure_result(call, exc), exc, tool=tool)
+            self._keep(batch, call, error_result(call, error), error, tool=tool)
+        except asyncio.CancelledError as cancelled:
+            if _being_cancelled():
+                raise  # the run, its host or a deadline: see loop/interrupts.py
+            self._keep(batch, call, _failure_result(call, cancelled), cancelled, tool=tool)
+        except BaseException as exc:  # noqa: BLE001 - whatever a tool raises, even SystemExit, is the model's to read
+            if isinstance(exc, RaisedInThread) and exc.__cause__ is not None:
+                exc = exc.__cause__
+            self._keep(batch, call, _failure_result(call, exc), exc, tool=tool)
         else:
-            if isinstance(value, Done):
-                self._finish_run(batch, call, value)
-            else:
-                self._record(batch, call, ToolResult(call.id, call.name, render_output(value)), tool=tool)
+            self._keep(batch, call, ToolResult(call.id, call.name, text), tool=tool)
 
-    def _record(
-        self, batch: ToolBatch, call: ToolCall, result: ToolResult, exc: BaseException | None = None, *, tool: Tool
+    def _keep(
+        self,
+        batch: ToolBatch,
+        call: ToolCall,
+        result: ToolResult,
+        exc: BaseException | None = None,
+        *,
+        tool: Tool | None = None,
     ) -> None:
-        limit = tool.max_output or self.max_output
-        if limit is not None and len(result.content) > limit:
-            result = replace(result, content=clip(result.content, limit))
+        """Record ``result`` (and the exception behind it): the one place results are recorded, made safe here.
+
+        The text is repaired to encode as UTF-8, every known key is masked, and then the output is cut to
+        its limit (masking first, so that a cut cannot leave part of a key).
+        """
+        content = self.masker.mask(utf8_safe(result.content))
+        limit = tool.max_output if tool is not None and tool.max_output else self.max_output
+        if limit is not None and len(content) > limit:
+            content = clip(content, limit)
+        if content is not result.content:
+            result = replace(result, content=content)
         batch.results[call.id] = result
         if exc is not None:
-            batch.exceptions[call.id] = exc
+            batch.exceptions[call.id] = mask_exception(exc, self.masker)
 
-    @staticmethod
-    def _finish_run(batch: ToolBatch, call: ToolCall, done: Done) -> None:
-        batch.results[call.id] = ToolResult(call.id, call.name, done.message)
+    def _finish_run(self, batch: ToolBatch, call: ToolCall, done: Done) -> None:
+        try:
+            message = render_output(done.message)
+        except BaseException as error:  # noqa: BLE001 - the run still ends, as the tool asked
+            why = describe_exception(error)
+            message = f"(tool {call.name!r} ended the run with a message that cannot be shown: {why})"
+        self._keep(batch, call, ToolResult(call.id, call.name, message))
         if batch.done is None:
-            batch.done, batch.done_by = done, call.name
+            kept = batch.results[call.id].content
+            batch.done, batch.done_by = (done if kept == done.message else Done(kept)), call.name
 
 
 def _denied(call: ToolCall, reason: str) -> ToolResult:
@@ -275,9 +324,53 @@ def clip(text: str, limit: int) -> str:
 
 
 def _failure_result(call: ToolCall, exc: BaseException) -> ToolResult:
-    detail = str(exc)
-    message = f"Tool {call.name!r} failed: {type(exc).__name__}" + (f": {detail}" if detail else "")
+    message = f"Tool {call.name!r} failed: {describe_exception(exc)}"
     return ToolResult(call.id, call.name, message, is_error=True, code="tool_failed")
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``Type: message`` of an exception, whatever it is: one whose ``__str__`` raises is still described."""
+    name = type(exc).__name__
+    try:
+        detail = str(exc)
+    except BaseException:  # noqa: BLE001 - a hostile __str__ must not take the loop down either
+        return f"{name} (its message could not be read)"
+    return f"{name}: {detail}" if detail else name
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task has been asked to cancel: a ``CancelledError`` then is a real cancellation;
+    without a request, it was raised by the tool itself."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+_MASKED_LINKS = 8
+"""Exceptions of a ``__cause__``/``__context__`` chain whose messages are masked."""
+
+
+def mask_exception(exc: BaseException, masker: Masker) -> BaseException:
+    """``exc`` with known keys masked in its message (its ``args``, its chain's): the exception an event
+    carries must not hold a key any more than the result does. When its text still shows a key (a ``__str__``
+    of its own), a ``ToolError`` with the masked description stands in for it."""
+    if not len(masker):
+        return exc
+    link: BaseException | None = exc
+    for _ in range(_MASKED_LINKS):
+        if link is None:
+            break
+        with contextlib.suppress(Exception):  # args that cannot be set: the check below catches what is left
+            link.args = tuple(masker.mask(a) if isinstance(a, str) else a for a in link.args)
+            if isinstance(link, TetherError):
+                link.message = masker.mask(link.message)
+        link = link.__cause__ or link.__context__
+    described = describe_exception(exc)
+    masked = masker.mask(described)
+    if masked == described:
+        return exc
+    stand_in = ToolError(masked)
+    stand_in.__suppress_context__ = True
+    return stand_in
 
 
 def _timeout_result(call: ToolCall, tool: Tool, timeout: float | None) -> ToolResult:

@@ -6,6 +6,7 @@ and a callable that takes the arguments as one dict, which is how tools from els
 
 A tool ends the run by raising (or returning) :class:`Done`; it sends the model a plain error message by
 raising :class:`~tether.errors.ToolError`. Any other exception becomes an error result naming its type.
+:func:`render_output` turns any return value into the text the model reads, or says why it cannot.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypedDict, TypeVar, Unpack, overload
 
-from tether.errors import ConfigInvalid
+from tether.errors import ConfigInvalid, ToolError
 from tether.messages import ToolResult
 from tether.tools.docstrings import parse_docstring
 from tether.tools.schema import ArgumentValidator, JsonSchemaValidator, SignatureValidator
@@ -26,6 +27,7 @@ from tether.tools.threads import run_in_tool_thread
 __all__ = ["Done", "Tool", "ToolResult", "tool"]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -167,15 +169,58 @@ def tool(
 
 
 def render_output(value: Any) -> str:
-    """A tool's return value as the text the model reads: strings as they are, anything else as JSON."""
+    """A tool's return value as the text the model reads: strings as they are, anything else as JSON, and what
+    JSON cannot hold (a self-referencing list, an arbitrary object) as its ``repr``.
+
+    The text is always storable and sendable: lone surrogates (a file name that was not UTF-8) become U+FFFD.
+    A value that neither JSON nor ``repr`` can render (an integer past Python's digit limit, nesting deeper
+    than the interpreter's recursion limit, a ``__repr__`` that raises) raises :class:`ToolError` naming the
+    value's type and why, which the model reads as a ``tool_failed`` result.
+    """
     if isinstance(value, str):
-        return value
+        return utf8_safe(str.__str__(value))  # a str subclass becomes a plain str: its methods are not trusted
     if value is None:
         return "(no output)"
     try:
-        return json.dumps(value, ensure_ascii=False, default=_to_jsonable)
-    except (TypeError, ValueError):
-        return repr(value)
+        return utf8_safe(json.dumps(value, ensure_ascii=False, default=_to_jsonable))
+    except Exception as error:  # noqa: BLE001 - JSON could not hold it; repr may
+        failure = error
+    try:
+        text = repr(value)
+        if not isinstance(text, str):  # pragma: no cover - the interpreter refuses a __repr__ returning bytes
+            raise TypeError("__repr__ did not return a string")
+        return utf8_safe(str.__str__(text))
+    except Exception as error:  # noqa: BLE001 - reported to the model as the tool's failure
+        raise ToolError(
+            f"The tool returned a value of type {_type_name(value)} that cannot be shown as text "
+            f"(as JSON: {_reason(failure)}; as repr: {_reason(error)}). Return a string or plain JSON data."
+        ) from None
+
+
+def utf8_safe(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD, so that it encodes as UTF-8 (to a file, a database,
+    an HTTP body); ``text`` itself when it already does, which is the common case and costs one encode."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def _type_name(value: Any) -> str:
+    try:
+        return type(value).__qualname__
+    except Exception:  # noqa: BLE001 - a hostile metaclass
+        return "value"
+
+
+def _reason(error: BaseException) -> str:
+    try:
+        detail = str(error)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ raises
+        detail = ""
+    name = type(error).__name__
+    return f"{name}: {detail[:200]}" if detail else name
 
 
 def _to_jsonable(value: Any) -> Any:

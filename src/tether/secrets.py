@@ -1,0 +1,167 @@
+"""Known keys: which environment variables hold secrets, which values are keys, and a masker that hides them.
+
+The contract
+------------
+* **Secret names.** :func:`is_secret_name` is the one rule for environment variables that hold credentials.
+  A name is secret when it is a known credential variable (:data:`KNOWN_SECRET_VARIABLES`, the providers' key
+  variables included); when it contains ``API_KEY``, ``APIKEY``, ``ACCESS_KEY``, ``PRIVATE_KEY``, ``SECRET``,
+  ``PASSWORD``, ``PASSWD``, ``PASSPHRASE`` or ``CREDENTIAL``; when it is ``KEY`` or ends with ``_KEY``,
+  ``_PAT``, ``_PASS``, ``_PWD``, ``_DSN`` or ``_COOKIE``; or when ``TOKEN`` (``TOKENS``) is one of its words or
+  its end (``GITHUB_TOKEN``, ``HF_TOKEN``, ``AUTHTOKEN``). Case does not matter. ``TOKENIZERS_PARALLELISM``,
+  ``PWD``, ``OLDPWD``, ``SSH_AUTH_SOCK`` or ``KEYBOARD_LAYOUT`` are not secret.
+* **Connection strings.** A variable whose value is a URL with a password (``DATABASE_URL=postgres://user:
+  pw@host/db``, ``HTTPS_PROXY=http://user:pw@proxy``) holds a secret whatever its name: the whole value and
+  the password are both known keys.
+* **Known keys** (:func:`known_secrets`): the values of secret-named variables and connection strings, plus
+  whatever the caller adds (an agent adds its provider's key, whatever its source, and the values its host
+  passes). Only values of at least :data:`MIN_SECRET_LENGTH` characters count: a shorter value (``true``,
+  ``4096``) would hide ordinary words.
+* **Masking** (:class:`Masker`): every occurrence of a known key in a text becomes ``***``, in one pass of
+  one compiled alternation, longest keys first (a key that contains another is hidden whole). A key is also found
+  as JSON writes it inside a string (quotes and backslashes escaped) and percent-encoded, as a URL carries it.
+  A masker never shows its keys: its ``repr`` counts them.
+
+Masking is a net, not a vault: a tool can still encode a key in a way no rule anticipates (base64, split
+across lines). What it catches is the common case: ``env``, a config file, an error message quoting a URL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+from urllib.parse import quote, unquote
+
+__all__ = [
+    "KNOWN_SECRET_VARIABLES",
+    "MASK",
+    "MIN_SECRET_LENGTH",
+    "Masker",
+    "connection_password",
+    "is_secret_name",
+    "known_secrets",
+    "secret_values",
+]
+
+MASK = "***"
+"""What a known key is replaced with."""
+MIN_SECRET_LENGTH = 8
+"""Characters a value needs to be masked; shorter ones are too likely to be ordinary words or numbers."""
+
+PROVIDER_KEY_VARIABLES = ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+"""Key variables of the providers that are not OpenAI-compatible profiles (those name theirs in
+``tether.providers.registry.PROFILES``, read by :func:`provider_key_variables`)."""
+
+KNOWN_SECRET_VARIABLES = frozenset({
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+    "DEEPSEEK_API_KEY", "ZAI_API_KEY", "ZHIPUAI_API_KEY", "MINIMAX_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY",
+    "OPENROUTER_API_KEY", "XAI_API_KEY", "TOGETHER_API_KEY", "FIREWORKS_API_KEY", "COHERE_API_KEY",
+    "AZURE_OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS", "GITHUB_TOKEN", "GH_TOKEN", "PGPASSWORD",
+    "SENTRY_DSN", "NPM_TOKEN", "PYPI_TOKEN", "TWINE_PASSWORD", "MYSQL_PWD",
+})  # fmt: skip
+"""Credential variables that are secret whatever the patterns say."""
+
+_SECRET_PARTS = re.compile(r"API_?KEY|ACCESS_KEY|PRIVATE_KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL")
+_SECRET_ENDS = re.compile(r"_(?:KEY|PAT|PASS|PWD|DSN|COOKIE)$|^KEY$|TOKENS?$|(?:^|_)TOKENS?_")
+_MAX_PATTERNS = 64
+"""Compiled patterns a masker keeps, one per set of keys found together in a text."""
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@:\s]*:(?P<password>[^/@\s]+)@")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable called ``name`` holds a credential (see the module docstring)."""
+    upper = name.upper()
+    return upper in KNOWN_SECRET_VARIABLES or bool(_SECRET_PARTS.search(upper) or _SECRET_ENDS.search(upper))
+
+
+def connection_password(value: str) -> str | None:
+    """The password of the first URL in ``value`` that has one (``scheme://user:password@host``), decoded."""
+    found = _URL_PASSWORD.search(value)
+    return unquote(found["password"]) if found else None
+
+
+def provider_key_variables() -> frozenset[str]:
+    """Every provider's key variable: the OpenAI-compatible profiles' and the others'.
+
+    The profiles are read on first use, so that this module stays importable without the providers.
+    """
+    from tether.providers.registry import PROFILES
+
+    return frozenset(PROVIDER_KEY_VARIABLES) | {p.api_key_env for p in PROFILES.values() if p.api_key_env}
+
+
+def secret_values(environ: Mapping[str, str]) -> frozenset[str]:
+    """The values in ``environ`` that are keys: secret-named variables, provider key variables, connection
+    strings with a password (the whole value and the password). Short values are left out."""
+    names = provider_key_variables()
+    values: set[str] = set()
+    for name, value in environ.items():
+        if not value:
+            continue
+        if name in names or is_secret_name(name):
+            values.add(value)
+        if (password := connection_password(value)) is not None:
+            values.update((value, password))
+    return frozenset(v for v in values if len(v) >= MIN_SECRET_LENGTH)
+
+
+def known_secrets(environ: Mapping[str, str] | None = None, *, extra: Iterable[str | None] = ()) -> frozenset[str]:
+    """:func:`secret_values` of ``environ`` (the process environment by default), plus ``extra``."""
+    values = set(secret_values(os.environ if environ is None else environ))
+    values.update(v for v in extra if v and len(v) >= MIN_SECRET_LENGTH)
+    return frozenset(values)
+
+
+class Masker:
+    """Replaces every known key in a text with ``***`` (see the module docstring). Immutable; cheap to call."""
+
+    __slots__ = ("_forms", "_patterns", "_values")
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        kept = frozenset(v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH)
+        forms: set[str] = set()
+        for value in kept:
+            forms.add(value)
+            forms.add(json.dumps(value, ensure_ascii=False)[1:-1])
+            forms.add(json.dumps(value)[1:-1])
+            forms.add(quote(value, safe=""))
+        self._values = kept
+        self._forms = tuple(sorted(forms, key=lambda form: (-len(form), form)))
+        self._patterns: dict[tuple[str, ...], re.Pattern[str]] = {}
+
+    def mask(self, text: str) -> str:
+        """``text`` with every known key replaced by ``***``.
+
+        Each form is first looked for with ``in`` (a fast substring search in C): most texts hold no key and
+        cost only that. When some are there, one pattern of those forms, longest first, replaces them all in
+        one pass (patterns are compiled once per set of forms found).
+        """
+        present = tuple(form for form in self._forms if form in text)
+        if not present:
+            return text
+        pattern = self._patterns.get(present)
+        if pattern is None:
+            pattern = re.compile("|".join(map(re.escape, present)))
+            if len(self._patterns) < _MAX_PATTERNS:
+                self._patterns[present] = pattern
+        return pattern.sub(MASK, text)
+
+    def with_values(self, values: Iterable[str]) -> Masker:
+        """A masker that also hides ``values``."""
+        return Masker(self._values | frozenset(values))
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Masker({len(self._values)} known keys)"
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None, *, extra: Iterable[str | None] = ()) -> Masker:
+        """A masker for :func:`known_secrets`: the environment's keys plus ``extra``."""
+        return cls(known_secrets(environ, extra=extra))
