@@ -18,6 +18,7 @@ The contract, before the code:
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -28,12 +29,14 @@ T = TypeVar("T")
 _SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError, RecursionError)
 """What decoding code raises when the JSON it reads has an unexpected shape."""
 
+_SHORT = reprlib.Repr()
+"""How a wrong value is quoted in an error message: a few levels, a few items, a short string."""
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlist, _SHORT.maxdict = 3, 100, 100, 4, 4
+
 
 def malformed(provider: str, what: str, value: Any) -> InvalidResponse:
     """The error for ``what`` (a field's path, e.g. ``choices[0].delta``) holding ``value``."""
-    shown = repr(value)
-    if len(shown) > 120:
-        shown = shown[:120] + "..."
+    shown = _SHORT.repr(value)  # bounded in depth and length: the value may be nested thousands deep
     return InvalidResponse(
         f"{provider} sent a malformed answer: {what} is {type(value).__name__} {shown}",
         details={"field": what},

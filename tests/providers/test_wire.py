@@ -1,0 +1,32 @@
+"""The typed readers of provider JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.providers.wire import as_count, as_object, malformed
+
+
+def test_a_wrong_value_nested_thousands_deep_is_quoted_briefly_not_by_recursion() -> None:
+    deep: Any = []
+    for _ in range(100_000):
+        deep = [deep]
+    error = malformed("p", "choices", deep)
+    assert error.code == "invalid_response"
+    assert len(error.message) < 300
+    assert "choices is list" in error.message
+
+
+def test_counts_are_non_negative_integers_whatever_arrives() -> None:
+    values = [5, -3, 2.9, "7", "x", True, None, float("nan"), float("inf"), [1]]
+    assert [as_count(v) for v in values] == [5, 0, 2, 7, 0, 0, 0, 0, 0, 0]
+
+
+def test_absent_reads_as_empty_and_a_wrong_type_names_the_field() -> None:
+    assert as_object(None, "p", "x") == {}
+    try:
+        as_object("s", "p", "choices[0]")
+    except Exception as error:  # noqa: BLE001 - the type is what is checked
+        assert getattr(error, "details", {}) == {"field": "choices[0]"}
+    else:
+        raise AssertionError("a string is not an object")
