@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from tether.errors import InvalidResponse
 from tether.providers.wire import as_count, as_object, malformed
 
 
@@ -24,9 +27,6 @@ def test_counts_are_non_negative_integers_whatever_arrives() -> None:
 
 def test_absent_reads_as_empty_and_a_wrong_type_names_the_field() -> None:
     assert as_object(None, "p", "x") == {}
-    try:
+    with pytest.raises(InvalidResponse) as raised:
         as_object("s", "p", "choices[0]")
-    except Exception as error:  # noqa: BLE001 - the type is what is checked
-        assert getattr(error, "details", {}) == {"field": "choices[0]"}
-    else:
-        raise AssertionError("a string is not an object")
+    assert raised.value.details == {"field": "choices[0]"}
