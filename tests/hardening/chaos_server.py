@@ -1,0 +1,712 @@
+"""A hostile model server on loopback: every request is answered with a fault chosen by a seeded die.
+
+The contract
+------------
+* **What it serves.** The four wire protocols tether speaks, under ``/chaos/<run>/``: OpenAI Chat
+  (``.../v1/chat/completions``), OpenAI Responses (``.../v1/responses``), Anthropic (``.../v1/messages``) and
+  Gemini (``.../v1beta/models/<model>:generateContent`` and ``:streamGenerateContent?alt=sse``), streamed when
+  the request asks for it (``"stream": true``, or Gemini's streaming path) and whole otherwise. ``<run>`` is the
+  number the client put in its base URL: it names the run a request belongs to.
+* **Which fault.** Each request draws one of :data:`FAULTS` (weighted) from ``random.Random(f"{seed}/{run}/{n}")``,
+  ``n`` being the request's number within its run. One run's requests are sequential, so the faults a run
+  meets depend only on the seed and the run, whatever the concurrency: any run can be replayed alone.
+* **What the faults are made of.** Real recorded answers from ``tests/fixtures/wire/`` for the family served
+  (OpenAI-compatible servers count as OpenAI Chat), with every tool name the recording declared renamed to
+  :data:`TOOL_NAME`, so that a valid answer's tool calls reach the client's one tool. The faults break those
+  answers: one field at a random path given another JSON type, a body cut short, bytes that are not UTF-8,
+  a byte-order mark, an event of the wrong type, an error inside the stream, and so on (see :data:`FAULTS`).
+* **Elsewhere.** A second server, on another port, is where redirects point. It answers like a healthy
+  server (so a client that follows a redirect notices nothing) and records every request it gets, headers
+  and body: nothing should ever arrive there.
+* **Report.** ``GET /__chaos__/report`` on the main server gives, as JSON, every request served (per run, in
+  order: family, streamed, fault, variant), everything the elsewhere server received, and the server's own
+  failures (a bug here must not pass for one in the client).
+* **Process.** ``python -m tests.hardening.chaos_server --seed N`` prints one JSON line with both URLs and
+  serves until its standard input closes; :func:`running` starts and stops one from async code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import copy
+import json
+import random
+import re
+import sys
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script: the repository is the import root
+    sys.path.insert(0, str(ROOT))
+
+from tests.wire.replay import Cassette, cassette_files  # noqa: E402
+
+TOOL_NAME = "lookup"
+"""What every recorded tool name is renamed to: the one tool the client offers."""
+OVERSIZE = 3 * 1024 * 1024
+"""Bytes of an oversized body, stream or SSE line (a few MB: tether has no settable response limits yet)."""
+FAMILIES = ("openai_chat", "openai_responses", "anthropic", "gemini")
+FOLDERS = {
+    "openai_chat": ("openai_chat", "openai_compatible"),
+    "openai_responses": ("openai_responses",),
+    "anthropic": ("anthropic",),
+    "gemini": ("google",),
+}
+FAULTS: dict[str, int] = {
+    "valid": 30,
+    "not_json": 4,
+    "truncated_json": 4,
+    "wrong_type": 8,
+    "wrong_event_type": 4,
+    "invalid_utf8": 4,
+    "oversized_body": 2,
+    "oversized_line": 2,
+    "cut_stream": 4,
+    "stall": 4,
+    "redirect": 4,
+    "error_status": 8,
+    "error_event": 5,
+    "bom": 4,
+    "empty_body": 3,
+}
+"""Fault name -> weight. ``valid`` is a recorded answer as it was; every other one breaks something."""
+ERROR_STATUSES = (400, 401, 403, 404, 408, 409, 413, 422, 429, 451, 500, 502, 503, 504, 529)
+REDIRECTS = (301, 302, 303, 307, 308)
+JSON_TYPE = "application/json"
+EVENT_STREAM = "text/event-stream"
+GARBAGE = (
+    b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+    b"upstream connect error or disconnect/reset before headers",
+    b"{'role': 'assistant', 'content': 'single quotes'}",
+    b"NaN",
+    b'{"choices": [}',
+    b"\x00\x01\x02\x03 binary",
+)
+BAD_UTF8 = (b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf0\x28\x8c\x28", b"\x80", b"\xfe\xfe")
+RETRY_AFTER = ("soon", "-5", "1e309", "nan", "99999", "0.01", "Wed, 21 Oct 2015 07:28:00 GMT")
+WRONG_VALUES: tuple[Any, ...] = (None, 0, -7, 1.5, True, "chaos", [], {}, [1, "two"], {"chaos": 1})
+ERROR_KINDS = {
+    "openai_chat": ("server_error", "rate_limit_exceeded", "insufficient_quota", "context_length_exceeded"),
+    "openai_responses": ("server_error", "rate_limit_exceeded", "insufficient_quota", "invalid_api_key"),
+    "anthropic": ("overloaded_error", "api_error", "rate_limit_error", "authentication_error"),
+    "gemini": ("UNAVAILABLE", "RESOURCE_EXHAUSTED", "INTERNAL", "INVALID_ARGUMENT", "PERMISSION_DENIED"),
+}
+GEMINI_CODES = {"UNAVAILABLE": 503, "RESOURCE_EXHAUSTED": 429, "INTERNAL": 500, "INVALID_ARGUMENT": 400}
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)+"')
+
+
+def choose_fault(rng: random.Random) -> str:
+    """One fault, drawn by weight."""
+    return rng.choices(list(FAULTS), weights=list(FAULTS.values()))[0]
+
+
+def die(seed: int, run: int, number: int) -> random.Random:
+    """The die of a run's ``number``-th request: the same for the same three numbers, in any process."""
+    return random.Random(f"{seed}/{run}/{number}")
+
+
+# --- recorded material --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One server-sent event: its raw text as recorded (no trailing blank line), its name and its data."""
+
+    raw: str
+    event: str
+    data: str
+
+    @classmethod
+    def of(cls, data: str, event: str = "") -> Frame:
+        return cls((f"event: {event}\n" if event else "") + f"data: {data}", event, data)
+
+    def json(self) -> Any:
+        """The data as JSON (``ValueError`` when it is not)."""
+        return json.loads(self.data)
+
+
+def parse_frames(text: str) -> list[Frame]:
+    """A recorded event-stream body as frames (comments and empty frames left out)."""
+    frames = []
+    for raw in re.split(r"\n\n+", text.replace("\r\n", "\n").strip("\n")):
+        event, data = "", []
+        for line in raw.split("\n"):
+            name, _, value = line.partition(":")
+            if name == "event":
+                event = value.removeprefix(" ")
+            elif name == "data":
+                data.append(value.removeprefix(" "))
+        if data:
+            frames.append(Frame(raw, event, "\n".join(data)))
+    return frames
+
+
+def sse_bytes(frames: list[Frame]) -> bytes:
+    return "".join(frame.raw + "\n\n" for frame in frames).encode()
+
+
+def _tool_names(value: Any) -> set[str]:
+    """The tool names a recorded request declares (``name`` anywhere under its ``tools``)."""
+    if isinstance(value, dict):
+        found = {value["name"]} if isinstance(value.get("name"), str) else set()
+        return found.union(*(_tool_names(item) for item in value.values()))
+    if isinstance(value, list):
+        return set().union(*(_tool_names(item) for item in value))
+    return set()
+
+
+@dataclass(slots=True)
+class Material:
+    """Recorded 200 answers per family: whole JSON bodies and event streams, tools renamed."""
+
+    whole: dict[str, list[bytes]] = field(default_factory=dict)
+    streams: dict[str, list[list[Frame]]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls) -> Material:
+        material = cls()
+        for family, folders in FOLDERS.items():
+            whole, streams = material.whole.setdefault(family, []), material.streams.setdefault(family, [])
+            for name in (file for folder in folders for file in cassette_files(folder)):
+                cassette = Cassette.load(name)
+                names = set().union(*(_tool_names((i.request_body or {}).get("tools")) for i in cassette.interactions))
+                for interaction in cassette.interactions:
+                    if interaction.status != 200 or interaction.method != "POST":
+                        continue
+                    text = interaction.body.decode()
+                    for tool in names:
+                        text = text.replace(f'"{tool}"', f'"{TOOL_NAME}"')
+                    if interaction.is_event_stream:
+                        streams.append(parse_frames(text))
+                    else:
+                        whole.append(text.encode())
+        return material
+
+
+# --- breaking JSON ------------------------------------------------------------------------------------------
+
+Path_ = tuple[str | int, ...]
+
+
+def json_paths(value: Any, at: Path_ = ()) -> list[Path_]:
+    """Every path below ``value`` (the root itself not included)."""
+    paths: list[Path_] = []
+    items: list[tuple[str | int, Any]] = []
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    for key, item in items:
+        paths.append((*at, key))
+        paths += json_paths(item, (*at, key))
+    return paths
+
+
+def retype(document: Any, rng: random.Random) -> tuple[Any, str]:
+    """A copy of ``document`` with the value at one random path replaced by a value of another JSON type;
+    and that path, for the log."""
+    changed = copy.deepcopy(document)
+    paths = json_paths(changed)
+    if not paths:
+        return rng.choice([v for v in WRONG_VALUES if type(v) is not type(document)]), "$"
+    path = rng.choice(paths)
+    parent = changed
+    for key in path[:-1]:
+        parent = parent[key]
+    old = parent[path[-1]]
+    parent[path[-1]] = rng.choice([v for v in WRONG_VALUES if type(v) is not type(old)])
+    return changed, "$" + "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path)
+
+
+def pad_longest_string(document: Any, size: int) -> Any:
+    """A copy of ``document`` whose longest string is padded to ``size`` characters."""
+    changed = copy.deepcopy(document)
+    paths = [p for p in json_paths(changed) if isinstance(_get(changed, p), str)]
+    if not paths:
+        return {"padding": "x" * size, "document": changed}
+    path = max(paths, key=lambda p: len(_get(changed, p)))
+    parent = _get(changed, path[:-1])
+    parent[path[-1]] = parent[path[-1]] + "x" * size
+    return changed
+
+
+def _get(document: Any, path: Path_) -> Any:
+    for key in path:
+        document = document[key]
+    return document
+
+
+def insert_bad_utf8(body: bytes, rng: random.Random) -> bytes:
+    """``body`` with bytes that are not UTF-8 put inside one of its JSON strings."""
+    strings = list(_STRING.finditer(body))
+    at = rng.choice(strings).start() + 1 if strings else rng.randrange(len(body) + 1)
+    return body[:at] + rng.choice(BAD_UTF8) + body[at:]
+
+
+def json_frame_indexes(frames: list[Frame]) -> list[int]:
+    """Indexes of the frames whose data is a JSON object (not ``[DONE]``)."""
+    indexes = []
+    for index, frame in enumerate(frames):
+        with contextlib.suppress(ValueError):
+            if isinstance(frame.json(), dict):
+                indexes.append(index)
+    return indexes
+
+
+def delta_frame_index(frames: list[Frame], rng: random.Random) -> int:
+    """A frame that carries a piece of the answer (text or arguments), else any JSON frame."""
+    indexes = json_frame_indexes(frames) or [0]
+    deltas = [i for i in indexes if '"delta"' in frames[i].data or '"text"' in frames[i].data]
+    return rng.choice(deltas or indexes)
+
+
+# --- the families' error shapes -----------------------------------------------------------------------------
+
+
+def error_body(family: str, kind: str, message: str) -> dict[str, Any]:
+    """An error as ``family`` writes it in an error response (and, for most, inside a stream)."""
+    if family == "anthropic":
+        return {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_chaos"}
+    if family == "gemini":
+        return {"error": {"code": GEMINI_CODES.get(kind, 403), "message": message, "status": kind}}
+    return {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+
+
+def error_frame(family: str, kind: str, message: str, rng: random.Random) -> Frame:
+    """An error event inside a stream, in ``family``'s shape."""
+    if family == "openai_responses":
+        if rng.random() < 0.5:
+            payload = {"type": "error", "code": kind, "message": message, "param": None, "sequence_number": 99}
+            return Frame.of(json.dumps(payload), "error")
+        failed = {"id": "resp_chaos", "object": "response", "status": "failed", "output": []}
+        failed["error"] = {"code": kind, "message": message}
+        return Frame.of(
+            json.dumps({"type": "response.failed", "sequence_number": 99, "response": failed}), "response.failed"
+        )
+    return Frame.of(json.dumps(error_body(family, kind, message)), "error" if family == "anthropic" else "")
+
+
+def api_key_of(request: web.Request) -> str:
+    """The key the client sent, however its family sends it."""
+    for name in ("x-api-key", "x-goog-api-key"):
+        if name in request.headers:
+            return request.headers[name]
+    return request.headers.get("Authorization", "").removeprefix("Bearer ")
+
+
+# --- answering ----------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Ask:
+    """One request being answered: what it asked for and the die that decides how."""
+
+    request: web.Request
+    family: str
+    streamed: bool
+    rng: random.Random
+    material: Material
+    elsewhere: str
+    entry: dict[str, Any]
+
+    def note(self, variant: str) -> None:
+        self.entry["variant"] = variant
+
+    def valid_body(self) -> bytes:
+        return self.rng.choice(self.material.whole[self.family])
+
+    def valid_frames(self) -> list[Frame]:
+        return list(self.rng.choice(self.material.streams[self.family]))
+
+    def valid(self) -> bytes:
+        return sse_bytes(self.valid_frames()) if self.streamed else self.valid_body()
+
+
+async def send(
+    ask: Ask, body: bytes, *, status: int = 200, content_type: str | None = None, headers: dict[str, str] | None = None
+) -> web.StreamResponse:
+    """Answer with ``body``: streamed answers chunked in pieces of a random size, whole ones with a length."""
+    kind = content_type if content_type is not None else (EVENT_STREAM if ask.streamed else JSON_TYPE)
+    response = web.StreamResponse(
+        status=status, headers={**({"Content-Type": kind} if kind else {}), **(headers or {})}
+    )
+    if ask.streamed:
+        response.enable_chunked_encoding()
+        size = max(len(body) // 512, ask.rng.choice((7, 64, 1024, len(body) or 1)))
+    else:
+        response.content_length = len(body)
+        size = 1 << 16
+    await response.prepare(ask.request)
+    for start in range(0, len(body), size):
+        await response.write(body[start : start + size])
+    await response.write_eof()
+    return response
+
+
+async def forever() -> None:
+    """Wait until the client goes away (the server cancels a handler whose connection is lost)."""
+    await asyncio.Event().wait()
+
+
+async def fault_valid(ask: Ask) -> web.StreamResponse:
+    return await send(ask, ask.valid())
+
+
+async def fault_not_json(ask: Ask) -> web.StreamResponse:
+    garbage = ask.rng.choice(GARBAGE)
+    if not ask.streamed or ask.rng.random() < 0.5:
+        ask.note("body")
+        return await send(ask, garbage, content_type=JSON_TYPE)
+    ask.note("event")
+    frames = ask.valid_frames()
+    at = ask.rng.randrange(len(frames) + 1)
+    return await send(ask, sse_bytes(frames[:at]) + b"data: " + garbage + b"\n\n" + sse_bytes(frames[at:]))
+
+
+async def fault_truncated_json(ask: Ask) -> web.StreamResponse:
+    if not ask.streamed:
+        body = ask.valid_body()
+        return await send(ask, body[: ask.rng.randint(1, len(body) - 1)])
+    frames = ask.valid_frames()
+    index = ask.rng.choice(json_frame_indexes(frames) or [0])
+    data = frames[index].data
+    frames[index] = Frame.of(data[: ask.rng.randint(1, max(1, len(data) - 1))], frames[index].event)
+    return await send(ask, sse_bytes(frames))
+
+
+async def fault_wrong_type(ask: Ask) -> web.StreamResponse:
+    if not ask.streamed:
+        changed, path = retype(json.loads(ask.valid_body()), ask.rng)
+        ask.note(path)
+        return await send(ask, json.dumps(changed).encode())
+    frames = ask.valid_frames()
+    index = ask.rng.choice(json_frame_indexes(frames) or [0])
+    changed, path = retype(frames[index].json(), ask.rng)
+    ask.note(f"event {index}: {path}")
+    frames[index] = Frame.of(json.dumps(changed), frames[index].event)
+    return await send(ask, sse_bytes(frames))
+
+
+async def fault_wrong_event_type(ask: Ask) -> web.StreamResponse:
+    rng = ask.rng
+    wrong = rng.choice([v for v in WRONG_VALUES if not isinstance(v, dict)] + [{"chaos": "foreign object"}])
+    if not ask.streamed:
+        ask.note(f"body {json.dumps(wrong)}")
+        return await send(ask, json.dumps(wrong).encode())
+    frames = ask.valid_frames()
+    index = rng.choice(json_frame_indexes(frames) or [0])
+    original = frames[index].json() if index in json_frame_indexes(frames) else {}
+    types = sorted({f.json().get("type") for f in frames if f.data.startswith("{") and "type" in f.json()} - {None})
+    variant = rng.choice(("value", "unknown", "swapped") if types and "type" in original else ("value", "unknown"))
+    ask.note(f"event {index}: {variant}")
+    if variant == "value":
+        frames[index] = Frame.of(json.dumps(wrong), frames[index].event)
+    elif variant == "unknown":
+        frames.insert(index, Frame.of(json.dumps({"type": "chaos.unknown", "chaos": [1, 2]}), "chaos.unknown"))
+    else:
+        kind = rng.choice(types)
+        frames[index] = Frame.of(json.dumps({**original, "type": kind}), kind if frames[index].event else "")
+    return await send(ask, sse_bytes(frames))
+
+
+async def fault_invalid_utf8(ask: Ask) -> web.StreamResponse:
+    charset = ask.rng.choice(("", "; charset=utf-8"))
+    ask.note(f"content-type{charset or ' without charset'}")
+    kind = (EVENT_STREAM if ask.streamed else JSON_TYPE) + charset
+    return await send(ask, insert_bad_utf8(ask.valid(), ask.rng), content_type=kind)
+
+
+async def fault_oversized_body(ask: Ask) -> web.StreamResponse:
+    if not ask.streamed:
+        ask.note("one huge answer")
+        return await send(ask, json.dumps(pad_longest_string(json.loads(ask.valid_body()), OVERSIZE)).encode())
+    frames = ask.valid_frames()
+    index = delta_frame_index(frames, ask.rng)
+    piece = frames[index]
+    if piece.data.startswith("{"):  # pieces of 64 KiB: a long stream, not a flood of tiny events
+        piece = Frame.of(json.dumps(pad_longest_string(piece.json(), 1 << 16)), piece.event)
+    copies = OVERSIZE // len(piece.raw) + 1
+    ask.note(f"event {index} x {copies}")
+    return await send(ask, sse_bytes(frames[:index] + [piece] * copies + frames[index + 1 :]))
+
+
+async def fault_oversized_line(ask: Ask) -> web.StreamResponse:
+    if not ask.streamed:
+        ask.note("answer then whitespace")
+        return await send(ask, ask.valid_body() + b" " * OVERSIZE)
+    frames = ask.valid_frames()
+    index = delta_frame_index(frames, ask.rng)
+    ask.note(f"event {index}")
+    huge = json.dumps(pad_longest_string(frames[index].json(), OVERSIZE)) if frames[index].data.startswith("{") else ""
+    frames[index] = Frame.of(huge or "x" * OVERSIZE, frames[index].event)
+    return await send(ask, sse_bytes(frames))
+
+
+async def fault_cut_stream(ask: Ask) -> web.StreamResponse:
+    body = ask.valid()
+    at = ask.rng.randint(1, len(body) - 1)
+    reset = not ask.streamed or ask.rng.random() < 0.5
+    ask.note(f"{'reset' if reset else 'end'} after {at} of {len(body)} bytes")
+    response = web.StreamResponse(headers={"Content-Type": EVENT_STREAM if ask.streamed else JSON_TYPE})
+    if ask.streamed:
+        response.enable_chunked_encoding()
+    else:
+        response.content_length = len(body)
+    await response.prepare(ask.request)
+    await response.write(body[:at])
+    if not reset:
+        await response.write_eof()
+        return response
+    transport = ask.request.transport
+    if transport is not None:
+        transport.abort()
+    await forever()
+    return response
+
+
+async def fault_stall(ask: Ask) -> web.StreamResponse:
+    variant = ask.rng.choice(("before headers", "after headers", "mid-body"))
+    ask.note(variant)
+    if variant == "before headers":
+        await forever()
+    body = ask.valid()
+    response = web.StreamResponse(headers={"Content-Type": EVENT_STREAM if ask.streamed else JSON_TYPE})
+    if ask.streamed:
+        response.enable_chunked_encoding()
+    else:
+        response.content_length = len(body)
+    await response.prepare(ask.request)
+    if variant == "mid-body":
+        await response.write(body[: len(body) // 2])
+    await forever()
+    return response
+
+
+async def fault_redirect(ask: Ask) -> web.StreamResponse:
+    status = ask.rng.choice(REDIRECTS)
+    ask.note(str(status))
+    location = ask.elsewhere + ask.request.path_qs
+    return await send(
+        ask, b"<html>moved</html>", status=status, content_type="text/html", headers={"Location": location}
+    )
+
+
+def _error_variant(ask: Ask, status: int) -> bytes:
+    rng, family = ask.rng, ask.family
+    kind = rng.choice(ERROR_KINDS[family])
+    variant = rng.choice(("garbage", "html", "truncated", "wrong_type", "echo_key", "plain", "empty", "huge"))
+    ask.note(f"{status} {variant}")
+    if variant == "garbage":
+        return rng.randbytes(rng.randint(1, 512))
+    if variant == "html":
+        return b"<html><body>" + str(status).encode() + b" Server Error</body></html>"
+    if variant == "empty":
+        return b""
+    if variant == "huge":
+        return b"x" * (1 << 20)
+    message = f"Incorrect API key provided: {api_key_of(ask.request)}." if variant == "echo_key" else "chaos"
+    body = json.dumps(error_body(family, kind, message)).encode()
+    if variant == "truncated":
+        return body[: rng.randint(1, len(body) - 1)]
+    if variant == "wrong_type":
+        return json.dumps(retype(error_body(family, kind, message), rng)[0]).encode()
+    return body
+
+
+async def fault_error_status(ask: Ask) -> web.StreamResponse:
+    status = ask.rng.choice(ERROR_STATUSES)
+    body = _error_variant(ask, status)
+    headers = {"Retry-After": ask.rng.choice(RETRY_AFTER)} if ask.rng.random() < 0.5 else {}
+    return await send(ask, body, status=status, content_type=JSON_TYPE, headers=headers)
+
+
+async def fault_error_event(ask: Ask) -> web.StreamResponse:
+    rng, family = ask.rng, ask.family
+    kind = rng.choice(ERROR_KINDS[family])
+    echo = rng.random() < 0.3
+    message = f"Incorrect API key provided: {api_key_of(ask.request)}." if echo else "the chaos engine overheated"
+    if not ask.streamed:
+        ask.note(f"{kind} in a 200 body{' echoing the key' if echo else ''}")
+        return await send(ask, json.dumps(error_body(family, kind, message)).encode())
+    frames = ask.valid_frames()
+    at = rng.randrange(len(frames))
+    error = error_frame(family, kind, message, rng)
+    if rng.random() < 0.3:
+        error = Frame.of(json.dumps(retype(json.loads(error.data), rng)[0]), error.event)
+    ask.note(f"{kind} after event {at}{' echoing the key' if echo else ''}")
+    return await send(ask, sse_bytes([*frames[:at], error, *frames[at:]]))
+
+
+async def fault_bom(ask: Ask) -> web.StreamResponse:
+    return await send(ask, b"\xef\xbb\xbf" + ask.valid())
+
+
+async def fault_empty_body(ask: Ask) -> web.StreamResponse:
+    variant = ask.rng.choice(("200", "204", "no content-type"))
+    ask.note(variant)
+    if variant == "no content-type":
+        return await send(ask, b"", content_type="")
+    return await send(ask, b"", status=int(variant))
+
+
+HANDLERS: dict[str, Callable[[Ask], Awaitable[web.StreamResponse]]] = {
+    name: globals()[f"fault_{name}"] for name in FAULTS
+}
+
+
+def family_of(path: str) -> str | None:
+    """The wire protocol a request path speaks."""
+    if path.endswith("/chat/completions"):
+        return "openai_chat"
+    if path.endswith("/responses"):
+        return "openai_responses"
+    if path.endswith("/messages"):
+        return "anthropic"
+    if ":generateContent" in path or ":streamGenerateContent" in path:
+        return "gemini"
+    return None
+
+
+def is_streamed(path: str, raw: bytes) -> bool:
+    if ":streamGenerateContent" in path:
+        return True
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("stream") is True
+
+
+# --- the servers --------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ChaosServer:
+    """The hostile server and its elsewhere twin, in this process (see the module docstring)."""
+
+    seed: int
+    material: Material
+    served: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    elsewhere_requests: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    url: str = ""
+    elsewhere: str = ""
+    _runners: list[web.AppRunner] = field(default_factory=list)
+
+    async def start(self) -> None:
+        self.url = await self._listen(
+            [web.get("/__chaos__/report", self._report), web.post(r"/chaos/{run:\d+}/{tail:.*}", self._handle)]
+        )
+        self.elsewhere = await self._listen([web.route("*", "/{tail:.*}", self._handle_elsewhere)])
+
+    async def _listen(self, routes: list[web.RouteDef]) -> str:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.add_routes(routes)
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, handler_cancellation=True, shutdown_timeout=1.0
+        )
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        self._runners.append(runner)
+        return f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+    async def close(self) -> None:
+        for runner in self._runners:
+            await runner.cleanup()
+
+    async def _report(self, request: web.Request) -> web.Response:
+        report = {"served": self.served, "elsewhere": self.elsewhere_requests, "errors": self.errors}
+        return web.json_response(report)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        run, family = int(request.match_info["run"]), family_of(request.path)
+        if family is None:
+            self.errors.append(f"run {run}: a request to an unknown path: {request.method} {request.path_qs}")
+            return web.Response(status=404)
+        log = self.served.setdefault(run, [])
+        rng = die(self.seed, run, len(log) + 1)
+        fault = choose_fault(rng)
+        entry = {"n": len(log) + 1, "family": family, "streamed": is_streamed(request.path, raw), "fault": fault}
+        entry["variant"] = ""
+        log.append(entry)
+        ask = Ask(request, family, entry["streamed"], rng, self.material, self.elsewhere, entry)
+        try:
+            return await HANDLERS[fault](ask)
+        except ConnectionError:  # the client hung up (a limit, a timeout): its business, not a server fault
+            raise
+        except Exception:
+            self.errors.append(f"run {run} request {entry}: {traceback.format_exc()}")
+            raise
+
+    async def _handle_elsewhere(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        record = {"method": request.method, "path": request.path_qs, "headers": headers}
+        record["body"] = raw[: 1 << 16].decode(errors="replace")
+        self.elsewhere_requests.append(record)
+        family = family_of(request.path)
+        if family is None:
+            return web.Response(status=404)
+        streamed = is_streamed(request.path, raw)
+        ask = Ask(request, family, streamed, random.Random(0), self.material, "", {})
+        return await send(ask, ask.valid())
+
+
+@contextlib.asynccontextmanager
+async def running(seed: int) -> AsyncIterator[tuple[str, str, Callable[[], Awaitable[dict[str, Any]]]]]:
+    """A chaos server in a child process for the block: ``(url, elsewhere_url, report)``, where ``await
+    report()`` fetches what it served and what the elsewhere server received."""
+    import aiohttp
+
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.hardening.chaos_server", "--seed", str(seed),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=ROOT,
+    )  # fmt: skip
+    assert process.stdout is not None
+    assert process.stdin is not None
+    try:
+        line = await process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the chaos server did not start (exit status {await process.wait()})")
+        urls = json.loads(line)
+
+        async def report() -> dict[str, Any]:
+            async with aiohttp.ClientSession() as session, session.get(urls["url"] + "/__chaos__/report") as answer:
+                data: dict[str, Any] = await answer.json()
+                return data
+
+        yield urls["url"], urls["elsewhere"], report
+    finally:
+        process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), 10)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+async def _serve(seed: int) -> None:
+    server = ChaosServer(seed, Material.load())
+    await server.start()
+    print(json.dumps({"url": server.url, "elsewhere": server.elsewhere}), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until the parent closes stdin
+    await server.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="A hostile model server on 127.0.0.1 (see the module docstring).")
+    parser.add_argument("--seed", type=int, required=True)
+    asyncio.run(_serve(parser.parse_args().seed))
+
+
+if __name__ == "__main__":
+    main()

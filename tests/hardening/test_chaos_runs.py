@@ -1,0 +1,399 @@
+"""Acceptance: nothing a model server sends can break a run, leak a key or escape as an untyped error.
+
+2,000 runs, split evenly over the four wire protocols (OpenAI Chat, OpenAI Responses, Anthropic, Gemini),
+streamed and whole, each an ``Agent`` with one tool, a distinctive key (``sk-chaos-...``), short timeouts and
+a fast retry policy, talk to the chaos server (``chaos_server.py``), which answers every request with a
+fault drawn by a seeded die: malformed, truncated, wrongly typed, not UTF-8, oversized, cut, stalled,
+redirected elsewhere, an HTTP error with a garbage body, an error inside the stream, and some valid answers
+so that runs go on to call their tool. The guarantee:
+
+* every run ends with exactly one ``RunResult``: completed, stopped by a guard, or failed with
+  ``result.error`` a ``TetherError`` whose ``code`` is one of ``tether.errors.ErrorCode``; never another
+  exception type, never a traceback in what the run reports;
+* the events follow DESIGN.md §4 (``RunStarted`` first, ``RunCompleted`` last, every turn and call closed)
+  and the transcript is valid;
+* the key is sent nowhere but the configured origin (the redirect target receives nothing at all) and
+  appears in nothing a run returns or emits, even when a server quotes it back;
+* a failed run's code names what went wrong with the last answer it got (a stall is a ``timeout``, a body
+  that is not JSON is ``invalid_response``, an HTTP 429 is ``rate_limited``, ...).
+
+The workload runs once per module; each test checks one part of the guarantee. Every failure is listed with
+its seed, run, family and the faults that run met, so that it can be replayed alone:
+``python bench/chaos.py --seed SEED --only RUN``. ``TETHER_CHAOS_SEED`` picks another seed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import traceback
+import typing
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.hardening.chaos_server import FAMILIES, FAULTS, TOOL_NAME, running
+from tests.helpers import check_order
+from tether import Agent, Limits
+from tether.errors import ErrorCode, TetherError
+from tether.events import RunCompleted, RunEvent, RunResult, RunStarted, ToolResultReceived
+from tether.limits import StopReason
+from tether.messages import transcript_problems
+from tether.providers.anthropic import AnthropicProvider
+from tether.providers.base import Provider
+from tether.providers.gemini import GeminiProvider
+from tether.providers.http import RetryPolicy
+from tether.providers.openai_chat import OpenAIChatProvider
+from tether.providers.openai_responses import OpenAIResponsesProvider
+from tether.tools.base import Tool
+
+SEED = int(os.environ.get("TETHER_CHAOS_SEED", "20261123"))
+RUNS = 2000
+CONCURRENCY = 50
+KEY_MARK = "sk-chaos-"
+"""Every key starts so; nothing else the server sends contains it."""
+PROMPT = "Look up the capital of France, then answer in one word."
+LIMITS = Limits(max_turns=3, request_timeout=1.0, step_timeout=30.0, tool_timeout=5.0, invalid_response_retries=1)
+"""Short waits so stalls end fast; a step timeout long enough never to cut a request that is answering."""
+RETRY = RetryPolicy(max_retries=1, base_delay=0.0, max_delay=0.01)
+CODES = frozenset(typing.get_args(ErrorCode))
+PROVIDER_CODES = frozenset({"rate_limited", "auth_failed", "bad_request", "context_overflow", "provider_unavailable"})
+FAILED = frozenset({StopReason.ERROR, StopReason.TIMEOUT, StopReason.INVALID_RESPONSE})
+NEVER = frozenset({StopReason.CANCELLED, StopReason.BUDGET})
+"""Nothing in this workload cancels a run or sets a budget."""
+TRACEBACK = re.compile(r"Traceback \(most recent call last\)|File \"[^\"]+\", line \d+")
+
+
+# --- the workload -------------------------------------------------------------------------------------------
+
+
+def plan(run: int) -> tuple[str, bool]:
+    """The family a run speaks and whether it streams: every combination gets an equal share."""
+    return FAMILIES[run % len(FAMILIES)], (run // len(FAMILIES)) % 2 == 0
+
+
+def key_for(seed: int, run: int) -> str:
+    return f"{KEY_MARK}{seed}-{run:04d}-" + hashlib.sha256(f"{seed}/{run}".encode()).hexdigest()[:16]
+
+
+def lookup_tool() -> Tool:
+    """The one tool: takes whatever arguments a recorded call carries, so valid calls succeed."""
+    schema = {"type": "object", "additionalProperties": True}
+    return Tool.from_schema(TOOL_NAME, "Look something up.", schema, lambda arguments: f"found: {sorted(arguments)}")
+
+
+def provider_for(family: str, streamed: bool, base: str, key: str) -> Provider:
+    """A provider of ``family`` whose API lives at ``base`` (the run's prefix on the chaos server)."""
+    options: dict[str, Any] = {"api_key": key, "stream": streamed, "retry": RETRY}
+    if family == "openai_chat":
+        return OpenAIChatProvider("gpt-4o-mini", base_url=f"{base}/v1", **options)
+    if family == "openai_responses":
+        return OpenAIResponsesProvider("gpt-4o-mini", base_url=f"{base}/v1", **options)
+    if family == "anthropic":
+        return AnthropicProvider("claude-sonnet-4-5", base_url=f"{base}/v1", **options)
+    return GeminiProvider("gemini-2.5-flash", base_url=f"{base}/v1beta", **options)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one run came to, kept small (the runs themselves are dropped as they end)."""
+
+    run: int
+    family: str
+    streamed: bool
+    stop: str = ""
+    code: str | None = None
+    """``result.error.code``, or the error's type name when it is not a ``TetherError``."""
+    detail: str = ""
+    tool_results: int = 0
+    problems: list[tuple[str, str, str]] = field(default_factory=list)
+    """``(part of the guarantee, cause, detail)``."""
+
+    @property
+    def label(self) -> str:
+        return self.stop + (f"/{self.code}" if self.code else "")
+
+    def problem(self, part: str, cause: str, detail: str = "") -> None:
+        self.problems.append((part, cause, detail[-1500:]))
+
+
+def cause_of(error: BaseException) -> str:
+    """Where an exception began (the first of its chain) and, if another ended it, where that one was raised:
+    ``TypeError at accumulator.py:build -> AssertionError at engine.py:_failed_turn``."""
+    chain = [error]
+    while (earlier := chain[-1].__cause__ or chain[-1].__context__) is not None and earlier not in chain:
+        chain.append(earlier)
+
+    def where(exception: BaseException) -> str:
+        frames = traceback.extract_tb(exception.__traceback__)
+        return f"{type(exception).__name__} at {Path(frames[-1].filename).name}:{frames[-1].name}" if frames else ""
+
+    first, last = where(chain[-1]), where(error)
+    return first if first == last else f"{first} -> {last}"
+
+
+async def one_run(url: str, seed: int, run: int) -> Outcome:
+    family, streamed = plan(run)
+    key = key_for(seed, run)
+    outcome = Outcome(run, family, streamed)
+    agent = Agent(provider_for(family, streamed, f"{url}/chaos/{run}", key), tools=[lookup_tool()], limits=LIMITS)
+    events: list[RunEvent] = []
+    try:
+        async for event in agent.stream(PROMPT):
+            events.append(event)
+    except Exception as error:  # noqa: BLE001 - the very thing under test: a run must never raise
+        outcome.problem("result", f"stream() raised {cause_of(error)}", traceback.format_exc())
+    last = events[-1] if events else None
+    if not isinstance(last, RunCompleted):
+        outcome.problem("result", "no RunCompleted", f"last event: {last!r}"[:300])
+        return outcome
+    check_result(outcome, last.result)
+    check_events(outcome, events)
+    check_secrets(outcome, events, last.result)
+    return outcome
+
+
+def check_result(outcome: Outcome, result: RunResult) -> None:
+    """Typed: a stop reason this workload can give, and any error a ``TetherError`` with a stable code."""
+    error = result.error
+    outcome.stop, outcome.detail = str(result.stop_reason), result.detail[:300]
+    outcome.code = error.code if isinstance(error, TetherError) else (type(error).__name__ if error else None)
+    if result.stop_reason in NEVER:
+        outcome.problem("typed", f"stop reason {result.stop_reason}", result.detail)
+    if error is not None and not isinstance(error, TetherError):
+        outcome.problem("typed", f"untyped: {cause_of(error)}", "".join(traceback.format_exception(error)))
+    elif isinstance(error, TetherError) and error.code not in CODES:
+        outcome.problem("typed", f"code {error.code!r} is not in ErrorCode", str(error))
+    if result.stop_reason in (StopReason.ERROR, StopReason.TIMEOUT) and error is None:
+        outcome.problem("typed", f"stopped with {result.stop_reason} and no error", result.detail)
+    for name, text in (("detail", result.detail), ("text", result.text), ("error", str(error or ""))):
+        if TRACEBACK.search(text):
+            outcome.problem("typed", f"a traceback in result.{name}", text)
+
+
+def check_events(outcome: Outcome, events: list[RunEvent]) -> None:
+    """DESIGN.md §4: the order of events, one start and one end, and a valid transcript."""
+    try:
+        check_order(events)
+    except AssertionError as error:
+        outcome.problem("events", "events out of order", str(error))
+    starts = sum(type(event) is RunStarted for event in events)
+    ends = sum(type(event) is RunCompleted for event in events)
+    if starts != 1 or ends != 1:
+        outcome.problem("events", "not one RunStarted and one RunCompleted", f"{starts} and {ends}")
+    result = events[-1].result  # type: ignore[union-attr]
+    if problems := transcript_problems(result.messages):
+        outcome.problem("events", "invalid transcript", repr(problems))
+    outcome.tool_results = sum(
+        type(event) is ToolResultReceived and not event.result.is_error  # type: ignore[union-attr]
+        for event in events
+    )
+
+
+def _texts_of(error: BaseException | None) -> Iterable[str]:
+    """Everything an error says, its causes included."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield str(error)
+        yield repr(error)
+        yield repr(getattr(error, "details", ""))
+        yield str(getattr(error, "provider_message", ""))
+        error = error.__cause__ or error.__context__
+
+
+def check_secrets(outcome: Outcome, events: list[RunEvent], result: RunResult) -> None:
+    """The key appears in no event (the result included) and nowhere in the error and its causes."""
+    where = [type(event).__name__ for event in events if KEY_MARK in repr(event)]
+    where += ["the error"] if any(KEY_MARK in text for text in _texts_of(result.error)) else []
+    if where:
+        outcome.problem("secrets", "the key in what the run returned", f"in {', '.join(dict.fromkeys(where))}")
+
+
+def rss_bytes() -> int:
+    """The resident set size of this process now (0 where /proc is not there)."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+@dataclass(slots=True)
+class Chaos:
+    """The workload's outcomes, what the server served and received, and the memory it took."""
+
+    seed: int
+    outcomes: list[Outcome]
+    served: dict[int, list[dict[str, Any]]]
+    elsewhere: list[dict[str, Any]]
+    server_errors: list[str]
+    rss_start: int
+    rss_peak: int
+
+    def __repr__(self) -> str:
+        return f"Chaos(seed={self.seed}, {len(self.outcomes)} runs)"
+
+    def faults_of(self, run: int) -> str:
+        return ", ".join(f"{e['fault']}({e['variant']})" if e["variant"] else e["fault"] for e in self.served[run])
+
+    def describe(self, outcome: Outcome) -> str:
+        mode = "streamed" if outcome.streamed else "whole"
+        return (
+            f"seed={self.seed} run={outcome.run} {outcome.family} {mode} -> {outcome.label}; "
+            f"faults: [{self.faults_of(outcome.run) if outcome.run in self.served else ''}]"
+        )
+
+
+async def run_workload(
+    seed: int, runs: Iterable[int], concurrency: int, on_outcome: Callable[[Outcome], None] | None = None
+) -> Chaos:
+    """Every run of ``runs`` against a fresh chaos server, ``concurrency`` at a time."""
+    queue = list(runs)[::-1]
+    outcomes: list[Outcome] = []
+    rss_start = rss_peak = rss_bytes()
+
+    async def worker(url: str) -> None:
+        nonlocal rss_peak
+        while queue:
+            outcome = await one_run(url, seed, queue.pop())
+            outcomes.append(outcome)
+            rss_peak = max(rss_peak, rss_bytes())
+            if on_outcome is not None:
+                on_outcome(outcome)
+
+    async with running(seed) as (url, _elsewhere, report):
+        async with asyncio.TaskGroup() as group:
+            for _ in range(concurrency):
+                group.create_task(worker(url))
+        served = await report()
+    by_run = {int(run): entries for run, entries in served["served"].items()}
+    outcomes.sort(key=lambda outcome: outcome.run)
+    return Chaos(seed, outcomes, by_run, served["elsewhere"], served["errors"], rss_start, rss_peak)
+
+
+# --- the guarantee ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chaos() -> Chaos:
+    return asyncio.run(run_workload(SEED, range(RUNS), CONCURRENCY))
+
+
+def failures(chaos: Chaos, part: str, *, examples: int = 3) -> str:
+    """The runs that broke ``part`` of the guarantee, grouped by cause: a count and a few examples each."""
+    by_cause: dict[str, list[tuple[Outcome, str]]] = defaultdict(list)
+    for outcome in chaos.outcomes:
+        for problem_part, cause, detail in outcome.problems:
+            if problem_part == part:
+                by_cause[cause].append((outcome, detail))
+    lines = []
+    for cause, cases in sorted(by_cause.items(), key=lambda item: -len(item[1])):
+        lines.append(f"{len(cases)} runs: {cause}")
+        for outcome, detail in cases[:examples]:
+            lines.append(f"    {chaos.describe(outcome)}")
+            lines += [f"        {line}" for line in detail.splitlines()[-3:]]
+    return "\n".join(lines)
+
+
+def test_every_run_ends_with_one_result(chaos: Chaos) -> None:
+    assert len(chaos.outcomes) == RUNS
+    assert sorted(outcome.run for outcome in chaos.outcomes) == list(range(RUNS))
+    if broken := failures(chaos, "result"):
+        pytest.fail(broken, pytrace=False)
+
+
+def test_every_failure_is_typed_with_a_stable_code(chaos: Chaos) -> None:
+    if broken := failures(chaos, "typed"):
+        pytest.fail(broken, pytrace=False)
+
+
+def test_every_run_keeps_the_event_contract(chaos: Chaos) -> None:
+    if broken := failures(chaos, "events"):
+        pytest.fail(broken, pytrace=False)
+
+
+def test_the_key_never_leaves_for_another_origin(chaos: Chaos) -> None:
+    """A redirect must not be followed: the server it points to receives nothing, least of all the key."""
+    leaks = [record for record in chaos.elsewhere if KEY_MARK in repr(record)]
+    lines = [f"{len(chaos.elsewhere)} requests reached the redirect target, {len(leaks)} of them with the key"]
+    for record in chaos.elsewhere[:5]:
+        run = int(record["path"].split("/")[2])
+        carried = sorted(name for name, value in record["headers"].items() if KEY_MARK in value)
+        lines.append(f"    seed={chaos.seed} run={run}: {record['method']} {record['path']}, key in headers {carried}")
+    if chaos.elsewhere:
+        pytest.fail("\n".join(lines), pytrace=False)
+
+
+def test_the_key_never_appears_in_what_a_run_returns(chaos: Chaos) -> None:
+    if broken := failures(chaos, "secrets"):
+        pytest.fail(broken, pytrace=False)
+
+
+def expected_codes(entry: dict[str, Any]) -> frozenset[str] | None:
+    """The codes a run may fail with when ``entry`` was the last answer it got; ``None``: not judged."""
+    fault, variant = entry["fault"], entry["variant"]
+    if fault in ("not_json", "truncated_json", "wrong_type", "wrong_event_type", "invalid_utf8", "bom", "empty_body"):
+        return frozenset({"invalid_response"})
+    if fault in ("oversized_body", "oversized_line"):
+        return frozenset({"invalid_response"})
+    if fault == "stall":
+        return frozenset({"timeout"})
+    if fault == "cut_stream":
+        return frozenset({"transport", "invalid_response"})
+    if fault == "error_event":
+        return PROVIDER_CODES | {"invalid_response"}
+    if fault == "redirect":
+        return PROVIDER_CODES | {"transport", "invalid_response"}
+    if fault == "error_status":
+        return frozenset({code_for_status(int(variant.split()[0]))}) | (
+            {"context_overflow"} if variant.startswith(("400", "413", "422")) else set()
+        )
+    return None
+
+
+def code_for_status(status: int) -> str:
+    """The code errors.py documents for an HTTP status."""
+    if status in (401, 403):
+        return "auth_failed"
+    if status == 408:
+        return "timeout"
+    if status == 429:
+        return "rate_limited"
+    return "provider_unavailable" if status >= 500 else "bad_request"
+
+
+def test_a_failure_names_its_cause(chaos: Chaos) -> None:
+    """A run that failed did so with the code of the last answer it got: a stall is a timeout, a malformed
+    body is invalid_response, an HTTP status has its documented code."""
+    wrong: Counter[str] = Counter()
+    examples: dict[str, str] = {}
+    for outcome in chaos.outcomes:
+        if outcome.stop not in FAILED or outcome.run not in chaos.served:
+            continue
+        last = chaos.served[outcome.run][-1]
+        allowed = expected_codes(last)
+        code = outcome.code or outcome.stop
+        if allowed is not None and code not in allowed:
+            cause = f"{last['fault']} ended as {code} (expected {' or '.join(sorted(allowed))})"
+            wrong[cause] += 1
+            examples.setdefault(cause, f"{chaos.describe(outcome)}\n        {outcome.detail}")
+    report = "\n".join(f"{count} runs: {cause}\n    {examples[cause]}" for cause, count in wrong.most_common())
+    if wrong:
+        pytest.fail(report, pytrace=False)
+
+
+def test_the_server_was_hostile_in_every_way(chaos: Chaos) -> None:
+    """The workload is what it claims: every fault met every family, streamed and whole, without the server
+    failing itself; and valid answers did take runs through their tool to an answer."""
+    assert not chaos.server_errors, "\n".join(chaos.server_errors[:3])
+    served = {(e["family"], e["streamed"], e["fault"]) for entries in chaos.served.values() for e in entries}
+    missing = {(f, s, fault) for f in FAMILIES for s in (True, False) for fault in FAULTS} - served
+    assert not missing, f"never served: {sorted(missing)}"
+    assert any(outcome.stop == StopReason.COMPLETE for outcome in chaos.outcomes)
+    assert sum(outcome.tool_results for outcome in chaos.outcomes) > 0
