@@ -21,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
+from tests.hardening.chaos_server import OVERSIZE  # noqa: E402
 from tests.hardening.test_chaos_runs import CONCURRENCY, RUNS, SEED, Chaos, failures, run_workload  # noqa: E402
 
 PARTS = ("result", "typed", "events", "secrets")
@@ -41,6 +42,11 @@ def report(chaos: Chaos, wall: float) -> None:
             print("  " + broken.replace("\n", "\n  "))
     leaked = sum("sk-chaos-" in repr(record) for record in chaos.elsewhere)
     print(f"requests that reached the redirect target: {len(chaos.elsewhere)} ({leaked} with the key)")
+    oversized = sum(outcome.largest > OVERSIZE // 2 for outcome in outcomes)
+    print(f"runs that kept a message of more than {OVERSIZE // 2} characters: {oversized}")
+    print(f"reports to the event loop's exception handler: {len(chaos.loop_errors)}")
+    for text, count in Counter(chaos.loop_errors).most_common(3):
+        print(f"  {count} times: {text[:300]}")
     if chaos.server_errors:
         print(f"chaos server errors: {len(chaos.server_errors)}; first:\n{chaos.server_errors[0]}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux

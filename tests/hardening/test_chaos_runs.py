@@ -38,7 +38,7 @@ from typing import Any
 
 import pytest
 
-from tests.hardening.chaos_server import FAMILIES, FAULTS, TOOL_NAME, running
+from tests.hardening.chaos_server import FAMILIES, FAULTS, OVERSIZE, TOOL_NAME, running
 from tests.helpers import check_order
 from tether import Agent, Limits
 from tether.errors import ErrorCode, TetherError
@@ -112,6 +112,9 @@ class Outcome:
     """``result.error.code``, or the error's type name when it is not a ``TetherError``."""
     detail: str = ""
     tool_results: int = 0
+    """Tool calls that ran and succeeded."""
+    largest: int = 0
+    """Characters of the largest message the run kept."""
     problems: list[tuple[str, str, str]] = field(default_factory=list)
     """``(part of the guarantee, cause, detail)``."""
 
@@ -154,7 +157,7 @@ async def one_run(url: str, seed: int, run: int) -> Outcome:
         outcome.problem("result", "no RunCompleted", f"last event: {last!r}"[:300])
         return outcome
     check_result(outcome, last.result)
-    check_events(outcome, events)
+    check_events(outcome, events, last.result)
     check_secrets(outcome, events, last.result)
     return outcome
 
@@ -177,7 +180,7 @@ def check_result(outcome: Outcome, result: RunResult) -> None:
             outcome.problem("typed", f"a traceback in result.{name}", text)
 
 
-def check_events(outcome: Outcome, events: list[RunEvent]) -> None:
+def check_events(outcome: Outcome, events: list[RunEvent], result: RunResult) -> None:
     """DESIGN.md §4: the order of events, one start and one end, and a valid transcript."""
     try:
         check_order(events)
@@ -187,13 +190,10 @@ def check_events(outcome: Outcome, events: list[RunEvent]) -> None:
     ends = sum(type(event) is RunCompleted for event in events)
     if starts != 1 or ends != 1:
         outcome.problem("events", "not one RunStarted and one RunCompleted", f"{starts} and {ends}")
-    result = events[-1].result  # type: ignore[union-attr]
     if problems := transcript_problems(result.messages):
         outcome.problem("events", "invalid transcript", repr(problems))
-    outcome.tool_results = sum(
-        type(event) is ToolResultReceived and not event.result.is_error  # type: ignore[union-attr]
-        for event in events
-    )
+    outcome.tool_results = sum(isinstance(e, ToolResultReceived) and not e.result.is_error for e in events)
+    outcome.largest = max((len(repr(message)) for message in result.messages), default=0)
 
 
 def _texts_of(error: BaseException | None) -> Iterable[str]:
@@ -233,6 +233,8 @@ class Chaos:
     served: dict[int, list[dict[str, Any]]]
     elsewhere: list[dict[str, Any]]
     server_errors: list[str]
+    loop_errors: list[str]
+    """What reached the event loop's exception handler while the runs went on: nothing should."""
     rss_start: int
     rss_peak: int
 
@@ -267,6 +269,8 @@ async def run_workload(
             if on_outcome is not None:
                 on_outcome(outcome)
 
+    loop_errors: list[str] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, context: loop_errors.append(_context(context)))
     async with running(seed) as (url, _elsewhere, report):
         async with asyncio.TaskGroup() as group:
             for _ in range(concurrency):
@@ -274,7 +278,14 @@ async def run_workload(
         served = await report()
     by_run = {int(run): entries for run, entries in served["served"].items()}
     outcomes.sort(key=lambda outcome: outcome.run)
-    return Chaos(seed, outcomes, by_run, served["elsewhere"], served["errors"], rss_start, rss_peak)
+    return Chaos(seed, outcomes, by_run, served["elsewhere"], served["errors"], loop_errors, rss_start, rss_peak)
+
+
+def _context(context: dict[str, Any]) -> str:
+    """What the event loop reported: an exception no one retrieved, a callback that raised, ..."""
+    error = context.get("exception")
+    where = f": {cause_of(error)}: {error}" if isinstance(error, BaseException) else ""
+    return f"{context.get('message', '')}{where}"
 
 
 # --- the guarantee ------------------------------------------------------------------------------------------
@@ -325,7 +336,8 @@ def test_the_key_never_leaves_for_another_origin(chaos: Chaos) -> None:
     for record in chaos.elsewhere[:5]:
         run = int(record["path"].split("/")[2])
         carried = sorted(name for name, value in record["headers"].items() if KEY_MARK in value)
-        lines.append(f"    seed={chaos.seed} run={run}: {record['method']} {record['path']}, key in headers {carried}")
+        body = f", {len(record['body'])} characters of body" if record["body"] else ""
+        lines.append(f"    seed={chaos.seed} run={run}: {record['method']} {record['path']}, key in {carried}{body}")
     if chaos.elsewhere:
         pytest.fail("\n".join(lines), pytrace=False)
 
@@ -333,6 +345,24 @@ def test_the_key_never_leaves_for_another_origin(chaos: Chaos) -> None:
 def test_the_key_never_appears_in_what_a_run_returns(chaos: Chaos) -> None:
     if broken := failures(chaos, "secrets"):
         pytest.fail(broken, pytrace=False)
+
+
+def test_nothing_escapes_to_the_event_loop(chaos: Chaos) -> None:
+    """No task, callback or connection of a run fails unseen (an exception never retrieved, a callback that
+    raised): every failure is in a result."""
+    if chaos.loop_errors:
+        counts = Counter(chaos.loop_errors)
+        pytest.fail("\n".join(f"{count} times: {text}" for text, count in counts.most_common(10)), pytrace=False)
+
+
+def test_no_oversized_answer_is_accepted(chaos: Chaos) -> None:
+    """An answer, event or stream past the size limits is refused, never kept in full: a run's largest
+    message stays below the size the server oversizes to."""
+    accepted = [outcome for outcome in chaos.outcomes if outcome.largest > OVERSIZE // 2]
+    lines = [f"{len(accepted)} runs kept a message of more than {OVERSIZE // 2} characters"]
+    lines += [f"    {chaos.describe(outcome)}: {outcome.largest} characters" for outcome in accepted[:5]]
+    if accepted:
+        pytest.fail("\n".join(lines), pytrace=False)
 
 
 def expected_codes(entry: dict[str, Any]) -> frozenset[str] | None:
@@ -370,7 +400,8 @@ def code_for_status(status: int) -> str:
 
 def test_a_failure_names_its_cause(chaos: Chaos) -> None:
     """A run that failed did so with the code of the last answer it got: a stall is a timeout, a malformed
-    body is invalid_response, an HTTP status has its documented code."""
+    body is invalid_response, an HTTP status has its documented code. Any answer may also come too late on
+    a busy machine, so ``timeout`` is accepted for every fault (asserting otherwise would assert on time)."""
     wrong: Counter[str] = Counter()
     examples: dict[str, str] = {}
     for outcome in chaos.outcomes:
@@ -379,7 +410,7 @@ def test_a_failure_names_its_cause(chaos: Chaos) -> None:
         last = chaos.served[outcome.run][-1]
         allowed = expected_codes(last)
         code = outcome.code or outcome.stop
-        if allowed is not None and code not in allowed:
+        if allowed is not None and code not in allowed | {"timeout"}:
             cause = f"{last['fault']} ended as {code} (expected {' or '.join(sorted(allowed))})"
             wrong[cause] += 1
             examples.setdefault(cause, f"{chaos.describe(outcome)}\n        {outcome.detail}")
