@@ -61,6 +61,7 @@ from tests.hardening.chaos_wire import (  # noqa: E402
     is_streamed,
     json_frame_indexes,
     pad_longest_string,
+    path_text,
     retype,
     sse_bytes,
 )
@@ -195,12 +196,12 @@ async def fault_truncated_json(ask: Ask) -> web.StreamResponse:
 async def fault_wrong_type(ask: Ask) -> web.StreamResponse:
     if not ask.streamed:
         changed, path = retype(json.loads(ask.valid_body()), ask.rng)
-        ask.note(path)
+        ask.note(path_text(path))
         return await send(ask, json.dumps(changed).encode())
     frames = ask.valid_frames()
     index = ask.rng.choice(json_frame_indexes(frames) or [0])
     changed, path = retype(frames[index].json(), ask.rng)
-    ask.note(f"event {index}: {path}")
+    ask.note(f"event {index}: {path_text(path)}")
     frames[index] = Frame.of(json.dumps(changed), frames[index].event)
     return await send(ask, sse_bytes(frames))
 

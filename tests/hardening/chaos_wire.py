@@ -143,35 +143,39 @@ def json_paths(value: Any, at: Path_ = ()) -> list[Path_]:
     return paths
 
 
-def retype(document: Any, rng: random.Random) -> tuple[Any, str]:
-    """A copy of ``document`` with the value at one random path replaced by a value of another JSON type;
-    and that path, for the log."""
+def retype(document: Any, rng: random.Random) -> tuple[Any, Path_]:
+    """A copy of ``document`` with the value at one random path (``()``: the document itself, when it has
+    nothing inside) replaced by a value of another type; and that path."""
     changed = copy.deepcopy(document)
     paths = json_paths(changed)
     if not paths:
-        return rng.choice([v for v in WRONG_VALUES if type(v) is not type(document)]), "$"
+        return rng.choice([v for v in WRONG_VALUES if type(v) is not type(document)]), ()
     path = rng.choice(paths)
-    parent = changed
-    for key in path[:-1]:
-        parent = parent[key]
+    parent = get_path(changed, path[:-1])
     old = parent[path[-1]]
     parent[path[-1]] = rng.choice([v for v in WRONG_VALUES if type(v) is not type(old)])
-    return changed, "$" + "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path)
+    return changed, path
+
+
+def path_text(path: Path_) -> str:
+    """``("choices", 0, "delta")`` as ``$.choices[0].delta``."""
+    return "$" + "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path)
 
 
 def pad_longest_string(document: Any, size: int) -> Any:
     """A copy of ``document`` whose longest string is padded to ``size`` characters."""
     changed = copy.deepcopy(document)
-    paths = [p for p in json_paths(changed) if isinstance(_get(changed, p), str)]
+    paths = [p for p in json_paths(changed) if isinstance(get_path(changed, p), str)]
     if not paths:
         return {"padding": "x" * size, "document": changed}
-    path = max(paths, key=lambda p: len(_get(changed, p)))
-    parent = _get(changed, path[:-1])
+    path = max(paths, key=lambda p: len(get_path(changed, p)))
+    parent = get_path(changed, path[:-1])
     parent[path[-1]] = parent[path[-1]] + "x" * size
     return changed
 
 
-def _get(document: Any, path: Path_) -> Any:
+def get_path(document: Any, path: Path_) -> Any:
+    """The value at ``path`` in ``document``."""
     for key in path:
         document = document[key]
     return document

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
+import random
 import re
 import traceback
 import typing
@@ -37,8 +39,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tests.hardening.chaos_server import FAMILIES, FAULTS, OVERSIZE, TOOL_NAME, running
+from tests.hardening.chaos_server import FAMILIES, FAULTS, OVERSIZE, TOOL_NAME, choose_fault, die, running
+from tests.hardening.chaos_wire import Material, get_path, insert_bad_utf8, json_paths, retype
 from tests.helpers import check_order
 from tether import Agent, Limits
 from tether.errors import ErrorCode, TetherError
@@ -428,3 +433,59 @@ def test_the_server_was_hostile_in_every_way(chaos: Chaos) -> None:
     assert not missing, f"never served: {sorted(missing)}"
     assert any(outcome.stop == StopReason.COMPLETE for outcome in chaos.outcomes)
     assert sum(outcome.tool_results for outcome in chaos.outcomes) > 0
+
+
+# --- the chaos server's own promises ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def material() -> Material:
+    return Material.load()
+
+
+def test_the_faults_of_a_run_depend_on_the_seed_and_the_run_alone() -> None:
+    """Replaying a run alone meets the faults it met among 2,000 others; another seed meets others."""
+    first = [choose_fault(die(SEED, 17, n)) for n in range(1, 40)]
+    random.seed(1)  # the global generator plays no part
+    assert [choose_fault(die(SEED, 17, n)) for n in range(1, 40)] == first
+    assert [choose_fault(die(SEED + 1, 17, n)) for n in range(1, 40)] != first
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(family=st.sampled_from(FAMILIES), seed=st.integers(0, 2**32 - 1), streamed=st.booleans())
+def test_a_wrongly_typed_answer_is_the_recorded_one_with_one_field_retyped(
+    material: Material, family: str, seed: int, streamed: bool
+) -> None:
+    rng = random.Random(seed)
+    if streamed:
+        frames = [frame for stream in material.streams[family] for frame in stream if frame.data.startswith("{")]
+        document = rng.choice(frames).json()
+    else:
+        document = json.loads(rng.choice(material.whole[family]))
+    changed, path = retype(document, rng)
+    assert path, "a recorded answer always has fields"
+    assert type(get_path(changed, path)) is not type(get_path(document, path))
+    get_path(changed, path[:-1])[path[-1]] = get_path(document, path)
+    assert changed == document, "nothing but the one field changed"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(family=st.sampled_from(FAMILIES), seed=st.integers(0, 2**32 - 1))
+def test_a_body_with_bad_bytes_is_otherwise_the_recorded_one(material: Material, family: str, seed: int) -> None:
+    rng = random.Random(seed)
+    body = rng.choice(material.whole[family])
+    broken = insert_bad_utf8(body, rng)
+    with pytest.raises(UnicodeDecodeError):
+        broken.decode()
+    decoded = json.loads(broken.decode(errors="replace"))  # the bad bytes are inside a string (a key or a value)
+    assert len(json_paths(decoded)) == len(json_paths(json.loads(body))), "only the encoding is broken"
+
+
+def test_every_recorded_tool_call_is_renamed_to_the_one_tool(material: Material) -> None:
+    """Valid answers call the client's tool, so runs go on past their first turn."""
+    calls = 0
+    for family in FAMILIES:
+        for body in material.whole[family]:
+            for name in re.findall(r'"name": "([^"]+)"', body.decode()):
+                calls += name == TOOL_NAME
+    assert calls > 10
