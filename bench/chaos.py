@@ -1,6 +1,6 @@
 """The hostile-server workload of ``tests/hardening/test_chaos_runs.py`` as a script, with its figures.
 
-Run: python bench/chaos.py [--runs 2000] [--concurrency 50] [--seed N] [--only RUN ...]
+Run: PYTHONPATH=src python bench/chaos.py [--runs 2000] [--concurrency 50] [--seed N] [--only RUN ...]
 
 Prints the runs, their outcomes by stop reason and error code, the parts of the guarantee any run broke
 (grouped by cause, one example each), what reached the redirect target, the wall time, the peak RSS of this
@@ -19,10 +19,18 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "src")]
+sys.path.insert(0, str(ROOT))  # the workload lives in tests/; tether comes from PYTHONPATH (src) or the venv
 
 from tests.hardening.chaos_server import OVERSIZE  # noqa: E402
-from tests.hardening.test_chaos_runs import CONCURRENCY, RUNS, SEED, Chaos, failures, run_workload  # noqa: E402
+from tests.hardening.test_chaos_runs import (  # noqa: E402
+    CONCURRENCY,
+    RUNS,
+    SEED,
+    Chaos,
+    failures,
+    misnamed,
+    run_workload,
+)
 
 PARTS = ("result", "typed", "events", "secrets")
 
@@ -40,6 +48,10 @@ def report(chaos: Chaos, wall: float) -> None:
         print(f"guarantee '{part}': {'kept' if not broken else 'BROKEN'}")
         if broken:
             print("  " + broken.replace("\n", "\n  "))
+    named = misnamed(chaos)
+    print(f"guarantee 'a failure names its cause': {'kept' if not named else 'BROKEN'}")
+    if named:
+        print("  " + named.replace("\n", "\n  "))
     leaked = sum("sk-chaos-" in repr(record) for record in chaos.elsewhere)
     print(f"requests that reached the redirect target: {len(chaos.elsewhere)} ({leaked} with the key)")
     oversized = sum(outcome.largest > OVERSIZE // 2 for outcome in outcomes)

@@ -69,7 +69,9 @@ from tests.hardening.chaos_wire import (  # noqa: E402
 __all__ = ["FAMILIES", "FAULTS", "TOOL_NAME", "ChaosServer", "running"]
 
 OVERSIZE = 3 * 1024 * 1024
-"""Bytes of an oversized body, stream or SSE line (a few MB: tether has no settable response limits yet)."""
+"""Bytes of an oversized body, stream or SSE line: a few MB, far above any recorded answer (200 KB at most)."""
+STREAM_PIECE = 16 * 1024
+"""Characters of each event of an oversized stream: a long stream of events of a fair size."""
 FAULTS: dict[str, int] = {
     "valid": 30,
     "not_json": 4,
@@ -242,8 +244,8 @@ async def fault_oversized_body(ask: Ask) -> web.StreamResponse:
     frames = ask.valid_frames()
     index = delta_frame_index(frames, ask.rng)
     piece = frames[index]
-    if piece.data.startswith("{"):  # pieces of 64 KiB: a long stream, not a flood of tiny events
-        piece = Frame.of(json.dumps(pad_longest_string(piece.json(), 1 << 16)), piece.event)
+    if piece.data.startswith("{"):  # a long stream of fair-sized events, not a flood of tiny ones
+        piece = Frame.of(json.dumps(pad_longest_string(piece.json(), STREAM_PIECE)), piece.event)
     copies = OVERSIZE // len(piece.raw) + 1
     ask.note(f"event {index} x {copies}")
     return await send(ask, sse_bytes(frames[:index] + [piece] * copies + frames[index + 1 :]))
@@ -314,7 +316,7 @@ def _error_variant(ask: Ask, status: int) -> bytes:
     rng, family = ask.rng, ask.family
     kind = rng.choice(ERROR_KINDS[family])
     variant = rng.choice(("garbage", "html", "truncated", "wrong_type", "echo_key", "plain", "empty", "huge"))
-    ask.note(f"{status} {variant}")
+    ask.note(f"{status} {variant} {kind}")
     if variant == "garbage":
         return rng.randbytes(rng.randint(1, 512))
     if variant == "html":
@@ -431,7 +433,7 @@ class ChaosServer:
         try:
             return await HANDLERS[fault](ask)
         except ConnectionError:  # the client hung up (a limit, a timeout): its business, not a server fault
-            raise
+            return web.Response(status=499)
         except Exception:
             self.errors.append(f"run {run} request {entry}: {traceback.format_exc()}")
             raise
