@@ -170,10 +170,12 @@ async def forever() -> None:
 
 
 async def fault_valid(ask: Ask) -> web.StreamResponse:
+    """A recorded answer of the family, as it was recorded (tools renamed)."""
     return await send(ask, ask.valid())
 
 
 async def fault_not_json(ask: Ask) -> web.StreamResponse:
+    """A body that is not JSON (an HTML error page, quoted wrongly, binary), or one such event in a stream."""
     garbage = ask.rng.choice(GARBAGE)
     if not ask.streamed or ask.rng.random() < 0.5:
         ask.note("body")
@@ -185,6 +187,7 @@ async def fault_not_json(ask: Ask) -> web.StreamResponse:
 
 
 async def fault_truncated_json(ask: Ask) -> web.StreamResponse:
+    """A whole body cut short at a random byte (its length honest), or one event's JSON cut short."""
     if not ask.streamed:
         body = ask.valid_body()
         return await send(ask, body[: ask.rng.randint(1, len(body) - 1)])
@@ -196,6 +199,7 @@ async def fault_truncated_json(ask: Ask) -> web.StreamResponse:
 
 
 async def fault_wrong_type(ask: Ask) -> web.StreamResponse:
+    """A recorded answer (or one event of it) with one field at a random path given another JSON type."""
     if not ask.streamed:
         changed, path = retype(json.loads(ask.valid_body()), ask.rng)
         ask.note(path_text(path))
@@ -209,15 +213,18 @@ async def fault_wrong_type(ask: Ask) -> web.StreamResponse:
 
 
 async def fault_wrong_event_type(ask: Ask) -> web.StreamResponse:
+    """A body of the wrong JSON type; in a stream, an event of the wrong type: a bare value in
+    place of an object, an unknown event, or an event relabelled with another type of the stream."""
     rng = ask.rng
     wrong = rng.choice([v for v in WRONG_VALUES if not isinstance(v, dict)] + [{"chaos": "foreign object"}])
     if not ask.streamed:
         ask.note(f"body {json.dumps(wrong)}")
         return await send(ask, json.dumps(wrong).encode())
     frames = ask.valid_frames()
-    index = rng.choice(json_frame_indexes(frames) or [0])
-    original = frames[index].json() if index in json_frame_indexes(frames) else {}
-    types = sorted({f.json().get("type") for f in frames if f.data.startswith("{") and "type" in f.json()} - {None})
+    objects = json_frame_indexes(frames)
+    index = rng.choice(objects or [0])
+    original = frames[index].json() if index in objects else {}
+    types = sorted({frames[i].json().get("type") for i in objects} - {None})
     variant = rng.choice(("value", "unknown", "swapped") if types and "type" in original else ("value", "unknown"))
     ask.note(f"event {index}: {variant}")
     if variant == "value":
@@ -231,6 +238,7 @@ async def fault_wrong_event_type(ask: Ask) -> web.StreamResponse:
 
 
 async def fault_invalid_utf8(ask: Ask) -> web.StreamResponse:
+    """A recorded answer with bytes that are not UTF-8 inside a string, with or without a charset."""
     charset = ask.rng.choice(("", "; charset=utf-8"))
     ask.note(f"content-type{charset or ' without charset'}")
     kind = (EVENT_STREAM if ask.streamed else JSON_TYPE) + charset
@@ -238,6 +246,7 @@ async def fault_invalid_utf8(ask: Ask) -> web.StreamResponse:
 
 
 async def fault_oversized_body(ask: Ask) -> web.StreamResponse:
+    """A whole answer padded to :data:`OVERSIZE`, or a stream whose events add up to it."""
     if not ask.streamed:
         ask.note("one huge answer")
         return await send(ask, json.dumps(pad_longest_string(json.loads(ask.valid_body()), OVERSIZE)).encode())
@@ -252,6 +261,7 @@ async def fault_oversized_body(ask: Ask) -> web.StreamResponse:
 
 
 async def fault_oversized_line(ask: Ask) -> web.StreamResponse:
+    """One SSE line of :data:`OVERSIZE` bytes; a whole answer followed by that much whitespace."""
     if not ask.streamed:
         ask.note("answer then whitespace")
         return await send(ask, ask.valid_body() + b" " * OVERSIZE)
@@ -264,6 +274,7 @@ async def fault_oversized_line(ask: Ask) -> web.StreamResponse:
 
 
 async def fault_cut_stream(ask: Ask) -> web.StreamResponse:
+    """Part of an answer, then the connection reset (or, for a stream, its clean end too early)."""
     body = ask.valid()
     at = ask.rng.randint(1, len(body) - 1)
     reset = not ask.streamed or ask.rng.random() < 0.5
@@ -286,6 +297,7 @@ async def fault_cut_stream(ask: Ask) -> web.StreamResponse:
 
 
 async def fault_stall(ask: Ask) -> web.StreamResponse:
+    """Silence until the client gives up: before the headers, after them, or half-way through the body."""
     variant = ask.rng.choice(("before headers", "after headers", "mid-body"))
     ask.note(variant)
     if variant == "before headers":
@@ -304,6 +316,7 @@ async def fault_stall(ask: Ask) -> web.StreamResponse:
 
 
 async def fault_redirect(ask: Ask) -> web.StreamResponse:
+    """A redirect (301, 302, 303, 307 or 308) to the elsewhere server, same path and query."""
     status = ask.rng.choice(REDIRECTS)
     ask.note(str(status))
     location = ask.elsewhere + ask.request.path_qs
@@ -335,6 +348,8 @@ def _error_variant(ask: Ask, status: int) -> bytes:
 
 
 async def fault_error_status(ask: Ask) -> web.StreamResponse:
+    """An HTTP error status with a garbage, HTML, truncated, wrongly typed, empty, huge or well-formed
+    body (well-formed ones may quote the key back), sometimes with a nonsensical ``Retry-After``."""
     status = ask.rng.choice(ERROR_STATUSES)
     body = _error_variant(ask, status)
     headers = {"Retry-After": ask.rng.choice(RETRY_AFTER)} if ask.rng.random() < 0.5 else {}
@@ -342,6 +357,8 @@ async def fault_error_status(ask: Ask) -> web.StreamResponse:
 
 
 async def fault_error_event(ask: Ask) -> web.StreamResponse:
+    """An error in the family's in-band shape: inside the stream after some events (sometimes wrongly
+    typed), or as a whole 200 answer; some quote the key back, as a real API does for a wrong key."""
     rng, family = ask.rng, ask.family
     kind = rng.choice(ERROR_KINDS[family])
     echo = rng.random() < 0.3
@@ -359,10 +376,12 @@ async def fault_error_event(ask: Ask) -> web.StreamResponse:
 
 
 async def fault_bom(ask: Ask) -> web.StreamResponse:
+    """A recorded answer preceded by a UTF-8 byte-order mark."""
     return await send(ask, b"\xef\xbb\xbf" + ask.valid())
 
 
 async def fault_empty_body(ask: Ask) -> web.StreamResponse:
+    """Nothing: a 200 with an empty body, a 204, or an empty body without a content type."""
     variant = ask.rng.choice(("200", "204", "no content-type"))
     ask.note(variant)
     if variant == "no content-type":
