@@ -44,11 +44,11 @@ def report(chaos: Chaos, wall: float) -> None:
         print(f"  {count:6d}  {label}")
     print(f"successful tool results: {sum(outcome.tool_results for outcome in outcomes)}")
     for part in PARTS:
-        broken = failures(chaos, part, examples=1)
+        broken = failures(chaos, part, detailed=1, listed=1)
         print(f"guarantee '{part}': {'kept' if not broken else 'BROKEN'}")
         if broken:
             print("  " + broken.replace("\n", "\n  "))
-    named = misnamed(chaos)
+    named = misnamed(chaos, listed=1)
     print(f"guarantee 'a failure names its cause': {'kept' if not named else 'BROKEN'}")
     if named:
         print("  " + named.replace("\n", "\n  "))

@@ -315,8 +315,9 @@ def chaos() -> Chaos:
     return asyncio.run(run_workload(SEED, range(RUNS), CONCURRENCY))
 
 
-def failures(chaos: Chaos, part: str, *, examples: int = 3) -> str:
-    """The runs that broke ``part`` of the guarantee, grouped by cause: a count and a few examples each."""
+def failures(chaos: Chaos, part: str, *, detailed: int = 3, listed: int = RUNS) -> str:
+    """The runs that broke ``part`` of the guarantee, grouped by cause with a count: the first ``detailed``
+    with the end of their detail, then up to ``listed`` as one line each (seed, run, family, faults)."""
     by_cause: dict[str, list[tuple[Outcome, str]]] = defaultdict(list)
     for outcome in chaos.outcomes:
         for problem_part, cause, detail in outcome.problems:
@@ -325,9 +326,10 @@ def failures(chaos: Chaos, part: str, *, examples: int = 3) -> str:
     lines = []
     for cause, cases in sorted(by_cause.items(), key=lambda item: -len(item[1])):
         lines.append(f"{len(cases)} runs: {cause}")
-        for outcome, detail in cases[:examples]:
+        for number, (outcome, detail) in enumerate(cases[:listed]):
             lines.append(f"    {chaos.describe(outcome)}")
-            lines += [f"        {line}" for line in detail.splitlines()[-3:]]
+            if number < detailed:
+                lines += [f"        {line}" for line in detail.splitlines()[-3:]]
     return "\n".join(lines)
 
 
@@ -352,7 +354,7 @@ def test_the_key_never_leaves_for_another_origin(chaos: Chaos) -> None:
     """A redirect must not be followed: the server it points to receives nothing, least of all the key."""
     leaks = [record for record in chaos.elsewhere if KEY_MARK in repr(record)]
     lines = [f"{len(chaos.elsewhere)} requests reached the redirect target, {len(leaks)} of them with the key"]
-    for record in chaos.elsewhere[:5]:
+    for record in chaos.elsewhere:
         run = int(record["path"].split("/")[2])
         carried = sorted(name for name, value in record["headers"].items() if KEY_MARK in value)
         body = f", {len(record['body'])} characters of body" if record["body"] else ""
@@ -437,12 +439,12 @@ def code_for_status(status: int) -> str:
     return "provider_unavailable" if status >= 500 else "bad_request"
 
 
-def misnamed(chaos: Chaos) -> str:
+def misnamed(chaos: Chaos, *, listed: int = RUNS) -> str:
     """The failed runs whose code does not name the fault of the last answer they got, grouped by cause with
-    a count and one example each ("" when there is none). Any answer may also come too late on a busy
-    machine, so ``timeout`` is accepted for every fault (judging otherwise would judge time)."""
-    wrong: Counter[str] = Counter()
-    examples: dict[str, str] = {}
+    a count, the first with its detail, up to ``listed`` as one line each ("" when there is none). Any answer
+    may also come too late on a busy machine, so ``timeout`` is accepted for every fault (judging otherwise
+    would judge time)."""
+    by_cause: dict[str, list[Outcome]] = defaultdict(list)
     for outcome in chaos.outcomes:
         if outcome.stop not in FAILED or outcome.run not in chaos.served:
             continue
@@ -450,10 +452,12 @@ def misnamed(chaos: Chaos) -> str:
         allowed = expected_codes(last)
         code = outcome.code or outcome.stop
         if allowed is not None and code not in allowed | {"timeout"}:
-            cause = f"{last['fault']} ended as {code} (expected {' or '.join(sorted(allowed))})"
-            wrong[cause] += 1
-            examples.setdefault(cause, f"{chaos.describe(outcome)}\n        {outcome.detail}")
-    return "\n".join(f"{count} runs: {cause}\n    {examples[cause]}" for cause, count in wrong.most_common())
+            by_cause[f"{last['fault']} ended as {code} (expected {' or '.join(sorted(allowed))})"].append(outcome)
+    lines = []
+    for cause, cases in sorted(by_cause.items(), key=lambda item: -len(item[1])):
+        lines += [f"{len(cases)} runs: {cause}", f"        {cases[0].detail}"]
+        lines += [f"    {chaos.describe(outcome)}" for outcome in cases[:listed]]
+    return "\n".join(lines)
 
 
 def test_a_failure_names_its_cause(chaos: Chaos) -> None:
