@@ -43,7 +43,8 @@ ERROR_KINDS = {
     "gemini": ("UNAVAILABLE", "RESOURCE_EXHAUSTED", "INTERNAL", "INVALID_ARGUMENT", "PERMISSION_DENIED"),
 }
 GEMINI_CODES = {"UNAVAILABLE": 503, "RESOURCE_EXHAUSTED": 429, "INTERNAL": 500, "INVALID_ARGUMENT": 400}
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)+"')
+# A JSON string, empty ones included (else a match could start at the quote that closes one).
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 
 
 # --- recorded material --------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ its seed, run, family and the faults that run met, so that it can be replayed al
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import importlib
 import json
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.hardening.chaos_server import FAMILIES, FAULTS, OVERSIZE, TOOL_NAME, choose_fault, die, running
@@ -481,8 +482,9 @@ def test_the_server_was_hostile_in_every_way(chaos: Chaos) -> None:
 # --- the chaos server's own promises ------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def material() -> Material:
+@functools.cache
+def recorded() -> Material:
+    """The server's material, loaded once (a plain function, not a fixture: hypothesis would print it)."""
     return Material.load()
 
 
@@ -494,11 +496,12 @@ def test_the_faults_of_a_run_depend_on_the_seed_and_the_run_alone() -> None:
     assert [choose_fault(die(SEED + 1, 17, n)) for n in range(1, 40)] != first
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None)
 @given(family=st.sampled_from(FAMILIES), seed=st.integers(0, 2**32 - 1), streamed=st.booleans())
 def test_a_wrongly_typed_answer_is_the_recorded_one_with_one_field_retyped(
-    material: Material, family: str, seed: int, streamed: bool
+    family: str, seed: int, streamed: bool
 ) -> None:
+    material = recorded()
     rng = random.Random(seed)
     if streamed:
         frames = [frame for stream in material.streams[family] for frame in stream if frame.data.startswith("{")]
@@ -512,9 +515,10 @@ def test_a_wrongly_typed_answer_is_the_recorded_one_with_one_field_retyped(
     assert changed == document, "nothing but the one field changed"
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None)
 @given(family=st.sampled_from(FAMILIES), seed=st.integers(0, 2**32 - 1))
-def test_a_body_with_bad_bytes_is_otherwise_the_recorded_one(material: Material, family: str, seed: int) -> None:
+def test_a_body_with_bad_bytes_is_otherwise_the_recorded_one(family: str, seed: int) -> None:
+    material = recorded()
     rng = random.Random(seed)
     body = rng.choice(material.whole[family])
     broken = insert_bad_utf8(body, rng)
@@ -524,8 +528,9 @@ def test_a_body_with_bad_bytes_is_otherwise_the_recorded_one(material: Material,
     assert len(json_paths(decoded)) == len(json_paths(json.loads(body))), "only the encoding is broken"
 
 
-def test_every_recorded_tool_call_is_renamed_to_the_one_tool(material: Material) -> None:
+def test_every_recorded_tool_call_is_renamed_to_the_one_tool() -> None:
     """Valid answers call the client's tool, so runs go on past their first turn."""
+    material = recorded()
     calls = 0
     for family in FAMILIES:
         for body in material.whole[family]:
