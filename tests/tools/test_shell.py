@@ -62,7 +62,7 @@ async def first_line(fifo: Path) -> str:
 
 async def bash(ws: Workspace, command: str, **options: float | int) -> str:
     timeout = options.pop("call_timeout", None)
-    tool = bash_tool(ws, **options)  # type: ignore[arg-type]
+    tool = bash_tool(ws, **options)
     result: str = await tool.function(command=command, timeout=timeout)
     return result
 
