@@ -20,7 +20,9 @@ def bwrap_here(request: pytest.FixtureRequest) -> None:
         pytest.fail(f"CI must test the bash sandbox, but {PROBLEM}", pytrace=False)
     reason = f"no bash sandbox on this machine: {PROBLEM}"
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and not _announced:
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None and not _announced:
         _announced.append(reason)
-        reporter.write_line(f"\nskipping the sandbox tests: {reason}", yellow=True)
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"\nskipping the sandbox tests: {reason}", yellow=True)
     pytest.skip(reason)
