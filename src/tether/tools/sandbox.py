@@ -261,10 +261,19 @@ class Sandbox:
         return [bwrap, *options, "--"]
 
     def environment(
-        self, environ: Mapping[str, str], *, sandboxed: bool, pass_env: Collection[str], extra: Mapping[str, str]
+        self,
+        environ: Mapping[str, str],
+        *,
+        sandboxed: bool,
+        pass_env: Collection[str],
+        extra: Mapping[str, str],
+        allowlist: bool = True,
     ) -> dict[str, str]:
-        """The command's environment (:func:`shell_environment`), with the sandbox's ``HOME`` and ``TMPDIR``."""
+        """The command's environment: :func:`shell_environment` (all of ``environ`` without ``allowlist``),
+        with ``SHELL`` and, in the sandbox, its private ``HOME`` and ``TMPDIR``, then ``extra``."""
         overrides = {"SHELL": "/bin/bash"}
         if sandboxed:
             overrides |= {"HOME": SANDBOX_HOME, "TMPDIR": "/tmp"}
+        if not allowlist:
+            return {**environ, **overrides, **extra}
         return shell_environment(environ, pass_env=pass_env, extra=extra, overrides=overrides)

@@ -333,13 +333,7 @@ def bash_tool(
         bwrap: The bubblewrap program, a name on ``PATH`` or a path.
         read_only_paths: More host paths a sandboxed command may read (absolute).
     """
-    if not os.access(BASH, os.X_OK):
-        raise ConfigInvalid(f"the bash tool needs {BASH}, which is missing or not executable")
-    for label, value in (("timeout", timeout), ("max_timeout", max_timeout), ("kill_grace", kill_grace)):
-        if not value > 0:
-            raise ConfigInvalid(f"bash tool: {label} must be > 0 seconds, not {value!r}")
-    if max_output_bytes < 2:
-        raise ConfigInvalid(f"bash tool: max_output_bytes must be >= 2, not {max_output_bytes!r}")
+    _check_settings(timeout=timeout, max_timeout=max_timeout, kill_grace=kill_grace, max_output=max_output_bytes)
     confinement = Sandbox(sandbox, network=network, bwrap=bwrap, read_only_paths=tuple(read_only_paths))
     default_timeout = min(timeout, max_timeout)
     extra = dict(env or {})
@@ -358,22 +352,14 @@ def bash_tool(
             raise ToolError(f"timeout must be a number of seconds > 0, not {timeout!r}.")
         seconds = default_timeout if timeout is None else min(timeout, max_timeout)
         bwrap_path = await confinement.bwrap_for()
-        if scrub_env:
-            environ = confinement.environment(
-                os.environ, sandboxed=bwrap_path is not None, pass_env=passed, extra=extra
-            )
-        else:
-            environ = {**os.environ, **extra}
+        environ = confinement.environment(
+            os.environ, sandboxed=bwrap_path is not None, pass_env=passed, extra=extra, allowlist=scrub_env
+        )
         prefix = confinement.prefix(bwrap_path, workspace=workspace.root) if bwrap_path else ()
         outcome = await run_command(
-            command,
-            cwd=workspace.root,
-            env=environ,
-            timeout=seconds,
-            max_output_bytes=max_output_bytes,
-            kill_grace=kill_grace,
-            prefix=prefix,
-        )
+            command, cwd=workspace.root, env=environ, timeout=seconds, max_output_bytes=max_output_bytes,
+            kill_grace=kill_grace, prefix=prefix,
+        )  # fmt: skip
         if outcome.timed_out:
             raise ToolTimeout(
                 f"The command did not finish within {seconds:g} s; it was stopped, with every process it "
@@ -381,7 +367,24 @@ def bash_tool(
             )
         return outcome.render()
 
-    description = (
+    description = _description(default_timeout, max_timeout, max_output_bytes, confinement)
+    backstop = max_timeout + 2 * kill_grace + DRAIN_SECONDS * 2 + _BACKSTOP_SLACK + PROBE_TIMEOUT
+    return Tool.from_function(bash, description=description, timeout=backstop)
+
+
+def _check_settings(*, timeout: float, max_timeout: float, kill_grace: float, max_output: int) -> None:
+    if not os.access(BASH, os.X_OK):
+        raise ConfigInvalid(f"the bash tool needs {BASH}, which is missing or not executable")
+    for label, value in (("timeout", timeout), ("max_timeout", max_timeout), ("kill_grace", kill_grace)):
+        if not value > 0:
+            raise ConfigInvalid(f"bash tool: {label} must be > 0 seconds, not {value!r}")
+    if max_output < 2:
+        raise ConfigInvalid(f"bash tool: max_output_bytes must be >= 2, not {max_output!r}")
+
+
+def _description(default_timeout: float, max_timeout: float, max_output_bytes: int, sandbox: Sandbox) -> str:
+    """What the model reads about the tool."""
+    text = (
         "Run a bash command (bash -c) in the workspace root and get its exit code, stdout and stderr. "
         f"The command may run {default_timeout:g} s (pass `timeout` for up to {max_timeout:g} s); then it is "
         "stopped with every process it started and the call fails with tool_timeout. Background jobs "
@@ -391,11 +394,10 @@ def bash_tool(
         "A non-zero exit code is reported, not raised. The environment holds only basic variables (PATH, "
         "LANG, ...)."
     )
-    if sandbox != "off":
-        description += (
+    if sandbox.mode != "off":
+        text += (
             " The command may run in a sandbox: then only the workspace and the system's programs are there, "
             "/tmp and $HOME are private and emptied after each command, "
-            + ("and the network can be used." if network else "and there is no network.")
+            + ("and the network can be used." if sandbox.network else "and there is no network.")
         )
-    backstop = max_timeout + 2 * kill_grace + DRAIN_SECONDS * 2 + _BACKSTOP_SLACK + PROBE_TIMEOUT
-    return Tool.from_function(bash, description=description, timeout=backstop)
+    return text
