@@ -40,6 +40,7 @@ memory nor disk use in the workspace, and with ``network=True`` the host's loopb
 from __future__ import annotations
 
 import asyncio
+import functools
 import glob
 import logging
 import os
@@ -170,19 +171,25 @@ def _locate(bwrap: str) -> str | None:
 def sandbox_arguments(*, network: bool, workspace: Path | None, read_only_paths: Collection[str] = ()) -> list[str]:
     """``bwrap``'s options for one command (the module docstring says what they make visible)."""
     args = ["--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--cap-drop", "ALL"]
-    args += ["--hostname", "sandbox"]
-    for path in SYSTEM_DIRS:
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-    args += _etc_arguments()
+    args += ["--hostname", "sandbox", *_system_arguments()]
     args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--dir", SANDBOX_HOME]
     for path in read_only_paths:
         args += ["--ro-bind-try", path, path]
     if workspace is not None:
         args += ["--bind", str(workspace), str(workspace), "--chdir", str(workspace)]
     return args
+
+
+@functools.cache
+def _system_arguments() -> tuple[str, ...]:
+    """The read-only system: computed once per process (the directories and ``/etc`` are looked at once)."""
+    args: list[str] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return (*args, *_etc_arguments())
 
 
 def _etc_arguments() -> list[str]:
