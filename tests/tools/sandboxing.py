@@ -13,10 +13,30 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
+import pytest
+
 from tether.tools.sandbox import bwrap_problem
 
 PROBLEM = bwrap_problem()
 """Why the default ``bwrap`` cannot sandbox here, or ``None``."""
+
+_announced: list[str] = []
+
+
+def require_bwrap(config: pytest.Config) -> None:
+    """Skip (fail under ``CI=true``) when bubblewrap cannot sandbox on this machine, printing why once."""
+    if PROBLEM is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must test the bash sandbox, but {PROBLEM}", pytrace=False)
+    reason = f"no bash sandbox on this machine: {PROBLEM}"
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None and not _announced:
+        _announced.append(reason)
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"\nskipping the sandbox tests: {reason}", yellow=True)
+    pytest.skip(reason)
 
 
 def running_with(token: str) -> list[int]:
