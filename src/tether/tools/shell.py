@@ -2,15 +2,18 @@
 
 The contract, before the code:
 
-- **A process group per command.** The command runs as ``/bin/bash -c COMMAND`` in a new session
-  (``start_new_session=True``), so it and everything it starts share one process group, led by the shell.
+- **A process group per command.** The command runs as ``/bin/bash -c COMMAND`` (behind ``bwrap ... --``
+  when sandboxed) in a new session (``start_new_session=True``), so it and everything it starts share one
+  process group, led by the shell (or by ``bwrap``, whose sandbox init stays in the group until the last
+  process of the sandbox is gone).
 - **Nothing outlives the call.** However the call ends -- the command finished, its own timeout passed, or
   the awaiting task was cancelled (tether's ``tool_timeout``, a run timeout, ``handle.cancel()``) -- the whole
   group gets ``SIGTERM``, then ``SIGKILL`` for whatever is left after a grace period, before the coroutine
-  returns or re-raises. Background jobs (``cmd &``) therefore stop with the command (after up to
-  ``DRAIN_SECONDS`` for the output they still hold); a process that leaves the group on purpose
-  (``setsid``) is not followed. On Linux "left" means running: the group is read from ``/proc`` so that
-  zombies, which a container's PID 1 may never reap, do not make every stop wait out the grace period.
+  returns or re-raises. Background jobs (``cmd &``) therefore stop with the command (unsandboxed, after up
+  to ``DRAIN_SECONDS`` for the output they still hold; sandboxed, at once). Unsandboxed, a process that
+  leaves the group on purpose (``setsid``) is not followed; sandboxed, it dies with the sandbox. On Linux
+  "left" means running: the group is read from ``/proc`` so that zombies, which a container's PID 1 may
+  never reap, do not make every stop wait out the grace period.
 - **The tool's own timeout comes first.** It kills the group and answers the model with a ``tool_timeout``
   error carrying the output so far. The ``Tool``'s timeout is set above it (plus the grace periods), so
   the executor's timeout is only a backstop; if it fires anyway, the cancellation kills the group too.
