@@ -95,15 +95,14 @@ ETC_ENTRIES = (
 """What of ``/etc`` the sandbox sees (glob patterns, read-only): what programs need to start, resolve names,
 check certificates and format dates, and nothing that commonly holds a credential."""
 
-ETC_MASKED = ("/etc/ssl/private",)
+ETC_MASKED = ("/etc/ssl/private", "/etc/pki/tls/private")
 """Directories under a visible ``/etc`` entry that are hidden again (an empty ``tmpfs`` over them)."""
 
 PROBE_TIMEOUT = 10.0
 """Seconds the probe sandbox may take to start and run ``true``."""
 
 INSTALL_HINT = (
-    "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap, apk add bubblewrap, "
-    'pacman -S bubblewrap) or set tools.bash.sandbox (bash_tool(sandbox=...)) to "auto" or "off"'
+    "install bubblewrap (apt-get install bubblewrap, dnf install bubblewrap, apk add bubblewrap, pacman -S bubblewrap)"
 )
 
 _probed: dict[tuple[str, bool], str | None] = {}
@@ -252,11 +251,17 @@ class Sandbox:
             return _locate(self.bwrap)
         if self.mode == "required":
             raise PermissionDenied(
-                f'bash runs only in a sandbox (tools.bash.sandbox = "required"), and {problem}: {INSTALL_HINT}.'
+                f'bash runs only in a sandbox (tools.bash.sandbox = "required"), and {problem}: {INSTALL_HINT}, '
+                'or set tools.bash.sandbox (bash_tool(sandbox=...)) to "auto" or "off".'
             )
         if self.bwrap not in _warned:
             _warned.add(self.bwrap)
-            log.warning("tether: bash commands run without a sandbox: %s; to confine them, %s", problem, INSTALL_HINT)
+            log.warning(
+                'tether: bash commands run without a sandbox: %s; to confine them, %s (tools.bash.sandbox = "off" '
+                "runs them unconfined without this notice)",
+                problem,
+                INSTALL_HINT,
+            )
         return None
 
     def _probe(self) -> str | None:
