@@ -10,11 +10,12 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from tests.config.helpers import Dirs
 from tether.config.edit import backup_path, init_file, set_value
 from tether.config.load import read_file
-from tether.config.schema import Config, LimitsConfig, SessionConfig, ToolsConfig
+from tether.config.schema import BashConfig, Config, LimitsConfig, SessionConfig, ToolsConfig
 from tether.config.template import default_file
 from tether.errors import ConfigInvalid
 
@@ -251,8 +252,11 @@ def test_init_writes_a_commented_file_that_loads_to_the_defaults(dirs: Dirs) -> 
 def test_init_documents_every_setting_with_its_default() -> None:
     text = default_file()
 
-    for model in (LimitsConfig, ToolsConfig, SessionConfig):
+    for model in (LimitsConfig, ToolsConfig, BashConfig, SessionConfig):
         for name, field in model.model_fields.items():
+            if isinstance(field.default_factory, type) and issubclass(field.default_factory, BaseModel):
+                assert f"\n[tools.{name}]\n" in text, name  # a section of its own
+                continue
             assert f"\n# {name} = " in text, name
             assert " ".join(str(field.description).replace("``", "").split()[:3]) in text
     assert "# max_turns = 20\n" in text
@@ -293,7 +297,7 @@ def test_init_creates_the_user_config_directory(tmp_path: Path) -> None:
     assert tomllib.loads(path.read_text()) == {
         "runtime": {"limits": {}},
         "providers": {},
-        "tools": {},
+        "tools": {"bash": {}},
         "mcp": {},
         "session": {},
     }

@@ -3,8 +3,9 @@
 Settings come from flags > ``TETHER_*`` variables > ``./agent.toml`` > the user's config > defaults
 (:mod:`tether.config.load`); when no model is configured, :func:`~tether.cli.choose.choose_model` picks one.
 The tools are the file tools and ``bash``, rooted at the working directory, offered as ``tools.mode`` and
-``tools.deny`` say. Write-type tools (every tool not marked ``read_only``) go through :class:`WriteGate`:
-allowed with ``--yes``, asked about in a terminal, refused otherwise.
+``tools.deny`` say; ``bash`` runs in a sandbox as ``[tools.bash]`` says. Write-type tools (every tool not
+marked ``read_only``) go through :class:`WriteGate`: allowed with ``--yes``, asked about in a terminal,
+refused otherwise.
 """
 
 from __future__ import annotations
@@ -70,8 +71,18 @@ class Setup:
         return self.choice.model
 
     def tools(self) -> list[Tool]:
-        """The workspace tools (``read``, ``write``, ``edit``, ``bash``) and the MCP servers' tools."""
-        return [*file_tools(self.workspace), bash_tool(self.workspace), *self.extra_tools]
+        """The workspace tools (``read``, ``write``, ``edit``, ``bash`` as ``[tools.bash]`` says) and the MCP
+        servers' tools."""
+        bash = self.config.tools.bash
+        shell = bash_tool(
+            self.workspace,
+            sandbox=bash.sandbox,
+            network=bash.network,
+            bwrap=bash.bwrap,
+            pass_env=bash.pass_env,
+            read_only_paths=bash.read_only_paths,
+        )
+        return [*file_tools(self.workspace), shell, *self.extra_tools]
 
     def agent(
         self,

@@ -7,7 +7,7 @@ Building an agent from it::
     config = load_config(cwd, os.environ, {"runtime.model": model_flag})
     agent = Agent(build_provider(config), limits=config.runtime.limits.to_limits())
 
-``config.tools`` (mode, deny), ``config.mcp.servers`` and ``config.session`` are for the tool registry,
+``config.tools`` (mode, deny, ``bash``), ``config.mcp.servers`` and ``config.session`` are for the tool registry,
 the MCP client and the session store. See :mod:`tether.config.load` for the layers and their precedence,
 :mod:`tether.config.edit` for editing files.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from tether.config.load import Loaded, load, load_config, parse_value, project_path, user_path
 from tether.config.schema import (
+    BashConfig,
     Config,
     LimitsConfig,
     McpConfig,
@@ -28,6 +29,7 @@ from tether.config.schema import (
 from tether.config.target import ModelTarget, build_provider, model_target
 
 __all__ = [
+    "BashConfig",
     "Config",
     "LimitsConfig",
     "Loaded",

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from tether.limits import Limits
 from tether.providers.registry import PROFILES
+from tether.tools.sandbox import DEFAULT_BWRAP, SandboxMode
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """What an environment variable's name looks like (``api_key_env``)."""
@@ -157,6 +158,47 @@ class ProviderConfig(Section):
         return value
 
 
+class BashConfig(Section):
+    """``[tools.bash]``: how the ``bash`` tool runs commands (``tether.tools.sandbox`` has the details)."""
+
+    sandbox: SandboxMode = "auto"
+    """``"auto"``: in a bubblewrap sandbox when bwrap is usable here (only the workspace writable, no home, no
+    network), unconfined with a warning otherwise; ``"required"``: refuse to run commands without it;
+    ``"off"``: never confined."""
+    network: bool = False
+    """Let sandboxed commands use the network."""
+    bwrap: str = DEFAULT_BWRAP
+    """The bubblewrap program: a name looked up on PATH, or a path."""
+    pass_env: list[str] = Field(default_factory=list)
+    """Names of environment variables commands get besides the basic ones (PATH, HOME, LANG, LC_*, TERM, ...);
+    nothing else of tether's environment reaches them."""
+    read_only_paths: list[str] = Field(default_factory=list)
+    """More host paths a sandboxed command may read (absolute), such as a toolchain outside /usr."""
+
+    @field_validator("bwrap")
+    @classmethod
+    def _program(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name the bubblewrap program (bwrap) or its path")
+        return value
+
+    @field_validator("pass_env")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not the name of an environment variable (letters, digits, '_')")
+        return value
+
+    @field_validator("read_only_paths")
+    @classmethod
+    def _absolute(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not path.startswith("/"):
+                raise ValueError(f"{path!r} is not an absolute path")
+        return value
+
+
 class ToolsConfig(Section):
     """``[tools]``: which tools the model may use."""
 
@@ -164,6 +206,8 @@ class ToolsConfig(Section):
     """``"read-only"`` offers only tools that never change anything; ``"full"`` offers every tool."""
     deny: list[str] = Field(default_factory=list)
     """Tools never offered and never run, by name."""
+    bash: BashConfig = Field(default_factory=BashConfig)
+    """The ``bash`` tool (``[tools.bash]``)."""
 
 
 class McpServerConfig(Section):

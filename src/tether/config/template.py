@@ -13,7 +13,7 @@ from typing import Any
 import tomlkit
 from pydantic import BaseModel
 
-from tether.config.schema import OFF, LimitsConfig, RuntimeConfig, SessionConfig, ToolsConfig
+from tether.config.schema import OFF, BashConfig, LimitsConfig, RuntimeConfig, SessionConfig, ToolsConfig
 
 WIDTH = 100
 
@@ -74,7 +74,8 @@ def default_file() -> str:
         _section("runtime", RuntimeConfig, skip={"limits"}),
         _section("runtime.limits", LimitsConfig),
         PROVIDERS,
-        _section("tools", ToolsConfig),
+        _section("tools", ToolsConfig, skip={"bash"}),
+        _section("tools.bash", BashConfig),
         MCP,
         _section("session", SessionConfig),
     ]

@@ -2,27 +2,38 @@
 
 The contract, before the code:
 
-- **A process group per command.** The command runs as ``/bin/bash -c COMMAND`` in a new session
-  (``start_new_session=True``), so it and everything it starts share one process group, led by the shell.
+- **A process group per command.** The command runs as ``/bin/bash -c COMMAND`` (behind ``bwrap ... --``
+  when sandboxed) in a new session (``start_new_session=True``), so it and everything it starts share one
+  process group, led by the shell (or by ``bwrap``, whose sandbox init stays in the group until the last
+  process of the sandbox is gone).
 - **Nothing outlives the call.** However the call ends -- the command finished, its own timeout passed, or
   the awaiting task was cancelled (tether's ``tool_timeout``, a run timeout, ``handle.cancel()``) -- the whole
   group gets ``SIGTERM``, then ``SIGKILL`` for whatever is left after a grace period, before the coroutine
-  returns or re-raises. Background jobs (``cmd &``) therefore stop with the command (after up to
-  ``DRAIN_SECONDS`` for the output they still hold); a process that leaves the group on purpose
-  (``setsid``) is not followed. On Linux "left" means running: the group is read from ``/proc`` so that
-  zombies, which a container's PID 1 may never reap, do not make every stop wait out the grace period.
+  returns or re-raises. Background jobs (``cmd &``) therefore stop with the command (unsandboxed, after up
+  to ``DRAIN_SECONDS`` for the output they still hold; sandboxed, at once). Unsandboxed, a process that
+  leaves the group on purpose (``setsid``) is not followed; sandboxed, it dies with the sandbox. On Linux
+  "left" means running: the group is read from ``/proc`` so that zombies, which a container's PID 1 may
+  never reap, do not make every stop wait out the grace period.
 - **The tool's own timeout comes first.** It kills the group and answers the model with a ``tool_timeout``
   error carrying the output so far. The ``Tool``'s timeout is set above it (plus the grace periods), so
   the executor's timeout is only a backstop; if it fires anyway, the cancellation kills the group too.
 - **Bounded output.** stdout and stderr are captured separately, each up to ``max_output_bytes``: the head
   and the tail are kept and the middle is replaced by ``[... N bytes elided ...]``. The exit code is always
   reported; a non-zero exit is a normal result (the model reads it), not an error.
-- **No secrets in the environment.** Variables whose names look like credentials (``*API_KEY*``,
-  ``*TOKEN``, ``*SECRET*``, ``*PASSWORD*``, ``*_KEY``, the providers' own) are removed, unless listed in
-  ``pass_env``. stdin is ``/dev/null``.
+- **Confined when it can be.** By default (``sandbox="auto"``) the command runs inside a bubblewrap sandbox
+  when ``bwrap`` is usable here: it sees the workspace (read-write), the system (read-only) and nothing else
+  of the host -- no home directory, no other files, no host processes, no network unless ``network=True``
+  -- and, in the sandbox's own PID namespace, everything it starts dies with it, ``setsid`` and double forks
+  included. :mod:`tether.tools.sandbox` holds that contract; ``sandbox="required"`` refuses to run without
+  it (``permission_denied``), ``sandbox="off"`` never confines.
+- **An allowlisted environment.** The command gets only the variables a shell needs (``PATH``, ``HOME``,
+  ``LANG``, ``LC_*``, ``TERM``, ...; :data:`tether.tools.sandbox.SHELL_VARIABLES`) and those named in
+  ``pass_env``, plus ``env``: no key, token, DSN or ``DATABASE_URL`` reaches it, whatever its name.
+  stdin is ``/dev/null``.
 
-Not closed: the command is not confined to the workspace (it is a shell; use a container or a sandbox for
-that), and a cancellation that lands while the subprocess is being spawned kills the shell only.
+Not closed without the sandbox: the command can read and write whatever tether's user can, use the network,
+and a process that leaves the group on purpose (``setsid``) is not followed. In any case a cancellation that
+lands while the subprocess is being spawned kills the shell only.
 """
 
 from __future__ import annotations
@@ -32,15 +43,16 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from tether.errors import ConfigInvalid, ToolError, ToolTimeout
 from tether.tools.base import Tool
+from tether.tools.sandbox import DEFAULT_BWRAP, PROBE_TIMEOUT, Sandbox, SandboxMode
 from tether.tools.workspace import Access, Workspace
 
-__all__ = ["TOOL_ACCESS", "CommandOutcome", "bash_tool", "is_secret_name", "run_command", "scrubbed_environment"]
+__all__ = ["TOOL_ACCESS", "CommandOutcome", "bash_tool", "run_command"]
 
 TOOL_ACCESS: Mapping[str, Access] = MappingProxyType({"bash": "write"})
 """``bash`` can change anything, so it counts as a write tool."""
@@ -57,41 +69,6 @@ DEFAULT_KILL_GRACE = 2.0
 DRAIN_SECONDS = 0.5
 """After the shell exits, how long to wait for the rest of its output before stopping its background jobs."""
 _BACKSTOP_SLACK = 5.0
-
-KNOWN_SECRETS = frozenset({
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-    "DEEPSEEK_API_KEY", "ZAI_API_KEY", "ZHIPUAI_API_KEY", "MINIMAX_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY",
-    "OPENROUTER_API_KEY", "XAI_API_KEY", "TOGETHER_API_KEY", "FIREWORKS_API_KEY", "COHERE_API_KEY",
-    "AZURE_OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS", "GITHUB_TOKEN", "GH_TOKEN", "PGPASSWORD",
-})  # fmt: skip
-"""Provider and cloud credentials, removed whatever the patterns say."""
-_SECRET_PARTS = ("API_KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY")
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether an environment variable's name looks like it holds a credential.
-
-    ``TOKEN`` counts as a whole word or at the end (``GITHUB_TOKEN``, ``HF_TOKEN``), so that
-    ``TOKENIZERS_PARALLELISM`` is kept.
-    """
-    upper = name.upper()
-    if upper in KNOWN_SECRETS or any(part in upper for part in _SECRET_PARTS):
-        return True
-    if upper == "KEY" or upper.endswith("_KEY"):
-        return True
-    return upper.endswith("TOKEN") or "TOKEN" in upper.split("_") or "TOKENS" in upper.split("_")
-
-
-def scrubbed_environment(
-    environ: Mapping[str, str], *, pass_env: Collection[str] = (), extra: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """``environ`` without the secrets (:func:`is_secret_name`), except those in ``pass_env``, plus ``extra``."""
-    keep = set(pass_env)
-    env = {name: value for name, value in environ.items() if name in keep or not is_secret_name(name)}
-    env.update(extra or {})
-    return env
-
 
 # --- output capture --------------------------------------------------------------------------------------------
 
@@ -189,8 +166,12 @@ async def run_command(
     timeout: float,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     kill_grace: float = DEFAULT_KILL_GRACE,
+    prefix: Sequence[str] = (),
 ) -> CommandOutcome:
-    """Run ``command`` with ``/bin/bash -c`` in its own process group, killed as the module docstring says."""
+    """Run ``command`` with ``/bin/bash -c`` in its own process group, killed as the module docstring says.
+
+    ``prefix`` goes before ``/bin/bash`` on the command line: the sandbox's ``bwrap ... --``.
+    """
     loop = asyncio.get_running_loop()
     captures = (_Capture(max_output_bytes), _Capture(max_output_bytes))
     pipes = [os.pipe(), os.pipe()]
@@ -199,7 +180,7 @@ async def run_command(
     try:
         try:
             process = await asyncio.create_subprocess_exec(
-                BASH, "-c", command, cwd=cwd, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
+                *prefix, BASH, "-c", command, cwd=cwd, env=dict(env), stdin=asyncio.subprocess.DEVNULL,
                 stdout=pipes[0][1], stderr=pipes[1][1], start_new_session=True,
             )  # fmt: skip
         finally:
@@ -334,6 +315,10 @@ def bash_tool(
     scrub_env: bool = True,
     pass_env: Collection[str] = (),
     env: Mapping[str, str] | None = None,
+    sandbox: SandboxMode = "auto",
+    network: bool = False,
+    bwrap: str = DEFAULT_BWRAP,
+    read_only_paths: Collection[str] = (),
 ) -> Tool:
     """The ``bash`` tool: runs a command in ``workspace.root`` (see the module docstring).
 
@@ -343,19 +328,19 @@ def bash_tool(
         max_timeout: The most the model may ask for; larger requests are lowered to it.
         max_output_bytes: Bytes kept of each of stdout and stderr.
         kill_grace: Seconds between ``SIGTERM`` and ``SIGKILL`` when the group is stopped.
-        scrub_env: Remove variables that look like credentials from the command's environment.
-        pass_env: Variables kept even though they look like credentials.
-        env: Variables set for every command (after scrubbing).
+        scrub_env: Give the command only the allowlisted environment; ``False`` passes tether's whole one.
+        pass_env: Names of more variables the command gets from tether's environment.
+        env: Variables set for every command (after the allowlist).
+        sandbox: ``"auto"`` (confine when bubblewrap is usable), ``"required"`` or ``"off"``.
+        network: Let sandboxed commands use the network.
+        bwrap: The bubblewrap program, a name on ``PATH`` or a path.
+        read_only_paths: More host paths a sandboxed command may read (absolute).
     """
-    if not os.access(BASH, os.X_OK):
-        raise ConfigInvalid(f"the bash tool needs {BASH}, which is missing or not executable")
-    for label, value in (("timeout", timeout), ("max_timeout", max_timeout), ("kill_grace", kill_grace)):
-        if not value > 0:
-            raise ConfigInvalid(f"bash tool: {label} must be > 0 seconds, not {value!r}")
-    if max_output_bytes < 2:
-        raise ConfigInvalid(f"bash tool: max_output_bytes must be >= 2, not {max_output_bytes!r}")
+    _check_settings(timeout=timeout, max_timeout=max_timeout, kill_grace=kill_grace, max_output=max_output_bytes)
+    confinement = Sandbox(sandbox, network=network, bwrap=bwrap, read_only_paths=tuple(read_only_paths))
     default_timeout = min(timeout, max_timeout)
     extra = dict(env or {})
+    passed = tuple(pass_env)
 
     async def bash(command: str, timeout: float | None = None) -> str:
         """Run a bash command in the workspace root.
@@ -369,17 +354,15 @@ def bash_tool(
         if timeout is not None and not timeout > 0:
             raise ToolError(f"timeout must be a number of seconds > 0, not {timeout!r}.")
         seconds = default_timeout if timeout is None else min(timeout, max_timeout)
-        environ = scrubbed_environment(os.environ, pass_env=pass_env, extra=extra) if scrub_env else {**os.environ}
-        if not scrub_env:
-            environ.update(extra)
-        outcome = await run_command(
-            command,
-            cwd=workspace.root,
-            env=environ,
-            timeout=seconds,
-            max_output_bytes=max_output_bytes,
-            kill_grace=kill_grace,
+        bwrap_path = await confinement.bwrap_for()
+        environ = confinement.environment(
+            os.environ, sandboxed=bwrap_path is not None, pass_env=passed, extra=extra, allowlist=scrub_env
         )
+        prefix = confinement.prefix(bwrap_path, workspace=workspace.root) if bwrap_path else ()
+        outcome = await run_command(
+            command, cwd=workspace.root, env=environ, timeout=seconds, max_output_bytes=max_output_bytes,
+            kill_grace=kill_grace, prefix=prefix,
+        )  # fmt: skip
         if outcome.timed_out:
             raise ToolTimeout(
                 f"The command did not finish within {seconds:g} s; it was stopped, with every process it "
@@ -387,14 +370,37 @@ def bash_tool(
             )
         return outcome.render()
 
-    description = (
+    description = _description(default_timeout, max_timeout, max_output_bytes, confinement)
+    backstop = max_timeout + 2 * kill_grace + DRAIN_SECONDS * 2 + _BACKSTOP_SLACK + PROBE_TIMEOUT
+    return Tool.from_function(bash, description=description, timeout=backstop)
+
+
+def _check_settings(*, timeout: float, max_timeout: float, kill_grace: float, max_output: int) -> None:
+    if not os.access(BASH, os.X_OK):
+        raise ConfigInvalid(f"the bash tool needs {BASH}, which is missing or not executable")
+    for label, value in (("timeout", timeout), ("max_timeout", max_timeout), ("kill_grace", kill_grace)):
+        if not value > 0:
+            raise ConfigInvalid(f"bash tool: {label} must be > 0 seconds, not {value!r}")
+    if max_output < 2:
+        raise ConfigInvalid(f"bash tool: max_output_bytes must be >= 2, not {max_output!r}")
+
+
+def _description(default_timeout: float, max_timeout: float, max_output_bytes: int, sandbox: Sandbox) -> str:
+    """What the model reads about the tool."""
+    text = (
         "Run a bash command (bash -c) in the workspace root and get its exit code, stdout and stderr. "
         f"The command may run {default_timeout:g} s (pass `timeout` for up to {max_timeout:g} s); then it is "
         "stopped with every process it started and the call fails with tool_timeout. Background jobs "
         "(cmd &) are stopped when the command ends. stdin is empty: do not run interactive programs. "
         f"Each of stdout and stderr keeps {max_output_bytes} bytes: the start and the end, with the middle "
         "replaced by '[... N bytes elided ...]'; redirect to a file and read it to see more. "
-        "A non-zero exit code is reported, not raised. Credentials are removed from the environment."
+        "A non-zero exit code is reported, not raised. The environment holds only basic variables (PATH, "
+        "LANG, ...)."
     )
-    backstop = max_timeout + 2 * kill_grace + DRAIN_SECONDS * 2 + _BACKSTOP_SLACK
-    return Tool.from_function(bash, description=description, timeout=backstop)
+    if sandbox.mode != "off":
+        text += (
+            " The command may run in a sandbox: then only the workspace and the system's programs are there, "
+            "/tmp and $HOME are private and emptied after each command, "
+            + ("and the network can be used." if sandbox.network else "and there is no network.")
+        )
+    return text
