@@ -165,3 +165,34 @@ class Masker:
     def from_environment(cls, environ: Mapping[str, str] | None = None, *, extra: Iterable[str | None] = ()) -> Masker:
         """A masker for :func:`known_secrets`: the environment's keys plus ``extra``."""
         return cls(known_secrets(environ, extra=extra))
+
+
+_MASKED_LINKS = 8
+"""Exceptions of a ``__cause__``/``__context__`` chain whose messages are masked."""
+
+
+def mask_exception_in_place(exc: BaseException, masker: Masker) -> None:
+    """Mask known keys in ``exc`` and the exceptions it was raised from: their ``args``, and a tether error's
+    ``message``, ``provider_message`` and string ``details``. A provider may quote the key back in an error
+    body or an error event; the error then travels into results, events, logs and the CLI's output."""
+    if not len(masker):
+        return
+    link: BaseException | None = exc
+    for _ in range(_MASKED_LINKS):
+        if link is None:
+            break
+        try:
+            link.args = tuple(masker.mask(a) if isinstance(a, str) else a for a in link.args)
+            for name in ("message", "provider_message"):
+                value = getattr(link, name, None)
+                if isinstance(value, str):
+                    setattr(link, name, masker.mask(value))
+            details = getattr(link, "details", None)
+            if isinstance(details, dict):
+                for key, value in details.items():
+                    if isinstance(value, str):
+                        details[key] = masker.mask(value)
+        except Exception:  # noqa: BLE001 - attributes that cannot be set: callers check what is left
+            pass
+        link = link.__cause__ or link.__context__
+

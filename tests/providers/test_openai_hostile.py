@@ -493,3 +493,18 @@ def test_content_sent_as_a_list_of_parts_is_read_as_its_text_parts() -> None:
         ChunkDecoder(PROFILES["openai"]).completion(
             {"choices": [{"message": {"content": [{"type": "text", "text": 1}]}}]}
         )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}]},
+        {"id": "x", "choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": None}]},
+        {"id": "x", "choices": []},
+        {"chaos": "a foreign object"},
+    ],
+)
+def test_a_whole_completion_without_a_finish_reason_is_malformed_not_a_broken_connection(body: Any) -> None:
+    decoder = ChunkDecoder(PROFILES["openai"])
+    with pytest.raises(InvalidResponse):
+        decoder.completion(body)

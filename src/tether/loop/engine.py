@@ -50,7 +50,7 @@ from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
 from tether.messages import Message, ToolCall, ToolResult, open_tool_calls, transcript_problems
 from tether.providers.base import ModelSettings, Provider, Request, ToolDefinition
-from tether.secrets import Masker
+from tether.secrets import Masker, mask_exception_in_place
 from tether.tools.permissions import Permissions
 from tether.tools.registry import ToolRegistry
 from tether.usage import Price, Usage
@@ -281,8 +281,12 @@ class Run:
             if interrupter.fired:
                 await interrupter.settle()
         except InvalidResponse as error:
+            mask_exception_in_place(error, self.spec.masker)
             self._stream_problem = f"the provider sent a malformed answer ({error.message})"
             self._stream_error = error
+        except TetherError as error:  # a provider may quote the key back in its error
+            mask_exception_in_place(error, self.spec.masker)
+            raise
         finally:
             interrupter.armed = False
             if step_timer is not None:

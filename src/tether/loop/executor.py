@@ -35,7 +35,6 @@ with it, and the output is cut to its limit.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -46,7 +45,7 @@ from tether.loop.accumulator import arguments_problem
 from tether.loop.interrupts import Interrupter
 from tether.loop.repeats import Repeat, repeated_result
 from tether.messages import ToolCall, ToolResult
-from tether.secrets import Masker
+from tether.secrets import Masker, mask_exception_in_place
 from tether.tools.base import Done, Tool, render_output, utf8_safe
 from tether.tools.permissions import Permissions
 from tether.tools.registry import ToolRegistry
@@ -345,25 +344,13 @@ def _being_cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-_MASKED_LINKS = 8
-"""Exceptions of a ``__cause__``/``__context__`` chain whose messages are masked."""
-
-
 def mask_exception(exc: BaseException, masker: Masker) -> BaseException:
     """``exc`` with known keys masked in its message (its ``args``, its chain's): the exception an event
     carries must not hold a key any more than the result does. When its text still shows a key (a ``__str__``
     of its own), a ``ToolError`` with the masked description stands in for it."""
     if not len(masker):
         return exc
-    link: BaseException | None = exc
-    for _ in range(_MASKED_LINKS):
-        if link is None:
-            break
-        with contextlib.suppress(Exception):  # args that cannot be set: the check below catches what is left
-            link.args = tuple(masker.mask(a) if isinstance(a, str) else a for a in link.args)
-            if isinstance(link, TetherError):
-                link.message = masker.mask(link.message)
-        link = link.__cause__ or link.__context__
+    mask_exception_in_place(exc, masker)
     described = describe_exception(exc)
     masked = masker.mask(described)
     if masked == described:

@@ -300,8 +300,15 @@ class ChunkDecoder:
         return out
 
     def completion(self, data: Any) -> list[LlmEvent]:
-        """The events of a whole (non-streamed) completion."""
-        return self.chunk(data) + self.end()
+        """The events of a whole (non-streamed) completion. A whole answer cannot have been cut off on the way,
+        so one without a finish reason (or without a first choice) is malformed, not a broken connection."""
+        events = self.chunk(data)
+        if self._finish is None:
+            raise InvalidResponse(
+                f"{self.provider} sent a malformed answer: a completion without choices[0].finish_reason",
+                details={"field": "choices[0].finish_reason"},
+            )
+        return events + self.end()
 
     def end(self) -> list[LlmEvent]:
         """Close the open tool calls and the turn; a stream that stopped without finishing is an error."""
