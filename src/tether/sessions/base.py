@@ -261,7 +261,7 @@ def suggest_title(messages: Sequence[Message], limit: int = 60) -> str:
     for message in messages:
         if message.role == "user" and (text := " ".join(message.text.split())):
             text = text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-            return text.encode("utf-8", "replace").decode("utf-8") if not _is_utf8(text) else text
+            return text if _is_utf8(text) else without_surrogates(text)
     return ""
 
 
@@ -341,6 +341,14 @@ def storable(session: Session) -> Session:
     validate_session(session.messages, source)
     usage = normalized_usage(session.usage, source)
     return session if usage is session.usage else dataclasses.replace(session, usage=usage)
+
+
+def without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (text no store can write as UTF-8) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _field(session: Session, name: str) -> dict[str, object]:

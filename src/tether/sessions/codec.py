@@ -18,7 +18,7 @@ from typing import Any
 
 from tether.errors import SessionInvalid
 from tether.messages import Message, messages_from_jsonable, messages_to_jsonable
-from tether.sessions.base import Session, SessionSummary, brief, normalized_usage
+from tether.sessions.base import Session, SessionSummary, brief, normalized_usage, without_surrogates
 from tether.usage import Usage
 
 FORMAT_VERSION = 1
@@ -81,7 +81,7 @@ def text_field(value: Any, name: str, source: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        return value.encode("utf-8", "replace").decode("utf-8")
+        return without_surrogates(value)
     return value
 
 

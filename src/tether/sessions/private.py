@@ -76,7 +76,8 @@ def read_regular(path: Path, source: str) -> bytes:
         if os.path.islink(path) or os.path.isdir(path):
             raise SessionInvalid(f"{source}: not a regular file (a link or a directory)") from None
         raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise SessionInvalid(f"{source}: not a regular file")
     with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            raise SessionInvalid(f"{source}: not a regular file")
         return file.read()
