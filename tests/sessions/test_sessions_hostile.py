@@ -159,7 +159,10 @@ UNSTORABLE = {
     ),
     "title-not-text": (lambda: session(title=7), r"session 's1': title must be a string, not 7"),
     "model-with-a-lone-surrogate": (lambda: session(model="openai:\ud800"), "model is not valid text"),
-    "message-not-a-message": (lambda: session(messages=cast(tuple[Message, ...], ("hello",))), r"message 0 is 'hello', not a Message"),
+    "message-not-a-message": (
+        lambda: session(messages=cast(tuple[Message, ...], ("hello",))),
+        r"message 0 is 'hello', not a Message",
+    ),
 }
 
 
