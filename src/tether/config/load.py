@@ -41,7 +41,7 @@ from pydantic import ValidationError
 
 from tether.config import issues as _issues
 from tether.config.issues import MAX_ISSUES, Issue, Loc, fail
-from tether.config.positions import DEPTH_LIMIT, key_lines, line_of, nesting_line
+from tether.config.positions import DEPTH_LIMIT, deep_key_line, key_lines, line_of, nesting_line
 from tether.config.redact import Redactor, secret_values
 from tether.config.schema import Config
 from tether.errors import ConfigInvalid
@@ -163,6 +163,11 @@ def parse_text(raw: bytes, path: Path) -> Layer:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise fail([Issue("", "is not UTF-8 text", str(path), raw[: error.start].count(b"\n") + 1)]) from None
+    if (deep := deep_key_line(text)) is not None:
+        key, line = deep
+        problem = f"a key of more than {DEPTH_LIMIT} dotted parts nests tables more than {DEPTH_LIMIT} levels deep"
+        shown = key if len(key) <= _issues.SHOWN else f"{key[: _issues.SHOWN]}…"
+        raise fail([Issue(shown, problem, str(path), line)])
     try:
         data = tomllib.loads(text)
     except RecursionError:

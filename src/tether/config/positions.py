@@ -214,3 +214,21 @@ def nesting_line(text: str, limit: int = DEPTH_LIMIT) -> int | None:
         else:
             depth = max(0, depth - 1)
     return None
+
+
+_KEY_PART = r"""(?:[A-Za-z0-9_-]++|"(?:[^"\\\n]|\\.)*+"|'[^'\n]*+')"""
+_DEEP_KEY = re.compile(
+    rf"^[ \t]*+\[{{0,2}}[ \t]*+(?:{_KEY_PART}[ \t]*+\.[ \t]*+){{{DEPTH_LIMIT}}}{_KEY_PART}", re.MULTILINE
+)
+
+
+def deep_key_line(text: str) -> tuple[str, int] | None:
+    """The first key or table header of ``text`` written with more than ``DEPTH_LIMIT`` dotted parts, and
+    its 1-based line; checked before parsing, since ``tomllib``'s work grows with the square of the parts.
+
+    Each line start is tried once and reads at most ``DEPTH_LIMIT + 1`` parts, so the work is linear.
+    """
+    match = _DEEP_KEY.search(text)
+    if match is None:
+        return None
+    return match.group().strip(" \t["), text.count("\n", 0, match.start()) + 1
