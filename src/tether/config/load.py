@@ -163,11 +163,7 @@ def parse_text(raw: bytes, path: Path) -> Layer:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise fail([Issue("", "is not UTF-8 text", str(path), raw[: error.start].count(b"\n") + 1)]) from None
-    if (deep := deep_key_line(text)) is not None:
-        key, line = deep
-        problem = f"a key of more than {DEPTH_LIMIT} dotted parts nests tables more than {DEPTH_LIMIT} levels deep"
-        shown = key if len(key) <= _issues.SHOWN else f"{key[: _issues.SHOWN]}…"
-        raise fail([Issue(shown, problem, str(path), line)])
+    _refuse_deep_keys(text, path)
     try:
         data = tomllib.loads(text)
     except RecursionError:
@@ -181,6 +177,16 @@ def parse_text(raw: bytes, path: Path) -> Layer:
             message = f"{message[: match.start()]} (column {match.group(2)})"
         raise fail([Issue("", f"is not valid TOML: {message}", str(path), line)]) from None
     return Layer(str(path), data, path=path, text=text)
+
+
+def _refuse_deep_keys(text: str, path: Path) -> None:
+    """``config_invalid`` for a key written with more dotted parts than the depth limit allows."""
+    deep = deep_key_line(text)
+    if deep is not None:
+        key, line = deep
+        problem = f"a key of more than {DEPTH_LIMIT} dotted parts nests tables more than {DEPTH_LIMIT} levels deep"
+        shown = key if len(key) <= _issues.SHOWN else f"{key[: _issues.SHOWN]}…"
+        raise fail([Issue(shown, problem, str(path), line)])
 
 
 def parse_value(text: str) -> Any:
