@@ -303,14 +303,6 @@ BAD_ROWS = {
         "DELETE FROM messages WHERE session_id = 's1' AND seq >= 3",
         r"session 's1': 3 message rows stored, but the session row says 5",
     ),
-    "usage-not-json": (
-        "UPDATE sessions SET usage = 'lots' WHERE id = 's1'",
-        r"sessions row 's1': usage: not valid JSON",
-    ),
-    "usage-wrong": (
-        "UPDATE sessions SET usage = '{\"requests\": -1}' WHERE id = 's1'",
-        r"sessions row 's1': usage\.requests must be a non-negative integer",
-    ),
     "title-a-blob": ("UPDATE sessions SET title = x'00' WHERE id = 's1'", r"sessions row 's1': title should be str"),
     "bad-timestamp": (
         "UPDATE sessions SET updated_at = 'soon' WHERE id = 's1'",

@@ -4,6 +4,9 @@ flag), what is wrong, and for a misspelt key or value the name that was probably
 A validation error from pydantic has a location (``("runtime", "limits", "max_turns")``) and a terse
 message; :func:`describe` turns it into ``runtime.limits.max_turns: must be a whole number >= 1, or "off",
 not 0``, and the loader adds where that key was set.
+
+Messages stay short whatever the file holds: at most :data:`MAX_ISSUES` problems are listed (then "and N
+more"), and a long value or key is quoted by its start and its length.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ from tether.errors import ConfigInvalid
 Loc = tuple[str | int, ...]
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+MAX_ISSUES = 20
+"""Problems listed in one error; the rest are counted (``details["more"]``)."""
+SHOWN = 60
+"""Characters of a value or key that a message quotes."""
 
 _TYPES = {
     "string_type": "must be a string",
@@ -58,15 +66,21 @@ class Issue:
         return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
 
 
-def fail(issues: Sequence[Issue]) -> ConfigInvalid:
-    """One ``ConfigInvalid`` for all the problems, in file order; ``details["issues"]`` lists them as dicts."""
+def fail(issues: Sequence[Issue], *, more: int = 0) -> ConfigInvalid:
+    """One ``ConfigInvalid`` for the problems, in file order: the first :data:`MAX_ISSUES` listed (as dicts in
+    ``details["issues"]``), the others and ``more`` (problems found but not described) only counted
+    (``details["more"]``)."""
     issues = sorted(issues, key=lambda issue: (issue.origin or "", issue.line or 0))
-    if len(issues) == 1:
+    more += max(0, len(issues) - MAX_ISSUES)
+    issues = issues[:MAX_ISSUES]
+    if len(issues) == 1 and not more:
         message = f"invalid configuration: {issues[0]}"
     else:
         message = "invalid configuration:\n" + "\n".join(f"  {issue}" for issue in issues)
+        if more:
+            message += f"\n  and {more} more problem{'s' if more > 1 else ''}"
     details = [{"key": i.key, "message": i.message, "origin": i.origin, "line": i.line} for i in issues]
-    return ConfigInvalid(message, details={"issues": details})
+    return ConfigInvalid(message, details={"issues": details, "more": more})
 
 
 def dotted(loc: Sequence[str | int]) -> str:
@@ -76,7 +90,7 @@ def dotted(loc: Sequence[str | int]) -> str:
         if isinstance(part, int):
             text += f"[{part}]"
         else:
-            key = part if _BARE_KEY.fullmatch(part) else json.dumps(part)
+            key = part if len(part) <= SHOWN and _BARE_KEY.fullmatch(part) else quoted(part)
             text += f".{key}" if text else key
     return text or "(the whole file)"
 
@@ -100,20 +114,35 @@ def describe(error: ErrorDetails, redactor: Redactor) -> tuple[Loc, str]:
     return loc, f"{message}, not {show(error['input'], redactor)}"
 
 
+def quoted(text: str) -> str:
+    """``text`` as TOML writes a string, cut to its first :data:`SHOWN` characters when longer."""
+    if len(text) <= SHOWN:
+        return json.dumps(text)
+    return f'{json.dumps(text[:SHOWN])[:-1]}…" ({len(text)} characters)'
+
+
+def _named(key: str) -> str:
+    """A key as a message names it: ``repr``, cut like :func:`quoted`."""
+    if len(key) <= SHOWN:
+        return repr(key)
+    return f"{repr(key[:SHOWN])[:-1]}…' ({len(key)} characters)"
+
+
 def unknown_key(key: str, known: Iterable[str]) -> str:
     known = sorted(known)
     hint = suggestion(key, known)
     if hint:
-        return f"unknown key {key!r}{hint}"
+        return f"unknown key {_named(key)}{hint}"
     if known:
-        return f"unknown key {key!r} (known keys: {', '.join(known)})"
-    return f"unknown key {key!r}"
+        return f"unknown key {_named(key)} (known keys: {', '.join(known)})"
+    return f"unknown key {_named(key)}"
 
 
 def suggestion(word: object, choices: Iterable[str]) -> str:
     """``"; did you mean 'model'?"`` when one of ``choices`` is close to ``word``, else ``""``."""
-    if not isinstance(word, str):
-        return ""
+    choices = list(choices)
+    if not isinstance(word, str) or len(word) > 3 * max(map(len, choices), default=0):
+        return ""  # too long to be within the cutoff of any choice
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 
@@ -124,7 +153,7 @@ def show(value: object, redactor: Redactor) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         shown = redactor.text(value)
-        return "a value that looks like a secret (not shown)" if shown != value else json.dumps(value)
+        return "a value that looks like a secret (not shown)" if shown != value else quoted(value)
     if isinstance(value, dict):
         return "a table"
     if isinstance(value, list):

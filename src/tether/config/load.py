@@ -18,6 +18,12 @@ replaced whole):
 
 A problem is reported with its key and where it was set: the file and line, the variable or the flag.
 ``${VAR}`` in values is never expanded here (MCP ``env`` values are expanded when a server starts).
+
+Whatever a file holds, loading ends quickly with a configuration or a ``config_invalid`` error, never a
+traceback: values nested more than :data:`~tether.config.positions.DEPTH_LIMIT` levels deep are refused
+(naming the key and line) before anything recurses into them, and the work grows linearly with the file:
+however many problems it has, the first :data:`~tether.config.issues.MAX_ISSUES` (in file order) are
+described and the rest counted.
 """
 
 from __future__ import annotations
@@ -34,8 +40,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from tether.config import issues as _issues
-from tether.config.issues import Issue, Loc, fail
-from tether.config.positions import key_lines, line_of
+from tether.config.issues import MAX_ISSUES, Issue, Loc, fail
+from tether.config.positions import DEPTH_LIMIT, deep_key_line, key_lines, line_of, nesting_line
 from tether.config.redact import Redactor, secret_values
 from tether.config.schema import Config
 from tether.errors import ConfigInvalid
@@ -47,7 +53,7 @@ ENV_PREFIX = "TETHER_"
 ENV_SEPARATOR = "__"
 MODEL_VARIABLE = "TETHER_MODEL"
 
-_TOML_LINE = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+_TOML_LINE = re.compile(r" ?\(at line (\d+), column (\d+)\)$")
 
 
 def project_path(cwd: str | os.PathLike[str]) -> Path:
@@ -157,10 +163,14 @@ def parse_text(raw: bytes, path: Path) -> Layer:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise fail([Issue("", "is not UTF-8 text", str(path), raw[: error.start].count(b"\n") + 1)]) from None
+    _refuse_deep_keys(text, path)
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        problem = f"nests arrays or inline tables more than {DEPTH_LIMIT} levels deep"
+        raise fail([Issue("", problem, str(path), nesting_line(text))]) from None
     except tomllib.TOMLDecodeError as error:
-        message = str(error)
+        message = str(error).rstrip()
         match = _TOML_LINE.search(message)
         line = int(match.group(1)) if match else None
         if match:
@@ -169,11 +179,21 @@ def parse_text(raw: bytes, path: Path) -> Layer:
     return Layer(str(path), data, path=path, text=text)
 
 
+def _refuse_deep_keys(text: str, path: Path) -> None:
+    """``config_invalid`` for a key written with more dotted parts than the depth limit allows."""
+    deep = deep_key_line(text)
+    if deep is not None:
+        key, line = deep
+        problem = f"a key of more than {DEPTH_LIMIT} dotted parts nests tables more than {DEPTH_LIMIT} levels deep"
+        shown = key if len(key) <= _issues.SHOWN else f"{key[: _issues.SHOWN]}…"
+        raise fail([Issue(shown, problem, str(path), line)])
+
+
 def parse_value(text: str) -> Any:
     """``text`` as a TOML value when it is one (``5``, ``true``, ``["a", "b"]``, ``"x"``), else as a string."""
     try:
         document = tomllib.loads(f"value = {text}")
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return text
     return document["value"] if list(document) == ["value"] else text
 
@@ -291,24 +311,51 @@ def layer_of(layers: Sequence[Layer], loc: Sequence[str | int], *, exact: bool =
 
 
 def validate(layers: Sequence[Layer], env: Mapping[str, str] | None = None) -> Config:
-    """Merge and check the layers; every problem found is reported at once, with its key and place."""
+    """Merge and check the layers; every problem found is reported at once (the first
+    :data:`~tether.config.issues.MAX_ISSUES` of them in file order, and how many more), with key and place."""
+    too_deep = [_placed(layers, loc, message) for layer in layers for loc, message in _too_deep(layer)]
+    if too_deep:
+        raise fail(too_deep)
     redactor = Redactor(secret_values(env or {}, _key_variables(layers)))
     try:
         config = Config.model_validate(merge(layers))
     except ValidationError as error:
-        found = [_issues.describe(detail, redactor) for detail in error.errors(include_url=False)]
-        raise fail([_placed(layers, loc, message) for loc, message in found]) from None
+        details = error.errors(include_url=False)
+        places = sorted(
+            ((*_where(layers, tuple(detail["loc"])), index) for index, detail in enumerate(details)),
+            key=lambda place: (place[0] or "", place[1] or 0, place[2]),
+        )
+        first = [details[index] for _, _, index in places[:MAX_ISSUES]]
+        found = [_issues.describe(detail, redactor) for detail in first]
+        issues = [_placed(layers, loc, message) for loc, message in found]
+        raise fail(issues, more=len(details) - len(first)) from None
     problems = cross_checks(config)
     if problems:
         raise fail([_placed(layers, loc, message) for loc, message in problems])
     return config
 
 
-def _placed(layers: Sequence[Layer], loc: Loc, message: str) -> Issue:
+def _too_deep(layer: Layer) -> list[tuple[Loc, str]]:
+    """The first key path of ``layer`` that nests more than ``DEPTH_LIMIT`` levels, found without recursion."""
+    stack: list[tuple[Loc, Any]] = [((), layer.data)]
+    while stack:
+        loc, node = stack.pop()
+        if len(loc) > DEPTH_LIMIT:
+            return [(loc, f"nests tables or lists more than {DEPTH_LIMIT} levels deep")]
+        if isinstance(node, dict):
+            stack.extend(((*loc, key), value) for key, value in node.items() if isinstance(value, dict | list))
+        elif isinstance(node, list):
+            stack.extend(((*loc, index), value) for index, value in enumerate(node) if isinstance(value, dict | list))
+    return []
+
+
+def _where(layers: Sequence[Layer], loc: Loc) -> tuple[str | None, int | None]:
     layer = layer_of(layers, loc)
-    if layer is None:
-        return Issue(_issues.dotted(loc), message)
-    origin, line = layer.where(loc)
+    return (None, None) if layer is None else layer.where(loc)
+
+
+def _placed(layers: Sequence[Layer], loc: Loc, message: str) -> Issue:
+    origin, line = _where(layers, loc)
     return Issue(_issues.dotted(loc), message, origin, line)
 
 

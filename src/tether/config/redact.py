@@ -11,6 +11,13 @@ A value is hidden when any of these holds:
 * it looks like a key: a known key prefix (``sk-``, ``ghp_``, ``AIza``, ...), ``Bearer ...``, a JWT, or a
   long run of letters and digits;
 * it is the password of a URL (``https://user:password@host``).
+
+Every pattern here runs in time linear in the value, whatever it holds: a value comes from a file, the
+environment or a server, and a pattern that backtracks (``eyJ_eyJ_eyJ_…``, ``????…``, ``aaaa…`` against a
+URL's scheme) would take minutes on a long one. So a match may start only where its leading run of
+characters starts (a lookbehind refuses a start inside the run), runs that a fixed character must follow
+are possessive, a key's tail is matched to the length that makes it a key and no further (only whether it
+matches matters), and query parameters are found in one pass (:func:`_hide_query_secrets`).
 """
 
 from __future__ import annotations
@@ -29,21 +36,29 @@ _SECRET_NAME = re.compile(r"(?i)(auth|key|token|secret|passw|cookie|credential|s
 _SECRET_VARIABLE = re.compile(r"(?i)(_|^)(api_?key|access_key|key|token|secret|password|passwd|credentials?)$")
 """Environment variables whose values are secrets wherever they show up (``*_KEY``, ``*_TOKEN``, ...); narrower
 than :data:`_SECRET_NAME` so that ``PWD``, ``SSH_AUTH_SOCK`` or ``KEYBOARD`` paths are not hidden everywhere."""
-_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
-_SCHEME = re.compile(r"(?i)^\s*(bearer|basic|token)\s+")
+_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*+\}")
+_SCHEME = re.compile(r"(?i)^\s*+(bearer|basic|token)\s++")
 _KEY_LIKE = re.compile(
     r"(?x)(?<![A-Za-z0-9])(?:"
-    r"(sk|pk|rk)[-_][A-Za-z0-9_-]{8,}"
-    r"|(ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}"
-    r"|AIza[A-Za-z0-9_-]{20,}|AKIA[A-Z0-9]{16}|xox[abprs]-[A-Za-z0-9-]{8,}|hf_[A-Za-z0-9]{16,}"
-    r"|glpat-[A-Za-z0-9_-]{16,}|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
-    r"|(?i:bearer)\s+\S{8,}"
+    r"(sk|pk|rk)[-_][A-Za-z0-9_-]{8}"
+    r"|(ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{16}|github_pat_[A-Za-z0-9_]{16}"
+    r"|AIza[A-Za-z0-9_-]{20}|AKIA[A-Z0-9]{16}|xox[abprs]-[A-Za-z0-9-]{8}|hf_[A-Za-z0-9]{16}"
+    r"|glpat-[A-Za-z0-9_-]{16}|(?<![_-])(?>[A-Za-z0-9_-]*?(?<![A-Za-z0-9])eyJ)[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8}"
+    r"|(?i:bearer)\s++\S{8}"
     r")"
 )
-_LONG_TOKEN = re.compile(r"[A-Za-z0-9_\-+=]{32,}")
-_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^/@:\s]*:)(?P<password>[^/@\s]+)(?=@)")
-_OPTION = re.compile(r"(?P<head>--?(?P<name>[A-Za-z0-9_-]+)=)(?P<value>.+)", re.DOTALL)
-_QUERY_PARAM = re.compile(r"(?P<head>[?&](?P<name>[^=&#\s]+)=)(?P<value>[^&#\s]*)")
+"""Searched only (never substituted), so each tail stops at the length that makes a key. A JWT may start
+inside a run (``x_eyJ…``); its branch reads the run from its start to the first ``eyJ`` that may begin one
+(atomically: every later one shares the run's end, so it can only do worse)."""
+_LONG_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-+=])[A-Za-z0-9_\-+=]{32,}+")
+_URL_PASSWORD = re.compile(
+    r"(?<![a-z0-9+.-])(?P<lead>[0-9+.-]*+)(?P<head>[a-z][a-z0-9+.-]*+://[^/@:\s]*+:)(?P<password>[^/@\s]++)(?=@)"
+)
+"""Read from the start of the scheme's run of characters; ``lead`` is what comes before its first letter."""
+_OPTION = re.compile(r"(?P<head>--?(?P<name>[A-Za-z0-9_-]++)=)(?P<value>.+)", re.DOTALL)
+_QUERY_START = re.compile(r"[?&]")
+_QUERY_NAME = re.compile(r"[^=&#\s]*+")
+_QUERY_VALUE = re.compile(r"[^&#\s]*+")
 
 
 def secret_values(env: Mapping[str, str], key_env_names: Iterable[str]) -> frozenset[str]:
@@ -84,8 +99,8 @@ class Redactor:
         for secret in self.secrets:
             if secret == value or (len(secret) >= 8 and secret in value):
                 return HIDDEN
-        value = _URL_PASSWORD.sub(lambda m: m["head"] + HIDDEN, value)
-        return _QUERY_PARAM.sub(lambda m: m["head"] + (HIDDEN if _SECRET_NAME.search(m["name"]) else m["value"]), value)
+        value = _URL_PASSWORD.sub(lambda m: m["lead"] + m["head"] + HIDDEN, value)
+        return _hide_query_secrets(value)
 
     def data(self, value: Any, *, name: str | None = None, named: bool = False) -> Any:
         """A copy of ``value`` (plain dicts, lists, scalars) with every secret hidden.
@@ -102,6 +117,36 @@ class Redactor:
                 for key, item in value.items()
             }
         return value
+
+
+def _hide_query_secrets(value: str) -> str:
+    r"""``value`` with the value of every ``?name=value`` or ``&name=value`` whose name is a secret's hidden.
+
+    What ``re.sub`` of ``[?&]([^=&#\s]+)=([^&#\s]*)`` would find, in one pass: when a name's run of
+    characters does not end in ``=``, no ``?`` inside that run starts a parameter either, so the search goes
+    on after the run instead of retrying inside it (which made ``????…`` quadratic).
+    """
+    parts: list[str] = []
+    done = i = 0
+    while (start := _QUERY_START.search(value, i)) is not None:
+        name_start = start.end()
+        name_end = _run_end(_QUERY_NAME, value, name_start)
+        if name_end == name_start or not value.startswith("=", name_end):
+            i = name_end
+            continue
+        value_end = _run_end(_QUERY_VALUE, value, name_end + 1)
+        if _SECRET_NAME.search(value, name_start, name_end):
+            parts += (value[done : name_end + 1], HIDDEN)
+            done = value_end
+        i = value_end
+    parts.append(value[done:])
+    return "".join(parts)
+
+
+def _run_end(run: re.Pattern[str], value: str, start: int) -> int:
+    """Where the run of ``run``'s characters that starts at ``start`` ends."""
+    match = run.match(value, start)
+    return start if match is None else match.end()
 
 
 _NAMED_TABLES = frozenset({"headers", "env"})

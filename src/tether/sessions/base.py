@@ -6,13 +6,22 @@ each to it):
 - ``save`` is atomic: after it returns the new version is stored; if it fails or the process dies while it
   runs, the store holds the previous version or the new one, never a mix. Saving a session again replaces
   it (last write wins); saving a longer version of the same transcript is the normal way to append.
-- ``save`` refuses a transcript that is not valid (see :func:`validate_session`) before touching storage,
-  so a stored session always loads.
+- ``save`` refuses a transcript that is not valid (see :func:`validate_session`), a title or model that is
+  not text, or messages that do not read back once written (nesting too deep to encode), with
+  ``SessionInvalid`` and before touching storage, so a stored session always loads. Usage counts that are
+  out of range (negative, fractional, not numbers, past 2**63 - 1) are normalised (see
+  :func:`normalized_usage`) rather than refused: usage is bookkeeping, and a run's transcript is not lost
+  over it.
 - ``load`` returns exactly what was saved (messages equal, usage, model, title, timestamps), except that two
   user messages in a row are merged into one (see :func:`validate_session`). An unknown id raises
-  :class:`SessionNotFound`; corrupt or truncated data raises :class:`~tether.errors.SessionInvalid` naming
-  the file or row and the problem, and never touches other sessions.
-- ``delete`` is idempotent: deleting an unknown id does nothing.
+  :class:`SessionNotFound`; corrupt, truncated or hostile data (wrong types, nesting too deep, invalid
+  UTF-8, something that is not a regular file) raises :class:`~tether.errors.SessionInvalid` naming the
+  file or row and the problem, and never touches other sessions. Usage counts stored out of range are
+  normalised on load as on save, so they never make a session unusable.
+- ``delete`` is idempotent: deleting an unknown id does nothing. After it, no file the store owns holds the
+  session's text: no backup, no temporary file, no freed database page, no write-ahead log frame.
+- What a store creates (directories, files, databases and their journals) is readable by its owner only,
+  whatever the umask: a conversation can hold secrets.
 - Blocking I/O never runs on the event loop: the file and SQLite stores do theirs in a worker thread.
   Cancelling the awaiting task does not stop a write already handed to the thread; it still ends in the
   old or the new version.
@@ -28,16 +37,20 @@ sort correctly, print readably, and round-trip through every store exactly.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 import re
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from tether.errors import SessionInvalid
 from tether.messages import Message, ToolResult, open_tool_calls, transcript_problems
 from tether.usage import Usage
+
+logger = logging.getLogger("tether.sessions")
 
 
 def utc_now() -> datetime:
@@ -243,11 +256,111 @@ def _merge_consecutive_users(messages: Sequence[Message], source: str) -> tuple[
 
 
 def suggest_title(messages: Sequence[Message], limit: int = 60) -> str:
-    """A title from the first user message: its text on one line, cut at ``limit`` characters."""
+    """A title from the first user message: its text on one line, cut at ``limit`` characters (a lone
+    surrogate, which no store can keep as text, becomes U+FFFD)."""
     for message in messages:
         if message.role == "user" and (text := " ".join(message.text.split())):
-            return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+            text = text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+            return text if _is_utf8(text) else without_surrogates(text)
     return ""
+
+
+# --- what a store accepts -----------------------------------------------------------------------------------
+
+MAX_COUNT = 2**63 - 1
+"""The largest usage count a store keeps (SQLite's largest integer); larger counts are clamped to it."""
+
+USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Usage))
+
+
+def normalized_usage(usage: Any, source: str) -> Usage:
+    """``usage`` (a :class:`Usage` or its JSON object) with every count a whole number in ``0..MAX_COUNT``.
+
+    A fractional count is rounded down, a negative or non-finite one or one that is not a number at all
+    (a string, ``true``, ``null``) becomes 0, a larger one ``MAX_COUNT``; anything but an object is no usage.
+    What changed is logged as a warning on ``tether.sessions`` naming ``source``. Returns ``usage`` itself
+    when it was already in range.
+    """
+    if isinstance(usage, Usage):
+        values: dict[str, Any] = {name: getattr(usage, name) for name in USAGE_FIELDS}
+    elif isinstance(usage, dict):
+        values = {name: usage.get(name, 0) for name in USAGE_FIELDS}
+    else:
+        logger.warning("%s: usage is %s, not an object; counted as no usage", source, brief(usage))
+        return Usage()
+    counts = {name: _count(value) for name, value in values.items()}
+    changed = [f"{name}={brief(values[name])}" for name in USAGE_FIELDS if values[name] is not counts[name]]
+    if not changed:
+        return usage if isinstance(usage, Usage) else Usage(**counts)
+    logger.warning("%s: usage counts out of range were normalised: %s", source, ", ".join(changed))
+    return Usage(**counts)
+
+
+def _count(value: Any) -> Any:
+    """``value`` itself when it is a count in range, else the count it is normalised to."""
+    if type(value) is int:
+        return value if 0 <= value <= MAX_COUNT else (0 if value < 0 else MAX_COUNT)
+    if type(value) is float and math.isfinite(value):
+        return min(MAX_COUNT, max(0, math.floor(value)))
+    return 0
+
+
+def brief(value: Any, limit: int = 60) -> str:
+    """``value`` as an error message quotes it: short, and never failing (a huge int has no cheap repr)."""
+    if type(value) is int and abs(value) >= 10**30:
+        return f"{'-' if value < 0 else ''}a {value.bit_length()}-bit integer"
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a hostile value's repr must not break an error message
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= limit else f"{text[: limit - 1]}… ({len(text)} characters)"
+
+
+def storable(session: Session) -> Session:
+    """``session`` as a store may write it: checked, with its usage normalised.
+
+    ``SessionInvalid`` naming the session and the field when the id, the title, the model or the transcript
+    cannot be stored (a title that is not text, a lone surrogate, a message that is not a ``Message``, an
+    invalid transcript). Whether the messages encode and read back is each store's to check (``codec``).
+    """
+    source = f"session {check_session_id(session.id)!r}"
+    for name in ("title", "model"):
+        value = getattr(session, name)
+        if not isinstance(value, str):
+            problem = f"{source}: {name} must be a string, not {brief(value)}"
+            raise SessionInvalid(problem, details=_field(session, name))
+        if not _is_utf8(value):
+            raise SessionInvalid(
+                f"{source}: {name} is not valid text (it holds a lone surrogate)", details=_field(session, name)
+            )
+    for index, message in enumerate(session.messages):
+        if not isinstance(message, Message):
+            raise SessionInvalid(
+                f"{source}: message {index} is {brief(message)}, not a Message", details=_field(session, "messages")
+            )
+    validate_session(session.messages, source)
+    usage = normalized_usage(session.usage, source)
+    return session if usage is session.usage else dataclasses.replace(session, usage=usage)
+
+
+def without_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (text no store can write as UTF-8) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _field(session: Session, name: str) -> dict[str, object]:
+    return {"session_id": session.id, "field": name}
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def newest_first(summaries: Iterable[SessionSummary]) -> list[SessionSummary]:

@@ -1,8 +1,11 @@
 """The JSON form of a session's fields, shared by the file and SQLite stores.
 
 Every decoder takes a ``source`` (a file, a row) and raises ``SessionInvalid`` naming it and the problem;
-none lets a ``KeyError`` or ``TypeError`` escape for bad data. JSON text is written ASCII-only, so any
-Python string (a lone surrogate from a tool's output included) can be stored and read back.
+none lets a ``KeyError``, ``TypeError`` or ``RecursionError`` escape for bad data. JSON text is written
+ASCII-only, so any Python string (a lone surrogate from a tool's output included) can be stored and read
+back. The encoders check that what they write reads back (:func:`encode_messages`), so a save refuses,
+before touching storage, what a later load could not read: nesting too deep for the JSON reader, a value
+JSON has no form for.
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ from typing import Any
 
 from tether.errors import SessionInvalid
 from tether.messages import Message, messages_from_jsonable, messages_to_jsonable
-from tether.sessions.base import Session, SessionSummary
+from tether.sessions.base import Session, SessionSummary, brief, normalized_usage, without_surrogates
 from tether.usage import Usage
 
 FORMAT_VERSION = 1
 """The version of the session file format; a file from a newer version is refused, not misread."""
 
 _USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Usage))
+_ENCODE_ERRORS = (ValueError, TypeError, RecursionError, OverflowError)
+"""What encoding a hostile value can raise (pydantic's serialization error is a ``ValueError``)."""
 
 
 def dumps(value: Any) -> str:
@@ -63,26 +68,54 @@ def usage_to_jsonable(usage: Usage) -> dict[str, int]:
 
 
 def usage_from_jsonable(data: Any, source: str) -> Usage:
-    """A Usage from its JSON object; missing counters are 0, unknown ones are ignored (a newer writer's)."""
-    if not isinstance(data, dict):
-        raise SessionInvalid(f"{source}: usage must be an object, found {_kind(data)}")
-    values: dict[str, int] = {}
-    for name in _USAGE_FIELDS:
-        value = data.get(name, 0)
-        if type(value) is not int or value < 0:
-            raise SessionInvalid(f"{source}: usage.{name} must be a non-negative integer, found {value!r}")
-        values[name] = value
-    return Usage(**values)
+    """A Usage from its JSON object; missing counters are 0, unknown ones are ignored (a newer writer's), and
+    counts out of range are normalised (:func:`~tether.sessions.base.normalized_usage`), never refused."""
+    return normalized_usage(data, source)
 
 
-def message_rows(messages: Sequence[Message]) -> list[str]:
-    """One JSON text per message."""
-    return [dumps(item) for item in messages_to_jsonable(messages)]
+def text_field(value: Any, name: str, source: str) -> str:
+    """A stored title or model as text: a lone surrogate (which no store writes) becomes U+FFFD, so a
+    hand-edited file's title does not stop the session from being saved again."""
+    if not isinstance(value, str):
+        raise SessionInvalid(f"{source}: {name!r} must be a string, found {_kind(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return without_surrogates(value)
+    return value
 
 
-def session_to_jsonable(session: Session) -> dict[str, Any]:
+def message_rows(messages: Sequence[Message], source: str = "messages", first: int = 0) -> list[str]:
+    """One JSON text per message, each checked to read back; ``SessionInvalid`` naming ``source`` and the
+    message's number (``first`` is the number of ``messages[0]``) for one that cannot be stored."""
+    rows: list[str] = []
+    for index, message in enumerate(messages, start=first):
+        where = f"{source}: message {index}"
+        try:
+            row = dumps(messages_to_jsonable([message])[0])
+        except _ENCODE_ERRORS as error:
+            raise SessionInvalid(f"{where} cannot be stored: {_reason(error)}") from None
+        messages_from_jsonable([loads(row, f"{where} (as written)")], source=f"{where} (as written)")
+        rows.append(row)
+    return rows
+
+
+def session_to_text(session: Session, source: str) -> bytes:
+    """The session file's bytes, every message checked to read back (see :func:`message_rows`)."""
+    head = dumps(session_to_jsonable(session, with_messages=False))
+    rows = message_rows(session.messages, source)
+    return f'{head[:-1]},"messages":[{",".join(rows)}]}}'.encode()
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, RecursionError):
+        return "it is nested too deeply"
+    return brief(str(error), 200)
+
+
+def session_to_jsonable(session: Session, *, with_messages: bool = True) -> dict[str, Any]:
     """The session file's content: the envelope first, the messages last."""
-    return {
+    data = {
         "version": FORMAT_VERSION,
         "id": session.id,
         "title": session.title,
@@ -90,8 +123,10 @@ def session_to_jsonable(session: Session) -> dict[str, Any]:
         "created_at": timestamp_to_text(session.created_at),
         "updated_at": timestamp_to_text(session.updated_at),
         "usage": usage_to_jsonable(session.usage),
-        "messages": messages_to_jsonable(session.messages),
     }
+    if with_messages:
+        data["messages"] = messages_to_jsonable(session.messages)
+    return data
 
 
 def session_from_jsonable(data: Any, source: str, expected_id: str) -> Session:
@@ -100,9 +135,9 @@ def session_from_jsonable(data: Any, source: str, expected_id: str) -> Session:
     return Session(
         id=expected_id,
         messages=tuple(messages_from_jsonable(data["messages"], source=f"{source}: messages")),
-        usage=usage_from_jsonable(data.get("usage"), source),
-        model=data["model"],
-        title=data["title"],
+        usage=usage_from_jsonable(data.get("usage", {}), source),
+        model=text_field(data["model"], "model", source),
+        title=text_field(data["title"], "title", source),
         created_at=timestamp_from_text(data.get("created_at"), f"{source}: created_at"),
         updated_at=timestamp_from_text(data.get("updated_at"), f"{source}: updated_at"),
     )
@@ -116,8 +151,8 @@ def summary_from_jsonable(data: Any, source: str, expected_id: str) -> SessionSu
         raise SessionInvalid(f"{source}: messages must be a list, found {_kind(messages)}")
     return SessionSummary(
         id=expected_id,
-        title=data["title"],
-        model=data["model"],
+        title=text_field(data["title"], "title", source),
+        model=text_field(data["model"], "model", source),
         created_at=timestamp_from_text(data.get("created_at"), f"{source}: created_at"),
         updated_at=timestamp_from_text(data.get("updated_at"), f"{source}: updated_at"),
         message_count=len(messages),

@@ -13,7 +13,14 @@ A corrupt, truncated or malformed file raises ``SessionInvalid`` naming the file
 when a backup exists. Falling back to the backup is opt-in (``use_backup=True``), since it silently loses
 the last save: ``load`` then returns the previous version and logs a warning on ``tether.sessions``.
 
-Files are created readable and writable by their owner only: a conversation can hold secrets. Every save
+A session file that is a symbolic link, a directory, a FIFO or anything but a regular file is refused as
+``SessionInvalid``, like a corrupt one, and so are files of sessions whose messages cannot be read back.
+
+``delete`` removes the session file, its backup and any temporary file a crashed save of it left behind, so
+no copy of the conversation outlives it in the directory.
+
+Files and the directory (when the store creates it) are readable and writable by their owner only,
+whatever the umask: a conversation can hold secrets. Every save
 rewrites the whole file and ``list`` reads every file: fine for hundreds of sessions of ordinary length;
 the SQLite store appends instead and lists from one table.
 """
@@ -27,6 +34,7 @@ import dataclasses
 import errno
 import logging
 import os
+import re
 import secrets
 import tempfile
 from pathlib import Path
@@ -39,8 +47,10 @@ from tether.sessions.base import (
     SessionSummary,
     check_session_id,
     newest_first,
+    storable,
     validate_session,
 )
+from tether.sessions.private import make_private_directory, read_regular
 
 logger = logging.getLogger("tether.sessions")
 
@@ -101,9 +111,9 @@ class FileSessionStore:
             return session
 
     def _save(self, session: Session, path: Path) -> None:
-        validate_session(session.messages, f"session {session.id!r}")
-        data = codec.dumps(codec.session_to_jsonable(session)).encode()
-        self.directory.mkdir(parents=True, exist_ok=True)
+        session = storable(session)
+        data = codec.session_to_text(session, f"session {session.id!r}")
+        make_private_directory(self.directory)
         write_atomic(path, data)
 
     def _list(self) -> builtins.list[SessionSummary]:
@@ -118,7 +128,7 @@ class FileSessionStore:
             session_id = entry.name.removesuffix(".json")
             try:
                 check_session_id(session_id)
-                raw = codec.loads(Path(entry.path).read_bytes(), entry.path)
+                raw = codec.loads(read_regular(Path(entry.path), entry.path), entry.path)
                 summaries.append(codec.summary_from_jsonable(raw, entry.path, session_id))
             except FileNotFoundError:
                 continue  # deleted while we listed
@@ -127,7 +137,10 @@ class FileSessionStore:
         return newest_first(summaries)
 
     def _delete(self, path: Path) -> None:
-        # The backup first: a crash in between leaves a session without backup, never a backup alone.
+        # The backup and leftovers first: a crash in between leaves a session without its copies, never a
+        # copy alone.
+        for leftover in temporary_files_of(path):
+            leftover.unlink(missing_ok=True)
         backup_of(path).unlink(missing_ok=True)
         path.unlink(missing_ok=True)
         if self.directory.is_dir():
@@ -138,9 +151,20 @@ def backup_of(path: Path) -> Path:
     return path.with_name(path.name + ".bak")
 
 
+def temporary_files_of(path: Path) -> builtins.list[Path]:
+    """The temporary files saves of ``path`` made and a crash left behind: ``.<name>.XXXXXXXX.tmp`` (a new
+    version being written) and ``.<name>.bak.XXXXXXXX.tmp`` (a backup being made), of this name only."""
+    pattern = re.compile(re.escape(f".{path.name}.") + r"(?:[a-z0-9_]{8}|bak\.[0-9a-f]{8})\.tmp")
+    try:
+        names = os.listdir(path.parent)
+    except FileNotFoundError:
+        return []
+    return [path.with_name(name) for name in names if pattern.fullmatch(name)]
+
+
 def _read(path: Path, session_id: str) -> Session:
     source = str(path)
-    session = codec.session_from_jsonable(codec.loads(path.read_bytes(), source), source, session_id)
+    session = codec.session_from_jsonable(codec.loads(read_regular(path, source), source), source, session_id)
     messages = validate_session(session.messages, source)
     return session if messages is session.messages else dataclasses.replace(session, messages=messages)
 

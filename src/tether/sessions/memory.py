@@ -1,7 +1,9 @@
 """MemorySessionStore: sessions in a dict, for tests and short-lived programs.
 
-Nothing outlives the store object. Sessions are immutable, so the store keeps the objects it is given;
-``load`` returns them checked the same way the other stores check what they read.
+Nothing outlives the store object. Sessions are immutable, so the store keeps the objects it is given (with
+their usage normalised); ``save`` refuses what the other stores refuse (messages included that would not read
+back once written), so a program tested against this store behaves the same on the others, and ``load``
+returns them checked the same way the other stores check what they read.
 """
 
 from __future__ import annotations
@@ -9,12 +11,14 @@ from __future__ import annotations
 import builtins
 import dataclasses
 
+from tether.sessions import codec
 from tether.sessions.base import (
     Session,
     SessionNotFound,
     SessionSummary,
     check_session_id,
     newest_first,
+    storable,
     summary_of,
     validate_session,
 )
@@ -35,8 +39,8 @@ class MemorySessionStore:
         return session if messages is session.messages else dataclasses.replace(session, messages=messages)
 
     async def save(self, session: Session) -> None:
-        check_session_id(session.id)
-        validate_session(session.messages, f"session {session.id!r}")
+        session = storable(session)
+        codec.message_rows(session.messages, f"session {session.id!r}")
         self._sessions[session.id] = session
 
     async def list(self) -> builtins.list[SessionSummary]:

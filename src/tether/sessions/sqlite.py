@@ -22,8 +22,19 @@ connection per store object, one operation at a time; ``aclose()`` (or ``async w
 
 ``SessionInvalid`` names the file, and the session and row for a bad row: a file that is not a SQLite
 database, a damaged one, a database of another program or of a newer tether, a row that is not JSON or not
-a message, missing rows. A database kept busy beyond ``timeout`` or a failing disk raises
-``sqlite3.OperationalError``.
+a message, text that is not UTF-8, a column of the wrong type, missing rows. A row another writer left
+with usage counts out of range, a usage that is not JSON, a title that is not UTF-8 or a revision that is
+not a number is normalised instead (and logged), so that it cannot make the session unusable.
+
+Deleted content does not linger: the connection runs with ``secure_delete`` (freed pages are overwritten
+with zeros) and a delete is followed by a ``TRUNCATE`` checkpoint, which copies the log into the database
+and empties it, so neither the database nor its ``-wal`` holds the deleted session's text. (A checkpoint
+that another process's open read keeps from finishing is logged; the log is emptied by the next one.)
+
+The database, its ``-wal``, ``-shm`` and journal are owner-only (0600), and directories the store creates
+0700, whatever the umask; an existing database readable by others is tightened when it is opened.
+
+A database kept busy beyond ``timeout`` or a failing disk raises ``sqlite3.OperationalError``.
 """
 
 from __future__ import annotations
@@ -49,10 +60,15 @@ from tether.sessions.base import (
     Session,
     SessionNotFound,
     SessionSummary,
+    brief,
     check_session_id,
     newest_first,
+    normalized_usage,
+    storable,
     validate_session,
 )
+from tether.sessions.private import create_private_file, make_private_directory, tighten
+from tether.usage import Usage
 
 logger = logging.getLogger("tether.sessions")
 
@@ -144,8 +160,12 @@ class SQLiteSessionStore:
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_directory(self.path.parent)
+            create_private_file(self.path)  # SQLite gives its -wal, -shm and journal the database's mode
+            for suffix in _COMPANIONS:
+                tighten(self.path.with_name(self.path.name + suffix))
             connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+            connection.text_factory = _text
             try:
                 self._prepare(connection)
             except BaseException:
@@ -167,6 +187,7 @@ class SQLiteSessionStore:
         if str(mode).lower() != "wal":
             logger.warning("%s: WAL mode is not available here (journal mode %s)", self.path, mode)
         connection.execute("PRAGMA synchronous = FULL")
+        connection.execute("PRAGMA secure_delete = ON")
         with _transaction(connection, "BEGIN IMMEDIATE"):
             (version,) = connection.execute("PRAGMA user_version").fetchone()
             if version == 0:
@@ -198,25 +219,26 @@ class SQLiteSessionStore:
             ).fetchall()
         title, model, created_at, updated_at, usage, count, revision = row
         row_source = f"{self.path}: sessions row {session_id!r}"
-        _check_types(row_source, title=(title, str), model=(model, str), usage=(usage, str))
-        _check_types(row_source, message_count=(count, int), revision=(revision, int))
+        title, model = _repaired(title), _repaired(model)
+        _check_types(row_source, title=(title, str), model=(model, str), message_count=(count, int))
         stored = _decode_messages(rows, count, source)
         session = Session(
             id=session_id,
             messages=stored,
-            usage=codec.usage_from_jsonable(codec.loads(usage, f"{row_source}: usage"), row_source),
-            model=model,
-            title=title,
+            usage=_usage_of(usage, row_source),
+            model=codec.text_field(model, "model", row_source),
+            title=codec.text_field(title, "title", row_source),
             created_at=codec.timestamp_from_text(created_at, f"{row_source}: created_at"),
             updated_at=codec.timestamp_from_text(updated_at, f"{row_source}: updated_at"),
         )
         messages = validate_session(stored, source)
-        self._remember(session_id, revision, stored)
+        if type(revision) is int:
+            self._remember(session_id, revision, stored)
         return session if messages is stored else dataclasses.replace(session, messages=messages)
 
     def _save(self, connection: sqlite3.Connection, session: Session) -> None:
+        session = storable(session)
         session_id, messages = session.id, session.messages
-        validate_session(messages, f"session {session_id!r}")
         with _transaction(connection, "BEGIN IMMEDIATE"):
             row = connection.execute(
                 "SELECT revision, message_count FROM sessions WHERE id = ?", (session_id,)
@@ -224,16 +246,16 @@ class SQLiteSessionStore:
             keep, revision = 0, 0
             if row is not None:
                 revision, count = row
-                _check_types(f"{self.path}: sessions row {session_id!r}", revision=(revision, int))
+                if type(revision) is not int or not 0 <= revision < 2**62:
+                    revision = 0  # damaged: the stored rows are compared, and the row gets a sound revision
+                    self._stored.pop(session_id, None)
                 keep = self._stored_prefix(connection, session_id, revision, count, messages)
-            connection.execute("DELETE FROM messages WHERE session_id = ? AND seq >= ?", (session_id, keep))
             new = messages[keep:]
+            rows = codec.message_rows(new, f"session {session_id!r}", first=keep)  # before anything changes
+            connection.execute("DELETE FROM messages WHERE session_id = ? AND seq >= ?", (session_id, keep))
             connection.executemany(
                 "INSERT INTO messages (session_id, seq, role, data) VALUES (?, ?, ?, ?)",
-                [
-                    (session_id, keep + i, message.role, data)
-                    for i, (message, data) in enumerate(zip(new, codec.message_rows(new), strict=True))
-                ],
+                [(session_id, keep + i, m.role, data) for i, (m, data) in enumerate(zip(new, rows, strict=True))],
             )
             connection.execute(
                 "INSERT INTO sessions (id, title, model, created_at, updated_at, usage, message_count, revision)"
@@ -284,13 +306,12 @@ class SQLiteSessionStore:
         for session_id, title, model, created_at, updated_at, count in rows:
             source = f"{self.path}: sessions row {session_id!r}"
             try:
-                _check_types(source, id=(session_id, str), title=(title, str), model=(model, str))
-                _check_types(source, message_count=(count, int))
+                _check_types(source, id=(session_id, str), message_count=(count, int))
                 summaries.append(
                     SessionSummary(
                         id=session_id,
-                        title=title,
-                        model=model,
+                        title=codec.text_field(_repaired(title), "title", source),
+                        model=codec.text_field(_repaired(model), "model", source),
                         created_at=codec.timestamp_from_text(created_at, f"{source}: created_at"),
                         updated_at=codec.timestamp_from_text(updated_at, f"{source}: updated_at"),
                         message_count=count,
@@ -303,8 +324,18 @@ class SQLiteSessionStore:
     def _delete(self, connection: sqlite3.Connection, session_id: str) -> None:
         with _transaction(connection, "BEGIN IMMEDIATE"):
             connection.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
-            connection.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            deleted = connection.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount
         self._stored.pop(session_id, None)
+        if deleted:
+            # Copy the log into the database (where secure_delete has zeroed the freed pages) and empty it.
+            busy, _, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy:
+                logger.warning(
+                    "%s: another connection's read kept the log from being emptied after deleting %r; "
+                    "the next delete or checkpoint empties it",
+                    self.path,
+                    session_id,
+                )
 
     def _remember(self, session_id: str, revision: int, messages: tuple[Message, ...]) -> None:
         self._stored[session_id] = (revision, messages)
@@ -327,23 +358,56 @@ def _transaction(connection: sqlite3.Connection, begin: str) -> Iterator[None]:
     connection.execute("COMMIT")
 
 
+_COMPANIONS = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps next to a database."""
+
+
+class _NotText(bytes):
+    """A TEXT value that is not UTF-8, kept as its bytes: the row is then named in a ``SessionInvalid``
+    (or its title repaired) instead of the cursor failing for the whole query."""
+
+
+def _text(raw: bytes) -> str | _NotText:
+    """The connection's ``text_factory``: UTF-8 text, or :class:`_NotText`."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _NotText(raw)
+
+
+def _repaired(value: Any) -> Any:
+    """A title or model that is not UTF-8, decoded with U+FFFD in place of the bad bytes."""
+    return value.decode("utf-8", "replace") if isinstance(value, _NotText) else value
+
+
+def _usage_of(value: Any, source: str) -> Usage:
+    """The usage column, normalised; a column that is not JSON text is no usage (and a warning)."""
+    try:
+        data = codec.loads(value, f"{source}: usage") if isinstance(value, str) else value
+    except SessionInvalid as error:
+        data = error.message
+    return normalized_usage(data, f"{source}: usage")
+
+
 def _check_types(source: str, **values: tuple[Any, type]) -> None:
     for name, (value, expected) in values.items():
         if type(value) is not expected:
-            raise SessionInvalid(f"{source}: {name} should be {expected.__name__}, found {value!r}")
+            found = "text that is not UTF-8" if isinstance(value, _NotText) else brief(value)
+            raise SessionInvalid(f"{source}: {name} should be {expected.__name__}, found {found}")
 
 
 def _decode_messages(rows: Sequence[tuple[Any, Any]], count: int, source: str) -> tuple[Message, ...]:
     """The messages of ``rows`` (``seq``, ``data``), which must be exactly ``0..count-1``."""
     for index, (seq, _) in enumerate(rows):
         if seq != index:
-            raise SessionInvalid(f"{source}: messages row seq={index} is missing (found seq={seq!r} in its place)")
+            raise SessionInvalid(f"{source}: messages row seq={index} is missing (found seq={brief(seq)} in its place)")
     if len(rows) != count:
         raise SessionInvalid(f"{source}: {len(rows)} message rows stored, but the session row says {count}")
     items = []
     for seq, data in rows:
         if not isinstance(data, str):
-            raise SessionInvalid(f"{source}, messages row seq={seq}: data should be JSON text, found {data!r}")
+            found = "text that is not UTF-8" if isinstance(data, _NotText) else brief(data)
+            raise SessionInvalid(f"{source}, messages row seq={seq}: data should be JSON text, found {found}")
         items.append(codec.loads(data, f"{source}, messages row seq={seq}"))
     try:
         return tuple(messages_from_jsonable(items, source=source))
