@@ -26,16 +26,12 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-HIDDEN = "***"
+from tether import secrets
 
-KEY_VARIABLES = ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
-"""Key variables of the providers that are not OpenAI-compatible profiles (those are in ``PROFILES``)."""
+HIDDEN = "***"
 
 _SECRET_NAME = re.compile(r"(?i)(auth|key|token|secret|passw|cookie|credential|signature)")
 """Header, variable and option names whose values are secrets (``Authorization``, ``X-Api-Key``)."""
-_SECRET_VARIABLE = re.compile(r"(?i)(_|^)(api_?key|access_key|key|token|secret|password|passwd|credentials?)$")
-"""Environment variables whose values are secrets wherever they show up (``*_KEY``, ``*_TOKEN``, ...); narrower
-than :data:`_SECRET_NAME` so that ``PWD``, ``SSH_AUTH_SOCK`` or ``KEYBOARD`` paths are not hidden everywhere."""
 _REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*+\}")
 _SCHEME = re.compile(r"(?i)^\s*+(bearer|basic|token)\s++")
 _KEY_LIKE = re.compile(
@@ -62,10 +58,12 @@ _QUERY_VALUE = re.compile(r"[^&#\s]*+")
 
 
 def secret_values(env: Mapping[str, str], key_env_names: Iterable[str]) -> frozenset[str]:
-    """The values in ``env`` that must never be printed: named key variables and secret-named ones."""
-    names = set(key_env_names) | set(KEY_VARIABLES)
-    names |= {name for name in env if _SECRET_VARIABLE.search(name) and not name.startswith("TETHER_")}
-    return frozenset(value for name in names if (value := env.get(name)) and len(value) >= 4)
+    """The values in ``env`` that must never be printed: the keys :mod:`tether.secrets` knows (its one rule
+    for secret-named variables, the providers' key variables, connection-string passwords), and the values of
+    the key variables the configuration names. ``TETHER_*`` variables are settings, judged as values."""
+    named = {value for name in key_env_names if (value := env.get(name)) and len(value) >= 4}
+    settings_aside = {name: value for name, value in env.items() if not name.startswith("TETHER_")}
+    return frozenset(named) | secrets.secret_values(settings_aside)
 
 
 def looks_like_key(text: str) -> bool:
