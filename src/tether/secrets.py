@@ -195,4 +195,3 @@ def mask_exception_in_place(exc: BaseException, masker: Masker) -> None:
         except Exception:  # noqa: BLE001 - attributes that cannot be set: callers check what is left
             pass
         link = link.__cause__ or link.__context__
-
