@@ -55,7 +55,7 @@ from tether.events import (
     ToolCallStart,
 )
 from tether.providers.http import error_for_payload
-from tether.providers.wire import as_count, as_list, as_object, as_text, malformed
+from tether.providers.wire import anchored_entries, as_count, as_list, as_object, as_text, malformed
 from tether.usage import Usage
 
 ORIGIN = "anthropic"
@@ -366,18 +366,5 @@ def as_stream_events(message: dict[str, Any]) -> list[dict[str, Any]]:
 def anchors_of(provider_data: dict[str, Any] | None) -> list[tuple[Anchor, dict[str, Any]]]:
     """The server blocks kept on an assistant message of ours, with their places, in order. An entry that is
     not of the shape :class:`EventDecoder` writes (a hand-edited session) is left out rather than sent."""
-    if not isinstance(provider_data, dict) or provider_data.get("origin") != ORIGIN:
-        return []
-    entries = provider_data.get("server_blocks")
-    kept: list[tuple[Anchor, dict[str, Any]]] = []
-    for entry in entries if isinstance(entries, list) else ():
-        anchor = entry.get("anchor") if isinstance(entry, dict) else None
-        block = entry.get("block") if isinstance(entry, dict) else None
-        if (
-            isinstance(block, dict)
-            and isinstance(anchor, list | tuple)
-            and len(anchor) == 2
-            and all(type(n) is int and n >= 0 for n in anchor)
-        ):
-            kept.append((Anchor(anchor[0], anchor[1]), dict(block)))
-    return kept
+    entries = anchored_entries(provider_data, ORIGIN, "server_blocks", "block")
+    return [(Anchor(parts, chars), block) for parts, chars, block in entries]

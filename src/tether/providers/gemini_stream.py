@@ -51,7 +51,7 @@ from tether.events import (
     ToolCallStart,
 )
 from tether.providers.http import error_for_payload
-from tether.providers.wire import as_count, as_list, as_object, as_text, malformed
+from tether.providers.wire import anchored_entries, as_count, as_list, as_object, as_text, malformed
 from tether.usage import Usage
 
 __all__ = ["PROVIDER", "KeptPart", "ResponseDecoder", "finish_reason", "kept_parts_of", "parse_usage"]
@@ -316,18 +316,5 @@ def parse_usage(usage: dict[str, Any]) -> Usage:
 def kept_parts_of(provider_data: dict[str, Any] | None) -> list[KeptPart]:
     """The parts kept on a model message of ours, with their places, in order. An entry that is not of the
     shape :class:`ResponseDecoder` writes (a hand-edited session) is left out rather than sent."""
-    if not isinstance(provider_data, dict) or provider_data.get("origin") != PROVIDER:
-        return []
-    entries = provider_data.get("parts")
-    kept: list[KeptPart] = []
-    for entry in entries if isinstance(entries, list) else ():
-        anchor = entry.get("anchor") if isinstance(entry, dict) else None
-        part = entry.get("part") if isinstance(entry, dict) else None
-        if (
-            isinstance(part, dict)
-            and isinstance(anchor, list | tuple)
-            and len(anchor) == 2
-            and all(type(n) is int and n >= 0 for n in anchor)
-        ):
-            kept.append(KeptPart(anchor[0], anchor[1], dict(part)))
-    return kept
+    entries = anchored_entries(provider_data, PROVIDER, "parts", "part")
+    return [KeptPart(parts, chars, part) for parts, chars, part in entries]

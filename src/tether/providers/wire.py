@@ -94,3 +94,27 @@ def decoded(decode: Callable[[Any], T], data: Any, provider: str) -> T:
             f"{provider} sent a malformed answer: {type(error).__name__}: {str(error)[:200]}",
             details={"exception": type(error).__name__},
         ) from error
+
+
+def anchored_entries(
+    provider_data: Any, origin: str, list_key: str, item_key: str
+) -> list[tuple[int, int, dict[str, Any]]]:
+    """``(parts, chars, item)`` for each ``{"anchor": [parts, chars], item_key: {...}}`` entry kept under
+    ``provider_data[list_key]`` by the provider named ``origin``: content a provider needs back, with the
+    place it sat in its turn. Stored data is read like the wire: an entry of another shape (a hand-edited
+    session) is left out rather than sent."""
+    if type(provider_data) is not dict or provider_data.get("origin") != origin:
+        return []
+    entries = provider_data.get(list_key)
+    kept: list[tuple[int, int, dict[str, Any]]] = []
+    for entry in entries if type(entries) is list else ():
+        anchor = entry.get("anchor") if type(entry) is dict else None
+        item = entry.get(item_key) if type(entry) is dict else None
+        if (
+            type(item) is dict
+            and isinstance(anchor, list | tuple)
+            and len(anchor) == 2
+            and all(type(n) is int and n >= 0 for n in anchor)
+        ):
+            kept.append((anchor[0], anchor[1], dict(item)))
+    return kept
