@@ -17,7 +17,9 @@ from typing import Any, get_args
 
 from hypothesis import strategies as st
 
+from tests.wire.events import run_agent
 from tests.wire.replay import Cassette, Interaction, cassette_files
+from tether import Agent, Limits
 from tether.errors import InvalidResponse
 from tether.events import (
     FinishReason,
@@ -32,6 +34,8 @@ from tether.events import (
 )
 from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator
 from tether.messages import Message, messages_from_jsonable, messages_to_jsonable
+from tether.providers.base import Provider
+from tether.tools.base import tool
 from tether.usage import Usage
 
 JsonPath = tuple[str | int, ...]
@@ -206,3 +210,20 @@ def history_with(turn: AccumulatedTurn | None) -> tuple[Message, ...]:
     """A conversation ending with ``turn``'s message, to send back as the next request's history."""
     messages: tuple[Message, ...] = (Message.user("Go on."),)
     return messages if turn is None else (*messages, turn.message, Message.user("And then?"))
+
+
+async def assert_a_malformed_answer_ends_the_run_as_invalid_response(provider: Provider) -> None:
+    """Run an agent over ``provider``, whose answers hold fields of the wrong type: the run stops as
+    ``invalid_response`` carrying that error, and no call read from such an answer is run."""
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        raise AssertionError("a call read from a malformed answer is never run")
+
+    agent = Agent(provider, tools=[lookup], limits=Limits(invalid_response_retries=1))
+    _, result = await run_agent(agent, "Hi")
+    assert result.stop_reason == "invalid_response"
+    assert isinstance(result.error, InvalidResponse)
+    assert result.error.code == "invalid_response"
+    assert "malformed" in result.detail

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from tests.providers.hostile import assert_a_malformed_answer_ends_the_run_as_invalid_response
 from tests.wire import replay as wire
 from tests.wire.events import collect, compact, parts_of, run_agent, streamed
 from tests.wire.replay import Replayer, ReplayServer
-from tether import Agent, Limits
-from tether.errors import InvalidResponse, ProviderUnavailable
+from tether import Agent
+from tether.errors import ProviderUnavailable
 from tether.events import StreamEnd, ThinkingDelta
 from tether.messages import Message, Thinking
 from tether.providers.anthropic import AnthropicProvider
@@ -282,16 +283,5 @@ async def test_a_run_whose_answers_have_fields_of_the_wrong_type_ends_as_invalid
     replay: Replayer, name: str, stream: bool
 ) -> None:
     server = await serve(replay, name)
-
-    @tool
-    def lookup(key: str) -> str:
-        """Look a key up."""
-        raise AssertionError("a call whose name is not a string is never run")
-
-    agent = Agent(provider(server, stream=stream), tools=[lookup], limits=Limits(invalid_response_retries=1))
-    _, result = await run_agent(agent, "Hi")
-    assert result.stop_reason == "invalid_response"
-    assert isinstance(result.error, InvalidResponse)
-    assert result.error.code == "invalid_response"
-    assert "malformed" in result.detail
+    await assert_a_malformed_answer_ends_the_run_as_invalid_response(provider(server, stream=stream))
     server.assert_all_served()

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from tests.providers.hostile import assert_a_malformed_answer_ends_the_run_as_invalid_response
 from tests.wire import replay as wire
 from tests.wire.events import collect, compact, parts_of, run_agent, streamed
 from tests.wire.replay import Replayer, ReplayServer
-from tether import Agent, Limits
-from tether.errors import InvalidResponse
+from tether import Agent
 from tether.events import StreamEnd, TextDelta, ToolCallStart
 from tether.messages import Message, Text, Thinking, ToolCall
 from tether.providers.base import Request
@@ -233,16 +233,5 @@ async def test_a_run_whose_answers_have_fields_of_the_wrong_type_ends_as_invalid
     replay: Replayer, name: str, stream: bool
 ) -> None:
     server = await serve(replay, name)
-
-    @tool
-    def lookup(key: str) -> str:
-        """Look a key up."""
-        raise AssertionError("a call whose arguments are not an object is never run")
-
-    agent = Agent(provider(server, stream=stream), tools=[lookup], limits=Limits(invalid_response_retries=1))
-    _, result = await run_agent(agent, "Hi")
-    assert result.stop_reason == "invalid_response"
-    assert isinstance(result.error, InvalidResponse)
-    assert result.error.code == "invalid_response"
-    assert "malformed" in result.detail
+    await assert_a_malformed_answer_ends_the_run_as_invalid_response(provider(server, stream=stream))
     server.assert_all_served()
