@@ -46,7 +46,9 @@ async def main() -> None:
         if isinstance(event, ToolCallStarted):
             print(f"-> {event.call.name}({event.call.arguments})")
         elif isinstance(event, ToolResultReceived):
-            print(f"<- {event.result.content.splitlines()[0]}")
+            result = event.result
+            repeated = result.code == "repeated"  # asked again: answered from the earlier result, not run
+            print("<- (repeated: answered from the earlier result)" if repeated else f"<- {result.content}")
         elif isinstance(event, TextDelta):
             print(event.text, end="", flush=True)
     result = stream.result

@@ -48,6 +48,9 @@ def test_the_quick_start_example_runs() -> None:
     assert "[model: local:smollm2]" in completed.stdout, "without a key it runs on the embedded model"
     assert "-> add({'a': 17, 'b': 25})" in completed.stdout
     assert "<- 42" in completed.stdout
+    *_, answer, closing = completed.stdout.splitlines()
+    assert "42" in answer, "the model's answer (greedy decoding: the same every time)"
+    assert closing.startswith("[complete: "), "a repeated call ends in an answer, not an error-sounding stop"
 
 
 def test_import_tether_loads_no_dependency_and_no_submodule() -> None:

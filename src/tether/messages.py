@@ -63,7 +63,9 @@ class ToolCall:
 class ToolResult:
     """What a tool call produced, as the model will read it.
 
-    ``code`` is the stable error code (``tool_not_found``, ``invalid_arguments``, ...) when ``is_error``.
+    ``code`` is the stable error code (``tool_not_found``, ``invalid_arguments``, ...) when ``is_error``;
+    on a successful result it is ``None``, or ``repeated`` for a call not run again because the model already
+    had its result (``loop/repeats.py``).
     """
 
     call_id: str

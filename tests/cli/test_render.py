@@ -169,6 +169,20 @@ def test_describe_result_counts_the_lines_it_leaves_out() -> None:
     assert describe_result(ToolResult("c", "read", "one\n\ntwo\nthree")) == "read: one (+2 lines)"
 
 
+def test_a_repeated_call_is_labelled_as_such_not_as_a_refusal() -> None:
+    repeated = ToolResult("c2", "read", "1\tBuy milk\n2\tCall Alice", code="repeated")
+    assert describe_result(repeated) == "read: (repeated: answered from the earlier result)"
+    screen = Screen()
+    screen.play(ToolResultReceived(repeated, 2))
+    assert screen.err == "  ↺ read: (repeated: answered from the earlier result)\n"
+
+
+def test_the_same_output_gets_the_same_one_line_summary() -> None:
+    content = "1\tBuy milk\n2\tCall Alice"
+    first = describe_result(ToolResult("c1", "read", content))
+    assert first == describe_result(ToolResult("c9", "read", content)) == "read: 1 Buy milk (+1 line)"
+
+
 def test_usage_line_shows_tokens_requests_and_cost_only_when_known() -> None:
     usage = Usage(input_tokens=1000, output_tokens=234, requests=2)
     assert usage_line(usage, None) == "1,234 tokens (1,000 in, 234 out), 2 requests"

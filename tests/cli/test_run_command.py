@@ -156,6 +156,28 @@ def test_the_configured_mode_and_deny_list_shape_the_agent(tmp_path: Path) -> No
     assert setup.agent(mode="full").mode == "full"
 
 
+def test_the_embedded_model_tether_chose_itself_gets_read_only_tools_unless_told_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tether.cli.choose as choose
+
+    monkeypatch.setattr(choose, "local_model_installed", lambda: True)
+    env = {"HOME": str(tmp_path)}
+    setup = load_setup(tmp_path, env, {})
+    assert (setup.model, setup.choice.read_only) == ("local:smollm2", True)
+    assert setup.choice.notice is not None
+    assert "read-only tools" in setup.choice.notice
+    assert setup.tool_mode("local:smollm2", yes=False) == "read-only"
+    assert setup.tool_mode("local:smollm2", yes=True) == "full", "--yes asks for the tools that change things"
+    assert setup.tool_mode("scripted:echo", yes=False) == "full", "another model chosen in the chat"
+    assert load_setup(tmp_path, env, {"tools.mode": "full"}).tool_mode("local:smollm2", yes=False) == "full"
+    (tmp_path / "agent.toml").write_text('[tools]\nmode = "full"\n')
+    assert load_setup(tmp_path, env, {}).tool_mode("local:smollm2", yes=False) == "full"
+    (tmp_path / "agent.toml").write_text('[runtime]\nmodel = "local:smollm2"\n')
+    configured = load_setup(tmp_path, env, {})
+    assert configured.tool_mode("local:smollm2", yes=False) == "full", "a model the user chose keeps tools.mode"
+
+
 def tether(cwd: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_") and not k.endswith("_API_KEY")}
     env.update(HOME=str(cwd), XDG_DATA_HOME=str(cwd / "data"), XDG_CONFIG_HOME=str(cwd / "config"))

@@ -1,9 +1,10 @@
-"""Repeated turns (loop/repeats.py): answered from the earlier result, stopped the third time."""
+"""Repeated turns (loop/repeats.py): answered from the earlier result, then the model is asked only to answer."""
 
 from __future__ import annotations
 
-from tests.helpers import assert_valid
+from tests.helpers import assert_valid, result_of, run_events
 from tether import Agent, Limits, tool
+from tether.events import TurnStarted
 from tether.providers.scripted import ScriptedProvider, call, parallel, reply
 
 runs: list[tuple[int, int]] = []
@@ -20,30 +21,57 @@ def setup_function() -> None:
     runs.clear()
 
 
-async def test_a_repeated_call_gets_the_earlier_result_with_a_note_and_is_not_run_again() -> None:
+async def test_a_repeated_call_gets_the_earlier_result_as_it_was_and_is_not_run_again() -> None:
     model = ScriptedProvider([call("add", {"a": 17, "b": 25}), call("add", {"b": 25, "a": 17}), reply("42")])
     result = await Agent(model, tools=[add]).run("17+25?")
     assert runs == [(17, 25)]
     repeated = result.messages[4].tool_results[0]
-    assert repeated.content.startswith("42\n\n[Already answered")
-    assert not repeated.is_error
+    assert repeated.content == "42", "no note: a small model would copy it into its answer"
+    assert (repeated.is_error, repeated.code) == (False, "repeated"), "not a refusal: its own outcome"
     assert result.text == "42"
     assert result.stop_reason == "complete"
 
 
-async def test_the_third_identical_turn_stops_the_run_with_an_answer_from_what_was_gathered() -> None:
+async def test_after_a_repeat_the_next_request_lets_the_model_only_answer_and_its_answer_completes_the_run() -> None:
+    model = ScriptedProvider([call("add", {"a": 17, "b": 25}), call("add", {"a": 17, "b": 25}), reply("42")])
+    events = await run_events(Agent(model, tools=[add]), "17+25?")
+    result = result_of(events)
+    assert [request.tool_choice for request in model.requests] == ["auto", "auto", "none"]
+    assert [(e.turn, e.final) for e in events if isinstance(e, TurnStarted)] == [(1, False), (2, False), (3, True)]
+    assert (result.stop_reason, result.text, result.turns, result.degraded) == ("complete", "42", 3, False)
+    assert_valid(result)
+
+
+async def test_calls_sent_anyway_when_only_an_answer_is_allowed_are_dropped_and_their_text_is_the_answer() -> None:
     same = call("add", {"a": 17, "b": 25})
-    model = ScriptedProvider([same, same, same, reply("17 + 25 = 42")])
+    model = ScriptedProvider([same, same, call("add", {"a": 17, "b": 25}, text="It is 42.")])
     result = await Agent(model, tools=[add]).run("17+25?")
+    assert (result.stop_reason, result.text) == ("complete", "It is 42.")
+    assert runs == [(17, 25)]
+    assert result.messages[-1].tool_calls == (), "no call is stored without a result"
+    assert_valid(result)
+
+
+async def test_a_model_that_will_not_answer_after_a_repeat_ends_with_the_results_it_had() -> None:
+    same = call("add", {"a": 17, "b": 25})
+    model = ScriptedProvider([same], repeat_last=True)
+    result = await Agent(model, tools=[add], limits=Limits(max_turns=10, invalid_response_retries=1)).run("17+25?")
     assert result.stop_reason == "consecutive_errors"
-    assert "3 turns in a row" in result.detail
-    assert result.text == "17 + 25 = 42", "the tools-off summary call gives the answer"
+    assert "asked again for the calls it had the results of (add)" in result.detail
+    assert result.text.endswith("returned:\n\n42"), "the best-effort answer is what the tool returned"
     assert result.degraded
     assert runs == [(17, 25)]
-    stopped = result.messages[6].tool_results[0]
-    assert stopped.code == "permission_denied"
-    assert stopped.content.startswith("42\n\n"), "the earlier result is still there for the last answer"
+    assert len(model.requests) == 4, "two turns, then the answer asked for twice; no summary call after it"
+    assert "No tools can be called now" in model.requests[3].messages[-1].text
     assert_valid(result)
+
+
+async def test_a_repeat_on_the_last_allowed_turn_ends_with_the_summary_call() -> None:
+    same = call("add", {"a": 17, "b": 25})
+    model = ScriptedProvider([same, same, reply("42")])
+    result = await Agent(model, tools=[add], limits=Limits(max_turns=2)).run("17+25?")
+    assert (result.stop_reason, result.text) == ("max_turns", "42")
+    assert model.requests[-1].tool_choice == "none"
 
 
 async def test_a_different_call_in_between_lets_the_same_call_run_again() -> None:

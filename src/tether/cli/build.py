@@ -84,6 +84,14 @@ class Setup:
         )
         return [*file_tools(self.workspace), shell, *self.extra_tools]
 
+    def tool_mode(self, model: str, *, yes: bool) -> str:
+        """``tools.mode``, except for the embedded model tether chose itself (:attr:`ModelChoice.read_only`):
+        read-only unless ``tools.mode`` was set (file, variable or ``--mode``) or ``--yes`` was given."""
+        tools = self.config.tools
+        if self.choice.read_only and model == self.choice.model and not yes and "mode" not in tools.model_fields_set:
+            return "read-only"
+        return tools.mode
+
     def agent(
         self,
         *,
@@ -101,7 +109,7 @@ class Setup:
             tools=tools,
             system=SYSTEM.format(root=self.workspace.root),
             limits=config.runtime.limits.to_limits(),
-            mode=mode or config.tools.mode,
+            mode=mode or self.tool_mode(model or self.model, yes=yes),
             deny=config.tools.deny,
             can_use_tool=WriteGate(tools, yes=yes, interactive=interactive),
             approve=approve,

@@ -30,6 +30,10 @@ class ModelChoice:
     """One line saying which model was picked and why; ``None`` when the user configured it."""
     problem: str | None = None
     """When ``model`` is ``None``: two lines saying how to configure a provider or install the local model."""
+    read_only: bool = False
+    """tether chose its small embedded model itself: it gets only the tools that change nothing, unless the
+    user sets ``tools.mode`` or passes ``--yes``. A model that small is not trusted with files unasked, and
+    with fewer tools it picks the right one."""
 
 
 def local_model_installed() -> bool:
@@ -52,8 +56,9 @@ def choose_model(
     if (local_available or local_model_installed)():
         return ModelChoice(
             LOCAL_MODEL,
-            f"tether: no model configured; using the small embedded {LOCAL_MODEL} (offline). "
-            f"For a real provider: {EXAMPLE_SETTING} (and export OPENAI_API_KEY)",
+            f"tether: no model configured; using the small embedded {LOCAL_MODEL} (offline), with read-only tools "
+            f"(--mode full to change that). For a real provider: {EXAMPLE_SETTING} (and export OPENAI_API_KEY)",
+            read_only=True,
         )
     return ModelChoice(
         None,

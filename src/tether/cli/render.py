@@ -28,6 +28,7 @@ from tether.events import (
     TurnCompleted,
     TurnStarted,
 )
+from tether.loop.repeats import REPEATED
 from tether.messages import ToolCall, ToolResult
 from tether.usage import Cost, Usage
 
@@ -35,6 +36,7 @@ CALL_WIDTH = 100
 """Characters of a tool call's one-liner, arguments included."""
 RESULT_WIDTH = 100
 """Characters of a tool result's one-liner."""
+REPEATED_LABEL = "(repeated: answered from the earlier result)"
 _ARGUMENT_WIDTH = 40
 _NO_ANSWER = frozenset({"error", "cancelled"})
 """Stops whose ``result.text`` is a note about the stop, not an answer: the closing line says it instead."""
@@ -67,13 +69,24 @@ def _value(value: object) -> str:
 
 
 def describe_result(result: ToolResult, width: int = RESULT_WIDTH) -> str:
-    """``read: 1  hello (+3 lines)`` or ``write: permission_denied: …``: the result on one line."""
+    """``read: 1  hello (+3 lines)`` or ``write: permission_denied: …``: the result on one line, the same for
+    the same output. A call answered from the earlier result says so instead of showing it again."""
+    if result.code == REPEATED:
+        return f"{result.name}: {REPEATED_LABEL}"
     lines = [line for line in result.content.splitlines() if line.strip()]
     first = lines[0] if lines else "(no output)"
     more = f" (+{len(lines) - 1} line{'s' if len(lines) > 2 else ''})" if len(lines) > 1 else ""
     code = f"{result.code}: " if result.is_error and result.code else ""
     head = f"{result.name}: {code}"
     return head + shorten(first, max(width - len(head) - len(more), 10)) + more
+
+
+def _mark(result: ToolResult) -> str:
+    return "✗" if result.is_error else "↺" if result.code == REPEATED else "✓"
+
+
+def _style(result: ToolResult) -> str:
+    return "red" if result.is_error else "dim" if result.code == REPEATED else "green"
 
 
 def usage_line(usage: Usage, cost: Cost | None) -> str:
@@ -140,9 +153,10 @@ class Renderer:
         elif kind is ToolResultReceived:
             assert isinstance(event, ToolResultReceived)
             result = event.result
-            self.note(
-                f"  {'✗' if result.is_error else '✓'} {describe_result(result)}", "red" if result.is_error else "green"
+            mark, style = (
+                ("✗", "red") if result.is_error else ("↺", "dim") if result.code == REPEATED else ("✓", "green")
             )
+            self.note(f"  {mark} {describe_result(result)}", style)
         elif kind is TurnCompleted:
             assert isinstance(event, TurnCompleted)
             self.end_lines()

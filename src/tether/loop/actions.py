@@ -20,6 +20,10 @@ The contract
   sent changes (:func:`as_text`): calls become the JSON it wrote, results become user messages it can read.
 * ``final`` ends the run with its text; ``ask_user`` ends it with ``StopReason.ASK_USER`` and the question as
   the text. Guards, events and sessions are those of native mode.
+* When only an answer is possible (the tools-off call after a limit, or the answer asked for after a
+  repeated call), the schema allows ``final`` alone, and any text is the answer: a ``final`` action is
+  unwrapped, anything else that is not a ``tool_call`` action is taken as written. A model that cannot
+  follow the protocol still gets its answer through.
 """
 
 from __future__ import annotations
@@ -150,6 +154,28 @@ def _first_object(text: str) -> dict[str, Any]:
     raise ActionError("no complete JSON object was found in the answer")
 
 
+_CUT_FINAL = re.compile(r'\A\s*(?:```(?:json)?\s*)?\{\s*"type"\s*:\s*"final"\s*,\s*"text"\s*:\s*"')
+_UNESCAPED_QUOTE = re.compile(r'(?<!\\)(?:\\\\)*"')
+
+
+def cut_final_text(text: str) -> str | None:
+    """The text of a ``final`` action cut off before its end (the output limit came first), or ``None``
+    when ``text`` does not begin like one: the answer written so far is the answer, not its JSON wrapping."""
+    opening = _CUT_FINAL.match(text)
+    if opening is None:
+        return None
+    body = text[opening.end() :]
+    end = _UNESCAPED_QUOTE.search(body)
+    body = body[: end.end() - 1] if end else body
+    for trim in range(min(len(body), 6) + 1):  # an escape cut in the middle (\u00) is dropped
+        try:
+            decoded: str = json.loads(f'"{body[: len(body) - trim]}"')
+        except ValueError:
+            continue
+        return decoded.strip() or None
+    return None
+
+
 def as_text(messages: Sequence[Message]) -> tuple[Message, ...]:
     """The conversation as a model without native tools reads it: calls as the JSON actions it wrote,
     results as user messages."""
@@ -214,11 +240,14 @@ class ActionProtocol:
         return Request(messages=messages, system=self._prompts[final], json_schema=schema, **options)
 
     def interpret(self, turn: AccumulatedTurn, *, final: bool = False) -> Interpreted:
-        """``turn`` with its text read as an action (a tool call becomes a ``ToolCall`` part)."""
+        """``turn`` with its text read as an action (a tool call becomes a ``ToolCall`` part); when only an
+        answer is possible (``final``), text that is no action is the answer as written."""
         try:
-            action = read_action(turn.text)
+            action: Action = read_action(turn.text)
         except ActionError as error:
-            return Interpreted(turn, problem=f"the answer was not one valid JSON action: {error}")
+            if not final:
+                return Interpreted(turn, problem=f"the answer was not one valid JSON action: {error}")
+            action = FinalAction(cut_final_text(turn.text) or turn.text.strip())
         kept = tuple(part for part in turn.message.parts if type(part) is not Text)
         if isinstance(action, CallAction):
             if final:

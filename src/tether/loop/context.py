@@ -31,8 +31,14 @@ def shape_history(messages: Sequence[Message], max_messages: int | None) -> tupl
     return tuple(messages[last_user:]) if last_user is not None else tuple(messages)
 
 
-def correction(problem: str) -> Message:
-    """The message sent once after an unusable answer, telling the model what went wrong."""
+def correction(problem: str, *, answer_only: bool = False) -> Message:
+    """The message sent once after an unusable answer, telling the model what went wrong (and, when it may
+    only answer, that no tool can be called)."""
+    if answer_only:
+        return Message.user(
+            f"Your previous reply could not be used: {problem}. No tools can be called now: reply with your "
+            "answer to the request in text, using the tool results you have."
+        )
     return Message.user(
         f"Your previous reply could not be used: {problem}. "
         "Reply again: either answer the request in text, or call one of the available tools with complete, "

@@ -9,7 +9,8 @@ the only driver of the loop: ``Agent.run()`` consumes it to its ``RunCompleted``
   keeps ``request_timeout`` itself, between its retries),
   passing text and thinking deltas straight through, folding everything into an ``AccumulatedTurn``;
 * act (``_turn``): reject an unusable answer and retry it with a correction, or store the answer and run
-  its tool calls;
+  its tool calls; after a turn that asked again for calls whose results the model already had
+  (``repeats.py``), the next request allows only an answer (tools off; in JSON action mode, the final action);
 * check (``_turn``, via ``LoopGuard.after_turn``): turn, tool-call, error and budget limits;
 * finish (``_summarize``, ``_finish``): on a step limit, one tools-off call for a final answer; then the
   ``RunResult``.
@@ -43,11 +44,12 @@ from tether.events import (
 )
 from tether.limits import Limits, StopReason
 from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator, bound_call
-from tether.loop.actions import ActionProtocol
+from tether.loop.actions import ActionProtocol, Interpreted
 from tether.loop.context import correction, fallback_text, shape_history, summary_request
 from tether.loop.executor import DEFAULT_MAX_OUTPUT, ToolBatch, ToolExecutor, cancelled_result
 from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
+from tether.loop.repeats import answer_from_results
 from tether.messages import Message, ToolCall, ToolResult, open_tool_calls, transcript_problems
 from tether.providers.base import ModelSettings, Provider, Request, ToolDefinition
 from tether.secrets import Masker, mask_exception_in_place
@@ -161,6 +163,8 @@ class Run:
         self.result: RunResult | None = None
         self._stop: Stop | None = None
         self._answer: str | None = None
+        self._answer_asked = False
+        """The model was already asked, tools off, for an answer it could not give: no summary call after."""
         self._best_effort = ""
         self._accumulated: AccumulatedTurn | None = None
         self._stream_problem: str | None = None
@@ -200,7 +204,7 @@ class Run:
                 stop = Stop(StopReason.ERROR, f"unexpected {type(error).__name__}: {error}", error)
             for result in self._close_open_calls(_why(stop)):
                 yield self._emit(ToolResultReceived(result, self._turn_no))
-            if stop.reason in SUMMARIZED_STOPS:
+            if stop.reason in SUMMARIZED_STOPS and not self._answer_asked:
                 async with aclosing(self._summarize()) as summary_events:
                     async for event in summary_events:
                         yield event
@@ -314,38 +318,39 @@ class Run:
         """One turn: ask until the answer is usable (or the retries run out), then act on it."""
         guard = self.guard
         self._turn_no = turn_no = guard.turns + 1
+        had = guard.repeated
+        answer_only = bool(had)  # the model asked again for results it has: now it may only answer
         extra: Message | None = None
         attempt = 0
         while True:
             attempt += 1
             self.interrupter.check()
-            yield self._emit(TurnStarted(turn_no, attempt))
+            yield self._emit(TurnStarted(turn_no, attempt, final=answer_only))
             try:
-                async with aclosing(self._infer(self._build(extra))) as stream_events:
+                async with aclosing(self._infer(self._build(extra, final=answer_only))) as stream_events:
                     async for event in stream_events:
                         yield event
             except Exception as failure:
                 yield self._emit(self._failed_turn(turn_no, failure))
                 raise
-            turn = self._accumulated
-            assert turn is not None
-            problem = self._stream_problem or rejection(turn)
-            asks_user = False
-            if problem is None and self.actions is not None:
-                action = self.actions.interpret(turn)
-                turn, problem, asks_user = action.turn, action.problem, action.asks_user
-                if action.shown:
-                    yield self._emit(TextDelta(action.shown))
+            assert self._accumulated is not None
+            read = self._read(self._accumulated, final=answer_only)
+            turn, problem = read.turn, read.problem
+            if read.shown:
+                yield self._emit(TextDelta(read.shown))
             yield self._emit(TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, problem))
             if problem is None:
                 break
             if stop := guard.record_invalid(problem, self._stream_error):
+                if answer_only and stop.reason is StopReason.INVALID_RESPONSE:
+                    stop, self._answer = _unanswered_repeat(had, problem), answer_from_results(had)
+                    self._answer_asked = True
                 self._stop = stop
                 return
-            extra = correction(problem)
+            extra = correction(problem, answer_only=answer_only)
         guard.record_turn()
         self.transcript.append(turn.message)
-        if asks_user:
+        if read.asks_user:
             self._stop, self._answer = Stop(StopReason.ASK_USER, "the model asked the user a question"), turn.text
             return
         if not turn.tool_calls:
@@ -393,21 +398,32 @@ class Run:
             if isinstance(failure, Interrupted):
                 self._stop = _stop_for(failure.interrupt)
             return
-        turn = self._accumulated
-        assert turn is not None
-        problem = self._stream_problem
-        if problem is None and self.actions is not None:
-            action = self.actions.interpret(turn, final=True)
-            turn, problem = action.turn, action.problem
-            if action.shown:
-                yield self._emit(TextDelta(action.shown))
-        message = Message("assistant", tuple(p for p in turn.message.parts if type(p) is not ToolCall))
-        text = message.text
-        problem = problem or (None if text.strip() else "the answer was empty")
-        yield self._emit(TurnCompleted(turn_no, message, turn.usage, turn.finish_reason, problem))
+        assert self._accumulated is not None
+        read = self._read(self._accumulated, final=True)
+        turn, problem = read.turn, read.problem
+        if read.shown:
+            yield self._emit(TextDelta(read.shown))
+        yield self._emit(TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, problem))
         if problem is None:
-            self.transcript.append(message)
-            self._answer = text
+            self.transcript.append(turn.message)
+            self._answer = turn.text
+
+    def _read(self, turn: AccumulatedTurn, *, final: bool) -> Interpreted:
+        """The turn as the loop can use it, or why it cannot be used.
+
+        ``final`` (tools were off: the summary call, or the answer asked for after a repeated turn): only an
+        answer counts, so tool calls a provider sent anyway are dropped, and in JSON action mode any text is
+        the answer (a ``final`` action is unwrapped).
+        """
+        if self._stream_problem is not None:
+            return Interpreted(turn, problem=self._stream_problem)
+        if final:
+            turn = without_calls(turn)
+        if (problem := rejection(turn)) is not None:
+            return Interpreted(turn, problem=problem)
+        if self.actions is not None:
+            return self.actions.interpret(turn, final=final)
+        return Interpreted(turn)
 
     def _finish(self, stop: Stop) -> RunResult:
         degraded = stop.reason not in ANSWERED_STOPS
@@ -483,6 +499,20 @@ def rejection(turn: AccumulatedTurn) -> str | None:
     if turn.finish_reason == "content_filter":
         return "the answer was blocked by the provider's content filter"
     return "the answer was empty"
+
+
+def without_calls(turn: AccumulatedTurn) -> AccumulatedTurn:
+    """``turn`` without its tool calls, complete or cut off: what is left of it as an answer."""
+    if not turn.tool_calls and not turn.incomplete_calls:
+        return turn
+    message = Message("assistant", tuple(part for part in turn.message.parts if type(part) is not ToolCall))
+    return replace(turn, message=message, tool_calls=(), incomplete_calls=())
+
+
+def _unanswered_repeat(had: Sequence[ToolResult], problem: str) -> Stop:
+    names = ", ".join(dict.fromkeys(result.name for result in had))
+    detail = f"the model asked again for the calls it had the results of ({names}), then gave no usable answer: "
+    return Stop(StopReason.CONSECUTIVE_ERRORS, detail + problem)
 
 
 def _repeatable(tools: ToolRegistry) -> Callable[[str], bool]:

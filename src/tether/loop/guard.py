@@ -13,10 +13,11 @@ The contract
 * **Invalid responses.** An answer with nothing usable is rejected and retried with a corrective message;
   more than ``invalid_response_retries`` rejections in a row stop the run with ``invalid_response``.
 * **Budget.** After every provider call the run's cost is compared with ``max_cost_usd``.
-* **Repeats.** A turn asking for exactly the calls of the turn before is answered with the earlier results;
-  the third in a row stops the run with ``consecutive_errors`` (``loop/repeats.py``).
+* **Repeats.** A turn asking for exactly the calls of the turn before is answered with the earlier results,
+  and the next request asks the model only for its answer (``loop/repeats.py``); the guard says which
+  results the model then has (:attr:`LoopGuard.repeated`).
 * When several limits are reached by the same turn, the first in this order wins: budget, tool calls,
-  repeats, consecutive errors, turns.
+  consecutive errors, turns.
 
 Deadlines are enforced by the run's :class:`~tether.loop.interrupts.Interrupter`; the guard only computes
 the run's deadline. The guard holds counts and decides; it never touches the transcript.
@@ -28,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tether.limits import Limits, StopReason
-from tether.loop.repeats import STOP_AFTER, Repeat, RepeatTracker
+from tether.loop.repeats import Repeat, RepeatTracker
 from tether.messages import ToolCall, ToolResult
 from tether.usage import Cost, Price, Usage, cost_of
 
@@ -51,6 +52,7 @@ class LoopGuard:
         "invalid_in_a_row",
         "limits",
         "price",
+        "repeated",
         "repeats",
         "tool_calls",
         "turns",
@@ -62,6 +64,9 @@ class LoopGuard:
         self.limits = limits
         self.price = price
         self.repeats = RepeatTracker(repeatable or _never)
+        self.repeated: tuple[ToolResult, ...] = ()
+        """The earlier results a repeated turn was answered with (empty unless the last turn was one): the
+        model has what it asked for, so its next request only lets it answer."""
         self.turns = 0
         self.tool_calls = 0
         self.error_turns = 0
@@ -97,7 +102,8 @@ class LoopGuard:
         """For each call in order: ``None`` to run it, a :class:`Repeat` (answered with an earlier result), or
         the reason it may not run. Counts the calls it lets run."""
         repeats = self.repeats.check(calls)
-        if any(verdict is not None for verdict in repeats):
+        self.repeated = () if repeats is None else tuple(repeat.earlier for repeat in repeats)
+        if repeats is not None:
             return list(repeats)
         per_turn = self.limits.max_tool_calls_per_turn
         total = self.limits.max_tool_calls
@@ -130,9 +136,6 @@ class LoopGuard:
             return stop
         if self._refused_for_budget:
             return Stop(StopReason.MAX_TOOL_CALLS, f"reached the limit of {limits.max_tool_calls} tool calls")
-        if self.repeats.stopped_on is not None:
-            detail = f"the model asked for the same calls ({self.repeats.stopped_on}) {STOP_AFTER} turns in a row"
-            return Stop(StopReason.CONSECUTIVE_ERRORS, detail)
         if limits.max_consecutive_errors is not None and self.error_turns >= limits.max_consecutive_errors:
             return Stop(
                 StopReason.CONSECUTIVE_ERRORS,

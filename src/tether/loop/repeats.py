@@ -4,11 +4,13 @@ Small models especially, once they have a tool's result, call the same tool with
 and again. The contract:
 
 * A turn whose calls are exactly those of the turn before (same tools, same arguments, in any order) is a
-  repeat. Its calls are not run again: each gets the earlier result back, with a note saying it was already
-  answered and that the model should use it.
-* The third such turn in a row is not run either (its calls get the earlier results as errors saying so),
-  and the run stops with ``consecutive_errors``, after the tools-off summary call, so the answer is built
-  from what was gathered.
+  repeat. Its calls are not run again: each gets the earlier result back, as it was (code ``repeated``,
+  not an error). No note is added: a small model copies a note into its answer, and the next request makes
+  sure the model uses the result rather than asking again.
+* The model already has what it asked for, so the next request asks it to answer and only to answer: in JSON
+  action mode the schema allows the final answer alone, natively ``tool_choice="none"``
+  (``engine.Run._turn``). If even that answer is unusable, the run ends with an answer built from the
+  results the model had (:func:`answer_from_results`), never with the calls asked a third time.
 * Only a whole repeated turn counts. A call repeated after anything else happened (another call in between,
   in the same turn or the one before) runs again: its result may have changed, like a file read again after
   an edit.
@@ -25,16 +27,15 @@ from dataclasses import dataclass
 
 from tether.messages import ToolCall, ToolResult
 
-STOP_AFTER = 3
-"""The identical turn, in a row, that stops the run."""
+REPEATED = "repeated"
+"""``ToolResult.code`` of a call answered from the earlier result instead of being run again."""
 
 
 @dataclass(frozen=True, slots=True)
 class Repeat:
-    """A call not run again: the result it got the turn before; ``last`` when this repeat stops the run."""
+    """A call not run again, and the result it got the turn before."""
 
     earlier: ToolResult
-    last: bool = False
 
 
 def signature(call: ToolCall) -> str | None:
@@ -45,9 +46,9 @@ def signature(call: ToolCall) -> str | None:
 
 
 class RepeatTracker:
-    """Remembers the previous turn's calls and results, and how many times in a row it was asked again."""
+    """Remembers the previous turn's calls and their results, to recognise a turn that asks for them again."""
 
-    __slots__ = ("_in_a_row", "_previous", "_previous_keys", "_repeatable", "stopped_on")
+    __slots__ = ("_previous", "_previous_keys", "_repeatable")
 
     def __init__(self, repeatable: Callable[[str], bool]) -> None:
         self._repeatable = repeatable
@@ -55,12 +56,9 @@ class RepeatTracker:
         """The previous turn's successful results, by call signature: what a repeat is answered from."""
         self._previous_keys: set[str | None] = set()
         """Every call signature of the previous turn, failed ones included."""
-        self._in_a_row = 1
-        self.stopped_on: str | None = None
-        """The tool whose third identical turn stopped the run."""
 
-    def check(self, calls: Sequence[ToolCall]) -> list[Repeat | None]:
-        """Per call: ``None`` to run it, or a :class:`Repeat` (``last`` the third time, which stops the run)."""
+    def check(self, calls: Sequence[ToolCall]) -> list[Repeat] | None:
+        """A :class:`Repeat` per call when the turn repeats the one before, else ``None`` (run them all)."""
         keys = [signature(call) for call in calls]
         repeated = (
             bool(calls)
@@ -69,17 +67,12 @@ class RepeatTracker:
             and not any(self._repeatable(call.name) for call in calls)
         )
         if not repeated:
-            self._in_a_row = 1
-            return [None] * len(calls)
-        self._in_a_row += 1
-        last = self._in_a_row >= STOP_AFTER
-        if last:
-            self.stopped_on = calls[0].name
-        return [Repeat(self._previous[key], last) for key in keys if key is not None]
+            return None
+        return [Repeat(self._previous[key]) for key in keys if key is not None]
 
     def record(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> None:
         """A turn that was run becomes the one the next turn is compared with (a repeat keeps the original)."""
-        if self._in_a_row > 1:
+        if results and all(result.code == REPEATED for result in results):
             return
         self._previous = {}
         self._previous_keys = set()
@@ -91,14 +84,16 @@ class RepeatTracker:
 
 
 def repeated_result(call: ToolCall, repeat: Repeat) -> ToolResult:
-    """The earlier result, sent again with a short note (a small model copies long ones into its answer).
+    """The earlier result, sent again under this call's id."""
+    return ToolResult(call.id, call.name, repeat.earlier.content, False, REPEATED)
 
-    The repeat that stops the run is an error result (``permission_denied``), still carrying the earlier
-    result, which the model's last answer can use.
-    """
-    earlier = repeat.earlier
-    if repeat.last:
-        note = "[Already answered, and asked again: not run. The run stops here.]"
-        return ToolResult(call.id, call.name, f"{earlier.content}\n\n{note}", True, "permission_denied")
-    note = "[Already answered: this is the same result. Use it; do not call again with these arguments.]"
-    return ToolResult(call.id, call.name, f"{earlier.content}\n\n{note}", earlier.is_error, earlier.code)
+
+def answer_from_results(results: Sequence[ToolResult]) -> str:
+    """The best-effort answer of a run whose model repeated its calls and then could not answer: what those
+    calls returned, said plainly."""
+    if len(results) == 1:
+        return f"The model gave no final answer. Its last tool call ({results[0].name}) returned:\n\n" + (
+            results[0].content
+        )
+    blocks = "\n\n".join(f"{result.name}:\n{result.content}" for result in results)
+    return f"The model gave no final answer. Its last tool calls returned:\n\n{blocks}"
