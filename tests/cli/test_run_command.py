@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.config.unavailable import unavailable_server
 from tether.agent import Agent
 from tether.cli.build import NoModel, WriteGate, load_setup, open_store, pick_session
 from tether.cli.paths import data_dir, default_session_path, history_path, state_dir
@@ -156,9 +157,9 @@ def test_the_configured_mode_and_deny_list_shape_the_agent(tmp_path: Path) -> No
     assert setup.agent(mode="full").mode == "full"
 
 
-def tether(cwd: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+def tether(cwd: Path, *args: str, stdin: bytes | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_") and not k.endswith("_API_KEY")}
-    env.update(HOME=str(cwd), XDG_DATA_HOME=str(cwd / "data"), XDG_CONFIG_HOME=str(cwd / "config"))
+    env.update(HOME=str(cwd), XDG_DATA_HOME=str(cwd / "data"), XDG_CONFIG_HOME=str(cwd / "config"), **extra)
     done = subprocess.run(
         [sys.executable, "-m", "tether.cli.app", *args],
         cwd=cwd,
@@ -236,3 +237,32 @@ def test_a_prompt_on_stdin_that_is_empty_or_not_text_is_a_usage_error(
     assert problem in completed.stderr
     assert "Traceback" not in completed.stderr
     assert not (tmp_path / "data" / "tether" / "sessions.db").exists(), "no session was started"
+
+
+@pytest.mark.parametrize(
+    ("setting", "attempts"),
+    [("[runtime]\nretries = 0", 1), ("[runtime]\nretries = 2", 3)],
+    ids=["retries 0", "retries 2"],
+)
+def test_run_makes_as_many_attempts_as_the_configuration_says(tmp_path: Path, setting: str, attempts: int) -> None:
+    with unavailable_server() as server:
+        (tmp_path / "agent.toml").write_text(
+            f'{setting}\n\n[providers.box]\nbase_url = "{server.base_url}"\nprofile = "vllm"\n'
+        )
+        completed = tether(tmp_path, "run", "--model", "box:qwen3", "hi")
+
+        assert completed.returncode == 4, completed.stderr
+        assert "[provider_unavailable]" in completed.stderr
+        assert server.attempts == attempts
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_run_prints_the_whole_answer_once_whether_it_streams_or_not(tmp_path: Path, stream: bool) -> None:
+    (tmp_path / "agent.toml").write_text(
+        f'[runtime]\nmodel = "scripted:echo"\n\n[cli]\nstream = {str(stream).lower()}\n'
+    )
+
+    completed = tether(tmp_path, "run", "a longer answer, in pieces")
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "a longer answer, in pieces\n"

@@ -13,7 +13,7 @@ from typing import Any
 import tomlkit
 from pydantic import BaseModel
 
-from tether.config.schema import OFF, BashConfig, LimitsConfig, RuntimeConfig, SessionConfig, ToolsConfig
+from tether.config.schema import OFF, BashConfig, CliConfig, LimitsConfig, RuntimeConfig, SessionConfig, ToolsConfig
 
 WIDTH = 100
 
@@ -78,6 +78,7 @@ def default_file() -> str:
         _section("tools.bash", BashConfig),
         MCP,
         _section("session", SessionConfig),
+        _section("cli", CliConfig),
     ]
     return "\n".join(parts)
 
