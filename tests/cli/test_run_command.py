@@ -239,10 +239,81 @@ def test_a_prompt_on_stdin_that_is_empty_or_not_text_is_a_usage_error(
     assert not (tmp_path / "data" / "tether" / "sessions.db").exists(), "no session was started"
 
 
+BROKEN = '[runtime]\nmodel = "nosuch:model"\nnot_a_key = 1\n'
+"""An agent.toml that fails to load: a run that succeeds did not read it."""
+
+
+def test_run_config_reads_the_named_file_instead_of_agent_toml(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text(BROKEN)
+    (tmp_path / "echo.toml").write_text('[runtime]\nmodel = "scripted:echo"\n')
+
+    completed = tether(tmp_path, "run", "--config", "echo.toml", "parrot this")
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "parrot this\n"
+    assert "not_a_key" not in completed.stderr
+
+
+def test_run_follows_tether_config_and_the_flag_beats_it(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text(BROKEN)
+    (tmp_path / "echo.toml").write_text('[runtime]\nmodel = "scripted:echo"\n')
+    (tmp_path / "other.toml").write_text('[runtime]\nmodel = "other:model"\n')
+
+    by_variable = tether(tmp_path, "run", "hello", TETHER_CONFIG=str(tmp_path / "echo.toml"))
+    assert (by_variable.returncode, by_variable.stdout) == (0, "hello\n"), by_variable.stderr
+
+    by_flag = tether(tmp_path, "run", "--config", "echo.toml", "hello", TETHER_CONFIG=str(tmp_path / "other.toml"))
+    assert (by_flag.returncode, by_flag.stdout) == (0, "hello\n"), by_flag.stderr
+
+    refused = tether(tmp_path, "run", "--config", "other.toml", "hello", TETHER_CONFIG=str(tmp_path / "echo.toml"))
+    assert refused.returncode == 1
+    assert f"{tmp_path / 'other.toml'} line 2: runtime.model: unknown provider 'other'" in refused.stderr
+
+
+@pytest.mark.parametrize("command", [["run", "hi"], ["chat"]])
+def test_a_config_file_that_does_not_exist_exits_1_naming_it(tmp_path: Path, command: list[str]) -> None:
+    completed = tether(tmp_path, command[0], "--config", "missing.toml", *command[1:])
+
+    assert completed.returncode == 1
+    assert f"{tmp_path / 'missing.toml'}: no such file (named by --config)" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_chat_config_reads_the_named_file_instead_of_agent_toml(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text(BROKEN)
+    (tmp_path / "echo.toml").write_text('[runtime]\ndefault_model = "scripted:echo"\n')
+
+    completed = tether(tmp_path, "chat", "--config", "echo.toml", stdin=b"hello there\n")
+
+    assert completed.returncode == 0, completed.stderr
+    assert "hello there" in completed.stdout.splitlines()
+    assert "scripted:echo" in completed.stdout.splitlines()[0]
+    assert completed.stderr.count("uses the older layout") == 1
+    assert "notice:" not in completed.stdout
+
+
+def test_run_on_an_older_file_says_so_once_on_stderr_and_keeps_stdout_for_the_answer(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text('[runtime]\ndefault_model = "scripted:echo"\nmax_steps = 3\n')
+
+    completed = tether(tmp_path, "run", "parrot this")
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "parrot this\n"
+    notices = [line for line in completed.stderr.splitlines() if line.startswith("notice:")]
+    assert notices == [
+        f"notice: {tmp_path / 'agent.toml'} uses the older layout; read runtime.default_model as runtime.model, "
+        "runtime.max_steps as runtime.limits.max_turns; 'tether config migrate' rewrites it"
+    ]
+
+    as_json = tether(tmp_path, "run", "--json", "parrot this")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["text"] == "parrot this"
+    assert as_json.stderr.count("notice:") == 1
+
+
 @pytest.mark.parametrize(
     ("setting", "attempts"),
-    [("[runtime]\nretries = 0", 1), ("[runtime]\nretries = 2", 3)],
-    ids=["retries 0", "retries 2"],
+    [("[runtime]\nretries = 0", 1), ("[runtime]\nretries = 2", 3), ("[llm]\nretry_max = 1", 2)],
+    ids=["retries 0", "retries 2", "older retry_max 1"],
 )
 def test_run_makes_as_many_attempts_as_the_configuration_says(tmp_path: Path, setting: str, attempts: int) -> None:
     with unavailable_server() as server:

@@ -43,6 +43,8 @@ class RunOptions:
     yes: bool = False
     mode: str | None = None
     max_turns: int | None = None
+    config_file: str | None = None
+    """``--config``: the file read instead of ``./agent.toml``."""
 
     def flags(self) -> dict[str, object]:
         """The configuration keys the flags set (``None``: not given)."""
@@ -54,10 +56,12 @@ def main(options: RunOptions, env: Mapping[str, str] | None = None, cwd: Path | 
     env = os.environ if env is None else env
     err = make_console(stderr=True)
     try:
-        setup = load_setup(cwd or Path.cwd(), env, options.flags())
+        setup = load_setup(cwd or Path.cwd(), env, options.flags(), options.config_file)
     except (ConfigInvalid, NoModel) as error:
         err.print(Text(config_problem(error), style="red"))
         return exits.CONFIG
+    for notice in setup.notices:
+        err.print(Text(f"notice: {notice}", style="yellow"))
     if setup.choice.notice:
         err.print(Text(setup.choice.notice, style="dim"))
     out = make_console()
