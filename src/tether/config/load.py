@@ -124,11 +124,18 @@ class Layer:
         """Key path as written -> line (a key read from the older layout is found through :meth:`written`)."""
         return key_lines(self.text) if self.text is not None else {}
 
+    @cached_property
+    def _older_keys(self) -> dict[Loc, Loc]:
+        return {move.new: move.old for move in self.moves}
+
     def written(self, loc: Sequence[str | int]) -> Loc:
-        """``loc`` as the file writes it: under the older key when an older key set it."""
-        for move in self.moves:
-            if tuple(loc[: len(move.new)]) == move.new:
-                return (*move.old, *loc[len(move.new) :])
+        """``loc`` as the file writes it: under the older key when an older key set it (found in the time of a
+        look-up per level, however many keys moved)."""
+        if self.moves:
+            for end in range(len(loc), 0, -1):
+                old = self._older_keys.get(tuple(loc[:end]))
+                if old is not None:
+                    return (*old, *loc[end:])
         return tuple(loc)
 
     def where(self, loc: Sequence[str | int]) -> tuple[str, int | None]:
