@@ -213,3 +213,166 @@ def test_help_lists_config_without_loading_pydantic_or_tomlkit() -> None:
 
     assert "  config " in completed.stdout
     assert completed.stdout.splitlines()[-1] == "[]"
+
+
+OLDER = """\
+# written for the older CLI
+[runtime]
+default_model = "openai:gpt-4o"   # the model we pay for
+max_steps = 12
+turn_timeout_ms = 90000
+
+[llm]
+retry_max = 2
+stream_default = false
+
+[policy]
+deny_tools = ["bash"]
+"""
+
+
+def test_show_reads_an_older_file_with_one_notice_on_stderr_and_clean_json_on_stdout(user: User) -> None:
+    user.agent_toml.write_text(OLDER)
+
+    completed = user.tether("config", "show", "--json")
+
+    assert completed.returncode == 0, completed.stderr
+    data = json.loads(completed.stdout)
+    assert data["runtime"]["model"] == "openai:gpt-4o"
+    assert data["runtime"]["limits"]["max_turns"] == 12
+    assert data["runtime"]["limits"]["run_timeout"] == 90.0
+    assert data["runtime"]["retries"] == 2
+    assert data["cli"]["stream"] is False
+    assert data["tools"]["deny"] == ["bash"]
+    (notice,) = completed.stderr.splitlines()
+    assert notice.startswith(f"notice: {user.agent_toml} uses the older layout; read runtime.default_model as ")
+    assert "llm.stream_default as cli.stream" in notice
+    assert notice.endswith("'tether config migrate' rewrites it")
+
+    text = user.tether("config", "show")
+    assert f"max_turns = 12 # {user.agent_toml} line 4 (as runtime.max_steps)" in text.stdout.splitlines()
+    assert "notice:" not in text.stdout
+
+
+def test_migrate_rewrites_the_older_file_keeps_a_backup_and_says_what_moved(user: User) -> None:
+    user.agent_toml.write_text(OLDER)
+    before = json.loads(user.tether("config", "show", "--json").stdout)
+
+    completed = user.tether("config", "migrate")
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == [
+        "moved runtime.default_model -> runtime.model",
+        "moved runtime.max_steps -> runtime.limits.max_turns",
+        "moved runtime.turn_timeout_ms -> runtime.limits.run_timeout (90000 -> 90.0, ms -> s)",
+        "moved llm.retry_max -> runtime.retries",
+        "moved llm.stream_default -> cli.stream",
+        "moved policy.deny_tools -> tools.deny",
+        f"migrated {user.agent_toml} (the previous file is {user.agent_toml}.bak)",
+    ]
+    assert (user.project / "agent.toml.bak").read_text() == OLDER
+    assert "# the model we pay for" in user.agent_toml.read_text()
+    after = user.tether("config", "show", "--json")
+    assert after.stderr == "", "no notice any more"
+    assert json.loads(after.stdout) == before
+
+    again = user.tether("config", "migrate")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == f"{user.agent_toml} is already in tether's layout; nothing to change\n"
+    assert (user.project / "agent.toml.bak").read_text() == OLDER
+
+
+def test_migrate_refuses_an_invalid_file_naming_key_and_line(user: User) -> None:
+    user.agent_toml.write_text(OLDER.replace("max_steps = 12", "max_steps = 0"))
+
+    completed = user.tether("config", "migrate")
+
+    assert completed.returncode == 1
+    assert f"{user.agent_toml} line 4: runtime.max_steps: must be a whole number >= 1" in completed.stderr
+    assert user.agent_toml.read_text() == OLDER.replace("max_steps = 12", "max_steps = 0")
+    assert not (user.project / "agent.toml.bak").exists()
+
+
+def test_migrate_takes_a_path_or_the_config_file(user: User) -> None:
+    elsewhere = user.home / "team.toml"
+    for args, env in [
+        (("config", "migrate", str(elsewhere)), {}),
+        (("config", "--config", str(elsewhere), "migrate"), {}),
+        (("config", "migrate"), {"TETHER_CONFIG": str(elsewhere)}),
+    ]:
+        elsewhere.write_text(OLDER)
+        completed = user.tether(*args, **env)
+        assert completed.returncode == 0, (args, completed.stderr)
+        assert completed.stdout.endswith(f"migrated {elsewhere} (the previous file is {elsewhere}.bak)\n")
+        assert 'model = "openai:gpt-4o"' in elsewhere.read_text()
+    assert not user.agent_toml.exists()
+
+    missing = user.tether("config", "migrate", "nowhere.toml")
+    assert missing.returncode == 1
+    assert f"{user.project / 'nowhere.toml'}: no such file" in missing.stderr
+
+
+def test_the_config_file_replaces_agent_toml_for_every_config_command(user: User) -> None:
+    user.agent_toml.write_text('[runtime]\nmodel = "openai:from-agent-toml"\nnot_a_key = 1\n')
+    team = user.home / "team.toml"
+    team.write_text('[runtime]\nmodel = "openai:from-config"\n')
+
+    shown = user.tether("config", "--config", str(team), "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["runtime"]["model"] == "openai:from-config"
+
+    paths = user.tether("config", "--config", str(team), "path")
+    assert paths.stdout.splitlines() == [f"user: {user.user_toml} (not found)", f"project: {team} (named by --config)"]
+
+    assert user.tether("config", "--config", str(team), "set", "runtime.limits.max_turns", "4").returncode == 0
+    assert team.read_text() == '[runtime]\nmodel = "openai:from-config"\n\n[runtime.limits]\nmax_turns = 4\n'
+    assert "max_turns" not in user.agent_toml.read_text()
+
+    fresh = user.home / "fresh.toml"
+    assert user.tether("config", "--config", str(fresh), "init").returncode == 0
+    assert fresh.read_text().startswith("# tether configuration.")
+
+
+def test_tether_config_names_the_file_and_the_flag_beats_it(user: User) -> None:
+    by_variable, by_flag = user.home / "variable.toml", user.home / "flag.toml"
+    by_variable.write_text('[runtime]\nmodel = "openai:by-variable"\n')
+    by_flag.write_text('[runtime]\nmodel = "openai:by-flag"\n')
+
+    shown = user.tether("config", "show", "--json", TETHER_CONFIG=str(by_variable))
+    assert json.loads(shown.stdout)["runtime"]["model"] == "openai:by-variable"
+    flagged = user.tether("config", "--config", str(by_flag), "show", "--json", TETHER_CONFIG=str(by_variable))
+    assert json.loads(flagged.stdout)["runtime"]["model"] == "openai:by-flag"
+
+
+def test_a_config_file_that_does_not_exist_exits_1_naming_it(user: User) -> None:
+    missing = user.home / "missing.toml"
+
+    for args, env in [
+        (("config", "--config", str(missing), "show"), {}),
+        (("config", "show"), {"TETHER_CONFIG": str(missing)}),
+    ]:
+        completed = user.tether(*args, **env)
+        assert completed.returncode == 1
+        assert completed.stdout == ""
+        assert f"{missing}: no such file (named by" in completed.stderr
+        assert "Traceback" not in completed.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "line"),
+    [
+        ('[runtime]\nmodel = "openai:x"\nmax_turn = 3\n', "runtime.max_turn", 3),
+        ('[runtime]\ndefault_model = "openai:x"\nmax_step = 3\n', "runtime.max_step", 3),
+        ('[runtime]\ndefault_model = "openai:x"\n\n[llm]\ntemperature = 0.1\n', "llm.temperature", 5),
+    ],
+    ids=["tether layout", "older layout", "older key with no equivalent"],
+)
+def test_an_unknown_key_exits_1_naming_key_and_line_in_either_layout(
+    user: User, text: str, key: str, line: int
+) -> None:
+    user.agent_toml.write_text(text)
+
+    completed = user.tether("config", "show")
+
+    assert completed.returncode == 1
+    assert f"{user.agent_toml} line {line}: {key}: unknown key" in completed.stderr

@@ -23,7 +23,11 @@ print(" ".join(sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[0].s
 """
 
 
-@pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["chat", "--help"], ["sessions", "--help"]])
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["run", "--help"], ["chat", "--help"], ["sessions", "--help"], ["config", "--help"],
+     ["config", "migrate", "--help"]],
+)  # fmt: skip
 def test_help_imports_no_heavy_library(args: list[str]) -> None:
     completed = subprocess.run(
         [sys.executable, "-c", CHECK.replace("sys.argv[0]", repr(",".join(HEAVY))), *args],
@@ -40,8 +44,10 @@ def test_help_imports_no_heavy_library(args: list[str]) -> None:
     ("args", "words"),
     [
         (["run", "--help"], ["PROMPT", "--model", "--session", "--continue", "--json", "--yes", "--mode", "--max-turns",
-                             "130"]),
-        (["chat", "--help"], ["--model", "--session", "--continue", "/help", "Esc then Enter"]),
+                             "130", "--config", "TETHER_CONFIG", "cli.stream"]),
+        (["chat", "--help"], ["--model", "--session", "--continue", "/help", "Esc then Enter", "--config"]),
+        (["config", "--help"], ["--config", "TETHER_CONFIG", "show", "set", "init", "path", "migrate"]),
+        (["config", "migrate", "--help"], ["PATH", "older layout", ".bak"]),
         (["sessions", "--help"], ["list", "show", "delete", "export"]),
         (["sessions", "export", "--help"], ["--format", "json", "markdown"]),
         (["models", "--help"], ["prices"]),

@@ -188,3 +188,26 @@ def test_usage_line_shows_tokens_requests_and_cost_only_when_known() -> None:
     assert usage_line(usage, None) == "1,234 tokens (1,000 in, 234 out), 2 requests"
     assert usage_line(usage, Cost(0.001, 0.0002)) == "1,234 tokens (1,000 in, 234 out), 2 requests, $0.0012"
     assert usage_line(Usage(cache_read_tokens=5, requests=1), None) == "5 tokens (0 in, 0 out, 5 cached), 1 request"
+
+
+def test_with_stream_off_a_turns_text_is_held_and_printed_whole_when_the_turn_ends() -> None:
+    screen = Screen(stream=False)
+    screen.play(RunStarted("r", "m", "p"), TurnStarted(1), TextDelta("Hel"), TextDelta("lo "))
+    screen.play(ThinkingDelta("hmm"), TextDelta("world"))
+    assert screen.out == ""
+    assert screen.err == "hmm"
+
+    screen.play(turn_done())
+    assert screen.out == "Hello world\n"
+    screen.play(completed("Hello world"))
+    assert screen.out == "Hello world\n"
+
+
+def test_with_stream_off_the_text_of_a_turn_cut_short_is_still_printed() -> None:
+    screen = Screen(stream=False)
+    screen.play(RunStarted("r", "m", "p"), TurnStarted(1), TextDelta("Half"), TextDelta("way"))
+    assert screen.out == ""
+
+    screen.play(completed("Halfway", StopReason.CANCELLED, "cancelled by the user"))
+    assert screen.out == "Halfway\n"
+    assert "[cancelled]" in screen.err

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.config.unavailable import unavailable_server
 from tether.agent import Agent
 from tether.cli.build import NoModel, WriteGate, load_setup, open_store, pick_session
 from tether.cli.paths import data_dir, default_session_path, history_path, state_dir
@@ -178,9 +179,9 @@ def test_the_embedded_model_tether_chose_itself_gets_read_only_tools_unless_told
     assert configured.tool_mode("local:smollm2", yes=False) == "full", "a model the user chose keeps tools.mode"
 
 
-def tether(cwd: Path, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+def tether(cwd: Path, *args: str, stdin: bytes | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_") and not k.endswith("_API_KEY")}
-    env.update(HOME=str(cwd), XDG_DATA_HOME=str(cwd / "data"), XDG_CONFIG_HOME=str(cwd / "config"))
+    env.update(HOME=str(cwd), XDG_DATA_HOME=str(cwd / "data"), XDG_CONFIG_HOME=str(cwd / "config"), **extra)
     done = subprocess.run(
         [sys.executable, "-m", "tether.cli.app", *args],
         cwd=cwd,
@@ -258,3 +259,103 @@ def test_a_prompt_on_stdin_that_is_empty_or_not_text_is_a_usage_error(
     assert problem in completed.stderr
     assert "Traceback" not in completed.stderr
     assert not (tmp_path / "data" / "tether" / "sessions.db").exists(), "no session was started"
+
+
+BROKEN = '[runtime]\nmodel = "nosuch:model"\nnot_a_key = 1\n'
+"""An agent.toml that fails to load: a run that succeeds did not read it."""
+
+
+def test_run_config_reads_the_named_file_instead_of_agent_toml(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text(BROKEN)
+    (tmp_path / "echo.toml").write_text('[runtime]\nmodel = "scripted:echo"\n')
+
+    completed = tether(tmp_path, "run", "--config", "echo.toml", "parrot this")
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "parrot this\n"
+    assert "not_a_key" not in completed.stderr
+
+
+def test_run_follows_tether_config_and_the_flag_beats_it(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text(BROKEN)
+    (tmp_path / "echo.toml").write_text('[runtime]\nmodel = "scripted:echo"\n')
+    (tmp_path / "other.toml").write_text('[runtime]\nmodel = "other:model"\n')
+
+    by_variable = tether(tmp_path, "run", "hello", TETHER_CONFIG=str(tmp_path / "echo.toml"))
+    assert (by_variable.returncode, by_variable.stdout) == (0, "hello\n"), by_variable.stderr
+
+    by_flag = tether(tmp_path, "run", "--config", "echo.toml", "hello", TETHER_CONFIG=str(tmp_path / "other.toml"))
+    assert (by_flag.returncode, by_flag.stdout) == (0, "hello\n"), by_flag.stderr
+
+    refused = tether(tmp_path, "run", "--config", "other.toml", "hello", TETHER_CONFIG=str(tmp_path / "echo.toml"))
+    assert refused.returncode == 1
+    assert f"{tmp_path / 'other.toml'} line 2: runtime.model: unknown provider 'other'" in refused.stderr
+
+
+@pytest.mark.parametrize("command", [["run", "hi"], ["chat"]])
+def test_a_config_file_that_does_not_exist_exits_1_naming_it(tmp_path: Path, command: list[str]) -> None:
+    completed = tether(tmp_path, command[0], "--config", "missing.toml", *command[1:])
+
+    assert completed.returncode == 1
+    assert f"{tmp_path / 'missing.toml'}: no such file (named by --config)" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_chat_config_reads_the_named_file_instead_of_agent_toml(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text(BROKEN)
+    (tmp_path / "echo.toml").write_text('[runtime]\ndefault_model = "scripted:echo"\n')
+
+    completed = tether(tmp_path, "chat", "--config", "echo.toml", stdin=b"hello there\n")
+
+    assert completed.returncode == 0, completed.stderr
+    assert "hello there" in completed.stdout.splitlines()
+    assert "scripted:echo" in completed.stdout.splitlines()[0]
+    assert completed.stderr.count("uses the older layout") == 1
+    assert "notice:" not in completed.stdout
+
+
+def test_run_on_an_older_file_says_so_once_on_stderr_and_keeps_stdout_for_the_answer(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text('[runtime]\ndefault_model = "scripted:echo"\nmax_steps = 3\n')
+
+    completed = tether(tmp_path, "run", "parrot this")
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "parrot this\n"
+    notices = [line for line in completed.stderr.splitlines() if line.startswith("notice:")]
+    assert notices == [
+        f"notice: {tmp_path / 'agent.toml'} uses the older layout; read runtime.default_model as runtime.model, "
+        "runtime.max_steps as runtime.limits.max_turns; 'tether config migrate' rewrites it"
+    ]
+
+    as_json = tether(tmp_path, "run", "--json", "parrot this")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["text"] == "parrot this"
+    assert as_json.stderr.count("notice:") == 1
+
+
+@pytest.mark.parametrize(
+    ("setting", "attempts"),
+    [("[runtime]\nretries = 0", 1), ("[runtime]\nretries = 2", 3), ("[llm]\nretry_max = 1", 2)],
+    ids=["retries 0", "retries 2", "older retry_max 1"],
+)
+def test_run_makes_as_many_attempts_as_the_configuration_says(tmp_path: Path, setting: str, attempts: int) -> None:
+    with unavailable_server() as server:
+        (tmp_path / "agent.toml").write_text(
+            f'{setting}\n\n[providers.box]\nbase_url = "{server.base_url}"\nprofile = "vllm"\n'
+        )
+        completed = tether(tmp_path, "run", "--model", "box:qwen3", "hi")
+
+        assert completed.returncode == 4, completed.stderr
+        assert "[provider_unavailable]" in completed.stderr
+        assert server.attempts == attempts
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_run_prints_the_whole_answer_once_whether_it_streams_or_not(tmp_path: Path, stream: bool) -> None:
+    (tmp_path / "agent.toml").write_text(
+        f'[runtime]\nmodel = "scripted:echo"\n\n[cli]\nstream = {str(stream).lower()}\n'
+    )
+
+    completed = tether(tmp_path, "run", "a longer answer, in pieces")
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "a longer answer, in pieces\n"

@@ -352,3 +352,33 @@ def test_tether_config_show_on_a_hostile_file_exits_with_a_message_and_no_traceb
     assert f"{tmp_path / 'agent.toml'} line " in done.stderr
     assert len(done.stderr) < 20 * 300
     assert done.stdout == ""
+
+
+def python_lines(action: Callable[[], object]) -> int:
+    """How many lines of Python run during ``action``: like :func:`python_calls`, and it also sees a loop."""
+    lines = 0
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal lines
+        lines += event == "line"
+        return trace
+
+    sys.settrace(trace)
+    try:
+        action()
+    except ConfigInvalid:
+        pass
+    finally:
+        sys.settrace(None)
+    return lines
+
+
+def test_the_work_of_loading_grows_linearly_with_the_number_of_older_keys(dirs: Dirs) -> None:
+    def load_with(servers: int) -> int:
+        older = '[[mcp.servers]]\nid = "s{}"\ncommand = "x"\ntool_timeout_ms = "soon"\n'
+        dirs.agent_toml.write_text("".join(older.format(i) for i in range(servers)))
+        return python_lines(dirs.load)
+
+    small, large = load_with(150), load_with(1_500)
+
+    assert large <= 20 * small

@@ -300,4 +300,5 @@ def test_init_creates_the_user_config_directory(tmp_path: Path) -> None:
         "tools": {"bash": {}},
         "mcp": {},
         "session": {},
+        "cli": {},
     }

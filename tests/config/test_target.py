@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tests.config.helpers import Dirs
+from tests.config.unavailable import unavailable_server
 from tether import Agent
-from tether.config import build_provider, model_target
-from tether.errors import ConfigInvalid
+from tether.config import RuntimeConfig, build_provider, model_target
+from tether.errors import ConfigInvalid, ProviderUnavailable
+from tether.providers.http import RetryPolicy
 
 
 def test_a_builtin_model_without_provider_settings_is_passed_through(dirs: Dirs) -> None:
@@ -58,3 +60,38 @@ def test_a_named_key_variable_that_is_unset_is_an_error_when_the_provider_needs_
 def test_no_model_is_an_error_that_says_how_to_set_one(dirs: Dirs) -> None:
     with pytest.raises(ConfigInvalid, match=r"set runtime\.model"):
         model_target(dirs.load().config, {})
+
+
+@pytest.mark.parametrize(("setting", "attempts"), [("retries = 0", 1), ("retries = 2", 3), ("", 4)])
+async def test_runtime_retries_is_the_number_of_retries_the_provider_makes(
+    dirs: Dirs, setting: str, attempts: int
+) -> None:
+    with unavailable_server() as server:
+        dirs.write_project(
+            f'[runtime]\nmodel = "box:qwen3"\n{setting}\n\n[providers.box]\nbase_url = "{server.base_url}"\n'
+        )
+        result = await Agent(build_provider(dirs.load().config, {})).run("hi")
+
+        assert result.stop_reason == "error"
+        assert isinstance(result.error, ProviderUnavailable)
+        assert server.attempts == attempts
+
+
+def test_the_default_of_runtime_retries_is_the_providers_own() -> None:
+    assert RuntimeConfig().retries == RetryPolicy().max_retries
+
+
+def test_providers_that_make_no_requests_take_the_retries_setting_without_complaint(dirs: Dirs) -> None:
+    dirs.write_project('[runtime]\nmodel = "scripted:echo"\nretries = 5\n')
+
+    assert build_provider(dirs.load().config, {}).info.model_string == "scripted:echo"
+
+
+@pytest.mark.parametrize("value", ["-1", "true", '"3"', "1.5"])
+def test_runtime_retries_must_be_a_whole_number_of_zero_or_more(dirs: Dirs, value: str) -> None:
+    dirs.write_project(f"[runtime]\nretries = {value}\n")
+
+    (issue,) = dirs.issues()
+
+    assert (issue["key"], issue["line"]) == ("runtime.retries", 2)
+    assert issue["message"].startswith("must be a whole number >= 0")

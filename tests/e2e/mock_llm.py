@@ -25,11 +25,13 @@ WAIT = 30.0
 
 @dataclass(frozen=True)
 class Say:
-    """Answer ``text``, streamed in ``pieces`` chunks; ``stall`` waits after them until released."""
+    """Answer ``text``, streamed in ``pieces`` chunks; ``stall`` waits after them until released; ``then_think``
+    is reasoning sent after the text, which shows where in the output the client was when the text had come."""
 
     text: str
     pieces: int = 3
     stall: bool = False
+    then_think: str = ""
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ class MockLLM:
         text = step.text
         for piece in _pieces(text, step.pieces if isinstance(step, Say) else 1):
             await _send(response, {"content": piece})
+        if isinstance(step, Say) and step.then_think:
+            await _send(response, {"reasoning_content": step.then_think})
         if isinstance(step, Say) and step.stall:
             self.stalled.set()
             assert self._release is not None

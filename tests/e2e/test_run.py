@@ -245,3 +245,26 @@ def test_in_a_terminal_a_missing_prompt_is_a_usage_error_not_a_wait_on_stdin(
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 2, screen(child)
+
+
+def test_cli_stream_false_prints_the_answer_whole_once_the_model_has_written_it(
+    project: Project, children: list[Any]
+) -> None:
+    """In a terminal, thinking sent after the answer's text shows on stderr (the same screen) as it comes: when
+    streaming, the text is on screen before it; with cli.stream = false, after it, in one piece."""
+    for stream, text_first in ((True, True), (False, False)):
+        with MockLLM([Say("The whole answer, in pieces.", pieces=4, then_think="pondering")]) as server:
+            project.use(server)
+            with (project.cwd / "agent.toml").open("a") as file:
+                file.write(f"\n[cli]\nstream = {str(stream).lower()}\n")
+            child = project.spawn("run", "Answer me")
+            children.append(child)
+            child.expect(pexpect.EOF)
+            child.close()
+
+        shown = screen(child)
+        assert child.exitstatus == 0, shown
+        answer, thinking = shown.find("The whole answer, in pieces."), shown.find("pondering")
+        assert answer >= 0, shown
+        assert thinking >= 0, shown
+        assert (answer < thinking) is text_first, shown

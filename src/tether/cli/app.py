@@ -98,6 +98,16 @@ def _session_options(command: Any) -> Any:
     )
 
 
+def _config_option(command: Any) -> Any:
+    """``--config PATH``, shared by ``run`` and ``chat`` (``tether config`` has its own, on the group)."""
+    return click.option(
+        "--config",
+        "config_file",
+        metavar="PATH",
+        help="Read PATH instead of ./agent.toml (also TETHER_CONFIG; this flag wins).",
+    )(command)
+
+
 def _check_session_options(session: str | None, continue_last: bool) -> None:
     if session is not None and continue_last:
         raise click.UsageError("--session and --continue cannot be used together")
@@ -130,6 +140,7 @@ def _read_prompt(prompt: str | None) -> str:
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands without asking.")
 @click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
 @click.option("--max-turns", type=click.IntRange(min=1), metavar="N", help="Stop after N model turns.")
+@_config_option
 def run(
     prompt: str | None,
     model: str | None,
@@ -139,6 +150,7 @@ def run(
     yes: bool,
     mode: str | None,
     max_turns: int | None,
+    config_file: str | None,
 ) -> None:
     """Run an agent on PROMPT in the current directory and stream its answer.
 
@@ -146,7 +158,8 @@ def run(
 
     The agent has the file tools (read, write, edit) and bash, rooted here. Tools that change things ask first
     in a terminal ([y/N]); elsewhere they are refused unless --yes. Every run is saved as a session: --session
-    ID continues one, --continue the latest. Usage and cost go to stderr at the end.
+    ID continues one, --continue the latest. Usage and cost go to stderr at the end. With cli.stream = false
+    in the configuration, the answer is printed whole once written instead of as it comes.
 
     Exit codes: 0 answered, 1 configuration problem, 2 usage error, 3 a limit stopped the run, 4 the run
     failed, 130 cancelled (Ctrl-C).
@@ -155,7 +168,9 @@ def run(
     from tether.cli.runner import RunOptions
     from tether.cli.runner import main as run_main
 
-    options = RunOptions(_read_prompt(prompt), model, session, continue_last, as_json, yes, mode, max_turns)
+    options = RunOptions(
+        _read_prompt(prompt), model, session, continue_last, as_json, yes, mode, max_turns, config_file=config_file
+    )
     sys.exit(run_main(options))
 
 
@@ -164,7 +179,10 @@ def run(
 @_session_options
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands without asking.")
 @click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
-def chat(model: str | None, session: str | None, continue_last: bool, yes: bool, mode: str | None) -> None:
+@_config_option
+def chat(
+    model: str | None, session: str | None, continue_last: bool, yes: bool, mode: str | None, config_file: str | None
+) -> None:
     """Talk with an agent in the current directory; /help lists the commands.
 
     Ctrl-C stops the answer being written (the conversation stays and is saved); at the prompt it clears the
@@ -174,7 +192,7 @@ def chat(model: str | None, session: str | None, continue_last: bool, yes: bool,
     from tether.cli.pyrepl import ChatOptions
     from tether.cli.pyrepl import main as chat_main
 
-    sys.exit(chat_main(ChatOptions(model, session, continue_last, yes, mode)))
+    sys.exit(chat_main(ChatOptions(model, session, continue_last, yes, mode, config_file)))
 
 
 @main.command()

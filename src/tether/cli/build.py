@@ -1,7 +1,8 @@
 """From the configuration to a ready agent: the model, the workspace tools, the permissions, the session store.
 
-Settings come from flags > ``TETHER_*`` variables > ``./agent.toml`` > the user's config > defaults
-(:mod:`tether.config.load`); when no model is configured, :func:`~tether.cli.choose.choose_model` picks one.
+Settings come from flags > ``TETHER_*`` variables > ``./agent.toml`` (or the ``--config`` file) > the user's
+config > defaults (:mod:`tether.config.load`); when no model is configured,
+:func:`~tether.cli.choose.choose_model` picks one.
 The tools are the file tools and ``bash``, rooted at the working directory, offered as ``tools.mode`` and
 ``tools.deny`` say; ``bash`` runs in a sandbox as ``[tools.bash]`` says. Write-type tools (every tool not
 marked ``read_only``) go through :class:`WriteGate`: allowed with ``--yes``, asked about in a terminal,
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 from tether.agent import Agent
 from tether.cli.choose import ModelChoice, choose_model
 from tether.cli.paths import default_session_path
-from tether.config import Config, SessionConfig, load_config, model_target
+from tether.config import Config, SessionConfig, load, model_target
 from tether.errors import ConfigInvalid
 from tether.messages import ToolCall
 from tether.tools.base import Tool
@@ -64,6 +65,8 @@ class Setup:
     env: Mapping[str, str]
     extra_tools: Sequence[Tool] = field(default=())
     """Tools from the configured MCP servers, once connected (:func:`mcp_tools`)."""
+    notices: tuple[str, ...] = ()
+    """What loading the configuration has to tell the user, once, on stderr (``Loaded.notices``)."""
 
     @property
     def model(self) -> str:
@@ -117,13 +120,16 @@ class Setup:
         )
 
 
-def load_setup(cwd: Path, env: Mapping[str, str], flags: Mapping[str, object]) -> Setup:
-    """Load the configuration with ``flags`` on top; ``ConfigInvalid`` or :class:`NoModel` when it cannot run."""
-    config = load_config(cwd, env, flags)
+def load_setup(cwd: Path, env: Mapping[str, str], flags: Mapping[str, object], config_file: str | None = None) -> Setup:
+    """Load the configuration (``config_file``: ``--config``) with ``flags`` on top; ``ConfigInvalid`` or
+    :class:`NoModel` when it cannot run."""
+    loaded = load(cwd, env, flags, config_file=config_file)
+    config = loaded.config
     choice = choose_model(config.runtime.model, env)
     if choice.model is None:
         raise NoModel(choice.problem or "no model")
-    return Setup(config, choice, open_store(config.session, cwd, env), Workspace(cwd), env)
+    store = open_store(config.session, cwd, env)
+    return Setup(config, choice, store, Workspace(cwd), env, notices=loaded.notices)
 
 
 @asynccontextmanager

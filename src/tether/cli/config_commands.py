@@ -1,8 +1,10 @@
-"""``tether config``: show, set, init and locate the configuration.
+"""``tether config``: show, set, init, migrate and locate the configuration.
 
 This module imports only click: ``tether --help`` lists the group without loading pydantic or tomlkit,
-which each command imports when it runs. Exit codes: 0 success; 1 the configuration is invalid (the
-message names the key and its line) or a file is in the way; 2 a usage error (click's, or a malformed key).
+which each command imports when it runs. The group's ``--config PATH`` (or ``TETHER_CONFIG``) names the file
+every subcommand uses instead of ``./agent.toml``. Exit codes: 0 success; 1 the configuration is invalid
+(the message names the key and its line) or a file is in the way or missing; 2 a usage error (click's, or a
+malformed key).
 """
 
 from __future__ import annotations
@@ -10,42 +12,77 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
+if TYPE_CHECKING:
+    from tether.config.load import Layer, ProjectFile
+
 
 @click.group("config")
-def config() -> None:
-    """Show and edit the configuration.
+@click.option(
+    "--config",
+    "config_file",
+    metavar="PATH",
+    help="Use PATH instead of ./agent.toml (also TETHER_CONFIG; this flag wins).",
+)
+@click.pass_context
+def config(context: click.Context, config_file: str | None) -> None:
+    """Show, edit and migrate the configuration.
 
     Settings come from, the first found winning: command-line flags, TETHER_* environment variables,
-    ./agent.toml, then the user's config.toml (under $XDG_CONFIG_HOME/tether, else ~/.config/tether).
+    ./agent.toml (or the file --config or TETHER_CONFIG names), then the user's config.toml (under
+    $XDG_CONFIG_HOME/tether, else ~/.config/tether). A file in the older layout is read too, with a notice;
+    `tether config migrate` rewrites it.
     """
+    context.obj = config_file
+
+
+def _project(config_file: str | None) -> ProjectFile:
+    from tether.config.load import project_file
+
+    return project_file(Path.cwd(), os.environ, config_file)
+
+
+def _notices(notices: tuple[str, ...]) -> None:
+    for notice in notices:
+        click.echo(f"notice: {notice}", err=True)
 
 
 @config.command("show")
 @click.option("--json", "as_json", is_flag=True, help="Print the configuration as JSON.")
-def show(as_json: bool) -> None:
+@click.pass_obj
+def show(config_file: str | None, as_json: bool) -> None:
     """Print the effective configuration, secrets hidden, with where each value came from."""
     from tether.config.load import load
     from tether.config.show import render_json, render_toml
     from tether.errors import ConfigInvalid
 
     try:
-        loaded = load(Path.cwd(), os.environ)
+        loaded = load(Path.cwd(), os.environ, config_file=config_file)
     except ConfigInvalid as error:
         _invalid(error.message)
+    _notices(loaded.notices)
     click.echo(render_json(loaded, os.environ) if as_json else render_toml(loaded, os.environ), nl=not as_json)
     if as_json:
         click.echo()
 
 
+def _user_layer() -> list[Layer]:
+    """The user's file as the layer below the project's, for validating an edit of the project's file."""
+    from tether.config.load import read_file, user_path
+
+    layer = read_file(user_path(os.environ))
+    return [] if layer is None else [layer]
+
+
 @config.command("set")
 @click.argument("key")
 @click.argument("value")
-@click.option("--user", is_flag=True, help="Change the user's config.toml instead of ./agent.toml.")
-def set_(key: str, value: str, user: bool) -> None:
+@click.option("--user", is_flag=True, help="Change the user's config.toml instead of ./agent.toml (or --config).")
+@click.pass_obj
+def set_(config_file: str | None, key: str, value: str, user: bool) -> None:
     """Set KEY (dotted: runtime.model, runtime.limits.max_turns, tools.mode) to VALUE.
 
     VALUE is read as a TOML value when it is one (5, true, ["a", "b"]), else as a string. The whole file is
@@ -53,34 +90,31 @@ def set_(key: str, value: str, user: bool) -> None:
     kept as <file>.bak.
     """
     from tether.config.edit import set_value
-    from tether.config.load import Layer, project_path, read_file, split_key, user_path
+    from tether.config.load import split_key, user_path
     from tether.errors import ConfigInvalid
 
     try:
         split_key(key)
     except ConfigInvalid as error:
         raise click.BadParameter(error.message, param_hint="KEY") from None
-    user_file = user_path(os.environ)
-    path = user_file if user else project_path(Path.cwd())
+    path = user_path(os.environ) if user else _project(config_file).path
     try:
-        below: list[Layer] = []
-        if not user and (layer := read_file(user_file)) is not None:
-            below.append(layer)
-        set_value(path, key, value, below=below, env=os.environ)
+        set_value(path, key, value, below=[] if user else _user_layer(), env=os.environ)
     except ConfigInvalid as error:
         _invalid(error.message)
     click.echo(f"set {key} in {path}")
 
 
 @config.command("init")
-@click.option("--user", is_flag=True, help="Write the user's config.toml instead of ./agent.toml.")
+@click.option("--user", is_flag=True, help="Write the user's config.toml instead of ./agent.toml (or --config).")
 @click.option("--force", is_flag=True, help="Overwrite an existing file (the old one is kept as <file>.bak).")
-def init(user: bool, force: bool) -> None:
+@click.pass_obj
+def init(config_file: str | None, user: bool, force: bool) -> None:
     """Write a configuration file with every setting documented and commented out."""
     from tether.config.edit import init_file
-    from tether.config.load import project_path, user_path
+    from tether.config.load import user_path
 
-    path = user_path(os.environ) if user else project_path(Path.cwd())
+    path = user_path(os.environ) if user else _project(config_file).path
     try:
         init_file(path, force=force)
     except FileExistsError:
@@ -90,12 +124,46 @@ def init(user: bool, force: bool) -> None:
 
 
 @config.command("path")
-def path() -> None:
+@click.pass_obj
+def path(config_file: str | None) -> None:
     """Print the configuration files tether reads, lowest precedence first."""
-    from tether.config.load import project_path, user_path
+    from tether.config.load import user_path
 
-    for label, file in (("user", user_path(os.environ)), ("project", project_path(Path.cwd()))):
-        click.echo(f"{label}: {file}{'' if file.exists() else ' (not found)'}")
+    project = _project(config_file)
+    named = f" (named by {project.given_by})" if project.given_by else ""
+    for label, file in (("user", user_path(os.environ)), ("project", project.path)):
+        click.echo(f"{label}: {file}{'' if file.exists() else ' (not found)'}{named if label == 'project' else ''}")
+
+
+@config.command("migrate")
+@click.argument("file", metavar="[PATH]", required=False)
+@click.pass_obj
+def migrate(config_file: str | None, file: str | None) -> None:
+    """Rewrite a file of the older layout in tether's layout, in place.
+
+    PATH defaults to the --config (or TETHER_CONFIG) file, else ./agent.toml. Each key of the older layout
+    moves to the tether key loading reads it as, the one its notice names (runtime.default_model ->
+    runtime.model, llm.retry_max -> runtime.retries, ...), milliseconds becoming seconds; comments are kept.
+    The result is validated before it is written, and the previous file is kept as <file>.bak. A file
+    already in tether's layout is left as it is.
+    """
+    from tether.config.edit import backup_path
+    from tether.config.load import user_path
+    from tether.config.migrate import migrate_file
+    from tether.errors import ConfigInvalid
+
+    target = Path.cwd() / file if file else _project(config_file).path
+    below = [] if target == user_path(os.environ) else _user_layer()
+    try:
+        migration = migrate_file(target, below=below, env=os.environ)
+    except ConfigInvalid as error:
+        _invalid(error.message)
+    if not migration.moves:
+        click.echo(f"{target} is already in tether's layout; nothing to change")
+        return
+    for line in migration.lines():
+        click.echo(f"moved {line}")
+    click.echo(f"migrated {target} (the previous file is {backup_path(target)})")
 
 
 def _invalid(message: str) -> NoReturn:

@@ -44,6 +44,8 @@ class ChatOptions:
     continue_last: bool = False
     yes: bool = False
     mode: str | None = None
+    config_file: str | None = None
+    """``--config``: the file read instead of ``./agent.toml``."""
 
 
 def main(options: ChatOptions, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
@@ -52,10 +54,12 @@ def main(options: ChatOptions, env: Mapping[str, str] | None = None, cwd: Path |
     console = make_console()
     flags = {"runtime.model": options.model, "tools.mode": options.mode}
     try:
-        setup = load_setup(cwd or Path.cwd(), env, flags)
+        setup = load_setup(cwd or Path.cwd(), env, flags, options.config_file)
     except (ConfigInvalid, NoModel) as error:
         make_console(stderr=True).print(Text(config_problem(error), style="red"))
         return exits.CONFIG
+    for notice in setup.notices:
+        make_console(stderr=True).print(Text(f"notice: {notice}", style="yellow"))
     if setup.choice.notice:
         console.print(Text(setup.choice.notice, style="dim"))
     return asyncio.run(_connected(setup, options, console, env))

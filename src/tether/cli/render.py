@@ -110,6 +110,7 @@ class Renderer:
         err: Console | None = None,
         *,
         text: bool = True,
+        stream: bool = True,
         thinking: bool = True,
         spinner: bool = False,
     ) -> None:
@@ -117,13 +118,16 @@ class Renderer:
         Args:
             out: where the answer's text goes.
             err: where everything else goes; ``out`` when not given.
-            text: stream the answer (``False`` for ``--json``, which prints it at the end instead).
+            text: show the answer (``False`` for ``--json``, which prints it at the end instead).
+            stream: print the answer as it comes; ``False`` holds each turn's text and prints it whole, in one
+                piece, when the turn ends (``cli.stream``).
             thinking: show the model's thinking, dimmed; hidden when ``False``.
             spinner: show a spinner on ``err`` while waiting for the model, if ``err`` is a terminal.
         """
         self.out = out
         self.err = err if err is not None else out
         self.text = text
+        self.stream = stream
         self.thinking = thinking
         self.spinner = spinner and self.err.is_terminal
         self._open: dict[int, bool] = {}
@@ -131,6 +135,8 @@ class Renderer:
         self._in_thinking = False
         self._status: Status | None = None
         self._streamed: list[str] = []
+        self._held: list[str] = []
+        """The current turn's text, not printed yet (``stream=False``)."""
         self._rejected: str | None = None
         """Why the last turn's answer was not used; shown unless the run's closing line says the same."""
 
@@ -159,6 +165,7 @@ class Renderer:
             self.note(f"  {mark} {describe_result(result)}", style)
         elif kind is TurnCompleted:
             assert isinstance(event, TurnCompleted)
+            self._release()
             self.end_lines()
             self._rejected = event.rejected
         elif kind is RunCompleted:
@@ -194,9 +201,20 @@ class Renderer:
         self._streamed.append(text)
         if not self.text:
             return
+        if not self.stream:
+            self._held.append(text)
+            return
         if self._in_thinking:
             self.end_lines()
         self._write(self.out, text)
+
+    def _release(self) -> None:
+        """Print the text held back for the turn that ends, whole."""
+        if self._held:
+            text = "".join(self._held)
+            self._held.clear()
+            self.end_lines()
+            self._write(self.out, text)
 
     def _thinking(self, text: str) -> None:
         if not self.thinking:
@@ -222,6 +240,7 @@ class Renderer:
             self._status.start()
 
     def _completed(self, event: RunCompleted) -> None:
+        self._release()  # a turn cut short (cancelled) has no TurnCompleted
         self.end_lines()
         result = event.result
         self._flush_rejected(result.detail)

@@ -1,5 +1,7 @@
 """``tether run``: one prompt, one run, streamed to the terminal (or printed as JSON), saved as a session.
 
+``cli.stream = false`` prints each answer whole once the model has finished writing it, instead of as it comes.
+
 Ctrl-C cancels the run through ``RunStream.cancel()``: it ends as ``cancelled`` (exit 130) with a valid
 transcript, saved. A second Ctrl-C stops waiting for that and exits at once (the session keeps what its last
 checkpoint saved). Exit codes: :mod:`tether.cli.exits`.
@@ -41,6 +43,8 @@ class RunOptions:
     yes: bool = False
     mode: str | None = None
     max_turns: int | None = None
+    config_file: str | None = None
+    """``--config``: the file read instead of ``./agent.toml``."""
 
     def flags(self) -> dict[str, object]:
         """The configuration keys the flags set (``None``: not given)."""
@@ -52,10 +56,12 @@ def main(options: RunOptions, env: Mapping[str, str] | None = None, cwd: Path | 
     env = os.environ if env is None else env
     err = make_console(stderr=True)
     try:
-        setup = load_setup(cwd or Path.cwd(), env, options.flags())
+        setup = load_setup(cwd or Path.cwd(), env, options.flags(), options.config_file)
     except (ConfigInvalid, NoModel) as error:
         err.print(Text(config_problem(error), style="red"))
         return exits.CONFIG
+    for notice in setup.notices:
+        err.print(Text(f"notice: {notice}", style="yellow"))
     if setup.choice.notice:
         err.print(Text(setup.choice.notice, style="dim"))
     out = make_console()
@@ -79,7 +85,9 @@ async def run(setup: Setup, options: RunOptions, out: Console, err: Console) -> 
 
 async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) -> int:
     interactive = sys.stdin.isatty()
-    renderer = Renderer(out, err, text=not options.as_json, thinking=err.is_terminal, spinner=True)
+    renderer = Renderer(
+        out, err, text=not options.as_json, stream=setup.config.cli.stream, thinking=err.is_terminal, spinner=True
+    )
     try:
         session_id, note = await pick_session(setup.store, options.session, options.continue_last)
     except SessionInvalid as error:  # a malformed --session id (usage), or a store that cannot be read

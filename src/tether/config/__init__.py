@@ -17,6 +17,7 @@ from __future__ import annotations
 from tether.config.load import Loaded, load, load_config, parse_value, project_path, user_path
 from tether.config.schema import (
     BashConfig,
+    CliConfig,
     Config,
     LimitsConfig,
     McpConfig,
@@ -30,6 +31,7 @@ from tether.config.target import ModelTarget, build_provider, model_target
 
 __all__ = [
     "BashConfig",
+    "CliConfig",
     "Config",
     "LimitsConfig",
     "Loaded",

@@ -57,7 +57,7 @@ def set_value(
     document = tomlkit.parse(old.decode("utf-8"))
     item = value_item(value)
     item.trivia.trail = newline  # for a new key; a replaced one keeps its own line ending
-    _assign(document, parts, item)
+    assign(document, parts, item)
     text = document.as_string()
     if text and not text.endswith("\n"):
         text += newline
@@ -86,7 +86,9 @@ def value_item(text: str) -> Item:
     return item
 
 
-def _assign(document: TOMLDocument, parts: list[str], item: Item) -> None:
+def assign(document: TOMLDocument, parts: list[str], item: Item) -> None:
+    """Put ``item`` at the key path ``parts`` (a list element by its index, as a string), making the tables
+    on the way; a new key goes at the end of its table's keys (see :func:`_add_key`)."""
     node: Any = document
     for depth, part in enumerate(parts[:-1]):
         here = dotted(parts[: depth + 1])

@@ -6,7 +6,9 @@ replaced whole):
 1. defaults (the schema's);
 2. the user's file: ``$XDG_CONFIG_HOME/tether/config.toml``, ``~/.config/tether/config.toml`` when
    ``XDG_CONFIG_HOME`` is unset (or not an absolute path, as the XDG spec says);
-3. the project's file: ``agent.toml`` in the working directory;
+3. the project's file: ``agent.toml`` in the working directory, or instead the file named by ``--config``
+   (``load(config_file=...)``) or else by the variable ``TETHER_CONFIG``; a file named so must exist
+   (:func:`project_file`);
 4. environment variables: ``TETHER_MODEL`` is ``runtime.model``; ``TETHER_<SECTION>__<KEY>[__<KEY>...]``
    is the dotted key with ``__`` for the dots, lower-cased (``TETHER_RUNTIME__LIMITS__MAX_TURNS=5``,
    ``TETHER_TOOLS__DENY='["shell"]'``, ``TETHER_PROVIDERS__OLLAMA__BASE_URL=...``). The value is read as a
@@ -15,6 +17,9 @@ replaced whole):
    are not configuration and are ignored too (``TETHER_PROBE_API_KEY`` belongs to a command);
 5. flags: a mapping of dotted keys to values (``{"runtime.model": "ollama:qwen3"}``), ``None`` meaning
    "not given".
+
+A file written in the older layout (:mod:`tether.config.older`) is read key by key as tether's, with one
+notice per file (:attr:`Loaded.notices`).
 
 A problem is reported with its key and where it was set: the file and line, the variable or the flag.
 ``${VAR}`` in values is never expanded here (MCP ``env`` values are expanded when a server starts).
@@ -40,6 +45,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tether.config import issues as _issues
+from tether.config import older
 from tether.config.issues import MAX_ISSUES, Issue, Loc, fail
 from tether.config.positions import DEPTH_LIMIT, deep_key_line, key_lines, line_of, nesting_line
 from tether.config.redact import Redactor, secret_values
@@ -52,6 +58,9 @@ PROJECT_FILE = "agent.toml"
 ENV_PREFIX = "TETHER_"
 ENV_SEPARATOR = "__"
 MODEL_VARIABLE = "TETHER_MODEL"
+CONFIG_VARIABLE = "TETHER_CONFIG"
+"""Names the file read instead of ``./agent.toml``; not configuration itself (it has no ``__``)."""
+CONFIG_FLAG = "--config"
 
 _TOML_LINE = re.compile(r" ?\(at line (\d+), column (\d+)\)$")
 
@@ -59,6 +68,29 @@ _TOML_LINE = re.compile(r" ?\(at line (\d+), column (\d+)\)$")
 def project_path(cwd: str | os.PathLike[str]) -> Path:
     """``agent.toml`` in ``cwd``."""
     return Path(cwd) / PROJECT_FILE
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectFile:
+    """The file read as the project's configuration, and who named it."""
+
+    path: Path
+    given_by: str | None = None
+    """``"--config"`` or ``"TETHER_CONFIG"``: the file was named, so it must exist; ``None``: ``./agent.toml``,
+    read when it is there."""
+
+
+def project_file(
+    cwd: str | os.PathLike[str], env: Mapping[str, str], explicit: str | os.PathLike[str] | None = None
+) -> ProjectFile:
+    """The project's file: ``explicit`` (``--config``), else ``TETHER_CONFIG``, else ``./agent.toml``; a
+    relative path is taken from ``cwd``. The one rule the library and every command follow."""
+    if explicit is not None and str(explicit):
+        return ProjectFile(Path(cwd) / explicit, CONFIG_FLAG)
+    variable = env.get(CONFIG_VARIABLE, "")
+    if variable:
+        return ProjectFile(Path(cwd) / variable, CONFIG_VARIABLE)
+    return ProjectFile(project_path(cwd))
 
 
 def user_path(env: Mapping[str, str]) -> Path:
@@ -82,15 +114,35 @@ class Layer:
     """The file's text (files only), for line numbers."""
     names: dict[Loc, str] = field(default_factory=dict)
     """For the environment and flags: key path -> the variable or flag that set it."""
+    moves: list[older.Move] = field(default_factory=list)
+    """For a file in the older layout: its keys read as tether's."""
+    problems: list[tuple[Loc, str]] = field(default_factory=list)
+    """What reading the older layout found wrong, by key as written; reported with the schema's problems."""
 
     @cached_property
     def lines(self) -> dict[Loc, int]:
+        """Key path as written -> line (a key read from the older layout is found through :meth:`written`)."""
         return key_lines(self.text) if self.text is not None else {}
 
+    @cached_property
+    def _older_keys(self) -> dict[Loc, Loc]:
+        return {move.new: move.old for move in self.moves}
+
+    def written(self, loc: Sequence[str | int]) -> Loc:
+        """``loc`` as the file writes it: under the older key when an older key set it (found in the time of a
+        look-up per level, however many keys moved)."""
+        if self.moves:
+            for end in range(len(loc), 0, -1):
+                old = self._older_keys.get(tuple(loc[:end]))
+                if old is not None:
+                    return (*old, *loc[end:])
+        return tuple(loc)
+
     def where(self, loc: Sequence[str | int]) -> tuple[str, int | None]:
-        """Where ``loc`` was set in this layer: (origin, line)."""
+        """Where ``loc`` was set in this layer: (origin, line); for a key read from the older layout, the line of
+        the older key."""
         if self.path is not None:
-            return str(self.path), line_of(self.lines, loc)
+            return str(self.path), line_of(self.lines, self.written(loc))
         for end in range(len(loc), 0, -1):
             name = self.names.get(tuple(loc[:end]))
             if name is not None:
@@ -105,15 +157,20 @@ class Loaded:
 
     config: Config
     layers: tuple[Layer, ...]
+    notices: tuple[str, ...] = ()
+    """Things to tell the user once (on stderr): a file read through the older layout, one line per file."""
 
     def origin(self, loc: Sequence[str | int]) -> str | None:
         """Where the value at ``loc`` was set: ``"/path/agent.toml line 3"``, ``"environment variable
-        TETHER_MODEL"``, ``"command line (runtime.model)"``; ``None`` for a default."""
+        TETHER_MODEL"``, ``"command line (runtime.model)"``, ``"/path/agent.toml line 2 (as
+        runtime.default_model)"`` for a key of the older layout; ``None`` for a default."""
         layer = layer_of(self.layers, loc, exact=True)
         if layer is None:
             return None
         origin, line = layer.where(loc)
-        return origin if line is None else f"{origin} line {line}"
+        written = layer.written(loc)
+        origin = origin if line is None else f"{origin} line {line}"
+        return origin if written == tuple(loc) else f"{origin} (as {_issues.dotted(written)})"
 
     @property
     def files(self) -> list[Path]:
@@ -124,36 +181,48 @@ def load(
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     flags: Mapping[str, object] | None = None,
+    *,
+    config_file: str | os.PathLike[str] | None = None,
 ) -> Loaded:
     """Read, merge and validate every layer; raises :class:`~tether.errors.ConfigInvalid` naming key and
-    place. ``cwd`` defaults to the working directory, ``env`` to ``os.environ``."""
+    place. ``cwd`` defaults to the working directory, ``env`` to ``os.environ``; ``config_file`` (what
+    ``--config`` gives) is read instead of ``./agent.toml``."""
     env = os.environ if env is None else env
     cwd = Path.cwd() if cwd is None else Path(cwd)
-    layers = [
-        layer
-        for layer in (read_file(user_path(env)), read_file(project_path(cwd)), env_layer(env), flag_layer(flags or {}))
-        if layer is not None
-    ]
-    return Loaded(validate(layers, env), tuple(layers))
+    project = project_file(cwd, env, config_file)
+    files = [read_file(user_path(env)), read_file(project.path, given_by=project.given_by)]
+    layers = [layer for layer in (*files, env_layer(env), flag_layer(flags or {})) if layer is not None]
+    notices = tuple(
+        older.notice(layer.path, layer.moves, named=layer.path != project_path(cwd))
+        for layer in layers
+        if layer.path is not None and layer.moves
+    )
+    return Loaded(validate(layers, env), tuple(layers), notices)
 
 
 def load_config(
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     flags: Mapping[str, object] | None = None,
+    *,
+    config_file: str | os.PathLike[str] | None = None,
 ) -> Config:
     """The effective configuration (see the module docstring for the layers and their precedence)."""
-    return load(cwd, env, flags).config
+    return load(cwd, env, flags, config_file=config_file).config
 
 
-def read_file(path: Path) -> Layer | None:
-    """The layer of a TOML file, ``None`` when there is no such file."""
+def read_file(path: Path, *, given_by: str | None = None) -> Layer | None:
+    """The layer of a TOML file, ``None`` when there is no such file, unless it was named (``given_by``
+    ``--config`` or ``TETHER_CONFIG``): then its absence is an error naming it."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return None
+        if given_by is None:
+            return None
+        raise fail([Issue("", f"no such file (named by {given_by})", str(path))]) from None
     except OSError as error:
-        raise fail([Issue("", f"cannot be read: {error.strerror}", str(path))]) from None
+        named = f" (named by {given_by})" if given_by else ""
+        raise fail([Issue("", f"cannot be read: {error.strerror}{named}", str(path))]) from None
     return parse_text(raw, path)
 
 
@@ -176,7 +245,10 @@ def parse_text(raw: bytes, path: Path) -> Layer:
         if match:
             message = f"{message[: match.start()]} (column {match.group(2)})"
         raise fail([Issue("", f"is not valid TOML: {message}", str(path), line)]) from None
-    return Layer(str(path), data, path=path, text=text)
+    layer = Layer(str(path), data, path=path, text=text)
+    reading = older.read(data, lambda loc: line_of(layer.lines, loc))
+    layer.moves, layer.problems = reading.moves, reading.problems
+    return layer
 
 
 def _refuse_deep_keys(text: str, path: Path) -> None:
@@ -316,6 +388,7 @@ def validate(layers: Sequence[Layer], env: Mapping[str, str] | None = None) -> C
     too_deep = [_placed(layers, loc, message) for layer in layers for loc, message in _too_deep(layer)]
     if too_deep:
         raise fail(too_deep)
+    older_problems = [_older_problem(layer, loc, message) for layer in layers for loc, message in layer.problems]
     redactor = Redactor(secret_values(env or {}, _key_variables(layers)))
     try:
         config = Config.model_validate(merge(layers))
@@ -328,7 +401,9 @@ def validate(layers: Sequence[Layer], env: Mapping[str, str] | None = None) -> C
         first = [details[index] for _, _, index in places[:MAX_ISSUES]]
         found = [_issues.describe(detail, redactor) for detail in first]
         issues = [_placed(layers, loc, message) for loc, message in found]
-        raise fail(issues, more=len(details) - len(first)) from None
+        raise fail([*older_problems, *issues], more=len(details) - len(first)) from None
+    if older_problems:
+        raise fail(older_problems)
     problems = cross_checks(config)
     if problems:
         raise fail([_placed(layers, loc, message) for loc, message in problems])
@@ -355,8 +430,17 @@ def _where(layers: Sequence[Layer], loc: Loc) -> tuple[str | None, int | None]:
 
 
 def _placed(layers: Sequence[Layer], loc: Loc, message: str) -> Issue:
-    origin, line = _where(layers, loc)
-    return Issue(_issues.dotted(loc), message, origin, line)
+    """The issue at ``loc``, named as the layer that set it writes it (an older key by its older name)."""
+    layer = layer_of(layers, loc)
+    if layer is None:
+        return Issue(_issues.dotted(loc), message)
+    origin, line = layer.where(loc)
+    return Issue(_issues.dotted(layer.written(loc)), message, origin, line)
+
+
+def _older_problem(layer: Layer, loc: Loc, message: str) -> Issue:
+    """A problem of the older layout, at ``loc`` as the file writes it."""
+    return Issue(_issues.dotted(loc), message, layer.label, line_of(layer.lines, loc))
 
 
 def _key_variables(layers: Sequence[Layer]) -> set[str]:

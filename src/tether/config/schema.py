@@ -31,6 +31,9 @@ OFF = "off"
 
 _DEFAULTS = Limits()
 
+DEFAULT_RETRIES = 3
+"""``runtime.retries`` when not set: the default of ``tether.providers.http.RetryPolicy.max_retries``."""
+
 _COUNTS = frozenset(
     {"max_turns", "max_tool_calls_per_turn", "max_tool_calls", "max_consecutive_errors", "max_history_messages"}
 )
@@ -106,8 +109,18 @@ class RuntimeConfig(Section):
     model: str | None = None
     """The model, as ``"provider:model"`` (``"openai:gpt-4o-mini"``, ``"ollama:llama3.2"``); the prefix is a
     built-in provider or a ``[providers.NAME]`` of this file."""
+    retries: int = DEFAULT_RETRIES
+    """Retries of a provider request that failed for a passing reason (rate limit, server error, lost
+    connection), after the first attempt; 0 never retries."""
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     """The guards (``[runtime.limits]``)."""
+
+    @field_validator("retries", mode="before")
+    @classmethod
+    def _retries(cls, value: object) -> object:
+        if _is_int(value) and isinstance(value, int) and value >= 0:
+            return value
+        raise ValueError("must be a whole number >= 0")
 
     @field_validator("model")
     @classmethod
@@ -260,6 +273,14 @@ class SessionConfig(Section):
     the store's own default when not given."""
 
 
+class CliConfig(Section):
+    """``[cli]``: how the ``tether`` command shows a run."""
+
+    stream: bool = True
+    """``tether run`` prints the answer as the model writes it; ``false`` prints each answer whole, once the
+    model has finished writing it."""
+
+
 class Config(Section):
     """The whole configuration: ``agent.toml``, the user's config, ``TETHER_*`` variables and flags, merged."""
 
@@ -273,3 +294,5 @@ class Config(Section):
     """``[mcp]``"""
     session: SessionConfig = Field(default_factory=SessionConfig)
     """``[session]``"""
+    cli: CliConfig = Field(default_factory=CliConfig)
+    """``[cli]``"""

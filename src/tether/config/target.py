@@ -1,5 +1,8 @@
 """From a configuration to what ``Agent`` takes: the provider for ``runtime.model`` and the limits.
 
+``runtime.retries`` becomes the provider's ``RetryPolicy(max_retries=...)`` (providers that run in this
+process, ``scripted:`` and ``local:``, make no requests to retry).
+
 ``[providers.NAME]`` adjusts a built-in provider (``[providers.ollama] base_url = ...``) or adds one under a
 new name that speaks a compatibility profile (``[providers.gpu] profile = "vllm"`` makes ``gpu:qwen3`` a
 vLLM model at that table's ``base_url``). The key is read here, from the variable ``api_key_env`` names,
@@ -16,7 +19,7 @@ from typing import TYPE_CHECKING
 from tether.config.load import builtin_prefixes
 from tether.config.schema import Config
 from tether.errors import ConfigInvalid
-from tether.providers.registry import PROFILES, resolve
+from tether.providers.registry import PROFILES, over_http, resolve
 
 if TYPE_CHECKING:
     from tether.providers.base import Provider
@@ -35,14 +38,22 @@ class ModelTarget:
     base_url: str | None = None
     api_key: Secret | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    retries: int | None = None
+    """Retries of a failed request (``runtime.retries``); ``None``: the provider's default."""
 
     def provider(self) -> Provider:
         """Build the provider (``tether.providers.registry.resolve``)."""
+        retry = None
+        if self.retries is not None and over_http(self.model.partition(":")[0]):
+            from tether.providers.http import RetryPolicy
+
+            retry = RetryPolicy(max_retries=self.retries)
         return resolve(
             self.model,
             base_url=self.base_url,
             api_key=self.api_key.reveal() if self.api_key else None,
             headers=dict(self.headers) or None,
+            retry=retry,
         )
 
 
@@ -54,8 +65,9 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
         raise ConfigInvalid("no model is configured: set runtime.model in agent.toml, or TETHER_MODEL")
     prefix, _, name = model.partition(":")
     settings = config.providers.get(prefix)
+    retries = config.runtime.retries
     if settings is None:
-        return ModelTarget(model)
+        return ModelTarget(model, retries=retries)
     profile = prefix if prefix in builtin_prefixes() else (settings.profile or "openai-compatible")
     api_key: Secret | None = None
     if settings.api_key_env is not None:
@@ -70,7 +82,7 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
                 f"providers.{prefix}.api_key_env names {settings.api_key_env}, which is not set: "
                 f"{model!r} needs an API key"
             )
-    return ModelTarget(f"{profile}:{name}", settings.base_url, api_key, dict(settings.headers))
+    return ModelTarget(f"{profile}:{name}", settings.base_url, api_key, dict(settings.headers), retries)
 
 
 def build_provider(config: Config, env: Mapping[str, str] | None = None) -> Provider:

@@ -13,7 +13,7 @@ from typing import Any
 import tomlkit
 from pydantic import BaseModel
 
-from tether.config.schema import OFF, BashConfig, LimitsConfig, RuntimeConfig, SessionConfig, ToolsConfig
+from tether.config.schema import OFF, BashConfig, CliConfig, LimitsConfig, RuntimeConfig, SessionConfig, ToolsConfig
 
 WIDTH = 100
 
@@ -22,7 +22,8 @@ HEADER = """\
 #
 # Where settings come from, the first one found winning: command-line flags, TETHER_* environment
 # variables (TETHER_MODEL=ollama:qwen3, TETHER_RUNTIME__LIMITS__MAX_TURNS=5, TETHER_TOOLS__MODE=read-only),
-# ./agent.toml, the user's ~/.config/tether/config.toml, then the defaults shown here.
+# ./agent.toml (or the file --config or TETHER_CONFIG names), the user's ~/.config/tether/config.toml,
+# then the defaults shown here.
 #
 # Every setting below is commented out and shows its default: remove the "# " in front of one to change
 # it, or run `tether config set runtime.model ollama:qwen3`. `tether config show` prints the result.
@@ -78,6 +79,7 @@ def default_file() -> str:
         _section("tools.bash", BashConfig),
         MCP,
         _section("session", SessionConfig),
+        _section("cli", CliConfig),
     ]
     return "\n".join(parts)
 

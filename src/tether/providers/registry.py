@@ -77,6 +77,15 @@ _BUILDERS: dict[str, str] = {
 """prefix -> ``module:function``; the function takes the prefix, the model name and the options."""
 
 
+IN_PROCESS = frozenset({"scripted", "local"})
+"""Prefixes whose model runs in this process: no HTTP, so no retries and no ``retry`` option."""
+
+
+def over_http(prefix: str) -> bool:
+    """The provider behind ``prefix`` speaks HTTP (and takes ``retry=RetryPolicy(...)``)."""
+    return prefix in _BUILDERS and prefix not in IN_PROCESS
+
+
 def prefixes() -> frozenset[str]:
     """Every provider prefix a model string can start with."""
     return frozenset(_BUILDERS)
