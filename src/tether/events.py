@@ -137,7 +137,8 @@ class RunStarted:
 
 @dataclass(frozen=True, slots=True)
 class TurnStarted:
-    """A provider call begins. ``attempt`` > 1 is a corrective retry; ``final`` is the tools-off summary call."""
+    """A provider call begins. ``attempt`` > 1 is a corrective retry; ``final``: tools are off and only an
+    answer is accepted (the summary call after a step limit, or the answer asked for after a repeated call)."""
 
     turn: int
     attempt: int = 1
