@@ -13,7 +13,15 @@ import pytest
 
 from tests.config.unavailable import unavailable_server
 from tether.agent import Agent
-from tether.cli.build import NoModel, WriteGate, load_setup, open_store, pick_session
+from tether.cli.build import (
+    NoModel,
+    WriteGate,
+    directory_overview,
+    load_setup,
+    open_store,
+    pick_session,
+    system_prompt,
+)
 from tether.cli.paths import data_dir, default_session_path, history_path, state_dir
 from tether.cli.runner import RunOptions, result_json
 from tether.config import SessionConfig
@@ -177,6 +185,20 @@ def test_the_embedded_model_tether_chose_itself_gets_read_only_tools_unless_told
     (tmp_path / "agent.toml").write_text('[runtime]\nmodel = "local:smollm2"\n')
     configured = load_setup(tmp_path, env, {})
     assert configured.tool_mode("local:smollm2", yes=False) == "full", "a model the user chose keeps tools.mode"
+
+
+def test_the_system_prompt_names_the_directory_and_what_it_holds(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    (tmp_path / "src").mkdir()
+    (tmp_path / ".env").write_text("SECRET=1")
+    prompt = system_prompt(tmp_path)
+    assert str(tmp_path) in prompt
+    assert prompt.endswith("The directory holds: notes.txt, src/."), "hidden entries are left out"
+    for index in range(45):
+        (tmp_path / f"f{index:02}").write_text("")
+    assert directory_overview(tmp_path).endswith("(and 7 more).")
+    assert directory_overview(tmp_path / "src") == "The directory is empty."
+    assert directory_overview(tmp_path / "missing") == "Its entries could not be listed."
 
 
 def tether(cwd: Path, *args: str, stdin: bytes | None = None, **extra: str) -> subprocess.CompletedProcess[str]:

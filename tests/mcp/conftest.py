@@ -73,7 +73,7 @@ def alive(pid: int) -> bool:
     if sys.platform.startswith("linux"):
         try:
             return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # gone, or reaped while its stat file was being read
             return False
     try:
         os.kill(pid, 0)

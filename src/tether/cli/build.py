@@ -40,6 +40,32 @@ SYSTEM = (
     "and answer briefly."
 )
 
+LISTED_ENTRIES = 40
+"""Entries of the working directory named in the system prompt; the rest are counted."""
+
+
+def system_prompt(root: Path) -> str:
+    """The agent's system prompt: who it is, where it works, and what that directory holds at the start.
+
+    Naming the files costs a few tokens and saves a model a listing call, or a guess: a small model asked
+    about ``notes.txt`` reads ``notes.txt`` once it has seen the name among the files, not a path it made up.
+    """
+    return SYSTEM.format(root=root) + "\n" + directory_overview(root)
+
+
+def directory_overview(root: Path, limit: int = LISTED_ENTRIES) -> str:
+    """One line naming the directory's entries (directories with a ``/``, hidden ones left out), sorted."""
+    try:
+        with os.scandir(root) as scan:
+            entries = sorted(f"{e.name}/" if e.is_dir() else e.name for e in scan if not e.name.startswith("."))
+    except OSError:
+        return "Its entries could not be listed."
+    if not entries:
+        return "The directory is empty."
+    more = f" (and {len(entries) - limit} more)" if len(entries) > limit else ""
+    return f"The directory holds: {', '.join(entries[:limit])}{more}."
+
+
 NOT_INTERACTIVE = (
     "{name} needs approval (--yes allows it): it can change files or run commands, and no one can be asked "
     "since stdin is not a terminal"
@@ -110,7 +136,7 @@ class Setup:
         return Agent(
             model_target(config, self.env).provider(),
             tools=tools,
-            system=SYSTEM.format(root=self.workspace.root),
+            system=system_prompt(self.workspace.root),
             limits=config.runtime.limits.to_limits(),
             mode=mode or self.tool_mode(model or self.model, yes=yes),
             deny=config.tools.deny,

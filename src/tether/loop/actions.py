@@ -89,7 +89,11 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
 def system_prompt(system: str | None, tools: Sequence[ToolDefinition], *, final_only: bool = False) -> str:
     """The system prompt with the protocol and the tools appended."""
     if final_only:
-        protocol = 'Reply with exactly one JSON object and nothing else: {"type": "final", "text": "<your answer>"}.'
+        # no placeholder such as "<your answer>" in the example: a small model copies it as its answer
+        protocol = (
+            'Reply with exactly one JSON object and nothing else: {"type": "final", "text": "..."}, the text '
+            "being your answer."
+        )
         return f"{system}\n\n{protocol}" if system else protocol
     lines = [
         "Reply with exactly one JSON object and nothing else. It is one of:",
