@@ -24,6 +24,7 @@ from tether.messages import Message
 from tether.providers.base import ModelSettings, Provider
 from tether.providers.registry import resolve
 from tether.secrets import Masker, connection_password
+from tether.telemetry import DISABLED, Telemetry, observer_for
 from tether.tools.base import Tool
 from tether.tools.permissions import Approver, Mode, PermissionHook, Permissions
 from tether.tools.registry import ToolRegistry
@@ -31,6 +32,7 @@ from tether.usage import Price, Usage, price_for
 
 if TYPE_CHECKING:
     from tether.sessions import SessionStore
+    from tether.telemetry.observer import RunObserver
 
 
 class Agent:
@@ -58,6 +60,7 @@ class Agent:
         tool_mode: Literal["auto", "native", "json"] = "auto",
         store: SessionStore | None = None,
         secrets: Iterable[str] = (),
+        telemetry: Telemetry | bool | None = None,
     ) -> None:
         """
         Args:
@@ -89,6 +92,10 @@ class Agent:
                 instance), the values of the environment's secret-named variables and provider key variables,
                 and the passwords of connection strings (``tether.secrets``). Values shorter than 8
                 characters are not masked. ``agent.secrets`` is the masker the runs use.
+            telemetry: how runs are observed (``tether.telemetry``): ``None`` (the default) uses
+                OpenTelemetry's global tracer and meter providers when the application configured them, and
+                logging when it enabled it; a :class:`~tether.telemetry.Telemetry` sets providers, content
+                capture, the agent's name and the secret argument names; ``False`` turns all of it off.
         """
         provider = resolve(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
@@ -127,6 +134,7 @@ class Agent:
             masker=masker,
         )
         self._sinks: tuple[EventSink, ...] = (on_event,) if on_event is not None else ()
+        self.telemetry = telemetry  # the setter takes a bool or None too
 
     @property
     def secrets(self) -> Masker:
@@ -138,6 +146,33 @@ class Agent:
         if not isinstance(masker, Masker):
             raise ConfigInvalid(f"secrets must be a tether.secrets.Masker, not {type(masker).__name__}")
         self._spec = replace(self._spec, masker=masker)
+        self.telemetry = self._telemetry  # its redaction masks the new keys
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """How the next runs are observed (see ``telemetry=`` in the constructor); settable."""
+        return self._telemetry
+
+    @telemetry.setter
+    def telemetry(self, settings: Telemetry | bool | None) -> None:
+        if settings is None or settings is True:
+            settings = Telemetry()
+        elif settings is False:
+            settings = DISABLED
+        elif not isinstance(settings, Telemetry):
+            kind = type(settings).__name__
+            raise ConfigInvalid(f"telemetry must be a tether.telemetry.Telemetry or a bool, not {kind}")
+        self._telemetry = settings
+        redaction = settings.redaction(self._spec.masker)
+        self.redaction = redaction
+        """What spans, logs and the CLI may show of a run (``tether.telemetry.redact``)."""
+
+        def observe() -> RunObserver | None:
+            return observer_for(settings, redaction)
+
+        self._spec = replace(
+            self._spec, observe=observe, agent_name=settings.agent_name, server=_server_of(self.provider)
+        )
 
     @property
     def mode(self) -> Mode:
@@ -196,7 +231,7 @@ class Agent:
             await store.save(updated)
             latest[0] = updated
 
-        run = Run(self._spec, prompt, stored.messages, interrupter, sinks, checkpoint)
+        run = Run(self._spec, prompt, stored.messages, interrupter, sinks, checkpoint, session_id=session_id)
         runs.append(run)
         async with aclosing(run.events()) as events:
             async for event in events:
@@ -259,6 +294,21 @@ def _provider_key(provider: Provider) -> str | None:
         return key if isinstance(key, str) else None
     key = getattr(provider, "api_key", None)
     return key if isinstance(key, str) else None
+
+
+def _server_of(provider: Provider) -> tuple[str | None, int | None]:
+    """Host and port of an HTTP provider's API (``server.address``), from its client's base URL."""
+    base_url = getattr(getattr(provider, "_client", None), "base_url", None)
+    if not isinstance(base_url, str):
+        return None, None
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(base_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None, None
+    return parts.hostname, port
 
 
 def _strings(values: Iterable[str]) -> list[str]:

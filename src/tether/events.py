@@ -93,6 +93,50 @@ class StreamEnd:
 LlmEvent: TypeAlias = StreamStart | ThinkingDelta | TextDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | StreamEnd
 
 
+# --- records: what each provider call and tool call took ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    """What became of one tool call, and how long it ran."""
+
+    call_id: str
+    name: str
+    is_error: bool
+    code: str | None = None
+    """The result's code (``tool_failed``, ``permission_denied``, ``repeated``, ...), as on ``ToolResult``."""
+    duration_ms: float | None = None
+    """How long the tool ran; ``None`` for a call answered without running it (refused, unknown, invalid
+    arguments, repeated, cancelled before it started)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """One provider call of a run (corrective retries and the final summary call included) and the tool calls
+    its answer asked for. ``RunResult.turn_records`` has one per call, in order, like ``turn_usage``."""
+
+    turn: int
+    attempt: int
+    final: bool
+    """Tools were off: the summary call after a limit, or the answer asked for after a repeated call."""
+    duration_ms: float
+    """From the request to the last event of the answer (retries and their waits included)."""
+    ttft_ms: float | None
+    """Time to the first streamed event after the provider accepted the request; ``None`` if none came."""
+    usage: Usage
+    finish_reason: FinishReason
+    model: str | None = None
+    """The model that answered, as the provider named it."""
+    response_id: str | None = None
+    retries: int = 0
+    """Attempts the provider made again after a retryable failure (rate limit, overload, transport)."""
+    rejected: str | None = None
+    """Why the answer was not used (a corrective retry or a stop followed), as on ``TurnCompleted``."""
+    error: str | None = None
+    """The stable code of the failure that ended the call (``rate_limited``, ``timeout``, ...), if one did."""
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+
+
 # --- RunEvent: run -> host ----------------------------------------------------------------------------------
 
 
@@ -120,6 +164,11 @@ class RunResult:
     run_id: str = ""
     first_new_message: int = 0
     """Index in ``messages`` of the first message this run added (the prompt)."""
+    turn_records: tuple[TurnRecord, ...] = ()
+    """Per provider call: its duration, time to first token, usage, finish reason, retries, and the duration and
+    outcome of each tool call it asked for (:class:`TurnRecord`)."""
+    duration_ms: float = 0.0
+    """The run's wall time, from its start to its result."""
 
     @property
     def new_messages(self) -> tuple[Message, ...]:

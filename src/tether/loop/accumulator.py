@@ -51,6 +51,8 @@ class AccumulatedTurn:
     ended: bool
     """Whether the provider sent ``StreamEnd``."""
     model: str | None = None
+    response_id: str | None = None
+    """The provider's id of the response (``StreamStart.response_id``), when it sent one."""
 
     @property
     def text(self) -> str:
@@ -103,7 +105,9 @@ def _merge(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
 class StreamAccumulator:
     """Feed it every event of one provider call with :meth:`add`, then take the turn with :meth:`finish`."""
 
-    __slots__ = ("_calls", "_current", "_ended", "_finish", "_model", "_parts", "_provider_data", "_usage")
+    __slots__ = (
+        "_calls", "_current", "_ended", "_finish", "_model", "_parts", "_provider_data", "_response_id", "_usage",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self._parts: list[_TextBuilder | _ThinkingBuilder | _CallBuilder] = []
@@ -113,6 +117,7 @@ class StreamAccumulator:
         self._usage = Usage()
         self._ended = False
         self._model: str | None = None
+        self._response_id: str | None = None
         self._provider_data: dict[str, Any] | None = None
 
     def add(self, event: LlmEvent) -> None:
@@ -132,6 +137,7 @@ class StreamAccumulator:
             self._end(event)  # type: ignore[arg-type]
         elif kind is StreamStart:
             self._model = event.model  # type: ignore[union-attr]
+            self._response_id = event.response_id  # type: ignore[union-attr]
         else:
             raise InvalidResponse(f"unknown stream event {event!r}")
 
@@ -201,6 +207,7 @@ class StreamAccumulator:
             usage=self._usage,
             ended=self._ended,
             model=self._model,
+            response_id=self._response_id,
         )
 
 

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from tether.errors import InvalidResponse, SessionInvalid, TetherError, TimeoutExceeded
 from tether.events import (
@@ -36,10 +37,12 @@ from tether.events import (
     RunEvent,
     RunResult,
     RunStarted,
+    StreamStart,
     TextDelta,
     ThinkingDelta,
     ToolResultReceived,
     TurnCompleted,
+    TurnRecord,
     TurnStarted,
 )
 from tether.limits import Limits, StopReason
@@ -56,6 +59,12 @@ from tether.secrets import Masker, mask_exception_in_place
 from tether.tools.permissions import Permissions
 from tether.tools.registry import ToolRegistry
 from tether.usage import Price, Usage
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from tether.errors import ProviderError
+    from tether.telemetry.observer import RunInfo, RunObserver
 
 EventSink = Callable[[RunEvent], None]
 Checkpoint = Callable[[Sequence[Message], Usage], Awaitable[None]]
@@ -84,6 +93,12 @@ class RunSpec:
     """``json``: the model acts through JSON actions in its text (``loop/actions.py``)."""
     masker: Masker = field(default_factory=Masker)
     """Known keys, masked in every tool result (``tether.secrets``)."""
+    observe: Callable[[], RunObserver | None] | None = None
+    """Makes the observer of a run (``tether.telemetry.observer_for``), or ``None`` when nothing watches."""
+    agent_name: str | None = None
+    """The agent's name, for its observers (``Telemetry.agent_name``)."""
+    server: tuple[str | None, int | None] = (None, None)
+    """Host and port of the provider's API, for its observers."""
 
 
 def prepare_history(system: str | None, history: Sequence[Message]) -> list[Message]:
@@ -126,8 +141,10 @@ class Run:
         interrupter: Interrupter,
         sinks: Sequence[EventSink] = (),
         checkpoint: Checkpoint | None = None,
+        session_id: str | None = None,
     ) -> None:
         self.spec = spec
+        self.session_id = session_id
         self.prompt = prompt
         self.checkpoint = checkpoint
         self.interrupter = interrupter
@@ -138,6 +155,7 @@ class Run:
         self.first_new = len(self.transcript)
         self.transcript.append(Message.user(prompt))
         self.guard = LoopGuard(spec.limits, spec.price, repeatable=_repeatable(spec.tools))
+        self.observer: RunObserver | None = spec.observe() if spec.observe is not None else None
         self.executor = ToolExecutor(
             spec.tools,
             interrupter,
@@ -147,6 +165,7 @@ class Run:
             permissions=spec.permissions,
             max_output=spec.max_tool_output,
             masker=spec.masker,
+            observer=self.observer,
         )
         self.definitions = tuple(
             ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools if spec.permissions.offers(t)
@@ -172,6 +191,10 @@ class Run:
         self._step_timeout = _timeout("step_timeout", spec.limits.step_timeout)
         self._batch: ToolBatch | None = None
         self._turn_no = 0
+        self._records: list[TurnRecord] = []
+        self._started = time.perf_counter()
+        self._call_started = self._first_event = self._call_ended = 0.0
+        self._retries = 0
 
     # --- start ------------------------------------------------------------------------------------------
 
@@ -185,6 +208,9 @@ class Run:
             self.deadline = asyncio.get_running_loop().time() + limits.run_timeout
             run_timer = interrupter.deadline(self.deadline, _timeout("run_timeout", limits.run_timeout))
         try:
+            self._started = time.perf_counter()
+            if self.observer is not None:
+                self.observer.run_started(self._info())
             yield self._emit(RunStarted(self.run_id, self.spec.provider.info.model_string, self.prompt))
             stop = None
             try:
@@ -221,6 +247,27 @@ class Run:
                 with contextlib.suppress(BaseException):
                     await asyncio.shield(self._save())
 
+    def _info(self) -> RunInfo:
+        """What the observer is told of this run when it starts."""
+        from tether.telemetry.observer import RunInfo
+
+        spec, info = self.spec, self.spec.provider.info
+        return RunInfo(
+            run_id=self.run_id,
+            provider=info.provider,
+            model=info.name,
+            prompt=self.prompt,
+            system=self.system_text,
+            tools=self.definitions,
+            settings=spec.settings,
+            tool_mode=spec.tool_mode,
+            history=tuple(self.transcript[self.body_start : self.first_new]),
+            agent_name=spec.agent_name,
+            session_id=self.session_id,
+            server_address=spec.server[0],
+            server_port=spec.server[1],
+        )
+
     async def _save(self) -> Stop | None:
         """Hand the transcript and usage to the checkpoint (a session store); a failure stops the run."""
         if self.checkpoint is None:
@@ -239,7 +286,7 @@ class Run:
         if self.actions is not None:
             return self.actions.request(
                 history, extra, final=final, settings=self.spec.settings, timeout=limits.request_timeout,
-                deadline=self.deadline,
+                deadline=self.deadline, on_retry=self._retried,
             )  # fmt: skip
         return Request(
             messages=history if extra is None else (*history, extra),
@@ -249,13 +296,27 @@ class Run:
             settings=self.spec.settings,
             timeout=limits.request_timeout,
             deadline=self.deadline,
+            on_retry=self._retried,
         )
+
+    def _retried(self, error: ProviderError, attempt: int, wait: float) -> None:
+        """The provider retries the current call (``Request.on_retry``)."""
+        self._retries += 1
+        if self.observer is not None:
+            self.observer.retry(error, attempt, wait)
 
     # --- infer and accumulate -----------------------------------------------------------------------------
 
-    async def _infer(self, request: Request) -> AsyncGenerator[RunEvent, None]:
+    async def _infer(self, request: Request, turn_no: int, attempt: int, final: bool) -> AsyncGenerator[RunEvent, None]:
         """One provider call; leaves the turn in ``self._accumulated``. Usage is counted even if it fails."""
-        interrupter, limits = self.interrupter, self.spec.limits
+        interrupter, limits, observer = self.interrupter, self.spec.limits, self.observer
+        self._retries = 0
+        self._call_started = self._call_ended = time.perf_counter()
+        self._first_event = 0.0
+        context = None
+        if observer is not None:
+            observer.call_started(turn_no, attempt, final, request)
+            context = observer.call_context()
         step_timer = None
         if limits.step_timeout is not None:
             now = asyncio.get_running_loop().time()
@@ -266,8 +327,11 @@ class Run:
         passthrough = self.actions is None  # in JSON action mode the text is an action, shown once read
         requested = False
         stream: AsyncIterator[LlmEvent] | None = None
+        first = 0.0
         try:
             stream = self.spec.provider.stream(request)
+            if context is not None:
+                stream = _within(stream, context)
             interrupter.arm()  # raises if the run was interrupted before the provider was asked
             requested = True
             try:
@@ -275,6 +339,8 @@ class Run:
                     interrupter.armed = False
                     accumulator.add(event)
                     kind = type(event)
+                    if not first and kind is not StreamStart:
+                        first = time.perf_counter()
                     if passthrough and (kind is TextDelta or kind is ThinkingDelta) and event.text:  # type: ignore[union-attr]
                         if sinks:
                             self._notify(event)  # type: ignore[arg-type]
@@ -297,6 +363,7 @@ class Run:
                 step_timer.cancel()
             if stream is not None:
                 await _close(stream)
+            self._first_event, self._call_ended = first, time.perf_counter()
             self._accumulated = turn = accumulator.finish()
             self._best_effort = turn.text or self._best_effort
             if requested:
@@ -304,13 +371,43 @@ class Run:
                 self.turn_usage.append(usage)
                 self.guard.record_call(usage)
 
-    def _failed_turn(self, turn_no: int, failure: Exception) -> TurnCompleted:
+    def _failed_turn(self, turn_no: int, attempt: int, final: bool, failure: Exception) -> TurnCompleted:
         """The ``TurnCompleted`` of a provider call that failed or was interrupted: every turn that starts ends."""
         turn = self._accumulated
         why = _describe(failure)
         if turn is None:  # the turn could not even be assembled: it still completes, empty
-            return TurnCompleted(turn_no, Message("assistant", ()), Usage(), "error", why)
-        return TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, why)
+            turn = AccumulatedTurn(Message("assistant", ()), (), (), "error", Usage(), ended=False)
+        return self._completed(turn_no, attempt, final, turn, why, failure)
+
+    def _completed(
+        self,
+        turn_no: int,
+        attempt: int,
+        final: bool,
+        turn: AccumulatedTurn,
+        rejected: str | None,
+        failure: BaseException | None = None,
+    ) -> TurnCompleted:
+        """The ``TurnCompleted`` of the call that just ended, with its :class:`TurnRecord` kept and observed."""
+        started, first = self._call_started, self._first_event
+        record = TurnRecord(
+            turn=turn_no,
+            attempt=attempt,
+            final=final,
+            duration_ms=(self._call_ended - started) * 1000.0,
+            ttft_ms=(first - started) * 1000.0 if first else None,
+            usage=turn.usage,
+            finish_reason=turn.finish_reason,
+            model=turn.model,
+            response_id=turn.response_id,
+            retries=self._retries,
+            rejected=rejected,
+            error=_error_code(failure) if failure is not None else None,
+        )
+        self._records.append(record)
+        if self.observer is not None:
+            self.observer.call_ended(record, turn.message, failure)
+        return TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, rejected)
 
     # --- act and check ------------------------------------------------------------------------------------
 
@@ -326,19 +423,20 @@ class Run:
             attempt += 1
             self.interrupter.check()
             yield self._emit(TurnStarted(turn_no, attempt, final=answer_only))
+            request = self._build(extra, final=answer_only)
             try:
-                async with aclosing(self._infer(self._build(extra, final=answer_only))) as stream_events:
+                async with aclosing(self._infer(request, turn_no, attempt, answer_only)) as stream_events:
                     async for event in stream_events:
                         yield event
             except Exception as failure:
-                yield self._emit(self._failed_turn(turn_no, failure))
+                yield self._emit(self._failed_turn(turn_no, attempt, answer_only, failure))
                 raise
             assert self._accumulated is not None
             read = self._read(self._accumulated, final=answer_only)
             turn, problem = read.turn, read.problem
             if read.shown:
                 yield self._emit(TextDelta(read.shown))
-            yield self._emit(TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, problem))
+            yield self._emit(self._completed(turn_no, attempt, answer_only, turn, problem))
             if problem is None:
                 break
             if stop := guard.record_invalid(problem, self._stream_error):
@@ -370,6 +468,7 @@ class Run:
                 yield self._emit(event)
         results = batch.ordered_results("the run was cancelled")
         self.transcript.append(Message("tool", tuple(results)))
+        self._attach_calls(batch, results)
         self._batch = None
         self.guard.record_results(calls, results)
         if batch.done is not None:
@@ -390,11 +489,12 @@ class Run:
         turn_no = self.guard.turns + 1
         yield self._emit(TurnStarted(turn_no, final=True))
         try:
-            async with aclosing(self._infer(self._build(summary_request(), final=True))) as stream_events:
+            request = self._build(summary_request(), final=True)
+            async with aclosing(self._infer(request, turn_no, 1, True)) as stream_events:
                 async for event in stream_events:
                     yield event
         except Exception as failure:  # noqa: BLE001 - the fallback text says why the run stopped: that is the answer
-            yield self._emit(self._failed_turn(turn_no, failure))
+            yield self._emit(self._failed_turn(turn_no, 1, True, failure))
             if isinstance(failure, Interrupted):
                 self._stop = _stop_for(failure.interrupt)
             return
@@ -403,7 +503,7 @@ class Run:
         turn, problem = read.turn, read.problem
         if read.shown:
             yield self._emit(TextDelta(read.shown))
-        yield self._emit(TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, problem))
+        yield self._emit(self._completed(turn_no, 1, True, turn, problem))
         if problem is None:
             self.transcript.append(turn.message)
             self._answer = turn.text
@@ -447,7 +547,11 @@ class Run:
             cost=guard.cost,
             run_id=self.run_id,
             first_new_message=self.first_new,
+            turn_records=tuple(self._records),
+            duration_ms=(time.perf_counter() - self._started) * 1000.0,
         )
+        if self.observer is not None:
+            self.observer.run_ended(self.result)
         return self.result
 
     def _close_open_calls(self, why: str) -> list[ToolResult]:
@@ -457,12 +561,18 @@ class Run:
         if batch is not None:
             results = batch.ordered_results(why)
             announced = [r for r in results if r.call_id in batch.started and r.call_id not in batch.reported]
+            self._attach_calls(batch, results)
         else:
             results = [cancelled_result(call, why) for call in open_tool_calls(self.transcript)]
             announced = []
         if results:
             self.transcript.append(Message("tool", tuple(results)))
         return announced
+
+    def _attach_calls(self, batch: ToolBatch, results: Sequence[ToolResult]) -> None:
+        """Put the records of a batch's calls on the record of the turn that asked for them."""
+        if self._records:
+            self._records[-1] = replace(self._records[-1], tool_calls=batch.call_records(results))
 
     # --- events -------------------------------------------------------------------------------------------
 
@@ -540,8 +650,33 @@ def _describe(failure: Exception) -> str:
     return failure.interrupt.detail if isinstance(failure, Interrupted) else f"{type(failure).__name__}: {failure}"
 
 
+def _error_code(failure: BaseException) -> str:
+    """The stable code of what ended a provider call: a tether error's code, an interrupt's reason."""
+    if isinstance(failure, Interrupted):
+        error = failure.interrupt.error
+        return error.code if isinstance(error, TetherError) else str(failure.interrupt.reason)
+    if isinstance(failure, TetherError):
+        return failure.code
+    return type(failure).__name__
+
+
 def _why(stop: Stop) -> str:
     return "the run was cancelled" if stop.reason is StopReason.CANCELLED else f"the run stopped: {stop.detail}"
+
+
+async def _within(stream: AsyncIterator[LlmEvent], context: AbstractContextManager[object]) -> AsyncIterator[LlmEvent]:
+    """``stream`` with ``context`` entered around each step of it, and never across a ``yield``: the provider's
+    work (its HTTP request, its retries) happens inside the call's context, the host's code outside it."""
+    try:
+        while True:
+            with context:
+                try:
+                    event = await stream.__anext__()
+                except StopAsyncIteration:
+                    return
+            yield event
+    finally:
+        await _close(stream)
 
 
 async def _close(stream: AsyncIterator[object]) -> None:

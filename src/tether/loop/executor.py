@@ -35,12 +35,13 @@ with it, and the output is cut to its limit.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.errors import InvalidArguments, TetherError, ToolError, ToolNotFound
-from tether.events import ToolCallStarted, ToolResultReceived
+from tether.events import ToolCallRecord, ToolCallStarted, ToolResultReceived
 from tether.loop.accumulator import arguments_problem
 from tether.loop.interrupts import Interrupter
 from tether.loop.repeats import Repeat, repeated_result
@@ -50,6 +51,9 @@ from tether.tools.base import Done, Tool, render_output, utf8_safe
 from tether.tools.permissions import Permissions
 from tether.tools.registry import ToolRegistry
 from tether.tools.threads import RaisedInThread
+
+if TYPE_CHECKING:
+    from tether.telemetry.observer import RunObserver
 
 MAX_ECHOED_ARGUMENTS = 200
 """Characters of unparseable arguments quoted back to the model."""
@@ -70,12 +74,20 @@ class ToolBatch:
     """Calls whose ``ToolCallStarted`` was emitted."""
     reported: set[str] = field(default_factory=set)
     """Calls whose ``ToolResultReceived`` was emitted."""
+    records: dict[str, ToolCallRecord] = field(default_factory=dict)
+    """What became of each call whose result was recorded, and how long it ran."""
     done: Done | None = None
     done_by: str = ""
 
     def ordered_results(self, why_missing: str) -> list[ToolResult]:
         """Every call's result in the model's order; a call without one gets a ``cancelled`` result."""
         return [self.results.get(call.id) or cancelled_result(call, why_missing) for call in self.calls]
+
+    def call_records(self, results: Sequence[ToolResult]) -> tuple[ToolCallRecord, ...]:
+        """A record per call, in the model's order; ``results`` (from :meth:`ordered_results`) answer the calls
+        that have none recorded."""
+        records = self.records
+        return tuple(records.get(result.call_id) or record_of(result) for result in results)
 
 
 @dataclass(slots=True)
@@ -86,6 +98,10 @@ class _Plan:
     tool: Tool | None = None
     invoke: Callable[[], Awaitable[Any]] | None = None
     answer: ToolResult | None = None
+
+
+def record_of(result: ToolResult, duration_ms: float | None = None) -> ToolCallRecord:
+    return ToolCallRecord(result.call_id, result.name, result.is_error, result.code, duration_ms)
 
 
 def cancelled_result(call: ToolCall, why: str) -> ToolResult:
@@ -100,8 +116,8 @@ class ToolExecutor:
     """Runs tool calls for one run (see the module docstring)."""
 
     __slots__ = (
-        "concurrent_tools", "interrupter", "masker", "max_concurrency", "max_output", "permissions", "registry",
-        "timeout",
+        "concurrent_tools", "interrupter", "masker", "max_concurrency", "max_output", "observer", "permissions",
+        "registry", "timeout",
     )  # fmt: skip
 
     def __init__(
@@ -115,8 +131,11 @@ class ToolExecutor:
         permissions: Permissions | None = None,
         max_output: int | None = DEFAULT_MAX_OUTPUT,
         masker: Masker | None = None,
+        observer: RunObserver | None = None,
     ) -> None:
         self.registry = registry
+        self.observer = observer
+        """Told of every call's start and result (``tether.telemetry``); ``None``: nobody watches."""
         self.masker = masker or Masker()
         """Known keys, masked in every result (none by default here; an agent passes its own)."""
         self.interrupter = interrupter
@@ -129,9 +148,12 @@ class ToolExecutor:
     async def run(self, batch: ToolBatch, turn: int) -> AsyncGenerator[ToolCallStarted | ToolResultReceived, None]:
         """Run ``batch``, yielding each call's start and result events in the model's order."""
         plans = [self._plan(call, verdict) for call, verdict in zip(batch.calls, batch.verdicts, strict=True)]
+        observer = self.observer
         for group in self._groups(plans):
             for plan in group:
                 batch.started.append(plan.call.id)
+                if observer is not None:
+                    observer.tool_started(plan.call, turn)
                 yield ToolCallStarted(plan.call, turn)
             if batch.done is not None:
                 why = f"the run ended when tool {batch.done_by!r} finished"
@@ -247,31 +269,38 @@ class ToolExecutor:
         assert invoke is not None
         timeout = tool.timeout or self.timeout
         scope = asyncio.timeout(timeout)
+        context = self.observer.tool_context(call) if self.observer is not None else None
+        started = time.perf_counter()
         try:
             async with scope:
-                value = await invoke()
+                if context is None:
+                    value = await invoke()
+                else:
+                    with context:
+                        value = await invoke()
             if isinstance(value, Done):
                 raise value
             text = render_output(value)
         except TimeoutError as exc:
+            ran = _since(started)
             if scope.expired():
-                self._keep(batch, call, _timeout_result(call, tool, timeout), tool=tool)
+                self._keep(batch, call, _timeout_result(call, tool, timeout), tool=tool, ran=ran)
             else:
-                self._keep(batch, call, _failure_result(call, exc), exc, tool=tool)
+                self._keep(batch, call, _failure_result(call, exc), exc, tool=tool, ran=ran)
         except Done as done:
-            self._finish_run(batch, call, done)
+            self._finish_run(batch, call, done, _since(started))
         except TetherError as error:
-            self._keep(batch, call, error_result(call, error), error, tool=tool)
+            self._keep(batch, call, error_result(call, error), error, tool=tool, ran=_since(started))
         except asyncio.CancelledError as cancelled:
             if _being_cancelled():
                 raise  # the run, its host or a deadline: see loop/interrupts.py
-            self._keep(batch, call, _failure_result(call, cancelled), cancelled, tool=tool)
+            self._keep(batch, call, _failure_result(call, cancelled), cancelled, tool=tool, ran=_since(started))
         except BaseException as exc:  # noqa: BLE001 - whatever a tool raises, even SystemExit, is the model's to read
             if isinstance(exc, RaisedInThread) and exc.__cause__ is not None:
                 exc = exc.__cause__
-            self._keep(batch, call, _failure_result(call, exc), exc, tool=tool)
+            self._keep(batch, call, _failure_result(call, exc), exc, tool=tool, ran=_since(started))
         else:
-            self._keep(batch, call, ToolResult(call.id, call.name, text), tool=tool)
+            self._keep(batch, call, ToolResult(call.id, call.name, text), tool=tool, ran=_since(started))
 
     def _keep(
         self,
@@ -281,11 +310,13 @@ class ToolExecutor:
         exc: BaseException | None = None,
         *,
         tool: Tool | None = None,
+        ran: float | None = None,
     ) -> None:
         """Record ``result`` (and the exception behind it): the one place results are recorded, made safe here.
 
         The text is repaired to encode as UTF-8, every known key is masked, and then the output is cut to
-        its limit (masking first, so that a cut cannot leave part of a key).
+        its limit (masking first, so that a cut cannot leave part of a key). ``ran``: how long the tool ran,
+        in milliseconds, when it did.
         """
         content = self.masker.mask(utf8_safe(result.content))
         limit = tool.max_output if tool is not None and tool.max_output else self.max_output
@@ -294,19 +325,27 @@ class ToolExecutor:
         if content is not result.content:
             result = replace(result, content=content)
         batch.results[call.id] = result
+        batch.records[call.id] = record = record_of(result, ran)
         if exc is not None:
-            batch.exceptions[call.id] = mask_exception(exc, self.masker)
+            batch.exceptions[call.id] = exc = mask_exception(exc, self.masker)
+        if self.observer is not None:
+            self.observer.tool_ended(call, result, record, exc)
 
-    def _finish_run(self, batch: ToolBatch, call: ToolCall, done: Done) -> None:
+    def _finish_run(self, batch: ToolBatch, call: ToolCall, done: Done, ran: float | None = None) -> None:
         try:
             message = render_output(done.message)
         except BaseException as error:  # noqa: BLE001 - the run still ends, as the tool asked
             why = describe_exception(error)
             message = f"(tool {call.name!r} ended the run with a message that cannot be shown: {why})"
-        self._keep(batch, call, ToolResult(call.id, call.name, message))
+        self._keep(batch, call, ToolResult(call.id, call.name, message), ran=ran)
         if batch.done is None:
             kept = batch.results[call.id].content
             batch.done, batch.done_by = (done if kept == done.message else Done(kept)), call.name
+
+
+def _since(started: float) -> float:
+    """Milliseconds since ``started`` (a ``time.perf_counter()`` reading)."""
+    return (time.perf_counter() - started) * 1000.0
 
 
 def _denied(call: ToolCall, reason: str) -> ToolResult:

@@ -118,11 +118,15 @@ class AnthropicProvider:
         decoder = EventDecoder(ORIGIN)
         client = self._client
         if not self.streaming:
-            data = await client.post_json("/messages", body, timeout=request.timeout, deadline=request.deadline)
+            data = await client.post_json(
+                "/messages", body, timeout=request.timeout, deadline=request.deadline, on_retry=request.on_retry
+            )
             for event in decoded(decoder.message, data, ORIGIN):
                 yield event
             return
-        events = client.stream_events("/messages", body, timeout=request.timeout, deadline=request.deadline)
+        events = client.stream_events(
+            "/messages", body, timeout=request.timeout, deadline=request.deadline, on_retry=request.on_retry
+        )
         async for event in decode_events(events, decoder.event, decoder.end, ORIGIN):
             yield event
 

@@ -21,10 +21,11 @@ The contract every provider keeps:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from tether.errors import ProviderError
 from tether.events import FinishReason, LlmEvent
 from tether.messages import Message
 
@@ -33,6 +34,7 @@ __all__ = [
     "ForceTool",
     "ModelInfo",
     "ModelSettings",
+    "OnRetry",
     "Provider",
     "Request",
     "ToolChoice",
@@ -58,6 +60,9 @@ class ForceTool:
 
 
 ToolChoice: TypeAlias = Literal["auto", "none", "required"] | ForceTool
+OnRetry: TypeAlias = Callable[[ProviderError, int, float], None]
+"""Told of each retry a provider makes: the error, the attempt it starts (1 for the first retry), the wait in
+seconds before it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +92,8 @@ class Request:
     """``loop.time()`` after which the run stops; providers cap their retries by it."""
     json_schema: dict[str, Any] | None = None
     """Constrain the answer to this JSON Schema (JSON action mode), when ``ModelInfo.supports_json_schema``."""
+    on_retry: OnRetry | None = None
+    """Called before each retry the provider makes (for the run's records, logs and spans); must not raise."""
 
 
 @dataclass(frozen=True, slots=True)

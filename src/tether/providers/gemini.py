@@ -114,16 +114,17 @@ class GeminiProvider:
 
     async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
         body = self.request_body(request)
-        client, timeout, deadline = self._client, request.timeout, request.deadline
+        client, timeout, deadline, on_retry = self._client, request.timeout, request.deadline, request.on_retry
         try:
             if not self.streaming:
-                data = await client.post_json(f"{self._path}:generateContent", body, timeout=timeout, deadline=deadline)
+                path = f"{self._path}:generateContent"
+                data = await client.post_json(path, body, timeout=timeout, deadline=deadline, on_retry=on_retry)
                 for event in decoded(ResponseDecoder(live=False).whole, data, PROVIDER):
                     yield event
                 return
             decoder = ResponseDecoder(live=_candidate_count(body) <= 1)
             path = f"{self._path}:streamGenerateContent?alt=sse"
-            events = client.stream_events(path, body, timeout=timeout, deadline=deadline)
+            events = client.stream_events(path, body, timeout=timeout, deadline=deadline, on_retry=on_retry)
             async for event in decode_events(events, decoder.chunk, decoder.end, PROVIDER):
                 yield event
         except BadRequest as error:

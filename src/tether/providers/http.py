@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.errors import BadRequest, InvalidResponse, ProviderError, RequestTimeout, TransportError
 from tether.events import LlmEvent
+from tether.providers.base import OnRetry
 from tether.providers.body import ResponseLimits, decode_text, parse_json, read_body, too_large
 from tether.providers.http_errors import (
     RETRY_STATUSES,
@@ -207,7 +208,13 @@ class HttpClient:
         return f"HttpClient({self.base_url!r}, provider={self.provider!r})"
 
     async def post_json(
-        self, path: str, body: dict[str, Any] | bytes, *, timeout: float | None, deadline: float | None
+        self,
+        path: str,
+        body: dict[str, Any] | bytes,
+        *,
+        timeout: float | None,
+        deadline: float | None,
+        on_retry: OnRetry | None = None,
     ) -> Any:
         """POST ``body`` (a dict, or JSON already encoded); the response's JSON. Retried as the module
         docstring says."""
@@ -216,10 +223,10 @@ class HttpClient:
             try:
                 data = await self._whole(await self._post(path, payload, timeout))
             except ProviderError as error:
-                await self._back_off(error, attempt, deadline)
+                await self._back_off(error, attempt, deadline, on_retry)
                 continue
             except Exception as exc:  # noqa: BLE001 - every transport failure gets a code
-                await self._back_off(self._transport_error(exc, timeout), attempt, deadline)
+                await self._back_off(self._transport_error(exc, timeout), attempt, deadline, on_retry)
                 continue
             return parse_json(data, self.provider)
         raise AssertionError("unreachable: _back_off raises on the last attempt")
@@ -232,6 +239,7 @@ class HttpClient:
         timeout: float | None,
         deadline: float | None,
         end_marker: str | None = None,
+        on_retry: OnRetry | None = None,
     ) -> AsyncGenerator[ServerSentEvent, None]:
         """POST ``body`` and yield the response's server-sent events as they arrive.
 
@@ -259,12 +267,12 @@ class HttpClient:
             except ProviderError as error:
                 if delivered:
                     raise
-                await self._back_off(error, attempt, deadline)
+                await self._back_off(error, attempt, deadline, on_retry)
             except Exception as exc:  # every transport failure gets a code
                 failure = self._transport_error(exc, timeout, mid_stream=delivered)
                 if delivered:
                     raise failure from exc
-                await self._back_off(failure, attempt, deadline)
+                await self._back_off(failure, attempt, deadline, on_retry)
 
     async def _whole(self, response: aiohttp.ClientResponse) -> bytearray:
         """A whole body within ``max_body_bytes``; the connection is reused only when it was read to its end."""
@@ -332,14 +340,19 @@ class HttpClient:
             text = text.replace(self._api_key.reveal(), "***")
         raise error_for_response(self.provider, response.status, text, response.headers)
 
-    async def _back_off(self, error: ProviderError, attempt: int, deadline: float | None) -> None:
-        """Wait before the next attempt, or raise ``error`` when no attempt is left or worth making."""
+    async def _back_off(
+        self, error: ProviderError, attempt: int, deadline: float | None, on_retry: OnRetry | None = None
+    ) -> None:
+        """Wait before the next attempt, or raise ``error`` when no attempt is left or worth making; ``on_retry``
+        is told of the retry before the wait."""
         if not is_retryable(error) or attempt >= self.retry.max_retries:
             raise error
         wait = self.retry.delay(attempt, getattr(error, "retry_after", None))
         loop = asyncio.get_running_loop()
         if deadline is not None and loop.time() + wait >= deadline:
             raise error
+        if on_retry is not None:
+            on_retry(error, attempt + 1, wait)
         await asyncio.sleep(wait)
 
     def _transport_error(self, exc: Exception, timeout: float | None, *, mid_stream: bool = False) -> ProviderError:

@@ -117,12 +117,23 @@ class OpenAIChatProvider:
         decoder = ChunkDecoder(self.profile)
         client = self._client
         if not self.streaming:
-            data = await client.post_json("/chat/completions", body, timeout=request.timeout, deadline=request.deadline)
+            data = await client.post_json(
+                "/chat/completions",
+                body,
+                timeout=request.timeout,
+                deadline=request.deadline,
+                on_retry=request.on_retry,
+            )
             for event in decoded(decoder.completion, data, self.profile.name):
                 yield event
             return
         events = client.stream_events(
-            "/chat/completions", body, timeout=request.timeout, deadline=request.deadline, end_marker="[DONE]"
+            "/chat/completions",
+            body,
+            timeout=request.timeout,
+            deadline=request.deadline,
+            end_marker="[DONE]",
+            on_retry=request.on_retry,
         )
         async for event in decode_events(events, decoder.chunk, decoder.end, self.profile.name):
             yield event

@@ -132,12 +132,19 @@ class OpenAIResponsesProvider:
         decoder = ResponseDecoder()
         client = self._client
         if not self.streaming:
-            data = await client.post_json("/responses", body, timeout=request.timeout, deadline=request.deadline)
+            data = await client.post_json(
+                "/responses", body, timeout=request.timeout, deadline=request.deadline, on_retry=request.on_retry
+            )
             for event in decoded(decoder.whole, data, ORIGIN):
                 yield event
             return
         events = client.stream_events(
-            "/responses", body, timeout=request.timeout, deadline=request.deadline, end_marker="[DONE]"
+            "/responses",
+            body,
+            timeout=request.timeout,
+            deadline=request.deadline,
+            end_marker="[DONE]",
+            on_retry=request.on_retry,
         )
         async for event in decode_events(events, decoder.event, decoder.end, ORIGIN):
             yield event
