@@ -167,5 +167,7 @@ def result_json(result: RunResult, *, session_id: str | None = None, model: str 
         "session_id": session_id,
         "model": model,
         "exit_code": exits.exit_code(result.stop_reason),
+        "duration_ms": result.duration_ms,
+        "turn_records": [dataclasses.asdict(record) for record in result.turn_records],
         "messages": messages_to_jsonable(result.messages),
     }

@@ -194,6 +194,7 @@ class Run:
         self._records: list[TurnRecord] = []
         self._started = time.perf_counter()
         self._call_started = self._first_event = self._call_ended = 0.0
+        self._call_usage = Usage()
         self._retries = 0
 
     # --- start ------------------------------------------------------------------------------------------
@@ -310,9 +311,6 @@ class Run:
     async def _infer(self, request: Request, turn_no: int, attempt: int, final: bool) -> AsyncGenerator[RunEvent, None]:
         """One provider call; leaves the turn in ``self._accumulated``. Usage is counted even if it fails."""
         interrupter, limits, observer = self.interrupter, self.spec.limits, self.observer
-        self._retries = 0
-        self._call_started = self._call_ended = time.perf_counter()
-        self._first_event = 0.0
         context = None
         if observer is not None:
             observer.call_started(turn_no, attempt, final, request)
@@ -366,10 +364,18 @@ class Run:
             self._first_event, self._call_ended = first, time.perf_counter()
             self._accumulated = turn = accumulator.finish()
             self._best_effort = turn.text or self._best_effort
+            self._call_usage = turn.usage
             if requested:
-                usage = turn.usage + Usage(requests=1)
+                self._call_usage = usage = turn.usage + Usage(requests=1)
                 self.turn_usage.append(usage)
                 self.guard.record_call(usage)
+
+    def _begin_call(self) -> None:
+        """Start the clock and the counts of a provider call's record."""
+        self._retries = 0
+        self._call_started = self._call_ended = time.perf_counter()
+        self._first_event = 0.0
+        self._call_usage = Usage()
 
     def _failed_turn(self, turn_no: int, attempt: int, final: bool, failure: Exception) -> TurnCompleted:
         """The ``TurnCompleted`` of a provider call that failed or was interrupted: every turn that starts ends."""
@@ -396,7 +402,7 @@ class Run:
             final=final,
             duration_ms=(self._call_ended - started) * 1000.0,
             ttft_ms=(first - started) * 1000.0 if first else None,
-            usage=turn.usage,
+            usage=self._call_usage,
             finish_reason=turn.finish_reason,
             model=turn.model,
             response_id=turn.response_id,
@@ -423,8 +429,9 @@ class Run:
             attempt += 1
             self.interrupter.check()
             yield self._emit(TurnStarted(turn_no, attempt, final=answer_only))
-            request = self._build(extra, final=answer_only)
+            self._begin_call()
             try:
+                request = self._build(extra, final=answer_only)
                 async with aclosing(self._infer(request, turn_no, attempt, answer_only)) as stream_events:
                     async for event in stream_events:
                         yield event
@@ -488,6 +495,7 @@ class Run:
             return
         turn_no = self.guard.turns + 1
         yield self._emit(TurnStarted(turn_no, final=True))
+        self._begin_call()
         try:
             request = self._build(summary_request(), final=True)
             async with aclosing(self._infer(request, turn_no, 1, True)) as stream_events:

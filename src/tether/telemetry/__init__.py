@@ -16,7 +16,7 @@ not even imported unless the application imported it.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,13 +58,16 @@ class Telemetry:
     """Tool argument names whose values are hidden in spans, logs and the CLI (``telemetry/redact.py``)."""
     logs: bool = True
     """Emit log records (they are still silent unless the application configures logging)."""
+    observers: Sequence[Callable[[], RunObserver]] = ()
+    """Factories of more observers, called once per run: a host's own :class:`RunObserver` (an exporter to a
+    tool that does not speak OpenTelemetry, a test)."""
 
     def redaction(self, masker: Any = None) -> Redaction:
         """The :class:`Redaction` these settings ask for, masking ``masker``'s known keys."""
         return Redaction(masker, self.secret_arguments)
 
 
-DISABLED = Telemetry(logs=False)
+DISABLED = Telemetry(logs=False, observers=())
 """What ``telemetry=False`` means."""
 
 
@@ -72,7 +75,7 @@ def observer_for(settings: Telemetry, redaction: Redaction) -> RunObserver | Non
     """The observer of one run, or ``None`` when nothing observes it (the loop then calls nothing)."""
     if settings is DISABLED:
         return None
-    observers: list[RunObserver] = []
+    observers = [make() for make in settings.observers]
     if (
         settings.tracer_provider is not None
         or settings.meter_provider is not None
