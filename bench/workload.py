@@ -2,6 +2,11 @@
 
 Run: python bench/workload.py IMPL SCENARIO BASE_URL   (IMPL is ``tether`` or ``floor``)
 
+``TETHER_BENCH_TELEMETRY`` (read by ``bench/telemetry.py``) sets what observes tether's runs: unset or ``off``
+(nothing: OpenTelemetry not imported), ``api`` (``opentelemetry-api`` imported, no provider configured),
+``traces`` (the SDK's tracer and meter providers, spans batched to an exporter that drops them, metrics to an
+in-memory reader), ``logs`` (logging at INFO to a handler that formats each record and drops it).
+
 The process is fresh for every scenario so that peak RSS is the scenario's own. One warm-up run opens the
 connection and loads what is loaded lazily before the clock starts. CPU is the process's user+system time.
 """
@@ -10,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import resource
 import sys
 import time
@@ -48,6 +55,7 @@ SCENARIOS = {
     "concurrent-1000": Scenario(runs=1000, concurrency=1000),
     "concurrent-10000": Scenario(runs=10000, concurrency=10000),
     "long-60": Scenario(runs=4, concurrency=1, tool_turns=59),
+    "sequential-400": Scenario(runs=400, concurrency=1),
     "ttft": Scenario(runs=60, concurrency=1, tool_turns=0, stream=True),
 }
 
@@ -96,6 +104,7 @@ def tether_runner(base_url: str, scenario: Scenario) -> RunOnce:
     provider = OpenAIChatProvider(scenario.model, profile=PROFILES["openai-compatible"], base_url=base_url,
                                   stream=scenario.stream)  # fmt: skip
     agent = Agent(provider, tools=[add], limits=Limits(max_turns=200, max_tool_calls=1000, request_timeout=600))
+    observe(os.environ.get("TETHER_BENCH_TELEMETRY", "off"))
     watch_turns = scenario.tool_turns > 20
 
     async def streamed(seen: Observations) -> str:
@@ -119,6 +128,34 @@ def tether_runner(base_url: str, scenario: Scenario) -> RunOnce:
         return (await agent.run("Add the numbers.", on_event=on_event if watch_turns else None)).text
 
     return streamed if scenario.stream else ran
+
+
+def observe(how: str) -> None:
+    """Set up what observes the runs (see the module docstring); the default observes nothing."""
+    if how == "api":
+        import opentelemetry.metrics
+        import opentelemetry.trace  # noqa: F401 - imported, and no provider configured
+    elif how == "traces":
+        from opentelemetry import metrics, trace
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+        class Dropped(SpanExporter):
+            def export(self, spans: Any) -> SpanExportResult:
+                return SpanExportResult.SUCCESS
+
+        tracer_provider = TracerProvider()
+        tracer_provider.add_span_processor(BatchSpanProcessor(Dropped()))
+        trace.set_tracer_provider(tracer_provider)
+        metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    elif how == "logs":
+        handler = logging.StreamHandler(open(os.devnull, "w"))  # noqa: SIM115 - lives as long as the process
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        logging.basicConfig(level=logging.INFO, handlers=[handler])
+    elif how != "off":
+        raise SystemExit(f"TETHER_BENCH_TELEMETRY must be off, api, traces or logs, not {how!r}")
 
 
 def rss_kb() -> int:

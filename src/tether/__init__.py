@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "Provider": "tether.providers.base",
     "TetherError": "tether.errors",
     "ToolError": "tether.errors",
+    "Telemetry": "tether.telemetry",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     )
     from tether.providers.base import ModelSettings as ModelSettings
     from tether.providers.base import Provider as Provider
+    from tether.telemetry import Telemetry as Telemetry
     from tether.tools.base import Done as Done
     from tether.tools.base import Tool as Tool
     from tether.tools.base import tool as tool
