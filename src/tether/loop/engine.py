@@ -42,7 +42,6 @@ from tether.events import (
     ThinkingDelta,
     ToolResultReceived,
     TurnCompleted,
-    TurnRecord,
     TurnStarted,
 )
 from tether.limits import Limits, StopReason
@@ -52,19 +51,19 @@ from tether.loop.context import correction, fallback_text, shape_history, summar
 from tether.loop.executor import DEFAULT_MAX_OUTPUT, ToolBatch, ToolExecutor, cancelled_result
 from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
+from tether.loop.records import CallRecorder, within
 from tether.loop.repeats import answer_from_results
 from tether.messages import Message, ToolCall, ToolResult, open_tool_calls, transcript_problems
 from tether.providers.base import ModelSettings, Provider, Request, ToolDefinition
 from tether.secrets import Masker, mask_exception_in_place
+from tether.telemetry.observer import RunInfo
 from tether.tools.permissions import Permissions
 from tether.tools.registry import ToolRegistry
 from tether.usage import Price, Usage
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
     from tether.errors import ProviderError
-    from tether.telemetry.observer import RunInfo, RunObserver
+    from tether.telemetry.observer import RunObserver
 
 EventSink = Callable[[RunEvent], None]
 Checkpoint = Callable[[Sequence[Message], Usage], Awaitable[None]]
@@ -191,11 +190,7 @@ class Run:
         self._step_timeout = _timeout("step_timeout", spec.limits.step_timeout)
         self._batch: ToolBatch | None = None
         self._turn_no = 0
-        self._records: list[TurnRecord] = []
-        self._started = time.perf_counter()
-        self._call_started = self._first_event = self._call_ended = 0.0
-        self._call_usage = Usage()
-        self._retries = 0
+        self.recorder = CallRecorder()
 
     # --- start ------------------------------------------------------------------------------------------
 
@@ -209,9 +204,9 @@ class Run:
             self.deadline = asyncio.get_running_loop().time() + limits.run_timeout
             run_timer = interrupter.deadline(self.deadline, _timeout("run_timeout", limits.run_timeout))
         try:
-            self._started = time.perf_counter()
+            self.recorder.run_started = time.perf_counter()
             if self.observer is not None:
-                self.observer.run_started(self._info())
+                self.observer.run_started(RunInfo.of(self))
             yield self._emit(RunStarted(self.run_id, self.spec.provider.info.model_string, self.prompt))
             stop = None
             try:
@@ -248,27 +243,6 @@ class Run:
                 with contextlib.suppress(BaseException):
                     await asyncio.shield(self._save())
 
-    def _info(self) -> RunInfo:
-        """What the observer is told of this run when it starts."""
-        from tether.telemetry.observer import RunInfo
-
-        spec, info = self.spec, self.spec.provider.info
-        return RunInfo(
-            run_id=self.run_id,
-            provider=info.provider,
-            model=info.name,
-            prompt=self.prompt,
-            system=self.system_text,
-            tools=self.definitions,
-            settings=spec.settings,
-            tool_mode=spec.tool_mode,
-            history=tuple(self.transcript[self.body_start : self.first_new]),
-            agent_name=spec.agent_name,
-            session_id=self.session_id,
-            server_address=spec.server[0],
-            server_port=spec.server[1],
-        )
-
     async def _save(self) -> Stop | None:
         """Hand the transcript and usage to the checkpoint (a session store); a failure stops the run."""
         if self.checkpoint is None:
@@ -302,7 +276,7 @@ class Run:
 
     def _retried(self, error: ProviderError, attempt: int, wait: float) -> None:
         """The provider retries the current call (``Request.on_retry``)."""
-        self._retries += 1
+        self.recorder.retries += 1
         if self.observer is not None:
             self.observer.retry(error, attempt, wait)
 
@@ -329,7 +303,7 @@ class Run:
         try:
             stream = self.spec.provider.stream(request)
             if context is not None:
-                stream = _within(stream, context)
+                stream = within(stream, context)
             interrupter.arm()  # raises if the run was interrupted before the provider was asked
             requested = True
             try:
@@ -361,21 +335,14 @@ class Run:
                 step_timer.cancel()
             if stream is not None:
                 await _close(stream)
-            self._first_event, self._call_ended = first, time.perf_counter()
             self._accumulated = turn = accumulator.finish()
             self._best_effort = turn.text or self._best_effort
-            self._call_usage = turn.usage
+            usage = turn.usage
             if requested:
-                self._call_usage = usage = turn.usage + Usage(requests=1)
+                usage = turn.usage + Usage(requests=1)
                 self.turn_usage.append(usage)
                 self.guard.record_call(usage)
-
-    def _begin_call(self) -> None:
-        """Start the clock and the counts of a provider call's record."""
-        self._retries = 0
-        self._call_started = self._call_ended = time.perf_counter()
-        self._first_event = 0.0
-        self._call_usage = Usage()
+            self.recorder.end_call(first, usage)
 
     def _failed_turn(self, turn_no: int, attempt: int, final: bool, failure: Exception) -> TurnCompleted:
         """The ``TurnCompleted`` of a provider call that failed or was interrupted: every turn that starts ends."""
@@ -395,22 +362,7 @@ class Run:
         failure: BaseException | None = None,
     ) -> TurnCompleted:
         """The ``TurnCompleted`` of the call that just ended, with its :class:`TurnRecord` kept and observed."""
-        started, first = self._call_started, self._first_event
-        record = TurnRecord(
-            turn=turn_no,
-            attempt=attempt,
-            final=final,
-            duration_ms=(self._call_ended - started) * 1000.0,
-            ttft_ms=(first - started) * 1000.0 if first else None,
-            usage=self._call_usage,
-            finish_reason=turn.finish_reason,
-            model=turn.model,
-            response_id=turn.response_id,
-            retries=self._retries,
-            rejected=rejected,
-            error=_error_code(failure) if failure is not None else None,
-        )
-        self._records.append(record)
+        record = self.recorder.record(turn_no, attempt, final, turn, rejected, failure)
         if self.observer is not None:
             self.observer.call_ended(record, turn.message, failure)
         return TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, rejected)
@@ -429,7 +381,7 @@ class Run:
             attempt += 1
             self.interrupter.check()
             yield self._emit(TurnStarted(turn_no, attempt, final=answer_only))
-            self._begin_call()
+            self.recorder.begin_call()
             try:
                 request = self._build(extra, final=answer_only)
                 async with aclosing(self._infer(request, turn_no, attempt, answer_only)) as stream_events:
@@ -475,7 +427,7 @@ class Run:
                 yield self._emit(event)
         results = batch.ordered_results("the run was cancelled")
         self.transcript.append(Message("tool", tuple(results)))
-        self._attach_calls(batch, results)
+        self.recorder.attach_calls(batch.call_records(results))
         self._batch = None
         self.guard.record_results(calls, results)
         if batch.done is not None:
@@ -495,7 +447,7 @@ class Run:
             return
         turn_no = self.guard.turns + 1
         yield self._emit(TurnStarted(turn_no, final=True))
-        self._begin_call()
+        self.recorder.begin_call()
         try:
             request = self._build(summary_request(), final=True)
             async with aclosing(self._infer(request, turn_no, 1, True)) as stream_events:
@@ -555,8 +507,8 @@ class Run:
             cost=guard.cost,
             run_id=self.run_id,
             first_new_message=self.first_new,
-            turn_records=tuple(self._records),
-            duration_ms=(time.perf_counter() - self._started) * 1000.0,
+            turn_records=tuple(self.recorder.records),
+            duration_ms=self.recorder.run_ms(),
         )
         if self.observer is not None:
             self.observer.run_ended(self.result)
@@ -569,18 +521,13 @@ class Run:
         if batch is not None:
             results = batch.ordered_results(why)
             announced = [r for r in results if r.call_id in batch.started and r.call_id not in batch.reported]
-            self._attach_calls(batch, results)
+            self.recorder.attach_calls(batch.call_records(results))
         else:
             results = [cancelled_result(call, why) for call in open_tool_calls(self.transcript)]
             announced = []
         if results:
             self.transcript.append(Message("tool", tuple(results)))
         return announced
-
-    def _attach_calls(self, batch: ToolBatch, results: Sequence[ToolResult]) -> None:
-        """Put the records of a batch's calls on the record of the turn that asked for them."""
-        if self._records:
-            self._records[-1] = replace(self._records[-1], tool_calls=batch.call_records(results))
 
     # --- events -------------------------------------------------------------------------------------------
 
@@ -658,33 +605,8 @@ def _describe(failure: Exception) -> str:
     return failure.interrupt.detail if isinstance(failure, Interrupted) else f"{type(failure).__name__}: {failure}"
 
 
-def _error_code(failure: BaseException) -> str:
-    """The stable code of what ended a provider call: a tether error's code, an interrupt's reason."""
-    if isinstance(failure, Interrupted):
-        error = failure.interrupt.error
-        return error.code if isinstance(error, TetherError) else str(failure.interrupt.reason)
-    if isinstance(failure, TetherError):
-        return failure.code
-    return type(failure).__name__
-
-
 def _why(stop: Stop) -> str:
     return "the run was cancelled" if stop.reason is StopReason.CANCELLED else f"the run stopped: {stop.detail}"
-
-
-async def _within(stream: AsyncIterator[LlmEvent], context: AbstractContextManager[object]) -> AsyncIterator[LlmEvent]:
-    """``stream`` with ``context`` entered around each step of it, and never across a ``yield``: the provider's
-    work (its HTTP request, its retries) happens inside the call's context, the host's code outside it."""
-    try:
-        while True:
-            with context:
-                try:
-                    event = await stream.__anext__()
-                except StopAsyncIteration:
-                    return
-            yield event
-    finally:
-        await _close(stream)
 
 
 async def _close(stream: AsyncIterator[object]) -> None:
