@@ -59,6 +59,11 @@ def otel() -> Iterator[Otel]:
     meter_provider.shutdown()
 
 
+def attrs(item: Any) -> dict[str, Any]:
+    """A span's or an event's attributes, as a plain dict."""
+    return dict(item.attributes or {})
+
+
 def parent_of(span: ReadableSpan, spans: list[ReadableSpan]) -> ReadableSpan | None:
     """The span's parent among ``spans``, ``None`` if it has none there."""
     if span.parent is None:
@@ -73,13 +78,14 @@ def check_tree(spans: list[ReadableSpan]) -> dict[str, ReadableSpan]:
     runs: dict[str, ReadableSpan] = {}
     for span in spans:
         if span.name.startswith("invoke_agent"):
-            run_id = str(span.attributes["tether.run.id"])  # type: ignore[index]
+            run_id = str(attrs(span)["tether.run.id"])
             assert run_id not in runs, f"two invoke_agent spans for run {run_id}"
             runs[run_id] = span
     for span in spans:
         assert span.end_time is not None, f"{span.name} was not ended"
         if span.name.startswith(("chat ", "execute_tool ")):
             parent = parent_of(span, spans)
-            assert parent is not None and parent.name.startswith("invoke_agent"), f"{span.name} is not under a run"
+            assert parent is not None, f"{span.name} is not under a run"
+            assert parent.name.startswith("invoke_agent"), f"{span.name} is not under a run"
             assert parent.context.trace_id == span.context.trace_id
     return runs

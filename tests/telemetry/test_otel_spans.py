@@ -9,7 +9,7 @@ import threading
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
-from tests.telemetry.conftest import Otel, check_tree, parent_of
+from tests.telemetry.conftest import Otel, attrs, check_tree, parent_of
 from tether import Agent, Limits, tool
 from tether.events import RunEvent, ToolCallStarted
 from tether.providers.base import ModelSettings
@@ -51,45 +51,46 @@ async def test_a_run_with_parallel_calls_and_a_tool_error_makes_the_conventions_
     assert run.kind is SpanKind.INTERNAL
     assert run.parent is None
     assert run.status.status_code is StatusCode.UNSET
-    assert run.attributes["gen_ai.operation.name"] == "invoke_agent"
-    assert run.attributes["gen_ai.agent.name"] == "calc"
-    assert run.attributes["gen_ai.provider.name"] == "scripted"
-    assert run.attributes["tether.stop_reason"] == "complete"
-    assert run.attributes["gen_ai.usage.input_tokens"] == 33, "cache reads count as input tokens"
-    assert run.attributes["gen_ai.usage.output_tokens"] == 6
+    assert attrs(run)["gen_ai.operation.name"] == "invoke_agent"
+    assert attrs(run)["gen_ai.agent.name"] == "calc"
+    assert attrs(run)["gen_ai.provider.name"] == "scripted"
+    assert attrs(run)["tether.stop_reason"] == "complete"
+    assert attrs(run)["gen_ai.usage.input_tokens"] == 33, "cache reads count as input tokens"
+    assert attrs(run)["gen_ai.usage.output_tokens"] == 6
 
     first, second = otel.named("chat ")
     assert first.name == "chat scripted"
     assert first.kind is SpanKind.INTERNAL, "an in-process model's call is INTERNAL"
-    assert first.attributes["gen_ai.operation.name"] == "chat"
-    assert first.attributes["gen_ai.request.temperature"] == 0.5
-    assert first.attributes["gen_ai.request.max_tokens"] == 99
-    assert first.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
-    assert first.attributes["gen_ai.usage.input_tokens"] == 13
-    assert first.attributes["gen_ai.usage.cache_read.input_tokens"] == 3
-    assert first.attributes["gen_ai.usage.reasoning.output_tokens"] == 2
-    assert first.attributes["tether.turn"] == 1
-    assert first.attributes["tether.final"] is False
-    assert "gen_ai.response.time_to_first_chunk" in first.attributes
-    assert second.attributes["tether.turn"] == 2
-    assert second.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert attrs(first)["gen_ai.operation.name"] == "chat"
+    assert attrs(first)["gen_ai.request.temperature"] == 0.5
+    assert attrs(first)["gen_ai.request.max_tokens"] == 99
+    assert attrs(first)["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert attrs(first)["gen_ai.usage.input_tokens"] == 13
+    assert attrs(first)["gen_ai.usage.cache_read.input_tokens"] == 3
+    assert attrs(first)["gen_ai.usage.reasoning.output_tokens"] == 2
+    assert attrs(first)["tether.turn"] == 1
+    assert attrs(first)["tether.final"] is False
+    assert "gen_ai.response.time_to_first_chunk" in attrs(first)
+    assert attrs(second)["tether.turn"] == 2
+    assert attrs(second)["gen_ai.response.finish_reasons"] == ("stop",)
 
-    tools = {span.attributes["gen_ai.tool.call.id"]: span for span in otel.named("execute_tool ")}
+    tools = {attrs(span)["gen_ai.tool.call.id"]: span for span in otel.named("execute_tool ")}
     ok, failed = tools["c1"], tools["c2"]
     assert ok.name == "execute_tool add"
-    assert ok.attributes["gen_ai.tool.type"] == "function"
-    assert ok.attributes["gen_ai.tool.description"] == "Add two integers."
-    assert ok.attributes["tether.tool.outcome"] == "ok"
+    assert attrs(ok)["gen_ai.tool.type"] == "function"
+    assert attrs(ok)["gen_ai.tool.description"] == "Add two integers."
+    assert attrs(ok)["tether.tool.outcome"] == "ok"
     assert ok.status.status_code is StatusCode.UNSET
     assert failed.name == "execute_tool explode"
     assert failed.status.status_code is StatusCode.ERROR
-    assert failed.attributes["error.type"] == "tool_failed"
-    assert failed.attributes["tether.tool.outcome"] == "error"
+    assert attrs(failed)["error.type"] == "tool_failed"
+    assert attrs(failed)["tether.tool.outcome"] == "error"
     [exception] = [event for event in failed.events if event.name == "exception"]
-    assert exception.attributes["exception.type"] == "ValueError"
-    assert "boom: x" in str(exception.attributes["exception.message"])
-    assert parent_of(ok, spans) is run and parent_of(failed, spans) is run
-    assert ok.start_time >= first.end_time, "tools run after the call that asked for them ended"
+    assert attrs(exception)["exception.type"] == "ValueError"
+    assert "boom: x" in str(attrs(exception)["exception.message"])
+    assert parent_of(ok, spans) is run
+    assert parent_of(failed, spans) is run
+    assert (ok.start_time or 0) >= (first.end_time or 0), "tools run after the call that asked for them ended"
 
     metrics = otel.metrics()
     [requests] = metrics["tether.client.requests"]
@@ -97,11 +98,11 @@ async def test_a_run_with_parallel_calls_and_a_tool_error_makes_the_conventions_
     assert sum(p.value for p in metrics["gen_ai.client.inference.usage.input_tokens"]) == 33
     assert sum(p.value for p in metrics["gen_ai.client.inference.usage.cache_read.input_tokens"]) == 3
     assert sum(p.count for p in metrics["gen_ai.client.inference.duration"]) == 2
-    tool_points = {p.attributes["gen_ai.tool.name"]: p for p in metrics["gen_ai.execute_tool.duration"]}
+    tool_points = {attrs(p)["gen_ai.tool.name"]: p for p in metrics["gen_ai.execute_tool.duration"]}
     assert tool_points["explode"].attributes["error.type"] == "tool_failed"
     assert "error.type" not in tool_points["add"].attributes
     [agent_duration] = metrics["gen_ai.invoke_agent.duration"]
-    assert agent_duration.attributes["gen_ai.agent.name"] == "calc"
+    assert attrs(agent_duration)["gen_ai.agent.name"] == "calc"
     [tool_calls] = metrics["gen_ai.invoke_agent.tool_calls"]
     assert tool_calls.sum == 2
 
@@ -112,7 +113,8 @@ async def test_the_run_span_is_a_child_of_the_span_current_when_it_started(otel:
         await agent.run("go")
     [run] = otel.named("invoke_agent")
     assert run.name == "invoke_agent", "no agent name: the operation alone"
-    assert run.parent is not None and run.parent.span_id == outer.get_span_context().span_id
+    assert run.parent is not None
+    assert run.parent.span_id == outer.get_span_context().span_id
 
 
 async def test_the_summary_call_after_max_turns_is_a_chat_span_marked_final(otel: Otel) -> None:
@@ -122,10 +124,10 @@ async def test_the_summary_call_after_max_turns_is_a_chat_span_marked_final(otel
     assert result.stop_reason == "max_turns"
     check_tree(otel.spans())
     first, summary = otel.named("chat ")
-    assert first.attributes["tether.final"] is False
-    assert summary.attributes["tether.final"] is True
+    assert attrs(first)["tether.final"] is False
+    assert attrs(summary)["tether.final"] is True
     [run] = otel.named("invoke_agent")
-    assert run.attributes["tether.stop_reason"] == "max_turns"
+    assert attrs(run)["tether.stop_reason"] == "max_turns"
     assert run.status.status_code is StatusCode.UNSET, "a guard's stop is not an error"
 
 
@@ -138,16 +140,16 @@ async def test_a_failed_provider_call_makes_the_chat_and_the_run_errors(otel: Ot
     assert result.stop_reason == "error"
     [chat] = otel.named("chat ")
     assert chat.status.status_code is StatusCode.ERROR
-    assert chat.attributes["error.type"] == "auth_failed"
-    assert chat.attributes["gen_ai.response.finish_reasons"] == ("error",)
+    assert attrs(chat)["error.type"] == "auth_failed"
+    assert attrs(chat)["gen_ai.response.finish_reasons"] == ("error",)
     assert "abc.def.ghi" not in str(chat.status.description)
     [exception] = [event for event in chat.events if event.name == "exception"]
-    assert "abc.def.ghi" not in str(exception.attributes["exception.message"]), "bearer tokens are masked"
+    assert "abc.def.ghi" not in str(attrs(exception)["exception.message"]), "bearer tokens are masked"
     [run] = otel.named("invoke_agent")
     assert run.status.status_code is StatusCode.ERROR
-    assert run.attributes["error.type"] == "auth_failed"
+    assert attrs(run)["error.type"] == "auth_failed"
     [errors] = otel.metrics()["tether.client.errors"]
-    assert errors.attributes["error.type"] == "auth_failed"
+    assert attrs(errors)["error.type"] == "auth_failed"
 
 
 async def test_a_cancelled_run_ends_the_interrupted_tool_spans_as_cancelled(otel: Otel) -> None:
@@ -172,9 +174,9 @@ async def test_a_cancelled_run_ends_the_interrupted_tool_spans_as_cancelled(otel
     assert len(tools) == 2
     for span in tools:
         assert span.status.status_code is StatusCode.ERROR
-        assert span.attributes["error.type"] == "cancelled"
+        assert attrs(span)["error.type"] == "cancelled"
     [run] = otel.named("invoke_agent")
-    assert run.attributes["tether.stop_reason"] == "cancelled"
+    assert attrs(run)["tether.stop_reason"] == "cancelled"
     assert run.status.status_code is StatusCode.UNSET, "a cancelled run is not an error"
 
 
@@ -192,7 +194,8 @@ async def test_a_span_made_in_a_sync_tool_on_a_worker_thread_is_a_child_of_its_e
     model = ScriptedProvider([call("lookup", {"key": "k"}), reply("ok")])
     agent = Agent(model, tools=[lookup], telemetry=otel.telemetry())
     await agent.run("go")
-    assert threads and threads[0] is not threading.main_thread(), "the sync tool ran on a worker thread"
+    assert threads
+    assert threads[0] is not threading.main_thread(), "the sync tool ran on a worker thread"
     spans = otel.spans()
     [inner] = otel.named("lookup.inner")
     [tool_span] = otel.named("execute_tool lookup")
@@ -233,20 +236,20 @@ async def test_content_capture_puts_messages_on_spans_with_secrets_masked(
     assert "hunter2hunter2" not in everything, "a secret-named argument is hidden"
     assert "tok-very-secret-value-123" not in everything, "a known key is masked"
     first, second = otel.named("chat ")
-    assert json.loads(str(first.attributes["gen_ai.system_instructions"])) == [{"type": "text", "content": "Be brief."}]
-    assert json.loads(str(first.attributes["gen_ai.input.messages"])) == [
+    assert json.loads(str(attrs(first)["gen_ai.system_instructions"])) == [{"type": "text", "content": "Be brief."}]
+    assert json.loads(str(attrs(first)["gen_ai.input.messages"])) == [
         {"role": "user", "parts": [{"type": "text", "content": "log me in"}]}
     ]
-    [output] = json.loads(str(first.attributes["gen_ai.output.messages"]))
+    [output] = json.loads(str(attrs(first)["gen_ai.output.messages"]))
     assert output["finish_reason"] == "tool_call"
     assert output["parts"][0]["arguments"] == {"user": "ann", "password": "***"}
-    assert "gen_ai.tool.definitions" in first.attributes
-    history = json.loads(str(second.attributes["gen_ai.input.messages"]))
+    assert "gen_ai.tool.definitions" in attrs(first)
+    history = json.loads(str(attrs(second)["gen_ai.input.messages"]))
     assert [m["role"] for m in history] == ["user", "assistant", "tool"]
     assert history[2]["parts"][0]["type"] == "tool_call_response"
     [tool_span] = otel.named("execute_tool login")
-    assert json.loads(str(tool_span.attributes["gen_ai.tool.call.arguments"])) == {"user": "ann", "password": "***"}
-    assert "welcome ann" in str(tool_span.attributes["gen_ai.tool.call.result"])
+    assert json.loads(str(attrs(tool_span)["gen_ai.tool.call.arguments"])) == {"user": "ann", "password": "***"}
+    assert "welcome ann" in str(attrs(tool_span)["gen_ai.tool.call.result"])
 
 
 async def test_spans_and_events_can_be_consumed_while_the_host_has_no_context_of_the_run(otel: Otel) -> None:

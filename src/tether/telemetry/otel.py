@@ -85,6 +85,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from tether.telemetry import otel_content as content
 from tether.telemetry.observer import RunObserver
 from tether.telemetry.otel_metrics import Instruments, input_tokens
+from tether.telemetry.spans import tracer_key
 
 if TYPE_CHECKING:
     from tether.errors import ProviderError
@@ -228,7 +229,7 @@ class OtelObserver(RunObserver):
         name = f"invoke_agent {run.agent_name}" if run.agent_name else "invoke_agent"
         parent = otel_context.get_current()
         self._run = span = self._tracer.start_span(name, parent, SpanKind.INTERNAL, attributes)
-        self._run_context = trace.set_span_in_context(span, parent)
+        self._run_context = trace.set_span_in_context(span, otel_context.set_value(tracer_key(), self._tracer, parent))
 
     def run_ended(self, result: RunResult) -> None:
         for call_id in list(self._tools):

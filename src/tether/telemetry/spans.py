@@ -3,7 +3,9 @@
 :func:`child_span` costs nothing when ``opentelemetry.trace`` was never imported: it hands back a shared
 context manager that does nothing, without importing OpenTelemetry. Otherwise the span comes from the *global*
 tracer provider (an application that configured one wants it) as a child of the current context: inside a
-tool's code that is the tool's ``execute_tool`` span (``tether.telemetry.otel``). A span whose block raises
+tool's code that is the tool's ``execute_tool`` span (``tether.telemetry.otel``). Within a run observed with
+a tracer provider of its own (``Telemetry(tracer_provider=...)``), the run's tracer is in the context
+(:func:`tracer_key`) and the span is made with it, so it lands where the run's spans go. A span whose block raises
 gets status ERROR and ``error.type`` (the error's stable code, else its type's name), unless the block set
 ``error.type`` itself.
 """
@@ -15,9 +17,19 @@ from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-__all__ = ["child_span", "tracing"]
+__all__ = ["child_span", "tracer_key", "tracing"]
 
 _NOTHING: AbstractContextManager[Any] = nullcontext(None)
+_KEY: list[str] = []
+
+
+def tracer_key() -> str:
+    """The OpenTelemetry context key under which a run's context carries the run's tracer."""
+    if not _KEY:
+        from opentelemetry.context import create_key
+
+        _KEY.append(create_key("tether-tracer"))
+    return _KEY[0]
 
 
 def tracing() -> bool:
@@ -43,10 +55,10 @@ class _ChildSpan(AbstractContextManager[Any]):
         self._scope: Any = None
 
     def __enter__(self) -> Any:
-        from opentelemetry import trace
+        from opentelemetry import context, trace
 
         kind = trace.SpanKind.CLIENT if self._client else trace.SpanKind.INTERNAL
-        tracer = trace.get_tracer("tether")
+        tracer: Any = context.get_value(tracer_key()) or trace.get_tracer("tether")
         self._span = span = tracer.start_span(self._name, kind=kind, attributes=dict(self._attributes))
         self._scope = trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)
         self._scope.__enter__()
