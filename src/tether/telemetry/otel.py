@@ -27,7 +27,8 @@ them, as in the conventions' examples: the chat call has ended when its tools ru
 * ``chat``: ``gen_ai.operation.name=chat``, ``gen_ai.provider.name`` (``openai``, ``anthropic``,
   ``gcp.gemini``, ``deepseek``; tether's own name for the others), ``gen_ai.request.model``,
   ``gen_ai.request.stream=true``, ``gen_ai.request.temperature``/``max_tokens``/``top_p``, ``gen_ai.output.type``
-  (``json`` when the answer is constrained by a schema, else ``text``), ``server.address``/``server.port``,
+  (``json`` when the answer is constrained by a schema, else ``text``), ``gen_ai.conversation.id``,
+  ``server.address``/``server.port``,
   ``tether.turn``, ``tether.attempt``, ``tether.final`` (tools were off: the summary call, or the answer
   asked for after a repeated call); at the end ``gen_ai.response.id``, ``gen_ai.response.model``,
   ``gen_ai.response.finish_reasons``, ``gen_ai.usage.input_tokens`` (cache reads and writes included),
@@ -68,7 +69,9 @@ Client metrics carry ``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_
 ``gen_ai.response.model`` and ``server.address``/``server.port``; the run's carry ``gen_ai.agent.name`` too.
 
 Tracers, meters and instruments are made once per provider object and cached: building a run's observer
-costs a few dictionary look-ups.
+costs a few dictionary look-ups. The run's tracer also rides in the run's context (``spans.tracer_key``), so
+that spans tether makes inside a tool (``spans.child_span``: the MCP ``tools/call {name}`` client span) go to
+the same provider as the run's, also when it was passed in ``Telemetry`` rather than set globally.
 """
 
 from __future__ import annotations
