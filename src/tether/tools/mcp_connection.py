@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigInvalid, TetherError, TimeoutExceeded, ToolError, ToolTimeout, TransportError
+from tether.telemetry.spans import child_span, tracing
 
 if TYPE_CHECKING:
     from mcp.client.client import Client
@@ -124,7 +125,7 @@ class Connection:
                 try:
                     async with asyncio.timeout(self.config.connect_timeout):
                         client = await stack.enter_async_context(await self._make_client(stack))
-                        self.listing = await _list(client)
+                        self.listing = await _list(client, self._span_attributes(client) if tracing() else {})
                 except asyncio.CancelledError:
                     ready.cancel()
                     raise
@@ -189,7 +190,7 @@ class Connection:
 
     async def _relist(self, client: Client) -> None:
         async with asyncio.timeout(self.config.connect_timeout):
-            listing = await _list(client)
+            listing = await _list(client, self._span_attributes(client) if tracing() else {})
         if listing != self.listing:
             self.listing = listing
             self._on_change()
@@ -198,19 +199,34 @@ class Connection:
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str:
         """Call tool ``name``; its result as the text the model reads. Failures raise ``ToolError``s."""
-        from mcp.shared.exceptions import MCPError
-        from mcp.types import CONNECTION_CLOSED
-
         server = self.config.id
         if self._needs_restart():
             await self._restart()
         client = self._client
         if client is None:
             raise ToolError(f"MCP server {server!r} is not connected")
+        attributes: dict[str, Any] = {"mcp.method.name": "tools/call", "gen_ai.tool.name": name}
+        attributes["gen_ai.operation.name"] = "execute_tool"
+        if tracing():
+            attributes.update(self._span_attributes(client))
+        with child_span(f"tools/call {name}", attributes) as span:
+            result = await self._call(client, name, arguments, span)
+            if result.is_error and span is not None:
+                span.set_attribute("error.type", "tool_error")
+            return render_result(result)
+
+    async def _call(self, client: Client, name: str, arguments: dict[str, Any], span: Any) -> CallToolResult:
+        """``tools/call``, its failures turned into ``ToolError``s (and ``error.type`` on ``span``, if any)."""
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
+        server = self.config.id
         try:
             async with asyncio.timeout(self.config.tool_timeout) as scope:
-                result = await client.call_tool(name, arguments)
+                return await client.call_tool(name, arguments)
         except TimeoutError:
+            if span is not None:
+                span.set_attribute("error.type", "timeout")
             if not scope.expired():
                 raise ToolError(f"MCP server {server!r}: the call to {name!r} timed out") from None
             raise ToolTimeout(
@@ -218,6 +234,8 @@ class Connection:
                 "and was cancelled"
             ) from None
         except MCPError as exc:
+            if span is not None:
+                span.set_attributes({"error.type": str(exc.code), "rpc.response.status_code": str(exc.code)})
             if exc.code == CONNECTION_CLOSED:
                 # Not retried: the server may have acted on the call before it went. The next call restarts it
                 # (unless this connection was already replaced or closed for good).
@@ -229,7 +247,23 @@ class Connection:
             raise ToolError(f"MCP server {server!r} refused the call to {name!r}: {exc.message}") from None
         except Exception as exc:  # whatever went wrong, the model gets a plain message
             raise ToolError(f"MCP server {server!r}: the call to {name!r} failed: {_describe(exc)}") from exc
-        return render_result(result)
+
+    def _span_attributes(self, client: Client | None) -> dict[str, Any]:
+        """What the MCP conventions put on every client span of this connection."""
+        config = self.config
+        attributes: dict[str, Any] = {"network.transport": "pipe" if config.transport == "stdio" else "tcp"}
+        if config.transport == "http" and config.url is not None:
+            from urllib.parse import urlsplit
+
+            url = urlsplit(config.url)
+            attributes["network.protocol.name"] = "http"
+            if url.hostname:
+                attributes["server.address"] = url.hostname
+                attributes["server.port"] = url.port or (443 if url.scheme == "https" else 80)
+        if client is not None:
+            with contextlib.suppress(Exception):  # not connected yet: no version to report
+                attributes["mcp.protocol.version"] = client.protocol_version
+        return attributes
 
     # --- connecting -----------------------------------------------------------------------------------------
 
@@ -302,15 +336,16 @@ class Connection:
         return error
 
 
-async def _list(client: Client) -> tuple[RemoteTool, ...]:
+async def _list(client: Client, attributes: dict[str, Any]) -> tuple[RemoteTool, ...]:
     tools: list[RemoteTool] = []
     cursor: str | None = None
-    for _ in range(MAX_LIST_PAGES):
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if cursor is None:
-            break
+    with child_span("tools/list", {"mcp.method.name": "tools/list", **attributes}):
+        for _ in range(MAX_LIST_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
     return tuple(tools)
 
 
