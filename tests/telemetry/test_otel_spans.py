@@ -95,9 +95,11 @@ async def test_a_run_with_parallel_calls_and_a_tool_error_makes_the_conventions_
     metrics = otel.metrics()
     [requests] = metrics["tether.client.requests"]
     assert requests.value == 2
-    assert sum(p.value for p in metrics["gen_ai.client.inference.usage.input_tokens"]) == 33
-    assert sum(p.value for p in metrics["gen_ai.client.inference.usage.cache_read.input_tokens"]) == 3
-    assert sum(p.count for p in metrics["gen_ai.client.inference.duration"]) == 2
+    tokens = {attrs(p)["gen_ai.token.type"]: p for p in metrics["gen_ai.client.token.usage"]}
+    assert tokens["input"].sum == 33, "cache reads count as input tokens"
+    assert tokens["output"].sum == 6
+    assert sum(p.count for p in metrics["gen_ai.client.operation.duration"]) == 2
+    assert not any(name.startswith("gen_ai.client.inference") for name in metrics), "one layout, never both"
     tool_points = {attrs(p)["gen_ai.tool.name"]: p for p in metrics["gen_ai.execute_tool.duration"]}
     assert tool_points["explode"].attributes["error.type"] == "tool_failed"
     assert "error.type" not in tool_points["add"].attributes
@@ -265,3 +267,18 @@ async def test_spans_and_events_can_be_consumed_while_the_host_has_no_context_of
         seen.append(trace.get_current_span())
     assert any(isinstance(event, ToolCallStarted) for event in events)
     assert all(not span.get_span_context().is_valid for span in seen)  # type: ignore[attr-defined]
+
+
+async def test_opting_in_to_the_latest_conventions_switches_the_client_metrics_to_the_inference_family(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "http, gen_ai_latest_experimental")
+    usage = Usage(input_tokens=10, output_tokens=4, cache_read_tokens=3)
+    agent = Agent(ScriptedProvider([reply("hi", usage=usage)]), telemetry=otel.telemetry())
+    await agent.run("go")
+    metrics = otel.metrics()
+    assert sum(p.value for p in metrics["gen_ai.client.inference.usage.input_tokens"]) == 13
+    assert sum(p.value for p in metrics["gen_ai.client.inference.usage.cache_read.input_tokens"]) == 3
+    assert sum(p.count for p in metrics["gen_ai.client.inference.duration"]) == 1
+    assert "gen_ai.client.token.usage" not in metrics
+    assert "gen_ai.client.operation.duration" not in metrics

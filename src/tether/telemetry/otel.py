@@ -1,9 +1,11 @@
 """OpenTelemetry spans and metrics for a run, following the GenAI semantic conventions.
 
-What is emitted is the **latest experimental** version of the GenAI conventions (``semantic-conventions-genai``),
-what ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` asks of instrumentations that also know an
-older one. tether never emitted an older version, so there is nothing to choose and the variable is not read.
-Only ``opentelemetry-api`` is imported here; an application brings the SDK and its exporters.
+Spans follow the current development version of the GenAI conventions (``semantic-conventions-genai``). The
+conventions moved the client metrics to a new family: by default tether emits the established
+``gen_ai.client.token.usage`` and ``gen_ai.client.operation.*`` histograms, and with
+``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` the newest ``gen_ai.client.inference.*`` instruments
+instead (``otel_metrics.py``). Only ``opentelemetry-api`` is imported here; an application brings the SDK and its
+exporters.
 
 Spans of a run (the parent of each in brackets)::
 
@@ -55,10 +57,13 @@ Error messages and exception text always go through the run's :class:`Redaction`
 
 **Metrics** (``otel_metrics.py``), through the metrics API:
 
-* ``gen_ai.client.inference.duration`` (histogram, s) per provider call, ``error.type`` on failures;
-* ``gen_ai.client.inference.time_to_first_chunk`` (histogram, s);
-* ``gen_ai.client.inference.usage.input_tokens``, ``.output_tokens``, ``.cache_read.input_tokens``,
-  ``.cache_write.input_tokens``, ``.reasoning.output_tokens`` (counters, {token}, ``gen_ai.token.modality``);
+* ``gen_ai.client.operation.duration`` (histogram, s) per provider call, ``error.type`` on failures;
+* ``gen_ai.client.operation.time_to_first_chunk`` (histogram, s);
+* ``gen_ai.client.token.usage`` (histogram, {token}, ``gen_ai.token.type`` ``input``/``output``);
+* opted in to the latest conventions, instead of those three: ``gen_ai.client.inference.duration``,
+  ``gen_ai.client.inference.time_to_first_chunk`` and the counters ``gen_ai.client.inference.usage.input_tokens``,
+  ``.output_tokens``, ``.cache_read.input_tokens``, ``.cache_write.input_tokens``, ``.reasoning.output_tokens``
+  ({token}, ``gen_ai.token.modality``);
 * ``gen_ai.invoke_agent.duration`` (histogram, s), ``gen_ai.invoke_agent.inference_calls`` and
   ``gen_ai.invoke_agent.tool_calls`` (histograms) per run;
 * ``gen_ai.execute_tool.duration`` (histogram, s) per tool call that ran, ``error.type`` on error results;
@@ -87,7 +92,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tether.telemetry import otel_content as content
 from tether.telemetry.observer import RunObserver
-from tether.telemetry.otel_metrics import Instruments, input_tokens
+from tether.telemetry.otel_metrics import OPT_IN_VARIABLE, Instruments, input_tokens, wants_latest
 from tether.telemetry.spans import tracer_key
 
 if TYPE_CHECKING:
@@ -117,7 +122,7 @@ ERROR_STOPS = frozenset({"error", "timeout", "invalid_response"})
 _NOT_CONFIGURED = frozenset({"ProxyTracerProvider", "NoOpTracerProvider", "_ProxyMeterProvider", "NoOpMeterProvider"})
 _lock = threading.Lock()
 _tracers: dict[int, tuple[Any, Any]] = {}
-_instruments: dict[int, tuple[Any, Instruments]] = {}
+_instruments: dict[tuple[int, bool], tuple[Any, Instruments]] = {}
 
 
 def otel_observer(settings: Telemetry, redaction: Redaction) -> RunObserver | None:
@@ -157,14 +162,15 @@ def _tracer(provider: Any) -> Any:
 
 
 def _instruments_of(provider: Any) -> Instruments:
-    cached = _instruments.get(id(provider))
+    key = (id(provider), wants_latest(os.environ.get(OPT_IN_VARIABLE)))
+    cached = _instruments.get(key)
     if cached is not None and cached[0] is provider:
         return cached[1]
     from tether import __version__
 
     with _lock:
-        instruments = Instruments(provider.get_meter(SCOPE, __version__))
-        _instruments[id(provider)] = (provider, instruments)
+        instruments = Instruments(provider.get_meter(SCOPE, __version__), latest=key[1])
+        _instruments[key] = (provider, instruments)
     return instruments
 
 

@@ -1,8 +1,11 @@
 """The OpenTelemetry instruments of a run, made once per meter and shared by every run that uses it.
 
-Names, units and attributes follow the GenAI semantic conventions' latest experimental version (see
-``otel.py`` for the full list); the ``tether.*`` instruments cover what the conventions have no name for.
-Only ``opentelemetry-api`` is used here.
+Names, units and attributes follow the GenAI semantic conventions (see ``otel.py`` for the full list); the
+``tether.*`` instruments cover what the conventions have no name for. Provider calls are measured in one of two
+layouts: by default the established ``gen_ai.client.token.usage`` / ``gen_ai.client.operation.duration`` /
+``gen_ai.client.operation.time_to_first_chunk`` histograms that dashboards expect; with
+``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental``, the newest ``gen_ai.client.inference.*`` family
+instead (never both, as the conventions' transition plan asks). Only ``opentelemetry-api`` is used here.
 """
 
 from __future__ import annotations
@@ -21,6 +24,17 @@ _AGENT_SECONDS = [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 20
 _COUNTS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 _TTFT = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0]
 
+_TOKEN_COUNTS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
+"""The conventions' bucket boundaries for ``gen_ai.client.token.usage``."""
+OPT_IN_VARIABLE = "OTEL_SEMCONV_STABILITY_OPT_IN"
+LATEST = "gen_ai_latest_experimental"
+
+
+def wants_latest(value: str | None) -> bool:
+    """Whether ``OTEL_SEMCONV_STABILITY_OPT_IN``'s ``value`` asks for the latest experimental GenAI conventions."""
+    return LATEST in {part.strip() for part in (value or "").split(",")}
+
+
 _TOKENS = (
     ("input_tokens", "gen_ai.client.inference.usage.input_tokens", "Input (prompt) tokens, cached ones included."),
     ("output_tokens", "gen_ai.client.inference.usage.output_tokens", "Output tokens, reasoning included."),
@@ -35,21 +49,34 @@ class Instruments:
 
     __slots__ = (
         "agent_duration", "agent_inference_calls", "agent_tool_calls", "cost", "errors", "inference_duration",
-        "requests", "retries", "tokens", "tool_duration", "ttft",
+        "latest", "requests", "retries", "token_usage", "tokens", "tool_duration", "ttft",
     )  # fmt: skip
 
-    def __init__(self, meter: Any) -> None:
+    def __init__(self, meter: Any, *, latest: bool = False) -> None:
         histogram = meter.create_histogram
+        self.latest = latest
+        """The ``gen_ai.client.inference.*`` layout (opted in), else ``gen_ai.client.operation.*`` and
+        ``gen_ai.client.token.usage``."""
+        family = "gen_ai.client.inference" if latest else "gen_ai.client.operation"
         self.inference_duration = histogram(
-            "gen_ai.client.inference.duration", unit="s", description="GenAI client inference operation duration.",
+            f"{family}.duration", unit="s", description="GenAI client inference operation duration.",
             explicit_bucket_boundaries_advisory=_SECONDS,
         )  # fmt: skip
         self.ttft = histogram(
-            "gen_ai.client.inference.time_to_first_chunk", unit="s",
+            f"{family}.time_to_first_chunk", unit="s",
             description="Time from the request to the first chunk of the streamed answer.",
             explicit_bucket_boundaries_advisory=_TTFT,
         )  # fmt: skip
-        self.tokens = {key: meter.create_counter(name, unit="{token}", description=text) for key, name, text in _TOKENS}
+        self.tokens: dict[str, Any] = {}
+        self.token_usage: Any = None
+        if latest:
+            self.tokens = {key: meter.create_counter(name, unit="{token}", description=text)
+                           for key, name, text in _TOKENS}  # fmt: skip
+        else:
+            self.token_usage = histogram(
+                "gen_ai.client.token.usage", unit="{token}", description="Input and output tokens used per call.",
+                explicit_bucket_boundaries_advisory=_TOKEN_COUNTS,
+            )  # fmt: skip
         self.agent_duration = histogram(
             "gen_ai.invoke_agent.duration", unit="s", description="Duration of an agent run.",
             explicit_bucket_boundaries_advisory=_AGENT_SECONDS,
@@ -93,6 +120,10 @@ class Instruments:
         self._tokens(record.usage, attributes)
 
     def _tokens(self, usage: Usage, attributes: dict[str, Any]) -> None:
+        if not self.latest:
+            self.token_usage.record(input_tokens(usage), {**attributes, "gen_ai.token.type": "input"})
+            self.token_usage.record(usage.output_tokens, {**attributes, "gen_ai.token.type": "output"})
+            return
         attributes["gen_ai.token.modality"] = "text"  # tether's messages carry text only
         tokens = self.tokens
         tokens["input_tokens"].add(input_tokens(usage), attributes)
