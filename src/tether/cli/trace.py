@@ -41,7 +41,8 @@ def print_trace(console: Console, result: RunResult, model: str, redaction: Reda
 def trace_tree(result: RunResult, model: str, redaction: Redaction | None = None) -> Tree:
     """The run as a rich ``Tree``: the run, its provider calls, and under each the tool calls it asked for."""
     stop = str(result.stop_reason)
-    label = Text(f"run {result.run_id[:8]}", style="bold")
+    label = Text()
+    label.append(f"run {result.run_id[:8]}", style="bold")
     label.append(SEP + SEP.join([model, stop, duration(result.duration_ms), usage_line(result.usage, result.cost)]))
     if stop not in ("complete", "done_tool", "ask_user"):
         label.stylize("yellow" if stop != "error" else "red", len(f"run {result.run_id[:8]}"))
@@ -66,7 +67,8 @@ def _turn_label(record: TurnRecord, redaction: Redaction | None) -> Text:
     parts.append(f"error {record.error}" if record.error else record.finish_reason)
     if record.retries:
         parts.append(f"{record.retries} {'retry' if record.retries == 1 else 'retries'}")
-    label = Text(head, style="bold")
+    label = Text()
+    label.append(head, style="bold")
     label.append(SEP + SEP.join(parts))
     if record.error:
         label.stylize("red", len(head))
@@ -82,7 +84,8 @@ def _tool_label(call: ToolCallRecord) -> Text:
     if call.code:
         parts.append(call.code)
     parts.append(duration(call.duration_ms) if call.duration_ms is not None else "not run")
-    label = Text(f"{mark} ", style=style)
+    label = Text()
+    label.append(f"{mark} ", style=style)
     label.append(SEP.join(parts), style="red" if call.is_error else "")
     return label
 
