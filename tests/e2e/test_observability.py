@@ -105,8 +105,6 @@ def test_verbose_logs_go_to_stderr_and_json_keeps_stdout(project: Project) -> No
         "DEBUG tether.loop turn",
         "INFO tether.loop run",
     ], loud.stderr
-    session_run = result["session_id"]
-    assert session_run
 
 
 def test_run_exports_its_spans_over_otlp(project: Project) -> None:
