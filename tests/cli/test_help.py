@@ -44,8 +44,10 @@ def test_help_imports_no_heavy_library(args: list[str]) -> None:
     ("args", "words"),
     [
         (["run", "--help"], ["PROMPT", "--model", "--session", "--continue", "--json", "--yes", "--mode", "--max-turns",
-                             "130", "--config", "TETHER_CONFIG", "cli.stream"]),
-        (["chat", "--help"], ["--model", "--session", "--continue", "/help", "Esc then Enter", "--config"]),
+                             "130", "--config", "TETHER_CONFIG", "cli.stream", "--trace", "--verbose", "-vv",
+                             "OTEL_EXPORTER_OTLP_ENDPOINT"]),
+        (["chat", "--help"], ["--model", "--session", "--continue", "/help", "Esc then Enter", "--config",
+                              "--verbose"]),
         (["config", "--help"], ["--config", "TETHER_CONFIG", "show", "set", "init", "path", "migrate"]),
         (["config", "migrate", "--help"], ["PATH", "older layout", ".bak"]),
         (["sessions", "--help"], ["list", "show", "delete", "export"]),

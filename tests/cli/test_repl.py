@@ -148,7 +148,7 @@ async def test_cancelling_a_turn_keeps_a_valid_transcript_and_the_chat_goes_on()
 async def test_help_lists_every_command_and_the_multiline_keys() -> None:
     harness = Harness()
     await harness.chat.handle("/help")
-    for command in ("/help", "/model", "/tools", "/mode", "/sessions", "/resume", "/new", "/usage", "/exit"):
+    for command in ("/help", "/model", "/tools", "/mode", "/sessions", "/resume", "/new", "/usage", "/trace", "/exit"):
         assert command in harness.output
     assert "Esc then Enter" in harness.output
     assert "end a line with \\" in harness.output

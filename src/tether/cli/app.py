@@ -108,6 +108,16 @@ def _config_option(command: Any) -> Any:
     )(command)
 
 
+def _verbose_option(command: Any) -> Any:
+    """``-v/--verbose``, shared by ``run`` and ``chat``: tether's log records on stderr (``cli/verbose.py``)."""
+    return click.option(
+        "--verbose",
+        "-v",
+        count=True,
+        help="Log the run on stderr: -v each run (INFO), -vv each model and tool call too (DEBUG).",
+    )(command)
+
+
 def _check_session_options(session: str | None, continue_last: bool) -> None:
     if session is not None and continue_last:
         raise click.UsageError("--session and --continue cannot be used together")
@@ -140,6 +150,8 @@ def _read_prompt(prompt: str | None) -> str:
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands without asking.")
 @click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
 @click.option("--max-turns", type=click.IntRange(min=1), metavar="N", help="Stop after N model turns.")
+@click.option("--trace", is_flag=True, help="After the answer, print its model and tool calls as a tree on stderr.")
+@_verbose_option
 @_config_option
 def run(
     prompt: str | None,
@@ -150,6 +162,8 @@ def run(
     yes: bool,
     mode: str | None,
     max_turns: int | None,
+    trace: bool,
+    verbose: int,
     config_file: str | None,
 ) -> None:
     """Run an agent on PROMPT in the current directory and stream its answer.
@@ -159,7 +173,9 @@ def run(
     The agent has the file tools (read, write, edit) and bash, rooted here. Tools that change things ask first
     in a terminal ([y/N]); elsewhere they are refused unless --yes. Every run is saved as a session: --session
     ID continues one, --continue the latest. Usage and cost go to stderr at the end. With cli.stream = false
-    in the configuration, the answer is printed whole once written instead of as it comes.
+    in the configuration, the answer is printed whole once written instead of as it comes. --trace adds a tree
+    of the run's model calls and tool calls with their times; OTEL_EXPORTER_OTLP_ENDPOINT set exports its
+    spans (with tether[otel]).
 
     Exit codes: 0 answered, 1 configuration problem, 2 usage error, 3 a limit stopped the run, 4 the run
     failed, 130 cancelled (Ctrl-C).
@@ -167,10 +183,12 @@ def run(
     _check_session_options(session, continue_last)
     from tether.cli.runner import RunOptions
     from tether.cli.runner import main as run_main
+    from tether.cli.verbose import configure_logging
 
     options = RunOptions(
-        _read_prompt(prompt), model, session, continue_last, as_json, yes, mode, max_turns, config_file=config_file
+        _read_prompt(prompt), model, session, continue_last, as_json, yes, mode, max_turns, config_file, trace
     )
+    configure_logging(verbose)
     sys.exit(run_main(options))
 
 
@@ -179,9 +197,16 @@ def run(
 @_session_options
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands without asking.")
 @click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
+@_verbose_option
 @_config_option
 def chat(
-    model: str | None, session: str | None, continue_last: bool, yes: bool, mode: str | None, config_file: str | None
+    model: str | None,
+    session: str | None,
+    continue_last: bool,
+    yes: bool,
+    mode: str | None,
+    verbose: int,
+    config_file: str | None,
 ) -> None:
     """Talk with an agent in the current directory; /help lists the commands.
 
@@ -191,7 +216,9 @@ def chat(
     _check_session_options(session, continue_last)
     from tether.cli.pyrepl import ChatOptions
     from tether.cli.pyrepl import main as chat_main
+    from tether.cli.verbose import configure_logging
 
+    configure_logging(verbose)
     sys.exit(chat_main(ChatOptions(model, session, continue_last, yes, mode, config_file)))
 
 

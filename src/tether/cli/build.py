@@ -33,6 +33,7 @@ from tether.tools.workspace import Workspace
 
 if TYPE_CHECKING:
     from tether.sessions import SessionStore
+    from tether.telemetry import Telemetry
 
 SYSTEM = (
     "You are tether, an assistant working in the directory {root}. With your tools you can read, write and "
@@ -93,6 +94,9 @@ class Setup:
     """Tools from the configured MCP servers, once connected (:func:`mcp_tools`)."""
     notices: tuple[str, ...] = ()
     """What loading the configuration has to tell the user, once, on stderr (``Loaded.notices``)."""
+    telemetry: Telemetry | None = None
+    """How the agents' runs are observed (``cli/otlp.py`` sets it when spans are exported); ``None``: the
+    defaults (log records as ``-v`` says)."""
 
     @property
     def model(self) -> str:
@@ -143,6 +147,7 @@ class Setup:
             can_use_tool=WriteGate(tools, yes=yes, interactive=interactive),
             approve=approve,
             store=self.store,
+            telemetry=self.telemetry,
         )
 
 

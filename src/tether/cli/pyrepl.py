@@ -10,6 +10,7 @@ terminal the lines are read plainly, one prompt per line, and tools that change 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sys
 from collections.abc import Mapping
@@ -22,6 +23,7 @@ from rich.text import Text
 
 from tether.cli import exits
 from tether.cli.build import NoModel, Setup, close_store, config_problem, load_setup, mcp_tools, pick_session
+from tether.cli.otlp import otlp_export
 from tether.cli.paths import history_path
 from tether.cli.render import Renderer, make_console
 from tether.cli.repl import Chat
@@ -62,7 +64,10 @@ def main(options: ChatOptions, env: Mapping[str, str] | None = None, cwd: Path |
         make_console(stderr=True).print(Text(f"notice: {notice}", style="yellow"))
     if setup.choice.notice:
         console.print(Text(setup.choice.notice, style="dim"))
-    return asyncio.run(_connected(setup, options, console, env))
+    with otlp_export(env, make_console(stderr=True)) as telemetry:
+        if telemetry is not None:
+            setup = dataclasses.replace(setup, telemetry=telemetry)
+        return asyncio.run(_connected(setup, options, console, env))
 
 
 async def _connected(setup: Setup, options: ChatOptions, console: Console, env: Mapping[str, str]) -> int:

@@ -43,6 +43,7 @@ and press Enter. Up and Down go through earlier inputs.
   /resume ID        continue session ID
   /new              start a new session
   /usage            tokens and cost so far
+  /trace            the last answer's provider calls and tool calls, as a tree with their times
   /exit             leave (or Ctrl-D)
 
 Ctrl-C while the model answers stops that answer (the conversation is kept); at the prompt it clears the
@@ -78,6 +79,8 @@ class Chat:
         self.cost: Cost | None = Cost(0.0, 0.0)
         """Their cost; ``None`` once a turn ran on a model whose price is unknown."""
         self.last: RunResult | None = None
+        self._last_agent: Agent | None = None
+        """The agent that ran ``last`` (``/model`` may have changed it since)."""
         self._stream: RunStream | None = None
         self._commands: dict[str, Callable[[str], Awaitable[bool]]] = {
             "help": self._help,
@@ -88,6 +91,7 @@ class Chat:
             "resume": self._resume,
             "new": self._new,
             "usage": self._usage,
+            "trace": self._trace,
             "exit": self._exit,
             "quit": self._exit,
         }
@@ -128,7 +132,8 @@ class Chat:
     async def ask(self, prompt: str) -> RunResult | None:
         """One turn: run the agent on ``prompt`` in this chat's session, showing its events as they come."""
         result: RunResult | None = None
-        self._stream = self.agent.stream(prompt, session=self.session_id)
+        agent = self.agent
+        self._stream = agent.stream(prompt, session=self.session_id)
         try:
             async for event in self._stream:
                 self.renderer(event)
@@ -140,7 +145,7 @@ class Chat:
             self._stream = None
             self.renderer.stop_spinner()
         if result is not None:
-            self.last = result
+            self.last, self._last_agent = result, agent
             self.usage += result.usage
             if self.cost is not None and result.cost is not None:
                 self.cost = Cost(
@@ -255,6 +260,17 @@ class Chat:
         price = price_for(session.model) if session.model else None
         cost = cost_of(session.usage, price) if price is not None else None
         self.say(f"session {session.id}: {usage_line(session.usage, cost)}")
+        return True
+
+    async def _trace(self, argument: str) -> bool:
+        if self.last is None or self._last_agent is None:
+            self.say("no answer yet: /trace shows the last one's provider calls and tool calls")
+            return True
+        from tether.cli.trace import print_trace
+
+        agent = self._last_agent
+        self.renderer.end_lines()
+        print_trace(self.renderer.err, self.last, agent.provider.info.model_string, agent.redaction)
         return True
 
     async def _exit(self, argument: str) -> bool:

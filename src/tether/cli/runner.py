@@ -5,6 +5,9 @@
 Ctrl-C cancels the run through ``RunStream.cancel()``: it ends as ``cancelled`` (exit 130) with a valid
 transcript, saved. A second Ctrl-C stops waiting for that and exits at once (the session keeps what its last
 checkpoint saved). Exit codes: :mod:`tether.cli.exits`.
+
+``--trace`` prints the tree of the run (``cli/trace.py``) on stderr after the answer; with
+``OTEL_EXPORTER_OTLP_ENDPOINT`` set, the run's spans are exported (``cli/otlp.py``).
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from rich.text import Text
 
 from tether.cli import exits
 from tether.cli.build import NoModel, Setup, close_store, config_problem, load_setup, mcp_tools, pick_session
+from tether.cli.otlp import otlp_export
 from tether.cli.render import Renderer, make_console, usage_line
 from tether.cli.terminal import Interrupts, terminal_approver
+from tether.cli.trace import print_trace
 from tether.errors import ConfigInvalid, SessionInvalid, TetherError
 from tether.events import RunCompleted, RunResult
 from tether.messages import messages_to_jsonable
@@ -45,6 +50,8 @@ class RunOptions:
     max_turns: int | None = None
     config_file: str | None = None
     """``--config``: the file read instead of ``./agent.toml``."""
+    trace: bool = False
+    """``--trace``: the tree of the run on stderr after the answer (``cli/trace.py``)."""
 
     def flags(self) -> dict[str, object]:
         """The configuration keys the flags set (``None``: not given)."""
@@ -65,7 +72,10 @@ def main(options: RunOptions, env: Mapping[str, str] | None = None, cwd: Path | 
     if setup.choice.notice:
         err.print(Text(setup.choice.notice, style="dim"))
     out = make_console()
-    return asyncio.run(run(setup, options, out, err))
+    with otlp_export(env, err) as telemetry:
+        if telemetry is not None:
+            setup = dataclasses.replace(setup, telemetry=telemetry)
+        return asyncio.run(run(setup, options, out, err))
 
 
 async def run(setup: Setup, options: RunOptions, out: Console, err: Console) -> int:
@@ -135,6 +145,8 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
         out.file.write(json.dumps(result_json(result, session_id=session_id, model=model), indent=2) + "\n")
         out.file.flush()
     err.print(Text(f"{usage_line(result.usage, result.cost)} · session {session_id} · {model}", style="dim"))
+    if options.trace:
+        print_trace(err, result, model, agent.redaction)
     return exits.exit_code(result.stop_reason)
 
 

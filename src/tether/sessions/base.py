@@ -37,7 +37,6 @@ sort correctly, print readably, and round-trip through every store exactly.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import re
 import secrets
@@ -46,11 +45,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
+from tether._logging import get_logger
 from tether.errors import SessionInvalid
 from tether.messages import Message, ToolResult, open_tool_calls, transcript_problems
 from tether.usage import Usage
 
-logger = logging.getLogger("tether.sessions")
+logger = get_logger("tether.sessions")
 
 
 def utc_now() -> datetime:

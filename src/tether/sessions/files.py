@@ -32,13 +32,13 @@ import builtins
 import contextlib
 import dataclasses
 import errno
-import logging
 import os
 import re
 import secrets
 import tempfile
 from pathlib import Path
 
+from tether._logging import get_logger
 from tether.errors import SessionInvalid
 from tether.sessions import codec
 from tether.sessions.base import (
@@ -52,7 +52,7 @@ from tether.sessions.base import (
 )
 from tether.sessions.private import make_private_directory, read_regular
 
-logger = logging.getLogger("tether.sessions")
+logger = get_logger("tether.sessions")
 
 
 class FileSessionStore:

@@ -43,7 +43,6 @@ import asyncio
 import builtins
 import contextlib
 import dataclasses
-import logging
 import os
 import sqlite3
 import threading
@@ -53,6 +52,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from tether._logging import get_logger
 from tether.errors import SessionInvalid
 from tether.messages import Message, messages_from_jsonable
 from tether.sessions import codec
@@ -70,7 +70,7 @@ from tether.sessions.base import (
 from tether.sessions.private import create_private_file, make_private_directory, tighten
 from tether.usage import Usage
 
-logger = logging.getLogger("tether.sessions")
+logger = get_logger("tether.sessions")
 
 SCHEMA_VERSION = 1
 _SCHEMA = (

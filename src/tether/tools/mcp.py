@@ -57,7 +57,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import logging
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -65,6 +64,7 @@ from dataclasses import dataclass, field
 from os import PathLike
 from typing import TYPE_CHECKING, Any, Literal
 
+from tether._logging import get_logger
 from tether.errors import ConfigInvalid
 from tether.tools.base import Tool
 
@@ -77,7 +77,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MCPServerConfig", "MCPTools", "exposed_names"]
 
-log = logging.getLogger("tether.mcp")
+log = get_logger("tether.mcp")
 
 _SERVER_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import re
 import shutil
@@ -24,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tether._logging import get_logger
 from tether.errors import ConfigInvalid, TetherError, TimeoutExceeded, ToolError, ToolTimeout, TransportError
 from tether.telemetry.spans import child_span, tracing
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Connection", "expand", "render_result"]
 
-log = logging.getLogger("tether.mcp")
+log = get_logger("tether.mcp")
 
 GUARD = str(Path(__file__).with_name("mcp_guard.py"))
 MAX_LIST_PAGES = 100

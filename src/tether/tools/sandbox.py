@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import glob
-import logging
 import os
 import shutil
 import subprocess
@@ -51,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
+from tether._logging import get_logger
 from tether.errors import ConfigInvalid, PermissionDenied
 
 __all__ = [
@@ -63,7 +63,7 @@ __all__ = [
     "shell_environment",
 ]
 
-log = logging.getLogger("tether.tools.sandbox")
+log = get_logger("tether.tools.sandbox")
 
 SandboxMode = Literal["auto", "required", "off"]
 """``"auto"``: sandbox when ``bwrap`` is usable; ``"required"``: refuse to run without it; ``"off"``: never."""
