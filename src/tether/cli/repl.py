@@ -128,6 +128,7 @@ class Chat:
     async def ask(self, prompt: str) -> RunResult | None:
         """One turn: run the agent on ``prompt`` in this chat's session, showing its events as they come."""
         result: RunResult | None = None
+        self.renderer.redaction = self.agent.redaction  # the agent may have changed (/model)
         self._stream = self.agent.stream(prompt, session=self.session_id)
         try:
             async for event in self._stream:

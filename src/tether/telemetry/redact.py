@@ -188,12 +188,14 @@ class Redaction:
     def tool_call(self, call: ToolCall) -> ToolCall:
         """A copy of ``call`` fit to show: its arguments and raw arguments redacted."""
         raw = call.raw_arguments
-        return replace(call, arguments=self.arguments(call.arguments), raw_arguments=None if raw is None else self.text(raw))
+        return replace(
+            call, arguments=self.arguments(call.arguments), raw_arguments=None if raw is None else self.text(raw)
+        )
 
     def messages(self, messages: Sequence[Message]) -> list[Message]:
         """Copies of ``messages`` fit to show: every tool call redacted (results are masked when recorded)."""
         return [
-            replace(m, parts=tuple(self.tool_call(p) if p.kind == "tool_call" else p for p in m.parts))  # type: ignore[misc]
+            replace(m, parts=tuple(self.tool_call(p) if p.kind == "tool_call" else p for p in m.parts))
             if any(p.kind == "tool_call" for p in m.parts)
             else m
             for m in messages
