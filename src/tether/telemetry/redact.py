@@ -73,8 +73,9 @@ DEFAULT_SECRET_ARGUMENTS: tuple[str, ...] = (
 """Argument names whose values are hidden, matched as words: ``db_password``, ``GITHUB_TOKEN``, ``apiKey``
 and ``clientSecret`` are secret."""
 
-BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(?P<scheme>bearer\s++)[A-Za-z0-9._~+/=-]++")
-"""A bearer token (RFC 6750's characters); the scheme is kept, the token masked."""
+BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(?P<scheme>bearer\s++)[A-Za-z0-9._~+/=-]{8,}+")
+"""A bearer token (RFC 6750's characters, at least 8 of them: "the bearer of" is prose); the scheme is kept,
+the token masked."""
 URL_PASSWORD = re.compile(
     r"(?i)(?<![a-z0-9+.-])(?P<lead>[0-9+.-]*+)(?P<head>[a-z][a-z0-9+.-]*+://[^/@:\s]*+:)(?P<password>[^/@\s]++)(?=@)"
 )
@@ -82,13 +83,14 @@ URL_PASSWORD = re.compile(
 before its first letter), so that a long run that is no scheme is read once, not once per character."""
 _MEMBER = re.compile(
     r"""(?P<head>["'](?P<name>[A-Za-z_$@][\w$@.-]{0,63}+)["']\s*+:\s*+)"""
-    r"""(?P<value>"(?:[^"\\\n]|\\.)*+"|'(?:[^'\\\n]|\\.)*+'|[^\s,;'"{}\[\]]++)"""
+    r"""(?P<value>"(?:[^"\\\n]|\\.)*+"?|'(?:[^'\\\n]|\\.)*+'?|[^\s,;'"{}\[\]]++)"""
 )
 """A quoted name and its value, as JSON (``"password": "x"``) or a Python ``repr`` (``'password': 'x'``) write
-it. A string value ends at its closing quote or the line's end; a bare one (a number) at a separator."""
+it. A string value ends at its closing quote or, cut short (arguments the model did not finish), at the line's
+end; a bare one (a number) at a separator."""
 _ASSIGNMENT = re.compile(
     r"""(?<![\w.$@-])(?P<head>-{0,2}+(?P<name>[A-Za-z_][\w.-]{0,63}+)[ \t]*+=(?!=)[ \t]*+)"""
-    r"""(?P<value>"[^"\n]*+"|'[^'\n]*+'|[^\s&,;'"(){}\[\]<>]++)"""
+    r"""(?P<value>"[^"\n]*+"?|'[^'\n]*+'?|[^\s&,;'"(){}\[\]<>]++)"""
 )
 """``name=value``, ``--name=value``, ``?name=value&``: the value ends at a space, a separator or a quote."""
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -160,7 +162,8 @@ class Redaction:
             return found[0]
         value = found["value"]
         quote = value[0] if value[0] in "\"'" else ""
-        return f"{found['head']}{quote}{MASK}{quote}"
+        closed = quote if len(value) > 1 and value.endswith(quote) else ""
+        return f"{found['head']}{quote}{MASK}{closed}"
 
     def arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """A copy of a tool call's arguments fit to show: secret-named values hidden, the rest masked as text."""
