@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any
 
 from tether import Agent, tool
 from tether.cli.render import Renderer, describe_call, make_console
@@ -78,7 +77,8 @@ async def test_a_validation_error_does_not_quote_a_secret_arguments_value() -> N
 
     answer = result.messages[2].tool_results[0]
     assert answer.code == "invalid_arguments"
-    assert "code" in answer.content and "token" in answer.content
+    assert "code" in answer.content
+    assert "token" in answer.content
     assert "a-long-token" not in answer.content
 
 
