@@ -171,7 +171,11 @@ class Agent:
             return observer_for(settings, redaction)
 
         self._spec = replace(
-            self._spec, observe=observe, agent_name=settings.agent_name, server=_server_of(self.provider)
+            self._spec,
+            observe=observe,
+            agent_name=settings.agent_name,
+            server=_server_of(self.provider),
+            redaction=redaction,
         )
 
     @property

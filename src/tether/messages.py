@@ -42,13 +42,18 @@ class Thinking:
     kind: Literal["thinking"] = "thinking"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class ToolCall:
     """A request by the model to run a tool.
 
     ``arguments`` is the parsed JSON object, or ``None`` when the model's ``raw_arguments`` are not a JSON
     object (the executor then answers with an ``invalid_arguments`` error). ``raw_arguments`` keeps the text
     as the model wrote it, when it arrived as text, so it can be sent back verbatim.
+
+    Its ``repr`` (and so a ``Message``'s, an event's and a ``RunResult``'s) hides the values of secret-named
+    arguments, bearer tokens and URL passwords (``tether.telemetry.redact``), in ``arguments`` and in
+    ``raw_arguments``. It cannot know an agent's known keys; those never reach a call through a tool's
+    result, which is masked when recorded (``loop/executor.py``).
     """
 
     id: str
@@ -57,6 +62,17 @@ class ToolCall:
     raw_arguments: str | None = None
     provider_data: dict[str, Any] | None = None
     kind: Literal["tool_call"] = "tool_call"
+
+    def __repr__(self) -> str:
+        from tether.telemetry.redact import default_redaction
+
+        redaction = default_redaction()
+        raw = self.raw_arguments
+        return (
+            f"ToolCall(id={self.id!r}, name={self.name!r}, arguments={redaction.arguments(self.arguments)!r}, "
+            f"raw_arguments={raw if raw is None else redaction.text(raw)!r}, "
+            f"provider_data={self.provider_data!r}, kind={self.kind!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,11 @@ The contract
   as JSON writes it inside a string (quotes and backslashes escaped) and percent-encoded, as a URL carries it.
   A masker never shows its keys: its ``repr`` counts them.
 
+This module knows *which values* are keys; :mod:`tether.telemetry.redact` holds the rules for *where in a
+text* a secret sits (bearer tokens, URL passwords, secret-named arguments) and the mask, and this module uses
+its URL-password pattern. The rule for variable names here differs from the one for tool argument names
+there on purpose (that module's docstring says how).
+
 Masking is a net, not a vault: a tool can still encode a key in a way no rule anticipates (base64, split
 across lines). What it catches is the common case: ``env``, a config file, an error message quoting a URL.
 """
@@ -33,6 +38,8 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, unquote
 
+from tether.telemetry.redact import MASK, URL_PASSWORD
+
 __all__ = [
     "KNOWN_SECRET_VARIABLES",
     "MASK",
@@ -44,8 +51,6 @@ __all__ = [
     "secret_values",
 ]
 
-MASK = "***"
-"""What a known key is replaced with."""
 MIN_SECRET_LENGTH = 8
 """Characters a value needs to be masked; shorter ones are too likely to be ordinary words or numbers."""
 
@@ -67,7 +72,6 @@ _SECRET_PARTS = re.compile(r"API_?KEY|ACCESS_KEY|PRIVATE_KEY|SECRET|PASSWORD|PAS
 _SECRET_ENDS = re.compile(r"_(?:KEY|PAT|PASS|PWD|DSN|COOKIE)$|^KEY$|TOKENS?$|(?:^|_)TOKENS?_")
 _MAX_PATTERNS = 64
 """Compiled patterns a masker keeps, one per set of keys found together in a text."""
-_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/@:\s]*:(?P<password>[^/@\s]+)@")
 
 
 def is_secret_name(name: str) -> bool:
@@ -78,7 +82,7 @@ def is_secret_name(name: str) -> bool:
 
 def connection_password(value: str) -> str | None:
     """The password of the first URL in ``value`` that has one (``scheme://user:password@host``), decoded."""
-    found = _URL_PASSWORD.search(value)
+    found = URL_PASSWORD.search(value)
     return unquote(found["password"]) if found else None
 
 

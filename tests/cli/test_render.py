@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from tether.cli.render import Renderer, describe_call, describe_result, make_console, usage_line
 from tether.events import (
@@ -25,7 +26,7 @@ from tether.usage import Cost, Usage
 class Screen:
     """A renderer writing to two strings."""
 
-    def __init__(self, **options: bool) -> None:
+    def __init__(self, **options: Any) -> None:
         self.out_file, self.err_file = io.StringIO(), io.StringIO()
         self.renderer = Renderer(make_console(self.out_file), make_console(self.err_file), **options)
 

@@ -36,20 +36,22 @@ class Say:
 
 @dataclass(frozen=True)
 class Call:
-    """Call one tool (or several, with ``more``), after optional text."""
+    """Call one tool (or several, with ``more``), after optional text; arguments given as a string are sent
+    as they are (broken JSON, as a model may write it)."""
 
     name: str
-    arguments: dict[str, Any]
+    arguments: dict[str, Any] | str
     text: str = ""
-    more: tuple[tuple[str, dict[str, Any]], ...] = ()
+    more: tuple[tuple[str, dict[str, Any] | str], ...] = ()
 
 
 @dataclass(frozen=True)
 class Fail:
-    """Answer with an HTTP error and this body."""
+    """Answer with an HTTP error, this body and these headers."""
 
     status: int
     body: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 Step = Say | Call | Fail
@@ -136,7 +138,7 @@ class MockLLM:
         entry = self.script[index]
         step = entry if isinstance(entry, Say | Call | Fail) else entry(body)
         if isinstance(step, Fail):
-            return web.json_response(step.body, status=step.status)
+            return web.json_response(step.body, status=step.status, headers=step.headers)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         with suppress(ConnectionResetError):  # the client went away (Ctrl-C, kill -9)
@@ -159,7 +161,7 @@ class MockLLM:
             calls = ((step.name, step.arguments), *step.more)
             for index, (name, arguments) in enumerate(calls):
                 call_id = f"call_{len(self.requests)}_{index}"
-                raw = json.dumps(arguments)
+                raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
                 head = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
                 await _send(response, {"tool_calls": [head]})
                 await _send(response, {"tool_calls": [{"index": index, "function": {"arguments": raw}}]})

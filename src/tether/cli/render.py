@@ -5,6 +5,10 @@ the answer); thinking (dim), tool calls and their results (one line each), notes
 to ``err`` (stderr). In the chat both are the same console. A spinner runs on ``err`` while the model has
 not sent anything yet, when ``err`` is a terminal.
 
+Everything but the answer goes through the agent's :class:`~tether.telemetry.redact.Redaction`
+(``renderer.redaction = agent.redaction``): a tool call's secret-named arguments print as ``***``, and so do
+bearer tokens, URL passwords and known keys in results and notes.
+
 Nothing here reads input or knows about click; :class:`Renderer` is called with each ``RunEvent`` and is
 tested by rendering into a ``StringIO``.
 """
@@ -30,6 +34,7 @@ from tether.events import (
 )
 from tether.loop.repeats import REPEATED
 from tether.messages import ToolCall, ToolResult
+from tether.telemetry.redact import Redaction, default_redaction
 from tether.usage import Cost, Usage
 
 CALL_WIDTH = 100
@@ -53,12 +58,15 @@ def shorten(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
 
 
-def describe_call(call: ToolCall, width: int = CALL_WIDTH) -> str:
-    """``write(path='notes.md', content='# Notes…')``: the call on one line, long values cut."""
+def describe_call(call: ToolCall, width: int = CALL_WIDTH, redaction: Redaction | None = None) -> str:
+    """``write(path='notes.md', content='# Notes…')``: the call on one line, long values cut, secrets hidden
+    (``login(user='ann', password='***')``) by ``redaction`` (the default rules when not given)."""
+    redaction = redaction or default_redaction()
     if call.arguments is None:
-        inside = shorten(call.raw_arguments or "", _ARGUMENT_WIDTH)
+        inside = shorten(redaction.text(call.raw_arguments or ""), _ARGUMENT_WIDTH)
     else:
-        inside = ", ".join(f"{key}={_value(value)}" for key, value in call.arguments.items())
+        shown = redaction.arguments(call.arguments) or {}
+        inside = ", ".join(f"{key}={_value(value)}" for key, value in shown.items())
     return shorten(f"{call.name}({inside})", width)
 
 
@@ -113,6 +121,7 @@ class Renderer:
         stream: bool = True,
         thinking: bool = True,
         spinner: bool = False,
+        redaction: Redaction | None = None,
     ) -> None:
         """
         Args:
@@ -123,6 +132,8 @@ class Renderer:
                 piece, when the turn ends (``cli.stream``).
             thinking: show the model's thinking, dimmed; hidden when ``False``.
             spinner: show a spinner on ``err`` while waiting for the model, if ``err`` is a terminal.
+            redaction: what may be shown of calls, results and notes; set ``renderer.redaction`` to the agent's
+                (``agent.redaction``) once it exists. The default rules, without known keys, until then.
         """
         self.out = out
         self.err = err if err is not None else out
@@ -130,6 +141,9 @@ class Renderer:
         self.stream = stream
         self.thinking = thinking
         self.spinner = spinner and self.err.is_terminal
+        self.redaction = redaction or default_redaction()
+        self._calls: dict[str, ToolCall] = {}
+        """Calls started and not answered yet: their secret values are hidden in their results' lines too."""
         self._open: dict[int, bool] = {}
         """Per console: the last thing printed did not end its line."""
         self._in_thinking = False
@@ -155,14 +169,15 @@ class Renderer:
             self._turn_started(event)
         elif kind is ToolCallStarted:
             assert isinstance(event, ToolCallStarted)
-            self.note(f"→ {describe_call(event.call)}", "cyan")
+            self._calls[event.call.id] = event.call
+            self.note(f"→ {describe_call(event.call, redaction=self.redaction)}", "cyan")
         elif kind is ToolResultReceived:
             assert isinstance(event, ToolResultReceived)
             result = event.result
-            mark, style = (
-                ("✗", "red") if result.is_error else ("↺", "dim") if result.code == REPEATED else ("✓", "green")
-            )
-            self.note(f"  {mark} {describe_result(result)}", style)
+            call = self._calls.pop(result.call_id, None)
+            line = describe_result(result)
+            line = self.redaction.hide_values(line, call.arguments) if call else self.redaction.text(line)
+            self.note(f"  {_mark(result)} {line}", _style(result))
         elif kind is TurnCompleted:
             assert isinstance(event, TurnCompleted)
             self._release()
@@ -175,10 +190,11 @@ class Renderer:
     # --- pieces --------------------------------------------------------------------------------------------
 
     def note(self, line: str, style: str = "dim") -> None:
-        """A line of narration on ``err``, on a line of its own."""
+        """A line of narration on ``err``, on a line of its own, through the redaction (an error may quote a
+        key or a call's arguments)."""
         self.stop_spinner()
         self.end_lines()
-        self.err.print(Text(line, style=style))
+        self.err.print(Text(self.redaction.text(line), style=style))
 
     def end_lines(self) -> None:
         """End any line left open, so the next output starts at the beginning of a line."""

@@ -133,6 +133,7 @@ class Chat:
         """One turn: run the agent on ``prompt`` in this chat's session, showing its events as they come."""
         result: RunResult | None = None
         agent = self.agent
+        self.renderer.redaction = agent.redaction  # the agent may have changed (/model)
         self._stream = agent.stream(prompt, session=self.session_id)
         try:
             async for event in self._stream:

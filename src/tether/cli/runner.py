@@ -34,6 +34,7 @@ from tether.cli.trace import print_trace
 from tether.errors import ConfigInvalid, SessionInvalid, TetherError
 from tether.events import RunCompleted, RunResult
 from tether.messages import messages_to_jsonable
+from tether.telemetry.redact import Redaction, default_redaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +116,7 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
     except ConfigInvalid as error:
         err.print(Text(f"error: {error.message}", style="red"))
         return exits.CONFIG
+    renderer.redaction = agent.redaction
     stream = agent.stream(options.prompt, session=session_id)
     task = asyncio.current_task()
     assert task is not None
@@ -142,7 +144,8 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
     assert result is not None
     model = agent.provider.info.model_string
     if options.as_json:
-        out.file.write(json.dumps(result_json(result, session_id=session_id, model=model), indent=2) + "\n")
+        shown = result_json(result, session_id=session_id, model=model, redaction=agent.redaction)
+        out.file.write(json.dumps(shown, indent=2) + "\n")
         out.file.flush()
     err.print(Text(f"{usage_line(result.usage, result.cost)} · session {session_id} · {model}", style="dim"))
     if options.trace:
@@ -150,8 +153,13 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
     return exits.exit_code(result.stop_reason)
 
 
-def result_json(result: RunResult, *, session_id: str | None = None, model: str | None = None) -> dict[str, Any]:
-    """The result as ``tether run --json`` prints it."""
+def result_json(
+    result: RunResult, *, session_id: str | None = None, model: str | None = None, redaction: Redaction | None = None
+) -> dict[str, Any]:
+    """The result as ``tether run --json`` prints it: through ``redaction`` (the default rules when not given),
+    like everything the command prints. Tool calls' secret-named arguments are ``***``; the session keeps them
+    as the model sent them (``tether sessions export ID`` prints them)."""
+    redaction = redaction or default_redaction()
     usage = dataclasses.asdict(result.usage) | {"total_tokens": result.usage.total_tokens}
     cost = None
     if result.cost is not None:
@@ -165,13 +173,13 @@ def result_json(result: RunResult, *, session_id: str | None = None, model: str 
         error = {
             "type": type(result.error).__name__,
             "code": getattr(result.error, "code", None),
-            "message": getattr(result.error, "message", str(result.error)),
+            "message": redaction.text(getattr(result.error, "message", str(result.error))),
         }
     return {
         "text": result.text,
         "stop_reason": str(result.stop_reason),
         "degraded": result.degraded,
-        "detail": result.detail,
+        "detail": redaction.text(result.detail),
         "error": error,
         "usage": usage,
         "cost": cost,
@@ -181,5 +189,5 @@ def result_json(result: RunResult, *, session_id: str | None = None, model: str 
         "exit_code": exits.exit_code(result.stop_reason),
         "duration_ms": result.duration_ms,
         "turn_records": [dataclasses.asdict(record) for record in result.turn_records],
-        "messages": messages_to_jsonable(result.messages),
+        "messages": messages_to_jsonable(redaction.messages(result.messages)),
     }

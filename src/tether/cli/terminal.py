@@ -54,7 +54,8 @@ def terminal_approver(console: Console, renderer: Renderer | None = None) -> App
         if renderer is not None:
             renderer.stop_spinner()
             renderer.end_lines()
-        console.print(Text(f"Allow {describe_call(call)}? [y/N] ", style="bold yellow"), end="")
+        shown = describe_call(call, redaction=renderer.redaction if renderer is not None else None)
+        console.print(Text(f"Allow {shown}? [y/N] ", style="bold yellow"), end="")
         answer = await read_line()
         if answer is None:
             console.print()

@@ -1,4 +1,8 @@
-"""Sessions for people and programs: a table of summaries, a transcript as Markdown, a session as JSON."""
+"""Sessions for people and programs: a table of summaries, a transcript as Markdown, a session as JSON.
+
+The Markdown is for people, and may be pasted anywhere: tool calls' secret-named arguments show as ``***``
+(``tether.telemetry.redact``'s default rules). The JSON is the session as stored, the model's arguments
+verbatim: it is the user's own data, like the session file it comes from."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult, messages_to_jsonable
 from tether.sessions import Session, SessionSummary
+from tether.telemetry.redact import default_redaction
 
 _ROLE = {"system": "System", "user": "You", "assistant": "Assistant", "tool": "Tool"}
 
@@ -73,6 +78,7 @@ def _parts(message: Message, full: bool) -> list[str]:
             if full:
                 out.append("> " + part.text.replace("\n", "\n> "))
         elif isinstance(part, ToolCall):
+            part = default_redaction().tool_call(part)
             arguments = (
                 json.dumps(part.arguments, ensure_ascii=False) if part.arguments is not None else part.raw_arguments
             )

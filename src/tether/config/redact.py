@@ -18,6 +18,13 @@ URL's scheme) would take minutes on a long one. So a match may start only where 
 characters starts (a lookbehind refuses a start inside the run), runs that a fixed character must follow
 are possessive, a key's tail is matched to the length that makes it a key and no further (only whether it
 matches matters), and query parameters are found in one pass (:func:`_hide_query_secrets`).
+
+The rules shared with the rest of tether live in :mod:`tether.telemetry.redact`: the mask, and the URL
+password pattern. What is deliberately broader here: a header, ``env`` entry, option or query parameter is
+secret when its name *contains* ``auth``, ``key``, ``token``, ... (``_SECRET_NAME``), where a tool argument is
+secret only when one of its *words* is a secret name (``telemetry.redact.is_secret_argument``); and a value that
+merely looks like a key is hidden whole. ``config show`` prints a file a user may paste anywhere: it would
+rather hide a harmless header than print a credential.
 """
 
 from __future__ import annotations
@@ -27,8 +34,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tether import secrets
+from tether.telemetry.redact import MASK, URL_PASSWORD
 
-HIDDEN = "***"
+HIDDEN = MASK
 
 _SECRET_NAME = re.compile(r"(?i)(auth|key|token|secret|passw|cookie|credential|signature)")
 """Header, variable and option names whose values are secrets (``Authorization``, ``X-Api-Key``)."""
@@ -47,10 +55,8 @@ _KEY_LIKE = re.compile(
 inside a run (``x_eyJ…``); its branch reads the run from its start to the first ``eyJ`` that may begin one
 (atomically: every later one shares the run's end, so it can only do worse)."""
 _LONG_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-+=])[A-Za-z0-9_\-+=]{32,}+")
-_URL_PASSWORD = re.compile(
-    r"(?<![a-z0-9+.-])(?P<lead>[0-9+.-]*+)(?P<head>[a-z][a-z0-9+.-]*+://[^/@:\s]*+:)(?P<password>[^/@\s]++)(?=@)"
-)
-"""Read from the start of the scheme's run of characters; ``lead`` is what comes before its first letter."""
+_URL_PASSWORD = URL_PASSWORD
+"""The shared pattern (``telemetry/redact.py``), named here so that the hostile tests count its steps."""
 _OPTION = re.compile(r"(?P<head>--?(?P<name>[A-Za-z0-9_-]++)=)(?P<value>.+)", re.DOTALL)
 _QUERY_START = re.compile(r"[?&]")
 _QUERY_NAME = re.compile(r"[^=&#\s]*+")

@@ -64,6 +64,7 @@ from tether.usage import Price, Usage
 if TYPE_CHECKING:
     from tether.errors import ProviderError
     from tether.telemetry.observer import RunObserver
+    from tether.telemetry.redact import Redaction
 
 EventSink = Callable[[RunEvent], None]
 Checkpoint = Callable[[Sequence[Message], Usage], Awaitable[None]]
@@ -98,6 +99,9 @@ class RunSpec:
     """The agent's name, for its observers (``Telemetry.agent_name``)."""
     server: tuple[str | None, int | None] = (None, None)
     """Host and port of the provider's API, for its observers."""
+    redaction: Redaction | None = None
+    """What the loop's own messages may quote of a call's arguments (``tether.telemetry.redact``); ``None``:
+    the default rules with ``masker``'s keys."""
 
 
 def prepare_history(system: str | None, history: Sequence[Message]) -> list[Message]:
@@ -165,6 +169,7 @@ class Run:
             max_output=spec.max_tool_output,
             masker=spec.masker,
             observer=self.observer,
+            redaction=spec.redaction,
         )
         self.definitions = tuple(
             ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools if spec.permissions.offers(t)
@@ -278,6 +283,7 @@ class Run:
         """The provider retries the current call (``Request.on_retry``)."""
         self.recorder.retries += 1
         if self.observer is not None:
+            mask_exception_in_place(error, self.spec.masker)  # a provider may quote the key in its error body
             self.observer.retry(error, attempt, wait)
 
     # --- infer and accumulate -----------------------------------------------------------------------------
@@ -486,6 +492,7 @@ class Run:
         return Interpreted(turn)
 
     def _finish(self, stop: Stop) -> RunResult:
+        stop = self._masked(stop)
         degraded = stop.reason not in ANSWERED_STOPS
         if stop.reason in SUMMARIZED_STOPS:
             text = self._answer or fallback_text(stop.reason, stop.detail)
@@ -513,6 +520,17 @@ class Run:
         if self.observer is not None:
             self.observer.run_ended(self.result)
         return self.result
+
+    def _masked(self, stop: Stop) -> Stop:
+        """``stop`` with known keys masked in its detail and its error: whatever ended the run (a provider
+        error quoting the key, a store's or a sink's exception) reaches the result, the CLI and the logs."""
+        masker = self.spec.masker
+        if not len(masker):
+            return stop
+        if stop.error is not None:
+            mask_exception_in_place(stop.error, masker)
+        detail = masker.mask(stop.detail)
+        return stop if detail == stop.detail else replace(stop, detail=detail)
 
     def _close_open_calls(self, why: str) -> list[ToolResult]:
         """Answer every call that has no result (the transcript must stay valid); returns the results not

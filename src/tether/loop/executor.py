@@ -30,6 +30,11 @@ saying why (:func:`~tether.tools.base.render_output`), and so is an argument val
 any event, session or request sees it: text that cannot be encoded as UTF-8 is repaired, every known key is
 masked (:class:`~tether.secrets.Masker`: ``***``), in the result and in the message of the exception kept
 with it, and the output is cut to its limit.
+
+Error messages the executor writes about a call's arguments (``invalid_arguments``: the raw text that is not
+JSON, or a validator's complaint quoting a value) go to the model, and also to events, logs and the CLI: they
+quote the arguments redacted (:class:`~tether.telemetry.redact.Redaction`): the values of secret-named
+arguments are ``***``. The model wrote them and loses nothing it needs to fix the call.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from tether.tools.threads import RaisedInThread
 
 if TYPE_CHECKING:
     from tether.telemetry.observer import RunObserver
+    from tether.telemetry.redact import Redaction
 
 MAX_ECHOED_ARGUMENTS = 200
 """Characters of unparseable arguments quoted back to the model."""
@@ -116,8 +122,8 @@ class ToolExecutor:
     """Runs tool calls for one run (see the module docstring)."""
 
     __slots__ = (
-        "concurrent_tools", "interrupter", "masker", "max_concurrency", "max_output", "observer", "permissions",
-        "registry", "timeout",
+        "_redaction", "concurrent_tools", "interrupter", "masker", "max_concurrency", "max_output", "observer",
+        "permissions", "registry", "timeout",
     )  # fmt: skip
 
     def __init__(
@@ -132,12 +138,14 @@ class ToolExecutor:
         max_output: int | None = DEFAULT_MAX_OUTPUT,
         masker: Masker | None = None,
         observer: RunObserver | None = None,
+        redaction: Redaction | None = None,
     ) -> None:
         self.registry = registry
         self.observer = observer
         """Told of every call's start and result (``tether.telemetry``); ``None``: nobody watches."""
         self.masker = masker or Masker()
         """Known keys, masked in every result (none by default here; an agent passes its own)."""
+        self._redaction = redaction
         self.interrupter = interrupter
         self.timeout = timeout
         self.concurrent_tools = concurrent_tools
@@ -181,7 +189,8 @@ class ToolExecutor:
             return _Plan(call, answer=_denied(call, refusal))
         if call.arguments is None:
             raw = call.raw_arguments or ""
-            quoted = raw if len(raw) <= MAX_ECHOED_ARGUMENTS else raw[:MAX_ECHOED_ARGUMENTS] + "..."
+            quoted = self.redaction.text(raw)
+            quoted = quoted if len(quoted) <= MAX_ECHOED_ARGUMENTS else quoted[:MAX_ECHOED_ARGUMENTS] + "..."
             invalid = InvalidArguments(
                 f"Invalid arguments for tool {call.name!r}: {arguments_problem(raw)} ({quoted!r}). "
                 "Send the arguments as one JSON object matching the tool's schema."
@@ -190,10 +199,22 @@ class ToolExecutor:
         try:
             return _Plan(call, tool=tool, invoke=tool.bind(call.arguments))
         except InvalidArguments as error:
-            return _Plan(call, answer=error_result(call, error))
+            shown = InvalidArguments(self.redaction.hide_values(error.message, call.arguments), details=error.details)
+            return _Plan(call, answer=error_result(call, shown))
         except BaseException as error:  # noqa: BLE001 - a validator that crashes is the tool's failure, not the run's
-            crash = ToolError(f"Tool {call.name!r} failed while checking its arguments: {describe_exception(error)}")
+            why = self.redaction.hide_values(describe_exception(error), call.arguments)
+            crash = ToolError(f"Tool {call.name!r} failed while checking its arguments: {why}")
             return _Plan(call, answer=error_result(call, crash))
+
+    @property
+    def redaction(self) -> Redaction:
+        """What the executor's own messages may quote of a call's arguments (the agent's, else the default
+        rules with this executor's known keys); made only when a message needs it."""
+        if self._redaction is None:
+            from tether.telemetry.redact import Redaction
+
+            self._redaction = Redaction(self.masker)
+        return self._redaction
 
     async def _permit(self, group: list[_Plan]) -> None:
         """Ask the permission hook about each runnable call of ``group``, in order; a refusal answers it.

@@ -1,31 +1,70 @@
-"""Redaction: the one place that decides what of a run may be shown outside it.
+"""Redaction: the one home of the rules that decide what of a run may be shown outside it.
 
-Spans, log records, the CLI's output, error messages and ``repr``s all pass what they show through a
+Spans, log records, the CLI's output, error messages and ``repr``\\s all pass what they show through a
 :class:`Redaction`:
 
 * **Known keys** are masked wherever they appear (:class:`~tether.secrets.Masker`: the provider's API key,
   the values of the environment's secret-named variables, connection-string passwords, the host's
   ``secrets=``).
-* **Bearer tokens** (``Authorization: Bearer ...``) are masked whatever their value.
+* **Bearer tokens** (``Authorization: Bearer ...``) and **URL passwords** (``scheme://user:password@host``)
+  are masked whatever their value.
 * **Secret arguments**: a tool argument whose name looks secret (``password``, ``token``, ``api_key``,
   ``secret``, ``authorization``, ... configurable) has its value replaced by ``***``, at any depth of the
   arguments. A name is read as words (``db_password``, ``clientSecret``, ``X-Api-Key``): it is secret when
   one word, or two adjacent words written together, is a secret name compared without case (``api_key``
   matches ``apiKey`` and ``X-API-KEY``). ``max_tokens`` or ``author`` are not secret.
+* **Secret members in text**: the same names rule applies inside text that is not parsed, such as the raw
+  arguments of a call whose JSON is broken or an error message that quotes them: ``"password": "hunter2"``
+  and ``'token': 'x'`` (JSON and Python ``repr`` members) and ``password=hunter2``, ``--token=x``,
+  ``?access_token=x`` (assignments, options and query parameters) have their values masked.
 
 What the model and the session store get is not changed here: a tool must receive its real arguments, and a
 session must replay what the model said. Tool *results* are masked of known keys before anything sees them
 (``loop/executor.py``).
+
+Three name rules, on purpose of different breadth
+-------------------------------------------------
+* tool arguments (here, :func:`is_secret_argument`): whole words, so that ``key``, ``tokens`` or ``author``,
+  ordinary argument names, stay visible;
+* environment variables (:func:`tether.secrets.is_secret_name`): broader on suffixes (``*_KEY``, ``*_PAT``,
+  ``*_DSN``), since a variable named so holds a credential, and narrower on ``PWD`` (the working directory);
+* configuration headers, ``env`` entries and options (``tether.config.redact``): any name *containing*
+  ``auth``, ``key``, ``token``, ... (``X-Goog-Api-Key``, ``Proxy-Authorization``), since ``config show``
+  must rather hide a harmless header than print a credential. It uses this module's patterns for URL
+  passwords and the mask.
+
+Every pattern here runs in time linear in the text, whatever it holds (a log line may carry a tool's whole
+output): a match may start only where its run of name characters starts (a look-behind refuses a start
+inside the run), runs are possessive, names are bounded, and no value can run past the quote or the
+separator that ends it. ``tests/telemetry/test_redact.py`` measures it with a step-counting matcher.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-from tether.secrets import MASK, Masker
+if TYPE_CHECKING:
+    from tether.messages import Message, ToolCall
+    from tether.secrets import Masker
+
+__all__ = [
+    "BEARER",
+    "DEFAULT_SECRET_ARGUMENTS",
+    "MASK",
+    "URL_PASSWORD",
+    "Redaction",
+    "default_redaction",
+    "is_secret_argument",
+    "mask_url_passwords",
+]
+
+MASK = "***"
+"""What a hidden value is replaced with, everywhere."""
 
 DEFAULT_SECRET_ARGUMENTS: tuple[str, ...] = (
     "password", "passwd", "pwd", "passphrase", "token", "api_key", "secret", "authorization", "credential",
@@ -34,39 +73,100 @@ DEFAULT_SECRET_ARGUMENTS: tuple[str, ...] = (
 """Argument names whose values are hidden, matched as words: ``db_password``, ``GITHUB_TOKEN``, ``apiKey``
 and ``clientSecret`` are secret."""
 
-_BEARER = re.compile(r"(?i)(\bbearer\s++)[A-Za-z0-9._~+/=-]++")
-_SEPARATORS = str.maketrans("", "", "-_ .")
+BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(?P<scheme>bearer\s++)[A-Za-z0-9._~+/=-]{8,}+")
+"""A bearer token (RFC 6750's characters, at least 8 of them: "the bearer of" is prose); the scheme is kept,
+the token masked."""
+URL_PASSWORD = re.compile(
+    r"(?i)(?<![a-z0-9+.-])(?P<lead>[0-9+.-]*+)(?P<head>[a-z][a-z0-9+.-]*+://[^/@:\s]*+:)(?P<password>[^/@\s]++)(?=@)"
+)
+"""The password of a URL. Read from the start of the scheme's run of characters (``lead`` is what comes
+before its first letter), so that a long run that is no scheme is read once, not once per character."""
+_MEMBER = re.compile(
+    r"""(?P<head>["'](?P<name>[A-Za-z_$@][\w$@.-]{0,63}+)["']\s*+:\s*+)"""
+    r"""(?P<value>"(?:[^"\\\n]|\\.)*+"?|'(?:[^'\\\n]|\\.)*+'?|[^\s,;'"{}\[\]]++)"""
+)
+"""A quoted name and its value, as JSON (``"password": "x"``) or a Python ``repr`` (``'password': 'x'``) write
+it. A string value ends at its closing quote or, cut short (arguments the model did not finish), at the line's
+end; a bare one (a number) at a separator."""
+_ASSIGNMENT = re.compile(
+    r"""(?<![\w.$@-])(?P<head>-{0,2}+(?P<name>[A-Za-z_][\w.-]{0,63}+)[ \t]*+=(?!=)[ \t]*+)"""
+    r"""(?P<value>"[^"\n]*+"?|'[^'\n]*+'?|[^\s&,;'"(){}\[\]<>]++)"""
+)
+"""``name=value``, ``--name=value``, ``?name=value&``: the value ends at a space, a separator or a quote."""
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_SEPARATORS = str.maketrans("", "", "-_ .")
 _MAX_DEPTH = 64
+_MAX_NAME = 200
+"""Characters of a name read to decide whether it is secret."""
+
+
+def _normal(name: str) -> str:
+    return name.translate(_SEPARATORS).lower()
+
+
+_DEFAULT_PARTS = frozenset(_normal(name) for name in DEFAULT_SECRET_ARGUMENTS)
+
+
+def is_secret_argument(name: str, parts: frozenset[str] = _DEFAULT_PARTS) -> bool:
+    """Whether an argument called ``name`` holds a secret: one of its words, or two adjacent words written
+    together, is in ``parts`` (normalized secret names; the defaults unless given)."""
+    words = [word.lower() for word in _WORDS.findall(name[:_MAX_NAME])]
+    if any(word in parts for word in words):
+        return True
+    return any(first + second in parts for first, second in itertools.pairwise(words))
+
+
+def mask_url_passwords(text: str) -> str:
+    """``text`` with the password of every URL that has one (``scheme://user:password@host``) masked."""
+    if "://" not in text:
+        return text
+    return URL_PASSWORD.sub(lambda found: found["lead"] + found["head"] + MASK, text)
+
+
+def mask_bearer_tokens(text: str) -> str:
+    """``text`` with every bearer token masked (``Bearer ***``)."""
+    if "earer" not in text and "EARER" not in text:
+        return text
+    return BEARER.sub(lambda found: found["scheme"] + MASK, text)
 
 
 class Redaction:
-    """Masks known keys, bearer tokens and secret-named arguments (see the module docstring)."""
+    """Masks known keys, bearer tokens, URL passwords and secret-named values (see the module docstring)."""
 
     __slots__ = ("_parts", "masker", "secret_arguments")
 
     def __init__(self, masker: Masker | None = None, secret_arguments: Iterable[str] = DEFAULT_SECRET_ARGUMENTS):
-        self.masker = masker if masker is not None else Masker()
+        if masker is None:
+            from tether.secrets import Masker
+
+            masker = Masker()
+        self.masker = masker
         self.secret_arguments = tuple(secret_arguments)
         self._parts = frozenset(normal for name in self.secret_arguments if (normal := _normal(name)))
 
     def is_secret_argument(self, name: str) -> bool:
         """Whether an argument called ``name`` holds a secret (see the module docstring)."""
-        words = [word.lower() for word in _WORDS.findall(name[:200])]
-        parts = self._parts
-        if any(word in parts for word in words):
-            return True
-        return any(first + second in parts for first, second in itertools.pairwise(words))
+        return is_secret_argument(name, self._parts)
 
     def text(self, text: str) -> str:
-        """``text`` with known keys and bearer tokens masked."""
-        text = self.masker.mask(text)
-        if "earer" in text or "EARER" in text:
-            text = _BEARER.sub(lambda match: match[1] + MASK, text)
+        """``text`` with known keys, bearer tokens, URL passwords and secret-named members masked."""
+        text = mask_url_passwords(mask_bearer_tokens(self.masker.mask(text)))
+        if ":" in text and ('"' in text or "'" in text):
+            text = _MEMBER.sub(self._member, text)
+        if "=" in text:
+            text = _ASSIGNMENT.sub(self._member, text)
         return text
 
+    def _member(self, found: re.Match[str]) -> str:
+        if not self.is_secret_argument(found["name"]):
+            return found[0]
+        value = found["value"]
+        quote = value[0] if value[0] in "\"'" else ""
+        closed = quote if len(value) > 1 and value.endswith(quote) else ""
+        return f"{found['head']}{quote}{MASK}{closed}"
+
     def arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        """A copy of a tool call's arguments fit to show: secret-named values hidden, known keys masked."""
+        """A copy of a tool call's arguments fit to show: secret-named values hidden, the rest masked as text."""
         if arguments is None:
             return None
         shown = self.value(dict(arguments), 0)
@@ -74,7 +174,7 @@ class Redaction:
         return shown
 
     def value(self, value: Any, depth: int = 0) -> Any:
-        """``value`` (JSON-like data) with secret-named members hidden and known keys masked in its strings."""
+        """``value`` (JSON-like data) with secret-named members hidden and its strings masked as text."""
         if isinstance(value, str):
             return self.text(value)
         if depth >= _MAX_DEPTH:
@@ -88,9 +188,50 @@ class Redaction:
             return [self.value(item, depth + 1) for item in value]
         return value
 
+    def tool_call(self, call: ToolCall) -> ToolCall:
+        """A copy of ``call`` fit to show: its arguments and raw arguments redacted."""
+        raw = call.raw_arguments
+        return replace(
+            call, arguments=self.arguments(call.arguments), raw_arguments=None if raw is None else self.text(raw)
+        )
+
+    def messages(self, messages: Sequence[Message]) -> list[Message]:
+        """Copies of ``messages`` fit to show: every tool call redacted (results are masked when recorded)."""
+        return [
+            replace(m, parts=tuple(self.tool_call(p) if p.kind == "tool_call" else p for p in m.parts))
+            if any(p.kind == "tool_call" for p in m.parts)
+            else m
+            for m in messages
+        ]
+
+    def hide_values(self, text: str, arguments: Mapping[str, Any] | None) -> str:
+        """``text`` (a message about a call, such as a validation error quoting its input) with the values of
+        the call's secret-named arguments masked, as well as what :meth:`text` masks."""
+        values = sorted(set(self._secret_values(arguments, 0)), key=len, reverse=True)
+        for value in values:
+            text = text.replace(value, MASK)
+        return self.text(text)
+
+    def _secret_values(self, value: Any, depth: int, secret: bool = False) -> Iterator[str]:
+        """The scalar values under secret-named members, as text; at least three characters (shorter ones
+        would hide ordinary words of the message)."""
+        if depth >= _MAX_DEPTH:
+            return
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                yield from self._secret_values(item, depth + 1, secret or self.is_secret_argument(str(key)))
+        elif isinstance(value, list | tuple):
+            for item in value:
+                yield from self._secret_values(item, depth + 1, secret)
+        elif secret and value is not None and len(shown := str(value)) >= 3:
+            yield shown
+
     def __repr__(self) -> str:
         return f"Redaction({self.masker!r}, {len(self._parts)} secret argument names)"
 
 
-def _normal(name: str) -> str:
-    return name.translate(_SEPARATORS).lower()
+@functools.cache
+def default_redaction() -> Redaction:
+    """The rules without known keys: what a ``repr`` or a stored transcript's Markdown can apply, knowing no
+    agent (the default secret argument names, bearer tokens, URL passwords)."""
+    return Redaction()
