@@ -16,7 +16,7 @@ from tests.e2e.test_chat import load_sessions
 from tether.messages import transcript_problems
 
 JSON_KEYS = {"text", "stop_reason", "degraded", "detail", "error", "usage", "cost", "turns", "session_id", "model",
-             "exit_code", "messages"}  # fmt: skip
+             "exit_code", "duration_ms", "turn_records", "messages"}  # fmt: skip
 
 
 def test_json_prints_the_whole_result_on_stdout_and_nothing_else(project: Project) -> None:
