@@ -56,6 +56,8 @@ SCENARIOS = {
     "concurrent-10000": Scenario(runs=10000, concurrency=10000),
     "long-60": Scenario(runs=4, concurrency=1, tool_turns=59),
     "sequential-400": Scenario(runs=400, concurrency=1),
+    "sequential-20": Scenario(runs=20, concurrency=1),
+    "sequential-60": Scenario(runs=60, concurrency=1),
     "ttft": Scenario(runs=60, concurrency=1, tool_turns=0, stream=True),
 }
 
