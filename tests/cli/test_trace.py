@@ -8,11 +8,12 @@ import io
 from rich.console import Console
 
 from tests.cli.test_repl import Harness
-from tether.cli.trace import duration, print_trace, trace_tree
+from tether.cli.trace import print_trace, trace_tree
 from tether.events import RunResult, ToolCallRecord, TurnRecord
 from tether.limits import StopReason
 from tether.providers.scripted import call, reply
 from tether.secrets import Masker
+from tether.telemetry.logs import duration_text as duration
 from tether.telemetry.redact import Redaction
 from tether.usage import Cost, Usage
 

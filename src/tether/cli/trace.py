@@ -24,6 +24,7 @@ from rich.tree import Tree
 
 from tether.cli.render import shorten, usage_line
 from tether.loop.repeats import REPEATED
+from tether.telemetry.logs import duration_text as duration
 
 if TYPE_CHECKING:
     from tether.events import RunResult, ToolCallRecord, TurnRecord
@@ -88,12 +89,3 @@ def _tool_label(call: ToolCallRecord) -> Text:
     label.append(f"{mark} ", style=style)
     label.append(SEP.join(parts), style="red" if call.is_error else "")
     return label
-
-
-def duration(ms: float) -> str:
-    """``0.4 ms``, ``412 ms``, ``1.2 s``."""
-    if ms < 10:
-        return f"{ms:.1f} ms"
-    if ms < 1000:
-        return f"{ms:.0f} ms"
-    return f"{ms / 1000:.1f} s"

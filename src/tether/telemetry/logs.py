@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from tether.telemetry.observer import RunInfo
     from tether.telemetry.redact import Redaction
 
-__all__ = ["ERROR_STOPS", "EVENTS", "FIELDS", "LOGGERS", "LogObserver", "log_observer"]
+__all__ = ["ERROR_STOPS", "EVENTS", "FIELDS", "LOGGERS", "LogObserver", "duration_text", "log_observer"]
 
 LOOP = get_logger("tether.loop")
 TOOLS = get_logger("tether.tools")
@@ -161,7 +161,7 @@ class LogObserver(RunObserver):
         head = f"turn {record.turn}" + (f" attempt {record.attempt}" if record.attempt > 1 else "")
         head += " (final)" if record.final else ""
         outcome = f"failed ({record.error})" if record.error else record.finish_reason
-        text = f"{head}: {outcome} in {_duration(record.duration_ms)}"
+        text = f"{head}: {outcome} in {duration_text(record.duration_ms)}"
         text += f", {usage.input_tokens} in / {usage.output_tokens} out tokens"
         if record.retries:
             text += f", {record.retries} {'retry' if record.retries == 1 else 'retries'}"
@@ -197,7 +197,7 @@ class LogObserver(RunObserver):
             text = f"tool {record.name} failed ({record.code or 'error'})"
         else:
             text = f"tool {record.name} ok" + (f" ({record.code})" if record.code else "")
-        text += f" in {_duration(record.duration_ms)}" if record.duration_ms is not None else ", not run"
+        text += f" in {duration_text(record.duration_ms)}" if record.duration_ms is not None else ", not run"
         fields = {
             "tool": record.name,
             "call_id": record.call_id,
@@ -232,7 +232,7 @@ class LogObserver(RunObserver):
 def _run_text(short: str, result: RunResult) -> str:
     usage = result.usage
     turns = f"{result.turns} turn{'' if result.turns == 1 else 's'}"
-    text = f"run {short} {result.stop_reason} after {turns} in {_duration(result.duration_ms)}"
+    text = f"run {short} {result.stop_reason} after {turns} in {duration_text(result.duration_ms)}"
     return text + f", {usage.input_tokens} in / {usage.output_tokens} out tokens"
 
 
@@ -253,8 +253,8 @@ def _run_fields(model: str, result: RunResult) -> dict[str, Any]:
     }
 
 
-def _duration(ms: float) -> str:
-    """``0.4 ms``, ``412 ms``, ``1.2 s``."""
+def duration_text(ms: float) -> str:
+    """``0.4 ms``, ``412 ms``, ``1.2 s``: a duration as the log records and the CLI's trace show it."""
     if ms < 10:
         return f"{ms:.1f} ms"
     if ms < 1000:
