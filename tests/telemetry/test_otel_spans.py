@@ -206,11 +206,12 @@ async def test_a_span_made_in_a_sync_tool_on_a_worker_thread_is_a_child_of_its_e
 
 async def test_content_is_not_captured_by_default(otel: Otel, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
-    model = ScriptedProvider([call("add", {"a": 40, "b": 2}), reply("the answer is fortytwo")])
+    model = ScriptedProvider([call("add", {"a": 7310977, "b": 2}), reply("the answer is fortytwo")])
     agent = Agent(model, tools=[add], system="secret system prompt", telemetry=otel.telemetry())
     await agent.run("a private question")
     dumped = json.dumps([dict(span.attributes or {}) for span in otel.spans()], default=str)
-    for text in ("secret system prompt", "a private question", "fortytwo", '"a": 40', "42"):
+    # the argument and the result are numbers no duration or count can spell by chance
+    for text in ("secret system prompt", "a private question", "fortytwo", "7310977", "7310979"):
         assert text not in dumped
     for span in otel.spans():
         assert not {"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",

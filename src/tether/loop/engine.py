@@ -368,9 +368,9 @@ class Run:
         failure: BaseException | None = None,
     ) -> TurnCompleted:
         """The ``TurnCompleted`` of the call that just ended, with its :class:`TurnRecord` kept and observed."""
-        record = self.recorder.record(turn_no, attempt, final, turn, rejected, failure)
+        self.recorder.record(turn_no, attempt, final, turn, rejected, failure)
         if self.observer is not None:
-            self.observer.call_ended(record, turn.message, failure)
+            self.observer.call_ended(self.recorder.last(), turn.message, failure)
         return TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, rejected)
 
     # --- act and check ------------------------------------------------------------------------------------
@@ -433,7 +433,7 @@ class Run:
                 yield self._emit(event)
         results = batch.ordered_results("the run was cancelled")
         self.transcript.append(Message("tool", tuple(results)))
-        self.recorder.attach_calls(batch.call_records(results))
+        self.recorder.attach_calls(results, batch.durations)
         self._batch = None
         self.guard.record_results(calls, results)
         if batch.done is not None:
@@ -514,7 +514,7 @@ class Run:
             cost=guard.cost,
             run_id=self.run_id,
             first_new_message=self.first_new,
-            turn_records=tuple(self.recorder.records),
+            turn_records=self.recorder.records(),
             duration_ms=self.recorder.run_ms(),
         )
         if self.observer is not None:
@@ -539,7 +539,7 @@ class Run:
         if batch is not None:
             results = batch.ordered_results(why)
             announced = [r for r in results if r.call_id in batch.started and r.call_id not in batch.reported]
-            self.recorder.attach_calls(batch.call_records(results))
+            self.recorder.attach_calls(results, batch.durations)
         else:
             results = [cancelled_result(call, why) for call in open_tool_calls(self.transcript)]
             announced = []

@@ -46,9 +46,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import InvalidArguments, TetherError, ToolError, ToolNotFound
-from tether.events import ToolCallRecord, ToolCallStarted, ToolResultReceived
+from tether.events import ToolCallStarted, ToolResultReceived
 from tether.loop.accumulator import arguments_problem
 from tether.loop.interrupts import Interrupter
+from tether.loop.records import tool_record
 from tether.loop.repeats import Repeat, repeated_result
 from tether.messages import ToolCall, ToolResult
 from tether.secrets import Masker, mask_exception_in_place
@@ -80,20 +81,14 @@ class ToolBatch:
     """Calls whose ``ToolCallStarted`` was emitted."""
     reported: set[str] = field(default_factory=set)
     """Calls whose ``ToolResultReceived`` was emitted."""
-    records: dict[str, ToolCallRecord] = field(default_factory=dict)
-    """What became of each call whose result was recorded, and how long it ran."""
+    durations: dict[str, float] = field(default_factory=dict)
+    """How long each call that ran took, in milliseconds."""
     done: Done | None = None
     done_by: str = ""
 
     def ordered_results(self, why_missing: str) -> list[ToolResult]:
         """Every call's result in the model's order; a call without one gets a ``cancelled`` result."""
         return [self.results.get(call.id) or cancelled_result(call, why_missing) for call in self.calls]
-
-    def call_records(self, results: Sequence[ToolResult]) -> tuple[ToolCallRecord, ...]:
-        """A record per call, in the model's order; ``results`` (from :meth:`ordered_results`) answer the calls
-        that have none recorded."""
-        records = self.records
-        return tuple(records.get(result.call_id) or record_of(result) for result in results)
 
 
 @dataclass(slots=True)
@@ -104,10 +99,6 @@ class _Plan:
     tool: Tool | None = None
     invoke: Callable[[], Awaitable[Any]] | None = None
     answer: ToolResult | None = None
-
-
-def record_of(result: ToolResult, duration_ms: float | None = None) -> ToolCallRecord:
-    return ToolCallRecord(result.call_id, result.name, result.is_error, result.code, duration_ms)
 
 
 def cancelled_result(call: ToolCall, why: str) -> ToolResult:
@@ -346,11 +337,12 @@ class ToolExecutor:
         if content is not result.content:
             result = replace(result, content=content)
         batch.results[call.id] = result
-        batch.records[call.id] = record = record_of(result, ran)
+        if ran is not None:
+            batch.durations[call.id] = ran
         if exc is not None:
             batch.exceptions[call.id] = exc = mask_exception(exc, self.masker)
         if self.observer is not None:
-            self.observer.tool_ended(call, result, record, exc)
+            self.observer.tool_ended(call, result, tool_record(result, ran), exc)
 
     def _finish_run(self, batch: ToolBatch, call: ToolCall, done: Done, ran: float | None = None) -> None:
         try:

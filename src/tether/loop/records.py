@@ -10,24 +10,30 @@ always on: the records need no telemetry.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import replace
+from typing import Any
 
 from tether.errors import TetherError
 from tether.events import LlmEvent, ToolCallRecord, TurnRecord
 from tether.loop.accumulator import AccumulatedTurn
 from tether.loop.interrupts import Interrupted
+from tether.messages import ToolResult
 from tether.usage import Usage
 
 
 class CallRecorder:
-    """The records of one run (see the module docstring)."""
+    """The records of one run (see the module docstring).
 
-    __slots__ = ("call_ended", "call_started", "first_event", "records", "retries", "run_started", "usage")
+    A call's figures are kept as the plain arguments of its :class:`TurnRecord`, and the records are made once,
+    when the run's result is: a step pays for a few assignments, not for building and rebuilding records.
+    """
+
+    __slots__ = ("_calls", "call_ended", "call_started", "first_event", "retries", "run_started", "usage")
 
     def __init__(self) -> None:
-        self.records: list[TurnRecord] = []
+        self._calls: list[list[Any]] = []
+        """Per call, the arguments of its ``TurnRecord`` and, last, its tool calls' results and durations."""
         self.run_started = time.perf_counter()
         self.call_started = self.call_ended = self.first_event = 0.0
         self.usage = Usage()
@@ -37,7 +43,7 @@ class CallRecorder:
         """A provider call is about to be made: its clock starts, its counts are zero."""
         self.call_started = self.call_ended = time.perf_counter()
         self.first_event = 0.0
-        self.usage = Usage()
+        self.usage = _NO_USAGE
         self.retries = 0
 
     def end_call(self, first_event: float, usage: Usage) -> None:
@@ -53,34 +59,50 @@ class CallRecorder:
         turn: AccumulatedTurn,
         rejected: str | None,
         failure: BaseException | None,
-    ) -> TurnRecord:
-        """The record of the call that just ended, kept."""
+    ) -> None:
+        """Keep the figures of the call that just ended."""
         started, first = self.call_started, self.first_event
-        record = TurnRecord(
-            turn=turn_no,
-            attempt=attempt,
-            final=final,
-            duration_ms=(self.call_ended - started) * 1000.0,
-            ttft_ms=(first - started) * 1000.0 if first else None,
-            usage=self.usage,
-            finish_reason=turn.finish_reason,
-            model=turn.model,
-            response_id=turn.response_id,
-            retries=self.retries,
-            rejected=rejected,
-            error=error_code(failure) if failure is not None else None,
-        )
-        self.records.append(record)
-        return record
+        ttft = (first - started) * 1000.0 if first else None
+        self._calls.append([
+            turn_no, attempt, final, (self.call_ended - started) * 1000.0, ttft, self.usage, turn.finish_reason,
+            turn.model, turn.response_id, self.retries, rejected, error_code(failure) if failure is not None else None,
+            None,
+        ])  # fmt: skip
 
-    def attach_calls(self, calls: Sequence[ToolCallRecord]) -> None:
-        """Put the records of the tool calls the last answer asked for on its record."""
-        if self.records:
-            self.records[-1] = replace(self.records[-1], tool_calls=tuple(calls))
+    def last(self) -> TurnRecord:
+        """The record of the call kept last, without its tool calls (for an observer)."""
+        return TurnRecord(*self._calls[-1][:-1])
+
+    def attach_calls(self, results: Sequence[ToolResult], durations: Mapping[str, float]) -> None:
+        """The results of the tool calls the last answer asked for, in the model's order, and how long those
+        that ran took (milliseconds, by call id)."""
+        if self._calls:
+            self._calls[-1][-1] = (results, durations)
+
+    def records(self) -> tuple[TurnRecord, ...]:
+        """Every call's record, with its tool calls'."""
+        made = []
+        for arguments in self._calls:
+            *fields, calls = arguments
+            fields.append(() if calls is None else tool_records(*calls))
+            made.append(TurnRecord(*fields))
+        return tuple(made)
 
     def run_ms(self) -> float:
         """Milliseconds since the run started."""
         return (time.perf_counter() - self.run_started) * 1000.0
+
+
+_NO_USAGE = Usage()
+
+
+def tool_records(results: Sequence[ToolResult], durations: Mapping[str, float]) -> tuple[ToolCallRecord, ...]:
+    """A record per tool call, in order: its result's outcome and, if it ran, its duration."""
+    return tuple(tool_record(result, durations.get(result.call_id)) for result in results)
+
+
+def tool_record(result: ToolResult, duration_ms: float | None) -> ToolCallRecord:
+    return ToolCallRecord(result.call_id, result.name, result.is_error, result.code, duration_ms)
 
 
 def error_code(failure: BaseException) -> str:

@@ -101,8 +101,9 @@ def _handled() -> bool:
     for logger in LOGGERS:
         current: logging.Logger | None = logger
         while current is not None:
-            if any(type(handler) is not logging.NullHandler for handler in current.handlers):
-                return True
+            for handler in current.handlers:
+                if type(handler) is not logging.NullHandler:
+                    return True
             current = current.parent if current.propagate else None
     return False
 
