@@ -196,6 +196,7 @@ class Run:
         self._batch: ToolBatch | None = None
         self._turn_no = 0
         self.recorder = CallRecorder()
+        self._on_retry = self._retried  # one bound method per run, not one per request
 
     # --- start ------------------------------------------------------------------------------------------
 
@@ -266,7 +267,7 @@ class Run:
         if self.actions is not None:
             return self.actions.request(
                 history, extra, final=final, settings=self.spec.settings, timeout=limits.request_timeout,
-                deadline=self.deadline, on_retry=self._retried,
+                deadline=self.deadline, on_retry=self._on_retry,
             )  # fmt: skip
         return Request(
             messages=history if extra is None else (*history, extra),
@@ -276,7 +277,7 @@ class Run:
             settings=self.spec.settings,
             timeout=limits.request_timeout,
             deadline=self.deadline,
-            on_retry=self._retried,
+            on_retry=self._on_retry,
         )
 
     def _retried(self, error: ProviderError, attempt: int, wait: float) -> None:
