@@ -320,3 +320,25 @@ def _json_kind(value: Any) -> str:
     if value is None:
         return "null"
     return "boolean" if isinstance(value, bool) else "number"
+
+
+def rejection(turn: AccumulatedTurn) -> str | None:
+    """Why an answer cannot be used, or ``None`` when it can."""
+    if not turn.ended:
+        return "the stream ended before the model finished its turn"
+    if turn.incomplete_calls:
+        names = ", ".join(call.name for call in turn.incomplete_calls)
+        return f"the tool call to {names} was cut off at the output limit"
+    if turn.tool_calls or turn.text.strip():
+        return None
+    if turn.finish_reason == "content_filter":
+        return "the answer was blocked by the provider's content filter"
+    return "the answer was empty"
+
+
+def without_calls(turn: AccumulatedTurn) -> AccumulatedTurn:
+    """``turn`` without its tool calls, complete or cut off: what is left of it as an answer."""
+    if not turn.tool_calls and not turn.incomplete_calls:
+        return turn
+    message = Message("assistant", tuple(part for part in turn.message.parts if type(part) is not ToolCall))
+    return replace(turn, message=message, tool_calls=(), incomplete_calls=())

@@ -45,13 +45,13 @@ from tether.events import (
     TurnStarted,
 )
 from tether.limits import Limits, StopReason
-from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator, bound_call
+from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator, bound_call, rejection, without_calls
 from tether.loop.actions import ActionProtocol, Interpreted
 from tether.loop.context import correction, fallback_text, shape_history, summary_request
 from tether.loop.executor import DEFAULT_MAX_OUTPUT, ToolBatch, ToolExecutor, cancelled_result
 from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
-from tether.loop.records import CallRecorder, within
+from tether.loop.records import CallRecorder, close_stream, within
 from tether.loop.repeats import answer_from_results
 from tether.messages import Message, ToolCall, ToolResult, open_tool_calls, transcript_problems
 from tether.providers.base import ModelSettings, Provider, Request, ToolDefinition
@@ -341,7 +341,7 @@ class Run:
             if step_timer is not None:
                 step_timer.cancel()
             if stream is not None:
-                await _close(stream)
+                await close_stream(stream)
             self._accumulated = turn = accumulator.finish()
             self._best_effort = turn.text or self._best_effort
             usage = turn.usage
@@ -571,28 +571,6 @@ class Run:
         return Stop(StopReason.ERROR, f"an event sink raised {type(error).__name__}: {error}", error)
 
 
-def rejection(turn: AccumulatedTurn) -> str | None:
-    """Why an answer cannot be used, or ``None`` when it can."""
-    if not turn.ended:
-        return "the stream ended before the model finished its turn"
-    if turn.incomplete_calls:
-        names = ", ".join(call.name for call in turn.incomplete_calls)
-        return f"the tool call to {names} was cut off at the output limit"
-    if turn.tool_calls or turn.text.strip():
-        return None
-    if turn.finish_reason == "content_filter":
-        return "the answer was blocked by the provider's content filter"
-    return "the answer was empty"
-
-
-def without_calls(turn: AccumulatedTurn) -> AccumulatedTurn:
-    """``turn`` without its tool calls, complete or cut off: what is left of it as an answer."""
-    if not turn.tool_calls and not turn.incomplete_calls:
-        return turn
-    message = Message("assistant", tuple(part for part in turn.message.parts if type(part) is not ToolCall))
-    return replace(turn, message=message, tool_calls=(), incomplete_calls=())
-
-
 def _unanswered_repeat(had: Sequence[ToolResult], problem: str) -> Stop:
     names = ", ".join(dict.fromkeys(result.name for result in had))
     detail = f"the model asked again for the calls it had the results of ({names}), then gave no usable answer: "
@@ -626,9 +604,3 @@ def _describe(failure: Exception) -> str:
 
 def _why(stop: Stop) -> str:
     return "the run was cancelled" if stop.reason is StopReason.CANCELLED else f"the run stopped: {stop.detail}"
-
-
-async def _close(stream: AsyncIterator[object]) -> None:
-    aclose = getattr(stream, "aclose", None)
-    if aclose is not None:
-        await aclose()

@@ -127,6 +127,11 @@ async def within(stream: AsyncIterator[LlmEvent], context: AbstractContextManage
                     return
             yield event
     finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await close_stream(stream)
+
+
+async def close_stream(stream: AsyncIterator[object]) -> None:
+    """Close a provider's stream (an async generator) so that it releases its connection."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
