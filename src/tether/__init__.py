@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "RunStream": "tether.agent",
     "Limits": "tether.limits",
     "StopReason": "tether.limits",
+    "Compaction": "tether.limits",
     "RunResult": "tether.events",
     "Message": "tether.messages",
     "Text": "tether.messages",
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from tether.errors import TetherError as TetherError
     from tether.errors import ToolError as ToolError
     from tether.events import RunResult as RunResult
+    from tether.limits import Compaction as Compaction
     from tether.limits import Limits as Limits
     from tether.limits import StopReason as StopReason
     from tether.messages import (

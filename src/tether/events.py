@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from tether.limits import StopReason
-from tether.messages import Message, ToolCall, ToolResult
+from tether.messages import Message, ToolCall, ToolResult, model_view
 from tether.usage import Cost, Usage
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
@@ -135,6 +135,8 @@ class TurnRecord:
     error: str | None = None
     """The stable code of the failure that ended the call (``rate_limited``, ``timeout``, ...), if one did."""
     tool_calls: tuple[ToolCallRecord, ...] = ()
+    compaction: bool = False
+    """The call asked for a summary of the conversation, to compact it (``Compacted``); not a turn."""
 
 
 # --- RunEvent: run -> host ----------------------------------------------------------------------------------
@@ -174,6 +176,12 @@ class RunResult:
     def new_messages(self) -> tuple[Message, ...]:
         """The messages this run added: the prompt and everything after it."""
         return self.messages[self.first_new_message :]
+
+    @property
+    def model_messages(self) -> tuple[Message, ...]:
+        """What the model is sent of ``messages`` on the next run: from the last compaction on
+        (:func:`~tether.messages.model_view`). ``messages`` itself is the whole transcript."""
+        return model_view(self.messages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +234,27 @@ class TurnCompleted:
 
 
 @dataclass(frozen=True, slots=True)
+class Compacted:
+    """The history was compacted before ``turn``: the model now sees ``marker`` (a summary of what came
+    before it) and the messages after it. ``tokens_before``/``tokens_after`` are the next request's
+    estimated size either side. ``reason``: the request would pass ``Compaction.threshold``, or the provider
+    answered ``context_overflow``."""
+
+    turn: int
+    tokens_before: int
+    tokens_after: int
+    summarized: int
+    """Messages of the model's view the summary replaced."""
+    kept: int
+    """Messages kept verbatim after the summary."""
+    trimmed: int
+    """Tool outputs among the kept messages now shown by reference only."""
+    reason: Literal["threshold", "overflow"]
+    marker: Message
+    kind: Literal["compacted"] = "compacted"
+
+
+@dataclass(frozen=True, slots=True)
 class RunCompleted:
     result: RunResult
     kind: Literal["run_completed"] = "run_completed"
@@ -239,5 +268,6 @@ RunEvent: TypeAlias = (
     | ToolCallStarted
     | ToolResultReceived
     | TurnCompleted
+    | Compacted
     | RunCompleted
 )

@@ -91,3 +91,53 @@ def _is_int(value: object) -> bool:
 
 def _is_number(value: object) -> bool:
     return _is_int(value) or (isinstance(value, float) and not math.isnan(value))
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """When and how a long run's history is compacted to fit the model's context window (docs/context.md).
+
+    Before each request the loop estimates its size (the last call's reported input tokens plus about four
+    characters a token for what was added since). Above ``threshold`` of the window, the model is asked,
+    without tools, for a summary of the conversation so far, and the run goes on from the system prompt, the
+    summary and the most recent turns kept verbatim. A provider's ``context_overflow`` answer triggers one
+    compaction and one retry. Compaction needs a window: the model's known one or ``context_window``.
+    """
+
+    enabled: bool = True
+    """``False``: never compact; a run that outgrows the window stops with ``context_overflow``."""
+    context_window: int | None = None
+    """The model's context window in tokens; ``None``: ``ModelInfo.context_window`` (known models)."""
+    threshold: float = 0.8
+    """Compact when the next request is estimated above this fraction of the window."""
+    keep_recent: float = 0.25
+    """At most this fraction of the window is kept verbatim after a compaction (the most recent turns;
+    at least the last one, whatever its size)."""
+    summary_tokens: int | None = None
+    """``max_tokens`` of the summary call; ``None``: an eighth of the window, at most 4,096."""
+    trim_tool_outputs: bool = True
+    """At a compaction, tool outputs kept whole in the tool-output cache are shown to the model by reference
+    only (except the last turn's); the model can still read them with ``read_tool_output``."""
+    instructions: str | None = None
+    """The request for a summary; ``None``: tether's (``loop/context/prompts.py``)."""
+
+    def __post_init__(self) -> None:
+        if self.context_window is not None and not (_is_int(self.context_window) and self.context_window >= 256):
+            raise ConfigInvalid(
+                f"Compaction.context_window must be a whole number >= 256 or None, not {self.context_window!r}"
+            )
+        for name in ("threshold", "keep_recent"):
+            value = getattr(self, name)
+            if not (_is_number(value) and 0 < value < 1):
+                raise ConfigInvalid(f"Compaction.{name} must be a fraction between 0 and 1, not {value!r}")
+        if self.keep_recent >= self.threshold:
+            raise ConfigInvalid(
+                f"Compaction.keep_recent ({self.keep_recent}) must be below threshold ({self.threshold}): "
+                "otherwise a compaction could keep everything and free nothing"
+            )
+        if self.summary_tokens is not None and not (_is_int(self.summary_tokens) and self.summary_tokens >= 16):
+            raise ConfigInvalid(
+                f"Compaction.summary_tokens must be a whole number >= 16 or None, not {self.summary_tokens!r}"
+            )
+        if self.instructions is not None and not (isinstance(self.instructions, str) and self.instructions.strip()):
+            raise ConfigInvalid("Compaction.instructions must be non-empty text or None")

@@ -6,12 +6,16 @@ encrypted reasoning, Gemini thought signatures) rides in ``provider_data`` and i
 
 A transcript is *valid* when every tool call is answered by exactly one result before the model speaks
 again; :func:`transcript_problems` checks that, and the loop keeps it true even on cancellation.
+
+A transcript may hold *compaction markers* (:func:`compaction_marker`): user messages carrying a summary of
+everything before them. The transcript keeps every message; the model is sent :func:`model_view`, which
+starts at the last marker (docs/context.md).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -250,3 +254,106 @@ def transcript_problems(messages: Sequence[Message]) -> list[str]:
     if pending:
         problems.append(f"end: calls without results: {sorted(pending.values())}")
     return problems
+
+
+# --- compaction markers -------------------------------------------------------------------------------------
+
+COMPACTION_KEY = "compaction"
+"""The ``provider_data`` key that makes a user message a compaction marker."""
+SUMMARY_HEADER = (
+    "[Summary of the earlier conversation. It was compacted to fit the model's context window; the messages "
+    "after this one are kept as they were.]\n\n"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionInfo:
+    """What a compaction marker records besides its summary text."""
+
+    kept: int
+    """Messages after the marker that were kept verbatim when it was made (the ones ``trimmed`` applies to)."""
+    summarized: int
+    """Messages of the model's view the summary replaced."""
+    tokens_before: int
+    tokens_after: int
+    trimmed: Mapping[str, str]
+    """Tool results among the kept messages shown by reference only: call id -> the text the model sees."""
+
+
+def compaction_marker(summary: str, info: CompactionInfo) -> Message:
+    """The user message that stands for everything before it in the model's view: ``summary``, marked."""
+    data = {
+        "kept": info.kept,
+        "summarized": info.summarized,
+        "tokens_before": info.tokens_before,
+        "tokens_after": info.tokens_after,
+        "trimmed": dict(info.trimmed),
+    }
+    return Message("user", (Text(SUMMARY_HEADER + summary),), {COMPACTION_KEY: data})
+
+
+def compaction_of(message: Message) -> CompactionInfo | None:
+    """The marker's record if ``message`` is a compaction marker, else ``None``.
+
+    A marker from a stored session is read defensively: one whose record is not well formed is taken for an
+    ordinary user message, never an error (its text is still sent).
+    """
+    data = message.provider_data
+    if message.role != "user" or data is None:
+        return None
+    record = data.get(COMPACTION_KEY)
+    if not isinstance(record, dict):
+        return None
+    counts = [record.get(name) for name in ("kept", "summarized", "tokens_before", "tokens_after")]
+    if not all(type(count) is int and count >= 0 for count in counts):
+        return None
+    trimmed = record.get("trimmed", {})
+    if not isinstance(trimmed, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in trimmed.items()):
+        return None
+    return CompactionInfo(*counts, trimmed=trimmed)  # type: ignore[arg-type]
+
+
+def last_compaction(messages: Sequence[Message], start: int = 0) -> int | None:
+    """The index of the last compaction marker at or after ``start``, or ``None``."""
+    for index in range(len(messages) - 1, start - 1, -1):
+        message = messages[index]
+        if message.provider_data is not None and compaction_of(message) is not None:
+            return index
+    return None
+
+
+def model_view(messages: Sequence[Message]) -> tuple[Message, ...]:
+    """What the model is sent of a transcript: the system prompt, then everything from the last compaction
+    marker on (its summary merged into the user message after it, if there is one), with the tool results
+    it trimmed shown by reference. Without a marker, the transcript itself."""
+    head = 1 if messages and messages[0].role == "system" else 0
+    marker = last_compaction(messages, head)
+    if marker is None:
+        return tuple(messages)
+    return (*messages[:head], *view_from(messages, marker))
+
+
+def view_from(messages: Sequence[Message], marker: int) -> list[Message]:
+    """The model's view of ``messages`` from the compaction marker at ``marker`` on (see :func:`model_view`)."""
+    info = compaction_of(messages[marker])
+    assert info is not None, "view_from() needs the index of a compaction marker"
+    rest = list(messages[marker + 1 :])
+    if info.trimmed:
+        for index, message in enumerate(rest[: info.kept]):
+            if message.role == "tool" and any(r.call_id in info.trimmed for r in message.tool_results):
+                rest[index] = _trimmed(message, info.trimmed)
+    head = Message("user", messages[marker].parts)
+    if rest and rest[0].role == "user" and compaction_of(rest[0]) is None:
+        head = Message("user", head.parts + rest[0].parts, rest[0].provider_data)
+        rest = rest[1:]
+    return [head, *rest]
+
+
+def _trimmed(message: Message, trimmed: Mapping[str, str]) -> Message:
+    parts = tuple(
+        ToolResult(p.call_id, p.name, trimmed[p.call_id], p.is_error, p.code)
+        if type(p) is ToolResult and p.call_id in trimmed
+        else p
+        for p in message.parts
+    )
+    return Message(message.role, parts, message.provider_data)

@@ -47,7 +47,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from tether._logging import get_logger
 from tether.errors import SessionInvalid
-from tether.messages import Message, ToolResult, open_tool_calls, transcript_problems
+from tether.messages import Message, ToolResult, compaction_of, open_tool_calls, transcript_problems
 from tether.usage import Usage
 
 logger = get_logger("tether.sessions")
@@ -225,7 +225,8 @@ def validate_session(messages: Sequence[Message], source: str) -> tuple[Message,
     goes on, no result without its call, results only in ``tool`` messages.
 
     Two user messages in a row (a run that failed before the model answered, then a new prompt) are merged,
-    parts in order, since some providers refuse them; they are refused only when both carry different
+    parts in order, since some providers refuse them (never a compaction marker, whose place is its meaning:
+    the model's view merges it with the message after it); they are refused only when both carry different
     ``provider_data``, which cannot be merged without losing some. Problems raise ``SessionInvalid`` naming
     ``source`` and the message numbers as stored; nothing is changed in storage.
     """
@@ -242,7 +243,7 @@ def _merge_consecutive_users(messages: Sequence[Message], source: str) -> tuple[
     merged: list[Message] = []
     for i, message in enumerate(messages):
         previous = merged[-1] if merged else None
-        if previous is None or message.role != "user" or previous.role != "user":
+        if previous is None or message.role != "user" or previous.role != "user" or _is_marker(message, previous):
             merged.append(message)
             continue
         first, second = previous.provider_data, message.provider_data
@@ -253,6 +254,11 @@ def _merge_consecutive_users(messages: Sequence[Message], source: str) -> tuple[
             )
         merged[-1] = Message("user", previous.parts + message.parts, first if first is not None else second)
     return tuple(merged) if len(merged) != len(messages) else tuple(messages)
+
+
+def _is_marker(*messages: Message) -> bool:
+    """A compaction marker is never merged with a neighbour: its place in the transcript is its meaning."""
+    return any(compaction_of(m) is not None for m in messages if m.provider_data is not None)
 
 
 def suggest_title(messages: Sequence[Message], limit: int = 60) -> str:
