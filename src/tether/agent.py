@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunEvent, RunResult
-from tether.limits import Limits, StopReason
+from tether.limits import Compaction, Limits, StopReason
 from tether.loop.engine import EventSink, Run, RunSpec
 from tether.loop.executor import DEFAULT_MAX_OUTPUT
 from tether.loop.interrupts import Interrupt, Interrupter
@@ -61,6 +61,7 @@ class Agent:
         store: SessionStore | None = None,
         secrets: Iterable[str] = (),
         telemetry: Telemetry | bool | None = None,
+        compaction: Compaction | bool | None = None,
     ) -> None:
         """
         Args:
@@ -96,6 +97,10 @@ class Agent:
                 OpenTelemetry's global tracer and meter providers when the application configured them, and
                 logging when it enabled it; a :class:`~tether.telemetry.Telemetry` sets providers, content
                 capture, the agent's name and the secret argument names; ``False`` turns all of it off.
+            compaction: how a long run's history is compacted to fit the model's context window
+                (:class:`~tether.limits.Compaction`, docs/context.md): ``None`` (the default) compacts when
+                the window is known and recovers from a provider's ``context_overflow``; ``False`` never
+                compacts.
         """
         provider = resolve(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
@@ -132,6 +137,7 @@ class Agent:
             max_tool_output=max_tool_output,
             tool_mode=_tool_mode(tool_mode, provider, registry),
             masker=masker,
+            compaction=_compaction(compaction),
         )
         self._sinks: tuple[EventSink, ...] = (on_event,) if on_event is not None else ()
         self.telemetry = telemetry  # the setter takes a bool or None too
@@ -282,6 +288,16 @@ class Agent:
     ) -> RunHandle:
         """Start a run in the background on the running event loop; await the handle for the result."""
         return RunHandle(self.stream(prompt, history=history, on_event=on_event, session=session))
+
+
+def _compaction(settings: Compaction | bool | None) -> Compaction | None:
+    if settings is None or settings is True:
+        return Compaction()
+    if settings is False:
+        return None
+    if not isinstance(settings, Compaction):
+        raise ConfigInvalid(f"compaction must be a tether.Compaction or a bool, not {type(settings).__name__}")
+    return settings if settings.enabled else None
 
 
 def _provider_key(provider: Provider) -> str | None:

@@ -310,7 +310,8 @@ def compaction_of(message: Message) -> CompactionInfo | None:
     trimmed = record.get("trimmed", {})
     if not isinstance(trimmed, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in trimmed.items()):
         return None
-    return CompactionInfo(*counts, trimmed=trimmed)  # type: ignore[arg-type]
+    kept, summarized, before, after = counts
+    return CompactionInfo(kept, summarized, before, after, trimmed)  # type: ignore[arg-type]
 
 
 def last_compaction(messages: Sequence[Message], start: int = 0) -> int | None:

@@ -230,15 +230,23 @@ class ActionProtocol:
         self._prompts = {final: system_prompt(system, tools, final_only=final) for final in (True, False)}
         self._schemas = {final: action_schema(tools, final_only=final) for final in (True, False)}
 
-    def request(self, history: tuple[Message, ...], extra: Message | None, *, final: bool, **options: Any) -> Request:
+    def request(
+        self,
+        history: tuple[Message, ...],
+        extra: Message | None,
+        *,
+        final: bool,
+        ask: Message | None = None,
+        **options: Any,
+    ) -> Request:
         """A request without native tools: the protocol in the system prompt, the history as text, and the
         action schema when the provider can constrain its output to one.
 
         The last call after a limit (``final``) asks for the answer in a few words: a small model tends to
-        copy a longer instruction into its answer.
+        copy a longer instruction into its answer. ``ask`` replaces that request (a compaction's summary).
         """
         if final:
-            extra = Message.user(FINAL_REQUEST)
+            extra = ask or Message.user(FINAL_REQUEST)
         messages = as_text(history) + ((extra,) if extra is not None else ())
         schema = self._schemas[final] if self._use_schema else None
         return Request(messages=messages, system=self._prompts[final], json_schema=schema, **options)

@@ -25,35 +25,41 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
-from tether.errors import InvalidResponse, SessionInvalid, TetherError, TimeoutExceeded
+from tether.errors import ContextOverflow, TetherError, TimeoutExceeded
 from tether.events import (
-    LlmEvent,
+    Compacted,
     RunCompleted,
     RunEvent,
     RunResult,
     RunStarted,
-    StreamStart,
     TextDelta,
-    ThinkingDelta,
     ToolResultReceived,
-    TurnCompleted,
     TurnStarted,
 )
-from tether.limits import Limits, StopReason
-from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator, bound_call, rejection, without_calls
-from tether.loop.actions import ActionProtocol, Interpreted
-from tether.loop.context import correction, fallback_text, shape_history, summary_request
+from tether.limits import Compaction, Limits, StopReason
+from tether.loop.actions import ActionProtocol
+from tether.loop.calls import ProviderCalls
+from tether.loop.context import (
+    correction,
+    dropped_summary,
+    fallback_text,
+    prepare_history,
+    shape_history,
+    summary_request,
+)
+from tether.loop.context.tokens import TokenGauge, fixed_chars, message_chars
+from tether.loop.context.window import Budget, ContextWindow, Stub
 from tether.loop.executor import DEFAULT_MAX_OUTPUT, ToolBatch, ToolExecutor, cancelled_result
 from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
-from tether.loop.records import CallRecorder, close_stream, within
+from tether.loop.records import CallRecorder
 from tether.loop.repeats import answer_from_results
-from tether.messages import Message, ToolCall, ToolResult, open_tool_calls, transcript_problems
+from tether.messages import Message, ToolCall, ToolResult, open_tool_calls
 from tether.providers.base import ModelSettings, Provider, Request, ToolDefinition
 from tether.secrets import Masker, mask_exception_in_place
 from tether.telemetry.observer import RunInfo
@@ -62,7 +68,6 @@ from tether.tools.registry import ToolRegistry
 from tether.usage import Price, Usage
 
 if TYPE_CHECKING:
-    from tether.errors import ProviderError
     from tether.telemetry.observer import RunObserver
     from tether.telemetry.redact import Redaction
 
@@ -73,6 +78,8 @@ Checkpoint = Callable[[Sequence[Message], Usage], Awaitable[None]]
 SUMMARIZED_STOPS = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TOOL_CALLS, StopReason.CONSECUTIVE_ERRORS})
 """Step limits: the model has not answered yet, so the loop asks it once more, without tools."""
 ANSWERED_STOPS = frozenset({StopReason.COMPLETE, StopReason.DONE_TOOL, StopReason.ASK_USER})
+MAX_COMPACTION_ROUNDS = 4
+"""Summary calls one compaction makes at most (each summarizes what fits in one request)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,38 +109,11 @@ class RunSpec:
     redaction: Redaction | None = None
     """What the loop's own messages may quote of a call's arguments (``tether.telemetry.redact``); ``None``:
     the default rules with ``masker``'s keys."""
+    compaction: Compaction | None = field(default_factory=Compaction)
+    """When and how the history is compacted (``loop/context/window.py``); ``None``: never."""
 
 
-def prepare_history(system: str | None, history: Sequence[Message]) -> list[Message]:
-    """The transcript a run starts from: the system prompt once, then the history, checked.
-
-    The agent's system prompt replaces one stored in the history. Tool calls left without results at the end
-    (a run that crashed mid-turn) are closed with ``cancelled`` results; any other problem raises
-    ``session_invalid``. A stored call whose arguments nest deeper than ``MAX_ARGUMENT_DEPTH`` is kept without
-    them (``bound_call``), as the accumulator keeps a new one, so the history can still be sent and saved.
-    """
-    body = [_bounded(message) for message in history]
-    stored_system = body.pop(0) if body and body[0].role == "system" else None
-    if open_calls := open_tool_calls(body):
-        results = tuple(cancelled_result(call, "no result was recorded") for call in open_calls)
-        body.append(Message("tool", results))
-    if problems := transcript_problems(body):
-        raise SessionInvalid("history is not a valid transcript: " + "; ".join(problems[:3]))
-    head = Message.system(system) if system is not None else stored_system
-    return ([head] if head is not None else []) + body
-
-
-def _bounded(message: Message) -> Message:
-    """``message`` with its tool calls' arguments bounded in depth (:func:`bound_call`); itself if none was."""
-    if message.role != "assistant":
-        return message
-    parts = tuple(bound_call(part) if type(part) is ToolCall else part for part in message.parts)
-    if all(new is old for new, old in zip(parts, message.parts, strict=True)):
-        return message
-    return replace(message, parts=parts)
-
-
-class Run:
+class Run(ProviderCalls):
     """One run of an agent; iterate :meth:`events` once."""
 
     def __init__(
@@ -179,6 +159,8 @@ class Run:
             if spec.tool_mode == "json"
             else None
         )
+        self.window = self._context_window()
+        self._sent_view: tuple[Message, ...] | None = None
         self.sinks = list(sinks)
         self.sink_error: Exception | None = None
         self.turn_usage: list[Usage] = []
@@ -189,9 +171,9 @@ class Run:
         self._answer_asked = False
         """The model was already asked, tools off, for an answer it could not give: no summary call after."""
         self._best_effort = ""
-        self._accumulated: AccumulatedTurn | None = None
-        self._stream_problem: str | None = None
-        self._stream_error: InvalidResponse | None = None
+        self._accumulated = None
+        self._stream_problem = None
+        self._stream_error = None
         self._step_timeout = _timeout("step_timeout", spec.limits.step_timeout)
         self._batch: ToolBatch | None = None
         self._turn_no = 0
@@ -259,11 +241,32 @@ class Run:
             return Stop(StopReason.ERROR, f"could not save the session: {type(error).__name__}: {error}", error)
         return None
 
+    def _context_window(self) -> ContextWindow:
+        """The model's view of the transcript; with a token gauge when compaction is on and the window known
+        (with an unknown window the gauge starts at the first overflow, from what the provider says)."""
+        settings, provider = self.spec.compaction, self.spec.provider
+        window = gauge = None
+        if settings is not None and not settings.enabled:
+            settings = None
+        if settings is not None:
+            window = settings.context_window or provider.info.context_window
+            if window is not None:
+                gauge = TokenGauge(fixed_chars(self.system_text, self.definitions))
+
+        def fixed() -> int:
+            return fixed_chars(self.system_text, self.definitions)
+
+        max_tokens = self.spec.settings.max_tokens
+        return ContextWindow(
+            self.transcript, self.body_start, settings, window, max_tokens, gauge, _reference_stub(), fixed
+        )
+
     # --- build ------------------------------------------------------------------------------------------
 
     def _build(self, extra: Message | None = None, *, final: bool = False) -> Request:
         limits = self.spec.limits
-        history = shape_history(self.transcript[self.body_start :], limits.max_history_messages)
+        history = shape_history(self.window.view(), limits.max_history_messages)
+        self._sent_view = history if extra is None else None
         if self.actions is not None:
             return self.actions.request(
                 history, extra, final=final, settings=self.spec.settings, timeout=limits.request_timeout,
@@ -280,99 +283,55 @@ class Run:
             on_retry=self._on_retry,
         )
 
-    def _retried(self, error: ProviderError, attempt: int, wait: float) -> None:
-        """The provider retries the current call (``Request.on_retry``)."""
-        self.recorder.retries += 1
-        if self.observer is not None:
-            mask_exception_in_place(error, self.spec.masker)  # a provider may quote the key in its error body
-            self.observer.retry(error, attempt, wait)
+    # --- compact ------------------------------------------------------------------------------------------
 
-    # --- infer and accumulate -----------------------------------------------------------------------------
+    async def _compact_if_needed(self, turn_no: int, final: bool = False) -> Compacted | None:
+        """Compact before the next request if it would pass the trigger; refuse one that cannot fit."""
+        window = self.window
+        if window.budget is None:
+            return None
+        view = self.window.view()
+        if final:  # the summary request rides on the view
+            view = [*view, summary_request()]
+        if not window.over_trigger(view):
+            return None
+        return await self._compact(turn_no, "threshold")
 
-    async def _infer(self, request: Request, turn_no: int, attempt: int, final: bool) -> AsyncGenerator[RunEvent, None]:
-        """One provider call; leaves the turn in ``self._accumulated``. Usage is counted even if it fails."""
-        interrupter, limits, observer = self.interrupter, self.spec.limits, self.observer
-        context = None
-        if observer is not None:
-            observer.call_started(turn_no, attempt, final, request)
-            context = observer.call_context()
-        step_timer = None
-        if limits.step_timeout is not None:
-            now = asyncio.get_running_loop().time()
-            step_timer = interrupter.deadline(now + limits.step_timeout, self._step_timeout)
-        accumulator = StreamAccumulator()
-        self._accumulated = self._stream_problem = self._stream_error = None
-        sinks = self.sinks
-        passthrough = self.actions is None  # in JSON action mode the text is an action, shown once read
-        requested = False
-        stream: AsyncIterator[LlmEvent] | None = None
-        first = 0.0
-        try:
-            stream = self.spec.provider.stream(request)
-            if context is not None:
-                stream = within(stream, context)
-            interrupter.arm()  # raises if the run was interrupted before the provider was asked
-            requested = True
-            try:
-                async for event in stream:
-                    interrupter.armed = False
-                    accumulator.add(event)
-                    kind = type(event)
-                    if not first and kind is not StreamStart:
-                        first = time.perf_counter()
-                    if passthrough and (kind is TextDelta or kind is ThinkingDelta) and event.text:  # type: ignore[union-attr]
-                        if sinks:
-                            self._notify(event)  # type: ignore[arg-type]
-                        yield event  # type: ignore[misc]
-                    interrupter.arm()
-            except asyncio.CancelledError as cancelled:
-                raise interrupter.taken(cancelled) from None
-            if interrupter.fired:
-                await interrupter.settle()
-        except InvalidResponse as error:
-            mask_exception_in_place(error, self.spec.masker)
-            self._stream_problem = f"the provider sent a malformed answer ({error.message})"
-            self._stream_error = error
-        except TetherError as error:  # a provider may quote the key back in its error
-            mask_exception_in_place(error, self.spec.masker)
-            raise
-        finally:
-            interrupter.armed = False
-            if step_timer is not None:
-                step_timer.cancel()
-            if stream is not None:
-                await close_stream(stream)
-            self._accumulated = turn = accumulator.finish()
-            self._best_effort = turn.text or self._best_effort
-            usage = turn.usage
-            if requested:
-                usage = turn.usage + Usage(requests=1)
-                self.turn_usage.append(usage)
-                self.guard.record_call(usage)
-            self.recorder.end_call(first, usage)
+    async def _compact(self, turn_no: int, reason: Literal["threshold", "overflow"]) -> Compacted | None:
+        """Replace the oldest part of the view by a summary, in rounds, until the view is under the trigger
+        or nothing more can be summarized. ``ContextOverflow`` when the next request still would not fit (or,
+        after an overflow, when nothing could be compacted); ``None`` when there was nothing to do."""
+        window = self.window
+        before = window.estimate(window.view())
+        summarized = trimmed = rounds = 0
+        while rounds < MAX_COMPACTION_ROUNDS and (plan := window.plan(window.view())) is not None:
+            rounds += 1
+            summary = await self._summary_call(plan, turn_no)
+            if summary is None:  # the model could not summarize it: the part is dropped, and the marker says so
+                summary = dropped_summary(len(plan.summarized))
+            if plan.cut <= self.first_new:
+                self.first_new += 1
+            window.compacted(plan, summary)
+            summarized, trimmed = summarized + len(plan.summarized), len(plan.trimmed)
+            if not window.over_trigger(window.view()):
+                break
+        view = window.view()
+        after = window.estimate(view)
+        if window.over_limit(view) or (reason == "overflow" and not rounds):
+            raise ContextOverflow(_does_not_fit(view, after, window.budget))
+        if not rounds:
+            return None
+        kept = len(self.transcript) - window.start - 1
+        marker = self.transcript[window.start]
+        return Compacted(turn_no, before, after, summarized, kept, trimmed, reason, marker)
 
-    def _failed_turn(self, turn_no: int, attempt: int, final: bool, failure: Exception) -> TurnCompleted:
-        """The ``TurnCompleted`` of a provider call that failed or was interrupted: every turn that starts ends."""
-        turn = self._accumulated
-        why = _describe(failure)
-        if turn is None:  # the turn could not even be assembled: it still completes, empty
-            turn = AccumulatedTurn(Message("assistant", ()), (), (), "error", Usage(), ended=False)
-        return self._completed(turn_no, attempt, final, turn, why, failure)
-
-    def _completed(
-        self,
-        turn_no: int,
-        attempt: int,
-        final: bool,
-        turn: AccumulatedTurn,
-        rejected: str | None,
-        failure: BaseException | None = None,
-    ) -> TurnCompleted:
-        """The ``TurnCompleted`` of the call that just ended, with its :class:`TurnRecord` kept and observed."""
-        self.recorder.record(turn_no, attempt, final, turn, rejected, failure)
-        if self.observer is not None:
-            self.observer.call_ended(self.recorder.last(), turn.message, failure)
-        return TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, rejected)
+    async def _recover(self, failure: Exception, turn_no: int) -> Compacted | None:
+        """After a ``context_overflow``: compact and return the event, so the turn is tried once more."""
+        if not (isinstance(failure, TetherError) and failure.code == "context_overflow"):
+            return None
+        if not self.window.learn_overflow(self.window.view(), str(failure)):
+            return None
+        return await self._compact(turn_no, "overflow")
 
     # --- act and check ------------------------------------------------------------------------------------
 
@@ -384,9 +343,12 @@ class Run:
         answer_only = bool(had)  # the model asked again for results it has: now it may only answer
         extra: Message | None = None
         attempt = 0
+        recovered = False  # a context_overflow is compacted and retried once a turn
         while True:
             attempt += 1
             self.interrupter.check()
+            if compacted := await self._compact_if_needed(turn_no):
+                yield self._emit(compacted)
             yield self._emit(TurnStarted(turn_no, attempt, final=answer_only))
             self.recorder.begin_call()
             try:
@@ -396,6 +358,10 @@ class Run:
                         yield event
             except Exception as failure:
                 yield self._emit(self._failed_turn(turn_no, attempt, answer_only, failure))
+                if not recovered and (compacted := await self._recover(failure, turn_no)):
+                    recovered = True
+                    yield self._emit(compacted)
+                    continue
                 raise
             assert self._accumulated is not None
             read = self._read(self._accumulated, final=answer_only)
@@ -453,6 +419,14 @@ class Run:
             self._stop = _stop_for(pending)
             return
         turn_no = self.guard.turns + 1
+        try:
+            if compacted := await self._compact_if_needed(turn_no, final=True):
+                yield self._emit(compacted)
+        except Interrupted as interrupted:
+            self._stop = _stop_for(interrupted.interrupt)
+            return
+        except TetherError:
+            return
         yield self._emit(TurnStarted(turn_no, final=True))
         self.recorder.begin_call()
         try:
@@ -474,23 +448,6 @@ class Run:
         if problem is None:
             self.transcript.append(turn.message)
             self._answer = turn.text
-
-    def _read(self, turn: AccumulatedTurn, *, final: bool) -> Interpreted:
-        """The turn as the loop can use it, or why it cannot be used.
-
-        ``final`` (tools were off: the summary call, or the answer asked for after a repeated turn): only an
-        answer counts, so tool calls a provider sent anyway are dropped, and in JSON action mode any text is
-        the answer (a ``final`` action is unwrapped).
-        """
-        if self._stream_problem is not None:
-            return Interpreted(turn, problem=self._stream_problem)
-        if final:
-            turn = without_calls(turn)
-        if (problem := rejection(turn)) is not None:
-            return Interpreted(turn, problem=problem)
-        if self.actions is not None:
-            return self.actions.interpret(turn, final=final)
-        return Interpreted(turn)
 
     def _finish(self, stop: Stop) -> RunResult:
         stop = self._masked(stop)
@@ -598,8 +555,25 @@ def _reason_for(error: TetherError) -> StopReason:
     return StopReason.TIMEOUT if error.code == "timeout" else StopReason.ERROR
 
 
-def _describe(failure: Exception) -> str:
-    return failure.interrupt.detail if isinstance(failure, Interrupted) else f"{type(failure).__name__}: {failure}"
+def _reference_stub() -> Stub | None:
+    """How a cached tool output is shown once trimmed, if the tool-output cache is installed."""
+    try:
+        from tether.tools.output_cache import reference_stub
+    except ImportError:
+        return None
+    return reference_stub
+
+
+def _does_not_fit(view: Sequence[Message], tokens: int, budget: Budget | None) -> str:
+    """Why a request cannot be sent: what is left after compaction is still bigger than the window."""
+    window = f"{budget.window:,}-token context window" if budget is not None else "context window"
+    last = max((message_chars(m) for m in view), default=0)
+    return (
+        f"the conversation cannot be made to fit the model's {window}: after compaction the next request is "
+        f"still about {tokens:,} tokens, and the most recent exchange cannot be summarized (its largest message "
+        f"has {last:,} characters). Raise Compaction.context_window if the window is larger, or make tool "
+        "outputs smaller (cache_tool_outputs, max_tool_output)."
+    )
 
 
 def _why(stop: Stop) -> str:

@@ -29,11 +29,22 @@ class CallRecorder:
     when the run's result is: a step pays for a few assignments, not for building and rebuilding records.
     """
 
-    __slots__ = ("_calls", "call_ended", "call_started", "first_event", "retries", "run_started", "usage")
+    __slots__ = (
+        "_calls",
+        "_compactions",
+        "call_ended",
+        "call_started",
+        "first_event",
+        "retries",
+        "run_started",
+        "usage",
+    )
 
     def __init__(self) -> None:
         self._calls: list[list[Any]] = []
         """Per call, the arguments of its ``TurnRecord`` and, last, its tool calls' results and durations."""
+        self._compactions: set[int] = set()
+        """Positions in ``_calls`` of the calls that asked for a compaction's summary."""
         self.run_started = time.perf_counter()
         self.call_started = self.call_ended = self.first_event = 0.0
         self.usage = Usage()
@@ -59,8 +70,12 @@ class CallRecorder:
         turn: AccumulatedTurn,
         rejected: str | None,
         failure: BaseException | None,
+        *,
+        compaction: bool = False,
     ) -> None:
         """Keep the figures of the call that just ended."""
+        if compaction:
+            self._compactions.add(len(self._calls))
         started, first = self.call_started, self.first_event
         ttft = (first - started) * 1000.0 if first else None
         self._calls.append([
@@ -71,7 +86,9 @@ class CallRecorder:
 
     def last(self) -> TurnRecord:
         """The record of the call kept last, without its tool calls (for an observer)."""
-        return TurnRecord(*self._calls[-1][:-1])
+        position = len(self._calls) - 1
+        fields = [*self._calls[-1][:-1], (), position in self._compactions]
+        return TurnRecord(*fields)
 
     def attach_calls(self, results: Sequence[ToolResult], durations: Mapping[str, float]) -> None:
         """The results of the tool calls the last answer asked for, in the model's order, and how long those
@@ -82,9 +99,9 @@ class CallRecorder:
     def records(self) -> tuple[TurnRecord, ...]:
         """Every call's record, with its tool calls'."""
         made = []
-        for arguments in self._calls:
+        for position, arguments in enumerate(self._calls):
             *fields, calls = arguments
-            fields.append(() if calls is None else tool_records(*calls))
+            fields += [() if calls is None else tool_records(*calls), position in self._compactions]
             made.append(TurnRecord(*fields))
         return tuple(made)
 

@@ -15,7 +15,10 @@ fail with any error, replay raw events, or be computed from the request (pass a 
 fails if steps were left over.
 
 Usage is a deterministic estimate (four characters a token) unless a step sets it. Like every provider it
-keeps ``Request.timeout``: a scripted pause longer than that fails with ``RequestTimeout``.
+keeps ``Request.timeout``: a scripted pause longer than that fails with ``RequestTimeout``. With a
+``context_window``, it is the model's known window (``ModelInfo.context_window``) and, like a real API, it
+refuses a request whose input and ``max_tokens`` pass it with ``ContextOverflow``, worded as OpenAI does
+(the script does not advance); ``model.largest_request`` is the biggest input it was sent, in tokens.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass, replace
 from itertools import zip_longest
 from typing import Any
 
-from tether.errors import RequestTimeout
+from tether.errors import ContextOverflow, RequestTimeout
 from tether.events import (
     FinishReason,
     LlmEvent,
@@ -179,14 +182,23 @@ class ScriptedProvider:
         supports_tools: bool = True,
         supports_json_schema: bool = False,
         repeat_last: bool = False,
+        context_window: int | None = None,
     ) -> None:
         self._steps = list(steps)
         self._repeat_last = repeat_last
         self._ids = 0
         self.info = ModelInfo(
-            "scripted", model, supports_tools=supports_tools, supports_json_schema=supports_json_schema
+            "scripted",
+            model,
+            supports_tools=supports_tools,
+            supports_json_schema=supports_json_schema,
+            context_window=context_window,
         )
         self.requests: list[Request] = []
+        self.refused: list[Request] = []
+        """Requests refused as longer than ``context_window`` (not in ``requests``)."""
+        self.largest_request = 0
+        """The most input tokens a request it answered had (four characters a token)."""
 
     @classmethod
     def echo(cls) -> ScriptedProvider:
@@ -209,6 +221,16 @@ class ScriptedProvider:
             raise AssertionError(f"ScriptedProvider: {len(left)} step(s) never played: {', '.join(left)}")
 
     async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
+        window = self.info.context_window
+        sent = input_tokens(request)
+        if window is not None and sent + (request.settings.max_tokens or 0) > window:
+            self.refused.append(request)
+            raise ContextOverflow(
+                f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+                f"{sent} tokens. Please reduce the length of the messages.",
+                status=400,
+            )
+        self.largest_request = max(self.largest_request, sent)
         index = len(self.requests)
         self.requests.append(request)
         if index >= len(self._steps) and not (self._repeat_last and self._steps):
@@ -291,11 +313,17 @@ def _chunks(text: str, size: int | None) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+def input_tokens(request: Request) -> int:
+    """The request's input at about four characters a token: its system prompt, messages and tool definitions."""
+    sent = len(request.system or "") + sum(_chars(part) for m in request.messages for part in m.parts)
+    sent += sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in request.tools)
+    return (sent + 3) // 4
+
+
 def _estimate(request: Request, step: Step) -> Usage:
     """About four characters a token: deterministic, and non-zero where text was sent or received."""
-    sent = len(request.system or "") + sum(_chars(part) for m in request.messages for part in m.parts)
     received = len(step.text) + len(step.thinking or "") + sum(len(c.arguments) for c in step.calls)
-    return Usage(input_tokens=(sent + 3) // 4, output_tokens=(received + 3) // 4)
+    return Usage(input_tokens=input_tokens(request), output_tokens=(received + 3) // 4)
 
 
 def _chars(part: Text | Thinking | ToolCall | ToolResult) -> int:

@@ -1,34 +1,14 @@
-"""What the model is shown: the history it receives, and the few messages the loop itself writes.
+"""The few messages the loop itself writes to the model, and the answers it gives when the model gave none.
 
-History is cut only at a user message, so a tool call and its result are always kept or dropped together.
-The loop's own messages (a correction after an unusable answer, the request for a final summary) are sent
-with one request and not stored: the transcript holds only what the user and the model said.
+The loop's own requests (a correction after an unusable answer, the request for a final answer after a
+limit, the request for a summary when the history is compacted) are sent with one request and not stored:
+the transcript holds only what the user and the model said, and compaction markers (``messages.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from tether.limits import StopReason
 from tether.messages import Message
-
-
-def shape_history(messages: Sequence[Message], max_messages: int | None) -> tuple[Message, ...]:
-    """The most recent messages, at most ``max_messages`` where a clean cut allows it.
-
-    The cut falls on the first user message inside the window; without one, on the last user message
-    (which keeps more than asked rather than orphan a tool result or open with the model's turn).
-    """
-    if max_messages is None or len(messages) <= max_messages:
-        return tuple(messages)
-    window_start = len(messages) - max_messages
-    last_user = None
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].role == "user":
-            if index < window_start:
-                return tuple(messages[last_user if last_user is not None else index :])
-            last_user = index
-    return tuple(messages[last_user:]) if last_user is not None else tuple(messages)
 
 
 def correction(problem: str, *, answer_only: bool = False) -> Message:
@@ -56,6 +36,28 @@ SUMMARY_REQUEST = (
 def summary_request() -> Message:
     """The message of the final, tools-off call made when a step limit stops the run."""
     return Message.user(SUMMARY_REQUEST)
+
+
+COMPACTION_REQUEST = (
+    "The conversation so far is about to be replaced by a summary, to fit the context window. Write that "
+    "summary now, for yourself, so that you can carry on the task from it alone. Do not call tools. Include: "
+    "the user's requests and goals, word for word where it matters; the constraints and decisions made; what "
+    "has been done and found (names, paths, values, commands, errors and their fixes); what is in progress and "
+    "what remains to do. Be complete but concise: plain text or short bullet points, no preamble."
+)
+
+
+def compaction_request(instructions: str | None = None) -> Message:
+    """The message of the tools-off call that asks for a summary of the conversation (``Compaction``)."""
+    return Message.user(instructions or COMPACTION_REQUEST)
+
+
+def dropped_summary(count: int) -> str:
+    """The summary a compaction stands on when the model could not write one: it says what was lost."""
+    return (
+        f"({count} earlier messages were removed to fit the context window; no summary of them could be "
+        "made. Ask the user if something you need from them is missing.)"
+    )
 
 
 _UNANSWERED = "before the model gave a final answer."

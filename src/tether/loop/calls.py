@@ -1,0 +1,242 @@
+"""One provider call, as the engine makes it: streamed under its deadlines, folded into a turn, recorded.
+
+:class:`ProviderCalls` holds the part of a :class:`~tether.loop.engine.Run` that talks to the provider:
+``_infer`` streams one call (deltas passed through as they come, usage counted even when it fails, the
+step deadline and cancellation kept, see ``interrupts.py``), ``_completed`` and ``_failed_turn`` make the
+``TurnCompleted`` every started call gets and keep its record, ``_read`` decides whether an answer is usable,
+and ``_summary_call`` asks for the summary a compaction stands on (``context/window.py``). The loop's steps
+(``engine.py``) use these and never the provider directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from tether.errors import InvalidResponse, TetherError
+from tether.events import LlmEvent, RunEvent, StreamStart, TextDelta, ThinkingDelta, TurnCompleted
+from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator, rejection, without_calls
+from tether.loop.actions import ActionProtocol, Interpreted
+from tether.loop.context import compaction_request
+from tether.loop.context.window import ContextWindow, Plan
+from tether.loop.guard import LoopGuard
+from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
+from tether.loop.records import CallRecorder, close_stream, within
+from tether.messages import Message
+from tether.providers.base import ModelSettings, Request, ToolDefinition
+from tether.secrets import mask_exception_in_place
+from tether.usage import Usage
+
+if TYPE_CHECKING:
+    from tether.errors import ProviderError
+    from tether.loop.engine import RunSpec
+    from tether.telemetry.observer import RunObserver
+
+
+class ProviderCalls:
+    """The provider-facing steps of a run (see the module docstring); :class:`~tether.loop.engine.Run`
+    sets every attribute declared here."""
+
+    spec: RunSpec
+    interrupter: Interrupter
+    observer: RunObserver | None
+    guard: LoopGuard
+    recorder: CallRecorder
+    window: ContextWindow
+    actions: ActionProtocol | None
+    definitions: tuple[ToolDefinition, ...]
+    system_text: str | None
+    deadline: float | None
+    turn_usage: list[Usage]
+    _accumulated: AccumulatedTurn | None
+    _stream_problem: str | None
+    _stream_error: InvalidResponse | None
+    _best_effort: str
+    _step_timeout: Interrupt
+    _sent_view: tuple[Message, ...] | None
+    """The history part of the request under way when it is exactly the model's view (no extra message):
+    the token gauge anchors on it."""
+    _on_retry: Callable[[ProviderError, int, float], None]
+    sinks: list[Any]
+
+    def _notify(self, event: RunEvent) -> None:
+        raise NotImplementedError  # Run's
+
+    def _retried(self, error: ProviderError, attempt: int, wait: float) -> None:
+        """The provider retries the current call (``Request.on_retry``)."""
+        self.recorder.retries += 1
+        if self.observer is not None:
+            mask_exception_in_place(error, self.spec.masker)  # a provider may quote the key in its error body
+            self.observer.retry(error, attempt, wait)
+
+    # --- infer and accumulate -----------------------------------------------------------------------------
+
+    async def _infer(
+        self, request: Request, turn_no: int, attempt: int, final: bool, *, quiet: bool = False
+    ) -> AsyncGenerator[RunEvent, None]:
+        """One provider call; leaves the turn in ``self._accumulated``. Usage is counted even if it fails.
+
+        ``quiet``: the deltas are not passed on (a call whose text is not the run's answer: a summary for a
+        compaction)."""
+        interrupter, limits, observer = self.interrupter, self.spec.limits, self.observer
+        context = None
+        if observer is not None:
+            observer.call_started(turn_no, attempt, final, request)
+            context = observer.call_context()
+        step_timer = None
+        if limits.step_timeout is not None:
+            now = asyncio.get_running_loop().time()
+            step_timer = interrupter.deadline(now + limits.step_timeout, self._step_timeout)
+        accumulator = StreamAccumulator()
+        self._accumulated = self._stream_problem = self._stream_error = None
+        sinks = self.sinks
+        passthrough = self.actions is None and not quiet  # in JSON action mode the text is an action, shown once read
+        requested = False
+        stream: AsyncIterator[LlmEvent] | None = None
+        first = 0.0
+        try:
+            stream = self.spec.provider.stream(request)
+            if context is not None:
+                stream = within(stream, context)
+            interrupter.arm()  # raises if the run was interrupted before the provider was asked
+            requested = True
+            try:
+                async for event in stream:
+                    interrupter.armed = False
+                    accumulator.add(event)
+                    kind = type(event)
+                    if not first and kind is not StreamStart:
+                        first = time.perf_counter()
+                    if passthrough and (kind is TextDelta or kind is ThinkingDelta) and event.text:  # type: ignore[union-attr]
+                        if sinks:
+                            self._notify(event)  # type: ignore[arg-type]
+                        yield event  # type: ignore[misc]
+                    interrupter.arm()
+            except asyncio.CancelledError as cancelled:
+                raise interrupter.taken(cancelled) from None
+            if interrupter.fired:
+                await interrupter.settle()
+        except InvalidResponse as error:
+            mask_exception_in_place(error, self.spec.masker)
+            self._stream_problem = f"the provider sent a malformed answer ({error.message})"
+            self._stream_error = error
+        except TetherError as error:  # a provider may quote the key back in its error
+            mask_exception_in_place(error, self.spec.masker)
+            raise
+        finally:
+            interrupter.armed = False
+            if step_timer is not None:
+                step_timer.cancel()
+            if stream is not None:
+                await close_stream(stream)
+            self._accumulated = turn = accumulator.finish()
+            self._best_effort = turn.text or self._best_effort
+            usage = turn.usage
+            if requested:
+                usage = turn.usage + Usage(requests=1)
+                self.turn_usage.append(usage)
+                self.guard.record_call(usage)
+                if (gauge := self.window.gauge) is not None and self._sent_view is not None:
+                    gauge.observe(self._sent_view, turn.usage)
+            self.recorder.end_call(first, usage)
+
+    def _failed_turn(
+        self, turn_no: int, attempt: int, final: bool, failure: Exception, *, compaction: bool = False
+    ) -> TurnCompleted:
+        """The ``TurnCompleted`` of a provider call that failed or was interrupted: every turn that starts ends."""
+        turn = self._accumulated
+        why = describe_failure(failure)
+        if turn is None:  # the turn could not even be assembled: it still completes, empty
+            turn = AccumulatedTurn(Message("assistant", ()), (), (), "error", Usage(), ended=False)
+        return self._completed(turn_no, attempt, final, turn, why, failure, compaction=compaction)
+
+    def _completed(
+        self,
+        turn_no: int,
+        attempt: int,
+        final: bool,
+        turn: AccumulatedTurn,
+        rejected: str | None,
+        failure: BaseException | None = None,
+        *,
+        compaction: bool = False,
+    ) -> TurnCompleted:
+        """The ``TurnCompleted`` of the call that just ended, with its :class:`TurnRecord` kept and observed
+        (a compaction's call is recorded and observed too; its ``TurnCompleted`` is not emitted)."""
+        self.recorder.record(turn_no, attempt, final, turn, rejected, failure, compaction=compaction)
+        if self.observer is not None:
+            self.observer.call_ended(self.recorder.last(), turn.message, failure)
+        return TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, rejected)
+
+    def _read(self, turn: AccumulatedTurn, *, final: bool) -> Interpreted:
+        """The turn as the loop can use it, or why it cannot be used.
+
+        ``final`` (tools were off: the summary call, or the answer asked for after a repeated turn): only an
+        answer counts, so tool calls a provider sent anyway are dropped, and in JSON action mode any text is
+        the answer (a ``final`` action is unwrapped).
+        """
+        if self._stream_problem is not None:
+            return Interpreted(turn, problem=self._stream_problem)
+        if final:
+            turn = without_calls(turn)
+        if (problem := rejection(turn)) is not None:
+            return Interpreted(turn, problem=problem)
+        if self.actions is not None:
+            return self.actions.interpret(turn, final=final)
+        return Interpreted(turn)
+
+    async def _summary_call(self, plan: Plan, turn_no: int) -> str | None:
+        """Ask the model, tools off, for a summary of ``plan.summarized``; its text, or ``None`` when it gave
+        nothing usable. Recorded like every call (``TurnRecord.compaction``); its deltas are not shown.
+
+        Interrupts and provider failures propagate, except a ``context_overflow`` (the part to summarize
+        was still too big): then ``None``, and the caller tries a smaller part.
+        """
+        budget = self.window.budget
+        assert budget is not None
+        extra = compaction_request(self.spec.compaction.instructions if self.spec.compaction else None)
+        settings = self.spec.settings
+        if not _has_reasoning_settings(settings):  # a thinking budget needs max_tokens above it: left alone
+            settings = replace(
+                settings, max_tokens=min(settings.max_tokens or budget.summary_tokens, budget.summary_tokens)
+            )
+        limits = self.spec.limits
+        if self.actions is not None:
+            request = self.actions.request(
+                plan.summarized, None, final=True, ask=extra, settings=settings, timeout=limits.request_timeout,
+                deadline=self.deadline, on_retry=self._on_retry,
+            )  # fmt: skip
+        else:
+            request = Request(
+                messages=(*plan.summarized, extra), system=self.system_text, tools=self.definitions,
+                tool_choice="none", settings=settings, timeout=limits.request_timeout, deadline=self.deadline,
+                on_retry=self._on_retry,
+            )  # fmt: skip
+        self._sent_view = None
+        self.recorder.begin_call()
+        try:
+            async with aclosing(self._infer(request, turn_no, 1, True, quiet=True)) as stream_events:
+                async for _ in stream_events:
+                    pass
+        except Exception as failure:
+            self._failed_turn(turn_no, 1, True, failure, compaction=True)
+            if isinstance(failure, TetherError) and failure.code == "context_overflow":
+                return None
+            raise
+        assert self._accumulated is not None
+        read = self._read(self._accumulated, final=True)
+        self._completed(turn_no, 1, True, read.turn, read.problem, compaction=True)
+        text = read.turn.text.strip()
+        return text if read.problem is None and text else None
+
+
+def describe_failure(failure: Exception) -> str:
+    return failure.interrupt.detail if isinstance(failure, Interrupted) else f"{type(failure).__name__}: {failure}"
+
+
+def _has_reasoning_settings(settings: ModelSettings) -> bool:
+    return any(key in settings.extra for key in ("thinking", "reasoning", "reasoning_effort", "thinkingConfig"))
