@@ -43,10 +43,12 @@ from tether.events import (
     ToolResultReceived,
     TurnCompleted,
     TurnStarted,
+    TurnStatus,
 )
 from tether.limits import Limits, StopReason
 from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator, bound_call, rejection, without_calls
 from tether.loop.actions import ActionProtocol, Interpreted
+from tether.loop.choice import choice_for_turn
 from tether.loop.context import correction, fallback_text, shape_history, summary_request
 from tether.loop.executor import DEFAULT_MAX_OUTPUT, ToolBatch, ToolExecutor, cancelled_result
 from tether.loop.guard import LoopGuard, Stop
@@ -54,7 +56,7 @@ from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
 from tether.loop.records import CallRecorder, close_stream, within
 from tether.loop.repeats import answer_from_results
 from tether.messages import Message, ToolCall, ToolResult, open_tool_calls, transcript_problems
-from tether.providers.base import ModelSettings, Provider, Request, ToolDefinition
+from tether.providers.base import ModelSettings, Provider, Request, ToolChoice, ToolDefinition
 from tether.secrets import Masker, mask_exception_in_place
 from tether.telemetry.observer import RunInfo
 from tether.tools.permissions import Permissions
@@ -91,6 +93,8 @@ class RunSpec:
     max_tool_output: int | None = DEFAULT_MAX_OUTPUT
     tool_mode: Literal["native", "json"] = "native"
     """``json``: the model acts through JSON actions in its text (``loop/actions.py``)."""
+    tool_choice: ToolChoice = "auto"
+    """The run's tool choice, already checked (``loop/choice.py``)."""
     masker: Masker = field(default_factory=Masker)
     """Known keys, masked in every tool result (``tether.secrets``)."""
     observe: Callable[[], RunObserver | None] | None = None
@@ -264,16 +268,18 @@ class Run:
     def _build(self, extra: Message | None = None, *, final: bool = False) -> Request:
         limits = self.spec.limits
         history = shape_history(self.transcript[self.body_start :], limits.max_history_messages)
+        # a used turn that did not end the run called a tool: a required choice has been kept
+        choice: ToolChoice = "none" if final else choice_for_turn(self.spec.tool_choice, called=self.guard.turns > 0)
         if self.actions is not None:
             return self.actions.request(
-                history, extra, final=final, settings=self.spec.settings, timeout=limits.request_timeout,
-                deadline=self.deadline, on_retry=self._on_retry,
+                history, extra, final=final, choice=choice, settings=self.spec.settings,
+                timeout=limits.request_timeout, deadline=self.deadline, on_retry=self._on_retry,
             )  # fmt: skip
         return Request(
             messages=history if extra is None else (*history, extra),
             system=self.system_text,
             tools=self.definitions,
-            tool_choice="none" if final else "auto",
+            tool_choice=choice,
             settings=self.spec.settings,
             timeout=limits.request_timeout,
             deadline=self.deadline,
@@ -372,7 +378,8 @@ class Run:
         self.recorder.record(turn_no, attempt, final, turn, rejected, failure)
         if self.observer is not None:
             self.observer.call_ended(self.recorder.last(), turn.message, failure)
-        return TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, rejected)
+        status: TurnStatus = "failed" if failure is not None else "rejected" if rejected is not None else "completed"
+        return TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, rejected, status)
 
     # --- act and check ------------------------------------------------------------------------------------
 
@@ -478,12 +485,13 @@ class Run:
     def _read(self, turn: AccumulatedTurn, *, final: bool) -> Interpreted:
         """The turn as the loop can use it, or why it cannot be used.
 
-        ``final`` (tools were off: the summary call, or the answer asked for after a repeated turn): only an
-        answer counts, so tool calls a provider sent anyway are dropped, and in JSON action mode any text is
-        the answer (a ``final`` action is unwrapped).
+        ``final`` (tools were off: the summary call, the answer asked for after a repeated turn, or any turn of
+        a run whose tool choice is ``"none"``): only an answer counts, so tool calls a provider sent anyway are
+        dropped, and in JSON action mode any text is the answer (a ``final`` action is unwrapped).
         """
         if self._stream_problem is not None:
             return Interpreted(turn, problem=self._stream_problem)
+        final = final or self.spec.tool_choice == "none"
         if final:
             turn = without_calls(turn)
         if (problem := rejection(turn)) is not None:
