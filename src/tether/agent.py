@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunEvent, RunResult
 from tether.limits import Compaction, Limits, StopReason
+from tether.loop.choice import ToolChoiceOption, resolve_tool_choice
 from tether.loop.engine import EventSink, Run, RunSpec
 from tether.loop.executor import DEFAULT_MAX_OUTPUT
 from tether.loop.interrupts import Interrupt, Interrupter
@@ -62,6 +63,7 @@ class Agent:
         secrets: Iterable[str] = (),
         telemetry: Telemetry | bool | None = None,
         compaction: Compaction | bool | None = None,
+        tool_choice: ToolChoiceOption = "auto",
     ) -> None:
         """
         Args:
@@ -101,6 +103,11 @@ class Agent:
                 (:class:`~tether.limits.Compaction`, docs/context.md): ``None`` (the default) compacts when
                 the window is known and recovers from a provider's ``context_overflow``; ``False`` never
                 compacts.
+            tool_choice: ``"auto"`` (the model decides), ``"none"`` (no tool call in the whole run: the model
+                can only answer), ``"required"`` or a tool's name (``ForceTool(name)`` for a tool named like
+                a mode): the model must call a tool (that tool) until it has called one in the run, then
+                ``"auto"``. A run's own ``tool_choice=`` wins. Checked when the agent is built and when each
+                run starts (``loop/choice.py``).
         """
         provider = resolve(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
@@ -141,6 +148,9 @@ class Agent:
         )
         self._sinks: tuple[EventSink, ...] = (on_event,) if on_event is not None else ()
         self.telemetry = telemetry  # the setter takes a bool or None too
+        self.tool_choice = tool_choice
+        """The tool choice of the next runs (see ``tool_choice=`` above); a run's own wins."""
+        self._run_spec(None)  # a choice this agent can never keep is refused now, not at its first run
 
     @property
     def secrets(self) -> Masker:
@@ -202,27 +212,47 @@ class Agent:
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
         session: str | None = None,
+        tool_choice: ToolChoiceOption | None = None,
     ) -> RunStream:
         """Start a run and iterate its events; ``cancel()`` on the returned stream stops it.
 
         With ``session=ID`` (and ``Agent(store=...)``) the run continues that session (or starts it) and
         saves it after every turn and at its end, so a killed process loses at most the turn in flight.
+        ``tool_choice`` overrides the agent's for this run.
         """
         sinks = self._sinks + ((on_event,) if on_event is not None else ())
+        spec = self._run_spec(tool_choice)
         interrupter = Interrupter()
         if session is None:
-            run = Run(self._spec, prompt, history, interrupter, sinks)
+            run = Run(spec, prompt, history, interrupter, sinks)
             return RunStream(run.events(), lambda: run.result, interrupter)
         if self.store is None:
             raise ConfigInvalid("session= needs a session store: Agent(..., store=SQLiteSessionStore(path))")
         if history:
             raise ConfigInvalid("pass history= or session=, not both: a session brings its own history")
         runs: list[Run] = []
-        events = self._in_session(prompt, session, interrupter, sinks, runs)
+        events = self._in_session(spec, prompt, session, interrupter, sinks, runs)
         return RunStream(events, lambda: runs[0].result if runs else None, interrupter)
 
+    def _run_spec(self, tool_choice: ToolChoiceOption | None) -> RunSpec:
+        """The spec of the next run: the agent's, with the run's tool choice (else the agent's), checked against
+        the tools offered now (the mode may have changed) and what the model can keep."""
+        option = self.tool_choice if tool_choice is None else tool_choice
+        spec = self._spec
+        if option == "auto":
+            return spec
+        offered = [t.name for t in spec.tools if spec.permissions.offers(t)]
+        choice = resolve_tool_choice(option, offered, spec.provider.info, native=spec.tool_mode == "native")
+        return replace(spec, tool_choice=choice)
+
     async def _in_session(
-        self, prompt: str, session_id: str, interrupter: Interrupter, sinks: tuple[EventSink, ...], runs: list[Run]
+        self,
+        spec: RunSpec,
+        prompt: str,
+        session_id: str,
+        interrupter: Interrupter,
+        sinks: tuple[EventSink, ...],
+        runs: list[Run],
     ) -> AsyncGenerator[RunEvent, None]:
         from tether.sessions import Session, SessionNotFound, suggest_title
 
@@ -241,7 +271,7 @@ class Agent:
             await store.save(updated)
             latest[0] = updated
 
-        run = Run(self._spec, prompt, stored.messages, interrupter, sinks, checkpoint, session_id=session_id)
+        run = Run(spec, prompt, stored.messages, interrupter, sinks, checkpoint, session_id=session_id)
         runs.append(run)
         async with aclosing(run.events()) as events:
             async for event in events:
@@ -254,10 +284,12 @@ class Agent:
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
         session: str | None = None,
+        tool_choice: ToolChoiceOption | None = None,
     ) -> RunResult:
         """Run to the end and return the result; never raises for a run that went wrong, it reports it."""
         result: RunResult | None = None
-        async for event in self.stream(prompt, history=history, on_event=on_event, session=session):
+        stream = self.stream(prompt, history=history, on_event=on_event, session=session, tool_choice=tool_choice)
+        async for event in stream:
             if type(event) is RunCompleted:
                 result = event.result
         assert result is not None, "a run always ends with RunCompleted"
@@ -270,12 +302,14 @@ class Agent:
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
         session: str | None = None,
+        tool_choice: ToolChoiceOption | None = None,
     ) -> RunResult:
         """``run()`` for code that is not async; it runs its own event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(prompt, history=history, on_event=on_event, session=session))
+            run = self.run(prompt, history=history, on_event=on_event, session=session, tool_choice=tool_choice)
+            return asyncio.run(run)
         raise RuntimeError("run_sync() cannot be called from async code: use 'await agent.run(...)'")
 
     def start(
@@ -285,9 +319,11 @@ class Agent:
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
         session: str | None = None,
+        tool_choice: ToolChoiceOption | None = None,
     ) -> RunHandle:
         """Start a run in the background on the running event loop; await the handle for the result."""
-        return RunHandle(self.stream(prompt, history=history, on_event=on_event, session=session))
+        stream = self.stream(prompt, history=history, on_event=on_event, session=session, tool_choice=tool_choice)
+        return RunHandle(stream)
 
 
 def _compaction(settings: Compaction | bool | None) -> Compaction | None:

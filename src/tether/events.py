@@ -19,6 +19,8 @@ from tether.usage import Cost, Usage
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
 """Why the model stopped writing, normalized across providers."""
+TurnStatus: TypeAlias = Literal["completed", "rejected", "failed"]
+"""How a provider call ended (``TurnCompleted.status``): its answer used, not usable, or no answer at all."""
 
 # --- LlmEvent: provider -> loop -----------------------------------------------------------------------------
 
@@ -223,13 +225,18 @@ class ToolResultReceived:
 @dataclass(frozen=True, slots=True)
 class TurnCompleted:
     """A provider call ended. Every ``TurnStarted`` gets one, also when the call failed or was interrupted;
-    ``rejected`` then says why the answer was not used (it is not in the transcript)."""
+    ``rejected`` then says why the answer was not used (it is not in the transcript).
+
+    ``status`` is the step's outcome: ``"completed"`` (the answer was used), ``"rejected"`` (it could not be
+    used: a corrective retry or a stop followed) or ``"failed"`` (the provider call failed or was
+    interrupted)."""
 
     turn: int
     message: Message
     usage: Usage
     finish_reason: FinishReason
     rejected: str | None = None
+    status: TurnStatus = "completed"
     kind: Literal["turn_completed"] = "turn_completed"
 
 

@@ -20,10 +20,13 @@ The contract
   sent changes (:func:`as_text`): calls become the JSON it wrote, results become user messages it can read.
 * ``final`` ends the run with its text; ``ask_user`` ends it with ``StopReason.ASK_USER`` and the question as
   the text. Guards, events and sessions are those of native mode.
-* When only an answer is possible (the tools-off call after a limit, or the answer asked for after a
-  repeated call), the schema allows ``final`` alone, and any text is the answer: a ``final`` action is
-  unwrapped, anything else that is not a ``tool_call`` action is taken as written. A model that cannot
-  follow the protocol still gets its answer through.
+* When only an answer is possible (the tools-off call after a limit, the answer asked for after a repeated
+  call, or a run whose tool choice is ``"none"``), the prompt and the schema allow ``final`` alone, and any
+  text is the answer: a ``final`` action is unwrapped, anything else that is not a ``tool_call`` action is
+  taken as written. A model that cannot follow the protocol still gets its answer through.
+* A tool choice that requires a call (``"required"``, or a forced tool) is asked for in the system prompt,
+  and the schema then allows only ``tool_call`` actions (of that tool). Without a schema the prompt is all
+  there is: an answer the model gives anyway is taken, as a provider's would be.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Any
 
 from tether.loop.accumulator import MAX_ARGUMENT_DEPTH, AccumulatedTurn, bounded_raw, nests_deeper
 from tether.messages import Message, Text, ToolCall, ToolResult
-from tether.providers.base import Request, ToolDefinition
+from tether.providers.base import ForceTool, Request, ToolChoice, ToolDefinition
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 FINAL_REQUEST = "Give your final answer now."
@@ -67,13 +70,15 @@ class ActionError(ValueError):
     """The answer is not one valid action; the message says why, for the model's correction."""
 
 
-def action_schema(tools: Sequence[ToolDefinition], *, final_only: bool = False) -> dict[str, Any]:
-    """The JSON Schema of one action: ``final``, ``ask_user`` and one ``tool_call`` variant per tool (or,
-    for the last call of a run that hit a limit, ``final`` alone)."""
+def action_schema(
+    tools: Sequence[ToolDefinition], *, final_only: bool = False, calls_only: bool = False
+) -> dict[str, Any]:
+    """The JSON Schema of one action: ``final``, ``ask_user`` and one ``tool_call`` variant per tool; or, when
+    only an answer is possible, ``final`` alone; or, when a call is required, the ``tool_call`` variants alone."""
     final = _object({"type": {"const": "final"}, "text": {"type": "string"}})
     if final_only:
         return {"anyOf": [final]}
-    variants = [final, _object({"type": {"const": "ask_user"}, "question": {"type": "string"}})]
+    variants = [] if calls_only else [final, _object({"type": {"const": "ask_user"}, "question": {"type": "string"}})]
     for tool in tools:
         arguments = {"type": "object", "properties": {}, **tool.parameters}
         variants.append(_object({"type": {"const": "tool_call"}, "name": {"const": tool.name}, "arguments": arguments}))
@@ -86,8 +91,15 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
-def system_prompt(system: str | None, tools: Sequence[ToolDefinition], *, final_only: bool = False) -> str:
-    """The system prompt with the protocol and the tools appended."""
+def system_prompt(
+    system: str | None,
+    tools: Sequence[ToolDefinition],
+    *,
+    final_only: bool = False,
+    must_call: ToolChoice = "auto",
+) -> str:
+    """The system prompt with the protocol and the tools appended; ``must_call`` (``"required"`` or a forced
+    tool) adds that this answer must be a call (to that tool)."""
     if final_only:
         # no placeholder such as "<your answer>" in the example: a small model copies it as its answer
         protocol = (
@@ -109,6 +121,10 @@ def system_prompt(system: str | None, tools: Sequence[ToolDefinition], *, final_
             schema = json.dumps(tool.parameters.get("properties", {}), ensure_ascii=False, separators=(", ", ": "))
             lines.append(f"- {tool.name}: {tool.description or '(no description)'} Arguments: {schema}")
         lines.append("Once a tool result answers the question, reply with a final answer that uses it.")
+    if isinstance(must_call, ForceTool):
+        lines.append(f"Now you must call the tool {must_call.name}: reply with a tool_call action that names it.")
+    elif must_call == "required":
+        lines.append("Now you must call a tool: reply with a tool_call action.")
     protocol = "\n".join(lines)
     return f"{system}\n\n{protocol}" if system else protocol
 
@@ -222,13 +238,14 @@ class Interpreted:
 class ActionProtocol:
     """Builds the requests of a run in JSON action mode and reads its answers as actions."""
 
-    __slots__ = ("_prompts", "_schemas", "_tools", "_use_schema")
+    __slots__ = ("_system", "_tools", "_use_schema", "_variants")
 
     def __init__(self, system: str | None, tools: tuple[ToolDefinition, ...], *, use_schema: bool) -> None:
+        self._system = system
         self._tools = tools
         self._use_schema = use_schema
-        self._prompts = {final: system_prompt(system, tools, final_only=final) for final in (True, False)}
-        self._schemas = {final: action_schema(tools, final_only=final) for final in (True, False)}
+        self._variants: dict[ToolChoice, tuple[str, dict[str, Any]]] = {}
+        """System prompt and action schema per tool choice, made once each."""
 
     def request(
         self,
@@ -237,19 +254,36 @@ class ActionProtocol:
         *,
         final: bool,
         ask: Message | None = None,
+        choice: ToolChoice = "auto",
         **options: Any,
     ) -> Request:
         """A request without native tools: the protocol in the system prompt, the history as text, and the
-        action schema when the provider can constrain its output to one.
+        action schema when the provider can constrain its output to one; ``choice`` is the request's tool
+        choice (``"none"``: a final answer alone; ``"required"`` or a forced tool: a call).
 
         The last call after a limit (``final``) asks for the answer in a few words: a small model tends to
         copy a longer instruction into its answer. ``ask`` replaces that request (a compaction's summary).
         """
         if final:
-            extra = ask or Message.user(FINAL_REQUEST)
+            extra, choice = ask or Message.user(FINAL_REQUEST), "none"
         messages = as_text(history) + ((extra,) if extra is not None else ())
-        schema = self._schemas[final] if self._use_schema else None
-        return Request(messages=messages, system=self._prompts[final], json_schema=schema, **options)
+        prompt, schema = self._variant(choice)
+        return Request(messages=messages, system=prompt, json_schema=schema if self._use_schema else None, **options)
+
+    def _variant(self, choice: ToolChoice) -> tuple[str, dict[str, Any]]:
+        made = self._variants.get(choice)
+        if made is None:
+            tools, system = self._tools, self._system
+            if isinstance(choice, ForceTool):
+                tools = tuple(tool for tool in tools if tool.name == choice.name)
+            if choice == "none":
+                made = system_prompt(system, tools, final_only=True), action_schema(tools, final_only=True)
+            elif choice == "auto":
+                made = system_prompt(system, tools), action_schema(tools)
+            else:
+                made = system_prompt(system, self._tools, must_call=choice), action_schema(tools, calls_only=True)
+            self._variants[choice] = made
+        return made
 
     def interpret(self, turn: AccumulatedTurn, *, final: bool = False) -> Interpreted:
         """``turn`` with its text read as an action (a tool call becomes a ``ToolCall`` part); when only an

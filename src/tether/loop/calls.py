@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import InvalidResponse, TetherError
-from tether.events import LlmEvent, RunEvent, StreamStart, TextDelta, ThinkingDelta, TurnCompleted
+from tether.events import LlmEvent, RunEvent, StreamStart, TextDelta, ThinkingDelta, TurnCompleted, TurnStatus
 from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator, rejection, without_calls
 from tether.loop.actions import ActionProtocol, Interpreted
 from tether.loop.context import compaction_request
@@ -170,17 +170,19 @@ class ProviderCalls:
         self.recorder.record(turn_no, attempt, final, turn, rejected, failure, compaction=compaction)
         if self.observer is not None:
             self.observer.call_ended(self.recorder.last(), turn.message, failure)
-        return TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, rejected)
+        status: TurnStatus = "failed" if failure is not None else "rejected" if rejected is not None else "completed"
+        return TurnCompleted(turn_no, turn.message, turn.usage, turn.finish_reason, rejected, status)
 
     def _read(self, turn: AccumulatedTurn, *, final: bool) -> Interpreted:
         """The turn as the loop can use it, or why it cannot be used.
 
-        ``final`` (tools were off: the summary call, or the answer asked for after a repeated turn): only an
-        answer counts, so tool calls a provider sent anyway are dropped, and in JSON action mode any text is
-        the answer (a ``final`` action is unwrapped).
+        ``final`` (tools were off: the summary call, the answer asked for after a repeated turn, or any turn of
+        a run whose tool choice is ``"none"``): only an answer counts, so tool calls a provider sent anyway are
+        dropped, and in JSON action mode any text is the answer (a ``final`` action is unwrapped).
         """
         if self._stream_problem is not None:
             return Interpreted(turn, problem=self._stream_problem)
+        final = final or self.spec.tool_choice == "none"
         if final:
             turn = without_calls(turn)
         if (problem := rejection(turn)) is not None:

@@ -44,6 +44,7 @@ from tether.events import (
 from tether.limits import Compaction, Limits, StopReason
 from tether.loop.actions import ActionProtocol
 from tether.loop.calls import ProviderCalls
+from tether.loop.choice import choice_for_turn
 from tether.loop.context import (
     correction,
     dropped_summary,
@@ -60,7 +61,7 @@ from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
 from tether.loop.records import CallRecorder
 from tether.loop.repeats import answer_from_results
 from tether.messages import Message, ToolCall, ToolResult, open_tool_calls
-from tether.providers.base import ModelSettings, Provider, Request, ToolDefinition
+from tether.providers.base import ModelSettings, Provider, Request, ToolChoice, ToolDefinition
 from tether.secrets import Masker, mask_exception_in_place
 from tether.telemetry.observer import RunInfo
 from tether.tools.permissions import Permissions
@@ -98,6 +99,8 @@ class RunSpec:
     max_tool_output: int | None = DEFAULT_MAX_OUTPUT
     tool_mode: Literal["native", "json"] = "native"
     """``json``: the model acts through JSON actions in its text (``loop/actions.py``)."""
+    tool_choice: ToolChoice = "auto"
+    """The run's tool choice, already checked (``loop/choice.py``)."""
     masker: Masker = field(default_factory=Masker)
     """Known keys, masked in every tool result (``tether.secrets``)."""
     observe: Callable[[], RunObserver | None] | None = None
@@ -267,16 +270,18 @@ class Run(ProviderCalls):
         limits = self.spec.limits
         history = shape_history(self.window.view(), limits.max_history_messages)
         self._sent_view = history if extra is None else None
+        # a used turn that did not end the run called a tool: a required choice has been kept
+        choice: ToolChoice = "none" if final else choice_for_turn(self.spec.tool_choice, called=self.guard.turns > 0)
         if self.actions is not None:
             return self.actions.request(
-                history, extra, final=final, settings=self.spec.settings, timeout=limits.request_timeout,
-                deadline=self.deadline, on_retry=self._on_retry,
+                history, extra, final=final, choice=choice, settings=self.spec.settings,
+                timeout=limits.request_timeout, deadline=self.deadline, on_retry=self._on_retry,
             )  # fmt: skip
         return Request(
             messages=history if extra is None else (*history, extra),
             system=self.system_text,
             tools=self.definitions,
-            tool_choice="none" if final else "auto",
+            tool_choice=choice,
             settings=self.spec.settings,
             timeout=limits.request_timeout,
             deadline=self.deadline,

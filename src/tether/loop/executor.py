@@ -31,6 +31,10 @@ any event, session or request sees it: text that cannot be encoded as UTF-8 is r
 masked (:class:`~tether.secrets.Masker`: ``***``), in the result and in the message of the exception kept
 with it, and the output is cut to its limit.
 
+Arguments that are not a JSON object are answered ``invalid_arguments``, unless the tool takes them as text
+(``@tool(raw_arguments=True)``: its one required string parameter receives them; arguments cut for nesting
+too deep are still refused).
+
 Error messages the executor writes about a call's arguments (``invalid_arguments``: the raw text that is not
 JSON, or a validator's complaint quoting a value) go to the model, and also to events, logs and the CLI: they
 quote the arguments redacted (:class:`~tether.telemetry.redact.Redaction`): the values of secret-named
@@ -47,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.errors import InvalidArguments, TetherError, ToolError, ToolNotFound
 from tether.events import ToolCallStarted, ToolResultReceived
-from tether.loop.accumulator import arguments_problem
+from tether.loop.accumulator import TOO_DEEP_MARK, arguments_problem
 from tether.loop.interrupts import Interrupter
 from tether.loop.records import tool_record
 from tether.loop.repeats import Repeat, repeated_result
@@ -178,24 +182,30 @@ class ToolExecutor:
             return _Plan(call, answer=error_result(call, error))
         if (refusal := self.permissions.refusal(tool)) is not None:
             return _Plan(call, answer=_denied(call, refusal))
-        if call.arguments is None:
+        arguments = call.arguments
+        if arguments is None:
             raw = call.raw_arguments or ""
-            quoted = self.redaction.text(raw)
-            quoted = quoted if len(quoted) <= MAX_ECHOED_ARGUMENTS else quoted[:MAX_ECHOED_ARGUMENTS] + "..."
-            invalid = InvalidArguments(
-                f"Invalid arguments for tool {call.name!r}: {arguments_problem(raw)} ({quoted!r}). "
-                "Send the arguments as one JSON object matching the tool's schema."
-            )
-            return _Plan(call, answer=error_result(call, invalid))
+            arguments = None if raw.endswith(TOO_DEEP_MARK) else tool.raw_call(raw)  # raw_arguments=True tools
+            if arguments is None:
+                return _Plan(call, answer=error_result(call, self._unreadable(call.name, raw)))
         try:
-            return _Plan(call, tool=tool, invoke=tool.bind(call.arguments))
+            return _Plan(call, tool=tool, invoke=tool.bind(arguments))
         except InvalidArguments as error:
-            shown = InvalidArguments(self.redaction.hide_values(error.message, call.arguments), details=error.details)
+            shown = InvalidArguments(self.redaction.hide_values(error.message, arguments), details=error.details)
             return _Plan(call, answer=error_result(call, shown))
         except BaseException as error:  # noqa: BLE001 - a validator that crashes is the tool's failure, not the run's
-            why = self.redaction.hide_values(describe_exception(error), call.arguments)
+            why = self.redaction.hide_values(describe_exception(error), arguments)
             crash = ToolError(f"Tool {call.name!r} failed while checking its arguments: {why}")
             return _Plan(call, answer=error_result(call, crash))
+
+    def _unreadable(self, name: str, raw: str) -> InvalidArguments:
+        """The error for arguments that are not a JSON object, quoting them (redacted, shortened)."""
+        quoted = self.redaction.text(raw)
+        quoted = quoted if len(quoted) <= MAX_ECHOED_ARGUMENTS else quoted[:MAX_ECHOED_ARGUMENTS] + "..."
+        return InvalidArguments(
+            f"Invalid arguments for tool {name!r}: {arguments_problem(raw)} ({quoted!r}). "
+            "Send the arguments as one JSON object matching the tool's schema."
+        )
 
     @property
     def redaction(self) -> Redaction:

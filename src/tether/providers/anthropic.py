@@ -30,7 +30,8 @@ conversation becomes Anthropic's:
   the tools tether builds, so it must hold every tool. ``tool_choice`` stays ``none`` on the loop's
   tools-off summary call whatever ``extra`` says.
 * ``tool_choice``: ``auto``, ``none``, ``required`` -> ``any``, ``ForceTool(name)`` -> ``tool``;
-  ``parallel_tool_calls=False`` -> ``disable_parallel_tool_use``.
+  ``parallel_tool_calls=False`` -> ``disable_parallel_tool_use``. With thinking on the API takes only ``auto``
+  and ``none``: a forced choice then raises ``ConfigInvalid`` before anything is sent.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.anthropic_stream import ORIGIN, EventDecoder, anchors_of
-from tether.providers.base import ForceTool, ModelInfo, Request, merge_extra
+from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events
 from tether.providers.wire import decoded
 
@@ -157,6 +158,11 @@ class AnthropicProvider:
                 body["max_tokens"] = budget + self.max_tokens_default
         if request.tools and request.tool_choice == "none":
             body["tool_choice"] = {"type": "none"}  # the loop's tools-off call: an extra default must not undo it
+        elif request.tools and request.tool_choice != "auto" and _thinks(body):
+            raise ConfigInvalid(
+                f"Anthropic refuses a forced tool call (tool_choice={_shown(request.tool_choice)}) while thinking is "
+                "on: use tool_choice='auto', or turn thinking off for this agent"
+            )
         return body
 
 
@@ -257,6 +263,16 @@ def thinking_block(part: Thinking) -> dict[str, Any] | None:
     if data.get("redacted"):
         return {"type": "redacted_thinking", "data": part.signature}
     return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+
+
+def _thinks(body: dict[str, Any]) -> bool:
+    """Extended (or adaptive) thinking is on: the API then takes ``tool_choice`` ``auto`` or ``none`` only."""
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") not in (None, "disabled")
+
+
+def _shown(choice: ToolChoice) -> str:
+    return f"ForceTool({choice.name!r})" if isinstance(choice, ForceTool) else repr(choice)
 
 
 def _thinking_budget(body: dict[str, Any]) -> int | None:

@@ -17,6 +17,10 @@ The contract every provider keeps:
   can be continued with another, whose API would reject a foreign signature. A ``ThinkingDelta`` with a
   ``signature`` closes its thinking block (``StreamAccumulator``).
 * ``ModelSettings.extra`` is merged into the request body with :func:`merge_extra` (nested objects merged).
+* ``Request.tool_choice`` is sent as the API documents it. A choice the API cannot honour is never sent as if
+  it could: ``ModelInfo.tool_choices`` says which ones a provider honours (the loop refuses the others before
+  a run starts), and a request asking for one anyway raises ``ConfigInvalid``. ``"none"`` is always honoured:
+  where an API has no way to say it, the tools are left out of that request.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from tether.events import FinishReason, LlmEvent
 from tether.messages import Message
 
 __all__ = [
+    "TOOL_CHOICES",
     "FinishReason",
     "ForceTool",
     "ModelInfo",
@@ -60,6 +65,8 @@ class ForceTool:
 
 
 ToolChoice: TypeAlias = Literal["auto", "none", "required"] | ForceTool
+TOOL_CHOICES = frozenset({"auto", "none", "required", "tool"})
+"""What ``ModelInfo.tool_choices`` may hold: the three modes, and ``"tool"`` for a forced tool (:class:`ForceTool`)."""
 OnRetry: TypeAlias = Callable[[ProviderError, int, float], None]
 """Told of each retry a provider makes: the error, the attempt it starts (1 for the first retry), the wait in
 seconds before it."""
@@ -108,6 +115,9 @@ class ModelInfo:
     supports_json_schema: bool = False
     """Can generate under a JSON Schema (``Request.json_schema``): grammar-constrained decoding."""
     context_window: int | None = None
+    tool_choices: frozenset[str] = TOOL_CHOICES
+    """The ``Request.tool_choice`` values the provider honours (of :data:`TOOL_CHOICES`): ``"auto"`` and
+    ``"none"`` always; ``"required"`` and ``"tool"`` where the API can make the model call a tool."""
 
     @property
     def model_string(self) -> str:

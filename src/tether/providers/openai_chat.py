@@ -5,7 +5,9 @@ Requests are built from tether's messages; answers, streamed or not, are read by
 as Ollama does) as thinking, refusals as text marked ``{"refusal": true}``, tool calls assembled by their
 ``index`` (several may stream interleaved; a call without an ``id`` gets one; the deprecated single
 ``function_call`` is read as the call at index 0), the finish reason and usage.
-What differs between servers is a :class:`~tether.providers.registry.Profile`, not a subclass.
+What differs between servers is a :class:`~tether.providers.registry.Profile`, not a subclass; among it, the
+tool choices a server honours (:func:`tool_offer`): what it cannot be told is kept another way (``"none"`` by
+offering no tools) or refused, never sent to be silently ignored.
 
 An answer is read field by field with the typed readers of :mod:`tether.providers.wire`: a field of the wrong
 JSON type (at any depth) is ``InvalidResponse`` naming it, and no event ever carries a value of the wrong
@@ -38,7 +40,7 @@ from tether.events import (
     ToolCallStart,
 )
 from tether.messages import Message, ToolCall, ToolResult
-from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
+from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.registry import PROFILES, Profile
 from tether.providers.wire import as_count, as_list, as_object, as_text, decoded, malformed
@@ -99,6 +101,7 @@ class OpenAIChatProvider:
             model,
             supports_tools=profile.supports_tools and model not in CANNOT_CALL_TOOLS,
             supports_json_schema=profile.json_schema,
+            tool_choices=honoured_choices(profile),
         )
         self._client = HttpClient(
             url,
@@ -159,15 +162,17 @@ class OpenAIChatProvider:
         body: dict[str, Any] = {"stream": self.streaming}
         if self.streaming and profile.stream_options:
             body["stream_options"] = {"include_usage": True}
-        if request.tools:
+        tools, choice = tool_offer(request, profile)
+        if tools:
             body["tools"] = [
                 {
                     "type": "function",
                     "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
                 }
-                for t in request.tools
+                for t in tools
             ]
-            body["tool_choice"] = encode_tool_choice(request.tool_choice)
+            if choice is not None:
+                body["tool_choice"] = choice
             if request.parallel_tool_calls is not None and profile.parallel_tool_calls:
                 body["parallel_tool_calls"] = request.parallel_tool_calls
         if request.json_schema is not None and profile.json_schema:
@@ -181,8 +186,12 @@ class OpenAIChatProvider:
         if settings.top_p is not None:
             body["top_p"] = settings.top_p
         merge_extra(body, settings.extra)
-        if request.tools and request.tool_choice == "none":
-            body["tool_choice"] = "none"  # the loop's tools-off call: an extra default must not undo it
+        if request.tools and request.tool_choice == "none":  # tools off: an extra default must not undo it
+            if "none" in profile.tool_choices:
+                body["tool_choice"] = "none"
+            else:
+                for key in ("tools", "tool_choice", "parallel_tool_calls"):
+                    body.pop(key, None)
         return body
 
 
@@ -250,9 +259,44 @@ def _call(call: ToolCall, origin: str, late: dict[str, Any]) -> dict[str, Any]:
 
 
 def encode_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    """``tool_choice`` as the Chat Completions API names it."""
     if isinstance(choice, ForceTool):
         return {"type": "function", "function": {"name": choice.name}}
     return choice
+
+
+def tool_offer(request: Request, profile: Profile) -> tuple[tuple[ToolDefinition, ...], str | dict[str, Any] | None]:
+    """The tools to send and the ``tool_choice`` to send with them (``None``: the field is left out), as far as
+    the server honours it (``Profile.tool_choices``).
+
+    ``"none"`` a server cannot be told is kept by offering no tools; a forced tool on a server that knows
+    ``"required"`` but not named tools is that tool alone, required. Anything else it cannot honour raises
+    ``ConfigInvalid`` rather than be silently ignored (the loop refuses it before a run starts).
+    """
+    choice, accepted = request.tool_choice, profile.tool_choices
+    if isinstance(choice, ForceTool):
+        if "function" in accepted:
+            return request.tools, encode_tool_choice(choice)
+        if "required" in accepted:
+            return tuple(t for t in request.tools if t.name == choice.name), "required"
+    elif choice in accepted:
+        return request.tools, choice
+    elif choice == "none":
+        return (), None
+    elif choice == "auto":
+        return request.tools, None
+    asked = f"the tool {choice.name!r}" if isinstance(choice, ForceTool) else f"tool_choice={choice!r}"
+    raise ConfigInvalid(
+        f"{profile.name} servers cannot be made to call a tool ({asked}): the tool choices they honour are "
+        f"{', '.join(sorted(accepted | {'none'}))}"
+    )
+
+
+def honoured_choices(profile: Profile) -> frozenset[str]:
+    """``ModelInfo.tool_choices`` for a server of ``profile``: what :func:`tool_offer` can keep."""
+    forced = {"tool"} if {"function", "required"} & profile.tool_choices else set()
+    required = {"required"} & profile.tool_choices
+    return frozenset({"auto", "none", *required, *forced})
 
 
 def _arguments_text(call: ToolCall) -> str:

@@ -38,6 +38,10 @@ class Profile:
     """Accepts the ``parallel_tool_calls`` field."""
     json_schema: bool = False
     """Can constrain an answer to a JSON Schema (``response_format: json_schema``), for JSON action mode."""
+    tool_choices: frozenset[str] = frozenset({"auto", "none", "required", "function"})
+    """The ``tool_choice`` values the server honours: ``"auto"``, ``"none"``, ``"required"``, and
+    ``"function"`` for a named tool (``{"type": "function", "function": {"name": ...}}``). What a server
+    cannot be told is not sent as if it could (``openai_chat.tool_offer``)."""
 
 
 PROFILES: dict[str, Profile] = {
@@ -49,11 +53,24 @@ PROFILES: dict[str, Profile] = {
         max_tokens_field="max_completion_tokens",
         json_schema=True,
     ),
-    "ollama": Profile("ollama", "http://localhost:11434/v1", "OLLAMA_API_KEY", json_schema=True),
+    # Ollama's Chat Completions endpoint has no tool_choice field (it is ignored): the model always decides.
+    "ollama": Profile(
+        "ollama", "http://localhost:11434/v1", "OLLAMA_API_KEY", json_schema=True, tool_choices=frozenset({"auto"})
+    ),
     "vllm": Profile("vllm", "http://localhost:8000/v1", "VLLM_API_KEY", json_schema=True),
-    "llamacpp": Profile("llamacpp", "http://localhost:8080/v1", "LLAMA_API_KEY", json_schema=True),
+    # llama-server reads tool_choice as a string (auto, none, required); a named tool is ignored (auto).
+    "llamacpp": Profile(
+        "llamacpp",
+        "http://localhost:8080/v1",
+        "LLAMA_API_KEY",
+        json_schema=True,
+        tool_choices=frozenset({"auto", "none", "required"}),
+    ),
     "deepseek": Profile("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", requires_key=True),
-    "zai": Profile("zai", "https://api.z.ai/api/paas/v4", "ZAI_API_KEY", requires_key=True),
+    # Z.AI's GLM API documents tool_choice "auto" only.
+    "zai": Profile(
+        "zai", "https://api.z.ai/api/paas/v4", "ZAI_API_KEY", requires_key=True, tool_choices=frozenset({"auto"})
+    ),
     "minimax": Profile(
         "minimax",
         "https://api.minimax.io/v1",
@@ -62,6 +79,7 @@ PROFILES: dict[str, Profile] = {
         max_tokens_field="max_completion_tokens",
         stream_options=False,
         parallel_tool_calls=False,
+        tool_choices=frozenset({"auto", "none"}),  # MiniMax documents tool_choice as "none" or "auto"
     ),
     "openai-compatible": Profile("openai-compatible", None, "OPENAI_COMPATIBLE_API_KEY"),
 }

@@ -52,14 +52,17 @@ class ToolOptions(TypedDict, total=False):
     """Characters of output the model gets before the middle is cut; overrides the agent's limit."""
     repeatable: bool
     """The same call can give a new result (a clock, a job's status): never answered from an earlier turn."""
+    raw_arguments: bool
+    """Arguments from the model that are not a JSON object are passed, as text, as the tool's one required
+    ``str`` parameter, instead of being answered ``invalid_arguments`` (default False)."""
 
 
 class Tool:
     """Something the model can call. Calling the ``Tool`` itself calls the wrapped function directly."""
 
     __slots__ = (
-        "_validator", "concurrent", "description", "function", "is_async", "max_output", "name", "read_only",
-        "repeatable", "timeout",
+        "_validator", "concurrent", "description", "function", "is_async", "max_output", "name", "raw_parameter",
+        "read_only", "repeatable", "timeout",
     )  # fmt: skip
 
     def __init__(
@@ -90,6 +93,8 @@ class Tool:
         self.max_output = max_output
         self.repeatable = options.get("repeatable", False)
         self._validator = validator
+        self.raw_parameter = _raw_parameter(name, validator.parameters) if options.get("raw_arguments") else None
+        """The parameter that receives arguments that are not a JSON object (``raw_arguments=True``), else None."""
 
     @classmethod
     def from_function(
@@ -127,6 +132,18 @@ class Tool:
     def parameters(self) -> dict[str, Any]:
         """The JSON Schema of the arguments, as shown to the model."""
         return self._validator.parameters
+
+    def raw_call(self, text: str) -> dict[str, Any] | None:
+        """The arguments for model arguments ``text`` that are not a JSON object, when this tool takes them
+        (``raw_arguments=True``): ``text`` as its one required string parameter (a JSON string's value, when
+        ``text`` is one), else ``None``."""
+        if self.raw_parameter is None:
+            return None
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):  # not JSON (or too deep to read): the text as it is
+            value = text
+        return {self.raw_parameter: value if isinstance(value, str) else text}
 
     def bind(self, arguments: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
         """Validate ``arguments`` and return the call, ready to await; raises ``InvalidArguments``.
@@ -166,6 +183,21 @@ def tool(
         return Tool.from_function(fn, name=name, description=description, **options)
 
     return wrap(function) if function is not None else wrap
+
+
+def _raw_parameter(name: str, parameters: dict[str, Any]) -> str:
+    """The one required string parameter of a tool taking raw arguments; ``ConfigInvalid`` if it has not
+    exactly one (the text needs one unambiguous place to go, and the call must be valid with it alone)."""
+    required = parameters.get("required") or []
+    properties = parameters.get("properties") or {}
+    schema = properties.get(required[0]) if len(required) == 1 else None
+    if isinstance(schema, dict) and schema.get("type") == "string":
+        return str(required[0])
+    found = ", ".join(map(str, required)) or "none"
+    raise ConfigInvalid(
+        f"tool {name!r}: raw_arguments=True needs exactly one required parameter, of type str, to receive the "
+        f"text (required parameters: {found})"
+    )
 
 
 def render_output(value: Any) -> str:
