@@ -41,6 +41,7 @@ from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.registry import PROFILES, Profile
+from tether.providers.windows import checked_window, context_window_for
 from tether.providers.wire import as_count, as_list, as_object, as_text, decoded, malformed
 from tether.usage import Usage
 
@@ -69,6 +70,7 @@ class OpenAIChatProvider:
         retry: RetryPolicy | None = None,
         response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
+        context_window: int | None = None,
     ) -> None:
         """
         Args:
@@ -80,6 +82,8 @@ class OpenAIChatProvider:
             retry: how failed requests are retried.
             response_limits: the most of an answer read (``ResponseLimits``); the defaults when not given.
             headers: extra headers sent with every request.
+            context_window: the model's context window in tokens; by default the known window of a hosted
+                model (``tether.providers.windows``), none for a local server's (it is the server's setting).
         """
         url = base_url or profile.base_url
         if not url:
@@ -99,6 +103,8 @@ class OpenAIChatProvider:
             model,
             supports_tools=profile.supports_tools and model not in CANNOT_CALL_TOOLS,
             supports_json_schema=profile.json_schema,
+            context_window=checked_window(context_window, f"'{profile.name}:{model}'")
+            or context_window_for(profile.name, model),
         )
         self._client = HttpClient(
             url,
