@@ -47,6 +47,7 @@ from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.anthropic_stream import ORIGIN, EventDecoder, anchors_of
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events
+from tether.providers.windows import checked_window, context_window_for
 from tether.providers.wire import decoded
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
@@ -75,6 +76,7 @@ class AnthropicProvider:
         response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
         max_tokens_default: int = MAX_TOKENS_DEFAULT,
+        context_window: int | None = None,
     ) -> None:
         """
         Args:
@@ -86,6 +88,8 @@ class AnthropicProvider:
             response_limits: the most of an answer read (``ResponseLimits``); the defaults when not given.
             headers: extra headers sent with every request (``anthropic-beta``, ...).
             max_tokens_default: ``max_tokens`` when ``ModelSettings.max_tokens`` is not given.
+            context_window: the model's context window in tokens; the known one by default
+                (``tether.providers.windows``), e.g. 1,000,000 for a model run with the 1M-context beta header.
         """
         key = api_key or os.environ.get(API_KEY_ENV)
         if not key:
@@ -99,6 +103,7 @@ class AnthropicProvider:
             model,
             supports_tools=not model.startswith(CANNOT_CALL_TOOLS),
             supports_thinking=not model.startswith(NO_THINKING),
+            context_window=checked_window(context_window, f"'anthropic:{model}'") or context_window_for(ORIGIN, model),
         )
         self._client = HttpClient(
             base_url or DEFAULT_BASE_URL,

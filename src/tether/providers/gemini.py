@@ -42,6 +42,7 @@ from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, Too
 from tether.providers.gemini_schema import to_gemini_schema
 from tether.providers.gemini_stream import PROVIDER, ResponseDecoder, kept_parts_of, parse_usage
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events
+from tether.providers.windows import checked_window, context_window_for
 from tether.providers.wire import decoded
 
 __all__ = ["GeminiProvider", "ResponseDecoder", "encode_contents", "from_model_name", "parse_usage"]
@@ -71,6 +72,7 @@ class GeminiProvider:
         retry: RetryPolicy | None = None,
         response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
+        context_window: int | None = None,
     ) -> None:
         """
         Args:
@@ -81,6 +83,8 @@ class GeminiProvider:
             retry: how failed requests are retried.
             response_limits: the most of an answer read (``ResponseLimits``); the defaults when not given.
             headers: extra headers sent with every request.
+            context_window: the model's input limit in tokens; the known one by default
+                (``tether.providers.windows``).
         """
         key = api_key or next((os.environ[name] for name in KEY_VARIABLES if os.environ.get(name)), None)
         if not key:
@@ -94,6 +98,7 @@ class GeminiProvider:
             name,
             supports_tools=not name.startswith(NO_TOOLS_PREFIXES),
             supports_thinking=_thinks(name),
+            context_window=checked_window(context_window, f"'gemini:{model}'") or context_window_for(PROVIDER, name),
         )
         self._path = "/" + (name if name.startswith("tunedModels/") else f"models/{name}")
         self._signs_calls = _version(name) >= (3, 0)

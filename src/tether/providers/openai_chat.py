@@ -43,6 +43,7 @@ from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events, error_for_payload
 from tether.providers.registry import PROFILES, Profile
+from tether.providers.windows import checked_window, context_window_for
 from tether.providers.wire import as_count, as_list, as_object, as_text, decoded, malformed
 from tether.usage import Usage
 
@@ -71,6 +72,7 @@ class OpenAIChatProvider:
         retry: RetryPolicy | None = None,
         response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
+        context_window: int | None = None,
     ) -> None:
         """
         Args:
@@ -82,6 +84,8 @@ class OpenAIChatProvider:
             retry: how failed requests are retried.
             response_limits: the most of an answer read (``ResponseLimits``); the defaults when not given.
             headers: extra headers sent with every request.
+            context_window: the model's context window in tokens; by default the known window of a hosted
+                model (``tether.providers.windows``), none for a local server's (it is the server's setting).
         """
         url = base_url or profile.base_url
         if not url:
@@ -102,6 +106,8 @@ class OpenAIChatProvider:
             supports_tools=profile.supports_tools and model not in CANNOT_CALL_TOOLS,
             supports_json_schema=profile.json_schema,
             tool_choices=honoured_choices(profile),
+            context_window=checked_window(context_window, f"'{profile.name}:{model}'")
+            or context_window_for(profile.name, model),
         )
         self._client = HttpClient(
             url,

@@ -51,6 +51,7 @@ from tether.providers.openai_responses_stream import (
     reasoning_text,
 )
 from tether.providers.registry import PROFILES
+from tether.providers.windows import checked_window, context_window_for
 from tether.providers.wire import decoded
 
 __all__ = [
@@ -93,6 +94,7 @@ class OpenAIResponsesProvider:
         retry: RetryPolicy | None = None,
         response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
+        context_window: int | None = None,
     ) -> None:
         """
         Args:
@@ -104,6 +106,8 @@ class OpenAIResponsesProvider:
             retry: how failed requests are retried.
             response_limits: the most of an answer read (``ResponseLimits``); the defaults when not given.
             headers: extra headers sent with every request.
+            context_window: the model's context window in tokens; the known one by default
+                (``tether.providers.windows``).
         """
         key = api_key or os.environ.get(_OPENAI.api_key_env or "")
         if not key and base_url is None:
@@ -113,7 +117,11 @@ class OpenAIResponsesProvider:
         self.streaming = stream
         self.reasoning = is_reasoning_model(model)
         self.info = ModelInfo(
-            ORIGIN, model, supports_tools=model not in CANNOT_CALL_TOOLS, supports_thinking=self.reasoning
+            ORIGIN,
+            model,
+            supports_tools=model not in CANNOT_CALL_TOOLS,
+            supports_thinking=self.reasoning,
+            context_window=checked_window(context_window, f"'{ORIGIN}:{model}'") or context_window_for(ORIGIN, model),
         )
         self._client = HttpClient(
             base_url or _OPENAI.base_url or "",
