@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.providers.wire_rules import assert_request_accepted
 from tether import Agent, Compaction, Limits, tool
 from tether.errors import ContextOverflow
 from tether.events import Compacted, RunEvent, TextDelta, TurnStarted
@@ -77,8 +78,9 @@ async def test_a_300_turn_run_in_a_4000_token_window_compacts_and_never_sends_a_
     assert len(compactions) >= 10
     assert model.refused == []
     assert model.largest_request <= WINDOW
-    for request in model.requests:  # every request the model saw was a valid conversation
+    for request in model.requests:  # every request the model saw was a valid conversation, for every provider
         assert transcript_problems(request.messages) == []
+        assert_request_accepted(request)
     assert transcript_problems(body(result.messages)) == []
     assert sum(len(m.tool_results) for m in result.messages) == 299  # the transcript keeps everything
     assert len(summaries) == len(compactions)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.providers.wire_rules import assert_request_accepted
 from tether import Agent, Limits, tool
 from tether.events import Compacted, RunEvent
 from tether.loop.context import COMPACTION_REQUEST
@@ -88,6 +89,7 @@ def test_random_scripts_never_overflow_and_never_orphan_a_call(script_runs: list
     assert refused == 0
     for request in requests:
         assert transcript_problems(request.messages) == [], request.messages
+        assert_request_accepted(request)  # OpenAI Chat, Responses, Anthropic and Gemini would all take it
         assert not any(m.provider_data for m in request.messages if m.role == "user")
     assert transcript_problems(transcript) == []
     calls = [c.id for m in transcript for c in m.tool_calls]
