@@ -367,6 +367,8 @@ class Run(ProviderCalls):
                     recovered = True
                     yield self._emit(compacted)
                     continue
+                if recovered and isinstance(failure, ContextOverflow):
+                    raise _still_too_long(failure) from failure
                 raise
             assert self._accumulated is not None
             read = self._read(self._accumulated, final=answer_only)
@@ -578,6 +580,19 @@ def _does_not_fit(view: Sequence[Message], tokens: int, budget: Budget | None) -
         f"still about {tokens:,} tokens, and the most recent exchange cannot be summarized (its largest message "
         f"has {last:,} characters). Raise Compaction.context_window if the window is larger, or make tool "
         "outputs smaller (cache_tool_outputs, max_tool_output)."
+    )
+
+
+def _still_too_long(refused: ContextOverflow) -> ContextOverflow:
+    """The error that ends a turn refused as too long again after its compaction: the provider's, saying so."""
+    return ContextOverflow(
+        "the conversation was compacted and the turn retried, and the provider still refused it as too long for "
+        f"the model's context window ({refused.message}). If the window is smaller than known, set "
+        "Compaction.context_window to it.",
+        status=refused.status,
+        provider_message=refused.provider_message,
+        request_id=refused.request_id,
+        details=refused.details,
     )
 
 

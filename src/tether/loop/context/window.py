@@ -140,16 +140,17 @@ class ContextWindow:
 
     def learn_overflow(self, view: Sequence[Message], detail: str) -> bool:
         """The provider refused ``view`` as too long. Learn the window (from the error, else from the view's
-        size) and recalibrate; ``False`` when compaction is off, so nothing can be done."""
+        size, even when a larger one is known: it was not this request's limit) and recalibrate; ``False``
+        when compaction is off, so nothing can be done."""
         if self.settings is None:
             return False
         if self.gauge is None:
             self.gauge = TokenGauge(self._fixed())
-        stated = window_in_error(detail)
-        known = self.budget.window if self.budget is not None else None
-        window = min(w for w in (stated, known) if w) if (stated or known) else None
-        if window is None:
+        window = window_in_error(detail)
+        if window is None:  # what was refused bounds the window, whatever the model is known to have
             window = int(self.gauge.whole(view) * 0.9)
+        if self.budget is not None:
+            window = min(window, self.budget.window)
         self.gauge.overflowed(view, window)
         self.budget = Budget.of(self.settings, max(window, 256), self.max_tokens)
         return True
@@ -157,7 +158,8 @@ class ContextWindow:
     # --- compaction ---------------------------------------------------------------------------------------
 
     def plan(self, view: Sequence[Message]) -> Plan | None:
-        """The next compaction step, or ``None`` when nothing before the last exchange can be summarized."""
+        """The next compaction step, or ``None`` when nothing before the last exchange can be summarized or
+        when the last exchange, always kept, cannot fit the window whatever is summarized."""
         budget, gauge, transcript = self.budget, self.gauge, self.transcript
         assert budget is not None
         assert gauge is not None
@@ -170,8 +172,11 @@ class ContextWindow:
         suffix = [0] * (len(sizes) + 1)
         for index in range(len(sizes) - 1, -1, -1):
             suffix[index] = suffix[index + 1] + sizes[index]
+        fixed = gauge.tokens(gauge.fixed_chars)
+        if suffix[cuts[-1] - start] + fixed > budget.limit:
+            return None  # the last exchange alone is over the limit: no summary of the rest makes it fit
         cut = next((c for c in cuts if suffix[c - start] <= budget.keep), cuts[-1])
-        room = budget.limit - budget.summary_tokens - gauge.tokens(gauge.fixed_chars) - 200
+        room = budget.limit - budget.summary_tokens - fixed - 200
         while suffix[0] - suffix[cut - start] > room:  # the part to summarize must fit in one request
             earlier = [c for c in cuts if c < cut]
             if not earlier:
