@@ -57,12 +57,14 @@ from tether.messages import Message, ToolCall, ToolResult, open_tool_calls, tran
 from tether.providers.base import ModelSettings, Provider, Request, ToolDefinition
 from tether.secrets import Masker, mask_exception_in_place
 from tether.telemetry.observer import RunInfo
+from tether.tools.output_cache import DEFAULT_THRESHOLD, OutputCache
 from tether.tools.permissions import Permissions
 from tether.tools.registry import ToolRegistry
 from tether.usage import Price, Usage
 
 if TYPE_CHECKING:
     from tether.errors import ProviderError
+    from tether.sessions.base import OutputStore
     from tether.telemetry.observer import RunObserver
     from tether.telemetry.redact import Redaction
 
@@ -89,6 +91,9 @@ class RunSpec:
     max_concurrency: int = 8
     permissions: Permissions = field(default_factory=Permissions)
     max_tool_output: int | None = DEFAULT_MAX_OUTPUT
+    cache_tool_outputs: int | None = DEFAULT_THRESHOLD
+    """Characters above which a tool's output is kept whole and previewed (``tools/output_cache.py``);
+    ``None``: cut to ``max_tool_output`` instead."""
     tool_mode: Literal["native", "json"] = "native"
     """``json``: the model acts through JSON actions in its text (``loop/actions.py``)."""
     masker: Masker = field(default_factory=Masker)
@@ -145,6 +150,7 @@ class Run:
         sinks: Sequence[EventSink] = (),
         checkpoint: Checkpoint | None = None,
         session_id: str | None = None,
+        output_store: OutputStore | None = None,
     ) -> None:
         self.spec = spec
         self.session_id = session_id
@@ -159,6 +165,12 @@ class Run:
         self.transcript.append(Message.user(prompt))
         self.guard = LoopGuard(spec.limits, spec.price, repeatable=_repeatable(spec.tools))
         self.observer: RunObserver | None = spec.observe() if spec.observe is not None else None
+        self.outputs = (
+            OutputCache(spec.cache_tool_outputs, cap=spec.max_tool_output, store=output_store, session_id=session_id)
+            if spec.cache_tool_outputs is not None
+            else None
+        )
+        """Long tool outputs kept whole (in ``output_store`` too, when the run is in a session)."""
         self.executor = ToolExecutor(
             spec.tools,
             interrupter,
@@ -170,15 +182,13 @@ class Run:
             masker=spec.masker,
             observer=self.observer,
             redaction=spec.redaction,
+            outputs=self.outputs,
         )
-        self.definitions = tuple(
-            ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools if spec.permissions.offers(t)
+        self._offer(
+            tuple(ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools if spec.permissions.offers(t))
         )
-        self.actions = (
-            ActionProtocol(self.system_text, self.definitions, use_schema=spec.provider.info.supports_json_schema)
-            if spec.tool_mode == "json"
-            else None
-        )
+        if self.outputs is not None and self.outputs.notice(self.transcript):
+            self._offer_reader()
         self.sinks = list(sinks)
         self.sink_error: Exception | None = None
         self.turn_usage: list[Usage] = []
@@ -254,12 +264,35 @@ class Run:
         if self.checkpoint is None:
             return None
         try:
+            if self.outputs is not None:
+                await self.outputs.flush()  # first: a saved transcript never names an output its store lacks
             await self.checkpoint(tuple(self.transcript), self.guard.usage)
         except Exception as error:  # noqa: BLE001 - reported as the run's error: the session could not be saved
             return Stop(StopReason.ERROR, f"could not save the session: {type(error).__name__}: {error}", error)
         return None
 
     # --- build ------------------------------------------------------------------------------------------
+
+    def _offer(self, definitions: tuple[ToolDefinition, ...]) -> None:
+        """The tools the model is shown from now on, natively or in the JSON action protocol."""
+        self.definitions = definitions
+        spec = self.spec
+        self.actions = (
+            ActionProtocol(self.system_text, definitions, use_schema=spec.provider.info.supports_json_schema)
+            if spec.tool_mode == "json"
+            else None
+        )
+
+    def _offer_reader(self) -> None:
+        """Offer the reader of kept outputs, once there is something to read (``tools/output_cache.py``)."""
+        outputs = self.outputs
+        if outputs is None or outputs.offered or not outputs.needed:
+            return
+        outputs.offered = True
+        reader = outputs.tool
+        self.executor.registry = ToolRegistry([*self.spec.tools, reader])
+        if self.spec.permissions.offers(reader):
+            self._offer((*self.definitions, ToolDefinition(reader.name, reader.description, reader.parameters)))
 
     def _build(self, extra: Message | None = None, *, final: bool = False) -> Request:
         limits = self.spec.limits
@@ -437,6 +470,7 @@ class Run:
         self.recorder.attach_calls(results, batch.durations)
         self._batch = None
         self.guard.record_results(calls, results)
+        self._offer_reader()
         if batch.done is not None:
             self._stop = Stop(StopReason.DONE_TOOL, f"tool {batch.done_by!r} ended the run")
             self._answer = batch.done.message
