@@ -27,6 +27,7 @@ from tether.providers.registry import resolve
 from tether.secrets import Masker, connection_password
 from tether.telemetry import DISABLED, Telemetry, observer_for
 from tether.tools.base import Tool
+from tether.tools.output_cache import DEFAULT_THRESHOLD, MIN_THRESHOLD, READ_TOOL
 from tether.tools.permissions import Approver, Mode, PermissionHook, Permissions
 from tether.tools.registry import ToolRegistry
 from tether.usage import Price, Usage, price_for
@@ -58,6 +59,7 @@ class Agent:
         can_use_tool: PermissionHook | None = None,
         approve: Approver | None = None,
         max_tool_output: int | None = DEFAULT_MAX_OUTPUT,
+        cache_tool_outputs: int | None = DEFAULT_THRESHOLD,
         tool_mode: Literal["auto", "native", "json"] = "auto",
         store: SessionStore | None = None,
         secrets: Iterable[str] = (),
@@ -85,7 +87,13 @@ class Agent:
             approve: answers an ``Ask`` (``approve(call, reason) -> bool``, may be async); without it, an ``Ask``
                 is a denial.
             max_tool_output: characters of a tool's output the model gets before the middle is cut (``None``:
-                no limit); a tool's own ``max_output`` wins.
+                no limit); a tool's own ``max_output`` wins. With the cache on, the last line of defence: it
+                cuts only outputs too long even to keep.
+            cache_tool_outputs: characters above which a tool's output is kept whole for the run (and in the
+                session's store, in a session) while the model gets its head and tail and a reference; the
+                built-in read-only tool ``read_tool_output`` then lets it page through or search the rest
+                (``tools/output_cache.py``). A tool's ``max_output`` or ``max_tool_output``, when smaller,
+                lowers it. At least 1,000; ``None`` turns the cache off.
             tool_mode: ``native`` tool calling, ``json`` actions written in the model's text
                 (``loop/actions.py``), or ``auto``: native when the model can call tools, else JSON actions.
             store: where ``run(..., session=ID)`` keeps sessions (``tether.sessions``).
@@ -120,6 +128,7 @@ class Agent:
             )
         if max_concurrency < 1:
             raise ConfigInvalid(f"max_concurrency must be >= 1, not {max_concurrency!r}")
+        _check_cache(cache_tool_outputs, registry)
         permissions = Permissions.of(mode, deny, can_use_tool, approve)
         if unknown := sorted(set(permissions.deny) - set(registry.names)):
             raise ConfigInvalid(f"deny names tools this agent does not have: {', '.join(unknown)}")
@@ -142,6 +151,7 @@ class Agent:
             max_concurrency=max_concurrency,
             permissions=permissions,
             max_tool_output=max_tool_output,
+            cache_tool_outputs=cache_tool_outputs,
             tool_mode=_tool_mode(tool_mode, provider, registry),
             masker=masker,
             compaction=_compaction(compaction),
@@ -254,7 +264,7 @@ class Agent:
         sinks: tuple[EventSink, ...],
         runs: list[Run],
     ) -> AsyncGenerator[RunEvent, None]:
-        from tether.sessions import Session, SessionNotFound, suggest_title
+        from tether.sessions import OutputStore, Session, SessionNotFound, suggest_title
 
         store = self.store
         assert store is not None
@@ -271,7 +281,11 @@ class Agent:
             await store.save(updated)
             latest[0] = updated
 
-        run = Run(spec, prompt, stored.messages, interrupter, sinks, checkpoint, session_id=session_id)
+        outputs = store if isinstance(store, OutputStore) else None  # else kept for this run only
+        run = Run(
+            spec, prompt, stored.messages, interrupter, sinks, checkpoint, session_id=session_id,
+            output_store=outputs,
+        )  # fmt: skip
         runs.append(run)
         async with aclosing(run.events()) as events:
             async for event in events:
@@ -365,6 +379,22 @@ def _server_of(provider: Provider) -> tuple[str | None, int | None]:
     except ValueError:
         return None, None
     return parts.hostname, port
+
+
+def _check_cache(threshold: int | None, tools: ToolRegistry) -> None:
+    """``cache_tool_outputs`` checked: ``None`` or a whole number of characters, and its tool's name free."""
+    if threshold is None:
+        return
+    if type(threshold) is not int or threshold < MIN_THRESHOLD:
+        raise ConfigInvalid(
+            f"cache_tool_outputs must be a number of characters, at least {MIN_THRESHOLD}, or None to turn the "
+            f"cache off; not {threshold!r}"
+        )
+    if READ_TOOL in tools:
+        raise ConfigInvalid(
+            f"a tool is named {READ_TOOL!r}, the name of the built-in reader of kept outputs: rename it, or "
+            "pass cache_tool_outputs=None"
+        )
 
 
 def _strings(values: Iterable[str]) -> list[str]:

@@ -29,6 +29,7 @@ from tether.messages import ToolCall, messages_from_jsonable
 from tether.providers.scripted import ScriptedProvider, call, reply
 from tether.sessions import FileSessionStore, MemorySessionStore, Session, SQLiteSessionStore
 from tether.tools.base import tool
+from tether.tools.output_cache import READ_TOOL
 from tether.tools.permissions import Allow, Ask, Deny
 from tether.usage import Price
 
@@ -92,6 +93,10 @@ def test_the_write_gate_allows_read_only_tools_asks_or_refuses_the_others() -> N
     assert isinstance(refused, Deny)
     assert "--yes" in refused.reason
     assert "put" in refused.reason
+
+
+def test_the_write_gate_lets_the_reader_of_kept_outputs_run() -> None:
+    assert WriteGate([look], yes=False, interactive=False)(ToolCall("c", READ_TOOL, {"ref": "out-1"})) == Allow()
 
 
 def test_paths_follow_xdg_and_fall_back_to_home() -> None:

@@ -299,3 +299,43 @@ def test_compaction_settings_are_checked(settings: dict[str, Any]) -> None:
 
     with pytest.raises(ConfigInvalid):
         Compaction(**settings)
+
+
+async def test_a_compaction_shows_older_cached_outputs_by_reference_and_the_model_can_still_read_them() -> None:
+    @tool
+    def dump(n: int) -> str:
+        """Dump log n."""
+        return f"log {n} begins\n" + "".join(f"line {n}.{i}: all is well\n" for i in range(150)) + f"log {n} ends"
+
+    calls = [0]
+    seen_after: list[Request] = []
+
+    def respond(request: Request) -> Step:
+        if is_summary_request(request):
+            return reply("SUMMARY: logs dumped.")
+        calls[0] += 1
+        if calls[0] == 40:  # read back the start of the first output still kept by reference
+            seen_after.append(request)
+            stubbed = [r for m in request.messages for r in m.tool_results if r.content.startswith("[output of")]
+            ref = stubbed[0].content.split("stored as ")[1].split(":")[0]
+            return call("read_tool_output", {"ref": ref, "limit": 200})
+        return reply("done") if calls[0] > 40 else call("dump", {"n": calls[0]})
+
+    model = ScriptedProvider([respond], repeat_last=True, context_window=WINDOW)
+    agent = Agent(model, tools=[dump], limits=Limits(max_turns=60), cache_tool_outputs=1_000)
+    result, events = await run(agent)
+
+    assert result.stop_reason == "complete", result.detail
+    compactions = [e for e in events if type(e) is Compacted]
+    assert any(e.trimmed for e in compactions)
+    assert model.refused == []
+    request = seen_after[-1]
+    results = [r for m in request.messages for r in m.tool_results]
+    assert results[-1].content.startswith("log ")  # the last turn's output: its preview, not a reference
+    assert any(r.content.startswith("[output of dump") for r in results[:-1])
+    read = [r for m in result.messages for r in m.tool_results if r.name == "read_tool_output"]
+    assert len(read) == 1
+    assert not read[0].is_error
+    assert "begins" in read[0].content
+    cached = [r for m in result.messages for r in m.tool_results if r.name == "dump"]
+    assert all(not r.content.startswith("[output of") for r in cached)  # the transcript keeps the previews

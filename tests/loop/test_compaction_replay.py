@@ -555,8 +555,14 @@ async def test_a_last_exchange_that_cannot_fit_the_window_stops_the_run_before_a
 ) -> None:
     server = await serve(replay, case, [case.call])
     store = SQLiteSessionStore(tmp_path / "sessions.db")
-    agent = agent_for(
-        case, server, store, HUGE, compaction=Compaction(context_window=WINDOW), max_tool_output=len(HUGE) + 100
+    agent = agent_for(  # the cache off: the whole output goes to the model, as a tool that must be read whole
+        case,
+        server,
+        store,
+        HUGE,
+        compaction=Compaction(context_window=WINDOW),
+        max_tool_output=len(HUGE) + 100,
+        cache_tool_outputs=None,
     )
     _, result = await run(agent, case.prompt)
 

@@ -1,15 +1,19 @@
 """The conformance suite: every SessionStore keeps the contract of ``tether/sessions/base.py``.
 
 Each test runs against the memory, file and SQLite stores (``conftest.py``), on real files and a real SQLite
-database. A store-specific behaviour belongs in that store's own test module, not here.
+database; each store is an ``OutputStore`` too, and the last section holds it to that contract. A
+store-specific behaviour belongs in that store's own test module, not here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +23,8 @@ from tests.sessions.conftest import Stores
 from tests.sessions.strategies import sessions
 from tether.errors import SessionInvalid
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
-from tether.sessions import Session, SessionNotFound, SessionStore
+from tether.sessions import OutputStore, Session, SessionNotFound, SessionStore
+from tether.sessions.base import output_ref
 from tether.usage import Usage
 
 T0 = datetime(2026, 3, 15, 14, 22, 33, 123456, tzinfo=UTC)
@@ -335,3 +340,92 @@ async def test_any_sequence_of_versions_saved_through_one_store_loads_back_as_th
         assert await stores.open().load("prop") == versions[-1]
     finally:
         await stores.close()
+
+
+# --- outputs (OutputStore) ----------------------------------------------------------------------------------
+
+OUTPUT = "".join(f"{i:06d} ünïcödé ✓ \x00 output line\n" for i in range(40_000))  # about 1.3 MB
+REF = output_ref(OUTPUT)
+
+
+def test_every_store_is_an_output_store(store: SessionStore) -> None:
+    assert isinstance(store, OutputStore)
+
+
+async def test_an_output_saved_loads_back_exactly_also_from_storage_opened_anew(stores: Stores) -> None:
+    store = cast(OutputStore, stores.open())
+    await store.save_output("s1", REF, OUTPUT)
+
+    assert await store.load_output("s1", REF) == OUTPUT
+    assert await cast(OutputStore, stores.open()).load_output("s1", REF) == OUTPUT
+
+
+async def test_an_unknown_ref_or_session_loads_none(stores: Stores) -> None:
+    store = cast(OutputStore, stores.open())
+    await store.save_output("s1", REF, OUTPUT)
+
+    assert await store.load_output("s1", output_ref("other")) is None
+    assert await store.load_output("s2", REF) is None  # a session reads only its own outputs
+
+
+async def test_saving_a_ref_again_keeps_it_once_and_unchanged(stores: Stores) -> None:
+    store = cast(OutputStore, stores.open())
+    await store.save_output("s1", REF, OUTPUT)
+    await store.save_output("s1", REF, OUTPUT)
+    await asyncio.gather(*(store.save_output("s1", REF, OUTPUT) for _ in range(3)))
+
+    assert await store.load_output("s1", REF) == OUTPUT
+
+
+@pytest.mark.parametrize(
+    ("session_id", "ref", "content", "problem"),
+    [
+        pytest.param("s1", output_ref("other text"), OUTPUT, "the ref is not the content's address", id="wrong-ref"),
+        pytest.param("s1", "out-XYZ", OUTPUT, "output ref 'out-XYZ' is not valid", id="malformed-ref"),
+        pytest.param("s1", "../../etc/passwd", OUTPUT, "is not valid", id="path-as-ref"),
+        pytest.param("../up", REF, OUTPUT, "session id", id="bad-session-id"),
+        pytest.param("s1", "out-" + "0" * 16, "a \ud800 surrogate", "lone surrogate", id="surrogate"),
+        pytest.param("s1", REF, b"bytes", "content must be a string", id="bytes"),
+    ],
+)
+async def test_an_output_that_cannot_be_stored_is_refused_and_nothing_is_written(
+    stores: Stores, tmp_path: Path, session_id: str, ref: str, content: Any, problem: str
+) -> None:
+    store = cast(OutputStore, stores.open())
+    await stores.open().save(session())
+    before = tree(tmp_path)
+
+    with pytest.raises(SessionInvalid, match=re.escape(problem)):
+        await store.save_output(session_id, ref, content)
+
+    assert tree(tmp_path) == before
+    with contextlib.suppress(SessionInvalid):  # an invalid id or ref cannot even be looked up
+        assert await store.load_output(session_id, ref) is None
+
+
+@pytest.mark.parametrize(("session_id", "ref"), [("../up", REF), ("s1", "out-1"), ("s1", "")])
+async def test_loading_with_an_invalid_id_or_ref_is_session_invalid(
+    store: SessionStore, session_id: str, ref: str
+) -> None:
+    with pytest.raises(SessionInvalid):
+        await cast(OutputStore, store).load_output(session_id, ref)
+
+
+async def test_delete_removes_the_sessions_outputs_even_those_saved_before_the_session(stores: Stores) -> None:
+    store = stores.open()
+    outputs = cast(OutputStore, store)
+    other = output_ref("another output")
+    await outputs.save_output("s1", REF, OUTPUT)
+    await store.save(session())
+    await outputs.save_output("orphan", REF, OUTPUT)  # its session was never saved
+    await outputs.save_output("kept", other, "another output")
+
+    await store.delete("s1")
+    await store.delete("orphan")
+
+    reopened = cast(OutputStore, stores.open())
+    assert await reopened.load_output("s1", REF) is None
+    assert await reopened.load_output("orphan", REF) is None
+    assert await reopened.load_output("kept", other) == "another output"
+    await outputs.save_output("s1", REF, OUTPUT)  # and the id can keep outputs again
+    assert await reopened.load_output("s1", REF) == OUTPUT

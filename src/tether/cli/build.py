@@ -223,7 +223,11 @@ class WriteGate:
     about when someone can answer (``interactive``), and are refused with a message saying why otherwise."""
 
     def __init__(self, tools: list[Tool], *, yes: bool, interactive: bool) -> None:
+        from tether.tools.output_cache import READ_TOOL
+
         self.read_only = {tool.name for tool in tools if tool.read_only}
+        if READ_TOOL not in {tool.name for tool in tools}:
+            self.read_only.add(READ_TOOL)  # the agent's built-in reader of kept outputs
         self.yes = yes
         self.interactive = interactive
 

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Literal
 
 from tether.errors import ContextOverflow, TetherError, TimeoutExceeded
 from tether.events import (
-    Compacted,
     RunCompleted,
     RunEvent,
     RunResult,
@@ -43,18 +42,15 @@ from tether.events import (
 )
 from tether.limits import Compaction, Limits, StopReason
 from tether.loop.actions import ActionProtocol
-from tether.loop.calls import ProviderCalls
 from tether.loop.choice import choice_for_turn
+from tether.loop.compaction import Compacting, still_too_long
 from tether.loop.context import (
     correction,
-    dropped_summary,
     fallback_text,
     prepare_history,
     shape_history,
     summary_request,
 )
-from tether.loop.context.tokens import TokenGauge, fixed_chars, message_chars
-from tether.loop.context.window import Budget, ContextWindow, Stub
 from tether.loop.executor import DEFAULT_MAX_OUTPUT, ToolBatch, ToolExecutor, cancelled_result
 from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
@@ -64,11 +60,13 @@ from tether.messages import Message, ToolCall, ToolResult, open_tool_calls
 from tether.providers.base import ModelSettings, Provider, Request, ToolChoice, ToolDefinition
 from tether.secrets import Masker, mask_exception_in_place
 from tether.telemetry.observer import RunInfo
+from tether.tools.output_cache import DEFAULT_THRESHOLD, OutputCache
 from tether.tools.permissions import Permissions
 from tether.tools.registry import ToolRegistry
 from tether.usage import Price, Usage
 
 if TYPE_CHECKING:
+    from tether.sessions.base import OutputStore
     from tether.telemetry.observer import RunObserver
     from tether.telemetry.redact import Redaction
 
@@ -79,8 +77,6 @@ Checkpoint = Callable[[Sequence[Message], Usage], Awaitable[None]]
 SUMMARIZED_STOPS = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TOOL_CALLS, StopReason.CONSECUTIVE_ERRORS})
 """Step limits: the model has not answered yet, so the loop asks it once more, without tools."""
 ANSWERED_STOPS = frozenset({StopReason.COMPLETE, StopReason.DONE_TOOL, StopReason.ASK_USER})
-MAX_COMPACTION_ROUNDS = 4
-"""Summary calls one compaction makes at most (each summarizes what fits in one request)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +93,9 @@ class RunSpec:
     max_concurrency: int = 8
     permissions: Permissions = field(default_factory=Permissions)
     max_tool_output: int | None = DEFAULT_MAX_OUTPUT
+    cache_tool_outputs: int | None = DEFAULT_THRESHOLD
+    """Characters above which a tool's output is kept whole and previewed (``tools/output_cache.py``);
+    ``None``: cut to ``max_tool_output`` instead."""
     tool_mode: Literal["native", "json"] = "native"
     """``json``: the model acts through JSON actions in its text (``loop/actions.py``)."""
     tool_choice: ToolChoice = "auto"
@@ -116,7 +115,7 @@ class RunSpec:
     """When and how the history is compacted (``loop/context/window.py``); ``None``: never."""
 
 
-class Run(ProviderCalls):
+class Run(Compacting):
     """One run of an agent; iterate :meth:`events` once."""
 
     def __init__(
@@ -128,6 +127,7 @@ class Run(ProviderCalls):
         sinks: Sequence[EventSink] = (),
         checkpoint: Checkpoint | None = None,
         session_id: str | None = None,
+        output_store: OutputStore | None = None,
     ) -> None:
         self.spec = spec
         self.session_id = session_id
@@ -142,6 +142,12 @@ class Run(ProviderCalls):
         self.transcript.append(Message.user(prompt))
         self.guard = LoopGuard(spec.limits, spec.price, repeatable=_repeatable(spec.tools))
         self.observer: RunObserver | None = spec.observe() if spec.observe is not None else None
+        self.outputs = (
+            OutputCache(spec.cache_tool_outputs, cap=spec.max_tool_output, store=output_store, session_id=session_id)
+            if spec.cache_tool_outputs is not None
+            else None
+        )
+        """Long tool outputs kept whole (in ``output_store`` too, when the run is in a session)."""
         self.executor = ToolExecutor(
             spec.tools,
             interrupter,
@@ -153,17 +159,15 @@ class Run(ProviderCalls):
             masker=spec.masker,
             observer=self.observer,
             redaction=spec.redaction,
+            outputs=self.outputs,
         )
-        self.definitions = tuple(
-            ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools if spec.permissions.offers(t)
-        )
-        self.actions = (
-            ActionProtocol(self.system_text, self.definitions, use_schema=spec.provider.info.supports_json_schema)
-            if spec.tool_mode == "json"
-            else None
+        self._offer(
+            tuple(ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools if spec.permissions.offers(t))
         )
         self.window = self._context_window()
         self._sent_view: tuple[Message, ...] | None = None
+        if self.outputs is not None and self.outputs.notice(self.transcript):
+            self._offer_reader()
         self.sinks = list(sinks)
         self.sink_error: Exception | None = None
         self.turn_usage: list[Usage] = []
@@ -239,32 +243,33 @@ class Run(ProviderCalls):
         if self.checkpoint is None:
             return None
         try:
+            if self.outputs is not None:
+                await self.outputs.flush()  # first: a saved transcript never names an output its store lacks
             await self.checkpoint(tuple(self.transcript), self.guard.usage)
         except Exception as error:  # noqa: BLE001 - reported as the run's error: the session could not be saved
             return Stop(StopReason.ERROR, f"could not save the session: {type(error).__name__}: {error}", error)
         return None
 
-    def _context_window(self) -> ContextWindow:
-        """The model's view of the transcript; with a token gauge when compaction is on and the window known
-        (with an unknown window the gauge starts at the first overflow, from what the provider says)."""
-        settings, provider = self.spec.compaction, self.spec.provider
-        window = gauge = None
-        if settings is not None and not settings.enabled:
-            settings = None
-        if settings is not None:
-            window = settings.context_window or provider.info.context_window
-            if window is not None:
-                gauge = TokenGauge(fixed_chars(self.system_text, self.definitions))
-
-        def fixed() -> int:
-            return fixed_chars(self.system_text, self.definitions)
-
-        max_tokens = self.spec.settings.max_tokens
-        return ContextWindow(
-            self.transcript, self.body_start, settings, window, max_tokens, gauge, _reference_stub(), fixed
+    def _offer(self, definitions: tuple[ToolDefinition, ...]) -> None:
+        """The tools the model is shown from now on, natively or in the JSON action protocol."""
+        self.definitions = definitions
+        spec = self.spec
+        self.actions = (
+            ActionProtocol(self.system_text, definitions, use_schema=spec.provider.info.supports_json_schema)
+            if spec.tool_mode == "json"
+            else None
         )
 
-    # --- build ------------------------------------------------------------------------------------------
+    def _offer_reader(self) -> None:
+        """Offer the reader of kept outputs, once there is something to read (``tools/output_cache.py``)."""
+        outputs = self.outputs
+        if outputs is None or outputs.offered or not outputs.needed:
+            return
+        outputs.offered = True
+        reader = outputs.tool
+        self.executor.registry = ToolRegistry([*self.spec.tools, reader])
+        if self.spec.permissions.offers(reader):
+            self._offer((*self.definitions, ToolDefinition(reader.name, reader.description, reader.parameters)))
 
     def _build(self, extra: Message | None = None, *, final: bool = False) -> Request:
         limits = self.spec.limits
@@ -287,56 +292,6 @@ class Run(ProviderCalls):
             deadline=self.deadline,
             on_retry=self._on_retry,
         )
-
-    # --- compact ------------------------------------------------------------------------------------------
-
-    async def _compact_if_needed(self, turn_no: int, final: bool = False) -> Compacted | None:
-        """Compact before the next request if it would pass the trigger; refuse one that cannot fit."""
-        window = self.window
-        if window.budget is None:
-            return None
-        view = self.window.view()
-        if final:  # the summary request rides on the view
-            view = [*view, summary_request()]
-        if not window.over_trigger(view):
-            return None
-        return await self._compact(turn_no, "threshold")
-
-    async def _compact(self, turn_no: int, reason: Literal["threshold", "overflow"]) -> Compacted | None:
-        """Replace the oldest part of the view by a summary, in rounds, until the view is under the trigger
-        or nothing more can be summarized. ``ContextOverflow`` when the next request still would not fit (or,
-        after an overflow, when nothing could be compacted); ``None`` when there was nothing to do."""
-        window = self.window
-        before = window.estimate(window.view())
-        summarized = trimmed = rounds = 0
-        while rounds < MAX_COMPACTION_ROUNDS and (plan := window.plan(window.view())) is not None:
-            rounds += 1
-            summary = await self._summary_call(plan, turn_no)
-            if summary is None:  # the model could not summarize it: the part is dropped, and the marker says so
-                summary = dropped_summary(len(plan.summarized))
-            if plan.cut <= self.first_new:
-                self.first_new += 1
-            window.compacted(plan, summary)
-            summarized, trimmed = summarized + len(plan.summarized), len(plan.trimmed)
-            if not window.over_trigger(window.view()):
-                break
-        view = window.view()
-        after = window.estimate(view)
-        if window.over_limit(view) or (reason == "overflow" and not rounds):
-            raise ContextOverflow(_does_not_fit(view, after, window.budget))
-        if not rounds:
-            return None
-        kept = len(self.transcript) - window.start - 1
-        marker = self.transcript[window.start]
-        return Compacted(turn_no, before, after, summarized, kept, trimmed, reason, marker)
-
-    async def _recover(self, failure: Exception, turn_no: int) -> Compacted | None:
-        """After a ``context_overflow``: compact and return the event, so the turn is tried once more."""
-        if not (isinstance(failure, TetherError) and failure.code == "context_overflow"):
-            return None
-        if not self.window.learn_overflow(self.window.view(), str(failure)):
-            return None
-        return await self._compact(turn_no, "overflow")
 
     # --- act and check ------------------------------------------------------------------------------------
 
@@ -368,7 +323,7 @@ class Run(ProviderCalls):
                     yield self._emit(compacted)
                     continue
                 if recovered and isinstance(failure, ContextOverflow):
-                    raise _still_too_long(failure) from failure
+                    raise still_too_long(failure) from failure
                 raise
             assert self._accumulated is not None
             read = self._read(self._accumulated, final=answer_only)
@@ -410,6 +365,7 @@ class Run(ProviderCalls):
         self.recorder.attach_calls(results, batch.durations)
         self._batch = None
         self.guard.record_results(calls, results)
+        self._offer_reader()
         if batch.done is not None:
             self._stop = Stop(StopReason.DONE_TOOL, f"tool {batch.done_by!r} ended the run")
             self._answer = batch.done.message
@@ -560,40 +516,6 @@ def _stop_for(interrupt: Interrupt) -> Stop:
 
 def _reason_for(error: TetherError) -> StopReason:
     return StopReason.TIMEOUT if error.code == "timeout" else StopReason.ERROR
-
-
-def _reference_stub() -> Stub | None:
-    """How a cached tool output is shown once trimmed, if the tool-output cache is installed."""
-    try:
-        from tether.tools.output_cache import reference_stub
-    except ImportError:
-        return None
-    return reference_stub
-
-
-def _does_not_fit(view: Sequence[Message], tokens: int, budget: Budget | None) -> str:
-    """Why a request cannot be sent: what is left after compaction is still bigger than the window."""
-    window = f"{budget.window:,}-token context window" if budget is not None else "context window"
-    last = max((message_chars(m) for m in view), default=0)
-    return (
-        f"the conversation cannot be made to fit the model's {window}: after compaction the next request is "
-        f"still about {tokens:,} tokens, and the most recent exchange cannot be summarized (its largest message "
-        f"has {last:,} characters). Raise Compaction.context_window if the window is larger, or make tool "
-        "outputs smaller (cache_tool_outputs, max_tool_output)."
-    )
-
-
-def _still_too_long(refused: ContextOverflow) -> ContextOverflow:
-    """The error that ends a turn refused as too long again after its compaction: the provider's, saying so."""
-    return ContextOverflow(
-        "the conversation was compacted and the turn retried, and the provider still refused it as too long for "
-        f"the model's context window ({refused.message}). If the window is smaller than known, set "
-        "Compaction.context_window to it.",
-        status=refused.status,
-        provider_message=refused.provider_message,
-        request_id=refused.request_id,
-        details=refused.details,
-    )
 
 
 def _why(stop: Stop) -> str:

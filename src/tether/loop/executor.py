@@ -13,8 +13,13 @@ after it are not run and get a ``cancelled`` result saying why.
 
 Before a call runs, :class:`~tether.tools.permissions.Permissions` may refuse it (the mode, the deny list, the
 host's hook or the user asked through it): the model gets a ``permission_denied`` result. After it ran, an
-output longer than the limit (the tool's ``max_output``, else the agent's) is cut in the middle, head and
-tail kept, with a marker saying how much was cut: a tool cannot flood the model's context.
+output longer than the cache's threshold is kept whole in the run's
+:class:`~tether.tools.output_cache.OutputCache` and the model gets its preview (head, tail and a reference
+it can read the rest by; never longer than the tool's ``max_output`` either). Without a cache, or for an
+output too long even to keep, the limit (the tool's ``max_output``, else the agent's) is the last line of
+defence: the output is cut in the middle, head and tail kept, with a marker saying how much was cut. Either
+way a tool cannot flood the model's context. Only what a tool returned or raised is kept: the executor's
+own answers (refusals, a ``Done`` message) are only cut, and so are the reader's results.
 
 Results are recorded in a :class:`ToolBatch` as each call finishes, so that when the run is cancelled midway
 the loop knows which calls completed and writes synthetic ``cancelled`` results only for the others.
@@ -29,7 +34,7 @@ saying why (:func:`~tether.tools.base.render_output`), and so is an argument val
 :meth:`ToolExecutor._keep` is the one place a result is recorded, and so the one place it is made safe before
 any event, session or request sees it: text that cannot be encoded as UTF-8 is repaired, every known key is
 masked (:class:`~tether.secrets.Masker`: ``***``), in the result and in the message of the exception kept
-with it, and the output is cut to its limit.
+with it, and the output is kept and previewed, or cut to its limit (so what the cache keeps is masked too).
 
 Arguments that are not a JSON object are answered ``invalid_arguments``, unless the tool takes them as text
 (``@tool(raw_arguments=True)``: its one required string parameter receives them; arguments cut for nesting
@@ -65,6 +70,7 @@ from tether.tools.threads import RaisedInThread
 if TYPE_CHECKING:
     from tether.telemetry.observer import RunObserver
     from tether.telemetry.redact import Redaction
+    from tether.tools.output_cache import OutputCache
 
 MAX_ECHOED_ARGUMENTS = 200
 """Characters of unparseable arguments quoted back to the model."""
@@ -118,7 +124,7 @@ class ToolExecutor:
 
     __slots__ = (
         "_redaction", "concurrent_tools", "interrupter", "masker", "max_concurrency", "max_output", "observer",
-        "permissions", "registry", "timeout",
+        "outputs", "permissions", "registry", "timeout",
     )  # fmt: skip
 
     def __init__(
@@ -134,8 +140,11 @@ class ToolExecutor:
         masker: Masker | None = None,
         observer: RunObserver | None = None,
         redaction: Redaction | None = None,
+        outputs: OutputCache | None = None,
     ) -> None:
         self.registry = registry
+        self.outputs = outputs
+        """Where long outputs are kept whole and previewed; ``None``: they are cut to ``max_output``."""
         self.observer = observer
         """Told of every call's start and result (``tether.telemetry``); ``None``: nobody watches."""
         self.masker = masker or Masker()
@@ -336,13 +345,16 @@ class ToolExecutor:
     ) -> None:
         """Record ``result`` (and the exception behind it): the one place results are recorded, made safe here.
 
-        The text is repaired to encode as UTF-8, every known key is masked, and then the output is cut to
-        its limit (masking first, so that a cut cannot leave part of a key). ``ran``: how long the tool ran,
-        in milliseconds, when it did.
+        The text is repaired to encode as UTF-8, every known key is masked, and then a long output of a tool
+        is kept and previewed, or cut to its limit (masking first, so that neither the cache nor a cut holds
+        part of a key). ``ran``: how long the tool ran, in milliseconds, when it did.
         """
         content = self.masker.mask(utf8_safe(result.content))
         limit = tool.max_output if tool is not None and tool.max_output else self.max_output
-        if limit is not None and len(content) > limit:
+        outputs = self.outputs
+        if outputs is not None and tool is not None and outputs.keeps(tool.name, len(content), limit):
+            content = outputs.put(content, name=tool.name, limit=limit)
+        elif limit is not None and len(content) > limit:
             content = clip(content, limit)
         if content is not result.content:
             result = replace(result, content=content)

@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
+    "OutputStore": "tether.sessions.base",
     "Session": "tether.sessions.base",
     "SessionNotFound": "tether.sessions.base",
     "SessionStore": "tether.sessions.base",
@@ -27,6 +28,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
+    from tether.sessions.base import OutputStore as OutputStore
     from tether.sessions.base import Session as Session
     from tether.sessions.base import SessionNotFound as SessionNotFound
     from tether.sessions.base import SessionStore as SessionStore

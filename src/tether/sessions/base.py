@@ -27,6 +27,14 @@ each to it):
   old or the new version.
 - Session ids are short, safe as file names and checked by every store (:func:`check_session_id`).
 
+Every store also keeps a session's *outputs* (:class:`OutputStore`): tool outputs too large to show the model
+whole, which the transcript names by reference (``tools/output_cache.py``). An output is stored under its
+content address (:func:`output_ref`), once: saving a ref again does not rewrite it. Its text lives only
+there, never a second time in the session's messages (they hold its preview). ``delete`` removes a
+session's outputs with the same guarantees as its messages, and outputs stored before the session's first
+save too. Owner-only files, I/O off the event loop and ``SessionInvalid`` for corrupt or hostile data (a
+file that is not text, text whose hash is not its ref) hold for outputs as for sessions.
+
 Storage failures that are not about the data (disk full, permission denied, a database locked by another
 process) propagate as the ``OSError`` or ``sqlite3.OperationalError`` they are.
 
@@ -37,6 +45,7 @@ sort correctly, print readably, and round-trip through every store exactly.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import re
 import secrets
@@ -178,6 +187,31 @@ class SessionStore(Protocol):
         """Remove the session and everything stored with it. Idempotent: an unknown id is not an error.
 
         A crash during a delete leaves the session loadable or gone, never half removed.
+        """
+        ...
+
+
+@runtime_checkable
+class OutputStore(Protocol):
+    """Where a session's cached tool outputs are kept, by content address (see the module docstring).
+
+    The memory, file and SQLite session stores are output stores too; a run in a session whose store is
+    not keeps its outputs in memory for that run only.
+    """
+
+    async def save_output(self, session_id: str, ref: str, content: str) -> None:
+        """Keep ``content`` under ``ref`` for the session; a ref already stored is left as it is.
+
+        ``SessionInvalid`` (and nothing stored) for an invalid session id or ref, text that is not valid
+        UTF-8, or a ``ref`` that is not ``output_ref(content)``.
+        """
+        ...
+
+    async def load_output(self, session_id: str, ref: str) -> str | None:
+        """The output stored under ``ref`` for the session, or ``None`` when there is none.
+
+        ``SessionInvalid`` naming the file or row when what is stored is not that output (corrupt,
+        truncated, not text, not a regular file).
         """
         ...
 
@@ -378,3 +412,58 @@ def summary_of(session: Session) -> SessionSummary:
     return SessionSummary(
         session.id, session.title, session.model, session.created_at, session.updated_at, len(session.messages)
     )
+
+
+# --- outputs ---------------------------------------------------------------------------------------------------
+
+_OUTPUT_REF = re.compile(r"out-[0-9a-f]{16}")
+MAX_OUTPUT_BYTES = 1 << 28
+"""The largest output a store keeps or reads (256 MiB of UTF-8): a hostile file cannot exhaust memory."""
+
+
+def output_ref(content: str) -> str:
+    """The content address of an output: ``out-`` and 16 hex digits of the BLAKE2b hash of its UTF-8 text.
+
+    Short enough for a model to copy, and 64 bits: two different outputs of one session share a ref about
+    once in 2**32 pairs of outputs, never in practice. ``content`` must encode as UTF-8 (``utf8_safe``).
+    """
+    return "out-" + hashlib.blake2b(content.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def check_output_ref(ref: str) -> str:
+    """``ref`` itself if it has the form of an output ref (safe as a file name); otherwise ``SessionInvalid``."""
+    if not isinstance(ref, str) or _OUTPUT_REF.fullmatch(ref) is None:
+        raise SessionInvalid(
+            f"output ref {brief(ref)} is not valid: it is 'out-' and 16 lowercase hex digits", details={"ref": ref}
+        )
+    return ref
+
+
+def storable_output(session_id: str, ref: str, content: str) -> bytes:
+    """The UTF-8 bytes a store writes for an output, after checking the id, the ref and that ``ref`` is the
+    content's address; ``SessionInvalid`` (nothing written) otherwise."""
+    source = f"session {check_session_id(session_id)!r}: output {check_output_ref(ref)}"
+    if not isinstance(content, str):
+        raise SessionInvalid(f"{source}: content must be a string, not {brief(content)}")
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SessionInvalid(f"{source}: not valid text (it holds a lone surrogate)") from None
+    if len(data) > MAX_OUTPUT_BYTES:
+        raise SessionInvalid(f"{source}: {len(data)} bytes, more than a store keeps ({MAX_OUTPUT_BYTES})")
+    if output_ref(content) != ref:
+        raise SessionInvalid(f"{source}: the ref is not the content's address ({output_ref(content)})")
+    return data
+
+
+def stored_output(ref: str, data: bytes | str, source: str) -> str:
+    """An output as read from storage, checked: UTF-8 text whose address is ``ref``; ``SessionInvalid``
+    naming ``source`` otherwise (a truncated or altered output cannot pass for the one the transcript names)."""
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise SessionInvalid(f"{source}: not UTF-8 text: {error.reason} at byte {error.start}") from None
+    if output_ref(data) != ref:
+        raise SessionInvalid(f"{source}: corrupt: its content is not the output {ref} (truncated or altered?)")
+    return data

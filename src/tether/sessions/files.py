@@ -2,7 +2,9 @@
 
 Layout: ``<dir>/<id>.json`` holds a session; ``<dir>/<id>.json.bak`` the version its last save replaced.
 Files named ``.<id>.json.….tmp`` exist only while a save runs (or after a crash in one); ``list`` ignores
-them and the next save of that session does not need them.
+them and the next save of that session does not need them. ``<dir>/<id>.outputs/<ref>`` holds one of the
+session's cached tool outputs (``OutputStore``), as UTF-8 text: written to a temporary file, synced, then
+linked into place, so it is whole or absent, and never rewritten once there.
 
 A save writes the whole session to a temp file in the same directory and fsyncs it, hard-links the current
 file to the backup name (copies it where the file system has no hard links), then ``os.replace``\\s the temp
@@ -16,8 +18,8 @@ the last save: ``load`` then returns the previous version and logs a warning on 
 A session file that is a symbolic link, a directory, a FIFO or anything but a regular file is refused as
 ``SessionInvalid``, like a corrupt one, and so are files of sessions whose messages cannot be read back.
 
-``delete`` removes the session file, its backup and any temporary file a crashed save of it left behind, so
-no copy of the conversation outlives it in the directory.
+``delete`` removes the session's outputs, then any temporary file a crashed save of it left behind, its
+backup and the session file, so no copy of the conversation outlives it in the directory.
 
 Files and the directory (when the store creates it) are readable and writable by their owner only,
 whatever the umask: a conversation can hold secrets. Every save
@@ -35,6 +37,8 @@ import errno
 import os
 import re
 import secrets
+import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -42,12 +46,16 @@ from tether._logging import get_logger
 from tether.errors import SessionInvalid
 from tether.sessions import codec
 from tether.sessions.base import (
+    MAX_OUTPUT_BYTES,
     Session,
     SessionNotFound,
     SessionSummary,
+    check_output_ref,
     check_session_id,
     newest_first,
     storable,
+    storable_output,
+    stored_output,
     validate_session,
 )
 from tether.sessions.private import make_private_directory, read_regular
@@ -84,6 +92,18 @@ class FileSessionStore:
     async def delete(self, session_id: str) -> None:
         path = self.path_of(session_id)
         await asyncio.to_thread(self._delete, path)
+
+    def outputs_of(self, session_id: str) -> Path:
+        """The directory of a session's cached tool outputs (``SessionInvalid`` for an unsafe id)."""
+        return self.directory / f"{check_session_id(session_id)}.outputs"
+
+    async def save_output(self, session_id: str, ref: str, content: str) -> None:
+        folder = self.outputs_of(session_id)
+        await asyncio.to_thread(self._save_output, folder, session_id, check_output_ref(ref), content)
+
+    async def load_output(self, session_id: str, ref: str) -> str | None:
+        folder = self.outputs_of(session_id)
+        return await asyncio.to_thread(self._load_output, folder, check_output_ref(ref))
 
     # --- in the worker thread ---------------------------------------------------------------------------
 
@@ -136,15 +156,66 @@ class FileSessionStore:
                 logger.warning("session left out of the list: %s", error)
         return newest_first(summaries)
 
+    def _save_output(self, folder: Path, session_id: str, ref: str, content: str) -> None:
+        data = storable_output(session_id, ref, content)
+        path = folder / ref
+        if _checked_folder(folder) and os.path.lexists(path):
+            return  # written once: the same ref is the same text
+        make_private_directory(folder)
+        fd, temp = tempfile.mkstemp(prefix=f".{ref}.", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            try:
+                os.link(temp, path)  # never replaces: a ref already there stays as it is
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links
+                if not os.path.lexists(path):
+                    os.rename(temp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+        fsync_directory(folder)
+
+    def _load_output(self, folder: Path, ref: str) -> str | None:
+        if not _checked_folder(folder):
+            return None
+        path = folder / ref
+        try:
+            data = read_regular(path, str(path), max_bytes=MAX_OUTPUT_BYTES)
+        except FileNotFoundError:
+            return None
+        return stored_output(ref, data, str(path))
+
     def _delete(self, path: Path) -> None:
-        # The backup and leftovers first: a crash in between leaves a session without its copies, never a
-        # copy alone.
+        # Outputs, leftovers and the backup first: a crash in between leaves a session without its copies,
+        # never a copy alone.
+        folder = path.with_name(path.name.removesuffix(".json") + ".outputs")
+        if os.path.islink(folder) or os.path.isfile(folder):
+            folder.unlink()
+        elif folder.is_dir():
+            shutil.rmtree(folder)
         for leftover in temporary_files_of(path):
             leftover.unlink(missing_ok=True)
         backup_of(path).unlink(missing_ok=True)
         path.unlink(missing_ok=True)
         if self.directory.is_dir():
             fsync_directory(self.directory)
+
+
+def _checked_folder(folder: Path) -> bool:
+    """Whether a session's outputs directory exists; ``SessionInvalid`` when its name is taken by a link or
+    anything but a directory (outputs are never read or written through a link)."""
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISDIR(mode):
+        raise SessionInvalid(f"{folder}: not a directory (a link or a file); the session's outputs cannot be kept")
+    return True
 
 
 def backup_of(path: Path) -> Path:

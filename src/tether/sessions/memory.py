@@ -3,7 +3,8 @@
 Nothing outlives the store object. Sessions are immutable, so the store keeps the objects it is given (with
 their usage normalised); ``save`` refuses what the other stores refuse (messages included that would not read
 back once written), so a program tested against this store behaves the same on the others, and ``load``
-returns them checked the same way the other stores check what they read.
+returns them checked the same way the other stores check what they read. Outputs (``OutputStore``) are kept
+the same way, per session, until ``delete``.
 """
 
 from __future__ import annotations
@@ -16,19 +17,23 @@ from tether.sessions.base import (
     Session,
     SessionNotFound,
     SessionSummary,
+    check_output_ref,
     check_session_id,
     newest_first,
     storable,
+    storable_output,
+    stored_output,
     summary_of,
     validate_session,
 )
 
 
 class MemorySessionStore:
-    """A :class:`~tether.sessions.base.SessionStore` that keeps sessions in memory."""
+    """A :class:`~tether.sessions.base.SessionStore` (and ``OutputStore``) that keeps sessions in memory."""
 
     def __init__(self) -> None:
         self._sessions: dict[str, Session] = {}
+        self._outputs: dict[str, dict[str, str]] = {}
 
     async def load(self, session_id: str) -> Session:
         check_session_id(session_id)
@@ -48,4 +53,14 @@ class MemorySessionStore:
 
     async def delete(self, session_id: str) -> None:
         check_session_id(session_id)
+        self._outputs.pop(session_id, None)
         self._sessions.pop(session_id, None)
+
+    async def save_output(self, session_id: str, ref: str, content: str) -> None:
+        storable_output(session_id, ref, content)
+        self._outputs.setdefault(session_id, {}).setdefault(ref, content)
+
+    async def load_output(self, session_id: str, ref: str) -> str | None:
+        check_session_id(session_id)
+        content = self._outputs.get(session_id, {}).get(check_output_ref(ref))
+        return None if content is None else stored_output(ref, content, f"session {session_id!r}: output {ref}")

@@ -61,11 +61,11 @@ def create_private_file(path: Path) -> None:
         os.close(fd)
 
 
-def read_regular(path: Path, source: str) -> bytes:
+def read_regular(path: Path, source: str, *, max_bytes: int | None = None) -> bytes:
     """The bytes of ``path``, a regular file, read without following a symbolic link.
 
     ``FileNotFoundError`` when there is none; ``SessionInvalid`` naming ``source`` when it is a link, a
-    directory, a FIFO, a device or anything else that is not a regular file.
+    directory, a FIFO, a device or anything else that is not a regular file, or larger than ``max_bytes``.
     """
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
@@ -76,8 +76,12 @@ def read_regular(path: Path, source: str) -> bytes:
         if os.path.islink(path) or os.path.isdir(path):
             raise SessionInvalid(f"{source}: not a regular file (a link or a directory)") from None
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode):
         os.close(fd)
         raise SessionInvalid(f"{source}: not a regular file")
+    if max_bytes is not None and status.st_size > max_bytes:
+        os.close(fd)
+        raise SessionInvalid(f"{source}: {status.st_size} bytes, more than a store reads ({max_bytes})")
     with os.fdopen(fd, "rb") as file:
-        return file.read()
+        return file.read() if max_bytes is None else file.read(max_bytes + 1)

@@ -1,9 +1,15 @@
 """SQLiteSessionStore: every session in one SQLite file; the command line's default store.
 
-Schema (``PRAGMA user_version`` = 1)::
+Schema (``PRAGMA user_version`` = 2)::
 
     sessions(id PRIMARY KEY, title, model, created_at, updated_at, usage, message_count, revision)
     messages(session_id, seq, role, data, PRIMARY KEY (session_id, seq))
+    outputs(session_id, ref, content, PRIMARY KEY (session_id, ref))
+
+``outputs`` holds the session's cached tool outputs (``OutputStore``), one row each, inserted once (a ref
+already there is left as it is). A database of schema 1 (before outputs were kept) gets the table when it is
+opened; a tether that reads only schema 1 then refuses it rather than deleting sessions and leaving their
+outputs behind.
 
 One row per message; ``seq`` is the message's index in the transcript (so "message 3" in an error is the
 row with ``seq`` 3) and ``data`` its JSON. ``usage`` is JSON; timestamps are ISO 8601 UTC text.
@@ -26,8 +32,9 @@ a message, text that is not UTF-8, a column of the wrong type, missing rows. A r
 with usage counts out of range, a usage that is not JSON, a title that is not UTF-8 or a revision that is
 not a number is normalised instead (and logged), so that it cannot make the session unusable.
 
-Deleted content does not linger: the connection runs with ``secure_delete`` (freed pages are overwritten
-with zeros) and a delete is followed by a ``TRUNCATE`` checkpoint, which copies the log into the database
+Deleted content does not linger: a delete removes the session's outputs with its messages, the connection
+runs with ``secure_delete`` (freed pages are overwritten with zeros) and a delete is followed by a
+``TRUNCATE`` checkpoint, which copies the log into the database
 and empties it, so neither the database nor its ``-wal`` holds the deleted session's text. (A checkpoint
 that another process's open read keeps from finishing is logged; the log is emptied by the next one.)
 
@@ -61,10 +68,13 @@ from tether.sessions.base import (
     SessionNotFound,
     SessionSummary,
     brief,
+    check_output_ref,
     check_session_id,
     newest_first,
     normalized_usage,
     storable,
+    storable_output,
+    stored_output,
     validate_session,
 )
 from tether.sessions.private import create_private_file, make_private_directory, tighten
@@ -72,7 +82,13 @@ from tether.usage import Usage
 
 logger = get_logger("tether.sessions")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+_OUTPUTS = """CREATE TABLE outputs (
+        session_id TEXT NOT NULL,
+        ref TEXT NOT NULL,
+        content TEXT NOT NULL,
+        PRIMARY KEY (session_id, ref)
+    )"""
 _SCHEMA = (
     """CREATE TABLE sessions (
         id TEXT PRIMARY KEY,
@@ -91,8 +107,11 @@ _SCHEMA = (
         data TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)
     )""",
+    _OUTPUTS,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
+_UPGRADES = {1: (_OUTPUTS, "PRAGMA user_version = 2")}
+"""The statements that bring a database of each older schema to the next one, in one transaction."""
 _REMEMBERED = 256
 """Sessions whose stored messages the store remembers (least recently used ones are forgotten)."""
 
@@ -124,6 +143,16 @@ class SQLiteSessionStore:
     async def delete(self, session_id: str) -> None:
         check_session_id(session_id)
         await asyncio.to_thread(self._locked, self._delete, session_id)
+
+    async def save_output(self, session_id: str, ref: str, content: str) -> None:
+        check_session_id(session_id)
+        check_output_ref(ref)
+        await asyncio.to_thread(self._locked, self._save_output, session_id, ref, content)
+
+    async def load_output(self, session_id: str, ref: str) -> str | None:
+        check_session_id(session_id)
+        check_output_ref(ref)
+        return await asyncio.to_thread(self._locked, self._load_output, session_id, ref)
 
     def close(self) -> None:
         """Close the database connection (blocking; ``aclose`` from async code). The store reopens on use."""
@@ -203,6 +232,10 @@ class SQLiteSessionStore:
                 raise SessionInvalid(
                     f"{self.path}: written by a newer tether (schema {version}; this one reads {SCHEMA_VERSION})"
                 )
+            while version in _UPGRADES:
+                for statement in _UPGRADES[version]:
+                    connection.execute(statement)
+                (version,) = connection.execute("PRAGMA user_version").fetchone()
 
     def _load(self, connection: sqlite3.Connection, session_id: str) -> Session:
         source = f"{self.path}: session {session_id!r}"
@@ -321,10 +354,32 @@ class SQLiteSessionStore:
                 logger.warning("session left out of the list: %s", error)
         return newest_first(summaries)
 
+    def _save_output(self, connection: sqlite3.Connection, session_id: str, ref: str, content: str) -> None:
+        storable_output(session_id, ref, content)
+        with _transaction(connection, "BEGIN IMMEDIATE"):
+            connection.execute(
+                "INSERT INTO outputs (session_id, ref, content) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                (session_id, ref, content),
+            )
+
+    def _load_output(self, connection: sqlite3.Connection, session_id: str, ref: str) -> str | None:
+        row = connection.execute(
+            "SELECT content FROM outputs WHERE session_id = ? AND ref = ?", (session_id, ref)
+        ).fetchone()
+        if row is None:
+            return None
+        (content,) = row
+        source = f"{self.path}: session {session_id!r}, outputs row {ref}"
+        if not isinstance(content, str):
+            found = "text that is not UTF-8" if isinstance(content, _NotText) else brief(content)
+            raise SessionInvalid(f"{source}: content should be text, found {found}")
+        return stored_output(ref, content, source)
+
     def _delete(self, connection: sqlite3.Connection, session_id: str) -> None:
         with _transaction(connection, "BEGIN IMMEDIATE"):
             connection.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
-            deleted = connection.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount
+            outputs = connection.execute("DELETE FROM outputs WHERE session_id = ?", (session_id,)).rowcount
+            deleted = connection.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount + outputs
         self._stored.pop(session_id, None)
         if deleted:
             # Copy the log into the database (where secure_delete has zeroed the freed pages) and empty it.
