@@ -7,7 +7,7 @@ import pytest
 from tether.limits import Compaction
 from tether.loop.context.history import cut_points
 from tether.loop.context.tokens import CHARS_PER_TOKEN, TokenGauge, fixed_chars, message_chars
-from tether.loop.context.window import Budget, ContextWindow, window_in_error
+from tether.loop.context.window import Budget, ContextWindow, tokens_in_error, window_in_error
 from tether.messages import (
     CompactionInfo,
     Message,
@@ -252,3 +252,31 @@ def test_the_budget_leaves_room_for_the_answer() -> None:
 )
 def test_the_window_an_overflow_error_states_is_read(detail: str, window: int | None) -> None:
     assert window_in_error(detail) == window
+
+
+@pytest.mark.parametrize(
+    ("detail", "sent"),
+    [
+        (
+            "This model's maximum context length is 128000 tokens. However, your messages resulted in 130500 tokens.",
+            130_500,
+        ),
+        ("prompt is too long: 210000 tokens > 200000 maximum", 210_000),
+        ("The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).", 1_200_000),
+        ('{"type":"exceed_context_size_error","n_prompt_tokens":9000,"n_ctx":8192}', 9_000),
+        ("Your input exceeds the context window of this model.", None),
+    ],
+)
+def test_the_size_an_overflow_error_counted_is_read(detail: str, sent: int | None) -> None:
+    assert tokens_in_error(detail) == sent
+
+
+def test_an_overflow_that_states_its_count_calibrates_the_estimate_to_it() -> None:
+    messages = conversation(10)
+    window = window_for(messages, tokens=100_000)
+    view = window.view()
+    counted = window.gauge.whole(view) * 3  # type: ignore[union-attr]
+    assert window.learn_overflow(view, f"prompt is too long: {counted} tokens > 3000 maximum")
+    assert window.budget is not None
+    assert window.budget.window == 3000
+    assert window.estimate(view) >= counted

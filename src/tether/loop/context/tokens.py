@@ -124,13 +124,14 @@ class TokenGauge:
         self._anchor_length, self._anchor_last = len(view), view[-1]
         self._anchor_tokens, self._anchor_chars = reported, chars
 
-    def overflowed(self, view: Sequence[Message], window: int) -> None:
+    def overflowed(self, view: Sequence[Message], window: int, sent: int | None = None) -> None:
         """The provider refused ``view`` as too long for a ``window``-token context: estimates were low.
 
-        The rate is raised so that this view is estimated above the window (with a margin), and the anchor
-        dropped: the next estimate is made from characters.
+        The rate is raised so that this view is estimated above the window (with a margin), or at ``sent``
+        when the provider said how many tokens it counted; the anchor is dropped: the next estimate is made
+        from characters.
         """
         chars = self.fixed_chars + sum(message_chars(m) for m in view)
-        needed = window * 1.05 * CHARS_PER_TOKEN / max(chars, 1)
+        needed = max(window * 1.05, sent or 0) * CHARS_PER_TOKEN / max(chars, 1)
         self.ratio = min(max(self.ratio, needed), MAX_RATIO)
         self._anchor_length, self._anchor_last = 0, None

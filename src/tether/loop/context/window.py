@@ -151,7 +151,7 @@ class ContextWindow:
             window = int(self.gauge.whole(view) * 0.9)
         if self.budget is not None:
             window = min(window, self.budget.window)
-        self.gauge.overflowed(view, window)
+        self.gauge.overflowed(view, window, tokens_in_error(detail))
         self.budget = Budget.of(self.settings, max(window, 256), self.max_tokens)
         return True
 
@@ -238,6 +238,23 @@ _WINDOW_PATTERNS = (
     re.compile(r"context (?:window|length|size) (?:of|is) (\d[\d,]*)", re.IGNORECASE),
     re.compile(r"n_ctx\D{0,4}(\d+)", re.IGNORECASE),
 )
+
+
+_SENT_PATTERNS = (
+    re.compile(r"prompt is too long: (\d[\d,]*) tokens", re.IGNORECASE),
+    re.compile(r"(?:messages|input|prompt) resulted in (\d[\d,]*) tokens", re.IGNORECASE),
+    re.compile(r"you requested (?:about )?(\d[\d,]*) tokens", re.IGNORECASE),
+    re.compile(r"input token count \((\d[\d,]*)\)", re.IGNORECASE),
+    re.compile(r"n_prompt_tokens\D{0,4}(\d+)", re.IGNORECASE),
+)
+
+
+def tokens_in_error(detail: str) -> int | None:
+    """How many tokens the provider counted in the refused request, when its overflow error says."""
+    for pattern in _SENT_PATTERNS:
+        if match := pattern.search(detail):
+            return int(match.group(1).replace(",", ""))
+    return None
 
 
 def window_in_error(detail: str) -> int | None:
