@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 
 def chat(cwd: Path, stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return tether(cwd, "chat", "--model", "scripted:echo", *args, stdin=stdin)
+
+
+def tether(cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_") and not k.endswith("_API_KEY")}
     env.update(HOME=str(cwd), XDG_DATA_HOME=str(cwd / "data"), XDG_CONFIG_HOME=str(cwd / "config"))
     return subprocess.run(
-        [sys.executable, "-m", "tether.cli.app", "chat", "--model", "scripted:echo", *args],
+        [sys.executable, "-m", "tether.cli.app", *args],
         cwd=cwd,
         env=env,
         input=stdin,
@@ -57,3 +62,37 @@ def test_the_configured_mcp_servers_tools_join_the_workspace_tools(tmp_path: Pat
     assert {"add", "echo", "pids"} <= set(names), "the server's tools are listed, and can be denied by name"
     pids = next(line for line in completed.stdout.splitlines() if line.startswith("pids "))
     assert "denied (tools.deny)" in pids
+
+
+LONG = " ".join(f"word{i}" for i in range(120))
+"""A line of about 870 characters: the echo model answers with it, so each turn adds about 440 tokens."""
+
+
+def test_a_long_chat_is_compacted_to_the_window_the_flag_gives_and_the_session_marks_it(tmp_path: Path) -> None:
+    completed = chat(tmp_path, f"{LONG}\n" * 4, "--context-window", "3000", "--session", "long")
+
+    assert completed.returncode == 0, completed.stderr
+    notes = [line for line in completed.stdout.splitlines() if line.startswith("context compacted")]
+    assert len(notes) == 1, completed.stdout
+    assert re.fullmatch(r"context compacted: [\d,]+ → [\d,]+ tokens \(\d+ messages summarized\)", notes[0])
+    shown = tether(tmp_path, "sessions", "show", "long")
+    assert shown.stdout.count("\n## Compacted\n") == 1
+    assert "the model saw this summary in place of" in shown.stdout
+
+
+def test_the_window_can_come_from_agent_toml_and_no_compact_turns_compaction_off(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text("[compaction]\ncontext_window = 3000\n")
+
+    configured = chat(tmp_path, f"{LONG}\n" * 4)
+    switched_off = chat(tmp_path, f"{LONG}\n" * 4, "--no-compact")
+
+    assert configured.returncode == switched_off.returncode == 0, configured.stderr + switched_off.stderr
+    assert "context compacted" in configured.stdout
+    assert "context compacted" not in switched_off.stdout
+    assert switched_off.stdout.count(LONG) == 4, "every prompt was answered, nothing summarized"
+
+
+def test_a_window_below_the_smallest_is_a_usage_error(tmp_path: Path) -> None:
+    completed = chat(tmp_path, "", "--context-window", "100")
+    assert completed.returncode == 2
+    assert "--context-window" in completed.stderr

@@ -45,9 +45,9 @@ def test_help_imports_no_heavy_library(args: list[str]) -> None:
     [
         (["run", "--help"], ["PROMPT", "--model", "--session", "--continue", "--json", "--yes", "--mode", "--max-turns",
                              "130", "--config", "TETHER_CONFIG", "cli.stream", "--trace", "--verbose", "-vv",
-                             "OTEL_EXPORTER_OTLP_ENDPOINT"]),
+                             "OTEL_EXPORTER_OTLP_ENDPOINT", "--no-compact", "--context-window", "[compaction]"]),
         (["chat", "--help"], ["--model", "--session", "--continue", "/help", "Esc then Enter", "--config",
-                              "--verbose"]),
+                              "--verbose", "--no-compact", "--context-window"]),
         (["config", "--help"], ["--config", "TETHER_CONFIG", "show", "set", "init", "path", "migrate"]),
         (["config", "migrate", "--help"], ["PATH", "older layout", ".bak"]),
         (["sessions", "--help"], ["list", "show", "delete", "export"]),

@@ -5,8 +5,9 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from tether.cli.render import Renderer, describe_call, describe_result, make_console, usage_line
+from tether.cli.render import Renderer, describe_call, describe_compaction, describe_result, make_console, usage_line
 from tether.events import (
+    Compacted,
     RunCompleted,
     RunEvent,
     RunResult,
@@ -19,7 +20,7 @@ from tether.events import (
     TurnStarted,
 )
 from tether.limits import StopReason
-from tether.messages import Message, ToolCall, ToolResult
+from tether.messages import CompactionInfo, Message, ToolCall, ToolResult, compaction_marker
 from tether.usage import Cost, Usage
 
 
@@ -212,3 +213,38 @@ def test_with_stream_off_the_text_of_a_turn_cut_short_is_still_printed() -> None
     screen.play(completed("Halfway", StopReason.CANCELLED, "cancelled by the user"))
     assert screen.out == "Halfway\n"
     assert "[cancelled]" in screen.err
+
+
+def compacted(reason: str = "threshold", trimmed: int = 0, summarized: int = 33) -> Compacted:
+    marker = compaction_marker("They read the notes.", CompactionInfo(4, summarized, 3284, 1092, {}))
+    return Compacted(3, 3284, 1092, summarized, 4, trimmed, reason, marker)  # type: ignore[arg-type]
+
+
+def test_a_compaction_is_one_quiet_line_on_err_between_the_answers() -> None:
+    screen = Screen()
+    screen.play(TurnStarted(1), TextDelta("Reading"), turn_done(), compacted(), TurnStarted(2), TextDelta("Done."))
+
+    assert screen.out == "Reading\nDone."
+    assert screen.err == "context compacted: 3,284 → 1,092 tokens (33 messages summarized)\n"
+
+
+def test_a_compaction_line_says_when_an_overflow_set_it_off_and_what_was_trimmed() -> None:
+    assert describe_compaction(compacted("overflow", trimmed=2, summarized=1)) == (
+        "context compacted after the model's context overflowed: 3,284 → 1,092 tokens "
+        "(1 message summarized, 2 tool outputs shown by reference)"
+    )
+    assert describe_compaction(compacted(trimmed=1)).endswith(
+        "(33 messages summarized, 1 tool output shown by reference)"
+    )
+
+
+def test_an_overflow_is_told_before_the_compaction_it_set_off_and_the_retry_after_it() -> None:
+    screen = Screen()
+    screen.play(
+        TurnStarted(3), turn_done("ContextOverflow: too long"), compacted("overflow"), TurnStarted(3, attempt=2)
+    )
+
+    lines = screen.err.splitlines()
+    assert lines[0] == "(answer not used: ContextOverflow: too long)"
+    assert lines[1].startswith("context compacted after the model's context overflowed: ")
+    assert lines[2] == "(the answer could not be used; asking again)"

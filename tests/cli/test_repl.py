@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from tether.cli.render import Renderer, make_console
 from tether.cli.repl import Chat
 from tether.errors import ConfigInvalid
 from tether.events import RunEvent, TextDelta
-from tether.messages import ToolCall, transcript_problems
+from tether.messages import CompactionInfo, Message, ToolCall, compaction_marker, model_view, transcript_problems
 from tether.providers.scripted import ScriptedProvider, Step, call, hang, reply
 from tether.sessions import MemorySessionStore, Session
 from tether.tools.base import Tool, tool
@@ -49,8 +50,12 @@ TOOLS: list[Tool] = [peek, put]
 class Harness:
     """A chat on scripted models; ``build`` makes an agent per (model, mode) with the next script."""
 
-    def __init__(self, *scripts: list[Step], answers: list[bool] | None = None, yes: bool = False) -> None:
+    def __init__(
+        self, *scripts: list[Step], answers: list[bool] | None = None, yes: bool = False, window: int | None = None
+    ) -> None:
         self.scripts = list(scripts)
+        self.window = window
+        """The scripted models' context window (they refuse longer requests; the chat's runs compact)."""
         self.store = MemorySessionStore()
         self.file = io.StringIO()
         self.questions: list[str] = []
@@ -64,7 +69,8 @@ class Harness:
     def build(self, model: str, mode: str) -> Agent:
         if model.startswith("nope:"):
             raise ConfigInvalid(f"unknown provider 'nope' in {model!r}")
-        provider = ScriptedProvider(self.scripts.pop(0) if self.scripts else [], model=model.partition(":")[2])
+        script = self.scripts.pop(0) if self.scripts else []
+        provider = ScriptedProvider(script, model=model.partition(":")[2], context_window=self.window)
         self.providers.append(provider)
         gate = WriteGate(TOOLS, yes=self.yes, interactive=True)
         return Agent(provider, tools=TOOLS, mode=mode, can_use_tool=gate, approve=self.approve, store=self.store)
@@ -213,6 +219,33 @@ async def test_sessions_new_and_resume() -> None:
     await chat.handle("/resume no-such-session")
     assert "no session 'no-such-session'" in harness.take()
     assert chat.session_id == first_id
+
+
+async def test_a_turn_that_outgrows_the_window_is_compacted_and_the_chat_says_so_in_one_line() -> None:
+    harness = Harness([reply("x" * 400), reply("Summary: the user sent two long notes."), reply("Noted.")], window=600)
+    await harness.chat.handle("first note " + "a" * 800)
+    harness.take()
+
+    await harness.chat.handle("second note " + "b" * 800)
+
+    lines = harness.take().splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(r"context compacted: [\d,]+ → [\d,]+ tokens \(1 message summarized\)", lines[0]), lines
+    assert lines[1] == "Noted."
+    assert not harness.providers[0].refused, "no request over the window was sent"
+    view = model_view((await harness.session()).messages)
+    assert view[0].text.endswith("Summary: the user sent two long notes."), "the next turn starts from the summary"
+
+
+async def test_resume_shows_a_compaction_summary_as_such() -> None:
+    harness = Harness()
+    marker = compaction_marker("They sent two notes.", CompactionInfo(0, 2, 700, 200, {}))
+    await harness.store.save(Session.new(id="long", messages=(Message.user("hi"), marker)))
+
+    await harness.chat.handle("/resume long")
+
+    shown = harness.take().splitlines()
+    assert shown[-2:] == ["  you: hi", "  (compacted) They sent two notes."]
 
 
 async def test_usage_adds_up_this_chats_turns() -> None:

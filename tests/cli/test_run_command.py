@@ -23,6 +23,7 @@ from tether.cli.build import (
     system_prompt,
 )
 from tether.cli.paths import data_dir, default_session_path, history_path, state_dir
+from tether.cli.pyrepl import ChatOptions
 from tether.cli.runner import RunOptions, result_json
 from tether.config import SessionConfig
 from tether.messages import ToolCall, messages_from_jsonable
@@ -78,6 +79,16 @@ def test_flags_map_to_configuration_keys() -> None:
         "runtime.model": "ollama:qwen3",
         "tools.mode": "read-only",
         "runtime.limits.max_turns": 3,
+        "compaction.enabled": None,
+        "compaction.context_window": None,
+    }
+    compacting = RunOptions("p", no_compact=True, context_window=32000).flags()
+    assert (compacting["compaction.enabled"], compacting["compaction.context_window"]) == (False, 32000)
+    assert ChatOptions(no_compact=True, context_window=32000).flags() == {
+        "runtime.model": None,
+        "tools.mode": None,
+        "compaction.enabled": False,
+        "compaction.context_window": 32000,
     }
     assert set(RunOptions("p").flags().values()) == {None}
 

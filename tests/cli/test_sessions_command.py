@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from tether.messages import Message, Thinking, ToolCall, ToolResult, messages_from_jsonable
+from tether.messages import (
+    SUMMARY_HEADER,
+    CompactionInfo,
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    compaction_marker,
+    messages_from_jsonable,
+)
 from tether.sessions import Session, SQLiteSessionStore
 from tether.usage import Usage
 
@@ -86,6 +96,40 @@ def test_show_prints_the_conversation_for_people(home: Path) -> None:
     assert "## Assistant\n\nPelicans." in out
     assert "Be brief." not in out, "the system prompt is only in exports"
     assert "I should read it." not in out, "thinking is only in exports"
+
+
+COMPACTED = (
+    Message.system("Be brief."),
+    Message.user("Read every log."),
+    Message.assistant("Reading."),
+    compaction_marker("The user wants every log read; a.log held errors.", CompactionInfo(2, 2, 3284, 1092, {})),
+    Message("assistant", (ToolCall("c2", "read", {"path": "b.log"}),)),
+    Message("tool", (ToolResult("c2", "read", "[kept whole: ref 1]"),)),
+    compaction_marker("Both logs are read.", CompactionInfo(2, 3, 2000, 900, {"c2": "[ref 1]", "c3": "[ref 2]"})),
+    Message.assistant("Done."),
+    Message("user", (Text("not a marker"),), {"compaction": {"kept": "many"}}),
+)
+
+
+def test_show_marks_each_compaction_and_still_shows_what_it_summarized(tmp_path: Path) -> None:
+    async def fill() -> None:
+        async with SQLiteSessionStore(tmp_path / "data" / "tether" / "sessions.db") as store:
+            await store.save(Session.new(id="long", title="Logs", model="openai:gpt-4o-mini", messages=COMPACTED))
+
+    asyncio.run(fill())
+    completed = tether(tmp_path, "sessions", "show", "long")
+
+    assert completed.returncode == 0, completed.stderr
+    out = completed.stdout
+    assert out.count("## Compacted\n") == 2
+    assert (
+        "## Assistant\n\nReading.\n\n## Compacted\n\n*The history was compacted to fit the model's context window "
+        "(3,284 → 1,092 tokens): from here on the model saw this summary in place of 2 messages above it.*\n\n"
+        "The user wants every log read; a.log held errors.\n\n## Assistant"
+    ) in out
+    assert "in place of 3 messages above it; 2 tool outputs below it shown by reference.*" in out
+    assert SUMMARY_HEADER.strip() not in out, "the header is for the model; the section says it for people"
+    assert "## You\n\nnot a marker" in out, "a malformed record is an ordinary message"
 
 
 def test_export_json_round_trips_the_messages(home: Path) -> None:

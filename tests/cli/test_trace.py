@@ -75,6 +75,16 @@ def test_durations_read_at_a_glance() -> None:
     ]  # fmt: skip
 
 
+def test_a_call_that_summarized_the_history_is_labelled_compaction() -> None:
+    records = (
+        TurnRecord(4, 1, True, 30.0, 10.0, Usage(900, 120), "stop", compaction=True),
+        TurnRecord(4, 1, False, 20.0, 8.0, Usage(400, 12), "stop"),
+    )
+    lines = text_of(result_of(records)).splitlines()
+    assert lines[1] == "├── turn 4 compaction · 30 ms · ttft 10 ms · 900 in / 120 out · stop"
+    assert lines[2].startswith("└── turn 4 · ")
+
+
 async def test_a_real_run_s_tree_matches_its_turn_records() -> None:
     harness = Harness([call("peek", {"path": "a"}), reply("It holds a.")])
     result = await harness.chat.ask("what is in a?")

@@ -135,7 +135,7 @@ def test_an_unknown_key_is_an_error_with_the_key_that_was_probably_meant(
 def test_an_unknown_key_far_from_any_known_one_lists_the_known_keys(dirs: Dirs) -> None:
     issue = only_issue(dirs, "[tools]\ncolour = 3\n")
 
-    assert issue["message"] == "unknown key 'colour' (known keys: bash, deny, mode)"
+    assert issue["message"] == "unknown key 'colour' (known keys: bash, cache_tool_outputs, deny, mode)"
 
 
 def test_every_problem_is_reported_at_once_in_file_order(dirs: Dirs) -> None:

@@ -4,7 +4,8 @@ It runs an aiohttp server on 127.0.0.1 in a thread of its own (the tests drive `
 pexpect calls meanwhile) and answers ``POST /v1/chat/completions`` with the next step of its script, streamed
 as server-sent events. A step may say something, call tools, stall mid-answer until the test releases it
 (waiting on an event, never a clock), fail with an HTTP status, or be computed from the request. Every
-request body and its Authorization header are recorded.
+request body and its Authorization header are recorded. The usage it reports counts 100 input tokens a
+message, or what ``count`` says.
 """
 
 from __future__ import annotations
@@ -61,8 +62,10 @@ Responder = Callable[[dict[str, Any]], Step]
 class MockLLM:
     """The server (see the module docstring). Use as a context manager: it starts and stops the thread."""
 
-    def __init__(self, script: list[Step | Responder]) -> None:
+    def __init__(self, script: list[Step | Responder], *, count: Callable[[dict[str, Any]], int] | None = None) -> None:
         self.script = list(script)
+        self.count = count or (lambda body: 100 * len(body["messages"]))
+        """The input tokens a request is reported to have used (100 a message unless told)."""
         self.requests: list[dict[str, Any]] = []
         self.authorizations: list[str | None] = []
         self.stalled = threading.Event()
@@ -166,7 +169,7 @@ class MockLLM:
                 await _send(response, {"tool_calls": [head]})
                 await _send(response, {"tool_calls": [{"index": index, "function": {"arguments": raw}}]})
         await _send(response, {}, finish)
-        usage = {"prompt_tokens": 100 * len(body["messages"]), "completion_tokens": 10, "total_tokens": 0}
+        usage = {"prompt_tokens": self.count(body), "completion_tokens": 10, "total_tokens": 0}
         await response.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
 

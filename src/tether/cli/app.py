@@ -118,6 +118,21 @@ def _verbose_option(command: Any) -> Any:
     )(command)
 
 
+def _compaction_options(command: Any) -> Any:
+    """``--no-compact`` and ``--context-window N``, shared by ``run`` and ``chat`` (``[compaction]``)."""
+    command = click.option(
+        "--context-window",
+        type=click.IntRange(min=256),
+        metavar="N",
+        help="The model's context window in tokens, for compaction (compaction.context_window).",
+    )(command)
+    return click.option(
+        "--no-compact",
+        is_flag=True,
+        help="Never compact the history; a run that outgrows the window stops (compaction.enabled).",
+    )(command)
+
+
 def _check_session_options(session: str | None, continue_last: bool) -> None:
     if session is not None and continue_last:
         raise click.UsageError("--session and --continue cannot be used together")
@@ -151,6 +166,7 @@ def _read_prompt(prompt: str | None) -> str:
 @click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
 @click.option("--max-turns", type=click.IntRange(min=1), metavar="N", help="Stop after N model turns.")
 @click.option("--trace", is_flag=True, help="After the answer, print its model and tool calls as a tree on stderr.")
+@_compaction_options
 @_verbose_option
 @_config_option
 def run(
@@ -163,6 +179,8 @@ def run(
     mode: str | None,
     max_turns: int | None,
     trace: bool,
+    no_compact: bool,
+    context_window: int | None,
     verbose: int,
     config_file: str | None,
 ) -> None:
@@ -175,7 +193,8 @@ def run(
     ID continues one, --continue the latest. Usage and cost go to stderr at the end. With cli.stream = false
     in the configuration, the answer is printed whole once written instead of as it comes. --trace adds a tree
     of the run's model calls and tool calls with their times; OTEL_EXPORTER_OTLP_ENDPOINT set exports its
-    spans (with tether[otel]).
+    spans (with tether[otel]). A history nearing the model's context window is summarized to fit
+    ([compaction]; --context-window for a model whose window tether does not know, --no-compact never).
 
     Exit codes: 0 answered, 1 configuration problem, 2 usage error, 3 a limit stopped the run, 4 the run
     failed, 130 cancelled (Ctrl-C).
@@ -186,7 +205,18 @@ def run(
     from tether.cli.verbose import configure_logging
 
     options = RunOptions(
-        _read_prompt(prompt), model, session, continue_last, as_json, yes, mode, max_turns, config_file, trace
+        _read_prompt(prompt),
+        model,
+        session,
+        continue_last,
+        as_json,
+        yes,
+        mode,
+        max_turns,
+        config_file,
+        trace,
+        no_compact=no_compact,
+        context_window=context_window,
     )
     configure_logging(verbose)
     sys.exit(run_main(options))
@@ -197,6 +227,7 @@ def run(
 @_session_options
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands without asking.")
 @click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
+@_compaction_options
 @_verbose_option
 @_config_option
 def chat(
@@ -205,6 +236,8 @@ def chat(
     continue_last: bool,
     yes: bool,
     mode: str | None,
+    no_compact: bool,
+    context_window: int | None,
     verbose: int,
     config_file: str | None,
 ) -> None:
@@ -219,7 +252,10 @@ def chat(
     from tether.cli.verbose import configure_logging
 
     configure_logging(verbose)
-    sys.exit(chat_main(ChatOptions(model, session, continue_last, yes, mode, config_file)))
+    options = ChatOptions(
+        model, session, continue_last, yes, mode, config_file, no_compact=no_compact, context_window=context_window
+    )
+    sys.exit(chat_main(options))
 
 
 @main.command()

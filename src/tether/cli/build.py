@@ -6,7 +6,7 @@ config > defaults (:mod:`tether.config.load`); when no model is configured,
 The tools are the file tools and ``bash``, rooted at the working directory, offered as ``tools.mode`` and
 ``tools.deny`` say; ``bash`` runs in a sandbox as ``[tools.bash]`` says. Write-type tools (every tool not
 marked ``read_only``) go through :class:`WriteGate`: allowed with ``--yes``, asked about in a terminal,
-refused otherwise.
+refused otherwise. A run's history is compacted as ``[compaction]`` says.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tether.agent import Agent
 from tether.cli.choose import ModelChoice, choose_model
@@ -75,6 +75,10 @@ NOT_INTERACTIVE = (
 
 MCP_TOOL_TIMEOUT = 300.0
 """Seconds an MCP tool call may take when neither its server nor ``[runtime.limits]`` says."""
+
+PASS_CACHE_TOOL_OUTPUTS = False
+"""Whether ``tools.cache_tool_outputs`` is given to the agents built here (``Agent(cache_tool_outputs=...)``);
+while ``False`` the setting is validated and shown but the agents keep their own default."""
 
 
 class NoModel(Exception):
@@ -137,6 +141,9 @@ class Setup:
         """An agent on ``model`` (the chosen one by default) with the workspace tools and this setup's store."""
         config = with_model(self.config, model or self.model)
         tools = self.tools()
+        cache: dict[str, Any] = {}
+        if PASS_CACHE_TOOL_OUTPUTS:
+            cache["cache_tool_outputs"] = config.tools.cache_tool_outputs
         return Agent(
             model_target(config, self.env).provider(),
             tools=tools,
@@ -148,6 +155,8 @@ class Setup:
             approve=approve,
             store=self.store,
             telemetry=self.telemetry,
+            compaction=config.compaction.to_compaction(),
+            **cache,
         )
 
 
@@ -191,6 +200,11 @@ async def mcp_tools(setup: Setup) -> AsyncIterator[Setup]:
     ]
     async with MCPTools(configs) as connected:
         yield dataclasses.replace(setup, extra_tools=tuple(connected.tools))
+
+
+def compaction_flags(*, no_compact: bool, context_window: int | None) -> dict[str, object]:
+    """The ``[compaction]`` keys ``--no-compact`` and ``--context-window`` set (``None``: not given)."""
+    return {"compaction.enabled": False if no_compact else None, "compaction.context_window": context_window}
 
 
 def with_model(config: Config, model: str) -> Config:

@@ -22,7 +22,16 @@ from rich.console import Console
 from rich.text import Text
 
 from tether.cli import exits
-from tether.cli.build import NoModel, Setup, close_store, config_problem, load_setup, mcp_tools, pick_session
+from tether.cli.build import (
+    NoModel,
+    Setup,
+    close_store,
+    compaction_flags,
+    config_problem,
+    load_setup,
+    mcp_tools,
+    pick_session,
+)
 from tether.cli.otlp import otlp_export
 from tether.cli.paths import history_path
 from tether.cli.render import Renderer, make_console
@@ -48,15 +57,26 @@ class ChatOptions:
     mode: str | None = None
     config_file: str | None = None
     """``--config``: the file read instead of ``./agent.toml``."""
+    no_compact: bool = False
+    """``--no-compact``: ``compaction.enabled = false`` for this chat."""
+    context_window: int | None = None
+    """``--context-window N``: ``compaction.context_window``."""
+
+    def flags(self) -> dict[str, object]:
+        """The configuration keys the flags set (``None``: not given)."""
+        return {
+            "runtime.model": self.model,
+            "tools.mode": self.mode,
+            **compaction_flags(no_compact=self.no_compact, context_window=self.context_window),
+        }
 
 
 def main(options: ChatOptions, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
     """Run ``tether chat`` and return its exit code."""
     env = os.environ if env is None else env
     console = make_console()
-    flags = {"runtime.model": options.model, "tools.mode": options.mode}
     try:
-        setup = load_setup(cwd or Path.cwd(), env, flags, options.config_file)
+        setup = load_setup(cwd or Path.cwd(), env, options.flags(), options.config_file)
     except (ConfigInvalid, NoModel) as error:
         make_console(stderr=True).print(Text(config_problem(error), style="red"))
         return exits.CONFIG

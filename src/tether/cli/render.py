@@ -1,9 +1,9 @@
 """How a run looks in a terminal: the answer as it streams, everything else as compact one-liners.
 
 The answer's text goes to ``out`` (stdout for ``tether run``, so ``tether run ... > answer.txt`` keeps only
-the answer); thinking (dim), tool calls and their results (one line each), notes and the closing summary go
-to ``err`` (stderr). In the chat both are the same console. A spinner runs on ``err`` while the model has
-not sent anything yet, when ``err`` is a terminal.
+the answer); thinking (dim), tool calls and their results (one line each), compactions of the history (one
+line each), notes and the closing summary go to ``err`` (stderr). In the chat both are the same console. A
+spinner runs on ``err`` while the model has not sent anything yet, when ``err`` is a terminal.
 
 Everything but the answer goes through the agent's :class:`~tether.telemetry.redact.Redaction`
 (``renderer.redaction = agent.redaction``): a tool call's secret-named arguments print as ``***``, and so do
@@ -23,6 +23,7 @@ from rich.status import Status
 from rich.text import Text
 
 from tether.events import (
+    Compacted,
     RunCompleted,
     RunEvent,
     TextDelta,
@@ -87,6 +88,16 @@ def describe_result(result: ToolResult, width: int = RESULT_WIDTH) -> str:
     code = f"{result.code}: " if result.is_error and result.code else ""
     head = f"{result.name}: {code}"
     return head + shorten(first, max(width - len(head) - len(more), 10)) + more
+
+
+def describe_compaction(event: Compacted) -> str:
+    """``context compacted: 3,284 → 1,092 tokens (33 messages summarized)``: a compaction on one line, saying
+    when the provider's refusal of a request too long for its window is what set it off."""
+    what = f"{event.summarized:,} message{'' if event.summarized == 1 else 's'} summarized"
+    if event.trimmed:
+        what += f", {event.trimmed:,} tool output{'' if event.trimmed == 1 else 's'} shown by reference"
+    why = " after the model's context overflowed" if event.reason == "overflow" else ""
+    return f"context compacted{why}: {event.tokens_before:,} → {event.tokens_after:,} tokens ({what})"
 
 
 def _mark(result: ToolResult) -> str:
@@ -183,6 +194,10 @@ class Renderer:
             self._release()
             self.end_lines()
             self._rejected = event.rejected
+        elif kind is Compacted:
+            assert isinstance(event, Compacted)
+            self._flush_rejected()  # an overflow that set it off is told first
+            self.note(describe_compaction(event))
         elif kind is RunCompleted:
             assert isinstance(event, RunCompleted)
             self._completed(event)

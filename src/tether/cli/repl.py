@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from tether.cli.render import Renderer, shorten, usage_line
+from tether.cli.transcript import summary_table, summary_text
 from tether.errors import TetherError
 from tether.events import RunCompleted, RunResult
+from tether.messages import compaction_of
 from tether.sessions import SessionNotFound, new_session_id
 from tether.usage import Cost, Usage
 
@@ -214,8 +216,6 @@ class Chat:
         return True
 
     async def _sessions(self, argument: str) -> bool:
-        from tether.cli.transcript import summary_table
-
         summaries = await self.store.list()
         if not summaries:
             self.say("no saved sessions yet")
@@ -240,7 +240,9 @@ class Chat:
         self.session_id = session.id
         self.say(f"resumed {session.id}: {session.title or '(untitled)'} ({len(session.messages)} messages)")
         for message in session.messages[-2:]:
-            if message.role in ("user", "assistant") and message.text.strip():
+            if compaction_of(message) is not None:
+                self.say(f"  (compacted) {shorten(summary_text(message), 200)}", "dim")
+            elif message.role in ("user", "assistant") and message.text.strip():
                 who = "you" if message.role == "user" else "assistant"
                 self.say(f"  {who}: {shorten(message.text, 200)}", "dim")
         return True

@@ -26,7 +26,16 @@ from rich.console import Console
 from rich.text import Text
 
 from tether.cli import exits
-from tether.cli.build import NoModel, Setup, close_store, config_problem, load_setup, mcp_tools, pick_session
+from tether.cli.build import (
+    NoModel,
+    Setup,
+    close_store,
+    compaction_flags,
+    config_problem,
+    load_setup,
+    mcp_tools,
+    pick_session,
+)
 from tether.cli.otlp import otlp_export
 from tether.cli.render import Renderer, make_console, usage_line
 from tether.cli.terminal import Interrupts, terminal_approver
@@ -53,10 +62,19 @@ class RunOptions:
     """``--config``: the file read instead of ``./agent.toml``."""
     trace: bool = False
     """``--trace``: the tree of the run on stderr after the answer (``cli/trace.py``)."""
+    no_compact: bool = False
+    """``--no-compact``: ``compaction.enabled = false`` for this run."""
+    context_window: int | None = None
+    """``--context-window N``: ``compaction.context_window``."""
 
     def flags(self) -> dict[str, object]:
         """The configuration keys the flags set (``None``: not given)."""
-        return {"runtime.model": self.model, "tools.mode": self.mode, "runtime.limits.max_turns": self.max_turns}
+        return {
+            "runtime.model": self.model,
+            "tools.mode": self.mode,
+            "runtime.limits.max_turns": self.max_turns,
+            **compaction_flags(no_compact=self.no_compact, context_window=self.context_window),
+        }
 
 
 def main(options: RunOptions, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:

@@ -10,6 +10,9 @@ whether or not spans are exported::
     │   └── ✗ bash · tool_failed · 12 ms
     └── turn 2 · 590 ms · ttft 210 ms · 500 in / 94 out · stop · 1 retry
 
+A call that asked for a summary to compact the history (``TurnRecord.compaction``) is labelled
+``compaction``; the call made without tools after a limit, ``final``.
+
 What it shows passes through the agent's :class:`~tether.telemetry.redact.Redaction` (the reasons an answer
 was rejected quote the model and the provider).
 """
@@ -59,7 +62,7 @@ def trace_tree(result: RunResult, model: str, redaction: Redaction | None = None
 
 def _turn_label(record: TurnRecord, redaction: Redaction | None) -> Text:
     head = f"turn {record.turn}" + (f" attempt {record.attempt}" if record.attempt > 1 else "")
-    head += " final" if record.final else ""
+    head += " compaction" if record.compaction else " final" if record.final else ""
     usage = record.usage
     parts = [duration(record.duration_ms)]
     if record.ttft_ms is not None:

@@ -1,8 +1,10 @@
 """Sessions for people and programs: a table of summaries, a transcript as Markdown, a session as JSON.
 
 The Markdown is for people, and may be pasted anywhere: tool calls' secret-named arguments show as ``***``
-(``tether.telemetry.redact``'s default rules). The JSON is the session as stored, the model's arguments
-verbatim: it is the user's own data, like the session file it comes from."""
+(``tether.telemetry.redact``'s default rules). A compaction marker (``tether.messages.compaction_of``) is a
+section of its own, ``## Compacted``: what its summary stood for in the model's view, then the summary;
+the messages before it are still shown, as the session keeps them. The JSON is the session as stored, the
+model's arguments verbatim: it is the user's own data, like the session file it comes from."""
 
 from __future__ import annotations
 
@@ -11,7 +13,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from tether.messages import Message, Text, Thinking, ToolCall, ToolResult, messages_to_jsonable
+from tether.messages import (
+    SUMMARY_HEADER,
+    CompactionInfo,
+    Message,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    compaction_of,
+    messages_to_jsonable,
+)
 from tether.sessions import Session, SessionSummary
 from tether.telemetry.redact import default_redaction
 
@@ -64,9 +76,31 @@ def to_markdown(session: Session, *, full: bool) -> str:
     for message in session.messages:
         if message.role == "system" and not full:
             continue
+        info = compaction_of(message)
+        if info is not None:
+            lines += ["", "## Compacted", "", f"*{compaction_note(info)}*", "", summary_text(message)]
+            continue
         lines += ["", f"## {_ROLE[message.role]}", ""]
         lines += _parts(message, full)
     return "\n".join(lines) + "\n"
+
+
+def compaction_note(info: CompactionInfo) -> str:
+    """What a compaction marker stands for, in a sentence: the model saw its summary, not what came before."""
+    messages = f"{info.summarized:,} message{'' if info.summarized == 1 else 's'}"
+    trimmed = len(info.trimmed)
+    shown = f"; {trimmed} tool output{'' if trimmed == 1 else 's'} below it shown by reference" if trimmed else ""
+    return (
+        f"The history was compacted to fit the model's context window ({info.tokens_before:,} → "
+        f"{info.tokens_after:,} tokens): from here on the model saw this summary in place of {messages} "
+        f"above it{shown}."
+    )
+
+
+def summary_text(marker: Message) -> str:
+    """A compaction marker's summary, without the header that tells the model what it is."""
+    text = marker.text
+    return text[len(SUMMARY_HEADER) :] if text.startswith(SUMMARY_HEADER) else text
 
 
 def _parts(message: Message, full: bool) -> list[str]:

@@ -5,7 +5,11 @@ Building an agent from it::
     from tether.config import load_config, build_provider
 
     config = load_config(cwd, os.environ, {"runtime.model": model_flag})
-    agent = Agent(build_provider(config), limits=config.runtime.limits.to_limits())
+    agent = Agent(
+        build_provider(config),
+        limits=config.runtime.limits.to_limits(),
+        compaction=config.compaction.to_compaction(),
+    )
 
 ``config.tools`` (mode, deny, ``bash``), ``config.mcp.servers`` and ``config.session`` are for the tool registry,
 the MCP client and the session store. See :mod:`tether.config.load` for the layers and their precedence,
@@ -18,6 +22,7 @@ from tether.config.load import Loaded, load, load_config, parse_value, project_p
 from tether.config.schema import (
     BashConfig,
     CliConfig,
+    CompactionConfig,
     Config,
     LimitsConfig,
     McpConfig,
@@ -32,6 +37,7 @@ from tether.config.target import ModelTarget, build_provider, model_target
 __all__ = [
     "BashConfig",
     "CliConfig",
+    "CompactionConfig",
     "Config",
     "LimitsConfig",
     "Loaded",

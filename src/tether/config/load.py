@@ -489,7 +489,23 @@ def cross_checks(config: Config) -> list[tuple[Loc, str]]:
                     (("providers", name, "base_url"), f"is required: profile {profile.name!r} has no default URL")
                 )
     problems.extend(_mcp_checks(config))
+    problems.extend(_compaction_checks(config))
     return problems
+
+
+def _compaction_checks(config: Config) -> list[tuple[Loc, str]]:
+    """``keep_recent`` below ``threshold``, blamed on the one of them that was set (``keep_recent`` if both)."""
+    section = config.compaction
+    if section.keep_recent < section.threshold:
+        return []
+    key = "keep_recent" if "keep_recent" in section.model_fields_set else "threshold"
+    return [
+        (
+            ("compaction", key),
+            f"keep_recent ({section.keep_recent:g}) must be below threshold ({section.threshold:g}): otherwise "
+            "a compaction could keep everything and free nothing",
+        )
+    ]
 
 
 def _mcp_checks(config: Config) -> list[tuple[Loc, str]]:

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from tether.limits import Limits
+from tether.limits import Compaction, Limits
 from tether.providers.registry import PROFILES
 from tether.tools.sandbox import DEFAULT_BWRAP, SandboxMode
 
@@ -30,6 +30,17 @@ OFF = "off"
 """The TOML spelling of "no limit" (``None`` in :class:`~tether.limits.Limits`)."""
 
 _DEFAULTS = Limits()
+_COMPACTION = Compaction()
+
+CACHE_TOOL_OUTPUTS = 8_000
+"""``tools.cache_tool_outputs`` when not set: characters above which a tool's output is kept whole and the
+model shown a preview (``Agent(cache_tool_outputs=...)``)."""
+MIN_CACHE_TOOL_OUTPUTS = 1_000
+"""The smallest threshold the tool-output cache takes."""
+MIN_CONTEXT_WINDOW = 256
+"""The smallest ``compaction.context_window`` (``tether.Compaction`` refuses less)."""
+MIN_SUMMARY_TOKENS = 16
+"""The smallest ``compaction.summary_tokens`` (``tether.Compaction`` refuses less)."""
 
 DEFAULT_RETRIES = 3
 """``runtime.retries`` when not set: the default of ``tether.providers.http.RetryPolicy.max_retries``."""
@@ -219,8 +230,71 @@ class ToolsConfig(Section):
     """``"read-only"`` offers only tools that never change anything; ``"full"`` offers every tool."""
     deny: list[str] = Field(default_factory=list)
     """Tools never offered and never run, by name."""
+    cache_tool_outputs: int | None = CACHE_TOOL_OUTPUTS
+    """Characters above which a tool's output is kept whole for the run (and in the session) while the model
+    is shown its head and tail and pages through the rest with ``read_tool_output``; ``false``: every output
+    goes to the model as it is (up to the last-resort cap)."""
     bash: BashConfig = Field(default_factory=BashConfig)
     """The ``bash`` tool (``[tools.bash]``)."""
+
+    @field_validator("cache_tool_outputs", mode="before")
+    @classmethod
+    def _cache(cls, value: object) -> object:
+        if value is None or value is False or value == OFF:
+            return None
+        if _is_int(value) and isinstance(value, int) and value >= MIN_CACHE_TOOL_OUTPUTS:
+            return value
+        raise ValueError(f"must be a whole number of characters >= {MIN_CACHE_TOOL_OUTPUTS:,}, or false")
+
+
+class CompactionConfig(Section):
+    """``[compaction]``: how a long run's history is compacted to fit the model's context window
+    (``tether.Compaction``). Fractions are of the window."""
+
+    enabled: bool = _COMPACTION.enabled
+    """Compact before a request would pass ``threshold`` of the window, and once after the provider says the
+    context overflowed; ``false``: never (a run that outgrows the window stops with ``context_overflow``)."""
+    context_window: int | None = _COMPACTION.context_window
+    """The model's context window in tokens; when not set, the model's known window (a model whose window
+    is unknown is compacted only after an overflow)."""
+    threshold: float = _COMPACTION.threshold
+    """Compact when the next request is estimated above this fraction of the window."""
+    keep_recent: float = _COMPACTION.keep_recent
+    """At most this fraction of the window is kept verbatim after a compaction (the most recent turns, and
+    at least the last one); below ``threshold``."""
+    summary_tokens: int | None = _COMPACTION.summary_tokens
+    """The most tokens the summary may take; when not set, an eighth of the window, at most 4,096."""
+    trim_tool_outputs: bool = _COMPACTION.trim_tool_outputs
+    """At a compaction, kept tool outputs that the tool-output cache holds whole are shown to the model by
+    reference only (except the last turn's)."""
+    instructions: str | None = _COMPACTION.instructions
+    """The request for a summary, instead of tether's own."""
+
+    @field_validator("context_window", "summary_tokens", mode="before")
+    @classmethod
+    def _tokens(cls, value: object, info: ValidationInfo) -> object:
+        least = MIN_CONTEXT_WINDOW if info.field_name == "context_window" else MIN_SUMMARY_TOKENS
+        if value is None or (_is_int(value) and isinstance(value, int) and value >= least):
+            return value
+        raise ValueError(f"must be a whole number of tokens >= {least}")
+
+    @field_validator("threshold", "keep_recent", mode="before")
+    @classmethod
+    def _fraction(cls, value: object) -> object:
+        if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1:
+            return float(value)
+        raise ValueError("must be a fraction between 0 and 1 (0.8 is 80% of the window)")
+
+    @field_validator("instructions")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must say what the summary should hold (leave it out for tether's own request)")
+        return value
+
+    def to_compaction(self) -> Compaction:
+        """The :class:`~tether.limits.Compaction` these settings describe, for ``Agent(compaction=...)``."""
+        return Compaction(**self.model_dump())
 
 
 class McpServerConfig(Section):
@@ -286,6 +360,8 @@ class Config(Section):
 
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     """``[runtime]``"""
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    """``[compaction]``"""
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     """``[providers.NAME]``"""
     tools: ToolsConfig = Field(default_factory=ToolsConfig)

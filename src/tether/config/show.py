@@ -1,8 +1,8 @@
 """The effective configuration as ``tether config show`` prints it: secrets hidden, origins named.
 
-The text form is TOML that would load to the same configuration (a limit that is off reads ``"off"``; a
-setting with no value is left out), each value followed by a comment saying where it came from. The JSON
-form is the configuration alone, ``null`` for settings with no value. Both go through
+The text form is TOML that would load to the same configuration (a limit or the tool-output cache switched
+off reads ``"off"``; a setting with no value is left out), each value followed by a comment saying where it
+came from. The JSON form is the configuration alone, ``null`` for settings with no value. Both go through
 :class:`~tether.config.redact.Redactor` first (see that module for what counts as a secret).
 """
 
@@ -22,6 +22,8 @@ from tether.providers.registry import PROFILES
 
 _LEAF_TABLES = frozenset({"headers", "env"})
 """Tables shown inline, as one value (their keys are names, not settings)."""
+_SWITCHED_OFF = frozenset({"cache_tool_outputs"})
+"""Settings outside ``[runtime.limits]`` whose ``None`` means "off" (not "not set")."""
 
 
 def redacted_data(loaded: Loaded, env: Mapping[str, str]) -> dict[str, Any]:
@@ -61,7 +63,7 @@ def _table(loaded: Loaded, loc: tuple[str | int, ...], data: Mapping[str, Any]) 
                 table.add(key, array)
             continue
         if value is None:
-            if loc[-1] != "limits":
+            if loc[-1] != "limits" and key not in _SWITCHED_OFF:
                 continue
             value = OFF
         item = tomlkit.item(value)

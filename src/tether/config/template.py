@@ -13,7 +13,16 @@ from typing import Any
 import tomlkit
 from pydantic import BaseModel
 
-from tether.config.schema import OFF, BashConfig, CliConfig, LimitsConfig, RuntimeConfig, SessionConfig, ToolsConfig
+from tether.config.schema import (
+    OFF,
+    BashConfig,
+    CliConfig,
+    CompactionConfig,
+    LimitsConfig,
+    RuntimeConfig,
+    SessionConfig,
+    ToolsConfig,
+)
 
 WIDTH = 100
 
@@ -33,6 +42,9 @@ HEADER = """\
 _EXAMPLES: dict[tuple[str, str], str] = {
     ("runtime", "model"): '"openai:gpt-4o-mini"',
     ("session", "path"): '".tether/sessions.sqlite"',
+    ("compaction", "context_window"): "128000",
+    ("compaction", "summary_tokens"): "2048",
+    ("compaction", "instructions"): '"Summarize the conversation so far: goals, decisions, findings, next steps."',
 }
 """Values shown for settings whose default is "not set"."""
 
@@ -74,6 +86,7 @@ def default_file() -> str:
         HEADER,
         _section("runtime", RuntimeConfig, skip={"limits"}),
         _section("runtime.limits", LimitsConfig),
+        _section("compaction", CompactionConfig),
         PROVIDERS,
         _section("tools", ToolsConfig, skip={"bash"}),
         _section("tools.bash", BashConfig),
