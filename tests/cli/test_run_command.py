@@ -397,3 +397,21 @@ def test_run_prints_the_whole_answer_once_whether_it_streams_or_not(tmp_path: Pa
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "a longer answer, in pieces\n"
+
+
+@pytest.mark.parametrize(("setting", "threshold"), [("2000", 2000), ("false", None), (None, 8000)])
+def test_the_configured_tool_output_cache_reaches_the_agent(
+    tmp_path: Path, setting: str | None, threshold: int | None
+) -> None:
+    tools = f"[tools]\ncache_tool_outputs = {setting}\n" if setting is not None else ""
+    (tmp_path / "agent.toml").write_text(f'[runtime]\nmodel = "scripted:echo"\n{tools}')
+    agent = load_setup(tmp_path, {"HOME": str(tmp_path)}, {}).agent()
+    assert agent._spec.cache_tool_outputs == threshold
+
+
+def test_the_config_defaults_of_the_tool_output_cache_are_the_agents() -> None:
+    from tether.config import schema
+    from tether.tools import output_cache
+
+    assert schema.CACHE_TOOL_OUTPUTS == output_cache.DEFAULT_THRESHOLD
+    assert schema.MIN_CACHE_TOOL_OUTPUTS == output_cache.MIN_THRESHOLD

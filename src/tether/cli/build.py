@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tether.agent import Agent
 from tether.cli.choose import ModelChoice, choose_model
@@ -75,10 +75,6 @@ NOT_INTERACTIVE = (
 
 MCP_TOOL_TIMEOUT = 300.0
 """Seconds an MCP tool call may take when neither its server nor ``[runtime.limits]`` says."""
-
-PASS_CACHE_TOOL_OUTPUTS = False
-"""Whether ``tools.cache_tool_outputs`` is given to the agents built here (``Agent(cache_tool_outputs=...)``);
-while ``False`` the setting is validated and shown but the agents keep their own default."""
 
 
 class NoModel(Exception):
@@ -141,9 +137,6 @@ class Setup:
         """An agent on ``model`` (the chosen one by default) with the workspace tools and this setup's store."""
         config = with_model(self.config, model or self.model)
         tools = self.tools()
-        cache: dict[str, Any] = {}
-        if PASS_CACHE_TOOL_OUTPUTS:
-            cache["cache_tool_outputs"] = config.tools.cache_tool_outputs
         return Agent(
             model_target(config, self.env).provider(),
             tools=tools,
@@ -156,7 +149,7 @@ class Setup:
             store=self.store,
             telemetry=self.telemetry,
             compaction=config.compaction.to_compaction(),
-            **cache,
+            cache_tool_outputs=config.tools.cache_tool_outputs,
         )
 
 
