@@ -51,6 +51,7 @@ from tether.loop.context import (
     shape_history,
     summary_request,
 )
+from tether.loop.context.tokens import fixed_chars
 from tether.loop.executor import DEFAULT_MAX_OUTPUT, ToolBatch, ToolExecutor, cancelled_result
 from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
@@ -270,6 +271,8 @@ class Run(Compacting):
         self.executor.registry = ToolRegistry([*self.spec.tools, reader])
         if self.spec.permissions.offers(reader):
             self._offer((*self.definitions, ToolDefinition(reader.name, reader.description, reader.parameters)))
+            if (gauge := self.window.gauge) is not None:  # every request now carries one more definition
+                gauge.fixed_chars = fixed_chars(self.system_text, self.definitions)
 
     def _build(self, extra: Message | None = None, *, final: bool = False) -> Request:
         limits = self.spec.limits
