@@ -21,9 +21,9 @@ of each bucket of ten turns spread over its steps.
 The figure of record is instructions: one client process under ``valgrind --tool=callgrind
 --dump-before=getppid`` (each mark dumps the count since the previous one; ``PYTHONHASHSEED=0``), ``--runs``
 runs of each variant. CPU time is the secondary figure: ``--repeat`` client processes pinned to core 0, the
-server on core 1, ``--cpu-runs`` runs of each variant each; one process's steps run 10-30% slower or faster
-than another's on this virtual machine, so the variants are compared inside each process. Costs are the
-median of the steps of a bucket (a cyclic garbage collection makes the odd step cost millions of
+server on core 1, ``--cpu-runs`` runs of each variant each; one process's steps run up to a third slower or
+faster than another's on this virtual machine, so the variants are compared inside each process. Costs are
+the median of the steps of a bucket (a cyclic garbage collection makes the odd step cost millions of
 instructions more, wherever it falls).
 """
 
@@ -181,6 +181,7 @@ def amortized_buckets(steps: Steps) -> list[float]:
 
 
 def by_turn_table(title: str, results: dict[str, Steps], fmt: str) -> str:
+    """Cost per step by bucket of turns, for every variant, and how the last bucket compares with the first."""
     series = [
         buckets(results["on"].steps),
         amortized_buckets(results["on"]),
@@ -217,6 +218,7 @@ def gauge_table(counted: dict[str, Steps], processes: list[dict[str, Steps]]) ->
 
 
 def compaction_table(counted: Steps, timed: Steps, made: list[list[int]], runs: int) -> str:
+    """The cost of one compaction, whole and in its two parts; ``made`` lists (turn, tokens before, after)."""
     before = statistics.mean(c[1] for c in made)
     after = statistics.mean(c[2] for c in made)
     step = statistics.median(v for values in counted.steps.values() for v in values)
@@ -232,7 +234,7 @@ def compaction_table(counted: Steps, timed: Steps, made: list[list[int]], runs: 
     parts = {
         "the whole compaction": lambda s: s.compactions,
         "the summary call's provider stream (encode, HTTP, decode)": lambda s: s.summary_streams,
-        "planning, the marker, the summary call's bookkeeping": lambda s: [
+        "planning, the marker, the checks, the summary call's bookkeeping": lambda s: [
             c - m for c, m in zip(s.compactions, s.summary_streams, strict=True)
         ],
     }
