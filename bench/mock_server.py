@@ -3,7 +3,12 @@
 Run: python bench/mock_server.py PORT   (the driver polls ``GET /stats`` until it answers)
 
 The model name says what to play: ``tools-N`` answers N tool-call turns (one ``add`` call each) and then the
-final text; ``tools-N-parallel-K`` asks for K calls per turn. Requests with ``"stream": true`` get the answer
+final text; ``tools-N-parallel-K`` asks for K calls per turn. ``work-N`` plays a long working session that
+survives compaction: each of N turns says a sentence and asks for one ``read_file`` call, the turn is read from
+the id of the last tool result (not by counting messages, which a compaction removes), a tools-off request
+(``tool_choice: "none"``, the summary a compaction asks for) gets a summary (900 to 1,600 characters), and
+``prompt_tokens`` is the request body's size at four bytes a token, so a client's token gauge sees requests
+grow as they would. Requests with ``"stream": true`` get the answer
 as server-sent events (arguments in three pieces, the final text in eight), others as one JSON body. The
 first text chunk of a streamed final answer starts with ``t=<monotonic ns>`` stamped just before it is
 written, so a client can measure how long the first token takes to reach its consumer.
@@ -53,7 +58,10 @@ def _tool_calls(turn: int, parallel: int) -> list[dict[str, Any]]:
 async def chat(request: web.Request) -> web.StreamResponse:
     global requests_served
     requests_served += 1
-    body = await request.json(loads=json.loads)
+    raw = await request.read()
+    body = json.loads(raw)
+    if body["model"].startswith("work-"):
+        return web.json_response(_work(body, len(raw)))
     tool_turns, parallel = _plan(body["model"])
     turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
     calls = _tool_calls(turn, parallel) if turn < tool_turns else None
@@ -89,6 +97,43 @@ async def chat(request: web.Request) -> web.StreamResponse:
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response
+
+
+SUMMARY = (
+    "The user asked for a review of the request handlers under src/app before the release. Done so far: "
+    "{done} modules read in order, each defining handler functions that call compute_N on the request payload "
+    "with a retry count and answer with status 200-202; no handler validates its payload before computing, "
+    "and the retry counts differ between modules without a stated reason. Decisions: keep the public "
+    "signatures; note every handler whose retries exceed three; collect the status codes per module. In "
+    "progress: reading the remaining modules one by one with read_file, in numeric order, to finish the list. "
+    "Still to do: read the rest, then write the findings as a short report grouped by module, with the "
+    "handlers to fix first. Facts to keep: the modules are src/app/module_NN.py; every function body has "
+    "three lines; compute_N and respond are imported from the same package; nothing was changed yet. "
+    "Findings for the last modules read:"
+)
+FINDING = " module_{n:02d}: {retries} retries, no payload check;"
+
+
+def _work(body: dict[str, Any], size: int) -> dict[str, Any]:
+    """A ``work-N`` answer: a tool call for the next turn, the final text, or a summary (module docstring)."""
+    turns = int(body["model"].split("-")[1])
+    turn = next((int(m["tool_call_id"].split("_")[1]) + 1 for m in reversed(body["messages"]) if m["role"] == "tool"),
+                0)  # fmt: skip
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(FINAL_WORDS)}
+    if body.get("tool_choice") == "none":
+        message["content"] = SUMMARY.format(done=turn) + "".join(
+            FINDING.format(n=n, retries=n % 5 + 1) for n in range(max(turn - 12, 0), turn)
+        )
+    elif turn < turns:
+        path = f"src/app/module_{turn:02d}.py"
+        message["content"] = f"Reading {path} next, to follow the handlers it defines and what they call."
+        call = {"name": "read_file", "arguments": json.dumps({"path": path})}
+        message["tool_calls"] = [{"id": f"call_{turn}", "type": "function", "function": call}]
+    finish = "tool_calls" if "tool_calls" in message else "stop"
+    usage = {"prompt_tokens": size // 4, "completion_tokens": len(json.dumps(message)) // 4, "total_tokens": 0}
+    choice = {"index": 0, "message": message, "finish_reason": finish}
+    return {"id": "chatcmpl-bench", "object": "chat.completion", "model": body["model"], "choices": [choice],
+            "usage": usage}  # fmt: skip
 
 
 async def _send(

@@ -1,11 +1,22 @@
 """One benchmark scenario in one client process; prints its figures as JSON on stdout.
 
-Run: python bench/workload.py IMPL SCENARIO BASE_URL   (IMPL is ``tether`` or ``floor``)
+Run: python bench/workload.py IMPL SCENARIO BASE_URL [RUNS]   (IMPL is ``tether`` or ``floor``; RUNS replaces the
+scenario's number of timed runs)
 
 ``TETHER_BENCH_TELEMETRY`` (read by ``bench/telemetry.py``) sets what observes tether's runs: unset or ``off``
 (nothing: OpenTelemetry not imported), ``api`` (``opentelemetry-api`` imported, no provider configured),
 ``traces`` (the SDK's tracer and meter providers, spans batched to an exporter that drops them, metrics to an
 in-memory reader), ``logs`` (logging at INFO to a handler that formats each record and drops it).
+
+``work-60`` (tether only; ``bench/compaction.py`` drives it) is a 60-turn working session: each turn one
+``read_file`` call answered with 1,000 to 3,000 characters of source, then a final answer. It runs once per
+setting in ``TETHER_BENCH_COMPACTION`` (comma-separated: ``default``, the agent's default; ``off``,
+``compaction=False``; a number, ``Compaction(context_window=N)``), the settings alternating run by run in the
+one process so that they share its state (memory layout, clock speed). It records *marks*: the setting, the
+turn and the process CPU time at the start of each turn, after its tool results, around the provider stream of
+each summary call and at each ``Compacted`` event. With ``TETHER_BENCH_CALLGRIND=1`` each mark first calls
+``os.getppid()``, which ``valgrind --tool=callgrind --dump-before=getppid`` turns into a dump of the
+instructions counted since the previous mark.
 
 The process is fresh for every scenario so that peak RSS is the scenario's own. One warm-up run opens the
 connection and loads what is loaded lazily before the clock starts. CPU is the process's user+system time.
@@ -17,11 +28,12 @@ import asyncio
 import json
 import logging
 import os
+import random
 import resource
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import floor
@@ -59,6 +71,7 @@ SCENARIOS = {
     "sequential-20": Scenario(runs=20, concurrency=1),
     "sequential-60": Scenario(runs=60, concurrency=1),
     "ttft": Scenario(runs=60, concurrency=1, tool_turns=0, stream=True),
+    "work-60": Scenario(runs=3, concurrency=1, tool_turns=60),
 }
 
 
@@ -68,6 +81,19 @@ class Observations:
     """Per run, the process CPU time at the start of each turn."""
     ttft_ns: list[int] = field(default_factory=list)
     """Per run, the time from the server's stamp to the consumer's first text."""
+    marks: list[tuple[str, str, int, int]] = field(default_factory=list)
+    """``work-N``: (setting, what, turn, process CPU ns) at each point ``bench/compaction.py`` splits a run on."""
+    compactions: list[tuple[str, int, int, int]] = field(default_factory=list)
+    """``work-N``: (setting, turn, tokens before, tokens after) of each compaction."""
+    setting: str = ""
+    """``work-N``: the compaction setting of the run under way."""
+    dump: bool = False
+    """``work-N``: a mark asks callgrind for a dump (see the module docstring)."""
+
+    def mark(self, what: str, turn: int) -> None:
+        if self.dump:
+            os.getppid()  # callgrind --dump-before=getppid: what was counted since the last mark goes to its own file
+        self.marks.append((self.setting, what, turn, time.process_time_ns()))
 
     def first_text(self, text: str) -> None:
         if text.startswith("t="):
@@ -132,6 +158,102 @@ def tether_runner(base_url: str, scenario: Scenario) -> RunOnce:
     return streamed if scenario.stream else ran
 
 
+SYSTEM = (
+    "You are a careful code reviewer working in a repository. Read the files you need with read_file, one at a "
+    "time, and keep track of what you find. When you have read everything, answer with a short report."
+)
+
+
+def module_source(number: int) -> str:
+    """What ``read_file`` returns for module ``number``: 8 to 24 three-line handlers, 1,000 to 3,000 characters."""
+    rng = random.Random(number)
+    return "\n".join(
+        f"def handle_{number:02d}_{i}(request, context):\n"
+        f"    value = compute_{i}(request.payload, retries={(number + i) % 5 + 1})\n"
+        f"    return respond(value, status={200 + i % 3})\n"
+        for i in range(rng.randint(8, 24))
+    )
+
+
+def work_runner(base_url: str, scenario: Scenario, setting: str) -> RunOnce:
+    """The ``work-N`` client for one compaction setting (see the module docstring)."""
+    from tether import Agent, Compaction, Limits, tool
+    from tether.events import Compacted, RunEvent, ToolResultReceived, TurnStarted
+    from tether.providers.openai_chat import OpenAIChatProvider
+    from tether.providers.registry import PROFILES
+
+    sources = {f"src/app/module_{n:02d}.py": module_source(n) for n in range(scenario.tool_turns)}
+
+    @tool
+    async def read_file(path: str) -> str:
+        """Read a file of the repository."""
+        return sources[path]
+
+    current = [Observations()]
+
+    class MarkedProvider(OpenAIChatProvider):
+        """Marks the start and end of the stream of a tools-off call (a compaction's summary)."""
+
+        def stream(self, request: Any) -> Any:
+            events = super().stream(request)
+            return events if request.tool_choice != "none" else self._marked(events)
+
+        async def _marked(self, events: Any) -> Any:
+            current[0].mark("summary_started", 0)
+            async for event in events:
+                yield event
+            current[0].mark("summary_ended", 0)
+
+    compaction = {"default": None, "off": False}.get(setting)
+    if compaction is None and setting != "default":
+        compaction = Compaction(context_window=int(setting))
+    provider = MarkedProvider(f"work-{scenario.tool_turns}", profile=PROFILES["openai-compatible"], base_url=base_url)
+    limits = Limits(max_turns=200, max_tool_calls=1000, request_timeout=600)
+    agent = Agent(provider, tools=[read_file], system=SYSTEM, limits=limits, compaction=compaction)
+
+    async def ran(seen: Observations) -> str:
+        current[0] = seen
+
+        def on_event(event: RunEvent) -> None:
+            kind = type(event)
+            if kind is TurnStarted:
+                seen.mark("turn", event.turn)  # type: ignore[union-attr]
+            elif kind is ToolResultReceived:
+                seen.mark("tools", event.turn)  # type: ignore[union-attr]
+            elif kind is Compacted:
+                compacted: Compacted = event  # type: ignore[assignment]
+                seen.mark("compacted", compacted.turn)
+                seen.compactions.append((seen.setting, compacted.turn, compacted.tokens_before, compacted.tokens_after))
+
+        return (await agent.run("Review the request handlers under src/app.", on_event=on_event)).text
+
+    return ran
+
+
+async def work_main(name: str, base_url: str, scenario: Scenario) -> dict[str, Any]:
+    """Run ``work-N`` for every setting of ``TETHER_BENCH_COMPACTION``, alternating (see the module docstring)."""
+    settings = os.environ.get("TETHER_BENCH_COMPACTION", "default").split(",")
+    runners = {setting: work_runner(base_url, scenario, setting) for setting in settings}
+    for run in runners.values():
+        await run(Observations())  # warm-up: imports, connection, caches
+    seen = Observations(dump=os.environ.get("TETHER_BENCH_CALLGRIND") == "1")
+    failures = 0
+    for _ in range(scenario.runs):
+        for setting, run in runners.items():
+            seen.setting = setting
+            failures += not (await run(seen)).endswith(EXPECTED_END)
+    return {
+        "impl": "tether",
+        "scenario": name,
+        "runs": scenario.runs,
+        "settings": settings,
+        "steps": scenario.runs * len(settings) * scenario.steps_per_run,
+        "failures": failures,
+        "marks": seen.marks,
+        "compactions": seen.compactions,
+    }
+
+
 def observe(how: str) -> None:
     """Set up what observes the runs (see the module docstring); the default observes nothing."""
     if how == "api":
@@ -165,8 +287,12 @@ def rss_kb() -> int:
         return int(statm.read().split()[1]) * resource.getpagesize() // 1024
 
 
-async def main(impl: str, name: str, base_url: str) -> dict[str, Any]:
-    scenario = SCENARIOS[name]
+async def main(impl: str, name: str, base_url: str, runs: int | None = None) -> dict[str, Any]:
+    scenario = SCENARIOS[name] if runs is None else replace(SCENARIOS[name], runs=runs)
+    if name.startswith("work-"):
+        if impl != "tether":
+            raise SystemExit(f"{name} is a tether scenario only")
+        return await work_main(name, base_url, scenario)
     run = tether_runner(base_url, scenario) if impl == "tether" else floor_runner(base_url, scenario)
     await run(Observations())  # warm-up: imports, connection, caches
     seen = Observations()
@@ -203,4 +329,5 @@ async def main(impl: str, name: str, base_url: str) -> dict[str, Any]:
 
 if __name__ == "__main__":
     impl_name, scenario_name, url = sys.argv[1:4]
-    print(json.dumps(asyncio.run(main(impl_name, scenario_name, url))))
+    timed_runs = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    print(json.dumps(asyncio.run(main(impl_name, scenario_name, url, timed_runs))))

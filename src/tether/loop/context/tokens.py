@@ -7,13 +7,16 @@ the next request is estimated as the anchor plus the messages added after it, at
 token. The rate is calibrated on every report: when a request was larger than its character estimate said
 (code, JSON and non-Latin text have fewer characters a token), later estimates grow by the same factor. A
 view that no longer extends the anchor's (it was compacted) is estimated whole. Nothing is downloaded and
-no tokenizer runs: the estimate costs a length per new part.
+no tokenizer runs: the estimate costs a length per new part, and the gauge remembers the last messages it
+measured, so the estimate before a request and the report after it (or the checks around a compaction)
+measure each message once.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from operator import is_
 
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ToolDefinition
@@ -53,7 +56,10 @@ def _opaque_chars(part: Thinking) -> int:
 
 
 def message_chars(message: Message) -> int:
-    return MESSAGE_OVERHEAD + sum(part_chars(part) for part in message.parts)
+    chars = MESSAGE_OVERHEAD
+    for part in message.parts:  # a loop, not sum() over a generator: this runs for every new message
+        chars += part_chars(part)
+    return chars
 
 
 def fixed_chars(system: str | None, tools: Sequence[ToolDefinition]) -> int:
@@ -76,7 +82,10 @@ class TokenGauge:
     definitions.
     """
 
-    __slots__ = ("_anchor_chars", "_anchor_last", "_anchor_length", "_anchor_tokens", "fixed_chars", "ratio")
+    __slots__ = (
+        "_anchor_chars", "_anchor_last", "_anchor_length", "_anchor_tokens", "_measured", "_measured_chars",
+        "fixed_chars", "ratio",
+    )  # fmt: skip
 
     def __init__(self, fixed_chars: int) -> None:
         self.fixed_chars = fixed_chars
@@ -85,6 +94,8 @@ class TokenGauge:
         self._anchor_last: Message | None = None
         self._anchor_tokens = 0
         self._anchor_chars = 0
+        self._measured: tuple[Message, ...] = ()
+        self._measured_chars = 0
 
     def tokens(self, chars: int) -> int:
         """``chars`` characters in tokens, at the calibrated rate (rounded up)."""
@@ -92,12 +103,24 @@ class TokenGauge:
 
     def messages(self, messages: Sequence[Message]) -> int:
         """The estimated tokens of ``messages`` alone."""
-        return self.tokens(sum(message_chars(m) for m in messages))
+        return self.tokens(self._chars(messages))
+
+    def _chars(self, messages: Sequence[Message]) -> int:
+        """The characters of ``messages``; those of the same messages as last time (the same objects, which
+        are immutable) are not counted again."""
+        measured = self._measured
+        if len(messages) == len(measured) and all(map(is_, messages, measured)):
+            return self._measured_chars
+        chars = 0
+        for message in messages:
+            chars += message_chars(message)
+        self._measured, self._measured_chars = tuple(messages), chars  # a copy: a caller's list may change
+        return chars
 
     def estimate(self, view: Sequence[Message]) -> int:
         """The estimated tokens of a request sending ``view`` (the system prompt and tools included)."""
         if self._extends_anchor(view):
-            return self._anchor_tokens + self.messages(view[self._anchor_length :])
+            return self._anchor_tokens + self.tokens(self._chars(view[self._anchor_length :]))
         return self.whole(view)
 
     def _extends_anchor(self, view: Sequence[Message]) -> bool:
@@ -106,7 +129,7 @@ class TokenGauge:
 
     def whole(self, view: Sequence[Message]) -> int:
         """The estimate of ``view`` from its characters alone, ignoring the last report."""
-        return self.tokens(self.fixed_chars + sum(message_chars(m) for m in view))
+        return self.tokens(self.fixed_chars + self._chars(view))
 
     def observe(self, view: Sequence[Message], usage: Usage) -> None:
         """A request sending ``view`` was answered with ``usage``: anchor later estimates on it and calibrate.
@@ -117,9 +140,9 @@ class TokenGauge:
         if reported <= 0 or not view:
             return
         if self._extends_anchor(view):  # only the new messages are measured: a step costs what it added
-            chars = self._anchor_chars + sum(message_chars(m) for m in view[self._anchor_length :])
+            chars = self._anchor_chars + self._chars(view[self._anchor_length :])
         else:
-            chars = self.fixed_chars + sum(message_chars(m) for m in view)
+            chars = self.fixed_chars + self._chars(view)
         self.ratio = min(max(reported * CHARS_PER_TOKEN / max(chars, 1), MIN_RATIO), MAX_RATIO)
         self._anchor_length, self._anchor_last = len(view), view[-1]
         self._anchor_tokens, self._anchor_chars = reported, chars
@@ -131,7 +154,7 @@ class TokenGauge:
         when the provider said how many tokens it counted; the anchor is dropped: the next estimate is made
         from characters.
         """
-        chars = self.fixed_chars + sum(message_chars(m) for m in view)
+        chars = self.fixed_chars + self._chars(view)
         needed = max(window * 1.05, sent or 0) * CHARS_PER_TOKEN / max(chars, 1)
         self.ratio = min(max(self.ratio, needed), MAX_RATIO)
         self._anchor_length, self._anchor_last = 0, None
