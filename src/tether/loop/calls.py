@@ -63,8 +63,10 @@ class ProviderCalls:
     _on_retry: Callable[[ProviderError, int, float], None]
     sinks: list[Any]
 
-    def _notify(self, event: RunEvent) -> None:
-        raise NotImplementedError  # Run's
+    if TYPE_CHECKING:
+
+        def _notify(self, event: RunEvent) -> None:
+            """Hands an event to the run's sinks (``Run._notify``)."""
 
     def _retried(self, error: ProviderError, attempt: int, wait: float) -> None:
         """The provider retries the current call (``Request.on_retry``)."""

@@ -222,8 +222,7 @@ class ContextWindow:
         marker = compaction_marker(
             summary, CompactionInfo(kept, len(plan.summarized), plan.tokens_before, after, plan.trimmed)
         )
-        transcript[plan.cut] = marker
-        self._render(len(transcript))
+        transcript[plan.cut] = marker  # the rendered view holds the marker's text, not its record: still right
         return marker
 
 
