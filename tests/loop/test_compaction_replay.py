@@ -43,6 +43,7 @@ import pytest
 from tests.wire import replay as wire
 from tests.wire.replay import Cassette, Interaction, Replayer, ReplayServer
 from tether import Agent, Compaction
+from tether.errors import ContextOverflow
 from tether.events import Compacted, RunCompleted, RunEvent, RunResult, TurnCompleted, TurnStarted
 from tether.loop.context import COMPACTION_REQUEST, dropped_summary
 from tether.messages import SUMMARY_HEADER, Message, compaction_of, transcript_problems
@@ -372,7 +373,7 @@ def kinds(events: list[RunEvent]) -> list[str]:
 
 def texts(item: dict[str, Any]) -> list[str]:
     """The texts of a user item of any of the four APIs (its text blocks or parts)."""
-    content = item.get("content", item.get("parts"))
+    content = item.get("content", item.get("parts")) or []
     if isinstance(content, str):
         return [content]
     return [str(part["text"]) for part in content if "text" in part]
@@ -416,7 +417,7 @@ PARAMETRIZE = pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
 async def test_an_overflow_answer_is_summarized_tools_off_and_the_turn_retried_from_the_summary(
     replay: Replayer, case: Case, tmp_path: Path
 ) -> None:
-    answers = [*earlier_answers(case), case.call, OVERFLOW, case.summary, case.final]
+    answers: list[Recorded | str] = [*earlier_answers(case), case.call, OVERFLOW, case.summary, case.final]
     server = await serve(replay, case, answers)
     store = SQLiteSessionStore(tmp_path / "sessions.db")
     agent = agent_for(case, server, store)
@@ -476,7 +477,7 @@ async def test_a_tool_call_sent_back_to_the_summary_request_is_never_run(
     replay: Replayer, case: Case, tmp_path: Path
 ) -> None:
     # The recorded call answers the summary request too: tools were off, so nothing of it is run.
-    answers = [*earlier_answers(case), case.call, OVERFLOW, case.call, case.final]
+    answers: list[Recorded | str] = [*earlier_answers(case), case.call, OVERFLOW, case.call, case.final]
     server = await serve(replay, case, answers)
     agent = agent_for(case, server, SQLiteSessionStore(tmp_path / "sessions.db"))
     await run_earlier(agent, case)
@@ -501,7 +502,7 @@ async def test_a_tool_call_sent_back_to_the_summary_request_is_never_run(
 async def test_a_second_overflow_in_the_retried_turn_stops_the_run_and_loses_nothing(
     replay: Replayer, case: Case, tmp_path: Path
 ) -> None:
-    answers = [*earlier_answers(case), case.call, OVERFLOW, case.summary, OVERFLOW, case.final]
+    answers: list[Recorded | str] = [*earlier_answers(case), case.call, OVERFLOW, case.summary, OVERFLOW, case.final]
     server = await serve(replay, case, answers)
     store = SQLiteSessionStore(tmp_path / "sessions.db")
     agent = agent_for(case, server, store)
@@ -509,12 +510,13 @@ async def test_a_second_overflow_in_the_retried_turn_stops_the_run_and_loses_not
     events, result = await run(agent, case.prompt)
 
     assert result.stop_reason == "error"
-    assert result.error is not None
-    assert result.error.code == "context_overflow"
-    assert result.error.status == 400
+    error = result.error
+    assert isinstance(error, ContextOverflow)
+    assert error.code == "context_overflow"
+    assert error.status == 400
     assert "the conversation was compacted and the turn retried, and the provider still refused it" in result.detail
-    assert result.error.provider_message
-    assert result.error.provider_message in result.detail  # the provider's own words are kept
+    assert error.provider_message
+    assert error.provider_message in result.detail  # the provider's own words are kept
 
     assert kinds(events)[-5:] == [
         "turn_completed(2, rejected)",
@@ -567,7 +569,7 @@ async def test_a_last_exchange_that_cannot_fit_the_window_stops_the_run_before_a
     _, result = await run(agent, case.prompt)
 
     assert result.stop_reason == "error"
-    assert result.error is not None
+    assert isinstance(result.error, ContextOverflow)
     assert result.error.code == "context_overflow"
     assert "cannot be made to fit the model's 4,096-token context window" in result.detail
 

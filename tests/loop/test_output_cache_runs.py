@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
@@ -270,7 +270,8 @@ async def test_a_saved_transcript_never_names_an_output_its_store_lacks(tmp_path
         """Print the log backwards."""
         return other
 
-    async with CheckingStore(tmp_path / "s.sqlite") as store:
+    store = CheckingStore(tmp_path / "s.sqlite")
+    async with store:
         store.missing = []
         model = ScriptedProvider([call("dump"), call("reverse"), reply("ok")])
         result = await Agent(model, tools=[dump, reverse], store=store).run("go", session="s1")
@@ -314,7 +315,10 @@ async def test_in_json_action_mode_the_reader_joins_the_protocols_tools_once_an_
         ref = re.search(r"stored as (out-[0-9a-f]{16})", request.messages[-1].text).group(1)  # type: ignore[union-attr]
         return reply(f'{{"type": "tool_call", "name": "{READ_TOOL}", "arguments": {{"ref": "{ref}", "limit": 30}}}}')
 
-    script = [reply('{"type": "tool_call", "name": "dump", "arguments": {}}'), page]
+    script: list[Step | Callable[[Request], Step]] = [
+        reply('{"type": "tool_call", "name": "dump", "arguments": {}}'),
+        page,
+    ]
     model = ScriptedProvider([*script, reply('{"type": "final", "text": "ok"}')], supports_tools=False)
     result = await Agent(model, tools=[dump]).run("go")
 

@@ -101,8 +101,12 @@ def test_raw_arguments_needs_exactly_one_required_str_parameter_checked_when_the
 async def test_a_tool_from_a_json_schema_can_take_raw_arguments() -> None:
     received: list[dict[str, Any]] = []
     schema = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
-    search = Tool.from_schema("search", "Search.", schema, lambda arguments: received.append(arguments) or "hits",
-                              raw_arguments=True)  # fmt: skip
+
+    def run_search(arguments: dict[str, Any]) -> str:
+        received.append(arguments)
+        return "hits"
+
+    search = Tool.from_schema("search", "Search.", schema, run_search, raw_arguments=True)
     model = ScriptedProvider([call("search", "cats AND dogs"), reply("ok")])
     await Agent(model, tools=[search]).run("go")
     assert received == [{"query": "cats AND dogs"}]

@@ -229,7 +229,7 @@ async def test_ollama_cannot_be_told_none_so_a_none_run_offers_it_no_tools() -> 
 async def test_turn_completed_says_whether_the_step_was_completed_rejected_or_failed() -> None:
     model = ScriptedProvider([empty(), call("lookup", {"key": "a"}), fail(RateLimited("busy"))])
     events = await run_events(Agent(model, tools=[lookup]), "find")
-    statuses = [(e.turn, e.status) for e in events if e.kind == "turn_completed"]  # type: ignore[union-attr]
+    statuses = [(e.turn, e.status) for e in events if e.kind == "turn_completed"]
     assert statuses == [(1, "rejected"), (1, "completed"), (2, "failed")]
     assert result_of(events).stop_reason == "error"
 

@@ -150,7 +150,7 @@ def compacted(draw: Any) -> list[Message]:
         trimmed = {call_id: f"[output {call_id} kept by reference]" for call_id in results if draw(st.booleans())}
         info = CompactionInfo(kept, summarized=at, tokens_before=9_000, tokens_after=900, trimmed=trimmed)
         messages.insert(at, compaction_marker(f"summary of {at} messages", info))
-    return messages
+    return list(messages)
 
 
 def request_of(view: tuple[Message, ...], inline_system: bool) -> tuple[str | None, list[Message]]:

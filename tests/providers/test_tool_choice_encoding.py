@@ -4,6 +4,7 @@ server honours it, and never sent as if a server honoured what it does not."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -39,7 +40,7 @@ def offered(body: dict[str, Any]) -> list[str]:
 
 # --- the native APIs ----------------------------------------------------------------------------------------
 
-NAMED_AS_DOCUMENTED = {
+NAMED_AS_DOCUMENTED: dict[str, tuple[Callable[[Request], Any], dict[ToolChoice, Any]]] = {
     "openai chat": (
         lambda r: chat("openai").request_body(r)["tool_choice"],
         {"auto": "auto", "none": "none", "required": "required",
@@ -103,7 +104,8 @@ def test_each_profile_is_sent_only_the_choices_its_server_honours(profile: str) 
         assert {"tools", "tool_choice"} & set(body) == set()
     else:
         assert (body["tool_choice"], offered(body)) == ("none", ["weather", "clock"])
-    for choice, expected in (("required", required), (FORCED, forced)):
+    cases: tuple[tuple[ToolChoice, Any], ...] = (("required", required), (FORCED, forced))
+    for choice, expected in cases:
         if expected is ConfigInvalid:
             with pytest.raises(ConfigInvalid, match=f"{profile} servers cannot be made to call a tool"):
                 provider.request_body(request(choice))

@@ -111,7 +111,7 @@ def test_every_window_is_a_positive_whole_number_of_tokens_under_a_lower_case_na
 
 # --- what providers report ----------------------------------------------------------------------------------
 
-KEY = {"api_key": "test-key"}
+KEY: dict[str, Any] = {"api_key": "test-key"}
 
 
 @pytest.mark.parametrize(

@@ -91,6 +91,11 @@ async def test_after_delete_no_file_of_the_file_store_holds_an_output(tmp_path: 
     assert await store.load_output("s1.json", kept) == "KEPT " + OUTPUT
 
 
+def _replace_with_fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
 @pytest.mark.parametrize(
     ("damage", "problem"),
     [
@@ -98,7 +103,7 @@ async def test_after_delete_no_file_of_the_file_store_holds_an_output(tmp_path: 
         pytest.param(lambda p: p.write_bytes(b"\xff\xfe" + p.read_bytes()), "not UTF-8 text", id="not-utf8"),
         pytest.param(lambda p: p.write_text(OUTPUT.replace("000007", "000008")), "corrupt", id="altered"),
         pytest.param(lambda p: (p.unlink(), p.symlink_to("/dev/zero")), "not a regular file", id="link"),
-        pytest.param(lambda p: (p.unlink(), os.mkfifo(p)), "not a regular file", id="fifo"),
+        pytest.param(lambda p: _replace_with_fifo(p), "not a regular file", id="fifo"),
         pytest.param(lambda p: (p.unlink(), p.mkdir()), "not a regular file", id="directory"),
     ],
 )

@@ -208,6 +208,7 @@ async def test_find_lists_the_matching_lines_with_their_offsets_and_numbers_igno
     content = "alpha\nAn ERROR here\nbeta\nerror again, Error\ngamma"
     cache = OutputCache(1_000)
     ref = reference_in(cache.put(content + " " * 2_000, name="t"))
+    assert ref is not None
 
     listing = await cache.find(ref, "error")
 
@@ -339,7 +340,7 @@ async def test_a_write_that_fails_keeps_the_output_pending_and_raises_why(tmp_pa
     assert cache.pending == (output_ref(LOG),)
     (tmp_path / "s1.outputs").unlink()
     await cache.flush()
-    assert cache.pending == ()
+    assert not cache.pending
     assert await store.load_output("s1", output_ref(LOG)) == LOG
 
 
