@@ -86,3 +86,20 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext tether``: add ``%ask`` and ``%%ask`` to an IPython shell (:mod:`tether.assistant.ipython`).
+
+    Defined here because IPython looks for it in the module it loads; it imports IPython only when called.
+    """
+    from tether.assistant.ipython import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext tether``: take ``%ask`` and ``%%ask`` away again."""
+    from tether.assistant.ipython import unload_ipython_extension as unload
+
+    unload(ipython)
