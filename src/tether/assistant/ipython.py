@@ -24,7 +24,7 @@ import re
 import sys
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Any as AnyTrait
@@ -192,7 +192,8 @@ class AskMagics(Magics):
         assistant = self.assistants.get(key)
         if assistant is None:
             settings = RuntimeSettings(allow_eval=allow_eval)
-            assistant = Assistant(model, settings=settings, tool_mode=self.tool_mode)
+            tool_mode: Literal["native", "json"] = "json" if self.tool_mode == "json" else "native"
+            assistant = Assistant(model, settings=settings, tool_mode=tool_mode)
             self.assistants[key] = assistant
         return assistant
 
