@@ -247,8 +247,8 @@ def chat(
     line. Ctrl-D or /exit leaves. Esc then Enter, or a line ending in a backslash, starts a new line.
     """
     _check_session_options(session, continue_last)
-    from tether.cli.pyrepl import ChatOptions
-    from tether.cli.pyrepl import main as chat_main
+    from tether.cli.chat_terminal import ChatOptions
+    from tether.cli.chat_terminal import main as chat_main
     from tether.cli.verbose import configure_logging
 
     configure_logging(verbose)
