@@ -238,25 +238,31 @@ def test_the_answer_streams_and_capability_calls_show_on_their_own_lines() -> No
     assert err.getvalue() == "  → get_repr(expr='x')\n  → get_last_exception()\n  → get_doc(not json)\n"
 
 
-def test_an_answer_that_did_not_stream_is_written_with_why_the_question_stopped() -> None:
+def test_an_answer_the_loop_wrote_is_written_once_whether_or_not_it_streamed() -> None:
     out, err = io.StringIO(), io.StringIO()
     printer = AnswerPrinter(out, err)
-    printer(TurnStarted(1))
     printer(TextDelta("Looking"))
     printer.finish(result("Out of time; x is 42 so far.", "timeout", "the question took longer than 20 s"))
-
     assert out.getvalue() == "Looking\nOut of time; x is 42 so far.\n"
-    assert err.getvalue() == "(the question took longer than 20 s)\n"
+
+    out, err = io.StringIO(), io.StringIO()
+    printer = AnswerPrinter(out, err)
+    printer(TextDelta("Looking"))
+    printer(TextDelta("\n\n(Stopped: the question was cancelled.)"))
+    printer.finish(result("(Stopped: the question was cancelled.)", "cancelled"))
+    assert out.getvalue() == "Looking\n\n(Stopped: the question was cancelled.)\n"
+    assert err.getvalue() == ""
 
 
-def test_a_cancelled_answer_says_so() -> None:
+def test_without_an_answer_the_printer_says_why_the_question_ended() -> None:
     out, err = io.StringIO(), io.StringIO()
     printer = AnswerPrinter(out, err)
     printer(TextDelta("half an ans"))
     printer.finish(result("", "cancelled", "cancelled"))
+    printer.finish(result("", "error", "the provider could not be reached"))
 
     assert out.getvalue() == "half an ans\n"
-    assert err.getvalue() == "[cancelled]\n"
+    assert err.getvalue() == "[cancelled]\n(the provider could not be reached)\n"
 
 
 def test_a_question_sees_the_sessions_names_and_its_last_exception(capsys: pytest.CaptureFixture[str]) -> None:

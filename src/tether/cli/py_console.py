@@ -22,7 +22,7 @@ from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from tether.errors import TetherError
-from tether.events import TextDelta, ToolCallStarted, TurnStarted
+from tether.events import TextDelta, ToolCallStarted
 
 if TYPE_CHECKING:
     from tether.events import RunEvent, RunResult
@@ -65,20 +65,19 @@ def question_of(line: str) -> str | None:
 
 class AnswerPrinter:
     """Shows a question's run as it goes: the answer's text on ``out`` as it streams, a line per capability
-    call on ``err``, and at the end what did not stream (an answer the loop wrote itself) and how it ended."""
+    call on ``err``; at the end the answer if it did not stream (written by the loop, not the model), and a
+    note when the question ended without one."""
 
     def __init__(self, out: TextIO, err: TextIO) -> None:
         self.out = out
         self.err = err
-        self.turn_text = ""
-        """The text streamed by the latest model turn: what the answer is, unless the loop wrote one itself."""
+        self.streamed = ""
+        """All the text streamed so far; the answer is its end, unless the loop wrote one that did not stream."""
         self._mid_line = False
 
     def __call__(self, event: RunEvent) -> None:
-        if isinstance(event, TurnStarted):
-            self.turn_text = ""
-        elif isinstance(event, TextDelta):
-            self.turn_text += event.text
+        if isinstance(event, TextDelta):
+            self.streamed += event.text
             self.out.write(event.text)
             self.out.flush()
             self._mid_line = not event.text.endswith("\n")
@@ -102,14 +101,15 @@ class AnswerPrinter:
             self._mid_line = False
 
     def finish(self, result: RunResult) -> None:
-        """The answer, if it did not stream, and a note when the question was cancelled or cut short."""
+        """The answer if it did not stream; without an answer, why the question ended."""
         self.end_line()
-        if result.stop_reason == "cancelled":
+        answer = result.text.strip()
+        if answer and not self.streamed.rstrip().endswith(answer):
+            self.out.write(answer + "\n")
+        elif not answer and result.stop_reason == "cancelled":
             self.err.write("[cancelled]\n")
-        elif result.text.strip() and result.text.strip() != self.turn_text.strip():
-            self.out.write(result.text.rstrip("\n") + "\n")
-        if result.stop_reason not in ("complete", "cancelled") and result.detail:
-            self.err.write(f"({result.detail})\n")
+        elif not answer and result.stop_reason != "complete":
+            self.err.write(f"({result.detail or result.stop_reason})\n")
         self.out.flush()
         self.err.flush()
 
