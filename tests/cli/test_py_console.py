@@ -85,8 +85,16 @@ def test_ctrl_c_at_the_prompt_drops_the_line_and_the_statement_it_continued(
 
     assert code == 0
     assert lines.prompts == [">>> ", "... ", "... ", ">>> ", ">>> ", ">>> ", ">>> "]
-    assert capsys.readouterr().err.count("KeyboardInterrupt\n") == 2
+    assert capsys.readouterr().err == "\nKeyboardInterrupt\n\nKeyboardInterrupt\n\n", (
+        "the line is ended after a plain read"
+    )
     assert console.namespace["z"] == 2, "the interrupted block never ran"
+
+
+def test_after_a_reader_that_ends_its_lines_no_blank_line_is_added(capsys: pytest.CaptureFixture[str]) -> None:
+    console = PyConsole(questions=off())
+    assert console.session(Lines("x = 1", KeyboardInterrupt), ends_lines=True) == 0
+    assert capsys.readouterr().err == "KeyboardInterrupt\n"
 
 
 def test_ctrl_c_while_code_runs_is_a_traceback_and_the_session_goes_on(capsys: pytest.CaptureFixture[str]) -> None:

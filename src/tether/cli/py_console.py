@@ -230,19 +230,24 @@ class PyConsole(code.InteractiveConsole):
         except SystemExit:
             self.showtraceback()
 
-    def session(self, read: Reader, banner: str | None = None) -> int:
-        """Read, run and ask until the input ends (0) or the user's code raises ``SystemExit`` (its code)."""
+    def session(self, read: Reader, banner: str | None = None, *, ends_lines: bool = False) -> int:
+        """Read, run and ask until the input ends (0) or the user's code raises ``SystemExit`` (its code).
+
+        ``ends_lines``: ``read`` ends the line itself on Ctrl-C and Ctrl-D (prompt_toolkit does), so the
+        console does not add a line break as it does after a plain read.
+        """
         if banner:
             self.write(banner + "\n")
         more = False
+        newline = "" if ends_lines else "\n"
         while True:
             try:
                 line = read(PS2 if more else PS1)
             except EOFError:
-                self.write("\n")
+                self.write(newline)
                 return 0
             except KeyboardInterrupt:  # at the prompt: drop the line, and the statement it continued
-                self.write("\nKeyboardInterrupt\n")
+                self.write(f"{newline}KeyboardInterrupt\n")
                 self.resetbuffer()
                 more = False
                 continue

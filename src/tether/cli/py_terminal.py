@@ -63,7 +63,7 @@ def main(options: PyOptions, env: Mapping[str, str] | None = None, cwd: Path | N
         console.run_script(options.script)
     interactive = sys.stdin.isatty()
     read = prompt_reader(py_history_path(env)) if interactive else plain_reader(sys.stdin, sys.stderr)
-    return console.session(read, banner(questions) if interactive else None)
+    return console.session(read, banner(questions) if interactive else None, ends_lines=interactive)
 
 
 def open_questions(
