@@ -13,6 +13,9 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "Agent": "tether.agent",
+    "Assistant": "tether.assistant",
+    "ask": "tether.assistant",
+    "ask_async": "tether.assistant",
     "RunHandle": "tether.agent",
     "RunStream": "tether.agent",
     "Limits": "tether.limits",
@@ -43,6 +46,9 @@ if TYPE_CHECKING:
     from tether.agent import Agent as Agent
     from tether.agent import RunHandle as RunHandle
     from tether.agent import RunStream as RunStream
+    from tether.assistant import Assistant as Assistant
+    from tether.assistant import ask as ask
+    from tether.assistant import ask_async as ask_async
     from tether.errors import TetherError as TetherError
     from tether.errors import ToolError as ToolError
     from tether.events import RunResult as RunResult

@@ -25,8 +25,8 @@ print(" ".join(sorted({m.split(".")[0] for m in sys.modules} & set(sys.argv[0].s
 
 @pytest.mark.parametrize(
     "args",
-    [["--help"], ["run", "--help"], ["chat", "--help"], ["sessions", "--help"], ["config", "--help"],
-     ["config", "migrate", "--help"]],
+    [["--help"], ["run", "--help"], ["chat", "--help"], ["py", "--help"], ["sessions", "--help"],
+     ["config", "--help"], ["config", "migrate", "--help"]],
 )  # fmt: skip
 def test_help_imports_no_heavy_library(args: list[str]) -> None:
     completed = subprocess.run(
@@ -48,12 +48,14 @@ def test_help_imports_no_heavy_library(args: list[str]) -> None:
                              "OTEL_EXPORTER_OTLP_ENDPOINT", "--no-compact", "--context-window", "[compaction]"]),
         (["chat", "--help"], ["--model", "--session", "--continue", "/help", "Esc then Enter", "--config",
                               "--verbose", "--no-compact", "--context-window"]),
+        (["py", "--help"], ["SCRIPT", "?QUESTION", "%ask", "/ask", "Ctrl-C", "Ctrl-D", "python -i", "--model",
+                            "--config", "--verbose"]),
         (["config", "--help"], ["--config", "TETHER_CONFIG", "show", "set", "init", "path", "migrate"]),
         (["config", "migrate", "--help"], ["PATH", "older layout", ".bak"]),
         (["sessions", "--help"], ["list", "show", "delete", "export"]),
         (["sessions", "export", "--help"], ["--format", "json", "markdown"]),
         (["models", "--help"], ["prices"]),
-        (["--help"], ["run", "chat", "sessions", "models", "config", "probe"]),
+        (["--help"], ["run", "chat", "py", "sessions", "models", "config", "probe"]),
     ],
 )  # fmt: skip
 def test_every_command_has_help(args: list[str], words: list[str]) -> None:

@@ -22,8 +22,8 @@ from tether.cli.build import (
     pick_session,
     system_prompt,
 )
+from tether.cli.chat_terminal import ChatOptions
 from tether.cli.paths import data_dir, default_session_path, history_path, state_dir
-from tether.cli.pyrepl import ChatOptions
 from tether.cli.runner import RunOptions, result_json
 from tether.config import SessionConfig
 from tether.messages import ToolCall, messages_from_jsonable

@@ -262,3 +262,12 @@ async def test_tools_on_a_model_that_cannot_call_them_natively_switch_to_json_ac
     assert "lookup" in (model.requests[0].system or "")
     assert result.text == "v"
     assert result.messages[2].tool_results[0].content == "value of k"
+
+
+async def test_every_time_limit_can_be_switched_off() -> None:
+    from tether.providers.scripted import ScriptedProvider, reply
+
+    limits = Limits(request_timeout=None, step_timeout=None, tool_timeout=None, run_timeout=None)
+    result = await Agent(ScriptedProvider([reply("hi")]), limits=limits).run("x")
+    assert result.stop_reason == "complete"
+    assert result.text == "hi"

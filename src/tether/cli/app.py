@@ -1,5 +1,5 @@
-"""The ``tether`` command: a click group, one subcommand per job: ``run``, ``chat``, ``sessions``, ``models``,
-``config`` and ``probe``.
+"""The ``tether`` command: a click group, one subcommand per job: ``run``, ``chat``, ``py``, ``sessions``,
+``models``, ``config`` and ``probe``.
 
 ``tether --help`` and ``tether run --help`` must answer at once, so this module imports only click and
 ``tether`` itself; each command imports what it needs (rich, prompt_toolkit, aiohttp, pydantic, providers)
@@ -247,8 +247,8 @@ def chat(
     line. Ctrl-D or /exit leaves. Esc then Enter, or a line ending in a backslash, starts a new line.
     """
     _check_session_options(session, continue_last)
-    from tether.cli.pyrepl import ChatOptions
-    from tether.cli.pyrepl import main as chat_main
+    from tether.cli.chat_terminal import ChatOptions
+    from tether.cli.chat_terminal import main as chat_main
     from tether.cli.verbose import configure_logging
 
     configure_logging(verbose)
@@ -256,6 +256,32 @@ def chat(
         model, session, continue_last, yes, mode, config_file, no_compact=no_compact, context_window=context_window
     )
     sys.exit(chat_main(options))
+
+
+@main.command(context_settings={"allow_interspersed_args": False})
+@click.argument("script", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--model", "-m", metavar="PROVIDER:MODEL", help="The model, e.g. openai:gpt-4o-mini (runtime.model).")
+@_verbose_option
+@_config_option
+def py(script: str | None, args: tuple[str, ...], model: str | None, verbose: int, config_file: str | None) -> None:
+    """A Python console whose assistant answers questions about the session: ?QUESTION.
+
+    Python's own console (continuation lines, tracebacks as Python prints them) with line editing and a
+    history. A line starting with ? (or %ask, /ask) asks the assistant, which looks at the session's variables
+    and its last exception through functions: ?why did the last line fail. The answer streams; Ctrl-C stops
+    it and the session goes on. At the prompt Ctrl-C clears the line; Ctrl-D leaves.
+
+    SCRIPT runs first, as with python -i (its ARGS in sys.argv), then the console starts with its names and,
+    if it raised, its exception. The model comes from where tether chat takes it; one that cannot call tools
+    natively leaves the console working, without questions.
+    """
+    from tether.cli.py_terminal import PyOptions
+    from tether.cli.py_terminal import main as py_main
+    from tether.cli.verbose import configure_logging
+
+    configure_logging(verbose)
+    sys.exit(py_main(PyOptions(script, tuple(args), model, config_file)))
 
 
 @main.command()

@@ -1,8 +1,8 @@
 """Where the command line keeps its files, following the XDG base directory spec.
 
-Sessions live in the data directory (``$XDG_DATA_HOME/tether``, else ``~/.local/share/tether``); the chat's
-input history in the state directory (``$XDG_STATE_HOME/tether``, else ``~/.local/state/tether``). A
-variable that is empty or not an absolute path is ignored, as the spec says.
+Sessions live in the data directory (``$XDG_DATA_HOME/tether``, else ``~/.local/share/tether``); the input
+histories of ``tether chat`` and ``tether py`` in the state directory (``$XDG_STATE_HOME/tether``, else
+``~/.local/state/tether``). A variable that is empty or not an absolute path is ignored, as the spec says.
 """
 
 from __future__ import annotations
@@ -38,3 +38,8 @@ def default_session_path(store: str, env: Mapping[str, str]) -> Path:
 def history_path(env: Mapping[str, str]) -> Path:
     """The chat's input history file."""
     return state_dir(env) / "chat_history"
+
+
+def py_history_path(env: Mapping[str, str]) -> Path:
+    """``tether py``'s input history file (apart from the chat's: Python lines and questions)."""
+    return state_dir(env) / "py_history"

@@ -1,8 +1,9 @@
 """The chat's logic, apart from the terminal: slash commands, turns, the session, the usage so far.
 
 :class:`Chat` takes lines (``handle``) and shows what happens through a :class:`~tether.cli.render.Renderer`;
-it never reads input itself. ``pyrepl.py`` feeds it lines from prompt_toolkit and calls :meth:`Chat.cancel`
-on Ctrl-C; tests feed it lines directly, with a scripted model and a console writing to a string.
+it never reads input itself. ``chat_terminal.py`` feeds it lines from prompt_toolkit and calls
+:meth:`Chat.cancel` on Ctrl-C; tests feed it lines directly, with a scripted model and a console writing to a
+string.
 
 A turn is one run of the agent in the chat's session (``agent.stream(prompt, session=ID)``): the store keeps
 the conversation after every model turn, and a cancelled turn leaves a valid transcript behind, so the next

@@ -509,7 +509,8 @@ def _repeatable(tools: ToolRegistry) -> Callable[[str], bool]:
 
 
 def _timeout(limit: str, seconds: float | None) -> Interrupt:
-    detail = f"{limit} of {seconds:g} s passed"
+    """The interrupt a deadline fires; built once per run, also for a limit that is off (``None``), unused."""
+    detail = f"{limit} of {seconds:g} s passed" if seconds is not None else f"{limit} passed"
     return Interrupt(StopReason.TIMEOUT, detail, TimeoutExceeded(detail, details={"deadline": limit}))
 
 

@@ -277,15 +277,25 @@ def sign_foreign_calls(contents: list[dict[str, Any]]) -> None:
 
 
 def result_envelope(result: ToolResult) -> dict[str, Any]:
-    """The ``functionResponse.response`` object: the result (parsed when it is JSON) or the error."""
+    """The ``functionResponse.response`` object: the result (parsed when it is JSON) or the error. A result
+    that already is such an envelope (the Python assistant's capabilities answer with one) goes as it is."""
+    try:
+        value: Any = json.loads(result.content)
+    except (ValueError, RecursionError):
+        value = result.content
+    if _is_envelope(value) and value["ok"] is not result.is_error:
+        return dict(value)
     if result.is_error:
         error = {"code": result.code or "tool_failed", "message": result.content, "details": None}
         return {"ok": False, "error": error}
-    try:
-        value: Any = json.loads(result.content)
-    except ValueError:
-        value = result.content
     return {"ok": True, "result": value}
+
+
+def _is_envelope(value: Any) -> bool:
+    """``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {...}}``, and nothing else."""
+    if type(value) is not dict or type(value.get("ok")) is not bool:
+        return False
+    return set(value) == ({"ok", "result"} if value["ok"] else {"ok", "error"})
 
 
 def _signed(part: dict[str, Any], signature: str | None) -> dict[str, Any]:
