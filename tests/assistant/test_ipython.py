@@ -136,7 +136,7 @@ def test_ask_inspects_the_user_namespace_and_streams_the_answer(
     assert outcome.result is None, "nothing lands in Out"
     assert "{'a': 41}" in tool_results(model.requests[1])[0], "the function ran against the shell's namespace"
     out = capsys.readouterr().out
-    assert "· get_repr(expr='scores')\nscores maps a to 41.\n" in out
+    assert "  → get_repr(expr='scores')\nscores maps a to 41.\n" in out
     result = magics(shell).last_result
     assert result is not None
     assert result.stop_reason == "complete"
@@ -273,15 +273,18 @@ def test_ctrl_c_cancels_the_question_and_never_the_shell(
     use(shell, ScriptedProvider([interrupt_then_hang, reply("Still here.")]))
     assert not shell.run_cell("value = 7\nvalue.nope").success
     failure = sys.last_value
+    capsys.readouterr()
 
     outcome = shell.run_cell("%ask what went wrong?")
 
     assert outcome.success
-    assert "[cancelled]" in capsys.readouterr().out
     assert sys.last_value is failure, "the interrupt is not recorded as the session's last exception"
     result = magics(shell).last_result
     assert result is not None
     assert result.stop_reason == "cancelled"
+    out = capsys.readouterr().out
+    assert out.startswith("Let me look")
+    assert out.rstrip().endswith(result.text.strip()), "the answer says the question was cancelled"
     run(shell, "value += 1")
     assert shell.user_ns["value"] == 8
     shell.run_line_magic("ask", "are you there?")
@@ -324,7 +327,7 @@ def test_the_answer_is_written_by_the_shell_thread(shell: InteractiveShell, monk
     shell.run_line_magic("ask", "what is defined?")
     monkeypatch.undo()
 
-    assert "".join(text for _, text in writers) == "· list_globals()\nNothing defined yet.\n"
+    assert "".join(text for _, text in writers) == "  → list_globals()\nNothing defined yet.\n"
     assert {name for name, _ in writers} == {threading.current_thread().name}
 
 
@@ -377,16 +380,26 @@ def test_parse_line_refuses_an_unknown_option() -> None:
         parse_line("-x why?")
 
 
-def test_the_printer_shows_an_answer_that_was_not_streamed_and_why_the_run_stopped() -> None:
+def test_the_printer_shows_an_answer_that_did_not_stream() -> None:
     from tether.assistant.ipython import AnswerPrinter
 
     out = io.StringIO()
     printer = AnswerPrinter(out, show_calls=True)
     printer(ToolCallStarted(ToolCall("c1", "get_dir", {"expr": "client"}), turn=1))
     printer(TextDelta("Looking"))
-    fallback = "client has 40 members; I could not finish reading their docs."
-    printer.finish(degraded(fallback, "max_turns", "the step limit was reached"))
-    assert out.getvalue() == f"· get_dir(expr='client')\nLooking\n{fallback}\n[max_turns] the step limit was reached\n"
+    fallback = "(Stopped at the step limit.) client has 40 members."
+    printer.finish(ended(fallback, "max_turns", "the step limit was reached"))
+    assert out.getvalue() == f"  → get_dir(expr='client')\nLooking\n{fallback}\n"
+
+
+def test_the_printer_says_why_a_question_ended_without_an_answer() -> None:
+    from tether.assistant.ipython import AnswerPrinter
+
+    out = io.StringIO()
+    printer = AnswerPrinter(out, show_calls=True)
+    printer(ToolCallStarted(ToolCall("c1", "send", None, raw_arguments="not json"), turn=1))
+    printer.finish(ended("", "error", "the provider failed"))
+    assert out.getvalue() == "  → send(not json)\n[error] the provider failed\n"
 
 
 def test_the_printer_hides_calls_when_asked() -> None:
@@ -396,9 +409,9 @@ def test_the_printer_hides_calls_when_asked() -> None:
     printer = AnswerPrinter(out, show_calls=False)
     printer(ToolCallStarted(ToolCall("c1", "get_dir", {"expr": "client"}), turn=1))
     printer(TextDelta("Done."))
-    printer.finish(degraded("Done.", "complete", ""))
+    printer.finish(ended("Done.", "complete", ""))
     assert out.getvalue() == "Done.\n"
 
 
-def degraded(text: str, reason: str, detail: str, **fields: Any) -> RunResult:
+def ended(text: str, reason: str, detail: str, **fields: Any) -> RunResult:
     return RunResult(text, StopReason(reason), (), Usage(), degraded=reason != "complete", detail=detail, **fields)

@@ -32,6 +32,7 @@ from traitlets import Bool, Enum, observe
 
 from tether.errors import ConfigInvalid, TetherError
 from tether.events import RunEvent, RunResult, TextDelta, ToolCallStarted, TurnStarted
+from tether.messages import ToolCall
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -43,8 +44,6 @@ __all__ = ["AskMagics", "load_ipython_extension", "unload_ipython_extension"]
 
 _USAGE = "usage: %ask [-m MODEL | --model MODEL] [--no-eval] [--] QUESTION  (or %%ask [options], the cell the question)"
 _ASK_LINE = re.compile(r"(?P<indent>[ \t]*)%ask(?=\s|$)(?P<rest>[^\r\n]*)(?P<end>\r?\n?)\Z")
-_NO_ANSWER = frozenset({"cancelled", "error"})
-_DONE = frozenset({"complete", "done_tool", "ask_user"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,14 +80,21 @@ def parse_line(line: str) -> Options:
     return Options(model, no_eval, rest)
 
 
-def describe_call(name: str, arguments: dict[str, Any], limit: int = 100) -> str:
-    """``get_repr(expr='df')``: a call as a person reads it, cut to ``limit`` characters."""
-    text = f"{name}({', '.join(f'{key}={value!r}' for key, value in arguments.items())})"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def describe_call(call: ToolCall, limit: int = 80) -> str:
+    """``get_repr(expr='df')``: a call as a person reads it, its arguments cut to ``limit`` characters."""
+    if call.arguments is None:  # not a JSON object: shown as the model wrote it
+        arguments = call.raw_arguments or ""
+    else:
+        arguments = ", ".join(f"{key}={value!r}" for key, value in call.arguments.items())
+    if len(arguments) > limit:
+        arguments = arguments[: limit - 1] + "…"
+    return f"{call.name}({arguments})"
 
 
 class AnswerPrinter:
-    """Streams one question's run to ``out``: its text as it comes and its calls as short lines."""
+    """Streams one question's run to ``out``: its text as it comes and a line per call, both on the cell's
+    output (a notebook shows stderr as an error); at the end the answer if it did not stream (one the loop
+    wrote), or why the question ended without one."""
 
     def __init__(self, out: TextIO, *, show_calls: bool) -> None:
         self.out = out
@@ -101,7 +107,7 @@ class AnswerPrinter:
             self.streamed.append(event.text)
             self.write(event.text)
         elif isinstance(event, ToolCallStarted) and self.show_calls:
-            self.line(f"· {describe_call(event.call.name, event.call.arguments or {})}")
+            self.line(f"  → {describe_call(event.call)}")
         elif isinstance(event, TurnStarted) and (event.attempt > 1 or event.final):
             self.end_line()
 
@@ -121,14 +127,14 @@ class AnswerPrinter:
             self.write("\n")
 
     def finish(self, result: RunResult) -> None:
-        """Close the answer: print it if it was not streamed (a fallback), then why the run stopped, if not done."""
+        """Close the answer: print it if it did not stream; without an answer, say why the question ended.
+        (An answer the assistant wrote after a limit or a cancel states the limitation itself.)"""
         self.end_line()
-        reason = str(result.stop_reason)
         answer = result.text.strip()
-        if reason not in _NO_ANSWER and answer and answer not in "".join(self.streamed):
+        if answer and not "".join(self.streamed).rstrip().endswith(answer):
             self.line(answer)
-        if reason not in _DONE:
-            self.line(f"[{reason}] {result.detail}".rstrip())
+        elif not answer and result.stop_reason != "complete":
+            self.line(f"[{result.stop_reason}] {result.detail}".rstrip())
 
 
 @magics_class
