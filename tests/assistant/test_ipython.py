@@ -381,10 +381,10 @@ def test_parse_line_refuses_an_unknown_option() -> None:
 
 
 def test_the_printer_shows_an_answer_that_did_not_stream() -> None:
-    from tether.assistant.ipython import AnswerPrinter
+    from tether.assistant.printer import AnswerPrinter
 
     out = io.StringIO()
-    printer = AnswerPrinter(out, show_calls=True)
+    printer = AnswerPrinter(out, calls=out)
     printer(ToolCallStarted(ToolCall("c1", "get_dir", {"expr": "client"}), turn=1))
     printer(TextDelta("Looking"))
     fallback = "(Stopped at the step limit.) client has 40 members."
@@ -393,20 +393,20 @@ def test_the_printer_shows_an_answer_that_did_not_stream() -> None:
 
 
 def test_the_printer_says_why_a_question_ended_without_an_answer() -> None:
-    from tether.assistant.ipython import AnswerPrinter
+    from tether.assistant.printer import AnswerPrinter
 
     out = io.StringIO()
-    printer = AnswerPrinter(out, show_calls=True)
+    printer = AnswerPrinter(out, calls=out)
     printer(ToolCallStarted(ToolCall("c1", "send", None, raw_arguments="not json"), turn=1))
     printer.finish(ended("", "error", "the provider failed"))
     assert out.getvalue() == "  → send(not json)\n[error] the provider failed\n"
 
 
 def test_the_printer_hides_calls_when_asked() -> None:
-    from tether.assistant.ipython import AnswerPrinter
+    from tether.assistant.printer import AnswerPrinter
 
     out = io.StringIO()
-    printer = AnswerPrinter(out, show_calls=False)
+    printer = AnswerPrinter(out)
     printer(ToolCallStarted(ToolCall("c1", "get_dir", {"expr": "client"}), turn=1))
     printer(TextDelta("Done."))
     printer.finish(ended("Done.", "complete", ""))

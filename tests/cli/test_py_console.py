@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tether.cli.py_console import AnswerPrinter, PyConsole, Questions, exit_code, question_of
+from tether.assistant.printer import AnswerPrinter
+from tether.cli.py_console import PyConsole, Questions, exit_code, question_of
 from tether.cli.py_terminal import plain_reader
 from tether.events import RunResult, TextDelta, ToolCallStarted, TurnStarted
 from tether.messages import ToolCall, ToolResult
@@ -230,7 +231,7 @@ def result(text: str, stop: str = "complete", detail: str = "") -> RunResult:
 
 def test_the_answer_streams_and_capability_calls_show_on_their_own_lines() -> None:
     out, err = io.StringIO(), io.StringIO()
-    printer = AnswerPrinter(out, err)
+    printer = AnswerPrinter(out, calls=err, notes=err)
     printer(TurnStarted(1))
     printer(TextDelta("Let me look."))
     printer(ToolCallStarted(ToolCall("c1", "get_repr", {"expr": "x"}), 1))
@@ -248,13 +249,13 @@ def test_the_answer_streams_and_capability_calls_show_on_their_own_lines() -> No
 
 def test_an_answer_the_loop_wrote_is_written_once_whether_or_not_it_streamed() -> None:
     out, err = io.StringIO(), io.StringIO()
-    printer = AnswerPrinter(out, err)
+    printer = AnswerPrinter(out, calls=err, notes=err)
     printer(TextDelta("Looking"))
     printer.finish(result("Out of time; x is 42 so far.", "timeout", "the question took longer than 20 s"))
     assert out.getvalue() == "Looking\nOut of time; x is 42 so far.\n"
 
     out, err = io.StringIO(), io.StringIO()
-    printer = AnswerPrinter(out, err)
+    printer = AnswerPrinter(out, calls=err, notes=err)
     printer(TextDelta("Looking"))
     printer(TextDelta("\n\n(Stopped: the question was cancelled.)"))
     printer.finish(result("(Stopped: the question was cancelled.)", "cancelled"))
@@ -264,13 +265,13 @@ def test_an_answer_the_loop_wrote_is_written_once_whether_or_not_it_streamed() -
 
 def test_without_an_answer_the_printer_says_why_the_question_ended() -> None:
     out, err = io.StringIO(), io.StringIO()
-    printer = AnswerPrinter(out, err)
+    printer = AnswerPrinter(out, calls=err, notes=err)
     printer(TextDelta("half an ans"))
     printer.finish(result("", "cancelled", "cancelled"))
     printer.finish(result("", "error", "the provider could not be reached"))
 
     assert out.getvalue() == "half an ans\n"
-    assert err.getvalue() == "[cancelled]\n(the provider could not be reached)\n"
+    assert err.getvalue() == "[cancelled]\n[error] the provider could not be reached\n"
 
 
 def test_a_question_sees_the_sessions_names_and_its_last_exception(capsys: pytest.CaptureFixture[str]) -> None:

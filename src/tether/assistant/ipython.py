@@ -24,15 +24,15 @@ import re
 import sys
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from traitlets import Any as AnyTrait
 from traitlets import Bool, Enum, observe
 
+from tether.assistant.printer import AnswerPrinter
 from tether.errors import ConfigInvalid, TetherError
-from tether.events import RunEvent, RunResult, TextDelta, ToolCallStarted, TurnStarted
-from tether.messages import ToolCall
+from tether.events import RunResult
 
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
@@ -78,63 +78,6 @@ def parse_line(line: str) -> Options:
             raise ConfigInvalid(f"unknown option {word!r}; {_USAGE}")
         rest = tail.lstrip()
     return Options(model, no_eval, rest)
-
-
-def describe_call(call: ToolCall, limit: int = 80) -> str:
-    """``get_repr(expr='df')``: a call as a person reads it, its arguments cut to ``limit`` characters."""
-    if call.arguments is None:  # not a JSON object: shown as the model wrote it
-        arguments = call.raw_arguments or ""
-    else:
-        arguments = ", ".join(f"{key}={value!r}" for key, value in call.arguments.items())
-    if len(arguments) > limit:
-        arguments = arguments[: limit - 1] + "…"
-    return f"{call.name}({arguments})"
-
-
-class AnswerPrinter:
-    """Streams one question's run to ``out``: its text as it comes and a line per call, both on the cell's
-    output (a notebook shows stderr as an error); at the end the answer if it did not stream (one the loop
-    wrote), or why the question ended without one."""
-
-    def __init__(self, out: TextIO, *, show_calls: bool) -> None:
-        self.out = out
-        self.show_calls = show_calls
-        self.streamed: list[str] = []
-        self._open = False
-
-    def __call__(self, event: RunEvent) -> None:
-        if isinstance(event, TextDelta) and event.text:
-            self.streamed.append(event.text)
-            self.write(event.text)
-        elif isinstance(event, ToolCallStarted) and self.show_calls:
-            self.line(f"  → {describe_call(event.call)}")
-        elif isinstance(event, TurnStarted) and (event.attempt > 1 or event.final):
-            self.end_line()
-
-    def write(self, text: str) -> None:
-        """Write and flush ``text``: a kernel sends it on at once."""
-        self.out.write(text)
-        self.out.flush()
-        self._open = not text.endswith("\n")
-
-    def line(self, text: str) -> None:
-        """``text`` on a line of its own."""
-        self.end_line()
-        self.write(text + "\n")
-
-    def end_line(self) -> None:
-        if self._open:
-            self.write("\n")
-
-    def finish(self, result: RunResult) -> None:
-        """Close the answer: print it if it did not stream; without an answer, say why the question ended.
-        (An answer the assistant wrote after a limit or a cancel states the limitation itself.)"""
-        self.end_line()
-        answer = result.text.strip()
-        if answer and not "".join(self.streamed).rstrip().endswith(answer):
-            self.line(answer)
-        elif not answer and result.stop_reason != "complete":
-            self.line(f"[{result.stop_reason}] {result.detail}".rstrip())
 
 
 @magics_class
@@ -206,12 +149,12 @@ class AskMagics(Magics):
     def run_question(self, assistant: Assistant, question: str) -> None:
         """Ask and stream the answer; a Ctrl-C cancels the question and keeps the session's last exception."""
         assert self.shell is not None
-        printer = AnswerPrinter(sys.stdout, show_calls=self.show_calls)
+        printer = AnswerPrinter(sys.stdout, calls=sys.stdout if self.show_calls else None)
         last = last_exception()
         try:
             result = assistant.ask(question, self.shell.user_ns, last_exception=last, on_event=printer)
         except KeyboardInterrupt:
-            printer.line("[cancelled] the question was interrupted")
+            printer.note("[cancelled] the question was interrupted")
             return
         except TetherError as error:
             printer.end_line()

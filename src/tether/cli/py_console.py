@@ -21,8 +21,8 @@ import sys
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+from tether.assistant.printer import AnswerPrinter
 from tether.errors import TetherError
-from tether.events import TextDelta, ToolCallStarted
 
 if TYPE_CHECKING:
     from tether.events import RunEvent, RunResult
@@ -31,8 +31,6 @@ PS1 = ">>> "
 PS2 = "... "
 ASK_COMMANDS = ("%ask", "/ask")
 HOW_TO_ASK = "ask with ?QUESTION (or %ask QUESTION), e.g. ?why did the last line fail"
-SHOWN_ARGUMENTS = 80
-"""Characters of a capability call's arguments shown on its line."""
 
 Reader = Callable[[str], str]
 """``read(prompt)``: the next line without its newline; ``EOFError`` at the end, ``KeyboardInterrupt`` on Ctrl-C."""
@@ -63,57 +61,6 @@ def question_of(line: str) -> str | None:
     return None
 
 
-class AnswerPrinter:
-    """Shows a question's run as it goes: the answer's text on ``out`` as it streams, a line per capability
-    call on ``err``; at the end the answer if it did not stream (written by the loop, not the model), and a
-    note when the question ended without one."""
-
-    def __init__(self, out: TextIO, err: TextIO) -> None:
-        self.out = out
-        self.err = err
-        self.streamed = ""
-        """All the text streamed so far; the answer is its end, unless the loop wrote one that did not stream."""
-        self._mid_line = False
-
-    def __call__(self, event: RunEvent) -> None:
-        if isinstance(event, TextDelta):
-            self.streamed += event.text
-            self.out.write(event.text)
-            self.out.flush()
-            self._mid_line = not event.text.endswith("\n")
-        elif isinstance(event, ToolCallStarted):
-            call = event.call
-            self.end_line()
-            if call.arguments is None:  # not a JSON object: shown as the model wrote it
-                arguments = call.raw_arguments or ""
-            else:
-                arguments = ", ".join(f"{key}={value!r}" for key, value in call.arguments.items())
-            if len(arguments) > SHOWN_ARGUMENTS:
-                arguments = arguments[: SHOWN_ARGUMENTS - 1] + "…"
-            self.err.write(f"  → {call.name}({arguments})\n")
-            self.err.flush()
-
-    def end_line(self) -> None:
-        """Close the line the streamed text left open, so what follows starts on its own."""
-        if self._mid_line:
-            self.out.write("\n")
-            self.out.flush()
-            self._mid_line = False
-
-    def finish(self, result: RunResult) -> None:
-        """The answer if it did not stream; without an answer, why the question ended."""
-        self.end_line()
-        answer = result.text.strip()
-        if answer and not self.streamed.rstrip().endswith(answer):
-            self.out.write(answer + "\n")
-        elif not answer and result.stop_reason == "cancelled":
-            self.err.write("[cancelled]\n")
-        elif not answer and result.stop_reason != "complete":
-            self.err.write(f"({result.detail or result.stop_reason})\n")
-        self.out.flush()
-        self.err.flush()
-
-
 class Questions:
     """The session's assistant, or why there is none (``problem``: what to set); asks and shows the answer."""
 
@@ -142,7 +89,7 @@ class Questions:
         if not question:
             err.write(HOW_TO_ASK + "\n")
             return None
-        printer = AnswerPrinter(out, err)
+        printer = AnswerPrinter(out, calls=err, notes=err)
         try:
             result = self.assistant.ask(question, namespace, last_exception=last_exception, on_event=printer)
         except KeyboardInterrupt:
