@@ -33,6 +33,7 @@ from tether.tools.registry import ToolRegistry
 from tether.usage import Price, Usage, price_for
 
 if TYPE_CHECKING:
+    from tether.loop.steps import StepRunner
     from tether.sessions import SessionStore
     from tether.telemetry.observer import RunObserver
 
@@ -243,6 +244,22 @@ class Agent:
         runs: list[Run] = []
         events = self._in_session(spec, prompt, session, interrupter, sinks, runs)
         return RunStream(events, lambda: runs[0].result if runs else None, interrupter)
+
+    def _stepped(
+        self,
+        prompt: str,
+        steps: StepRunner,
+        *,
+        history: Sequence[Message] = (),
+        on_event: EventSink | None = None,
+        tool_choice: ToolChoiceOption | None = None,
+    ) -> RunStream:
+        """A run whose provider and tool calls are the steps of ``steps`` (``loop/steps.py``; ``tether.durable``
+        uses it): its run id is the runner's; sessions are not supported there."""
+        sinks = self._sinks + ((on_event,) if on_event is not None else ())
+        interrupter = Interrupter()
+        run = Run(self._run_spec(tool_choice), prompt, history, interrupter, sinks, steps=steps)
+        return RunStream(run.events(), lambda: run.result, interrupter)
 
     def _run_spec(self, tool_choice: ToolChoiceOption | None) -> RunSpec:
         """The spec of the next run: the agent's, with the run's tool choice (else the agent's), checked against

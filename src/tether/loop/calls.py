@@ -26,7 +26,7 @@ from tether.loop.context.window import ContextWindow, Plan
 from tether.loop.guard import LoopGuard
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
 from tether.loop.records import CallRecorder, close_stream, within
-from tether.messages import Message
+from tether.messages import Message, Text, Thinking
 from tether.providers.base import ModelSettings, Request, ToolDefinition
 from tether.secrets import mask_exception_in_place
 from tether.usage import Usage
@@ -34,6 +34,7 @@ from tether.usage import Usage
 if TYPE_CHECKING:
     from tether.errors import ProviderError
     from tether.loop.engine import RunSpec
+    from tether.loop.steps import StepRunner
     from tether.telemetry.observer import RunObserver
 
 
@@ -62,6 +63,8 @@ class ProviderCalls:
     the token gauge anchors on it."""
     _on_retry: Callable[[ProviderError, int, float], None]
     sinks: list[Any]
+
+    steps: StepRunner | None
 
     if TYPE_CHECKING:
 
@@ -100,7 +103,27 @@ class ProviderCalls:
         requested = False
         stream: AsyncIterator[LlmEvent] | None = None
         first = 0.0
+        stepped: AccumulatedTurn | None = None
         try:
+            if self.steps is not None:
+                interrupter.arm()
+                requested = True
+                live: list[bool] = []  # the step ran here (its deltas reached the sinks), or was replayed
+                try:
+                    stepped = await self.steps.step(
+                        f"model:{turn_no}.{attempt}", lambda: self._stream_step(request, context, passthrough, live)
+                    )
+                except asyncio.CancelledError as cancelled:
+                    raise interrupter.taken(cancelled) from None
+                if interrupter.fired:
+                    await interrupter.settle()
+                interrupter.armed = False
+                if passthrough:
+                    for delta in _deltas(stepped.message):
+                        if sinks and not live:
+                            self._notify(delta)
+                        yield delta
+                return
             stream = self.spec.provider.stream(request)
             if context is not None:
                 stream = within(stream, context)
@@ -135,7 +158,7 @@ class ProviderCalls:
                 step_timer.cancel()
             if stream is not None:
                 await close_stream(stream)
-            self._accumulated = turn = accumulator.finish()
+            self._accumulated = turn = accumulator.finish() if stepped is None else stepped
             self._best_effort = turn.text or self._best_effort
             usage = turn.usage
             if requested:
@@ -145,6 +168,28 @@ class ProviderCalls:
                 if (gauge := self.window.gauge) is not None and self._sent_view is not None:
                     gauge.observe(self._sent_view, turn.usage)
             self.recorder.end_call(first, usage)
+
+    async def _stream_step(
+        self, request: Request, context: Any, passthrough: bool, live: list[bool]
+    ) -> AccumulatedTurn:
+        """A provider call run to its end inside a step: the deltas go to the sinks as they come (the run's
+        events get them after the step, ``_deltas``); the turn is the step's result. A malformed stream is
+        raised (``InvalidResponse``) and kept by the runner like the turn."""
+        live.append(True)
+        accumulator = StreamAccumulator()
+        stream: AsyncIterator[LlmEvent] = self.spec.provider.stream(request)
+        if context is not None:
+            stream = within(stream, context)
+        sinks = self.sinks
+        try:
+            async for event in stream:
+                accumulator.add(event)
+                kind = type(event)
+                if passthrough and sinks and (kind is TextDelta or kind is ThinkingDelta) and event.text:  # type: ignore[union-attr]
+                    self._notify(event)  # type: ignore[arg-type]
+        finally:
+            await close_stream(stream)
+        return accumulator.finish()
 
     def _failed_turn(
         self, turn_no: int, attempt: int, final: bool, failure: Exception, *, compaction: bool = False
@@ -236,6 +281,17 @@ class ProviderCalls:
         self._completed(turn_no, 1, True, read.turn, read.problem, compaction=True)
         text = read.turn.text.strip()
         return text if read.problem is None and text else None
+
+
+def _deltas(message: Message) -> list[TextDelta | ThinkingDelta]:
+    """The text and thinking of a turn taken in a step, as the deltas the run's events carry (one a part)."""
+    deltas: list[TextDelta | ThinkingDelta] = []
+    for part in message.parts:
+        if isinstance(part, Text) and part.text:
+            deltas.append(TextDelta(part.text))
+        elif isinstance(part, Thinking) and part.text:
+            deltas.append(ThinkingDelta(part.text))
+    return deltas
 
 
 def describe_failure(failure: Exception) -> str:

@@ -67,6 +67,7 @@ from tether.tools.registry import ToolRegistry
 from tether.usage import Price, Usage
 
 if TYPE_CHECKING:
+    from tether.loop.steps import StepRunner
     from tether.sessions.base import OutputStore
     from tether.telemetry.observer import RunObserver
     from tether.telemetry.redact import Redaction
@@ -129,13 +130,16 @@ class Run(Compacting):
         checkpoint: Checkpoint | None = None,
         session_id: str | None = None,
         output_store: OutputStore | None = None,
+        steps: StepRunner | None = None,
     ) -> None:
         self.spec = spec
+        self.steps = steps
+        """Runs each provider call and tool call as a durable step (``loop/steps.py``); ``None``: directly."""
         self.session_id = session_id
         self.prompt = prompt
         self.checkpoint = checkpoint
         self.interrupter = interrupter
-        self.run_id = uuid.uuid4().hex
+        self.run_id = steps.run_id if steps is not None else uuid.uuid4().hex
         self.transcript = prepare_history(spec.system, history)
         self.body_start = 1 if self.transcript and self.transcript[0].role == "system" else 0
         self.system_text = self.transcript[0].text if self.body_start else None
@@ -161,6 +165,7 @@ class Run(Compacting):
             observer=self.observer,
             redaction=spec.redaction,
             outputs=self.outputs,
+            steps=steps,
         )
         self._offer(
             tuple(ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools if spec.permissions.offers(t))

@@ -60,6 +60,7 @@ from tether.loop.accumulator import TOO_DEEP_MARK, arguments_problem
 from tether.loop.interrupts import Interrupter
 from tether.loop.records import tool_record
 from tether.loop.repeats import Repeat, repeated_result
+from tether.loop.steps import INTERRUPTED, ToolOutcome, at_most_once
 from tether.messages import ToolCall, ToolResult
 from tether.secrets import Masker, mask_exception_in_place
 from tether.tools.base import Done, Tool, render_output, utf8_safe
@@ -68,6 +69,7 @@ from tether.tools.registry import ToolRegistry
 from tether.tools.threads import RaisedInThread
 
 if TYPE_CHECKING:
+    from tether.loop.steps import StepRunner
     from tether.telemetry.observer import RunObserver
     from tether.telemetry.redact import Redaction
     from tether.tools.output_cache import OutputCache
@@ -124,7 +126,7 @@ class ToolExecutor:
 
     __slots__ = (
         "_redaction", "concurrent_tools", "interrupter", "masker", "max_concurrency", "max_output", "observer",
-        "outputs", "permissions", "registry", "timeout",
+        "outputs", "permissions", "registry", "steps", "timeout",
     )  # fmt: skip
 
     def __init__(
@@ -141,8 +143,11 @@ class ToolExecutor:
         observer: RunObserver | None = None,
         redaction: Redaction | None = None,
         outputs: OutputCache | None = None,
+        steps: StepRunner | None = None,
     ) -> None:
         self.registry = registry
+        self.steps = steps
+        """Runs each call as a durable step (``loop/steps.py``); ``None``: directly."""
         self.outputs = outputs
         """Where long outputs are kept whole and previewed; ``None``: they are cut to ``max_output``."""
         self.observer = observer
@@ -294,7 +299,40 @@ class ToolExecutor:
                 group.create_task(execute(plan))
 
     async def _execute(self, batch: ToolBatch, plan: _Plan) -> None:
-        """Run one call and record what became of it; raises only for a real cancellation."""
+        """Run one call (as a step, with a runner) and record what became of it; raises only for a real
+        cancellation."""
+        call, tool = plan.call, plan.tool
+        assert tool is not None
+        if self.steps is None:
+            outcome = await self._outcome(plan)
+        else:
+            outcome = await self._step(plan)
+        if outcome.done is not None:
+            self._finish_run(batch, call, outcome.done, outcome.ran)
+        else:
+            assert outcome.result is not None
+            self._keep(batch, call, outcome.result, outcome.error, tool=tool, ran=outcome.ran)
+
+    async def _step(self, plan: _Plan) -> ToolOutcome:
+        """The call as a durable step (``loop/steps.py``): a tool not safe to repeat runs at most once."""
+        steps, call, tool = self.steps, plan.call, plan.tool
+        assert steps is not None
+        assert tool is not None
+
+        async def run() -> ToolOutcome:
+            outcome = await self._outcome(plan)
+            if outcome.error is None or isinstance(outcome.error, ToolError):
+                return outcome
+            return replace(outcome, error=ToolError(describe_exception(outcome.error)))  # kept: must pickle
+
+        name = f"tool:{call.name}:{call.id}"
+        if tool.idempotent:
+            return await steps.step(name, run)
+        interrupted = ToolResult(call.id, call.name, INTERRUPTED.format(name=call.name), True, "tool_failed")
+        return await at_most_once(steps, name, run, lambda: ToolOutcome(interrupted, None))
+
+    async def _outcome(self, plan: _Plan) -> ToolOutcome:
+        """Run one call: what became of it; raises only for a real cancellation."""
         call, tool, invoke = plan.call, plan.tool, plan.invoke
         assert tool is not None
         assert invoke is not None
@@ -315,23 +353,21 @@ class ToolExecutor:
         except TimeoutError as exc:
             ran = _since(started)
             if scope.expired():
-                self._keep(batch, call, _timeout_result(call, tool, timeout), tool=tool, ran=ran)
-            else:
-                self._keep(batch, call, _failure_result(call, exc), exc, tool=tool, ran=ran)
+                return ToolOutcome(_timeout_result(call, tool, timeout), ran)
+            return ToolOutcome(_failure_result(call, exc), ran, exc)
         except Done as done:
-            self._finish_run(batch, call, done, _since(started))
+            return ToolOutcome(None, _since(started), done=done)
         except TetherError as error:
-            self._keep(batch, call, error_result(call, error), error, tool=tool, ran=_since(started))
+            return ToolOutcome(error_result(call, error), _since(started), error)
         except asyncio.CancelledError as cancelled:
             if _being_cancelled():
                 raise  # the run, its host or a deadline: see loop/interrupts.py
-            self._keep(batch, call, _failure_result(call, cancelled), cancelled, tool=tool, ran=_since(started))
+            return ToolOutcome(_failure_result(call, cancelled), _since(started), cancelled)
         except BaseException as exc:  # noqa: BLE001 - whatever a tool raises, even SystemExit, is the model's to read
             if isinstance(exc, RaisedInThread) and exc.__cause__ is not None:
                 exc = exc.__cause__
-            self._keep(batch, call, _failure_result(call, exc), exc, tool=tool, ran=_since(started))
-        else:
-            self._keep(batch, call, ToolResult(call.id, call.name, text), tool=tool, ran=_since(started))
+            return ToolOutcome(_failure_result(call, exc), _since(started), exc)
+        return ToolOutcome(ToolResult(call.id, call.name, text), _since(started))
 
     def _keep(
         self,

@@ -52,6 +52,10 @@ class ToolOptions(TypedDict, total=False):
     """Characters of output the model gets before the middle is cut; overrides the agent's limit."""
     repeatable: bool
     """The same call can give a new result (a clock, a job's status): never answered from an earlier turn."""
+    idempotent: bool
+    """Safe to run twice (default True). In a durable run (``tether.durable``) a call interrupted by a crash
+    runs again on recovery; a tool with ``idempotent=False`` (charging a card, sending an email) is answered
+    instead with an error result saying the call may or may not have happened."""
     raw_arguments: bool
     """Arguments from the model that are not a JSON object are passed, as text, as the tool's one required
     ``str`` parameter, instead of being answered ``invalid_arguments`` (default False)."""
@@ -61,8 +65,8 @@ class Tool:
     """Something the model can call. Calling the ``Tool`` itself calls the wrapped function directly."""
 
     __slots__ = (
-        "_validator", "concurrent", "description", "function", "is_async", "max_output", "name", "raw_parameter",
-        "read_only", "repeatable", "timeout",
+        "_validator", "concurrent", "description", "function", "idempotent", "is_async", "max_output", "name",
+        "raw_parameter", "read_only", "repeatable", "timeout",
     )  # fmt: skip
 
     def __init__(
@@ -92,6 +96,7 @@ class Tool:
         self.read_only = options.get("read_only", False)
         self.max_output = max_output
         self.repeatable = options.get("repeatable", False)
+        self.idempotent = options.get("idempotent", True)
         self._validator = validator
         self.raw_parameter = _raw_parameter(name, validator.parameters) if options.get("raw_arguments") else None
         """The parameter that receives arguments that are not a JSON object (``raw_arguments=True``), else None."""

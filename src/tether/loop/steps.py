@@ -1,0 +1,94 @@
+"""The step seam: how a durable engine wraps each provider call and each tool call of a run.
+
+Contract. A :class:`StepRunner` is handed to a run (``Run(steps=...)``); the loop then calls
+:meth:`StepRunner.step` around every provider call and every tool call, with a stable ``name`` and a
+coroutine function that produces the step's result:
+
+* a provider call's step returns its whole :class:`~tether.loop.accumulator.AccumulatedTurn` (message,
+  usage, finish reason, ids): the call runs to its end inside the step, its deltas reaching the run's sinks
+  as they come;
+* a tool call's step returns a :class:`ToolOutcome` (the ``ToolResult``, how long the tool ran, the
+  ``Done`` that ended the run, if any).
+
+A runner either runs the function and keeps its result (or its exception), or, when the step already
+finished in an earlier execution of the same run, returns what was kept without running it. Step results
+are plain values a runner can serialize (pickle): exceptions kept in them are reduced to ``ToolError``s.
+Steps are named and called in the same order on every execution of a run, because the loop's control flow
+depends only on the run's inputs and the steps' results; the run id is the runner's (the engine's workflow
+id), not a fresh one.
+
+At-least-once. A step interrupted mid-way (the process died) runs again when the run is recovered. A tool
+that must not run twice declares it (``@tool(idempotent=False)``): :func:`at_most_once` then answers an
+interrupted call of it with an error result saying it may or may not have happened, instead of running it
+again. A runner needs nothing more than :meth:`StepRunner.step` for that: a marker step taken before the
+call tells a fresh start from a recovery.
+
+Without a runner (the default) the loop calls the provider and the tools directly; the only cost is one
+``is None`` check per call.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from tether.messages import ToolResult
+    from tether.tools.base import Done
+
+T = TypeVar("T")
+
+
+class StepRunner(Protocol):
+    """Runs the steps of one run durably (see the module docstring)."""
+
+    @property
+    def run_id(self) -> str:
+        """The run's id: the same on every execution of the run (the engine's workflow id)."""
+        ...
+
+    async def step(self, name: str, function: Callable[[], Awaitable[T]]) -> T:
+        """``function()``'s result, kept; or the result kept by an earlier execution, without running it.
+
+        An exception ``function`` raises is kept and raised again likewise."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What became of one tool call: the value a tool call's step returns."""
+
+    result: ToolResult | None
+    """The call's result; ``None`` when the tool ended the run (``done``)."""
+    ran: float | None
+    """How long the tool ran, in milliseconds."""
+    error: BaseException | None = None
+    """The exception behind an error result (reduced to a ``ToolError`` inside a step)."""
+    done: Done | None = None
+
+
+INTERRUPTED = "The call of tool {name!r} was interrupted (the process running it stopped) and is not safe to "
+INTERRUPTED += "repeat: it may or may not have happened. Check its effect before calling it again."
+
+
+async def at_most_once(
+    runner: StepRunner, name: str, function: Callable[[], Awaitable[T]], interrupted: Callable[[], T]
+) -> T:
+    """The step ``name`` for a call that must not run twice: ``function()`` on a fresh start, its kept result
+    once it finished, and ``interrupted()`` (kept as the step's result) when an earlier execution started it
+    but did not finish it."""
+    token = uuid.uuid4().hex
+
+    async def mark() -> str:
+        return token
+
+    started = await runner.step(f"{name}:started", mark)
+    if started == token:
+        return await runner.step(name, function)
+
+    async def answer() -> T:
+        return interrupted()
+
+    return await runner.step(name, answer)

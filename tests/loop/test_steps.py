@@ -1,0 +1,161 @@
+"""The step seam (``loop/steps.py``): each provider call and tool call is a step a runner can keep and replay."""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from tether import Agent, tool
+from tether.agent import RunStream
+from tether.events import RunCompleted, RunEvent, RunResult, TextDelta
+from tether.loop.steps import StepRunner
+from tether.messages import ToolResult
+from tether.providers.scripted import ScriptedProvider, call, reply
+
+T = TypeVar("T")
+
+
+class MemoryRunner:
+    """Keeps each step's result (pickled, as an engine would) by position; a later execution replays them.
+
+    ``stop_after``: raise ``KeyboardInterrupt`` (a dying process) when that step starts, before it runs."""
+
+    def __init__(self, run_id: str = "run-1") -> None:
+        self._run_id = run_id
+        self.kept: list[tuple[str, bytes]] = []
+        self.position = 0
+        self.ran: list[str] = []
+        self.die_at: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    def again(self) -> MemoryRunner:
+        """The same run's store, for its next execution."""
+        runner = MemoryRunner(self._run_id)
+        runner.kept = self.kept
+        return runner
+
+    async def step(self, name: str, function: Callable[[], Awaitable[T]]) -> T:
+        position, self.position = self.position, self.position + 1
+        if position < len(self.kept):
+            kept_name, data = self.kept[position]
+            assert kept_name == name, f"step {position} was {kept_name!r}, now {name!r}"
+            value: T = pickle.loads(data)
+            return value
+        if name == self.die_at:
+            raise KeyboardInterrupt(name)
+        self.ran.append(name)
+        value = await function()
+        self.kept.append((name, pickle.dumps(value)))
+        return value
+
+
+async def finish(stream: RunStream) -> RunResult:
+    result = None
+    async for event in stream:
+        if isinstance(event, RunCompleted):
+            result = event.result
+    assert result is not None
+    return result
+
+
+def _runner_is_a_step_runner(runner: MemoryRunner) -> StepRunner:
+    return runner  # mypy checks the protocol
+
+
+LOG: list[str] = []
+
+
+@tool
+def note(text: str) -> str:
+    """Write a note."""
+    LOG.append(text)
+    return f"noted {text}"
+
+
+@tool(idempotent=False)
+def pay(amount: int) -> str:
+    """Pay an amount."""
+    LOG.append(f"paid {amount}")
+    return "paid"
+
+
+def _script() -> list[Any]:
+    return [call("note", {"text": "a"}, id="c1"), call("note", {"text": "b"}, id="c2"), reply("all noted")]
+
+
+async def test_a_run_with_a_runner_takes_each_call_as_a_named_step_and_uses_its_run_id() -> None:
+    LOG.clear()
+    runner = MemoryRunner("wf-42")
+    events: list[RunEvent] = []
+    agent = Agent(ScriptedProvider(_script()), tools=[note])
+    result = await finish(agent._stepped("go", _runner_is_a_step_runner(runner), on_event=events.append))
+    assert result.text == "all noted"
+    assert result.run_id == "wf-42"
+    assert runner.ran == ["model:1.1", "tool:note:c1", "model:2.1", "tool:note:c2", "model:3.1"]
+    assert LOG == ["a", "b"]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["all noted"]
+
+
+async def test_a_replayed_run_calls_neither_the_model_nor_the_tools_again_and_gives_the_same_result() -> None:
+    LOG.clear()
+    first = MemoryRunner()
+    plain = await finish(Agent(ScriptedProvider(_script()), tools=[note])._stepped("go", first))
+    provider = ScriptedProvider([])  # any call would fail: the script is empty
+    replayed: list[RunEvent] = []
+    again = await finish(Agent(provider, tools=[note])._stepped("go", first.again(), on_event=replayed.append))
+    assert LOG == ["a", "b"]
+    assert again.text == plain.text
+    assert again.messages == plain.messages
+    assert again.usage == plain.usage
+    assert [e.text for e in replayed if isinstance(e, TextDelta)] == ["all noted"]
+
+
+async def test_recovery_continues_after_the_last_finished_step() -> None:
+    LOG.clear()
+    first = MemoryRunner()
+    first.die_at = "tool:note:c2"
+    with contextlib.suppress(KeyboardInterrupt):
+        await finish(Agent(ScriptedProvider(_script()), tools=[note])._stepped("go", first))
+    assert LOG == ["a"]
+    second = first.again()
+    script = ScriptedProvider([reply("all noted")])  # only the call that had not finished is made again
+    result = await finish(Agent(script, tools=[note])._stepped("go", second))
+    assert LOG == ["a", "b"]
+    assert second.ran == ["tool:note:c2", "model:3.1"]
+    assert result.text == "all noted"
+
+
+async def test_an_interrupted_call_of_a_tool_not_safe_to_repeat_is_answered_with_an_error_not_run_again() -> None:
+    LOG.clear()
+    first = MemoryRunner()
+    first.die_at = "tool:pay:p1"  # its start was kept, its end was not: the process died while it ran
+    script = [call("pay", {"amount": 5}, id="p1"), reply("done")]
+    with contextlib.suppress(KeyboardInterrupt):
+        await finish(Agent(ScriptedProvider(script), tools=[pay])._stepped("pay", first))
+    second = first.again()
+    result = await finish(Agent(ScriptedProvider([reply("done")]), tools=[pay])._stepped("pay", second))
+    assert LOG == []
+    answer = result.messages[-2].parts[0]
+    assert isinstance(answer, ToolResult)
+    assert answer.is_error
+    assert answer.code == "tool_failed"
+    assert "may or may not have happened" in answer.content
+    third = await finish(Agent(ScriptedProvider([]), tools=[pay])._stepped("pay", second.again()))
+    assert third.messages == result.messages  # the error answer is kept like any result
+
+
+async def test_a_tool_not_safe_to_repeat_runs_once_when_nothing_interrupts_it() -> None:
+    LOG.clear()
+    runner = MemoryRunner()
+    script = [call("pay", {"amount": 5}, id="p1"), reply("done")]
+    result = await finish(Agent(ScriptedProvider(script), tools=[pay])._stepped("pay", runner))
+    assert LOG == ["paid 5"]
+    assert result.text == "done"
+    assert runner.ran == ["model:1.1", "tool:pay:p1:started", "tool:pay:p1", "model:2.1"]
+    await finish(Agent(ScriptedProvider([]), tools=[pay])._stepped("pay", runner.again()))
+    assert LOG == ["paid 5"]
