@@ -1,0 +1,31 @@
+"""Durable runs: an agent's run as a workflow that survives the death of the process running it.
+
+``DurableAgent(agent)`` runs ``agent`` as a DBOS workflow: each provider call and each tool call is a step
+whose result is kept in a database (a SQLite file on one machine, PostgreSQL across machines). When the
+process dies, a process launched on the same database recovers the run and goes on from its last finished
+step: a finished tool call is not run again, a finished model call is not made (nor paid for) again. A step
+interrupted mid-way runs again (at least once); a tool that must not run twice says so with
+``@tool(idempotent=False)`` and an interrupted call of it is answered with an error result instead. The
+run id is the workflow id, which the caller may choose, so that submitting a run twice runs it once.
+
+Importing this package costs nothing; DBOS (about a second to import) is loaded on first use of a name from
+it. The engine's code is all in ``dbos_engine.py``, behind the loop's step seam (``tether.loop.steps``).
+See docs/durable.md.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.durable.dbos_engine import DurableAgent, launch, shutdown, sqlite_url
+
+__all__ = ["DurableAgent", "launch", "shutdown", "sqlite_url"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from tether.durable import dbos_engine
+
+        return getattr(dbos_engine, name)
+    raise AttributeError(f"module 'tether.durable' has no attribute {name!r}")

@@ -1,0 +1,72 @@
+"""A worker process for the durable-run tests: one durable run of a small agent, against a model over HTTP.
+
+``python worker.py DB_URL BASE_URL LOG BLOCK RUN_ID OUT [--recover]`` makes the agent (tools: ``append``,
+which adds a line to ``LOG``; ``wait_here``, which writes ``BLOCK.reached`` and then, while the file ``BLOCK``
+exists, never returns; ``pay``, not safe to repeat, which logs a line and then waits like ``wait_here``),
+launches tether.durable on ``DB_URL`` and either starts the run ``RUN_ID`` or, with ``--recover``, waits for
+the run that launching recovered. The result goes to ``OUT`` (pickled), written
+whole with a rename so that a reader never sees half of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+import sys
+import threading
+from pathlib import Path
+
+from tether import Agent, tool
+from tether.durable import DurableAgent, launch, shutdown
+
+
+def make_agent(base_url: str, log: Path, block: Path) -> Agent:
+    @tool
+    def append(text: str) -> str:
+        """Append a line to the log."""
+        with log.open("a") as file:
+            file.write(text + "\n")
+        return f"appended {text}"
+
+    @tool
+    def wait_here() -> str:
+        """Wait until released."""
+        Path(f"{block}.reached").write_text("reached")
+        if block.exists():
+            threading.Event().wait()  # the test kills the process here
+        return "released"
+
+    @tool(idempotent=False)
+    def pay(amount: int) -> str:
+        """Pay an amount (logged, then waits like ``wait_here``): not safe to repeat."""
+        with log.open("a") as file:
+            file.write(f"paid {amount}\n")
+        Path(f"{block}.reached").write_text("reached")
+        if block.exists():
+            threading.Event().wait()
+        return f"paid {amount}"
+
+    tools = [append, wait_here, pay]
+    return Agent("openai-compatible:mock", base_url=base_url, api_key="test-key", tools=tools)
+
+
+async def main(argv: list[str]) -> tuple[object, ...]:
+    db_url, base_url, log, block, run_id = argv[:5]
+    durable = DurableAgent(make_agent(base_url, Path(log), Path(block)), name="e2e")
+    launch(system_database_url=db_url)
+    try:
+        if "--recover" in argv:
+            result = await durable.result(run_id)
+        else:
+            result = await durable.run("Append one, then wait.", workflow_id=run_id)
+    finally:
+        shutdown()
+    return (result.text, result.stop_reason, result.messages, result.usage, result.run_id)
+
+
+if __name__ == "__main__":
+    kept = asyncio.run(main(sys.argv[1:]))
+    out = sys.argv[6]
+    Path(f"{out}.part").write_bytes(pickle.dumps(kept))
+    os.replace(f"{out}.part", out)
