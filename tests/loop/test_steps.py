@@ -159,3 +159,17 @@ async def test_a_tool_not_safe_to_repeat_runs_once_when_nothing_interrupts_it() 
     assert runner.ran == ["model:1.1", "tool:pay:p1:started", "tool:pay:p1", "model:2.1"]
     await finish(Agent(ScriptedProvider([]), tools=[pay])._stepped("pay", runner.again()))
     assert LOG == ["paid 5"]
+
+
+async def test_calls_read_from_json_actions_get_the_same_ids_when_the_run_is_executed_again() -> None:
+    LOG.clear()
+    action = '{"type": "tool_call", "name": "note", "arguments": {"text": "a"}}'
+    first = MemoryRunner()
+    script = [reply(action), reply('{"type": "final", "text": "noted"}')]
+    result = await finish(Agent(ScriptedProvider(script), tools=[note], tool_mode="json")._stepped("go", first))
+    tool_steps = [name for name in first.ran if name.startswith("tool:")]
+    assert len(tool_steps) == 1
+    again = first.again()  # the steps are named by call id: a replay checks every name against the kept one
+    replayed = await finish(Agent(ScriptedProvider([]), tools=[note], tool_mode="json")._stepped("go", again))
+    assert replayed.messages == result.messages
+    assert LOG == ["a"]

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -238,10 +238,20 @@ class Interpreted:
 class ActionProtocol:
     """Builds the requests of a run in JSON action mode and reads its answers as actions."""
 
-    __slots__ = ("_system", "_tools", "_use_schema", "_variants")
+    __slots__ = ("_call_id", "_system", "_tools", "_use_schema", "_variants")
 
-    def __init__(self, system: str | None, tools: tuple[ToolDefinition, ...], *, use_schema: bool) -> None:
+    def __init__(
+        self,
+        system: str | None,
+        tools: tuple[ToolDefinition, ...],
+        *,
+        use_schema: bool,
+        call_id: Callable[[], str] | None = None,
+    ) -> None:
         self._system = system
+        self._call_id = call_id or _random_call_id
+        """Makes the id of each call read from an action (the run's: the same on every execution of a durable
+        run)."""
         self._tools = tools
         self._use_schema = use_schema
         self._variants: dict[ToolChoice, tuple[str, dict[str, Any]]] = {}
@@ -298,7 +308,7 @@ class ActionProtocol:
         if isinstance(action, CallAction):
             if final:
                 return Interpreted(turn, problem="a tool call was asked for when only a final answer is possible")
-            call_id = f"call_{uuid.uuid4().hex[:24]}"
+            call_id = self._call_id()
             if nests_deeper(action.arguments, MAX_ARGUMENT_DEPTH):  # answered invalid_arguments, like native calls
                 call = ToolCall(call_id, action.name, None, bounded_raw(turn.text))
             else:
@@ -309,3 +319,7 @@ class ActionProtocol:
         text = action.text if isinstance(action, FinalAction) else action.question
         message = Message("assistant", (*kept, Text(text)))
         return Interpreted(replace(turn, message=message), shown=text, asks_user=isinstance(action, AskAction))
+
+
+def _random_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
@@ -167,6 +168,7 @@ class Run(Compacting):
             outputs=self.outputs,
             steps=steps,
         )
+        self._action_calls = 0
         self._offer(
             tuple(ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools if spec.permissions.offers(t))
         )
@@ -260,11 +262,17 @@ class Run(Compacting):
         """The tools the model is shown from now on, natively or in the JSON action protocol."""
         self.definitions = definitions
         spec = self.spec
-        self.actions = (
-            ActionProtocol(self.system_text, definitions, use_schema=spec.provider.info.supports_json_schema)
-            if spec.tool_mode == "json"
-            else None
-        )
+        self.actions = None
+        if spec.tool_mode == "json":
+            schema = spec.provider.info.supports_json_schema
+            self.actions = ActionProtocol(self.system_text, definitions, use_schema=schema, call_id=self._call_id)
+
+    def _call_id(self) -> str:
+        """The id of the next call read from a JSON action: the run id and a count, so unique in the run and
+        the same when a durable run is executed again (its tool steps are named by call id)."""
+        self._action_calls += 1
+        digest = hashlib.sha256(f"{self.run_id}:{self._action_calls}".encode()).hexdigest()
+        return f"call_{digest[:24]}"
 
     def _offer_reader(self) -> None:
         """Offer the reader of kept outputs, once there is something to read (``tools/output_cache.py``)."""
