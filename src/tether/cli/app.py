@@ -285,6 +285,38 @@ def py(script: str | None, args: tuple[str, ...], model: str | None, verbose: in
 
 
 @main.command()
+@click.argument("prompts", type=click.Path(exists=True, dir_okay=False))
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False), help="The results file (JSON Lines).")
+@click.option("--db", metavar="URL", help="The workflow database: postgresql://..., sqlite:///... or a file.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, metavar="N")
+@click.option("--model", "-m", metavar="PROVIDER:MODEL", help="The model, e.g. openai:gpt-4o-mini (runtime.model).")
+@click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands.")
+@_config_option
+def batch(
+    prompts: str,
+    output: str,
+    db: str | None,
+    concurrency: int,
+    model: str | None,
+    yes: bool,
+    config_file: str | None,
+) -> None:
+    """Run every prompt of PROMPTS (JSON Lines) as a durable run; write each result to --output as it ends.
+
+    A line is a JSON string or {"prompt": "...", "id": "..."}. Stopped (Ctrl-C, kill -9) and run again with
+    the same files, the batch goes on: items with a result are not run again, runs under way go on from their
+    last finished step. Runs are kept in a SQLite file in tether's state directory unless --db says otherwise
+    (postgresql://... to share them between machines). Exit codes: 0 every item answered, 1 configuration
+    problem, 4 some item failed, 130 interrupted.
+    """
+    from tether.cli.batch import BatchOptions
+    from tether.cli.batch import main as batch_main
+
+    options = BatchOptions(prompts, output, db, concurrency, yes, model, config_file)
+    sys.exit(batch_main(options))
+
+
+@main.command()
 def models() -> None:
     """List the models with known prices, and the providers with the variables holding their keys."""
     import os
