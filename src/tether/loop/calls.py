@@ -111,7 +111,8 @@ class ProviderCalls:
                 live: list[bool] = []  # the step ran here (its deltas reached the sinks), or was replayed
                 try:
                     stepped = await self.steps.step(
-                        f"model:{turn_no}.{attempt}", lambda: self._stream_step(request, context, passthrough, live)
+                        f"{'compaction' if quiet else 'model'}:{turn_no}.{attempt}",
+                        lambda: self._stream_step(request, context, passthrough, live),
                     )
                 except asyncio.CancelledError as cancelled:
                     raise interrupter.taken(cancelled) from None
