@@ -160,7 +160,7 @@ def test_a_batch_of_1000_killed_and_started_again_ends_with_1000_results_and_no_
     if database == "postgres":
         db_args = ["--db", request.getfixturevalue("postgres_url")]
     prompts = [f"prompt {n}" for n in range(1000)]
-    concurrency = 8
+    concurrency = 16
     output = project.cwd / "results.jsonl"
     args = [TETHER, "batch", "prompts.jsonl", "-o", "results.jsonl", "--concurrency", str(concurrency), *db_args]
     with MockLLM([echo] * 1200) as server:
@@ -194,3 +194,27 @@ def test_a_batch_of_1000_killed_and_started_again_ends_with_1000_results_and_no_
 def results_tolerant(path: Path) -> list[dict[str, Any]]:
     """The results file's whole lines (a killed writer may have left the last one cut)."""
     return [json.loads(line) for line in path.read_bytes().decode().split("\n")[:-1]]
+
+
+def test_ctrl_c_stops_the_batch_and_running_it_again_finishes_it(project: Project) -> None:
+    def stall_first(body: dict[str, Any]) -> Step:
+        return Say(f"echo: {prompt_of(body)}", pieces=1, stall=prompt_of(body) == "slow")
+
+    with MockLLM([stall_first] * 10) as server:
+        project.use(server)
+        write_prompts(project, ["quick", "slow"])
+        child = project.spawn("batch", "prompts.jsonl", "-o", "results.jsonl", "--concurrency", "1")
+        assert server.stalled.wait(30), screen(child)
+        child.sendintr()
+        child.expect("run the same command again to go on")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 130, screen(child)
+        assert [row["id"] for row in results(project.cwd / "results.jsonl")] == ["line-1"]
+        server.release()
+        again = project.run("batch", "prompts.jsonl", "-o", "results.jsonl")
+        asked = collections.Counter(prompt_of(body) for body in server.requests)
+
+    assert again.returncode == 0, again.stderr
+    assert sorted(row["id"] for row in results(project.cwd / "results.jsonl")) == ["line-1", "line-2"]
+    assert asked["quick"] == 1
