@@ -17,14 +17,45 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from tether.durable.dbos_engine import DurableAgent, launch, shutdown, sqlite_url
+from tether.durable.records import Queue, RateLimit, RunRecord, RunStatus
 
-__all__ = ["DurableAgent", "launch", "shutdown", "sqlite_url"]
+if TYPE_CHECKING:
+    from tether.durable.dbos_engine import (
+        DurableAgent,
+        DurableRun,
+        cancel_run,
+        get_run,
+        launch,
+        list_runs,
+        recover_worker,
+        resume_run,
+        serve,
+        shutdown,
+        sqlite_url,
+    )
+
+__all__ = [
+    "DurableAgent",
+    "DurableRun",
+    "Queue",
+    "RateLimit",
+    "RunRecord",
+    "RunStatus",
+    "cancel_run",
+    "get_run",
+    "launch",
+    "list_runs",
+    "recover_worker",
+    "resume_run",
+    "serve",
+    "shutdown",
+    "sqlite_url",
+]
+_ENGINE = {name for name in __all__ if name not in {"Queue", "RateLimit", "RunRecord", "RunStatus"}}
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
+    if name in _ENGINE:
         from tether.durable import dbos_engine
 
         return getattr(dbos_engine, name)
