@@ -96,13 +96,16 @@ class DurableAgent:
         history: Sequence[Message] = (),
         workflow_id: str | None = None,
         tool_choice: ToolChoiceOption | None = None,
+        session: str | None = None,
     ) -> str:
-        """Start a run (or find the one with this ``workflow_id``); its run id. It goes on in the background."""
+        """Start a run (or find the one with this ``workflow_id``); its run id. It goes on in the background.
+        ``session=``: the run continues that session of the agent's store, as in a plain run."""
         _require_launch()
+        self._check(history, session)
         run_id = workflow_id or uuid.uuid4().hex
         with SetWorkflowID(run_id):
             handle: WorkflowHandleAsync[RunResult] = await DBOS.start_workflow_async(
-                self._workflow, prompt, tuple(history), tool_choice
+                self._workflow, prompt, tuple(history), tool_choice, session
             )
         return handle.workflow_id
 
@@ -114,6 +117,7 @@ class DurableAgent:
         workflow_id: str | None = None,
         on_event: EventSink | None = None,
         tool_choice: ToolChoiceOption | None = None,
+        session: str | None = None,
     ) -> RunResult:
         """Run to the end, durably, and return the result (the kept one, for a run that had already ended)."""
         _require_launch()
@@ -121,7 +125,7 @@ class DurableAgent:
         if on_event is not None:
             _sinks[run_id] = on_event
         try:
-            await self.start(prompt, history=history, workflow_id=run_id, tool_choice=tool_choice)
+            await self.start(prompt, history=history, workflow_id=run_id, tool_choice=tool_choice, session=session)
             return await self.result(run_id)
         finally:
             _sinks.pop(run_id, None)
@@ -133,19 +137,26 @@ class DurableAgent:
         queue: Queue,
         workflow_id: str | None = None,
         history: Sequence[Message] = (),
+        session: str | None = None,
     ) -> DurableRun:
         """Put a run on ``queue`` (registered in the database if it is not yet) for a worker serving it; its
-        handle. With the ``workflow_id`` of a run that exists, nothing is enqueued: that run's handle."""
+        handle. With the ``workflow_id`` of a run that exists, nothing is enqueued: that run's handle.
+        ``session=``: the run continues that session of the agent's store (which the worker must reach)."""
         _require_launch()
         if not isinstance(queue, Queue):
             raise ConfigInvalid(f"enqueue() takes a tether.durable.Queue, not {queue!r}")
+        self._check(history, session)
         dbos_queue = await asyncio.to_thread(_register, queue)
         run_id = workflow_id or uuid.uuid4().hex
         with SetWorkflowID(run_id):
             handle: WorkflowHandleAsync[RunResult] = await dbos_queue.enqueue_async(
-                self._workflow, prompt, tuple(history), None
+                self._workflow, prompt, tuple(history), None, session
             )
         return DurableRun(handle.workflow_id)
+
+    def _check(self, history: Sequence[Message], session: str | None) -> None:
+        if session is not None:
+            self.agent._check_session(history)
 
     async def result(self, run_id: str) -> RunResult:
         """Wait for the run ``run_id`` (started here, recovered here or run by another process) and return its
@@ -185,15 +196,20 @@ class DurableRun:
         return record.status
 
 
-Workflow = Callable[[str, tuple["Message", ...], "ToolChoiceOption | None"], Coroutine[Any, Any, RunResult]]
+Workflow = Callable[
+    [str, tuple["Message", ...], "ToolChoiceOption | None", "str | None"], Coroutine[Any, Any, RunResult]
+]
 
 
 def _workflow_of(agent: Agent) -> Workflow:
-    async def tether_run(prompt: str, history: tuple[Message, ...], tool_choice: ToolChoiceOption | None) -> RunResult:
+    async def tether_run(
+        prompt: str, history: tuple[Message, ...], tool_choice: ToolChoiceOption | None, session: str | None
+    ) -> RunResult:
         run_id = DBOS.workflow_id
         assert run_id is not None
         steps = DBOSSteps(run_id)
-        stream = agent._stepped(prompt, steps, history=history, on_event=_sinks.get(run_id), tool_choice=tool_choice)
+        sink = _sinks.get(run_id)
+        stream = agent._stepped(prompt, steps, history=history, on_event=sink, tool_choice=tool_choice, session=session)
         result: RunResult | None = None
         async for event in stream:
             if type(event) is RunCompleted:
