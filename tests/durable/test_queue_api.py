@@ -6,16 +6,22 @@ so that it can be cancelled before it starts.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import assert_valid
 from tether import Agent, StopReason, tool
 from tether.durable import Queue, RateLimit
 from tether.errors import Cancelled, ConfigInvalid
 from tether.providers.base import Request
 from tether.providers.scripted import ScriptedProvider, Step, call, reply
+
+DEADLINE = 60.0
+"""Seconds a test waits for a run before it fails."""
 
 
 def test_a_queue_declaration_is_checked_when_made() -> None:
@@ -127,4 +133,41 @@ async def test_the_run_store_refuses_bad_input_with_config_invalid(tmp_path: Pat
             with pytest.raises(ConfigInvalid):
                 await bad()
     finally:
+        shutdown()
+
+
+async def test_cancelling_a_running_run_ends_it_cancelled_with_a_valid_transcript(tmp_path: Path) -> None:
+    from tether.durable import DurableAgent, cancel_run, get_run, launch, list_runs, resume_run, shutdown
+
+    entered, release = threading.Event(), threading.Event()
+
+    @tool
+    def hold() -> str:
+        """Wait until released."""
+        entered.set()
+        release.wait(DEADLINE)
+        return "held"
+
+    model = ScriptedProvider([call("hold", {}), reply("never said")])
+    durable = DurableAgent(Agent(model, tools=[hold]), name="cancelled-api")
+    served = Queue("cancel-served")
+    launch(tmp_path / "runs.sqlite", queues=[served])
+    try:
+        run = await durable.enqueue("hold on", queue=served, workflow_id="to-cancel")
+        assert await asyncio.to_thread(entered.wait, DEADLINE)
+        record = await cancel_run("to-cancel")
+        assert record.status == "running"  # it stops before its next model call
+        release.set()
+        result = await run.result()
+        assert result.stop_reason == StopReason.CANCELLED
+        assert_valid(result)
+        assert [m.role for m in result.messages] == ["user", "assistant", "tool"]
+        assert len(model.requests) == 1  # the second model call was not made
+        assert (await get_run("to-cancel")).status == "cancelled"  # type: ignore[union-attr]
+        assert [r.run_id for r in await list_runs("cancelled")] == ["to-cancel"]
+        assert await list_runs("completed") == []
+        assert (await (await resume_run("to-cancel")).result()).stop_reason == StopReason.CANCELLED  # ended: kept
+        assert len(model.requests) == 1
+    finally:
+        release.set()
         shutdown()

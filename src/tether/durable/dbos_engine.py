@@ -38,6 +38,7 @@ from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSNonExistentWorkfl
 from tether.durable.records import PROMPT_HEAD, Queue, RunRecord, RunStatus
 from tether.errors import Cancelled, ConfigInvalid
 from tether.events import RunCompleted, RunResult
+from tether.limits import StopReason
 
 if TYPE_CHECKING:
     from tether.agent import Agent
@@ -54,13 +55,22 @@ _sinks: dict[str, EventSink] = {}
 """The host's event sink of each run started in this process, by run id, while it runs."""
 
 
-class DBOSSteps:
-    """The loop's :class:`~tether.loop.steps.StepRunner` inside a DBOS workflow: each step a DBOS step."""
+_CANCEL_TOPIC = "tether.cancel"
+"""The topic of the message :func:`cancel_run` sends a running run."""
 
-    __slots__ = ("_run_id",)
+
+class DBOSSteps:
+    """The loop's :class:`~tether.loop.steps.StepRunner` inside a DBOS workflow: each step a DBOS step.
+
+    Before each model call it reads (as a recorded workflow operation, so that every execution of the run
+    reads the same) whether :func:`cancel_run` asked the run to stop, and then calls ``on_cancel``: the run
+    stops as a plain run cancelled by its host does."""
+
+    __slots__ = ("_run_id", "on_cancel")
 
     def __init__(self, run_id: str) -> None:
         self._run_id = run_id
+        self.on_cancel: Callable[[], None] | None = None
 
     @property
     def run_id(self) -> str:
@@ -69,6 +79,11 @@ class DBOSSteps:
     async def step(self, name: str, function: Callable[[], Awaitable[T]]) -> T:
         async def call() -> T:  # DBOS runs a coroutine function on the loop, anything else in a thread
             return await function()
+
+        cancellable = self.on_cancel is not None and name.startswith("model:")
+        if cancellable and await DBOS.recv_async(_CANCEL_TOPIC, timeout_seconds=0) is not None:
+            assert self.on_cancel is not None
+            self.on_cancel()
 
         result: T = await DBOS.run_step_async({"name": name, "retries_allowed": False}, call)
         return result
@@ -210,6 +225,7 @@ def _workflow_of(agent: Agent) -> Workflow:
         steps = DBOSSteps(run_id)
         sink = _sinks.get(run_id)
         stream = agent._stepped(prompt, steps, history=history, on_event=sink, tool_choice=tool_choice, session=session)
+        steps.on_cancel = stream.cancel
         result: RunResult | None = None
         async for event in stream:
             if type(event) is RunCompleted:
@@ -391,9 +407,12 @@ def _record(status: WorkflowStatus) -> RunRecord:
     prompt = args[0] if args and isinstance(args[0], str) else ""
     output = status.output if isinstance(status.output, RunResult) else None
     cost = output.cost.total_usd if output is not None and output.cost is not None else None
+    state = _STATUSES.get(status.status, "failed")
+    if output is not None and output.stop_reason == StopReason.CANCELLED:
+        state = "cancelled"
     return RunRecord(
         run_id=status.workflow_id,
-        status=_STATUSES.get(status.status, "failed"),
+        status=state,
         agent=status.name.removeprefix(_PREFIX),
         queue=None if status.queue_name is None or status.queue_name.startswith("_") else status.queue_name,
         created_at=None if status.created_at is None else status.created_at / 1000,
@@ -413,9 +432,20 @@ async def list_runs(status: RunStatus | None = None, *, limit: int = 100) -> lis
         raise ConfigInvalid(f"no run status {status!r}: one of {sorted(set(_STATUSES.values()))}")
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ConfigInvalid(f"limit must be a positive integer, not {limit!r}")
-    wanted = None if status is None else [name for name, mine in _STATUSES.items() if mine == status]
-    found = await DBOS.list_workflows_async(status=wanted, limit=limit, sort_desc=True)
-    return [_record(one) for one in found if one.name.startswith(_PREFIX)]
+    if status in ("completed", "cancelled"):  # a run cancelled while running ended with a cancelled result
+        wanted: list[str] | None = ["SUCCESS", "CANCELLED"]
+    else:
+        wanted = None if status is None else [name for name, mine in _STATUSES.items() if mine == status]
+    records: list[RunRecord] = []
+    offset = 0
+    while len(records) < limit:
+        found = await DBOS.list_workflows_async(status=wanted, limit=limit, offset=offset, sort_desc=True)
+        mine = (_record(one) for one in found if one.name.startswith(_PREFIX))
+        records += [record for record in mine if status is None or record.status == status]
+        if len(found) < limit:
+            break
+        offset += limit
+    return records[:limit]
 
 
 async def get_run(run_id: str) -> RunRecord | None:
@@ -427,20 +457,24 @@ async def get_run(run_id: str) -> RunRecord | None:
 
 
 async def cancel_run(run_id: str) -> RunRecord:
-    """Cancel the run ``run_id``: a queued run never starts, a running one stops before its next step (a
-    step under way ends first). An ended run is left as it is. Its record after."""
-    await _existing(run_id)
-    await DBOS.cancel_workflow_async(run_id)
-    record = await get_run(run_id)
-    assert record is not None
-    return record
+    """Cancel the run ``run_id``. A running run stops before its next model call (the tool calls under way
+    end first) and ends as a plain run cancelled by its host: a ``RunResult`` with stop reason ``cancelled``
+    and a valid transcript. A queued run never starts; its ``result()`` raises ``Cancelled``. An ended run
+    is left as it is. Its record after."""
+    record = await _existing(run_id)
+    if record.status == "running":
+        await DBOS.send_async(run_id, "cancel", _CANCEL_TOPIC)
+    elif record.status == "queued":
+        await DBOS.cancel_workflow_async(run_id)
+    return await _existing(run_id)
 
 
 async def resume_run(run_id: str) -> DurableRun:
-    """Put a cancelled run (or one a dead worker left) back on its queue: it goes on from its last finished
-    step. A completed run is left as it is. Its handle."""
+    """Put a run cancelled before it started (or one a dead worker left) back on its queue: it goes on from
+    its last finished step. A run that ended, with any result (a run cancelled while running ended with its
+    cancelled result), is left as it is. Its handle."""
     record = await _existing(run_id)
-    if record.status in ("completed", "failed"):
+    if record.status in ("completed", "failed") or record.stop_reason is not None:
         return DurableRun(run_id)
     await DBOS.resume_workflow_async(run_id, queue_name=record.queue)
     return DurableRun(run_id)
