@@ -128,3 +128,29 @@ def test_two_workers_share_a_queue_within_its_limit_and_one_finishes_the_runs_of
     assert {pid for kind, _, pid in log_events if kind == "start"} == {a.pid, b.pid}  # both workers took runs
     assert {pid for kind, n, pid in log_events if kind == "end" and n in stuck} == {b.pid}
     assert 1 < most_at_once(log_events) <= LIMIT
+
+
+def test_a_worker_stopped_by_sigterm_exits_and_the_next_worker_with_its_id_finishes_its_run(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "log.txt"
+    with MockLLM([answer] * 10) as server:
+        output_of(process("enqueue", postgres_url, server, log, "1"))
+        first = process("serve", postgres_url, server, log, "worker-a", "--block-from", "0")
+        wait_until(lambda: any(kind == "blocked" for kind, _, _ in events(log)), "the run reached its tool", [first])
+        first.send_signal(signal.SIGTERM)
+        output_of(first)  # it stops although its run is stuck in a tool: the run stays where it is
+        again = process("serve", postgres_url, server, log, "worker-a")
+        try:
+            wait_until(lambda: any(kind == "end" for kind, _, _ in events(log)), "the run ended", [again])
+            texts = json.loads(output_of(process("collect", postgres_url, server, log, "1")))
+        finally:
+            again.send_signal(signal.SIGTERM)
+        output_of(again)
+        assert texts == {"run-0": "done 0"}
+        assert len(server.requests) == 3  # the finished model calls were not made again
+    assert [(kind, pid) for kind, _, pid in events(log)] == [
+        ("start", first.pid),  # the finished tool call was not run again
+        ("blocked", first.pid),
+        ("end", again.pid),  # the interrupted one was
+    ]
