@@ -8,6 +8,10 @@ interrupted mid-way runs again (at least once); a tool that must not run twice s
 ``@tool(idempotent=False)`` and an interrupted call of it is answered with an error result instead. The
 run id is the workflow id, which the caller may choose, so that submitting a run twice runs it once.
 
+Runs can be put on a :class:`Queue` (``DurableAgent.enqueue``) and taken by worker processes (:func:`serve`)
+on one or many machines; :func:`list_runs`, :func:`get_run`, :func:`cancel_run` and :func:`resume_run` read
+and change the store of runs from any process.
+
 Importing this package costs nothing; DBOS (about a second to import) is loaded on first use of a name from
 it. The engine's code is all in ``dbos_engine.py``, behind the loop's step seam (``tether.loop.steps``).
 See docs/durable.md.

@@ -15,6 +15,14 @@ Contract:
 * Results are kept with DBOS's serializer (pickle): a ``RunResult`` whose ``error`` cannot be pickled is kept
   with ``error=None`` (its ``detail`` still says what happened). The host's ``on_event`` sink lives in the
   process that started the run only; a recovered run has none.
+* Queues: a tether :class:`~tether.durable.records.Queue` becomes a DBOS queue registered (``register_queue``,
+  after launch) when a process first enqueues on it or serves it. :func:`launch` listens to the queues it is
+  given and to no other; :func:`serve` is launch plus waiting for SIGTERM/SIGINT. A worker's id is its DBOS
+  executor id: a launch with the id of a dead worker recovers its runs, :func:`recover_worker` puts them back
+  on their queues. Recovered runs keep their queue, so its limits hold.
+* The run store (:func:`list_runs`, :func:`get_run`, :func:`cancel_run`, :func:`resume_run`) reads DBOS's
+  workflow table into :class:`~tether.durable.records.RunRecord`. Cancelling a running run is a DBOS message
+  the run reads before each model call (a recorded operation), so it ends with a cancelled ``RunResult``.
 """
 
 from __future__ import annotations
