@@ -237,10 +237,7 @@ class Agent:
         if session is None:
             run = Run(spec, prompt, history, interrupter, sinks)
             return RunStream(run.events(), lambda: run.result, interrupter)
-        if self.store is None:
-            raise ConfigInvalid("session= needs a session store: Agent(..., store=SQLiteSessionStore(path))")
-        if history:
-            raise ConfigInvalid("pass history= or session=, not both: a session brings its own history")
+        self._check_session(history)
         runs: list[Run] = []
         events = self._in_session(spec, prompt, session, interrupter, sinks, runs)
         return RunStream(events, lambda: runs[0].result if runs else None, interrupter)
@@ -253,13 +250,27 @@ class Agent:
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
         tool_choice: ToolChoiceOption | None = None,
+        session: str | None = None,
     ) -> RunStream:
         """A run whose provider and tool calls are the steps of ``steps`` (``loop/steps.py``; ``tether.durable``
-        uses it): its run id is the runner's; sessions are not supported there."""
+        uses it): its run id is the runner's. With ``session=``, loading the session and each save of it are
+        steps too, so that an execution of the run again sees the session as the first one did."""
         sinks = self._sinks + ((on_event,) if on_event is not None else ())
         interrupter = Interrupter()
-        run = Run(self._run_spec(tool_choice), prompt, history, interrupter, sinks, steps=steps)
-        return RunStream(run.events(), lambda: run.result, interrupter)
+        spec = self._run_spec(tool_choice)
+        if session is None:
+            run = Run(spec, prompt, history, interrupter, sinks, steps=steps)
+            return RunStream(run.events(), lambda: run.result, interrupter)
+        self._check_session(history)
+        runs: list[Run] = []
+        events = self._in_session(spec, prompt, session, interrupter, sinks, runs, steps=steps)
+        return RunStream(events, lambda: runs[0].result if runs else None, interrupter)
+
+    def _check_session(self, history: Sequence[Message]) -> None:
+        if self.store is None:
+            raise ConfigInvalid("session= needs a session store: Agent(..., store=SQLiteSessionStore(path))")
+        if history:
+            raise ConfigInvalid("pass history= or session=, not both: a session brings its own history")
 
     def _run_spec(self, tool_choice: ToolChoiceOption | None) -> RunSpec:
         """The spec of the next run: the agent's, with the run's tool choice (else the agent's), checked against
@@ -280,28 +291,40 @@ class Agent:
         interrupter: Interrupter,
         sinks: tuple[EventSink, ...],
         runs: list[Run],
+        steps: StepRunner | None = None,
     ) -> AsyncGenerator[RunEvent, None]:
         from tether.sessions import OutputStore, Session, SessionNotFound, suggest_title
 
         store = self.store
         assert store is not None
         model = self.provider.info.model_string
-        try:
-            stored = await store.load(session_id)
-        except SessionNotFound:
-            stored = Session.new(id=session_id, model=model)
-        latest = [stored]
 
-        async def checkpoint(messages: Sequence[Message], usage: Usage) -> None:
+        async def load() -> Session:
+            try:
+                return await store.load(session_id)
+            except SessionNotFound:
+                return Session.new(id=session_id, model=model)
+
+        stored = await load() if steps is None else await steps.step("session:load", load)
+        latest = [stored]
+        saves = [0]
+
+        async def save(messages: Sequence[Message], usage: Usage) -> None:
             title = latest[0].title or suggest_title(messages)
             updated = latest[0].updated(messages=messages, usage=stored.usage + usage, model=model, title=title)
             await store.save(updated)
             latest[0] = updated
 
+        async def checkpoint(messages: Sequence[Message], usage: Usage) -> None:
+            if steps is None:
+                return await save(messages, usage)
+            saves[0] += 1  # a durable run's saves are steps: an execution again does not save an older transcript
+            return await steps.step(f"session:save:{saves[0]}", lambda: save(messages, usage))
+
         outputs = store if isinstance(store, OutputStore) else None  # else kept for this run only
         run = Run(
             spec, prompt, stored.messages, interrupter, sinks, checkpoint, session_id=session_id,
-            output_store=outputs,
+            output_store=outputs, steps=steps,
         )  # fmt: skip
         runs.append(run)
         async with aclosing(run.events()) as events:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,22 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'runs.sqlite'}"
         return
-    require_postgres(request.config)
+    with fresh_postgres(request.config) as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh PostgreSQL database (dropped after), for the tests that need many machines' database."""
+    with fresh_postgres(request.config) as url:
+        yield url
+
+
+@contextmanager
+def fresh_postgres(config: pytest.Config) -> Iterator[str]:
+    """The URL of a PostgreSQL database made for one test and dropped after it (skips as
+    :func:`require_postgres` says)."""
+    require_postgres(config)
     import psycopg
 
     name = f"tether_durable_{uuid.uuid4().hex[:12]}"

@@ -49,3 +49,20 @@ def test_sqlite_url_is_absolute(tmp_path: Path) -> None:
     from tether.durable import sqlite_url
 
     assert sqlite_url(tmp_path / "runs.sqlite") == f"sqlite:///{tmp_path.resolve() / 'runs.sqlite'}"
+
+
+async def test_a_durable_run_in_a_session_needs_a_store_and_no_history(tmp_path: Path) -> None:
+    from tether.durable import DurableAgent, Queue, launch, shutdown
+    from tether.messages import Message
+    from tether.sessions import SQLiteSessionStore
+
+    bare = DurableAgent(Agent(ScriptedProvider([reply("hi")])), name="session-bare")
+    stored = DurableAgent(Agent(ScriptedProvider([reply("hi")]), store=SQLiteSessionStore(tmp_path / "s.db")), name="s")
+    launch(tmp_path / "runs.sqlite")
+    try:
+        with pytest.raises(ConfigInvalid, match="session store"):
+            await bare.run("hello", session="s1")
+        with pytest.raises(ConfigInvalid, match="not both"):
+            await stored.enqueue("hello", queue=Queue("q"), session="s1", history=[Message.user("earlier")])
+    finally:
+        shutdown()

@@ -8,6 +8,7 @@ made again (the server's request count), and the result equals an uninterrupted 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pickle
@@ -44,12 +45,12 @@ class Files:
 
 
 def worker(
-    db_url: str, server: MockLLM, files: Files, run_id: str, *, recover: bool = False
+    db_url: str, server: MockLLM, files: Files, run_id: str, *, recover: bool = False, session: Path | None = None
 ) -> subprocess.Popen[bytes]:
     src = str(Path(tether.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     argv = [sys.executable, str(WORKER), db_url, server.base_url, str(files.log), str(files.block), run_id]
-    argv += [str(files.out), *(["--recover"] if recover else [])]
+    argv += [str(files.out), *(["--recover"] if recover else []), *(["--session", str(session)] if session else [])]
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
@@ -148,3 +149,31 @@ def test_an_interrupted_call_of_a_tool_not_safe_to_repeat_is_answered_with_an_er
         assert "may or may not have happened" in answer.content
         assert "may or may not have happened" in json.dumps(server.messages(1))  # the model was told
         assert text == "I could not tell whether it was paid."
+
+
+def test_a_run_in_a_session_killed_mid_way_is_recovered_and_the_session_holds_its_transcript_once(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Loading the session and saving it are steps: the recovered run does not load the session its first
+    execution had already saved a turn to (which would repeat the prompt and that turn)."""
+    from tether.sessions import SQLiteSessionStore
+
+    store = tmp_path / "sessions.sqlite"
+    script: list[Step] = [Call("append", {"text": "one"}), Call("wait_here", {}), Say("all done")]
+    files = Files(tmp_path / "killed")
+    files.block.touch()
+    with MockLLM(list(script)) as server:
+        first = worker(db_url, server, files, "run-session", session=store)
+        wait_until(files.reached.exists, "the tool call started", first)
+        kill(first)
+        saved = asyncio.run(SQLiteSessionStore(store).load("s1"))
+        assert [m.role for m in saved.messages] == ["user", "assistant", "tool"]  # the first turn was saved
+        files.block.unlink()
+        finished(worker(db_url, server, files, "run-session", recover=True, session=store))
+        assert files.lines() == ["one"]
+        assert len(server.requests) == 3
+    text, _, messages, _, _ = files.result()
+    assert text == "all done"
+    session = asyncio.run(SQLiteSessionStore(store).load("s1"))
+    assert session.messages == messages
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
