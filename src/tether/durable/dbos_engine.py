@@ -123,14 +123,21 @@ class DurableAgent:
     ) -> str:
         """Start a run (or find the one with this ``workflow_id``); its run id. It goes on in the background.
         ``session=``: the run continues that session of the agent's store, as in a plain run."""
+        handle = await self._start(prompt, history, workflow_id or uuid.uuid4().hex, tool_choice, session)
+        return handle.workflow_id
+
+    async def _start(
+        self,
+        prompt: str,
+        history: Sequence[Message],
+        run_id: str,
+        tool_choice: ToolChoiceOption | None,
+        session: str | None,
+    ) -> WorkflowHandleAsync[RunResult]:
         _require_launch()
         self._check(history, session)
-        run_id = workflow_id or uuid.uuid4().hex
         with SetWorkflowID(run_id):
-            handle: WorkflowHandleAsync[RunResult] = await DBOS.start_workflow_async(
-                self._workflow, prompt, tuple(history), tool_choice, session
-            )
-        return handle.workflow_id
+            return await DBOS.start_workflow_async(self._workflow, prompt, tuple(history), tool_choice, session)
 
     async def run(
         self,
@@ -147,9 +154,9 @@ class DurableAgent:
         run_id = workflow_id or uuid.uuid4().hex
         if on_event is not None:
             _sinks[run_id] = on_event
-        try:
-            await self.start(prompt, history=history, workflow_id=run_id, tool_choice=tool_choice, session=session)
-            return await self.result(run_id)
+        try:  # the handle of a workflow started here is awaited directly: retrieving it would poll the database
+            handle = await self._start(prompt, history, run_id, tool_choice, session)
+            return await _awaited(handle, run_id)
         finally:
             _sinks.pop(run_id, None)
 
@@ -187,6 +194,17 @@ class DurableAgent:
         return await DurableRun(run_id).result()
 
 
+async def _awaited(handle: WorkflowHandleAsync[RunResult], run_id: str) -> RunResult:
+    """The result a workflow handle gives, its errors told in tether's terms."""
+    try:
+        result: RunResult = await handle.get_result()
+    except DBOSNonExistentWorkflowError:
+        raise ConfigInvalid(f"there is no durable run with id {run_id!r}") from None
+    except DBOSAwaitedWorkflowCancelledError:
+        raise Cancelled(f"the durable run {run_id!r} was cancelled") from None
+    return result
+
+
 class DurableRun:
     """A handle on one durable run, valid in any process launched on its database."""
 
@@ -204,12 +222,9 @@ class DurableRun:
         _require_launch()
         try:
             handle: WorkflowHandleAsync[RunResult] = await DBOS.retrieve_workflow_async(self.run_id)
-            result: RunResult = await handle.get_result()
         except DBOSNonExistentWorkflowError:
             raise ConfigInvalid(f"there is no durable run with id {self.run_id!r}") from None
-        except DBOSAwaitedWorkflowCancelledError:
-            raise Cancelled(f"the durable run {self.run_id!r} was cancelled") from None
-        return result
+        return await _awaited(handle, self.run_id)
 
     async def status(self) -> RunStatus:
         """Where the run is now (``ConfigInvalid`` when there is no run with this id)."""
