@@ -36,3 +36,19 @@ async def test_two_runs_with_one_session_id_continue_one_conversation_on_postgre
         Message.assistant("second question"),
     ]
     assert stored.usage.requests == 2
+
+
+def test_a_server_out_of_reach_is_one_line_naming_it_never_a_traceback_or_the_password(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text(
+        '[session]\nstore = "postgres"\nurl = "postgresql://agent:hunter2@127.0.0.1:1/agents"\n'
+    )
+
+    ran = tether(tmp_path, "run", "--model", "scripted:echo", "--session", "pg-1", "hello")
+    listed = tether(tmp_path, "sessions", "list")
+
+    assert (ran.returncode, listed.returncode) == (4, 1)
+    for completed in (ran, listed):
+        assert "error: the session store failed: connection failed" in completed.stderr
+        assert 'server at "127.0.0.1", port 1 failed' in completed.stderr
+        assert "Traceback" not in completed.stderr
+        assert "hunter2" not in completed.stderr

@@ -235,6 +235,21 @@ def _postgres_store(settings: SessionConfig) -> SessionStore:
     return PostgresSessionStore(settings.url, schema=settings.db_schema)
 
 
+def store_failures(store: SessionStore) -> tuple[type[BaseException], ...]:
+    """What the store's database raises when it fails (not its data): a database file locked or out of
+    space, a server out of reach. The command line reports these in one line instead of a traceback."""
+    import sqlite3
+    import sys
+
+    failures: tuple[type[BaseException], ...] = (sqlite3.OperationalError,)
+    postgres = sys.modules.get("tether.sessions.postgres")  # loaded only when that store was made
+    if postgres is not None and isinstance(store, postgres.PostgresSessionStore):
+        import psycopg
+
+        failures += (psycopg.OperationalError,)
+    return failures
+
+
 async def close_store(store: SessionStore) -> None:
     """Close a store that holds connections (SQLite, PostgreSQL)."""
     aclose = getattr(store, "aclose", None)
