@@ -1,5 +1,5 @@
 """The stores under test: every conformance test runs against each of them, on real files and a real SQLite
-database in ``tmp_path``."""
+database in ``tmp_path``, and a real PostgreSQL schema of its own (``tests/postgres.py``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.postgres import PgSchema
 from tether.sessions import FileSessionStore, MemorySessionStore, SessionStore, SQLiteSessionStore
 
-KINDS = ("memory", "files", "sqlite")
+KINDS = ("memory", "files", "sqlite", "postgres")
 
 
 @dataclass
@@ -20,6 +21,7 @@ class Stores:
 
     kind: str
     root: Path
+    pg: PgSchema | None = None
     _opened: list[SessionStore] = field(default_factory=list)
 
     def open(self) -> SessionStore:
@@ -29,6 +31,11 @@ class Stores:
             if self._opened:
                 return self._opened[0]
             store = MemorySessionStore()
+        elif self.kind == "postgres":
+            from tether.sessions import PostgresSessionStore
+
+            assert self.pg is not None
+            store = PostgresSessionStore(self.pg.url, schema=self.pg.schema)
         elif self.kind == "files":
             store = FileSessionStore(self.root / "sessions")
         else:
@@ -40,13 +47,15 @@ class Stores:
         """Close every store opened so far (the next ``open`` starts afresh, on the same storage)."""
         opened, self._opened = self._opened, []
         for store in opened:
-            if isinstance(store, SQLiteSessionStore):
-                await store.aclose()
+            aclose = getattr(store, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
 
 @pytest.fixture(params=KINDS)
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
-    opened = Stores(request.param, tmp_path)
+    pg = request.getfixturevalue("postgres") if request.param == "postgres" else None
+    opened = Stores(request.param, tmp_path, pg)
     yield opened
     await opened.close()
 

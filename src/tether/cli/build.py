@@ -206,11 +206,16 @@ def with_model(config: Config, model: str) -> Config:
 
 
 def open_store(settings: SessionConfig, cwd: Path, env: Mapping[str, str]) -> SessionStore:
-    """The store ``[session]`` describes; its path is relative to ``cwd``, by default in the XDG data dir."""
+    """The store ``[session]`` describes; its path is relative to ``cwd``, by default in the XDG data dir.
+
+    ``ConfigInvalid`` for the postgres store when ``url`` is missing or the ``postgres`` extra is not installed.
+    """
     from tether.sessions import FileSessionStore, MemorySessionStore, SQLiteSessionStore
 
     if settings.store == "memory":
         return MemorySessionStore()
+    if settings.store == "postgres":
+        return _postgres_store(settings)
     path = Path(os.path.expanduser(settings.path)) if settings.path else default_session_path(settings.store, env)
     path = path if path.is_absolute() else cwd / path
     if settings.store == "files":
@@ -218,8 +223,35 @@ def open_store(settings: SessionConfig, cwd: Path, env: Mapping[str, str]) -> Se
     return SQLiteSessionStore(path)
 
 
+def _postgres_store(settings: SessionConfig) -> SessionStore:
+    import importlib.util
+
+    if settings.url is None:
+        raise ConfigInvalid("session.url is required for store 'postgres' (postgresql://user@host:5432/dbname)")
+    if importlib.util.find_spec("psycopg") is None or importlib.util.find_spec("psycopg_pool") is None:
+        raise ConfigInvalid("session.store is 'postgres', which needs psycopg: pip install 'tether[postgres]'")
+    from tether.sessions import PostgresSessionStore
+
+    return PostgresSessionStore(settings.url, schema=settings.db_schema)
+
+
+def store_failures(store: SessionStore) -> tuple[type[BaseException], ...]:
+    """What the store's database raises when it fails (not its data): a database file locked or out of
+    space, a server out of reach. The command line reports these in one line instead of a traceback."""
+    import sqlite3
+    import sys
+
+    failures: tuple[type[BaseException], ...] = (sqlite3.OperationalError,)
+    postgres = sys.modules.get("tether.sessions.postgres")  # loaded only when that store was made
+    if postgres is not None and isinstance(store, postgres.PostgresSessionStore):
+        import psycopg
+
+        failures += (psycopg.OperationalError,)
+    return failures
+
+
 async def close_store(store: SessionStore) -> None:
-    """Close a store that holds a connection (SQLite)."""
+    """Close a store that holds connections (SQLite, PostgreSQL)."""
     aclose = getattr(store, "aclose", None)
     if aclose is not None:
         await aclose()

@@ -35,6 +35,7 @@ from tether.cli.build import (
     load_setup,
     mcp_tools,
     pick_session,
+    store_failures,
 )
 from tether.cli.otlp import otlp_export
 from tether.cli.render import Renderer, make_console, usage_line
@@ -107,6 +108,9 @@ async def run(setup: Setup, options: RunOptions, out: Console, err: Console) -> 
         return exits.CONFIG
     except TetherError as error:  # an MCP server that did not start or answer
         err.print(Text(f"error: {error.message}", style="red"))
+        return exits.ERROR
+    except store_failures(setup.store) as error:  # a database locked or out of reach
+        err.print(Text(f"error: the session store failed: {' '.join(str(error).split())}", style="red"))
         return exits.ERROR
     finally:
         await close_store(setup.store)

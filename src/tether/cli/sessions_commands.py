@@ -30,7 +30,7 @@ def _with_store(operation: Callable[[SessionStore], Awaitable[T]]) -> T:
     import os
     from pathlib import Path
 
-    from tether.cli.build import close_store, open_store
+    from tether.cli.build import close_store, open_store, store_failures
     from tether.config import load_config
     from tether.errors import ConfigInvalid, SessionInvalid
 
@@ -50,6 +50,8 @@ def _with_store(operation: Callable[[SessionStore], Awaitable[T]]) -> T:
         return asyncio.run(go())
     except SessionInvalid as error:
         _fail(f"{error.message} (`tether sessions list` shows the sessions)")
+    except store_failures(store) as error:
+        _fail(f"the session store failed: {' '.join(str(error).split())}")
 
 
 @sessions.command("list")

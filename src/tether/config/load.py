@@ -490,6 +490,26 @@ def cross_checks(config: Config) -> list[tuple[Loc, str]]:
                 )
     problems.extend(_mcp_checks(config))
     problems.extend(_compaction_checks(config))
+    problems.extend(_session_checks(config))
+    return problems
+
+
+def _session_checks(config: Config) -> list[tuple[Loc, str]]:
+    """``url`` for the postgres store only (and required there), ``path`` for the others."""
+    section = config.session
+    if section.store != "postgres":
+        return [
+            (("session", key), "is only for store 'postgres'")
+            for key in ("url", "db_schema")
+            if key in section.model_fields_set
+        ]
+    problems: list[tuple[Loc, str]] = []
+    if section.url is None:
+        problems.append((("session", "url"), "is required for store 'postgres' (postgresql://user@host:5432/dbname)"))
+    elif not section.url.startswith(("postgresql://", "postgres://")):
+        problems.append((("session", "url"), "must be a postgresql:// URL"))
+    if section.path is not None:
+        problems.append((("session", "path"), "is not for store 'postgres' (its sessions live on the server)"))
     return problems
 
 

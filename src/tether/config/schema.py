@@ -336,15 +336,33 @@ class McpConfig(Section):
     """The servers, one ``[[mcp.servers]]`` table each."""
 
 
+PG_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+"""A PostgreSQL schema name that needs no quoting (the store checks the same)."""
+
+
 class SessionConfig(Section):
     """``[session]``: where conversations are kept between runs."""
 
-    store: Literal["sqlite", "files", "memory"] = "sqlite"
-    """``"sqlite"`` (one database file), ``"files"`` (one JSON file per session) or ``"memory"`` (nothing
-    kept after the process ends)."""
+    store: Literal["sqlite", "files", "memory", "postgres"] = "sqlite"
+    """``"sqlite"`` (one database file), ``"files"`` (one JSON file per session), ``"memory"`` (nothing
+    kept after the process ends) or ``"postgres"`` (a PostgreSQL server, shared by many machines; needs
+    ``url`` and the ``tether[postgres]`` extra)."""
     path: str | None = None
     """The database file (sqlite) or directory (files), as written (relative to the working directory);
     the store's own default when not given."""
+    url: str | None = None
+    """The PostgreSQL server (postgres): ``postgresql://user@host:5432/dbname``. Leave the password to
+    ``PGPASSWORD`` or ``~/.pgpass``; one written here is hidden by ``tether config show``."""
+    db_schema: str = "tether"
+    """The PostgreSQL schema holding tether's tables (postgres), created on first use; lowercase letters,
+    digits and ``_``."""
+
+    @field_validator("db_schema")
+    @classmethod
+    def _schema(cls, value: str) -> str:
+        if not PG_SCHEMA.fullmatch(value):
+            raise ValueError("must be 1-63 lowercase letters, digits or '_', not starting with a digit")
+        return value
 
 
 class CliConfig(Section):

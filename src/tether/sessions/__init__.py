@@ -1,7 +1,8 @@
 """Sessions: conversations kept between runs (see ``base.py`` for the contract every store keeps).
 
 ``MemorySessionStore`` for tests, ``FileSessionStore`` (one JSON file per session), ``SQLiteSessionStore``
-(one database; the command line's default). Names are loaded on first use, so importing this package does
+(one database; the command line's default), ``PostgresSessionStore`` (a PostgreSQL schema shared by many
+processes; the ``postgres`` extra). Names are loaded on first use, so importing this package does
 not import ``sqlite3`` or pydantic.
 """
 
@@ -23,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "MemorySessionStore": "tether.sessions.memory",
     "FileSessionStore": "tether.sessions.files",
     "SQLiteSessionStore": "tether.sessions.sqlite",
+    "PostgresSessionStore": "tether.sessions.postgres",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from tether.sessions.base import validate_session as validate_session
     from tether.sessions.files import FileSessionStore as FileSessionStore
     from tether.sessions.memory import MemorySessionStore as MemorySessionStore
+    from tether.sessions.postgres import PostgresSessionStore as PostgresSessionStore
     from tether.sessions.sqlite import SQLiteSessionStore as SQLiteSessionStore
 
 

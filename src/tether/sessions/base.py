@@ -1,6 +1,6 @@
 """Sessions: a conversation kept between runs, and the small protocol every store implements.
 
-The contract, for every store (memory, files, SQLite; the conformance suite in ``tests/sessions`` holds
+The contract, for every store (memory, files, SQLite, PostgreSQL; the conformance suite in ``tests/sessions`` holds
 each to it):
 
 - ``save`` is atomic: after it returns the new version is stored; if it fails or the process dies while it
@@ -19,10 +19,13 @@ each to it):
   file or row and the problem, and never touches other sessions. Usage counts stored out of range are
   normalised on load as on save, so they never make a session unusable.
 - ``delete`` is idempotent: deleting an unknown id does nothing. After it, no file the store owns holds the
-  session's text: no backup, no temporary file, no freed database page, no write-ahead log frame.
+  session's text: no backup, no temporary file, no freed database page, no write-ahead log frame. (A
+  PostgreSQL server's files are the server's: there no table of the store holds it, see ``postgres.py``.)
 - What a store creates (directories, files, databases and their journals) is readable by its owner only,
-  whatever the umask: a conversation can hold secrets.
-- Blocking I/O never runs on the event loop: the file and SQLite stores do theirs in a worker thread.
+  whatever the umask: a conversation can hold secrets. (PostgreSQL: the schema and tables belong to the
+  connecting role and are granted to no one else.)
+- Blocking I/O never runs on the event loop: the file and SQLite stores do theirs in a worker thread, the
+  PostgreSQL store uses psycopg's asynchronous connections.
   Cancelling the awaiting task does not stop a write already handed to the thread; it still ends in the
   old or the new version.
 - Session ids are short, safe as file names and checked by every store (:func:`check_session_id`).
@@ -36,7 +39,8 @@ save too. Owner-only files, I/O off the event loop and ``SessionInvalid`` for co
 file that is not text, text whose hash is not its ref) hold for outputs as for sessions.
 
 Storage failures that are not about the data (disk full, permission denied, a database locked by another
-process) propagate as the ``OSError`` or ``sqlite3.OperationalError`` they are.
+process, a database server out of reach) propagate as the ``OSError``, ``sqlite3.OperationalError`` or
+``psycopg.OperationalError`` they are.
 
 Timestamps are timezone-aware UTC :class:`~datetime.datetime` values with microseconds: they compare and
 sort correctly, print readably, and round-trip through every store exactly.
@@ -195,7 +199,7 @@ class SessionStore(Protocol):
 class OutputStore(Protocol):
     """Where a session's cached tool outputs are kept, by content address (see the module docstring).
 
-    The memory, file and SQLite session stores are output stores too; a run in a session whose store is
+    The memory, file, SQLite and PostgreSQL session stores are output stores too; a run in a session whose store is
     not keeps its outputs in memory for that run only.
     """
 
