@@ -1,5 +1,5 @@
 """The ``tether`` command: a click group, one subcommand per job: ``run``, ``chat``, ``py``, ``sessions``,
-``models``, ``config`` and ``probe``.
+``models``, ``config``, ``batch``, ``worker``, ``runs`` and ``probe``.
 
 ``tether --help`` and ``tether run --help`` must answer at once, so this module imports only click and
 ``tether`` itself; each command imports what it needs (rich, prompt_toolkit, aiohttp, pydantic, providers)
@@ -18,6 +18,7 @@ import click
 
 from tether import __version__
 from tether.cli.config_commands import config as config_group
+from tether.cli.runs_commands import runs as runs_group
 from tether.cli.sessions_commands import sessions as sessions_group
 
 if TYPE_CHECKING:
@@ -317,6 +318,37 @@ def batch(
 
 
 @main.command()
+@click.option("--queue", "-q", default="default", show_default=True, metavar="NAME", help="The queue to serve.")
+@click.option("--agent", metavar="MODULE:ATTR", help="An Agent or DurableAgent to run, instead of agent.toml's.")
+@click.option("--db", metavar="URL", help="The workflow database: postgresql://..., sqlite:///... or a file.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, metavar="N")
+@click.option("--worker-id", metavar="ID", help="This worker's id (default worker-<host>).")
+@click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands.")
+@_config_option
+def worker(
+    queue: str,
+    agent: str | None,
+    db: str | None,
+    concurrency: int,
+    worker_id: str | None,
+    yes: bool,
+    config_file: str | None,
+) -> None:
+    """Take durable runs from a queue and run them, until SIGTERM or Ctrl-C (exit 0).
+
+    The agent is agent.toml's (named "agent") unless --agent names a Python Agent or DurableAgent. Runs are
+    put on the queue with tether.durable (DurableAgent.enqueue), on the database --db names (as for tether
+    batch). Each run taken and ended is a line on stderr. A worker started again with the --worker-id of one
+    that died goes on with the runs it had taken. Exit codes: 0 stopped, 1 configuration problem.
+    """
+    from tether.cli.worker import WorkerOptions
+    from tether.cli.worker import main as worker_main
+
+    options = WorkerOptions(queue, agent, db, concurrency, worker_id, yes, config_file)
+    sys.exit(worker_main(options))
+
+
+@main.command()
 def models() -> None:
     """List the models with known prices, and the providers with the variables holding their keys."""
     import os
@@ -328,6 +360,7 @@ def models() -> None:
 
 main.add_command(config_group)  # its module imports only click; each command loads what it needs
 main.add_command(sessions_group)
+main.add_command(runs_group)
 
 
 if __name__ == "__main__":

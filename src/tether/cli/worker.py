@@ -1,0 +1,207 @@
+"""``tether worker``: a process that takes durable runs from a queue and runs them, until SIGTERM or SIGINT.
+
+Contract:
+
+* The agent is the one ``agent.toml`` defines (as ``tether batch`` builds it: tools that change things refused
+  unless ``--yes``), or the ``Agent`` or ``DurableAgent`` a Python entry point ``module:attr`` names (the
+  module imported with the working directory on ``sys.path``). An ``Agent`` becomes a ``DurableAgent`` named
+  :data:`AGENT_NAME`; a process enqueuing runs for this worker uses the same name (``DurableAgent(agent,
+  name="agent").enqueue(...)``).
+* It serves the queue ``--queue`` (at most ``--concurrency`` of its runs at once in this process) on the
+  database ``--db`` names (:mod:`tether.cli.runs_db`), under ``--worker-id``: a worker started again with the
+  id of one that died recovers the runs it had taken.
+* Each run it takes and each it ends is one line on stderr.
+* SIGTERM or SIGINT: it stops taking runs, gives those under way a grace period, shuts down and exits 0.
+  Exit codes otherwise: 1 a configuration problem (a bad entry point, a bad ``--db``), 4 the worker failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tether.cli import exits
+from tether.cli.build import NoModel, close_store, config_problem, load_setup, mcp_tools
+from tether.cli.runs_db import RunsDatabase, runs_database
+from tether.errors import ConfigInvalid, TetherError
+
+if TYPE_CHECKING:
+    from tether.durable import DurableAgent, RunRecord
+
+AGENT_NAME = "agent"
+"""The durable agent's name when the worker makes it (its workflow is ``tether.run.agent``)."""
+WATCH_INTERVAL = 0.5
+"""Seconds between two looks at the runs this worker holds, for its log lines."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """What ``tether worker`` was asked."""
+
+    queue: str = "default"
+    agent: str | None = None
+    db: str | None = None
+    concurrency: int = 4
+    worker_id: str | None = None
+    yes: bool = False
+    config_file: str | None = None
+
+
+def default_worker_id() -> str:
+    """``worker-<host>``: a worker started again on the same machine recovers the runs the last one left."""
+    host = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname())[:40] or "host"
+    return f"worker-{host}"
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def main(options: WorkerOptions, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
+    """Run ``tether worker`` and return its exit code."""
+    from tether.durable import Queue
+
+    env = os.environ if env is None else env
+    cwd = cwd or Path.cwd()
+    worker_id = options.worker_id or default_worker_id()
+    try:
+        queue = Queue(options.queue, worker_concurrency=options.concurrency)
+        database = runs_database(options.db, cwd, env)
+        if options.agent is not None:
+            return asyncio.run(_serve(entry_point(options.agent, cwd), queue, database, worker_id))
+        setup = load_setup(cwd, env, {}, options.config_file)
+    except (ConfigInvalid, NoModel) as error:
+        _say(f"error: {config_problem(error)}")
+        return exits.CONFIG
+    except KeyboardInterrupt:
+        return exits.CANCELLED
+
+    async def from_config() -> int:
+        from tether.durable import DurableAgent
+
+        async with mcp_tools(setup) as connected:
+            durable = DurableAgent(connected.agent(yes=options.yes, interactive=False), name=AGENT_NAME)
+            try:
+                return await _serve(durable, queue, database, worker_id)
+            finally:  # DBOS, shut down, took the loop's default executor with it: the store closes on another
+                asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1))
+                await close_store(setup.store)
+
+    try:
+        return asyncio.run(from_config())
+    except ConfigInvalid as error:
+        _say(f"error: {error.message}")
+        return exits.CONFIG
+    except KeyboardInterrupt:
+        return exits.CANCELLED
+
+
+def entry_point(spec: str, cwd: Path) -> DurableAgent:
+    """The ``DurableAgent`` of ``module:attr`` (an ``Agent`` is wrapped); ``ConfigInvalid`` otherwise."""
+    from tether.agent import Agent
+    from tether.durable import DurableAgent
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigInvalid(f"--agent {spec!r}: give it as module:attribute, e.g. myagents:support")
+    if str(cwd) not in sys.path:
+        sys.path.insert(0, str(cwd))
+    try:
+        value: object = importlib.import_module(module_name)
+        for part in attr.split("."):
+            value = getattr(value, part)
+    except ImportError as error:
+        raise ConfigInvalid(f"--agent {spec!r}: cannot import {module_name!r}: {error}") from None
+    except AttributeError:
+        raise ConfigInvalid(f"--agent {spec!r}: {module_name!r} has no attribute {attr!r}") from None
+    if isinstance(value, DurableAgent):
+        return value
+    if isinstance(value, Agent):
+        return DurableAgent(value, name=AGENT_NAME)
+    raise ConfigInvalid(f"--agent {spec!r} is a {type(value).__name__}, not a tether Agent or DurableAgent")
+
+
+async def _serve(durable: DurableAgent, queue: object, database: RunsDatabase, worker_id: str) -> int:
+    """Serve ``queue`` until SIGTERM or SIGINT (caught from the start, even while launching)."""
+    import signal
+
+    from tether.durable import Queue, serve
+
+    assert isinstance(queue, Queue)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    serving = asyncio.create_task(
+        serve([queue], **database.launch_arguments(), worker_id=worker_id, stop=stop)  # type: ignore[arg-type]
+    )
+    watcher: asyncio.Task[None] | None = None
+    try:
+        if await _until_launched(serving):
+            _say(
+                f"worker {worker_id} serving queue {queue.name!r} (agent {durable.name!r}, "
+                f"{queue.worker_concurrency} at a time) on {database.shown()}"
+            )
+            watcher = asyncio.create_task(_watch(worker_id, time.time()))
+        await serving
+    except TetherError as error:
+        _say(f"error: {error.message}")
+        return exits.CONFIG if isinstance(error, ConfigInvalid) else exits.ERROR
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+    _say(f"worker {worker_id} stopped")
+    return exits.OK
+
+
+async def _until_launched(serving: asyncio.Task[None]) -> bool:
+    """Wait until DBOS is launched in this process (``True``) or ``serving`` ended (``False``)."""
+    from tether.durable.dbos_engine import _launched
+
+    while not _launched():
+        if serving.done():
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
+async def _watch(worker_id: str, since: float) -> None:
+    """Log each run this worker takes and each it ends (those it holds, or that it ended since ``since``)."""
+    from tether.durable import list_runs
+
+    taken: set[str] = set()
+    ended: set[str] = set()
+    while True:
+        try:
+            records = await list_runs(limit=200)
+        except Exception:  # noqa: BLE001 - the database going away as the worker stops: no more lines
+            return
+        for record in reversed(records):  # oldest first
+            if record.worker != worker_id or record.status == "queued" or record.run_id in ended:
+                continue
+            if record.status != "running" and (record.updated_at or 0) < since:
+                continue  # ended before this worker started
+            if record.run_id not in taken:
+                taken.add(record.run_id)
+                _say(f"took {record.run_id}: {record.prompt_head[:60]!r}")
+            if record.status != "running":
+                ended.add(record.run_id)
+                _say(_ended(record))
+        await asyncio.sleep(WATCH_INTERVAL)
+
+
+def _ended(record: RunRecord) -> str:
+    cost = "" if record.cost_usd is None else f", ${record.cost_usd:.4f}"
+    reason = "" if record.stop_reason is None else f" ({record.stop_reason}{cost})"
+    return f"ended {record.run_id}: {record.status}{reason}"

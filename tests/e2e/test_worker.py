@@ -1,0 +1,187 @@
+"""``tether worker`` and ``tether runs`` as a user runs them: subprocesses on a SQLite file against the mock
+model; the runs are enqueued by a helper subprocess through ``tether.durable``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import TETHER, Project
+from tests.e2e.mock_llm import MockLLM, Say, Step
+
+DEADLINE = 60.0
+
+ENQUEUE = """
+import asyncio, sys
+from tether import Agent
+from tether.durable import DurableAgent, Queue, launch, shutdown
+
+durable = DurableAgent(Agent("openai-compatible:mock", base_url="http://127.0.0.1:9/v1"), name="agent")
+launch(sys.argv[1], worker_id="enqueuer")
+
+async def main() -> None:
+    for run_id, prompt in zip(sys.argv[2::2], sys.argv[3::2]):
+        await durable.enqueue(prompt, queue=Queue("jobs"), workflow_id=run_id)
+
+asyncio.run(main())
+shutdown()
+"""
+
+
+def echo(body: dict[str, Any]) -> Step:
+    content = body["messages"][-1]["content"]
+    return Say(f"echo: {content}", pieces=1)
+
+
+def enqueue(project: Project, db: Path, runs: dict[str, str]) -> None:
+    args = [item for pair in runs.items() for item in pair]
+    completed = subprocess.run(
+        [sys.executable, "-c", ENQUEUE, str(db), *args],
+        cwd=project.cwd,
+        env=project.env(PYTHONPATH=os.environ.get("PYTHONPATH", "")),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+
+
+class Worker:
+    """A ``tether worker`` subprocess whose stderr is read line by line."""
+
+    def __init__(self, project: Project, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [TETHER, "worker", *args],
+            cwd=project.cwd,
+            env=project.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+
+    def wait_for(self, text: str) -> None:
+        """Read stderr until a line holds ``text`` (the worker must not end first)."""
+        assert self.process.stderr is not None
+        deadline = time.monotonic() + DEADLINE
+        while not any(text in line for line in self.lines):
+            assert time.monotonic() < deadline, f"no {text!r} within {DEADLINE} s: {self.lines}"
+            line = self.process.stderr.readline()
+            assert line, f"the worker ended before {text!r}: {self.lines}"
+            self.lines.append(line)
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        assert self.process.stderr is not None
+        self.lines += self.process.stderr.readlines()
+        self.process.stderr.close()
+        return self.process.wait(DEADLINE)
+
+
+@pytest.fixture
+def worker_of(project: Project) -> Iterator[list[Worker]]:
+    started: list[Worker] = []
+    yield started
+    for one in started:
+        if one.process.poll() is None:
+            one.process.kill()
+            one.process.wait()
+        if one.process.stderr is not None:
+            one.process.stderr.close()
+
+
+def runs(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
+    return project.run("runs", *args, "--db", "runs.sqlite")
+
+
+def wait_status(project: Project, run_id: str, status: str) -> str:
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        shown = runs(project, "show", run_id)
+        assert shown.returncode == 0, shown.stderr
+        if f"status:      {status}" in shown.stdout:
+            return shown.stdout
+        assert time.monotonic() < deadline, shown.stdout
+        time.sleep(0.1)
+
+
+def test_a_worker_serves_enqueued_runs_and_runs_list_shows_them_finished(
+    project: Project, worker_of: list[Worker]
+) -> None:
+    with MockLLM([echo] * 10) as server:
+        project.use(server)
+        db = project.cwd / "runs.sqlite"
+        worker = Worker(project, "--queue", "jobs", "--db", "runs.sqlite", "--worker-id", "w1")
+        worker_of.append(worker)
+        worker.wait_for("serving queue 'jobs'")
+        enqueue(project, db, {"run-a": "alpha", "run-b": "beta"})
+        worker.wait_for("ended run-a: completed (complete)")
+        worker.wait_for("ended run-b: completed (complete)")
+        listed = runs(project, "list")
+        assert worker.stop() == 0, "".join(worker.lines)
+
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
+    assert rows["run-a"][1:3] == ["completed", "agent"]
+    assert rows["run-b"][-2:] == ["complete", "-"]
+    assert any("took run-a: 'alpha'" in line for line in worker.lines)
+    assert "worker w1 stopped" in worker.lines[-1]
+    shown = runs(project, "show", "run-b")
+    assert shown.returncode == 0, shown.stderr
+    assert "queue:       jobs" in shown.stdout
+    assert "worker:      w1" in shown.stdout
+    assert shown.stdout.rstrip().endswith("echo: beta")
+    assert runs(project, "list", "--status", "queued").stderr.strip() == "no runs"
+
+
+def test_unknown_ids_are_a_clear_error_with_exit_1(project: Project) -> None:
+    for command in ("show", "cancel", "resume"):
+        completed = runs(project, command, "nope")
+        assert completed.returncode == 1, completed.stderr
+        assert "there is no durable run with id 'nope'" in completed.stderr
+        assert "Traceback" not in completed.stderr
+
+
+def test_a_queued_run_cancelled_never_runs_and_resumed_it_does(project: Project, worker_of: list[Worker]) -> None:
+    with MockLLM([echo] * 10) as server:
+        project.use(server)
+        enqueue(project, project.cwd / "runs.sqlite", {"later": "gamma"})
+        cancelled = runs(project, "cancel", "later")
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert cancelled.stdout.strip() == "later: cancelled"
+        worker = Worker(project, "--queue", "jobs", "--db", "runs.sqlite")
+        worker_of.append(worker)
+        worker.wait_for("serving queue")
+        resumed = runs(project, "resume", "later")
+        assert resumed.returncode == 0, resumed.stderr
+        worker.wait_for("ended later: completed")
+        assert worker.stop() == 0, "".join(worker.lines)
+        asked = [body["messages"][-1]["content"] for body in server.requests]
+
+    assert asked == ["gamma"]
+    assert wait_status(project, "later", "completed").rstrip().endswith("echo: gamma")
+
+
+def test_a_bad_entry_point_is_a_configuration_error(project: Project) -> None:
+    completed = project.run("worker", "--agent", "nosuchmodule:agent", "--db", "runs.sqlite")
+    assert completed.returncode == 1
+    assert "cannot import 'nosuchmodule'" in completed.stderr
+
+
+def test_a_bad_db_is_a_configuration_error_in_one_line(project: Project) -> None:
+    for args in (["runs", "list"], ["worker"]):
+        completed = project.run(*args, "--db", "mysql://user:secret@host/db")
+        assert completed.returncode == 1, completed.stderr
+        assert "give a postgresql:// URL, a sqlite:/// URL or a SQLite file's path" in completed.stderr
+        assert "secret" not in completed.stderr
+        assert "Traceback" not in completed.stderr
