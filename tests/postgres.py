@@ -1,8 +1,8 @@
-"""A fresh PostgreSQL schema for each test that needs a server.
+"""The test PostgreSQL server: a fresh schema or a fresh database for each test that needs one.
 
 The server is ``TETHER_TEST_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``). Tests that
 need it skip, with the reason printed once, when it cannot be reached; under ``CI=true`` they fail instead,
-since CI runs them and a skip there would hide a PostgreSQL store that no longer works.
+since CI runs them and a skip there would hide a PostgreSQL store, or durable runs, that no longer work.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
@@ -43,13 +44,14 @@ def problem() -> str | None:
     return None
 
 
-def require_postgres(config: pytest.Config) -> None:
-    """Skip (fail under ``CI=true``) when the test server cannot be reached, printing why once."""
+def require_postgres(config: pytest.Config, what: str = "the PostgreSQL store") -> None:
+    """Skip (fail under ``CI=true``) when the test server cannot be reached, printing why once; ``what`` the
+    tests would have tested, for the failure's message."""
     reason = problem()
     if reason is None:
         return
     if os.environ.get("CI") == "true":
-        pytest.fail(f"CI must test the PostgreSQL store, but {reason}", pytrace=False)
+        pytest.fail(f"CI must test {what}, but {reason}", pytrace=False)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
     if reporter is not None and capture is not None and not _announced:
@@ -69,6 +71,23 @@ def fresh_schema(config: pytest.Config) -> Iterator[PgSchema]:
     with psycopg.connect(URL, autocommit=True) as connection:
         connection.execute("SET lock_timeout = '30s'")  # a connection left in a transaction fails the test
         connection.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@contextmanager
+def fresh_database(config: pytest.Config, prefix: str, what: str) -> Iterator[str]:
+    """The URL of a database made on the test server for one test and dropped (forcibly) after it; skips as
+    :func:`require_postgres` says."""
+    require_postgres(config, what)
+    import psycopg
+
+    name = f"{prefix}_{secrets.token_hex(6)}"
+    with psycopg.connect(URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with psycopg.connect(URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def run_sql(query: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 
 from tests.e2e.conftest import TETHER, Project, screen
 from tests.e2e.mock_llm import MockLLM, Say, Step
+from tests.postgres import fresh_database
 
 DEADLINE = 240.0
 """Seconds a batch of the kill test may take before the test fails."""
@@ -116,20 +116,8 @@ def test_in_a_terminal_a_progress_bar_counts_done_failed_running_and_cost(projec
 @pytest.fixture
 def postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh PostgreSQL database (dropped after), its URL carrying a password (trust auth ignores it)."""
-    from tests.durable.conftest import ADMIN_URL, require_postgres
-
-    require_postgres(request.config)
-    import psycopg
-
-    name = f"tether_batch_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        base = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-        yield base.replace("://postgres@", "://postgres:hunter2-secret@", 1)
-    finally:
-        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database(request.config, "tether_batch", "tether batch on PostgreSQL") as url:
+        yield url.replace("://postgres@", "://postgres:hunter2-secret@", 1)
 
 
 def test_a_batch_on_postgresql_never_prints_the_password(project: Project, postgres_url: str) -> None:

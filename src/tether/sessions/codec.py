@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -184,3 +184,34 @@ def _kind(value: Any) -> str:
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
         type(value), type(value).__name__
     )
+
+
+def messages_from_rows(
+    rows: Sequence[tuple[Any, Any]],
+    count: int,
+    source: str,
+    text_of: Callable[[Any, Any], str | bytes] = lambda seq, data: data,
+) -> tuple[Message, ...]:
+    """The messages of a store's rows (``seq``, ``data``), which must be exactly ``0..count-1``: a missing,
+    extra or damaged row raises ``SessionInvalid`` naming it. ``text_of(seq, data)`` is the row's JSON text
+    (a store checks its column's type there)."""
+    for index, (seq, _) in enumerate(rows):
+        if seq != index:
+            raise SessionInvalid(f"{source}: messages row seq={index} is missing (found seq={brief(seq)} in its place)")
+    if len(rows) != count:
+        raise SessionInvalid(f"{source}: {len(rows)} message rows stored, but the session row says {count}")
+    items = [loads(text_of(seq, data), f"{source}, messages row seq={seq}") for seq, data in rows]
+    try:
+        return tuple(messages_from_jsonable(items, source=source))
+    except SessionInvalid:
+        for seq, item in enumerate(items):  # name the row
+            messages_from_jsonable([item], source=f"{source}, messages row seq={seq}")
+        raise
+
+
+def common_prefix(stored: Sequence[Message], messages: Sequence[Message]) -> int:
+    """How many leading messages two versions of a transcript share: what a store need not write again."""
+    for index, (old, new) in enumerate(zip(stored, messages, strict=False)):
+        if old is not new and old != new:
+            return index
+    return min(len(stored), len(messages))

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether._logging import get_logger
 from tether.errors import SessionInvalid
-from tether.messages import Message, messages_from_jsonable
+from tether.messages import Message
 from tether.sessions import codec
 from tether.sessions.base import (
     MAX_OUTPUT_BYTES,
@@ -355,7 +355,7 @@ class PostgresSessionStore:
         revision, count = row
         remembered = self._stored.get(session.id)
         if remembered is not None and remembered[0] == revision and len(remembered[1]) == count:
-            return _common_prefix(remembered[1], session.messages)
+            return codec.common_prefix(remembered[1], session.messages)
         cursor = await connection.execute(
             f"SELECT seq, data FROM {self._s}.messages WHERE session_id = %s AND seq < %s ORDER BY seq",
             (session.id, len(session.messages)),
@@ -415,7 +415,7 @@ class PostgresSessionStore:
         title, model, created_at, updated_at, usage, count, revision = row
         source = f"{self._where}: session {session_id!r}"
         row_source = f"{self._where}: sessions row {session_id!r}"
-        stored = _decode_messages(rows, count, source)
+        stored = codec.messages_from_rows(rows, count, source)
         session = Session(
             id=session_id,
             messages=stored,
@@ -452,26 +452,3 @@ def _usage_of(value: str, source: str) -> Usage:
     except SessionInvalid as error:
         data = error.message
     return normalized_usage(data, f"{source}: usage")
-
-
-def _decode_messages(rows: Sequence[tuple[Any, Any]], count: int, source: str) -> tuple[Message, ...]:
-    """The messages of ``rows`` (``seq``, ``data``), which must be exactly ``0..count-1``."""
-    for index, (seq, _) in enumerate(rows):
-        if seq != index:
-            raise SessionInvalid(f"{source}: messages row seq={index} is missing (found seq={seq} in its place)")
-    if len(rows) != count:
-        raise SessionInvalid(f"{source}: {len(rows)} message rows stored, but the session row says {count}")
-    items = [codec.loads(data, f"{source}, messages row seq={seq}") for seq, data in rows]
-    try:
-        return tuple(messages_from_jsonable(items, source=source))
-    except SessionInvalid:
-        for seq, item in enumerate(items):  # name the row
-            messages_from_jsonable([item], source=f"{source}, messages row seq={seq}")
-        raise
-
-
-def _common_prefix(stored: Sequence[Message], messages: Sequence[Message]) -> int:
-    for index, (old, new) in enumerate(zip(stored, messages, strict=False)):
-        if old is not new and old != new:
-            return index
-    return min(len(stored), len(messages))

@@ -54,14 +54,14 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
 from tether._logging import get_logger
 from tether.errors import SessionInvalid
-from tether.messages import Message, messages_from_jsonable
+from tether.messages import Message
 from tether.sessions import codec
 from tether.sessions.base import (
     Session,
@@ -254,7 +254,7 @@ class SQLiteSessionStore:
         row_source = f"{self.path}: sessions row {session_id!r}"
         title, model = _repaired(title), _repaired(model)
         _check_types(row_source, title=(title, str), model=(model, str), message_count=(count, int))
-        stored = _decode_messages(rows, count, source)
+        stored = codec.messages_from_rows(rows, count, source, _json_text(source))
         session = Session(
             id=session_id,
             messages=stored,
@@ -320,7 +320,7 @@ class SQLiteSessionStore:
         """How many of ``messages`` the database already holds, in place, as rows ``0..n-1``."""
         remembered = self._stored.get(session_id)
         if remembered is not None and remembered[0] == revision and len(remembered[1]) == count:
-            return _common_prefix(remembered[1], messages)
+            return codec.common_prefix(remembered[1], messages)
         rows = connection.execute(
             "SELECT seq, data FROM messages WHERE session_id = ? AND seq < ? ORDER BY seq",
             (session_id, len(messages)),
@@ -444,36 +444,20 @@ def _usage_of(value: Any, source: str) -> Usage:
     return normalized_usage(data, f"{source}: usage")
 
 
+def _json_text(source: str) -> Callable[[Any, Any], str]:
+    """A messages row's ``data`` as JSON text, or ``SessionInvalid`` saying what the row holds instead."""
+
+    def text_of(seq: Any, data: Any) -> str:
+        if not isinstance(data, str):
+            found = "text that is not UTF-8" if isinstance(data, _NotText) else brief(data)
+            raise SessionInvalid(f"{source}, messages row seq={seq}: data should be JSON text, found {found}")
+        return data
+
+    return text_of
+
+
 def _check_types(source: str, **values: tuple[Any, type]) -> None:
     for name, (value, expected) in values.items():
         if type(value) is not expected:
             found = "text that is not UTF-8" if isinstance(value, _NotText) else brief(value)
             raise SessionInvalid(f"{source}: {name} should be {expected.__name__}, found {found}")
-
-
-def _decode_messages(rows: Sequence[tuple[Any, Any]], count: int, source: str) -> tuple[Message, ...]:
-    """The messages of ``rows`` (``seq``, ``data``), which must be exactly ``0..count-1``."""
-    for index, (seq, _) in enumerate(rows):
-        if seq != index:
-            raise SessionInvalid(f"{source}: messages row seq={index} is missing (found seq={brief(seq)} in its place)")
-    if len(rows) != count:
-        raise SessionInvalid(f"{source}: {len(rows)} message rows stored, but the session row says {count}")
-    items = []
-    for seq, data in rows:
-        if not isinstance(data, str):
-            found = "text that is not UTF-8" if isinstance(data, _NotText) else brief(data)
-            raise SessionInvalid(f"{source}, messages row seq={seq}: data should be JSON text, found {found}")
-        items.append(codec.loads(data, f"{source}, messages row seq={seq}"))
-    try:
-        return tuple(messages_from_jsonable(items, source=source))
-    except SessionInvalid:
-        for seq, item in enumerate(items):  # name the row
-            messages_from_jsonable([item], source=f"{source}, messages row seq={seq}")
-        raise
-
-
-def _common_prefix(stored: Sequence[Message], messages: Sequence[Message]) -> int:
-    for index, (old, new) in enumerate(zip(stored, messages, strict=False)):
-        if old is not new and old != new:
-            return index
-    return min(len(stored), len(messages))
