@@ -70,6 +70,8 @@ SCENARIOS = {
     "sequential-400": Scenario(runs=400, concurrency=1),
     "sequential-20": Scenario(runs=20, concurrency=1),
     "sequential-60": Scenario(runs=60, concurrency=1),
+    "streaming-20": Scenario(runs=20, concurrency=1, stream=True),
+    "streaming-60": Scenario(runs=60, concurrency=1, stream=True),
     "ttft": Scenario(runs=60, concurrency=1, tool_turns=0, stream=True),
     "work-60": Scenario(runs=3, concurrency=1, tool_turns=60),
 }

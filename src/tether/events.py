@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeAlias
 
 from tether.limits import StopReason
 from tether.messages import Message, ToolCall, ToolResult, model_view
+from tether.quickinit import quick_init
 from tether.usage import Cost, Usage
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
@@ -25,6 +26,7 @@ TurnStatus: TypeAlias = Literal["completed", "rejected", "failed"]
 # --- LlmEvent: provider -> loop -----------------------------------------------------------------------------
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StreamStart:
     """The provider accepted the request; ``model`` is the model that actually answers, when known."""
@@ -34,6 +36,7 @@ class StreamStart:
     kind: Literal["stream_start"] = "stream_start"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ThinkingDelta:
     """A piece of reasoning. A ``signature`` closes the current thinking block (Anthropic style)."""
@@ -44,6 +47,7 @@ class ThinkingDelta:
     kind: Literal["thinking_delta"] = "thinking_delta"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TextDelta:
     """A piece of the answer's text."""
@@ -53,6 +57,7 @@ class TextDelta:
     kind: Literal["text_delta"] = "text_delta"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolCallStart:
     """A tool call begins; ``index`` is its position among the turn's calls as the provider numbers them."""
@@ -64,6 +69,7 @@ class ToolCallStart:
     kind: Literal["tool_call_start"] = "tool_call_start"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolCallDelta:
     """A piece of a tool call's JSON arguments; pieces of several calls may interleave, told apart by ``id``."""
@@ -73,6 +79,7 @@ class ToolCallDelta:
     kind: Literal["tool_call_delta"] = "tool_call_delta"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolCallEnd:
     """A tool call's arguments are complete."""
@@ -81,6 +88,7 @@ class ToolCallEnd:
     kind: Literal["tool_call_end"] = "tool_call_end"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class StreamEnd:
     """The provider finished the turn."""
@@ -98,6 +106,7 @@ LlmEvent: TypeAlias = StreamStart | ThinkingDelta | TextDelta | ToolCallStart | 
 # --- records: what each provider call and tool call took ------------------------------------------------------
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolCallRecord:
     """What became of one tool call, and how long it ran."""
@@ -112,6 +121,7 @@ class ToolCallRecord:
     arguments, repeated, cancelled before it started)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TurnRecord:
     """One provider call of a run (corrective retries and the final summary call included) and the tool calls
@@ -144,6 +154,7 @@ class TurnRecord:
 # --- RunEvent: run -> host ----------------------------------------------------------------------------------
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RunResult:
     """How a run ended. Every run produces one, whatever happened.
@@ -186,6 +197,7 @@ class RunResult:
         return model_view(self.messages)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RunStarted:
     run_id: str
@@ -194,6 +206,7 @@ class RunStarted:
     kind: Literal["run_started"] = "run_started"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TurnStarted:
     """A provider call begins. ``attempt`` > 1 is a corrective retry; ``final``: tools are off and only an
@@ -205,6 +218,7 @@ class TurnStarted:
     kind: Literal["turn_started"] = "turn_started"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolCallStarted:
     call: ToolCall
@@ -212,6 +226,7 @@ class ToolCallStarted:
     kind: Literal["tool_call_started"] = "tool_call_started"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolResultReceived:
     """A call's result, in the model's order. ``exception`` is what the tool raised, for the host's eyes only."""
@@ -222,6 +237,7 @@ class ToolResultReceived:
     kind: Literal["tool_result_received"] = "tool_result_received"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class TurnCompleted:
     """A provider call ended. Every ``TurnStarted`` gets one, also when the call failed or was interrupted;
@@ -240,6 +256,7 @@ class TurnCompleted:
     kind: Literal["turn_completed"] = "turn_completed"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Compacted:
     """The history was compacted before ``turn``: the model now sees ``marker`` (a summary of what came
@@ -261,6 +278,7 @@ class Compacted:
     kind: Literal["compacted"] = "compacted"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RunCompleted:
     result: RunResult

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from tether.errors import SessionInvalid
+from tether.quickinit import quick_init
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Text:
     """Plain text written by a user or the model."""
@@ -36,6 +38,7 @@ class Text:
     kind: Literal["text"] = "text"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Thinking:
     """The model's reasoning, kept apart from its answer; ``signature`` is replayed unchanged."""
@@ -46,6 +49,7 @@ class Thinking:
     kind: Literal["thinking"] = "thinking"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, repr=False)
 class ToolCall:
     """A request by the model to run a tool.
@@ -79,6 +83,7 @@ class ToolCall:
         )
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolResult:
     """What a tool call produced, as the model will read it.
@@ -104,6 +109,7 @@ if TYPE_CHECKING:
 # same tuple with the union discriminated by ``kind``; this keeps pydantic out of ``import tether``.
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class Message:
     """One message of a conversation: a role and its parts, in order.
@@ -266,6 +272,7 @@ SUMMARY_HEADER = (
 )
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CompactionInfo:
     """What a compaction marker records besides its summary text."""

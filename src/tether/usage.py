@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tether.quickinit import quick_init
 
+
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Tokens and requests of one provider call, one turn or a whole run (usages add with ``+``)."""
@@ -43,6 +46,7 @@ class Usage:
         return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Price:
     """US dollars per million tokens."""
@@ -55,6 +59,7 @@ class Price:
     """Defaults to the input price when the provider charges nothing extra for cache writes."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Cost:
     """What a usage cost, in US dollars."""

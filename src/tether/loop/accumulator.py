@@ -34,9 +34,11 @@ from tether.events import (
     ToolCallStart,
 )
 from tether.messages import Message, Part, Text, Thinking, ToolCall
+from tether.quickinit import quick_init
 from tether.usage import Usage
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class AccumulatedTurn:
     """One assistant turn as the provider produced it."""

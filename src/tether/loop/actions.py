@@ -41,23 +41,27 @@ from typing import Any
 from tether.loop.accumulator import MAX_ARGUMENT_DEPTH, AccumulatedTurn, bounded_raw, nests_deeper
 from tether.messages import Message, Text, ToolCall, ToolResult
 from tether.providers.base import ForceTool, Request, ToolChoice, ToolDefinition
+from tether.quickinit import quick_init
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 FINAL_REQUEST = "Give your final answer now."
 """The request of the tools-off call that ends a run stopped by a limit, in JSON action mode."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CallAction:
     name: str
     arguments: dict[str, Any]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class FinalAction:
     text: str
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class AskAction:
     question: str
@@ -224,6 +228,7 @@ def _result_text(result: ToolResult) -> str:
     return f"Tool {result.name} returned: {result.content}"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Interpreted:
     """A turn read as an action: the turn as the transcript keeps it, or why it cannot be used."""

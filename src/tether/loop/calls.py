@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     from tether.telemetry.observer import RunObserver
 
 
+STEP_DEADLINE = "step"
+"""The key of a provider call's deadline on the run's alarm (``alarms.py``)."""
+
+
 class ProviderCalls:
     """The provider-facing steps of a run (see the module docstring); :class:`~tether.loop.engine.Run`
     sets every attribute declared here."""
@@ -58,6 +62,8 @@ class ProviderCalls:
     _stream_error: InvalidResponse | None
     _best_effort: str
     _step_timeout: Interrupt
+    _on_step_timeout: Callable[[], None]
+    """Requests ``_step_timeout`` (made once per run: the alarm keeps it while a call is under way)."""
     _sent_view: tuple[Message, ...] | None
     """The history part of the request under way when it is exactly the model's view (no extra message):
     the token gauge anchors on it."""
@@ -92,10 +98,10 @@ class ProviderCalls:
         if observer is not None:
             observer.call_started(turn_no, attempt, final, request)
             context = observer.call_context()
-        step_timer = None
+        alarm = None
         if limits.step_timeout is not None:
-            now = asyncio.get_running_loop().time()
-            step_timer = interrupter.deadline(now + limits.step_timeout, self._step_timeout)
+            alarm = interrupter.alarm
+            alarm.set(STEP_DEADLINE, alarm.time() + limits.step_timeout, self._on_step_timeout)
         accumulator = StreamAccumulator()
         self._accumulated = self._stream_problem = self._stream_error = None
         sinks = self.sinks
@@ -155,8 +161,8 @@ class ProviderCalls:
             raise
         finally:
             interrupter.armed = False
-            if step_timer is not None:
-                step_timer.cancel()
+            if alarm is not None:
+                alarm.clear(STEP_DEADLINE)
             if stream is not None:
                 await close_stream(stream)
             self._accumulated = turn = accumulator.finish() if stepped is None else stepped

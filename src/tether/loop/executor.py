@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import InvalidArguments, TetherError, ToolError, ToolNotFound
 from tether.events import ToolCallStarted, ToolResultReceived
 from tether.loop.accumulator import TOO_DEEP_MARK, arguments_problem
+from tether.loop.alarms import Deadline
 from tether.loop.interrupts import Interrupter
 from tether.loop.records import tool_record
 from tether.loop.repeats import Repeat, repeated_result
@@ -337,7 +338,7 @@ class ToolExecutor:
         assert tool is not None
         assert invoke is not None
         timeout = tool.timeout or self.timeout
-        scope = asyncio.timeout(timeout)
+        scope = Deadline(self.interrupter.alarm, timeout)
         context = self.observer.tool_context(call) if self.observer is not None else None
         started = time.perf_counter()
         try:

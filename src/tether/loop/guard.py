@@ -31,9 +31,11 @@ from dataclasses import dataclass
 from tether.limits import Limits, StopReason
 from tether.loop.repeats import Repeat, RepeatTracker
 from tether.messages import ToolCall, ToolResult
+from tether.quickinit import quick_init
 from tether.usage import Cost, Price, Usage, cost_of
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Stop:
     """A decision to stop the run, with a sentence saying why and the error behind it, if any."""

@@ -31,8 +31,11 @@ import threading
 from dataclasses import dataclass
 
 from tether.limits import StopReason
+from tether.loop.alarms import Alarm
+from tether.quickinit import quick_init
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Interrupt:
     """Why a run was interrupted: the stop it leads to and a sentence for people."""
@@ -53,7 +56,7 @@ class Interrupted(Exception):
 class Interrupter:
     """Delivers cancel requests and deadlines to one run (see the module docstring)."""
 
-    __slots__ = ("_fired", "_loop", "_task", "_thread", "after_turn", "armed", "finished", "pending")
+    __slots__ = ("_alarm", "_fired", "_loop", "_task", "_thread", "after_turn", "armed", "finished", "pending")
 
     def __init__(self) -> None:
         self.armed = False
@@ -67,6 +70,7 @@ class Interrupter:
         self._task: asyncio.Task[object] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: int | None = None
+        self._alarm: Alarm | None = None
 
     def attach(self) -> None:
         """Bind to the task now running the loop; called once when the run starts."""
@@ -95,6 +99,19 @@ class Interrupter:
         """Request ``interrupt`` at loop time ``when``; cancel the returned handle to withdraw it."""
         assert self._loop is not None, "attach() first"
         return self._loop.call_at(when, self.request, interrupt)
+
+    @property
+    def alarm(self) -> Alarm:
+        """The run's deadlines (the step's, its tool calls'), on one lazily re-armed timer (``alarms.py``)."""
+        if self._alarm is None:
+            self._alarm = Alarm(self._loop or asyncio.get_running_loop())
+        return self._alarm
+
+    def close(self) -> None:
+        """The run is over: later requests are ignored, and no deadline of it stays on the event loop."""
+        self.finished = True
+        if self._alarm is not None:
+            self._alarm.close()
 
     def check(self) -> None:
         """Raise ``Interrupted`` if an interrupt is pending."""

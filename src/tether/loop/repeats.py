@@ -26,11 +26,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tether.messages import ToolCall, ToolResult
+from tether.quickinit import quick_init
 
 REPEATED = "repeated"
 """``ToolResult.code`` of a call answered from the earlier result instead of being run again."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Repeat:
     """A call not run again, and the result it got the turn before."""
@@ -38,17 +40,21 @@ class Repeat:
     earlier: ToolResult
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
+"""Arguments as one text whatever their key order (an encoder made once: ``json.dumps`` makes one a call)."""
+
+
 def signature(call: ToolCall) -> str | None:
     """What makes two calls the same: the tool and its arguments (``None`` for unparseable arguments)."""
     if call.arguments is None:
         return None
-    return call.name + json.dumps(call.arguments, sort_keys=True, separators=(",", ":"), default=str)
+    return call.name + _CANONICAL(call.arguments)
 
 
 class RepeatTracker:
     """Remembers the previous turn's calls and their results, to recognise a turn that asks for them again."""
 
-    __slots__ = ("_previous", "_previous_keys", "_repeatable")
+    __slots__ = ("_checked", "_previous", "_previous_keys", "_repeatable")
 
     def __init__(self, repeatable: Callable[[str], bool]) -> None:
         self._repeatable = repeatable
@@ -56,10 +62,13 @@ class RepeatTracker:
         """The previous turn's successful results, by call signature: what a repeat is answered from."""
         self._previous_keys: set[str | None] = set()
         """Every call signature of the previous turn, failed ones included."""
+        self._checked: tuple[Sequence[ToolCall], list[str | None]] = ((), [])
+        """The calls last checked and their signatures, which ``record`` reuses for the same calls."""
 
     def check(self, calls: Sequence[ToolCall]) -> list[Repeat] | None:
         """A :class:`Repeat` per call when the turn repeats the one before, else ``None`` (run them all)."""
         keys = [signature(call) for call in calls]
+        self._checked = (calls, keys)
         repeated = (
             bool(calls)
             and all(key is not None and key in self._previous for key in keys)
@@ -76,8 +85,10 @@ class RepeatTracker:
             return
         self._previous = {}
         self._previous_keys = set()
-        for call, result in zip(calls, results, strict=True):
-            key = signature(call)
+        checked, keys = self._checked
+        if checked is not calls:
+            keys = [signature(call) for call in calls]
+        for result, key in zip(results, keys, strict=True):
             self._previous_keys.add(key)
             if key is not None and not result.is_error:
                 self._previous[key] = result

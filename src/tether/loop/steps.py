@@ -34,6 +34,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from tether.quickinit import quick_init
+
 if TYPE_CHECKING:
     from tether.messages import ToolResult
     from tether.tools.base import Done
@@ -56,6 +58,7 @@ class StepRunner(Protocol):
         ...
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
     """What became of one tool call: the value a tool call's step returns."""

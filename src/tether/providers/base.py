@@ -32,6 +32,7 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 from tether.errors import ProviderError
 from tether.events import FinishReason, LlmEvent
 from tether.messages import Message
+from tether.quickinit import quick_init
 
 __all__ = [
     "TOOL_CHOICES",
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ToolDefinition:
     """A tool as the model is told about it: a name, what it does, and a JSON Schema for its arguments."""
@@ -57,6 +59,7 @@ class ToolDefinition:
     parameters: dict[str, Any]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ForceTool:
     """Make the model call this tool."""
@@ -72,6 +75,7 @@ OnRetry: TypeAlias = Callable[[ProviderError, int, float], None]
 seconds before it."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ModelSettings:
     """Sampling settings sent with every request; ``None`` leaves the provider's default."""
@@ -83,6 +87,7 @@ class ModelSettings:
     """Provider-specific body fields, merged into the request as given."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Request:
     """One provider call: the conversation so far, the tools on offer and how to answer."""
@@ -103,6 +108,7 @@ class Request:
     """Called before each retry the provider makes (for the run's records, logs and spans); must not raise."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class ModelInfo:
     """Which model a provider talks to, and what it can do."""

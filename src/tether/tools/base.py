@@ -205,6 +205,11 @@ def _raw_parameter(name: str, parameters: dict[str, Any]) -> str:
     )
 
 
+def _as_json(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, default=_to_jsonable)``, with the encoder made once."""
+    return _JSON_OUTPUT(value)
+
+
 def render_output(value: Any) -> str:
     """A tool's return value as the text the model reads: strings as they are, anything else as JSON, and what
     JSON cannot hold (a self-referencing list, an arbitrary object) as its ``repr``.
@@ -219,7 +224,7 @@ def render_output(value: Any) -> str:
     if value is None:
         return "(no output)"
     try:
-        return utf8_safe(json.dumps(value, ensure_ascii=False, default=_to_jsonable))
+        return utf8_safe(_as_json(value))
     except Exception as error:  # noqa: BLE001 - JSON could not hold it; repr may
         failure = error
     try:
@@ -264,3 +269,6 @@ def _to_jsonable(value: Any) -> Any:
     from pydantic_core import to_jsonable_python
 
     return to_jsonable_python(value)
+
+
+_JSON_OUTPUT = json.JSONEncoder(ensure_ascii=False, default=_to_jsonable).encode

@@ -81,6 +81,10 @@ class Plan:
     tokens_before: int
 
 
+def _nothing_fixed() -> int:
+    return 0
+
+
 class ContextWindow:
     """The view of one run's transcript (see the module docstring).
 
@@ -98,7 +102,7 @@ class ContextWindow:
         max_tokens: int | None,
         gauge: TokenGauge | None,
         stub: Stub | None = None,
-        fixed: Callable[[], int] = lambda: 0,
+        fixed: Callable[[], int] = _nothing_fixed,
     ) -> None:
         self.transcript = transcript
         self.settings = settings
@@ -119,6 +123,10 @@ class ContextWindow:
         """Make the head of the view: ``transcript[start:end]`` as the model sees it after the marker."""
         self._head = view_from(self.transcript[:end], self.start)
         self._verbatim_from = end
+
+    def unlink(self) -> None:
+        """The run is over: drop ``fixed``, a callback into the run (a finished run holds no cycle)."""
+        self._fixed = _nothing_fixed
 
     def view(self) -> list[Message]:
         """The messages the model is sent (without the system prompt), before ``max_history_messages``."""
