@@ -42,7 +42,65 @@ async def test_the_model_is_loaded_once_and_concurrent_runs_are_queued_not_crash
     first, second = LocalProvider(), LocalProvider("smollm2")
     results = await asyncio.gather(collect(first, ask("Say hi.")), collect(second, ask("Say bye.")))
     assert all(isinstance(events[-1], StreamEnd) for events in results)
-    assert list(local._models) == [str(first.path)]
+    assert list(local._models) == [(str(first.path), local.CONTEXT_TOKENS, None)]
+
+
+async def test_one_load_serves_every_provider_and_run_with_the_same_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tether.providers import local_llama
+
+    loads: list[tuple[str, int]] = []
+    real = local_llama.counting_llama
+
+    def counting(*, model_path: str, n_ctx: int, n_threads: int | None) -> local_llama.CountingLlama:
+        loads.append((model_path, n_ctx))
+        return real(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads)
+
+    monkeypatch.setattr(local_llama, "counting_llama", counting)
+    monkeypatch.setattr(local, "_models", {})  # this process may have loaded it already: start from none
+    try:
+        for provider in (LocalProvider(), LocalProvider("smollm2"), resolve("local:smollm2")):
+            for text in ("Say hi.", "Say bye."):
+                assert isinstance((await collect(provider, ask(text, max_tokens=2)))[-1], StreamEnd)  # type: ignore[arg-type]
+        assert len(loads) == 1, "three providers, six runs: one load"
+        await collect(LocalProvider(n_ctx=1024), ask("Say hi.", max_tokens=2))
+        assert loads[1:] == [(str(resolve_model_path("smollm2")), 1024)], "other settings, another model"
+    finally:
+        local._close_all()
+
+
+async def test_the_next_turn_evaluates_only_the_tokens_after_the_previous_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llama_cpp import Llama
+
+    first_evals: list[int] = []  # per call: the tokens of its first decode (the prompt after the reused prefix)
+    real_generate, real_eval = Llama.generate, Llama.eval
+    pending = [False]
+
+    def generate(self: Llama, tokens: Any, *args: Any, **kwargs: Any) -> Any:
+        pending[0] = True
+        return real_generate(self, tokens, *args, **kwargs)
+
+    def evaluate(self: Llama, tokens: Any) -> None:
+        if pending[0]:
+            first_evals.append(len(tokens))
+            pending[0] = False
+        real_eval(self, tokens)
+
+    monkeypatch.setattr(Llama, "generate", generate)
+    monkeypatch.setattr(Llama, "eval", evaluate)
+    provider = LocalProvider()
+    system = "You are a helpful assistant. Answer every question in one short sentence. " * 4
+    turn_one = (Message.user("Name a colour."),)
+    first = await collect(provider, Request(turn_one, system=system, settings=ModelSettings(max_tokens=4)))
+    answer = "".join(e.text for e in first if isinstance(e, TextDelta))
+    turn_two = (*turn_one, Message.assistant(answer), Message.user("Another one?"))
+    second = await collect(provider, Request(turn_two, system=system, settings=ModelSettings(max_tokens=4)))
+    one, two = first[-1], second[-1]
+    assert isinstance(one, StreamEnd)
+    assert isinstance(two, StreamEnd)
+    prompt_one = one.usage.input_tokens + one.usage.cache_read_tokens
+    assert two.usage.cache_read_tokens >= prompt_one, "the whole first prompt is reused"
+    assert 0 < two.usage.input_tokens < 20, "only the answer and the new question are evaluated"
+    assert first_evals[-1] == two.usage.input_tokens, "what the model decoded is what usage reports"
 
 
 async def test_cancelling_stops_generation_within_one_token(monkeypatch: pytest.MonkeyPatch) -> None:

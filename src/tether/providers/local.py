@@ -14,7 +14,10 @@ The contract
 * The model cannot call tools natively: agents use JSON action mode with it, and the action schema is
   enforced while decoding (``Request.json_schema`` becomes a llama.cpp grammar), so a small model writes
   valid actions.
-* Usage is reported: completion tokens counted as generated, prompt tokens from the evaluated context.
+* The model keeps what it last evaluated: a request that starts with the same tokens (the system prompt, the
+  tool definitions and the history so far: every turn of a run) evaluates only the tokens after that prefix.
+* Usage is reported: completion tokens counted as generated; of the prompt, the tokens actually evaluated as
+  ``input_tokens`` and the prefix reused from the model's context as ``cache_read_tokens``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import asyncio
 import atexit
 import contextlib
 import functools
-import os
+import json
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -53,7 +56,8 @@ class _Loaded:
         self.lock = threading.Lock()
 
 
-_models: dict[str, _Loaded] = {}
+_models: dict[tuple[str, int, int | None], _Loaded] = {}
+"""Loaded models by (file, context size, threads): a second provider with the same settings shares the model."""
 _loading = threading.Lock()
 
 
@@ -74,18 +78,18 @@ def resolve_model_path(name: str) -> Path:
     return path
 
 
-def _load(path: Path, n_ctx: int, n_threads: int) -> _Loaded:
-    """The loaded model for ``path``, loading it the first time (in the calling thread)."""
-    key = str(path)
+def _load(path: Path, n_ctx: int, n_threads: int | None) -> _Loaded:
+    """The loaded model for ``path`` and these settings, loading it the first time (in the calling thread)."""
+    key = (str(path), n_ctx, n_threads)
     with _loading:
         if key not in _models:
             try:
-                from llama_cpp import Llama
+                from tether.providers.local_llama import counting_llama
             except ImportError:
                 raise ConfigInvalid(f"'local:{path.name}': {INSTALL_HINT}") from None
             if not _models:
                 atexit.register(_close_all)
-            _models[key] = _Loaded(Llama(model_path=key, n_ctx=n_ctx, n_threads=n_threads, verbose=False))
+            _models[key] = _Loaded(counting_llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads))
         return _models[key]
 
 
@@ -105,11 +109,13 @@ class LocalProvider:
         Args:
             model: ``smollm2`` (bundled) or a path to a ``.gguf`` file.
             n_ctx: the context window in tokens.
-            n_threads: threads for generation; all cores by default.
+            n_threads: threads for generating tokens; by default llama.cpp's (half the cores: one token at a
+                time is bound by memory, and more threads than free cores stall on each other). The prompt is
+                evaluated on all cores.
         """
         self.path = resolve_model_path(model)
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or os.cpu_count() or 1
+        self.n_threads = n_threads
         self.info = ModelInfo("local", model, supports_tools=False, supports_json_schema=True, context_window=n_ctx)
 
     def __repr__(self) -> str:
@@ -158,8 +164,16 @@ class LocalProvider:
         if settings.top_p is not None:
             options["top_p"] = settings.top_p
         if request.json_schema is not None:
-            options["response_format"] = {"type": "json_object", "schema": request.json_schema}
+            options["grammar"] = _grammar(json.dumps(request.json_schema))
         return merge_extra(options, settings.extra)
+
+
+@functools.lru_cache(maxsize=32)
+def _grammar(schema: str) -> Any:
+    """The llama.cpp grammar for a JSON Schema, converted once: a run asks with the same schema every turn."""
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    return LlamaGrammar.from_json_schema(schema, verbose=False)
 
 
 def _encode(message: Message) -> dict[str, str]:
@@ -174,9 +188,10 @@ def _generate(loaded: _Loaded, options: dict[str, Any], stop: threading.Event, p
         with loaded.lock:
             if stop.is_set():
                 return
-            finish, completion = _stream_tokens(loaded.llama.create_chat_completion(**options), stop, put)
-            prompt = max(int(loaded.llama.n_tokens) - completion, 0)
-            put("end", (finish, Usage(input_tokens=prompt, output_tokens=completion)))
+            llama = loaded.llama
+            finish, completion = _stream_tokens(llama.create_chat_completion(**options), stop, put)
+            evaluated, reused = llama.prompt_evaluated, llama.prompt_reused
+            put("end", (finish, Usage(input_tokens=evaluated, output_tokens=completion, cache_read_tokens=reused)))
     except Exception as error:  # noqa: BLE001 - handed to the awaiting run, which reports it
         put("error", error)
 

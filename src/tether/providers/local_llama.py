@@ -1,0 +1,43 @@
+"""The boundary with llama-cpp-python: a ``Llama`` that says how much of each prompt it actually evaluated.
+
+llama-cpp-python reuses the longest common prefix of a new prompt and the tokens already in the model's context
+(``Llama.generate`` trims the KV cache to that prefix and evaluates only the rest), but does not say how many
+tokens that was. The provider reports it as usage (``cache_read_tokens``), and the tests and the benchmark check
+by it that every turn of a run evaluates only its new tokens. Imported only when a model is loaded: importing
+llama_cpp loads the native library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any
+
+from llama_cpp import Llama
+
+
+class CountingLlama(Llama):
+    """``Llama`` recording, per generation, the prompt tokens evaluated and those reused from the context."""
+
+    prompt_evaluated: int = 0
+    """Prompt tokens the last generation evaluated (after the prefix it could reuse)."""
+    prompt_reused: int = 0
+    """Prompt tokens the last generation took from the model's context without evaluating them."""
+    _prompt_length: int | None = None
+
+    def generate(self, tokens: Sequence[int], *args: Any, **kwargs: Any) -> Generator[int, Any, None]:
+        # the first eval of a generation is its prompt (what is left of it after the reused prefix)
+        self._prompt_length = len(tokens)
+        self.prompt_evaluated = self.prompt_reused = 0
+        return super().generate(tokens, *args, **kwargs)
+
+    def eval(self, tokens: Sequence[int]) -> None:
+        if self._prompt_length is not None:
+            self.prompt_evaluated = len(tokens)
+            self.prompt_reused = self._prompt_length - len(tokens)
+            self._prompt_length = None
+        super().eval(tokens)
+
+
+def counting_llama(*, model_path: str, n_ctx: int, n_threads: int | None) -> CountingLlama:
+    """Load a GGUF file (llama.cpp's default thread counts unless ``n_threads`` is given)."""
+    return CountingLlama(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads, verbose=False)
