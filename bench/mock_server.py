@@ -13,12 +13,17 @@ as server-sent events (arguments in three pieces, the final text in eight), othe
 first text chunk of a streamed final answer starts with ``t=<monotonic ns>`` stamped just before it is
 written, so a client can measure how long the first token takes to reach its consumer.
 
-``GET /stats`` returns the number of chat requests served and the server's own CPU seconds, so the driver
-can check that no run short-circuited and report what the server cost.
+``GET /stats`` returns the number of chat requests served, the number held and the server's own CPU seconds,
+so the driver can check that no run short-circuited and report what the server cost.
+
+Holding (``bench/objects.py``): after ``POST /hold`` the server holds every ``tools-N`` request of a run's first
+two turns (none after a tool call yet, or one) until ``POST /release``, so that a client can look at all of
+its runs while they wait for the same answer; ``POST /release?stop=1`` also ends holding.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import resource
 import sys
@@ -30,6 +35,9 @@ from aiohttp import web
 FINAL_WORDS = ["The ", "sum ", "of ", "all ", "the ", "numbers ", "is ", "done."]
 
 requests_served = 0
+requests_held = 0
+holding = False
+gate = asyncio.Event()
 
 
 def _usage(body: dict[str, Any]) -> dict[str, int]:
@@ -64,6 +72,8 @@ async def chat(request: web.Request) -> web.StreamResponse:
         return web.json_response(_work(body, len(raw)))
     tool_turns, parallel = _plan(body["model"])
     turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+    if holding and turn < 2:
+        await _held()
     calls = _tool_calls(turn, parallel) if turn < tool_turns else None
     if not body.get("stream"):
         message: dict[str, Any] = {"role": "assistant", "content": None if calls else "".join(FINAL_WORDS)}
@@ -143,9 +153,36 @@ async def _send(
     await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
 
 
+async def _held() -> None:
+    """Wait for the next ``POST /release`` (see the module docstring)."""
+    global requests_held
+    requests_held += 1
+    try:
+        await gate.wait()
+    finally:
+        requests_held -= 1
+
+
+async def hold(request: web.Request) -> web.Response:
+    global holding
+    holding = True
+    return web.json_response({"held": requests_held})
+
+
+async def release(request: web.Request) -> web.Response:
+    """Let every held request answer; a fresh gate holds the next ones (unless ``stop`` ends holding)."""
+    global gate, holding
+    released, gate = gate, asyncio.Event()
+    released.set()
+    holding = holding and not request.query.get("stop")
+    return web.json_response({"held": requests_held})
+
+
 async def stats(request: web.Request) -> web.Response:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return web.json_response({"requests": requests_served, "cpu_s": usage.ru_utime + usage.ru_stime})
+    return web.json_response(
+        {"requests": requests_served, "held": requests_held, "cpu_s": usage.ru_utime + usage.ru_stime}
+    )
 
 
 def main() -> None:
@@ -153,6 +190,8 @@ def main() -> None:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_get("/stats", stats)
+    app.router.add_post("/hold", hold)
+    app.router.add_post("/release", release)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, backlog=16384)
 
 

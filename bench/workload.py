@@ -18,6 +18,10 @@ each summary call and at each ``Compacted`` event. With ``TETHER_BENCH_CALLGRIND
 ``os.getppid()``, which ``valgrind --tool=callgrind --dump-before=getppid`` turns into a dump of the
 instructions counted since the previous mark.
 
+``TETHER_BENCH_GC`` sets what the application does with the cyclic collector after the warm-up: unset or
+``default`` (nothing), ``freeze`` (``gc.freeze()``: what start-up left is never walked again), ``threshold``
+(``gc.set_threshold(50_000, 20, 20)``). tether itself never changes the collector's settings.
+
 The process is fresh for every scenario so that peak RSS is the scenario's own. One warm-up run opens the
 connection and loads what is loaded lazily before the clock starts. CPU is the process's user+system time.
 """
@@ -25,6 +29,7 @@ connection and loads what is loaded lazily before the clock starts. CPU is the p
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -284,6 +289,16 @@ def observe(how: str) -> None:
         raise SystemExit(f"TETHER_BENCH_TELEMETRY must be off, api, traces or logs, not {how!r}")
 
 
+def collector(how: str) -> None:
+    """What the application does with the cyclic collector after start-up (see the module docstring)."""
+    if how == "freeze":
+        gc.freeze()
+    elif how == "threshold":
+        gc.set_threshold(50_000, 20, 20)
+    elif how != "default":
+        raise SystemExit(f"TETHER_BENCH_GC must be default, freeze or threshold, not {how!r}")
+
+
 def rss_kb() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * resource.getpagesize() // 1024
@@ -297,6 +312,7 @@ async def main(impl: str, name: str, base_url: str, runs: int | None = None) -> 
         return await work_main(name, base_url, scenario)
     run = tether_runner(base_url, scenario) if impl == "tether" else floor_runner(base_url, scenario)
     await run(Observations())  # warm-up: imports, connection, caches
+    collector(os.environ.get("TETHER_BENCH_GC", "default"))
     seen = Observations()
     failures = 0
     baseline_rss = rss_kb()
