@@ -66,8 +66,10 @@ async def read_body(response: aiohttp.ClientResponse, limit: int, *, provider: s
     """The whole body, read piece by piece; ``InvalidResponse`` as soon as it passes ``limit`` bytes (or its
     ``Content-Length`` says it will)."""
     declared = response.content_length
-    if declared is not None and declared > limit:
-        raise too_large(provider, "an answer", setting, limit)
+    if declared is not None:
+        if declared > limit:
+            raise too_large(provider, "an answer", setting, limit)
+        return bytearray(await response.read())  # the parser stops at Content-Length: within the limit
     data = bytearray()
     async for piece in response.content.iter_any():
         data += piece

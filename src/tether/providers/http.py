@@ -181,7 +181,17 @@ async def close_sessions() -> None:
 class HttpClient:
     """JSON requests to one API, answered with JSON or a stream of server-sent events, read within ``limits``."""
 
-    __slots__ = ("_api_key", "_auth_header", "_auth_prefix", "_headers", "base_url", "limits", "provider", "retry")
+    __slots__ = (
+        "_api_key",
+        "_auth_header",
+        "_auth_prefix",
+        "_headers",
+        "_pooled",
+        "base_url",
+        "limits",
+        "provider",
+        "retry",
+    )
 
     def __init__(
         self,
@@ -203,6 +213,8 @@ class HttpClient:
         self._auth_header = auth_header
         self._auth_prefix = auth_prefix
         self._headers = {"Content-Type": "application/json", **(headers or {})}
+        self._pooled: tuple[weakref.ref[asyncio.AbstractEventLoop], aiohttp.ClientSession] | None = None
+        """The session ``session_for`` gave for the running loop, kept so a request does not look it up again."""
 
     def __repr__(self) -> str:
         return f"HttpClient({self.base_url!r}, provider={self.provider!r})"
@@ -315,7 +327,13 @@ class HttpClient:
         """One attempt; a response with a 2xx status, or the mapped ``ProviderError`` (redirects included)."""
         import aiohttp
 
-        session = await session_for(self.base_url)
+        loop = asyncio.get_running_loop()
+        pooled = self._pooled
+        if pooled is not None and pooled[0]() is loop and not pooled[1].closed:
+            session = pooled[1]
+        else:  # the first request on this event loop, or after its session was closed
+            session = await session_for(self.base_url)
+            self._pooled = (weakref.ref(loop), session)
         headers = self._headers
         if self._api_key is not None:
             headers = {**headers, self._auth_header: self._auth_prefix + self._api_key.reveal()}

@@ -345,19 +345,26 @@ class ChunkDecoder:
             model = as_text(data.get("model"), name, "model")
             response_id = as_text(data.get("id"), name, "id")
             out.append(StreamStart(model=model or None, response_id=response_id or None))
-        if usage := as_object(data.get("usage"), name, "usage"):
+        if (usage := data.get("usage")) is not None and (usage := as_object(usage, name, "usage")):
             self._usage = parse_usage(usage, name)
-        for position, raw in enumerate(as_list(data.get("choices"), name, "choices")):
-            where = f"choices[{position}]"
-            choice = as_object(raw, name, where)
+        choices = data.get("choices")
+        if type(choices) is not list:
+            choices = as_list(choices, name, "choices")
+        for position, choice in enumerate(choices):
+            if type(choice) is not dict:
+                choice = as_object(choice, name, f"choices[{position}]")
             index = choice.get("index", 0)
             if type(index) is not int and index is not None:
-                raise malformed(name, f"{where}.index", index)
+                raise malformed(name, f"choices[{position}].index", index)
             if not index:
                 field = "delta" if "delta" in choice else "message"
-                delta = as_object(choice.get(field), name, f"{where}.{field}")
-                finish = as_text(choice.get("finish_reason"), name, f"{where}.finish_reason")
-                self._choice(delta, finish, f"{where}.{field}", out)
+                delta = choice.get(field)
+                if type(delta) is not dict:
+                    delta = as_object(delta, name, f"choices[{position}].{field}")
+                finish = choice.get("finish_reason")
+                if finish is not None and type(finish) is not str:
+                    raise malformed(name, f"choices[{position}].finish_reason", finish)
+                self._choice(delta, finish, position, field, out)
         return out
 
     def completion(self, data: Any) -> list[LlmEvent]:
@@ -382,39 +389,62 @@ class ChunkDecoder:
         out.append(StreamEnd(self._finish, self._usage, data))
         return out
 
-    def _choice(self, delta: dict[str, Any], finish: str, where: str, out: list[LlmEvent]) -> None:
+    def _choice(self, delta: dict[str, Any], finish: str | None, choice: int, field: str, out: list[LlmEvent]) -> None:
+        """The first choice's ``delta`` (or ``message``, named ``field``); a field's path in an error message is
+        made only when it is needed."""
         name = self.provider
-        for field in self._reasoning_fields:
-            if reasoning := as_text(delta.get(field), name, f"{where}.{field}"):
+        for reasoning_field in self._reasoning_fields:
+            reasoning = delta.get(reasoning_field)
+            if reasoning is not None and (
+                reasoning := as_text(reasoning, name, f"choices[{choice}].{field}.{reasoning_field}")
+            ):
                 out.append(ThinkingDelta(reasoning))
-        if content := _content_text(delta.get("content"), name, f"{where}.content"):
+        content = delta.get("content")
+        if type(content) is not str and content is not None:
+            content = _content_text(content, name, f"choices[{choice}].{field}.content")
+        if content:
             out.append(TextDelta(content))
-        if refusal := as_text(delta.get("refusal"), name, f"{where}.refusal"):
+        refusal = delta.get("refusal")
+        if refusal is not None and (refusal := as_text(refusal, name, f"choices[{choice}].{field}.refusal")):
             out.append(TextDelta(refusal, provider_data={"refusal": True}))
-        for position, call in enumerate(as_list(delta.get("tool_calls"), name, f"{where}.tool_calls")):
-            at = f"{where}.tool_calls[{position}]"
-            self._tool_call(as_object(call, name, at), position, at, out)
-        if legacy := as_object(delta.get("function_call"), name, f"{where}.function_call"):
-            self._tool_call({"index": 0, "function": legacy}, 0, where, out)  # the deprecated single call
+        if (calls := delta.get("tool_calls")) is not None:
+            if type(calls) is not list:
+                calls = as_list(calls, name, f"choices[{choice}].{field}.tool_calls")
+            for position, call in enumerate(calls):
+                if type(call) is not dict:
+                    call = as_object(call, name, f"choices[{choice}].{field}.tool_calls[{position}]")
+                self._tool_call(call, position, choice, f"{field}.tool_calls[{position}]", out)
+        legacy = delta.get("function_call")
+        if legacy is not None and (legacy := as_object(legacy, name, f"choices[{choice}].{field}.function_call")):
+            self._tool_call({"index": 0, "function": legacy}, 0, choice, field, out)  # the deprecated single call
         if finish:
             self._finish = _FINISH.get(finish, "other")
 
-    def _tool_call(self, call: dict[str, Any], position: int, where: str, out: list[LlmEvent]) -> None:
-        """One tool call, or a piece of one (``where`` names it in errors)."""
+    def _tool_call(self, call: dict[str, Any], position: int, choice: int, where: str, out: list[LlmEvent]) -> None:
+        """One tool call, or a piece of one (``choices[choice].where`` names it in errors)."""
         name = self.provider
-        given_id = as_text(call.get("id"), name, f"{where}.id")
+        given_id = call.get("id")
+        if type(given_id) is not str:
+            given_id = as_text(given_id, name, f"choices[{choice}].{where}.id")
         index = call.get("index")
         if index is None:  # whole calls (non-streamed answers, or servers that leave it out)
             index = self._index_of(given_id, position)
         elif type(index) is not int:
-            raise malformed(name, f"{where}.index", index)
-        function = as_object(call.get("function"), name, f"{where}.function")
-        tool_name = as_text(function.get("name"), name, f"{where}.function.name")
+            raise malformed(name, f"choices[{choice}].{where}.index", index)
+        function = call.get("function")
+        if type(function) is not dict:
+            function = as_object(function, name, f"choices[{choice}].{where}.function")
+        tool_name = function.get("name")
+        if type(tool_name) is not str:
+            tool_name = as_text(tool_name, name, f"choices[{choice}].{where}.function.name")
         arguments = function.get("arguments")
         if type(arguments) is dict:  # a server that sends the arguments as an object, not as JSON text
             arguments = json.dumps(arguments, ensure_ascii=False)
-        arguments = as_text(arguments, name, f"{where}.function.arguments")
-        extra = as_object(call.get("extra_content"), name, f"{where}.extra_content")
+        if type(arguments) is not str:
+            arguments = as_text(arguments, name, f"choices[{choice}].{where}.function.arguments")
+        extra = call.get("extra_content")
+        if extra is not None:
+            extra = as_object(extra, name, f"choices[{choice}].{where}.extra_content")
         call_id = self._calls.get(index)
         if call_id is None:
             call_id = given_id or f"call_{uuid.uuid4().hex[:24]}"
