@@ -18,6 +18,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypedDict, TypeVar, Unpack, overload
 
+from tether import jsoncodec
 from tether.errors import ConfigInvalid, ToolError
 from tether.messages import ToolResult
 from tether.tools.docstrings import parse_docstring
@@ -145,7 +146,7 @@ class Tool:
         if self.raw_parameter is None:
             return None
         try:
-            value = json.loads(text)
+            value = jsoncodec.loads(text)
         except (ValueError, RecursionError):  # not JSON (or too deep to read): the text as it is
             value = text
         return {self.raw_parameter: value if isinstance(value, str) else text}
