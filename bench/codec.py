@@ -7,16 +7,17 @@ Run: .venv/bin/python bench/codec.py [SCENARIO ...] [--repeat N]          (CPU m
 Each variant runs ``bench/workload.py`` in a fresh client process as ``bench/run.py`` does (client on core 0,
 the mock server on core 1), the variants interleaved, and reports the median CPU per step. ``--instructions``
 counts instead, as ``bench/telemetry.py --instructions`` does: each variant runs the scenario under
-``valgrind --tool=callgrind`` with 10 and with 30 timed runs, and the difference of the instructions executed,
-divided by the 120 steps between them, is the client's instructions per step, start-up and warm-up cancelled
-out. The variants are set by ``TETHER_JSON`` (``stdlib`` keeps tether on ``json``) and ``TETHER_BENCH_LOOP``
-(``uvloop``); see ``workload.py``.
+``valgrind --tool=callgrind`` with 10 and with 30 timed runs (``--runs``), and the difference of the
+instructions executed, divided by the steps between them, is the client's instructions per step, start-up and
+warm-up cancelled out. ``--variants`` picks some of the variants. The variants are set by ``TETHER_JSON``
+(``stdlib`` keeps tether on ``json``) and ``TETHER_BENCH_LOOP`` (``uvloop``); see ``workload.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -70,16 +71,16 @@ def _client(variant: str, scenario: str, port: int, runs: int | None, valgrind: 
     return figures, completed.stderr
 
 
-def instructions(variant: str, scenario: str, port: int) -> float:
+def instructions(variant: str, scenario: str, port: int, runs_pair: tuple[int, int]) -> float:
     """Client instructions per step (see the module docstring)."""
     counts = []
-    for runs in (10, 30):
+    for runs in runs_pair:
         _, stderr = _client(variant, scenario, port, runs, valgrind=True)
         found = re.search(r"Collected : (\d+)", stderr)
         if found is None:
             raise SystemExit(f"{variant} {scenario}: no instruction count from callgrind")
         counts.append(int(found[1]))
-    return (counts[1] - counts[0]) / (20 * 6)
+    return (counts[1] - counts[0]) / ((runs_pair[1] - runs_pair[0]) * 6)
 
 
 def main() -> None:
@@ -87,17 +88,20 @@ def main() -> None:
     parser.add_argument("scenarios", nargs="*", default=["sequential", "streaming"])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--instructions", action="store_true", help="count instructions under callgrind instead")
+    parser.add_argument("--runs", type=int, nargs=2, default=(10, 30), help="--instructions: the two run counts")
+    parser.add_argument("--variants", help="comma-separated, of: " + ", ".join(VARIANTS))
     options = parser.parse_args()
+    chosen = options.variants.split(",") if options.variants else list(VARIANTS)
     server, port = start_server()
     rows: dict[str, dict[str, float]] = {}
     try:
         for scenario in options.scenarios:
             if options.instructions:
-                rows[scenario] = {v: instructions(v, scenario, port) for v in VARIANTS}
+                rows[scenario] = {v: instructions(v, scenario, port, options.runs) for v in chosen}
             else:
-                samples: dict[str, list[float]] = {v: [] for v in VARIANTS}
+                samples: dict[str, list[float]] = {v: [] for v in chosen}
                 for _ in range(options.repeat):
-                    for variant in VARIANTS:
+                    for variant in chosen:
                         samples[variant].append(_client(variant, scenario, port, None, False)[0]["cpu_ms_per_step"])
                 rows[scenario] = {v: statistics.median(s) for v, s in samples.items()}
             print(f"done: {scenario}", file=sys.stderr, flush=True)
@@ -112,9 +116,9 @@ def main() -> None:
     print(f"{what}; ratio to tether on json and asyncio, and to the floor on the same loop\n")
     print("| scenario | variant | figure | vs tether json asyncio | vs floor, same loop |\n|---|---|---|---|---|")
     for scenario, figures in rows.items():
-        base = figures["tether json asyncio"]
+        base = figures.get("tether json asyncio", math.nan)
         for variant, value in figures.items():
-            floor = figures[f"floor {VARIANTS[variant][2]}"]
+            floor = figures.get(f"floor {VARIANTS[variant][2]}", math.nan)
             shown = f"{value:,.0f}" if options.instructions else f"{value:.3f}"
             print(f"| {scenario} | {variant} | {shown} | {value / base:.3f}x | {value / floor:.3f}x |")
 
