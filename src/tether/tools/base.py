@@ -220,7 +220,7 @@ def render_output(value: Any) -> str:
     if value is None:
         return "(no output)"
     try:
-        return utf8_safe(json.dumps(value, ensure_ascii=False, default=_to_jsonable))
+        return utf8_safe(_OUTPUT_ENCODER.encode(value))
     except Exception as error:  # noqa: BLE001 - JSON could not hold it; repr may
         failure = error
     try:
@@ -265,3 +265,7 @@ def _to_jsonable(value: Any) -> Any:
     from pydantic_core import to_jsonable_python
 
     return to_jsonable_python(value)
+
+
+_OUTPUT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_to_jsonable)
+"""``json.dumps(value, ensure_ascii=False, default=_to_jsonable)`` without building an encoder per result."""
