@@ -17,8 +17,8 @@ worth a faster parser; but a different parser must not change what a run sees. T
   infinities as ``null`` where ``json`` writes ``NaN`` and ``Infinity``: output that holds a ``null`` is
   checked for non-finite floats and, when it has one, written by ``json``. Dataclasses and datetimes, which
   ``json`` refuses, are refused here too (enums and UUIDs, which ``orjson`` writes as their values, are the
-  one difference: ``json`` would raise ``TypeError``). Floats may be spelt differently (``1e-7`` against ``1e-07``): the
-  same number, read back.
+  one difference: ``json`` would raise ``TypeError``). Floats may be spelt differently (``1e-7`` against
+  ``1e-07``): the same number, read back.
 
 ``orjson`` is imported at the first call, never at ``import tether``. ``TETHER_JSON=stdlib`` in the environment,
 or :func:`use` (for tests and benchmarks), keeps to the standard library.
