@@ -120,7 +120,8 @@ def main() -> None:
         for variant, value in figures.items():
             floor = figures.get(f"floor {VARIANTS[variant][2]}", math.nan)
             shown = f"{value:,.0f}" if options.instructions else f"{value:.3f}"
-            print(f"| {scenario} | {variant} | {shown} | {value / base:.3f}x | {value / floor:.3f}x |")
+            ratios = " | ".join("" if math.isnan(r) else f"{r:.3f}x" for r in (value / base, value / floor))
+            print(f"| {scenario} | {variant} | {shown} | {ratios} |")
 
 
 if __name__ == "__main__":
