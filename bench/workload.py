@@ -8,6 +8,10 @@ scenario's number of timed runs)
 ``traces`` (the SDK's tracer and meter providers, spans batched to an exporter that drops them, metrics to an
 in-memory reader), ``logs`` (logging at INFO to a handler that formats each record and drops it).
 
+``TETHER_BENCH_LOOP=uvloop`` runs the client (tether or the floor) on uvloop instead of asyncio's own loop;
+``TETHER_JSON=stdlib`` keeps tether's JSON on the standard library when ``orjson`` is installed
+(``bench/codec.py`` compares the four).
+
 ``work-60`` (tether only; ``bench/compaction.py`` drives it) is a 60-turn working session: each turn one
 ``read_file`` call answered with 1,000 to 3,000 characters of source, then a final answer. It runs once per
 setting in ``TETHER_BENCH_COMPACTION`` (comma-separated: ``default``, the agent's default; ``off``,
@@ -345,7 +349,19 @@ async def main(impl: str, name: str, base_url: str, runs: int | None = None) -> 
     }
 
 
+def event_loop_runner() -> Callable[[Awaitable[dict[str, Any]]], dict[str, Any]]:
+    """``asyncio.run``, or ``uvloop.run`` with ``TETHER_BENCH_LOOP=uvloop`` (imported before the clock starts)."""
+    name = os.environ.get("TETHER_BENCH_LOOP", "asyncio")
+    if name == "uvloop":
+        import uvloop
+
+        return uvloop.run
+    if name != "asyncio":
+        raise SystemExit(f"TETHER_BENCH_LOOP must be asyncio or uvloop, not {name!r}")
+    return asyncio.run
+
+
 if __name__ == "__main__":
     impl_name, scenario_name, url = sys.argv[1:4]
     timed_runs = int(sys.argv[4]) if len(sys.argv) > 4 else None
-    print(json.dumps(asyncio.run(main(impl_name, scenario_name, url, timed_runs))))
+    print(json.dumps(event_loop_runner()(main(impl_name, scenario_name, url, timed_runs))))

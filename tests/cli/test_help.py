@@ -10,7 +10,7 @@ import pytest
 
 from tether import __version__
 
-HEAVY = ("aiohttp", "pydantic", "pydantic_core", "rich", "prompt_toolkit", "tomlkit", "jsonschema")
+HEAVY = ("aiohttp", "pydantic", "pydantic_core", "rich", "prompt_toolkit", "tomlkit", "jsonschema", "orjson", "uvloop")
 
 CHECK = """
 import sys

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.text import Text
 
-from tether.cli import exits
+from tether.cli import eventloop, exits
 from tether.cli.build import (
     NoModel,
     Setup,
@@ -87,7 +87,7 @@ def main(options: ChatOptions, env: Mapping[str, str] | None = None, cwd: Path |
     with otlp_export(env, make_console(stderr=True)) as telemetry:
         if telemetry is not None:
             setup = dataclasses.replace(setup, telemetry=telemetry)
-        return asyncio.run(_connected(setup, options, console, env))
+        return eventloop.run(_connected(setup, options, console, env), env)
 
 
 async def _connected(setup: Setup, options: ChatOptions, console: Console, env: Mapping[str, str]) -> int:

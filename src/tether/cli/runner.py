@@ -25,7 +25,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from tether.cli import exits
+from tether.cli import eventloop, exits
 from tether.cli.build import (
     NoModel,
     Setup,
@@ -95,7 +95,7 @@ def main(options: RunOptions, env: Mapping[str, str] | None = None, cwd: Path | 
     with otlp_export(env, err) as telemetry:
         if telemetry is not None:
             setup = dataclasses.replace(setup, telemetry=telemetry)
-        return asyncio.run(run(setup, options, out, err))
+        return eventloop.run(run(setup, options, out, err), env)
 
 
 async def run(setup: Setup, options: RunOptions, out: Console, err: Console) -> int:

@@ -17,10 +17,10 @@ parts keep their arrival order. What cannot be used is reported, not guessed at:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tether import jsoncodec
 from tether.errors import InvalidResponse
 from tether.events import (
     FinishReason,
@@ -232,7 +232,7 @@ def read_arguments(raw: str) -> tuple[dict[str, Any] | None, str]:
     if not raw or raw.isspace():
         return {}, raw
     try:
-        value = json.loads(raw)
+        value = jsoncodec.loads(raw)
     except RecursionError:  # deeper than the interpreter's recursion limit, so much deeper than ours
         return None, bounded_raw(raw)
     except ValueError:
@@ -302,7 +302,7 @@ def arguments_problem(raw: str | None) -> str:
     if text.endswith(TOO_DEEP_MARK):
         return too_deep
     try:
-        value = json.loads(text)
+        value = jsoncodec.loads(text)
     except RecursionError:
         return too_deep
     except ValueError as error:

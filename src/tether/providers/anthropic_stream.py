@@ -42,6 +42,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether import jsoncodec
 from tether.errors import InvalidResponse, TransportError
 from tether.events import (
     FinishReason,
@@ -335,7 +336,7 @@ class EventDecoder:
         if block.pieces:
             raw = "".join(block.pieces)
             try:
-                whole["input"] = json.loads(raw)
+                whole["input"] = jsoncodec.loads(raw)
             except ValueError:
                 raise InvalidResponse(f"the input of a {block.kind} block is not JSON: {raw[:200]!r}") from None
         if block.content:

@@ -14,10 +14,10 @@ The contract, before the code:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tether import jsoncodec
 from tether.errors import ConfigInvalid, InvalidResponse
 from tether.providers.sse import DEFAULT_MAX_EVENT_BYTES
 
@@ -94,6 +94,6 @@ def parse_json(data: bytes | bytearray, provider: str) -> Any:
     """A whole body's JSON; ``InvalidResponse`` for bytes that are not UTF-8 or text that is not JSON."""
     text = decode_text(data, provider)
     try:
-        return json.loads(text)
+        return jsoncodec.loads(text)
     except ValueError:
         raise InvalidResponse(f"{provider} sent a body that is not JSON: {text[:200]!r}") from None

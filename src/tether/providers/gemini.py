@@ -28,13 +28,13 @@ never replaced, and older models get nothing added.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+from tether import jsoncodec
 from tether.errors import AuthFailed, BadRequest, ConfigInvalid
 from tether.events import LlmEvent
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
@@ -280,7 +280,7 @@ def result_envelope(result: ToolResult) -> dict[str, Any]:
     """The ``functionResponse.response`` object: the result (parsed when it is JSON) or the error. A result
     that already is such an envelope (the Python assistant's capabilities answer with one) goes as it is."""
     try:
-        value: Any = json.loads(result.content)
+        value: Any = jsoncodec.loads(result.content)
     except (ValueError, RecursionError):
         value = result.content
     if _is_envelope(value) and value["ok"] is not result.is_error:

@@ -32,7 +32,6 @@ The contract
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import random
 import urllib.parse
@@ -42,6 +41,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tether import jsoncodec
 from tether.errors import BadRequest, InvalidResponse, ProviderError, RequestTimeout, TransportError
 from tether.events import LlmEvent
 from tether.providers.base import OnRetry
@@ -425,13 +425,13 @@ async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> str:
 
 
 def _encode(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    return jsoncodec.dumps_bytes(body)
 
 
 def parse_event_json(data: str, provider: str) -> Any:
     """The JSON an event of a stream carries; ``InvalidResponse`` when it is not JSON."""
     try:
-        return json.loads(data)
+        return jsoncodec.loads(data)
     except ValueError:
         raise InvalidResponse(f"{provider} sent an event that is not JSON: {data[:200]!r}") from None
 

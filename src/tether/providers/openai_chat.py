@@ -27,6 +27,7 @@ import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
+from tether import jsoncodec
 from tether.errors import ConfigInvalid, InvalidResponse, TransportError
 from tether.events import (
     FinishReason,
@@ -222,7 +223,7 @@ def encoded_json(message: Message, origin: str = "") -> str:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return jsoncodec.dumps(value)
 
 
 def encode_message(message: Message, origin: str = "") -> list[dict[str, Any]]:

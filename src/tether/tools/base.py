@@ -18,6 +18,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypedDict, TypeVar, Unpack, overload
 
+from tether import jsoncodec
 from tether.errors import ConfigInvalid, ToolError
 from tether.messages import ToolResult
 from tether.tools.docstrings import parse_docstring
@@ -145,7 +146,7 @@ class Tool:
         if self.raw_parameter is None:
             return None
         try:
-            value = json.loads(text)
+            value = jsoncodec.loads(text)
         except (ValueError, RecursionError):  # not JSON (or too deep to read): the text as it is
             value = text
         return {self.raw_parameter: value if isinstance(value, str) else text}
@@ -205,11 +206,6 @@ def _raw_parameter(name: str, parameters: dict[str, Any]) -> str:
     )
 
 
-def _as_json(value: Any) -> str:
-    """``json.dumps(value, ensure_ascii=False, default=_to_jsonable)``, with the encoder made once."""
-    return _JSON_OUTPUT(value)
-
-
 def render_output(value: Any) -> str:
     """A tool's return value as the text the model reads: strings as they are, anything else as JSON, and what
     JSON cannot hold (a self-referencing list, an arbitrary object) as its ``repr``.
@@ -224,7 +220,7 @@ def render_output(value: Any) -> str:
     if value is None:
         return "(no output)"
     try:
-        return utf8_safe(_as_json(value))
+        return utf8_safe(_OUTPUT_ENCODER.encode(value))
     except Exception as error:  # noqa: BLE001 - JSON could not hold it; repr may
         failure = error
     try:
@@ -271,4 +267,5 @@ def _to_jsonable(value: Any) -> Any:
     return to_jsonable_python(value)
 
 
-_JSON_OUTPUT = json.JSONEncoder(ensure_ascii=False, default=_to_jsonable).encode
+_OUTPUT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_to_jsonable)
+"""``json.dumps(value, ensure_ascii=False, default=_to_jsonable)`` without building an encoder per result."""

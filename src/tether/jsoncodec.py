@@ -1,0 +1,141 @@
+"""JSON on the hot path: ``orjson`` when it is installed (``pip install tether[speed]``), the standard library's
+``json`` otherwise, with the standard library's results either way.
+
+Every request body, every streamed chunk and every tool call's arguments go through here, so the codec is
+worth a faster parser; but a different parser must not change what a run sees. The contract:
+
+* :func:`loads` returns what ``json.loads`` returns, and raises what it raises. ``orjson`` reads the common
+  case; whatever it refuses (``NaN`` and ``Infinity``, numbers too large for a double, escaped lone
+  surrogates, text nested deeper than 1,024 levels, bytes that are not UTF-8, a byte-order mark, any invalid
+  JSON) is read again by ``json``, so the value, or the exception class and its message, are the standard
+  library's. ``orjson`` reads an integer past 64 bits as a float: text with a run of 19 digits or more is
+  read by ``json`` too, so such integers stay exact.
+* :func:`dumps` and :func:`dumps_bytes` return ``json.dumps(value, ensure_ascii=False,
+  separators=(",", ":"))`` (as text, or as UTF-8). What ``orjson`` refuses (integers past 64 bits, keys that
+  are not strings, lone surrogates, nesting deeper than 254 levels, cycles, types it does not know, float
+  subclasses) goes to ``json``, which writes it or raises as it always did. ``orjson`` writes ``NaN`` and
+  infinities as ``null`` where ``json`` writes ``NaN`` and ``Infinity``: output that holds a ``null`` is
+  checked for non-finite floats and, when it has one, written by ``json``. Dataclasses and datetimes, which
+  ``json`` refuses, are refused here too (enums and UUIDs, which ``orjson`` writes as their values, are the
+  one difference: ``json`` would raise ``TypeError``). Floats may be spelt differently (``1e-7`` against
+  ``1e-07``): the same number, read back.
+
+``orjson`` is imported at the first call, never at ``import tether``. ``TETHER_JSON=stdlib`` in the environment,
+or :func:`use` (for tests and benchmarks), keeps to the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from types import ModuleType
+from typing import Any, Literal
+
+Backend = Literal["orjson", "stdlib"]
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+"""One encoder for every call: ``json.dumps`` with options builds a new one each time."""
+
+_orjson: ModuleType | None = None
+_resolved = False
+_options = 0
+
+_DIGIT_RUNS = bytes(ord("0") if chr(byte).isdigit() and byte < 128 else ord(" ") for byte in range(256))
+"""Maps ASCII digits to ``0`` and every other byte to a space: a run of digits becomes a run of ``0``s."""
+_LONG_NUMBER = b"0" * 19
+"""The shortest run of digits that may be an integer past 64 bits (``orjson`` would read it as a float)."""
+
+
+def use(backend: Backend | None) -> None:
+    """Force a backend (``"stdlib"``, or ``"orjson"``, which must then be installed), or with ``None`` go back
+    to the default: ``orjson`` when installed, unless ``TETHER_JSON=stdlib``."""
+    global _orjson, _resolved, _options
+    _orjson = None
+    if backend == "orjson" or (backend is None and os.environ.get("TETHER_JSON", "").lower() != "stdlib"):
+        try:
+            import orjson
+        except ImportError:
+            if backend == "orjson":
+                raise
+        else:
+            _orjson = orjson
+            _options = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+    _resolved = True
+
+
+def backend() -> Backend:
+    """The backend in use (resolving the default on first call)."""
+    if not _resolved:
+        use(None)
+    return "orjson" if _orjson is not None else "stdlib"
+
+
+def loads(data: str | bytes | bytearray) -> Any:
+    """``json.loads(data)``, read by ``orjson`` when it can be (see the module docstring)."""
+    fast = _orjson if _resolved else _load()
+    if fast is not None:
+        try:
+            value = fast.loads(data)
+        except ValueError:  # orjson.JSONDecodeError; json decides what the text is, and raises its own error
+            pass
+        else:
+            if len(data) < len(_LONG_NUMBER):
+                return value
+            raw = data.encode() if isinstance(data, str) else bytes(data)
+            if _LONG_NUMBER not in raw.translate(_DIGIT_RUNS):
+                return value
+    return json.loads(data)
+
+
+def dumps(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``, written by ``orjson`` when it can be."""
+    fast = _orjson if _resolved else _load()
+    if fast is not None:
+        encoded = _fast_dumps(fast, value)
+        if encoded is not None:
+            return encoded.decode()
+    return _ENCODER.encode(value)
+
+
+def dumps_bytes(value: Any) -> bytes:
+    """:func:`dumps` as UTF-8 (a lone surrogate raises ``UnicodeEncodeError``, as ``str.encode`` does)."""
+    fast = _orjson if _resolved else _load()
+    if fast is not None:
+        encoded = _fast_dumps(fast, value)
+        if encoded is not None:
+            return encoded
+    return _ENCODER.encode(value).encode()
+
+
+def _fast_dumps(fast: ModuleType, value: Any) -> bytes | None:
+    """``orjson``'s text, or ``None`` where it would differ from ``json``'s or it refuses the value."""
+    try:
+        encoded: bytes = fast.dumps(value, option=_options)
+    except TypeError:  # orjson.JSONEncodeError
+        return None
+    if b"null" in encoded and _has_non_finite(value):
+        return None
+    return encoded
+
+
+def _has_non_finite(value: Any) -> bool:
+    """Whether a float that is not finite is anywhere in ``value`` (already known to be JSON ``orjson`` wrote,
+    so acyclic and at most 254 levels deep)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float:
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
+
+
+def _load() -> ModuleType | None:
+    use(None)
+    return _orjson
