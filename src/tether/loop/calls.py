@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 
 STEP_DEADLINE = "step"
-"""The key of a provider call's deadline on the run's alarm (``alarms.py``)."""
+"""The key of a provider call's deadline on the run's alarm (``tether/alarms.py``)."""
 
 
 class ProviderCalls:

@@ -54,10 +54,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from tether.alarms import Deadline
 from tether.errors import InvalidArguments, TetherError, ToolError, ToolNotFound
 from tether.events import ToolCallStarted, ToolResultReceived
 from tether.loop.accumulator import TOO_DEEP_MARK, arguments_problem
-from tether.loop.alarms import Deadline
 from tether.loop.interrupts import Interrupter
 from tether.loop.records import tool_record
 from tether.loop.repeats import Repeat, repeated_result

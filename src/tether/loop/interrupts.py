@@ -30,8 +30,8 @@ import functools
 import threading
 from dataclasses import dataclass
 
+from tether.alarms import Alarm
 from tether.limits import StopReason
-from tether.loop.alarms import Alarm
 from tether.quickinit import quick_init
 
 
@@ -102,7 +102,7 @@ class Interrupter:
 
     @property
     def alarm(self) -> Alarm:
-        """The run's deadlines (the step's, its tool calls'), on one lazily re-armed timer (``alarms.py``)."""
+        """The run's deadlines (the step's, its tool calls'), on one lazily re-armed timer (``tether/alarms.py``)."""
         if self._alarm is None:
             self._alarm = Alarm(self._loop or asyncio.get_running_loop())
         return self._alarm
