@@ -115,11 +115,9 @@ class ProviderCalls:
                 interrupter.arm()
                 requested = True
                 live: list[bool] = []  # the step ran here (its deltas reached the sinks), or was replayed
+                name = f"{'compaction' if quiet else 'model'}:{turn_no}.{attempt}"
                 try:
-                    stepped = await self.steps.step(
-                        f"{'compaction' if quiet else 'model'}:{turn_no}.{attempt}",
-                        lambda: self._stream_step(request, context, passthrough, live),
-                    )
+                    stepped = await self._call_as_step(name, request, context, passthrough, live)
                 except asyncio.CancelledError as cancelled:
                     raise interrupter.taken(cancelled) from None
                 if interrupter.fired:
@@ -175,6 +173,14 @@ class ProviderCalls:
                 if (gauge := self.window.gauge) is not None and self._sent_view is not None:
                     gauge.observe(self._sent_view, turn.usage)
             self.recorder.end_call(first, usage)
+
+    async def _call_as_step(
+        self, name: str, request: Request, context: Any, passthrough: bool, live: list[bool]
+    ) -> AccumulatedTurn:
+        """The provider call as the durable step ``name`` (``loop/steps.py``). Its own coroutine, so that the
+        closure it hands the runner does not turn ``_infer``'s variables into cells on every call."""
+        assert self.steps is not None
+        return await self.steps.step(name, lambda: self._stream_step(request, context, passthrough, live))
 
     async def _stream_step(
         self, request: Request, context: Any, passthrough: bool, live: list[bool]

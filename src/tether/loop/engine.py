@@ -59,7 +59,7 @@ from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
 from tether.loop.records import CallRecorder
 from tether.loop.repeats import answer_from_results
-from tether.messages import Message, ToolCall, ToolResult, open_tool_calls
+from tether.messages import Message, ToolResult, open_tool_calls
 from tether.providers.base import ModelSettings, Provider, Request, ToolChoice, ToolDefinition
 from tether.secrets import Masker, mask_exception_in_place
 from tether.telemetry.observer import RunInfo
@@ -217,9 +217,12 @@ class Run(Compacting):
             stop = None
             try:
                 while stop is None:
-                    async with aclosing(self._turn()) as turn_events:
+                    turn_events = self._turn()
+                    try:
                         async for event in turn_events:
                             yield event
+                    finally:
+                        await turn_events.aclose()
                     stop = self._stop or self._sink_stop() or await self._save()
             except Interrupted as interrupted:
                 stop = _stop_for(interrupted.interrupt)
@@ -341,9 +344,12 @@ class Run(Compacting):
             self.recorder.begin_call()
             try:
                 request = self._build(extra, final=answer_only)
-                async with aclosing(self._infer(request, turn_no, attempt, answer_only)) as stream_events:
+                stream_events = self._infer(request, turn_no, attempt, answer_only)
+                try:
                     async for event in stream_events:
                         yield event
+                finally:
+                    await stream_events.aclose()
             except Exception as failure:
                 yield self._emit(self._failed_turn(turn_no, attempt, answer_only, failure))
                 if not recovered and (compacted := await self._recover(failure, turn_no)):
@@ -376,23 +382,26 @@ class Run(Compacting):
         if not turn.tool_calls:
             self._stop, self._answer = Stop(StopReason.COMPLETE, "the model answered"), turn.text
             return
-        async with aclosing(self._act(turn.tool_calls, turn_no)) as act_events:
-            async for event in act_events:
-                yield event
+        calls = turn.tool_calls
+        batch = self._batch = ToolBatch(calls, guard.admit(calls))
+        tool_events = self.executor.run(batch, turn_no)
+        try:
+            async for event in tool_events:
+                yield self._emit(event)
+        finally:
+            await tool_events.aclose()
+        self._acted(batch)
         if self._stop is None:
             after_turn = self.interrupter.after_turn
             self._stop = _stop_for(after_turn) if after_turn else guard.after_turn()
 
-    async def _act(self, calls: Sequence[ToolCall], turn_no: int) -> AsyncGenerator[RunEvent, None]:
-        batch = self._batch = ToolBatch(calls, self.guard.admit(calls))
-        async with aclosing(self.executor.run(batch, turn_no)) as tool_events:
-            async for event in tool_events:
-                yield self._emit(event)
+    def _acted(self, batch: ToolBatch) -> None:
+        """A turn's tool calls were all answered: their results join the transcript, the records and the guard."""
         results = batch.ordered_results("the run was cancelled")
         self.transcript.append(Message("tool", tuple(results)))
         self.recorder.attach_calls(results, batch.durations)
         self._batch = None
-        self.guard.record_results(calls, results)
+        self.guard.record_results(batch.calls, results)
         self._offer_reader()
         if batch.done is not None:
             self._stop = Stop(StopReason.DONE_TOOL, f"tool {batch.done_by!r} ended the run")
