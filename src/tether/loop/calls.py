@@ -24,7 +24,7 @@ from tether.loop.actions import ActionProtocol, Interpreted
 from tether.loop.context import compaction_request
 from tether.loop.context.window import ContextWindow, Plan
 from tether.loop.guard import LoopGuard
-from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
+from tether.loop.interrupts import Interrupted, Interrupter
 from tether.loop.records import CallRecorder, close_stream, within
 from tether.messages import Message, Text, Thinking
 from tether.providers.base import ModelSettings, Request, ToolDefinition
@@ -61,9 +61,8 @@ class ProviderCalls:
     _stream_problem: str | None
     _stream_error: InvalidResponse | None
     _best_effort: str
-    _step_timeout: Interrupt
     _on_step_timeout: Callable[[], None]
-    """Requests ``_step_timeout`` (made once per run: the alarm keeps it while a call is under way)."""
+    """Requests the step timeout's interrupt (made once per run: the alarm keeps it while a call is under way)."""
     _sent_view: tuple[Message, ...] | None
     """The history part of the request under way when it is exactly the model's view (no extra message):
     the token gauge anchors on it."""
@@ -135,17 +134,17 @@ class ProviderCalls:
             interrupter.arm()  # raises if the run was interrupted before the provider was asked
             requested = True
             try:
-                async for event in stream:
-                    interrupter.armed = False
+                async for event in stream:  # armed: only this task's awaits can take a cancel, none of the host's
                     accumulator.add(event)
                     kind = type(event)
                     if not first and kind is not StreamStart:
                         first = time.perf_counter()
                     if passthrough and (kind is TextDelta or kind is ThinkingDelta) and event.text:  # type: ignore[union-attr]
+                        interrupter.armed = False  # the host's code runs now, in the sinks and at the yield
                         if sinks:
                             self._notify(event)  # type: ignore[arg-type]
                         yield event  # type: ignore[misc]
-                    interrupter.arm()
+                        interrupter.arm()
             except asyncio.CancelledError as cancelled:
                 raise interrupter.taken(cancelled) from None
             if interrupter.fired:

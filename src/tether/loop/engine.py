@@ -191,8 +191,7 @@ class Run(Compacting):
         self._accumulated = None
         self._stream_problem = None
         self._stream_error = None
-        self._step_timeout = _timeout("step_timeout", spec.limits.step_timeout)
-        self._on_step_timeout = functools.partial(interrupter.request, self._step_timeout)
+        self._on_step_timeout = functools.partial(_time_out, interrupter, "step_timeout", spec.limits.step_timeout)
         self._batch: ToolBatch | None = None
         self._turn_no = 0
         self.recorder = CallRecorder()
@@ -550,6 +549,11 @@ def _timeout(limit: str, seconds: float | None) -> Interrupt:
     """The interrupt a deadline fires; built once per run, also for a limit that is off (``None``), unused."""
     detail = f"{limit} of {seconds:g} s passed" if seconds is not None else f"{limit} passed"
     return Interrupt(StopReason.TIMEOUT, detail, TimeoutExceeded(detail, details={"deadline": limit}))
+
+
+def _time_out(interrupter: Interrupter, limit: str, seconds: float | None) -> None:
+    """A deadline passed: the interrupt it fires is made only then."""
+    interrupter.request(_timeout(limit, seconds))
 
 
 def _stop_for(interrupt: Interrupt) -> Stop:
