@@ -46,6 +46,11 @@ class Usage:
         return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
 
 
+NO_USAGE = Usage()
+"""Nothing used: one shared instance (a usage is immutable), so that the calls, turns and runs that start from
+zero do not each make one."""
+
+
 @quick_init
 @dataclass(frozen=True, slots=True)
 class Price:

@@ -35,7 +35,7 @@ from tether.events import (
 )
 from tether.messages import Message, Part, Text, Thinking, ToolCall
 from tether.quickinit import quick_init
-from tether.usage import Usage
+from tether.usage import NO_USAGE, Usage
 
 
 @quick_init
@@ -116,7 +116,7 @@ class StreamAccumulator:
         self._current: _TextBuilder | _ThinkingBuilder | _CallBuilder | None = None
         self._calls: dict[str, _CallBuilder] = {}
         self._finish: FinishReason = "other"
-        self._usage = Usage()
+        self._usage = NO_USAGE
         self._ended = False
         self._model: str | None = None
         self._response_id: str | None = None

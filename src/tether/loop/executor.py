@@ -153,7 +153,7 @@ class ToolExecutor:
         """Where long outputs are kept whole and previewed; ``None``: they are cut to ``max_output``."""
         self.observer = observer
         """Told of every call's start and result (``tether.telemetry``); ``None``: nobody watches."""
-        self.masker = masker or Masker()
+        self.masker = masker if masker is not None else Masker()
         """Known keys, masked in every result (none by default here; an agent passes its own)."""
         self._redaction = redaction
         self.interrupter = interrupter

@@ -32,7 +32,7 @@ from tether.limits import Limits, StopReason
 from tether.loop.repeats import Repeat, RepeatTracker
 from tether.messages import ToolCall, ToolResult
 from tether.quickinit import quick_init
-from tether.usage import Cost, Price, Usage, cost_of
+from tether.usage import NO_USAGE, Cost, Price, Usage, cost_of
 
 
 @quick_init
@@ -73,7 +73,7 @@ class LoopGuard:
         self.tool_calls = 0
         self.error_turns = 0
         self.invalid_in_a_row = 0
-        self.usage = Usage()
+        self.usage = NO_USAGE
         self._refused_for_budget = False
 
     @property

@@ -19,7 +19,7 @@ from tether.events import LlmEvent, ToolCallRecord, TurnRecord
 from tether.loop.accumulator import AccumulatedTurn
 from tether.loop.interrupts import Interrupted
 from tether.messages import ToolResult
-from tether.usage import Usage
+from tether.usage import NO_USAGE, Usage
 
 
 class CallRecorder:
@@ -47,14 +47,14 @@ class CallRecorder:
         """Positions in ``_calls`` of the calls that asked for a compaction's summary."""
         self.run_started = time.perf_counter()
         self.call_started = self.call_ended = self.first_event = 0.0
-        self.usage = Usage()
+        self.usage = NO_USAGE
         self.retries = 0
 
     def begin_call(self) -> None:
         """A provider call is about to be made: its clock starts, its counts are zero."""
         self.call_started = self.call_ended = time.perf_counter()
         self.first_event = 0.0
-        self.usage = _NO_USAGE
+        self.usage = NO_USAGE
         self.retries = 0
 
     def end_call(self, first_event: float, usage: Usage) -> None:
@@ -110,7 +110,6 @@ class CallRecorder:
         return (time.perf_counter() - self.run_started) * 1000.0
 
 
-_NO_USAGE = Usage()
 
 
 def tool_records(results: Sequence[ToolResult], durations: Mapping[str, float]) -> tuple[ToolCallRecord, ...]:

@@ -52,7 +52,7 @@ from tether.events import (
 )
 from tether.providers.http import error_for_payload
 from tether.providers.wire import anchored_entries, as_count, as_list, as_object, as_text, malformed
-from tether.usage import Usage
+from tether.usage import NO_USAGE, Usage
 
 __all__ = ["PROVIDER", "KeptPart", "ResponseDecoder", "finish_reason", "kept_parts_of", "parse_usage"]
 
@@ -207,7 +207,7 @@ class ResponseDecoder:
         self._started = False
         self._candidates: dict[int, _Candidate] = {}
         self._blocked: str | None = None
-        self._usage = Usage()
+        self._usage = NO_USAGE
 
     def whole(self, data: Any) -> list[LlmEvent]:
         """The events of a whole (non-streamed) response."""

@@ -46,7 +46,7 @@ from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secre
 from tether.providers.registry import PROFILES, Profile
 from tether.providers.windows import checked_window, context_window_for
 from tether.providers.wire import as_count, as_list, as_object, as_text, decoded, malformed
-from tether.usage import Usage
+from tether.usage import NO_USAGE, Usage
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
@@ -207,7 +207,23 @@ CALL_EXTRA = "extra_content"
 ``extra_content`` as the server sent it; Gemini's OpenAI-compatible endpoint carries the call's thought
 signature there (``{"google": {"thought_signature": ...}}``) and refuses a follow-up without it."""
 
-_encoded: dict[int, tuple[weakref.ref[Message], str, str]] = {}
+class _Encoded(weakref.ref):  # type: ignore[type-arg]
+    """A message's encoded JSON, kept as long as the message lives: one object per message (the reference
+    itself), so that a long history does not carry a cache entry, a callback and a reference for each."""
+
+    __slots__ = ("key", "origin", "text")
+    key: int
+    origin: str
+    text: str
+
+
+def _evict(entry: _Encoded) -> None:
+    """The message died: forget its JSON (unless its id already holds a newer message's)."""
+    if _encoded.get(entry.key) is entry:
+        del _encoded[entry.key]
+
+
+_encoded: dict[int, _Encoded] = {}
 
 
 def encoded_json(message: Message, origin: str = "") -> str:
@@ -215,10 +231,12 @@ def encoded_json(message: Message, origin: str = "") -> str:
     provider: what goes back to one server only may differ)."""
     key = id(message)
     cached = _encoded.get(key)
-    if cached is not None and cached[0]() is message and cached[1] == origin:
-        return cached[2]
+    if cached is not None and cached() is message and cached.origin == origin:
+        return cached.text
     text = ",".join(_dumps(item) for item in encode_message(message, origin))
-    _encoded[key] = (weakref.ref(message, lambda _, key=key: _encoded.pop(key, None)), origin, text)  # type: ignore[misc]
+    entry = _Encoded(message, _evict)
+    entry.key, entry.origin, entry.text = key, origin, text
+    _encoded[key] = entry
     return text
 
 
@@ -331,7 +349,7 @@ class ChunkDecoder:
         self._extra: dict[str, Any] = {}
         """Call id -> ``extra_content`` that arrived after the call had started (kept on the message)."""
         self._finish: FinishReason | None = None
-        self._usage = Usage()
+        self._usage = NO_USAGE
 
     def chunk(self, data: Any) -> list[LlmEvent]:
         """The events of one streamed chunk."""
