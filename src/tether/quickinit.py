@@ -39,7 +39,7 @@ def quick_init(cls: type[T]) -> type[T]:
     positional: list[str] = []
     keyword: list[str] = []
     body: list[str] = []
-    for number, field in enumerate(dataclasses.fields(cls)):
+    for number, field in enumerate(dataclasses.fields(cls)):  # type: ignore[arg-type]
         setter = f"_set{number}"
         namespace[setter] = cls.__dict__[field.name].__set__
         has_factory = field.default_factory is not dataclasses.MISSING
@@ -76,5 +76,5 @@ def quick_init(cls: type[T]) -> type[T]:
     init.__module__ = cls.__module__
     init.__doc__ = cls.__init__.__doc__
     init.__annotations__ = dict(getattr(cls.__init__, "__annotations__", {}))
-    cls.__init__ = init  # type: ignore[misc]
+    cls.__init__ = init  # type: ignore[method-assign]
     return cls

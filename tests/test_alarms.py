@@ -1,0 +1,162 @@
+"""alarms.py: a run's deadlines on one lazily re-armed timer; Deadline behaves as asyncio.timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import weakref
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tether import Agent, Limits, tool
+from tether.alarms import Alarm, Deadline
+from tether.events import LlmEvent, StreamEnd, StreamStart, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
+from tether.loop import engine
+from tether.providers.base import ModelInfo, Request
+from tether.providers.scripted import ScriptedProvider, call, reply
+from tether.usage import NO_USAGE
+
+
+class CountingLoop:
+    """The running loop, counting the timers asked of it (what an Alarm uses: ``call_at`` and ``time``)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.timers = 0
+
+    def call_at(self, when: float, callback: Any, *args: Any) -> asyncio.TimerHandle:
+        self.timers += 1
+        return self.loop.call_at(when, callback, *args)
+
+    def time(self) -> float:
+        return self.loop.time()
+
+
+async def test_a_deadline_that_passes_cancels_the_block_with_timeout_error() -> None:
+    alarm = Alarm(asyncio.get_running_loop())
+    with pytest.raises(TimeoutError):
+        async with Deadline(alarm, 0.01) as deadline:
+            await asyncio.sleep(10)
+    assert deadline.expired()
+
+
+async def test_a_block_that_ends_in_time_is_left_alone() -> None:
+    alarm = Alarm(asyncio.get_running_loop())
+    async with Deadline(alarm, 10) as deadline:
+        await asyncio.sleep(0)
+    assert not deadline.expired()
+    async with Deadline(alarm, None):  # no deadline at all
+        await asyncio.sleep(0)
+    alarm.close()
+
+
+async def test_a_cancel_from_elsewhere_stays_a_cancellation() -> None:
+    alarm = Alarm(asyncio.get_running_loop())
+
+    async def guarded() -> None:
+        async with Deadline(alarm, 10):
+            await asyncio.sleep(10)
+
+    task = asyncio.create_task(guarded())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_later_deadlines_share_the_armed_timer_and_a_cleared_one_never_fires() -> None:
+    counting = CountingLoop()
+    alarm = Alarm(counting)  # type: ignore[arg-type]
+    fired: list[str] = []
+    now = counting.time()
+    alarm.set("first", now + 0.02, lambda: fired.append("first"))
+    for number in range(50):  # each later than the armed timer: no new timer
+        alarm.set(f"later-{number}", now + 60 + number, lambda: fired.append("later"))
+        alarm.clear(f"later-{number}")
+    assert counting.timers == 1
+    alarm.set("cleared", now + 0.01, lambda: fired.append("cleared"))  # earlier: re-armed once
+    alarm.clear("cleared")
+    assert counting.timers == 2
+    alarm.set("second", now + 0.03, lambda: fired.append("second"))
+    await asyncio.sleep(0.1)
+    assert fired == ["first", "second"]  # the ring found "cleared" gone, fired what was due, re-armed for the rest
+    alarm.close()
+
+
+async def test_close_disarms() -> None:
+    alarm = Alarm(asyncio.get_running_loop())
+    fired: list[int] = []
+    alarm.set("key", alarm.time() + 0.01, lambda: fired.append(1))
+    alarm.close()
+    await asyncio.sleep(0.05)
+    assert fired == []
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def test_a_run_of_many_steps_arms_a_timer_or_two_not_two_a_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every provider call and tool call has a deadline (step_timeout, tool_timeout); they share one timer."""
+    loop = asyncio.get_running_loop()
+    timers: list[float] = []
+    original = loop.call_at
+
+    def counted(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        timers.append(when)
+        return original(when, callback, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_at", counted)
+    script = [*(call("add", {"a": n, "b": 1}) for n in range(10)), reply("done")]
+    result = await Agent(ScriptedProvider(script), tools=[add], limits=Limits(max_turns=20)).run("go")
+    assert result.stop_reason == "complete"
+    assert 1 <= len(timers) <= 2  # the step deadline, then once the earlier tool deadline; before: 22
+
+
+class Forgetful:
+    """A provider that keeps nothing of the requests it answers (``ScriptedProvider`` keeps them all)."""
+
+    info = ModelInfo("scripted", "forgetful")
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
+        self.calls += 1
+        yield StreamStart()
+        if self.calls == 1:
+            yield ToolCallStart("c1", "add", 0)
+            yield ToolCallDelta("c1", '{"a": 1, "b": 2}')
+            yield ToolCallEnd("c1")
+            yield StreamEnd("tool_calls", NO_USAGE)
+        else:
+            yield TextDelta("3")
+            yield StreamEnd("stop", NO_USAGE)
+
+
+async def test_a_finished_run_is_freed_by_reference_counting() -> None:
+    """No reference cycle is left in a finished run: with the collector off, it is gone once its result is."""
+    runs: list[weakref.ref[engine.Run]] = []
+    made = engine.Run.__init__
+
+    def init(self: engine.Run, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        runs.append(weakref.ref(self))
+
+    agent = Agent(Forgetful(), tools=[add])
+    gc.disable()
+    try:
+        engine.Run.__init__ = init  # type: ignore[method-assign]
+        try:
+            result = await agent.run("go")
+        finally:
+            engine.Run.__init__ = made  # type: ignore[method-assign]
+        assert result.text == "3"
+        assert len(runs) == 1
+        assert runs[0]() is None
+    finally:
+        gc.enable()
