@@ -110,8 +110,6 @@ class CallRecorder:
         return (time.perf_counter() - self.run_started) * 1000.0
 
 
-
-
 def tool_records(results: Sequence[ToolResult], durations: Mapping[str, float]) -> tuple[ToolCallRecord, ...]:
     """A record per tool call, in order: its result's outcome and, if it ran, its duration."""
     return tuple(tool_record(result, durations.get(result.call_id)) for result in results)

@@ -207,6 +207,7 @@ CALL_EXTRA = "extra_content"
 ``extra_content`` as the server sent it; Gemini's OpenAI-compatible endpoint carries the call's thought
 signature there (``{"google": {"thought_signature": ...}}``) and refuses a follow-up without it."""
 
+
 class _Encoded(weakref.ref):  # type: ignore[type-arg]
     """A message's encoded JSON, kept as long as the message lives: one object per message (the reference
     itself), so that a long history does not carry a cache entry, a callback and a reference for each."""
