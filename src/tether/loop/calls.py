@@ -46,6 +46,8 @@ class ProviderCalls:
     """The provider-facing steps of a run (see the module docstring); :class:`~tether.loop.engine.Run`
     sets every attribute declared here."""
 
+    __slots__ = ()  # the attributes are the run's (``Run.__slots__``)
+
     spec: RunSpec
     interrupter: Interrupter
     observer: RunObserver | None
