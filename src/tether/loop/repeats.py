@@ -51,6 +51,10 @@ def signature(call: ToolCall) -> str | None:
     return call.name + _CANONICAL(call.arguments)
 
 
+_NOTHING: dict[str, ToolResult] = {}
+"""The results before the first turn: shared, never written (``record`` makes each turn's own)."""
+
+
 class RepeatTracker:
     """Remembers the previous turn's calls and their results, to recognise a turn that asks for them again."""
 
@@ -58,9 +62,9 @@ class RepeatTracker:
 
     def __init__(self, repeatable: Callable[[str], bool]) -> None:
         self._repeatable = repeatable
-        self._previous: dict[str, ToolResult] = {}
+        self._previous: dict[str, ToolResult] = _NOTHING
         """The previous turn's successful results, by call signature: what a repeat is answered from."""
-        self._previous_keys: set[str | None] = set()
+        self._previous_keys: set[str | None] | frozenset[str | None] = frozenset()
         """Every call signature of the previous turn, failed ones included."""
         self._checked: tuple[Sequence[ToolCall], list[str | None]] = ((), [])
         """The calls last checked and their signatures, which ``record`` reuses for the same calls."""
@@ -84,12 +88,12 @@ class RepeatTracker:
         if results and all(result.code == REPEATED for result in results):
             return
         self._previous = {}
-        self._previous_keys = set()
+        self._previous_keys = keys_seen = set()
         checked, keys = self._checked
         if checked is not calls:
             keys = [signature(call) for call in calls]
         for result, key in zip(results, keys, strict=True):
-            self._previous_keys.add(key)
+            keys_seen.add(key)
             if key is not None and not result.is_error:
                 self._previous[key] = result
 

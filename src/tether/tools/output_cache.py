@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -102,7 +101,8 @@ class OutputCache:
         self.memory_budget = memory_budget
         self.offered = False
         """The run offers the reader to the model (set by the run when it does)."""
-        self._entries: OrderedDict[str, str] = OrderedDict()
+        self._entries: dict[str, str] = {}
+        """Ref -> output, least recently used first (a dict keeps its order; an ``OrderedDict`` is bigger)."""
         self._pending: dict[str, str] = {}
         self._size = 0
         self._referenced = False
@@ -120,7 +120,7 @@ class OutputCache:
         the threshold, but for its reference line)."""
         ref = output_ref(content)
         if ref in self._entries:
-            self._entries.move_to_end(ref)
+            self._entries[ref] = self._entries.pop(ref)  # now the most recently used
         else:
             self._entries[ref] = content
             self._size += len(content)
@@ -175,7 +175,7 @@ class OutputCache:
         has it."""
         content = self._entries.get(ref)
         if content is not None:
-            self._entries.move_to_end(ref)
+            self._entries[ref] = self._entries.pop(ref)
             return content
         if self.store is None or self.session_id is None or _REF.fullmatch(ref) is None:
             return None

@@ -93,6 +93,10 @@ class ContextWindow:
     rendered head of the view (the marker's summary, merged and trimmed) is made once per compaction.
     """
 
+    __slots__ = (
+        "_fixed", "_head", "_verbatim_from", "budget", "gauge", "max_tokens", "settings", "start", "stub", "transcript",
+    )  # fmt: skip
+
     def __init__(
         self,
         transcript: list[Message],
