@@ -185,8 +185,9 @@ async def _watch(worker_id: str, since: float) -> None:
     while True:
         try:
             records = await list_runs(limit=200)
-        except Exception:  # noqa: BLE001 - the database going away as the worker stops: no more lines
-            return
+        except Exception:  # noqa: BLE001 - not ready yet (its tables still being made) or going away: try again
+            await asyncio.sleep(WATCH_INTERVAL)  # the worker cancels this watch when it stops
+            continue
         for record in reversed(records):  # oldest first
             if record.worker != worker_id or record.status == "queued" or record.run_id in ended:
                 continue
