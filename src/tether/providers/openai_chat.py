@@ -42,7 +42,7 @@ from tether.events import (
 )
 from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
-from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events, error_for_payload
+from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, error_for_payload
 from tether.providers.registry import PROFILES, Profile
 from tether.providers.windows import checked_window, context_window_for
 from tether.providers.wire import as_count, as_list, as_object, as_text, decoded, malformed
@@ -137,16 +137,21 @@ class OpenAIChatProvider:
             for event in decoded(decoder.completion, data, self.profile.name):
                 yield event
             return
-        events = client.stream_events(
+        events = client.stream_decoded(
             "/chat/completions",
             body,
+            decode=decoder.chunk,
+            end=decoder.end,
             timeout=request.timeout,
             deadline=request.deadline,
             end_marker="[DONE]",
             on_retry=request.on_retry,
         )
-        async for event in decode_events(events, decoder.chunk, decoder.end, self.profile.name):
-            yield event
+        try:
+            async for event in events:
+                yield event
+        finally:  # the response goes back to the pool (or is closed) however the consumer leaves
+            await events.aclose()
 
     def request_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request``."""
