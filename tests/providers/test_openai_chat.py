@@ -356,6 +356,45 @@ def test_the_payload_sent_is_the_body_and_each_message_is_encoded_once(monkeypat
     assert encoded == [Message.user("And Rome?")], "messages already sent are not encoded again"
 
 
+def test_each_tool_is_encoded_once_across_requests_and_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run makes its definitions afresh, around the tool's own schema: the tool's JSON is reused; a tool
+    with another schema, name or description is encoded anew; the body is the same JSON as ``request_body``."""
+    encoded: list[str] = []
+    original = openai_chat._tool_items
+
+    def counting(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+        encoded.extend(t.name for t in tools)
+        return original(tools)
+
+    monkeypatch.setattr(openai_chat, "_tool_items", counting)
+    monkeypatch.setattr(openai_chat, "_tool_texts", {})
+    model = provider()
+    clock = ToolDefinition("clock", "The time.", {"type": "object", "properties": {}})
+    sent: list[str] = []
+    for tools in [(WEATHER, clock), (ToolDefinition(WEATHER.name, WEATHER.description, WEATHER.parameters), clock)]:
+        request = Request((Message.user("hi"),), tools=tools, settings=ModelSettings(extra={"seed": 1}))
+        payload = model.request_payload(request)
+        sent += encoded
+        assert json.loads(payload) == model.request_body(request)
+        encoded.clear()
+    assert sent == ["weather", "clock"], "the second run's definitions reuse the first's JSON"
+    model.request_payload(Request((Message.user("hi"),), tools=(WEATHER, clock)))
+    assert encoded == [], "tools already sent are not encoded again"
+    renamed = ToolDefinition("forecast", WEATHER.description, WEATHER.parameters)
+    request = Request((Message.user("hi"),), tools=(renamed,))
+    assert json.loads(model.request_payload(request))["tools"][0]["function"]["name"] == "forecast"
+    assert encoded == ["forecast"]
+
+
+def test_tools_replaced_or_withdrawn_by_settings_are_not_sent() -> None:
+    model = provider()
+    replaced = Request((Message.user("hi"),), tools=(WEATHER,), settings=ModelSettings(extra={"tools": []}))
+    assert json.loads(model.request_payload(replaced)) == model.request_body(replaced)
+    assert json.loads(model.request_payload(replaced))["tools"] == []
+    withdrawn = Request((Message.user("hi"),), tools=(WEATHER,), tool_choice="none")
+    assert json.loads(model.request_payload(withdrawn)) == model.request_body(withdrawn)
+
+
 def test_a_json_schema_is_sent_as_response_format_where_the_profile_can_use_it() -> None:
     schema = {"anyOf": [{"type": "object", "properties": {"type": {"const": "final"}}}]}
     request = Request((Message.user("hi"),), json_schema=schema)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tether.errors import InvalidResponse
 from tether.providers.sse import ServerSentEvent, SSEDecoder
 
 
@@ -268,3 +269,40 @@ def test_any_chunking_gives_the_events_of_the_whole_stream(specs: list[Spec], en
     whole = decode(raw)
     assert whole == expected(specs)
     assert decode(*pieces(raw, cuts)) == whole
+
+
+def test_one_event_per_chunk_reads_as_the_same_events_byte_by_byte() -> None:
+    """The common shape (each chunk one ``data:`` line and its blank line) is read the way the general rules
+    read the same bytes cut anywhere: fields kept or reset, empty data, bad UTF-8, an event named before."""
+    chunks = [
+        b": hello\n\n",
+        b"data: first\n\n",
+        b"id: 7\nevent: delta\n\n",
+        b'data: {"a": 1}\n\n',
+        b"event: named\n",
+        b"data: second \xff\n\n",
+        b"data: \n\n",
+        b"data: third\n\n",
+        b"data: fourth\r\n\r\n",
+    ]
+    whole = SSEDecoder()
+    by_chunk = [event for chunk in chunks for event in whole.feed(chunk)] + whole.close()
+    single = SSEDecoder()
+    by_byte = [event for byte in b"".join(chunks) for event in single.feed(bytes([byte]))] + single.close()
+    assert by_chunk == by_byte
+    assert [(e.data, e.event, e.id) for e in by_chunk] == [
+        ("first", "", None),
+        ('{"a": 1}', "", "7"),
+        ("second \ufffd", "named", "7"),
+        ("", "", "7"),
+        ("third", "", "7"),
+        ("fourth", "", "7"),
+    ]
+
+
+def test_one_event_per_chunk_past_the_event_limit_is_refused() -> None:
+    decoder = SSEDecoder(max_event_bytes=16)
+    decoder.feed(b": start\n\n")
+    assert [e.data for e in decoder.feed(b"data: 0123456789\n\n")] == ["0123456789"]
+    with pytest.raises(InvalidResponse):
+        decoder.feed(b"data: 0123456789ab\n\n")

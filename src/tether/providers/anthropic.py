@@ -46,7 +46,7 @@ from tether.events import LlmEvent
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.anthropic_stream import ORIGIN, EventDecoder, anchors_of
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
-from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events
+from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.windows import checked_window, context_window_for
 from tether.providers.wire import decoded
 
@@ -130,11 +130,20 @@ class AnthropicProvider:
             for event in decoded(decoder.message, data, ORIGIN):
                 yield event
             return
-        events = client.stream_events(
-            "/messages", body, timeout=request.timeout, deadline=request.deadline, on_retry=request.on_retry
+        events = client.stream_decoded(
+            "/messages",
+            body,
+            decode=decoder.event,
+            end=decoder.end,
+            timeout=request.timeout,
+            deadline=request.deadline,
+            on_retry=request.on_retry,
         )
-        async for event in decode_events(events, decoder.event, decoder.end, ORIGIN):
-            yield event
+        try:
+            async for event in events:
+                yield event
+        finally:  # the response goes back to the pool (or is closed) however the consumer leaves
+            await events.aclose()
 
     def request_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request``."""

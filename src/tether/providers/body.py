@@ -24,6 +24,8 @@ from tether.providers.sse import DEFAULT_MAX_EVENT_BYTES
 if TYPE_CHECKING:
     import aiohttp
 
+    from tether.providers.stall import Stall
+
 MIB = 1024 * 1024
 
 
@@ -62,20 +64,29 @@ def too_large(provider: str, what: str, setting: str, limit: int) -> InvalidResp
     )
 
 
-async def read_body(response: aiohttp.ClientResponse, limit: int, *, provider: str, setting: str) -> bytearray:
+async def read_body(
+    response: aiohttp.ClientResponse, limit: int, *, provider: str, setting: str, stall: Stall | None = None
+) -> bytearray:
     """The whole body, read piece by piece; ``InvalidResponse`` as soon as it passes ``limit`` bytes (or its
-    ``Content-Length`` says it will)."""
+    ``Content-Length`` says it will). ``stall``, when given, bounds the wait for each piece."""
     declared = response.content_length
-    if declared is not None:
-        if declared > limit:
-            raise too_large(provider, "an answer", setting, limit)
-        return bytearray(await response.read())  # the parser stops at Content-Length: within the limit
+    if declared is not None and declared > limit:
+        raise too_large(provider, "an answer", setting, limit)
+    content = response.content
     data = bytearray()
-    async for piece in response.content.iter_any():
+    while True:
+        if stall is not None:
+            stall.start()
+        try:
+            piece = await content.readany()
+        finally:
+            if stall is not None:
+                stall.stop()
+        if not piece:
+            return data
         data += piece
         if len(data) > limit:
             raise too_large(provider, "an answer", setting, limit)
-    return data
 
 
 def decode_text(data: bytes | bytearray, provider: str) -> str:

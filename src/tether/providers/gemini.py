@@ -41,7 +41,7 @@ from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.gemini_schema import to_gemini_schema
 from tether.providers.gemini_stream import PROVIDER, ResponseDecoder, kept_parts_of, parse_usage
-from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events
+from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.windows import checked_window, context_window_for
 from tether.providers.wire import decoded
 
@@ -129,9 +129,14 @@ class GeminiProvider:
                 return
             decoder = ResponseDecoder(live=_candidate_count(body) <= 1)
             path = f"{self._path}:streamGenerateContent?alt=sse"
-            events = client.stream_events(path, body, timeout=timeout, deadline=deadline, on_retry=on_retry)
-            async for event in decode_events(events, decoder.chunk, decoder.end, PROVIDER):
-                yield event
+            events = client.stream_decoded(
+                path, body, decode=decoder.chunk, end=decoder.end, timeout=timeout, deadline=deadline, on_retry=on_retry
+            )
+            try:
+                async for event in events:
+                    yield event
+            finally:  # the response goes back to the pool (or is closed) however the consumer leaves
+                await events.aclose()
         except BadRequest as error:
             if (auth := _auth_failure(error)) is None:
                 raise

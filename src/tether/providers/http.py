@@ -7,7 +7,9 @@ The contract
   long as their loop: ``asyncio.run()`` (and any runner that shuts down async generators) closes them; a host
   managing its own loop calls :func:`close_sessions` before closing it.
 * **Timeouts.** ``Request.timeout`` bounds connecting, the wait for the first byte and every wait between
-  chunks; a stream that goes quiet that long fails with ``timeout``.
+  chunks; a stream that goes quiet that long fails with ``timeout``. The time the consumer spends between
+  events does not count. The waits are kept on one lazily re-armed timer per client and event loop
+  (:mod:`tether.providers.stall`), not on a loop timer per chunk.
 * **Redirects are never followed.** A request carries the API key and the whole conversation; following a
   redirect would hand both to whatever origin the answer names (aiohttp drops only ``Authorization`` on the
   way, not ``x-api-key`` or ``x-goog-api-key``). A 3xx answer is ``bad_request`` with its status, naming the
@@ -32,16 +34,17 @@ The contract
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import random
 import urllib.parse
 import weakref
 from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tether import jsoncodec
+from tether.alarms import Alarm
 from tether.errors import BadRequest, InvalidResponse, ProviderError, RequestTimeout, TransportError
 from tether.events import LlmEvent
 from tether.providers.base import OnRetry
@@ -54,20 +57,22 @@ from tether.providers.http_errors import (
     provider_message,
     retry_after,
 )
+from tether.providers.sessions import MAX_CONNECTIONS, close_sessions, origin_of, session_for
 from tether.providers.sse import ServerSentEvent, SSEDecoder
+from tether.providers.stall import Stall
 from tether.providers.wire import decoded
 
 if TYPE_CHECKING:
     import aiohttp
 
 __all__ = [
+    "MAX_CONNECTIONS",
     "RETRY_STATUSES",
     "HttpClient",
     "ResponseLimits",
     "RetryPolicy",
     "Secret",
     "close_sessions",
-    "decode_events",
     "error_for_payload",
     "error_for_response",
     "is_retryable",
@@ -79,8 +84,8 @@ __all__ = [
     "session_for",
 ]
 
-MAX_CONNECTIONS = 4096
-"""Connections per origin and loop: enough for thousands of concurrent runs without queueing."""
+_Pooled = tuple["weakref.ref[asyncio.AbstractEventLoop]", "aiohttp.ClientSession", Alarm]
+
 MAX_ERROR_BODY = 64 * 1024
 """Bytes of an error response read for its message."""
 
@@ -117,62 +122,6 @@ class RetryPolicy:
         if retry_after is not None and math.isfinite(retry_after):
             return min(max(retry_after, 0.0), self.max_delay)
         return random.uniform(0.0, min(self.max_delay, self.base_delay * 2**attempt))
-
-
-# --- sessions -----------------------------------------------------------------------------------------------
-
-_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, aiohttp.ClientSession]] = (
-    weakref.WeakKeyDictionary()
-)
-_closers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncGenerator[None, None]] = weakref.WeakKeyDictionary()
-
-
-def origin_of(url: str) -> str:
-    """``scheme://host:port`` of a URL: what one pooled session serves."""
-    parts = urllib.parse.urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
-
-
-async def session_for(base_url: str) -> aiohttp.ClientSession:
-    """The running loop's session for ``base_url``'s origin, created on first use."""
-    import aiohttp
-
-    loop = asyncio.get_running_loop()
-    sessions = _sessions.get(loop)
-    if sessions is None:
-        sessions = _sessions[loop] = {}
-        # An async generator that closes the sessions when it is closed: the loop's runner closes every live
-        # async generator at shutdown (loop.shutdown_asyncgens), so the sessions end with their loop.
-        closer = _close_on_shutdown(sessions)
-        await closer.__anext__()
-        _closers[loop] = closer
-    origin = origin_of(base_url)
-    session = sessions.get(origin)
-    if session is None or session.closed:
-        connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=MAX_CONNECTIONS)
-        session = aiohttp.ClientSession(connector=connector, raise_for_status=False)
-        sessions[origin] = session
-    return session
-
-
-async def _close_on_shutdown(sessions: dict[str, aiohttp.ClientSession]) -> AsyncGenerator[None, None]:
-    try:
-        yield
-    finally:
-        await _close_all(sessions)
-
-
-async def _close_all(sessions: dict[str, aiohttp.ClientSession]) -> None:
-    for session in list(sessions.values()):
-        await session.close()
-    sessions.clear()
-
-
-async def close_sessions() -> None:
-    """Close the running loop's sessions (new requests open new ones)."""
-    sessions = _sessions.get(asyncio.get_running_loop())
-    if sessions:
-        await _close_all(sessions)
 
 
 # --- the client ---------------------------------------------------------------------------------------------
@@ -213,8 +162,9 @@ class HttpClient:
         self._auth_header = auth_header
         self._auth_prefix = auth_prefix
         self._headers = {"Content-Type": "application/json", **(headers or {})}
-        self._pooled: tuple[weakref.ref[asyncio.AbstractEventLoop], aiohttp.ClientSession] | None = None
-        """The session ``session_for`` gave for the running loop, kept so a request does not look it up again."""
+        self._pooled: _Pooled | None = None
+        """The running loop, the session ``session_for`` gave for it, and the alarm of this client's request
+        timeouts on it (see :mod:`tether.providers.stall`)."""
 
     def __repr__(self) -> str:
         return f"HttpClient({self.base_url!r}, provider={self.provider!r})"
@@ -232,10 +182,17 @@ class HttpClient:
         docstring says."""
         payload = body if isinstance(body, bytes) else _encode(body)
         for attempt in range(self.retry.max_retries + 1):
+            pooled = await self._pool()
+            stall = Stall(pooled[2], timeout)
             try:
-                data = await self._whole(await self._post(path, payload, timeout))
+                data = await self._whole(await self._post(pooled[1], path, payload, stall), stall)
             except ProviderError as error:
                 await self._back_off(error, attempt, deadline, on_retry)
+                continue
+            except asyncio.CancelledError:
+                if not stall.expired():
+                    raise
+                await self._back_off(self._transport_error(TimeoutError(), timeout), attempt, deadline, on_retry)
                 continue
             except Exception as exc:  # noqa: BLE001 - every transport failure gets a code
                 await self._back_off(self._transport_error(exc, timeout), attempt, deadline, on_retry)
@@ -243,7 +200,7 @@ class HttpClient:
             return parse_json(data, self.provider)
         raise AssertionError("unreachable: _back_off raises on the last attempt")
 
-    async def stream_events(
+    def stream_events(
         self,
         path: str,
         body: dict[str, Any] | bytes,
@@ -261,97 +218,164 @@ class HttpClient:
         yielded as one event, for the provider to read as a complete answer. ``body`` may be JSON already
         encoded.
         """
+        return self._stream(path, body, timeout, deadline, end_marker, on_retry, None, None)
+
+    def stream_decoded(
+        self,
+        path: str,
+        body: dict[str, Any] | bytes,
+        *,
+        decode: Callable[[Any], list[LlmEvent]],
+        end: Callable[[], list[LlmEvent]],
+        timeout: float | None,
+        deadline: float | None,
+        end_marker: str | None = None,
+        on_retry: OnRetry | None = None,
+    ) -> AsyncGenerator[LlmEvent, None]:
+        """:meth:`stream_events`, each event's JSON through ``decode`` and ``end()`` once the stream is over: a
+        provider's ``LlmEvent``s, decoded where the bytes are read rather than in generators stacked on each
+        other (each layer would cost a switch of frames per event). A shape ``decode`` does not expect is
+        ``invalid_response``; the response is released or closed however the consumer leaves."""
+        return self._stream(path, body, timeout, deadline, end_marker, on_retry, decode, end)
+
+    async def _stream(
+        self,
+        path: str,
+        body: dict[str, Any] | bytes,
+        timeout: float | None,
+        deadline: float | None,
+        end_marker: str | None,
+        on_retry: OnRetry | None,
+        decode: Callable[[Any], list[LlmEvent]] | None,
+        end: Callable[[], list[LlmEvent]] | None,
+    ) -> AsyncGenerator[Any, None]:
+        """The events, or (given ``decode``) what they decode to; the contract of the module docstring."""
         payload = body if isinstance(body, bytes) else _encode(body)
+        provider = self.provider
         for attempt in range(self.retry.max_retries + 1):
-            delivered = False
+            pooled = await self._pool()
+            stall = Stall(pooled[2], timeout)
+            delivered = decoding = False
             try:
-                response = await self._post(path, payload, timeout)
+                response = await self._post(pooled[1], path, payload, stall)
                 if "text/event-stream" not in response.headers.get("Content-Type", ""):
-                    whole = decode_text(await self._whole(response), self.provider)
-                    delivered = True
-                    yield ServerSentEvent(whole)
-                    return
-                async with aclosing(self._events(response, end_marker)) as events:
-                    async for event in events:
-                        delivered = True
-                        yield event
-                return
+                    whole = decode_text(await self._whole(response, stall), provider)
+                    delivered = decoding = True
+                    if decode is None:
+                        yield ServerSentEvent(whole)
+                        return
+                    for item in decoded(decode, parse_event_json(whole, provider), provider):
+                        yield item
+                    break
+                limits = self.limits
+                max_stream = limits.max_stream_bytes
+                decoder = SSEDecoder(max_event_bytes=limits.max_event_bytes, provider=provider)
+                content = response.content
+                received = 0
+                finished = reusable = False
+                try:
+                    while not finished:
+                        stall.start()
+                        try:
+                            chunk = await content.readany()
+                        finally:
+                            stall.stop()
+                        if chunk:
+                            received += len(chunk)
+                            if received > max_stream:
+                                raise too_large(provider, "a stream", "max_stream_bytes", max_stream)
+                            events = decoder.feed(chunk)
+                        else:  # the end of the body: what the decoder still holds
+                            events = decoder.close()
+                            finished = reusable = True
+                        for event in events:
+                            if event.data == end_marker:
+                                if not finished:
+                                    reusable = await _drain(response, stall)
+                                    finished = True
+                                break
+                            delivered = True
+                            if decode is None:
+                                yield event
+                                continue
+                            decoding = True
+                            items = decoded(decode, parse_event_json(event.data, provider), provider)
+                            decoding = False
+                            for item in items:
+                                yield item
+                finally:
+                    response.release() if reusable else response.close()
+                break
             except ProviderError as error:
                 if delivered:
                     raise
                 await self._back_off(error, attempt, deadline, on_retry)
+            except asyncio.CancelledError:
+                if not stall.expired():
+                    raise
+                failure = self._transport_error(TimeoutError(), timeout, mid_stream=delivered)
+                if delivered:
+                    raise failure from None
+                await self._back_off(failure, attempt, deadline, on_retry)
             except Exception as exc:  # every transport failure gets a code
+                if decoding:  # a decoder's own bug, not the connection's
+                    raise
                 failure = self._transport_error(exc, timeout, mid_stream=delivered)
                 if delivered:
                     raise failure from exc
                 await self._back_off(failure, attempt, deadline, on_retry)
+        if end is not None:
+            for item in decoded(_call, end, provider):
+                yield item
 
-    async def _whole(self, response: aiohttp.ClientResponse) -> bytearray:
+    async def _pool(self) -> _Pooled:
+        """The running loop's session for this client's origin, and the alarm that keeps this client's request
+        timeouts on that loop (kept, so that a request does not look them up again)."""
+        loop = asyncio.get_running_loop()
+        pooled = self._pooled
+        if pooled is None or pooled[0]() is not loop or pooled[1].closed:
+            # the first request on this event loop, or after its session was closed
+            pooled = self._pooled = (weakref.ref(loop), await session_for(self.base_url), Alarm(loop))
+        return pooled
+
+    async def _whole(self, response: aiohttp.ClientResponse, stall: Stall) -> bytearray:
         """A whole body within ``max_body_bytes``; the connection is reused only when it was read to its end."""
         reusable = False
         try:
             limit = self.limits.max_body_bytes
-            data = await read_body(response, limit, provider=self.provider, setting="max_body_bytes")
+            data = await read_body(response, limit, provider=self.provider, setting="max_body_bytes", stall=stall)
             reusable = True
             return data
         finally:
             response.release() if reusable else response.close()
 
-    async def _events(
-        self, response: aiohttp.ClientResponse, end_marker: str | None
-    ) -> AsyncGenerator[ServerSentEvent, None]:
-        """The events of an event-stream body, within ``max_event_bytes`` each and ``max_stream_bytes`` in all."""
-        limits = self.limits
-        decoder = SSEDecoder(max_event_bytes=limits.max_event_bytes, provider=self.provider)
-        received = 0
-        reusable = False
-        try:
-            async for chunk in response.content.iter_any():
-                received += len(chunk)
-                if received > limits.max_stream_bytes:
-                    raise too_large(self.provider, "a stream", "max_stream_bytes", limits.max_stream_bytes)
-                for event in decoder.feed(chunk):
-                    if event.data == end_marker:
-                        reusable = await _drain(response)
-                        return
-                    yield event
-            for event in decoder.close():
-                if event.data == end_marker:
-                    break
-                yield event
-            reusable = True
-        finally:
-            response.release() if reusable else response.close()
-
-    async def _post(self, path: str, payload: bytes, timeout: float | None) -> aiohttp.ClientResponse:
-        """One attempt; a response with a 2xx status, or the mapped ``ProviderError`` (redirects included)."""
-        import aiohttp
-
-        loop = asyncio.get_running_loop()
-        pooled = self._pooled
-        if pooled is not None and pooled[0]() is loop and not pooled[1].closed:
-            session = pooled[1]
-        else:  # the first request on this event loop, or after its session was closed
-            session = await session_for(self.base_url)
-            self._pooled = (weakref.ref(loop), session)
+    async def _post(
+        self, session: aiohttp.ClientSession, path: str, payload: bytes, stall: Stall
+    ) -> aiohttp.ClientResponse:
+        """One attempt; a response with a 2xx status, or the mapped ``ProviderError`` (redirects included).
+        ``stall`` bounds the wait for the answer's head (and, for an error, its body)."""
         headers = self._headers
         if self._api_key is not None:
             headers = {**headers, self._auth_header: self._auth_prefix + self._api_key.reveal()}
         url = self.base_url + path
-        response = await session.post(
-            url,
-            data=payload,
-            headers=headers,
-            allow_redirects=False,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
-        )
+        stall.start()
+        try:
+            response = await session.post(
+                url,
+                data=payload,
+                headers=headers,
+                allow_redirects=False,
+                timeout=_client_timeout(stall.timeout),
+            )
+        finally:
+            stall.stop()
         if response.status < 300:
             return response
         if response.status < 400:
             response.close()
             raise redirect_error(self.provider, url, response.status, response.headers.get("Location"))
         try:
-            text = await _read_capped(response, MAX_ERROR_BODY)
+            text = await _read_capped(response, MAX_ERROR_BODY, stall)
         finally:
             response.release()
         if self._api_key is not None:  # a proxy that quotes the request back must not leak the key
@@ -400,28 +424,56 @@ DRAIN_BYTES = 64 * 1024
 """How much of a body after its end marker is read to keep the connection; more, and it is dropped instead."""
 
 
-async def _drain(response: aiohttp.ClientResponse) -> bool:
+async def _drain(response: aiohttp.ClientResponse, stall: Stall) -> bool:
     """Read what is left of a body whose answer is complete; whether the connection can be reused."""
+    content = response.content
+    if content.at_eof():  # the end of the body came with the end marker: nothing to wait for
+        return True
     left = DRAIN_BYTES
+    stall.start_for(DRAIN_SECONDS)
     try:
-        async with asyncio.timeout(DRAIN_SECONDS):
-            async for piece in response.content.iter_any():
-                left -= len(piece)
-                if left < 0:
-                    return False
+        while piece := await content.readany():
+            left -= len(piece)
+            if left < 0:
+                return False
+    except asyncio.CancelledError:
+        if stall.expired():
+            return False
+        raise
     except Exception:  # noqa: BLE001 - the answer is complete; only the connection is lost
         return False
+    finally:
+        stall.stop()
     return True
 
 
-async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> str:
+async def _read_capped(response: aiohttp.ClientResponse, limit: int, stall: Stall) -> str:
     """The body (up to ``limit`` bytes), however many pieces it arrives in."""
+    content = response.content
     data = bytearray()
-    async for chunk in response.content.iter_chunked(16 * 1024):
-        data += chunk
-        if len(data) >= limit:
+    while len(data) < limit:
+        stall.start()
+        try:
+            piece = await content.readany()
+        finally:
+            stall.stop()
+        if not piece:
             break
+        data += piece
     return bytes(data[:limit]).decode(errors="replace")
+
+
+@functools.lru_cache(maxsize=64)
+def _client_timeout(timeout: float | None) -> aiohttp.ClientTimeout:
+    """aiohttp's timeouts for a request: connecting only (see :mod:`tether.providers.stall` for the rest); one
+    object per value, not one per request."""
+    import aiohttp
+
+    return aiohttp.ClientTimeout(total=None, sock_connect=timeout)
+
+
+def _call(function: Callable[[], list[LlmEvent]]) -> list[LlmEvent]:
+    return function()
 
 
 def _encode(body: dict[str, Any]) -> bytes:
@@ -434,19 +486,3 @@ def parse_event_json(data: str, provider: str) -> Any:
         return jsoncodec.loads(data)
     except ValueError:
         raise InvalidResponse(f"{provider} sent an event that is not JSON: {data[:200]!r}") from None
-
-
-async def decode_events(
-    events: AsyncGenerator[ServerSentEvent, None],
-    decode: Callable[[Any], list[LlmEvent]],
-    end: Callable[[], list[LlmEvent]],
-    provider: str,
-) -> AsyncGenerator[LlmEvent, None]:
-    """A provider's ``LlmEvent``s from a stream of JSON events: each event's JSON through ``decode``, then
-    ``end()`` once the stream is over. The stream is closed however the consumer leaves."""
-    async with aclosing(events):
-        async for event in events:
-            for item in decoded(decode, parse_event_json(event.data, provider), provider):
-                yield item
-    for item in decoded(lambda _: end(), None, provider):
-        yield item

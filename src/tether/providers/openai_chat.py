@@ -42,7 +42,7 @@ from tether.events import (
 )
 from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
-from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events, error_for_payload
+from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, error_for_payload
 from tether.providers.registry import PROFILES, Profile
 from tether.providers.windows import checked_window, context_window_for
 from tether.providers.wire import as_count, as_list, as_object, as_text, decoded, malformed
@@ -137,16 +137,21 @@ class OpenAIChatProvider:
             for event in decoded(decoder.completion, data, self.profile.name):
                 yield event
             return
-        events = client.stream_events(
+        events = client.stream_decoded(
             "/chat/completions",
             body,
+            decode=decoder.chunk,
+            end=decoder.end,
             timeout=request.timeout,
             deadline=request.deadline,
             end_marker="[DONE]",
             on_retry=request.on_retry,
         )
-        async for event in decode_events(events, decoder.chunk, decoder.end, self.profile.name):
-            yield event
+        try:
+            async for event in events:
+                yield event
+        finally:  # the response goes back to the pool (or is closed) however the consumer leaves
+            await events.aclose()
 
     def request_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request``."""
@@ -160,24 +165,22 @@ class OpenAIChatProvider:
         the new messages, not with the whole history re-encoded every turn."""
         head = [_dumps({"role": "system", "content": request.system})] if request.system else []
         messages = ",".join(head + [encoded_json(message, self.profile.name) for message in request.messages])
-        options = _dumps({"model": self.info.name, **self._options(request)})
+        options = _dumps({"model": self.info.name, **self._options(request, tools_slot=True)})
+        slot = _TOOLS_SLOT_JSON
+        if slot in options:
+            options = options.replace(slot, tools_json(tool_offer(request, self.profile)[0]), 1)
         return f'{{"messages":[{messages}],{options[1:]}'.encode()
 
-    def _options(self, request: Request) -> dict[str, Any]:
-        """Everything in the body but the messages."""
+    def _options(self, request: Request, *, tools_slot: bool = False) -> dict[str, Any]:
+        """Everything in the body but the messages; with ``tools_slot``, the tools are a placeholder for
+        :func:`tools_json` to fill in the encoded body."""
         profile = self.profile
         body: dict[str, Any] = {"stream": self.streaming}
         if self.streaming and profile.stream_options:
             body["stream_options"] = {"include_usage": True}
         tools, choice = tool_offer(request, profile)
         if tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
-                }
-                for t in tools
-            ]
+            body["tools"] = _TOOLS_SLOT if tools_slot else _tool_items(tools)
             if choice is not None:
                 body["tool_choice"] = choice
             if request.parallel_tool_calls is not None and profile.parallel_tool_calls:
@@ -243,6 +246,41 @@ def encoded_json(message: Message, origin: str = "") -> str:
 
 def _dumps(value: Any) -> str:
     return jsoncodec.dumps(value)
+
+
+def _tool_items(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+        for t in tools
+    ]
+
+
+_tool_texts: dict[int, tuple[dict[str, Any], str, str, str]] = {}
+"""Per tool schema (by identity): the schema, the tool's name and description, and the tool as JSON."""
+MAX_TOOL_TEXTS = 1024
+"""Tools kept encoded; past this many (tools made afresh all the time), the cache starts over."""
+
+
+def tools_json(tools: tuple[ToolDefinition, ...]) -> str:
+    """The ``tools`` of a body as JSON, each tool encoded once: every run offers the same tools every turn
+    (definitions made afresh per run, but around the tool's own schema object), and their schemas are often
+    the largest part of a body after the history. Schemas are read-only once a tool is made."""
+    texts = []
+    for t in tools:
+        parameters = t.parameters
+        cached = _tool_texts.get(id(parameters))
+        if cached is None or cached[0] is not parameters or cached[1] != t.name or cached[2] != t.description:
+            if len(_tool_texts) >= MAX_TOOL_TEXTS:
+                _tool_texts.clear()
+            cached = _tool_texts[id(parameters)] = (parameters, t.name, t.description, _dumps(_tool_items((t,))[0]))
+        texts.append(cached[3])
+    return f"[{','.join(texts)}]"
+
+
+_TOOLS_SLOT = "\x00tools\x00"
+"""Stands for the tools in the options of an encoded body; no JSON a caller builds holds it (a NUL)."""
+_TOOLS_SLOT_JSON = '"\\u0000tools\\u0000"'
+"""How either JSON backend writes it (a NUL is escaped)."""
 
 
 def encode_message(message: Message, origin: str = "") -> list[dict[str, Any]]:

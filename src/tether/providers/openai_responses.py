@@ -40,7 +40,7 @@ from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
 from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
-from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, decode_events
+from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
 from tether.providers.openai_responses_stream import (
     ORIGIN,
@@ -146,16 +146,21 @@ class OpenAIResponsesProvider:
             for event in decoded(decoder.whole, data, ORIGIN):
                 yield event
             return
-        events = client.stream_events(
+        events = client.stream_decoded(
             "/responses",
             body,
+            decode=decoder.event,
+            end=decoder.end,
             timeout=request.timeout,
             deadline=request.deadline,
             end_marker="[DONE]",
             on_retry=request.on_retry,
         )
-        async for event in decode_events(events, decoder.event, decoder.end, ORIGIN):
-            yield event
+        try:
+            async for event in events:
+                yield event
+        finally:  # the response goes back to the pool (or is closed) however the consumer leaves
+            await events.aclose()
 
     def request_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request``."""

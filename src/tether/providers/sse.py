@@ -67,6 +67,22 @@ class SSEDecoder:
         self._id: str | None = None
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        if (
+            chunk[:6] == b"data: "
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk[-1] == 0x0A
+            and self._head is None
+            and not self._pending
+            and not self._data
+            and not self._skip_lf
+            and b"\r" not in chunk
+            and len(chunk) - 2 <= self.max_event_bytes
+        ):
+            # What servers send nearly always, one chunk per event: ``data: ...`` and a blank line, read
+            # as the rules below would read it (one data line, then the dispatch), without splitting lines.
+            event = ServerSentEvent(chunk[6:-2].decode(errors="replace"), self._event, self._id)
+            self._event = ""
+            return [event]
         if self._head is not None:
             chunk = self._head + chunk
             if len(chunk) < len(BOM) and BOM.startswith(chunk):
