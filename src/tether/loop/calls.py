@@ -46,7 +46,8 @@ class ProviderCalls:
     """The provider-facing steps of a run (see the module docstring); :class:`~tether.loop.engine.Run`
     sets every attribute declared here."""
 
-    __slots__ = ()  # the attributes are the run's (``Run.__slots__``)
+    __slots__ = ("_accumulated", "_best_effort", "_sent_view", "_stream_error", "_stream_problem")
+    """The state of the provider call under way (the run's other attributes are ``Run.__slots__``)."""
 
     spec: RunSpec
     interrupter: Interrupter

@@ -32,7 +32,8 @@ MAX_COMPACTION_ROUNDS = 4
 class Compacting(ProviderCalls):
     """The compaction step (see the module docstring); :class:`~tether.loop.engine.Run` sets the attributes."""
 
-    __slots__ = ()  # the attributes are the run's (``Run.__slots__``)
+    __slots__ = ("first_new",)
+    """Where the run's new messages start, moved by a compaction (the other attributes are ``Run.__slots__``)."""
 
     transcript: list[Message]
     body_start: int
