@@ -124,39 +124,12 @@ class Run(Compacting):
     """One run of an agent; iterate :meth:`events` once."""
 
     __slots__ = (
-        "__weakref__",
-        "_action_calls",
-        "_answer",
-        "_answer_asked",
-        "_batch",
-        "_on_retry",
-        "_on_step_timeout",
-        "_stop",
-        "_turn_no",
-        "actions",
-        "body_start",
-        "checkpoint",
-        "deadline",
-        "definitions",
-        "executor",
-        "guard",
-        "interrupter",
-        "observer",
-        "outputs",
-        "prompt",
-        "recorder",
-        "result",
-        "run_id",
-        "session_id",
-        "sink_error",
-        "sinks",
-        "spec",
-        "steps",
-        "system_text",
-        "transcript",
-        "turn_usage",
-        "window",
-    )  # slots, not a dict: a run in flight is a few hundred bytes smaller and its attributes quicker to read
+        "__weakref__", "_action_calls", "_answer", "_answer_asked", "_batch", "_on_retry", "_on_step_timeout",
+        "_stop", "_turn_no", "actions", "body_start", "checkpoint", "deadline", "definitions", "executor", "guard",
+        "interrupter", "observer", "outputs", "prompt", "recorder", "result", "run_id", "session_id", "sink_error",
+        "sinks", "spec", "steps", "system_text", "transcript", "turn_usage", "window",
+    )  # fmt: skip
+    """Slots, not a dict: a run in flight is a few hundred bytes smaller and its attributes quicker to read."""
 
     def __init__(
         self,
