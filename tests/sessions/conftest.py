@@ -1,61 +1,44 @@
-"""The stores under test: every conformance test runs against each of them, on real files and a real SQLite
+"""The stores under test: each of memory, files, SQLite and PostgreSQL, on real files and a real SQLite
 database in ``tmp_path``, and a real PostgreSQL schema of its own (``tests/postgres.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
 from tests.postgres import PgSchema
 from tether.sessions import FileSessionStore, MemorySessionStore, SessionStore, SQLiteSessionStore
+from tether.testing.store_conformance import Stores
 
 KINDS = ("memory", "files", "sqlite", "postgres")
 
 
-@dataclass
-class Stores:
-    """A store of one kind, and a way to open the same storage again (as another process would)."""
+def opener(kind: str, root: Path, pg: PgSchema | None) -> Callable[[], SessionStore]:
+    """Opens a new store object of ``kind`` on the same storage each call; memory can only give itself again."""
+    if kind == "memory":
+        memory = MemorySessionStore()
+        return lambda: memory
+    if kind == "postgres":
+        from tether.sessions import PostgresSessionStore
 
-    kind: str
-    root: Path
-    pg: PgSchema | None = None
-    _opened: list[SessionStore] = field(default_factory=list)
-
-    def open(self) -> SessionStore:
-        """A new store object on the same storage; the memory store can only give itself again."""
-        store: SessionStore
-        if self.kind == "memory":
-            if self._opened:
-                return self._opened[0]
-            store = MemorySessionStore()
-        elif self.kind == "postgres":
-            from tether.sessions import PostgresSessionStore
-
-            assert self.pg is not None
-            store = PostgresSessionStore(self.pg.url, schema=self.pg.schema)
-        elif self.kind == "files":
-            store = FileSessionStore(self.root / "sessions")
-        else:
-            store = SQLiteSessionStore(self.root / "sessions.sqlite")
-        self._opened.append(store)
-        return store
-
-    async def close(self) -> None:
-        """Close every store opened so far (the next ``open`` starts afresh, on the same storage)."""
-        opened, self._opened = self._opened, []
-        for store in opened:
-            aclose = getattr(store, "aclose", None)
-            if aclose is not None:
-                await aclose()
+        assert pg is not None
+        return lambda: PostgresSessionStore(pg.url, schema=pg.schema)
+    if kind == "files":
+        return lambda: FileSessionStore(root / "sessions")
+    return lambda: SQLiteSessionStore(root / "sessions.sqlite")
 
 
 @pytest.fixture(params=KINDS)
-async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], SessionStore]:
     pg = request.getfixturevalue("postgres") if request.param == "postgres" else None
-    opened = Stores(request.param, tmp_path, pg)
+    return opener(request.param, tmp_path, pg)
+
+
+@pytest.fixture
+async def stores(open_store: Callable[[], SessionStore]) -> AsyncIterator[Stores]:
+    opened = Stores(open_store)
     yield opened
     await opened.close()
 

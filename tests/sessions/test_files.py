@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.sessions.test_conformance import conversation, session
+from tether.testing.store_conformance import conversation, session
 from tether.errors import SessionInvalid
 from tether.messages import Message
 from tether.sessions import FileSessionStore, SessionNotFound
@@ -373,7 +373,7 @@ def test_path_of_refuses_an_id_that_would_leave_the_directory(store: FileSession
 CRASHING_SAVE = """
 import asyncio, os
 from pathlib import Path
-from tests.sessions.test_conformance import session
+from tether.testing.store_conformance import session
 from tether.sessions import FileSessionStore
 
 real_replace = os.replace

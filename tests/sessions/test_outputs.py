@@ -1,6 +1,7 @@
-"""Each store's own side of keeping outputs (the shared contract is in ``test_conformance.py``): where the
-text lives on disk, that it is written once, that delete leaves no byte of it, owner-only modes, the
-database's upgrade, I/O off the event loop, and hostile or damaged outputs named in a ``SessionInvalid``.
+"""Each store's own side of keeping outputs (the shared contract is in
+``tether.testing.store_conformance``): where the text lives on disk, that it is written once, that delete
+leaves no byte of it, owner-only modes, the database's upgrade, I/O off the event loop, and hostile or damaged
+outputs named in a ``SessionInvalid``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.sessions.test_conformance import session
+from tether.testing.store_conformance import session
 from tether.errors import SessionInvalid
 from tether.sessions import FileSessionStore, SQLiteSessionStore
 from tether.sessions.base import output_ref

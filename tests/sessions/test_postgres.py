@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from tests.postgres import PgSchema, run_sql
-from tests.sessions.test_conformance import conversation, session
+from tether.testing.store_conformance import conversation, session
 from tether.errors import SessionInvalid
 from tether.messages import Message
 from tether.sessions import PostgresSessionStore, Session
@@ -304,7 +304,7 @@ async def test_an_altered_output_row_is_session_invalid_naming_the_row(
 
 SAVER = """
 import asyncio, sys
-from tests.sessions.test_conformance import conversation, session
+from tether.testing.store_conformance import conversation, session
 from tether.sessions import PostgresSessionStore
 
 async def main(url, schema, n, rounds):

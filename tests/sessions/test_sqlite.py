@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.sessions.test_conformance import conversation, session
+from tether.testing.store_conformance import conversation, session
 from tether.errors import SessionInvalid
 from tether.messages import Message
 from tether.sessions import Session, SQLiteSessionStore
@@ -395,7 +395,7 @@ async def test_the_directory_of_the_database_is_created_on_first_use(tmp_path: P
 
 CRASHING_SAVE = """
 import asyncio, os, sqlite3
-from tests.sessions.test_conformance import conversation, session
+from tether.testing.store_conformance import conversation, session
 from tether.messages import Message
 from tether.sessions import SQLiteSessionStore
 

@@ -1,14 +1,23 @@
-"""Hypothesis strategies for sessions: valid transcripts (the shapes a run can store) and whole sessions."""
+"""Property-based conformance tests (Hypothesis): any valid session a run can store comes back equal.
+
+:class:`SessionStoreProperties` is :class:`~tether.testing.store_conformance.SessionStoreConformance` plus
+these tests; subclass it instead when Hypothesis is installed. The strategies (:func:`transcripts`,
+:func:`sessions`) generate the shapes a run can store, for your own properties too.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.sessions import Session
+from tether.testing.store_conformance import SessionStoreConformance, Stores
 from tether.usage import Usage
+
+__all__ = ["SessionStoreProperties", "sessions", "transcripts"]
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
 json_values = st.recursive(
@@ -77,6 +86,7 @@ usages = st.builds(
 
 @st.composite
 def sessions(draw: st.DrawFn, session_id: str = "prop") -> Session:
+    """A whole session (id ``session_id``) with a valid transcript, any usage, text and time zone."""
     return Session(
         id=session_id,
         messages=tuple(draw(transcripts())),
@@ -86,3 +96,33 @@ def sessions(draw: st.DrawFn, session_id: str = "prop") -> Session:
         created_at=draw(timestamps),
         updated_at=draw(timestamps),
     )
+
+
+class SessionStoreProperties(SessionStoreConformance):
+    """The conformance tests and the property-based ones; define ``open_store`` as for the base class."""
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(saved=sessions())
+    async def test_any_valid_session_saved_and_loaded_comes_back_equal(self, stores: Stores, saved: Session) -> None:
+        try:
+            await stores.open().save(saved)
+
+            assert await stores.open().load(saved.id) == saved
+        finally:
+            await stores.close()
+
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(versions=st.lists(sessions(), min_size=2, max_size=3))
+    async def test_any_sequence_of_versions_saved_through_one_store_loads_back_as_the_last(self, 
+        stores: Stores, versions: list[Session]
+    ) -> None:
+        try:
+            store = stores.open()
+            for version in versions:  # appended, shortened or rewritten: whatever changed between them
+                await store.save(version)
+                assert await store.load(version.id) == version
+
+            assert await stores.open().load("prop") == versions[-1]
+        finally:
+            await stores.close()

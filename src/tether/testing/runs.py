@@ -1,0 +1,75 @@
+"""Helpers for testing agents: run one and keep its events, say each event in a line, check the transcript.
+
+They are plain functions (no pytest needed); the pytest plugin (:mod:`tether.testing.plugin`) adds fixtures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tether.events import (
+    RunCompleted,
+    RunEvent,
+    RunResult,
+    RunStarted,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallStarted,
+    ToolResultReceived,
+    TurnCompleted,
+    TurnStarted,
+)
+from tether.messages import Message, transcript_problems
+
+if TYPE_CHECKING:
+    from tether.agent import Agent
+    from tether.providers.scripted import Responder, ScriptedProvider, Step
+
+__all__ = ["ScriptFactory", "assert_valid_transcript", "describe", "result_of", "run_events"]
+
+
+class ScriptFactory(Protocol):
+    """The ``tether_scripted`` fixture: a :class:`ScriptedProvider` from steps (options as its constructor's)."""
+
+    def __call__(self, *steps: Step | Responder, **options: Any) -> ScriptedProvider: ...
+
+
+def describe(event: RunEvent) -> str:
+    """One short line per event, to compare whole event sequences: ``["RunStarted", "TurnStarted(1)", ...]``."""
+    if isinstance(event, RunStarted):
+        return "RunStarted"
+    if isinstance(event, TurnStarted):
+        suffix = f" attempt={event.attempt}" if event.attempt > 1 else ""
+        return f"TurnStarted({event.turn}{suffix}{' final' if event.final else ''})"
+    if isinstance(event, TextDelta):
+        return f"Text({event.text!r})"
+    if isinstance(event, ThinkingDelta):
+        return f"Thinking({event.text!r})"
+    if isinstance(event, ToolCallStarted):
+        return f"ToolCall({event.call.name})"
+    if isinstance(event, ToolResultReceived):
+        flag = f"error:{event.result.code}" if event.result.is_error else event.result.content
+        return f"ToolResult({event.result.name} -> {flag})"
+    if isinstance(event, TurnCompleted):
+        return f"TurnCompleted({event.turn}{' rejected' if event.rejected else ''})"
+    assert isinstance(event, RunCompleted)
+    return f"RunCompleted({event.result.stop_reason})"
+
+
+async def run_events(agent: Agent, prompt: str, history: Sequence[Message] = ()) -> list[RunEvent]:
+    """Every event of one run of ``agent``, ``RunCompleted`` last; :func:`result_of` gives its result."""
+    return [event async for event in agent.stream(prompt, history=history)]
+
+
+def result_of(events: Sequence[RunEvent]) -> RunResult:
+    """The result the run's last event (its ``RunCompleted``) carries."""
+    last = events[-1]
+    assert isinstance(last, RunCompleted), f"the last event is {last!r}, not RunCompleted"
+    return last.result
+
+
+def assert_valid_transcript(result: RunResult) -> None:
+    """The run's transcript is valid: every tool call has exactly one result, and each result its call."""
+    problems = transcript_problems(result.messages)
+    assert problems == [], f"the transcript is not valid: {problems}"
