@@ -40,14 +40,14 @@ def answer() -> tuple[str, StopReason, int]:
     return result.text, result.stop_reason, result.usage.input_tokens
 '''
 
-USER_TYPE_ERROR = '''
+USER_TYPE_ERROR = """
 from tether import Agent
 
 result = Agent("scripted:echo").run_sync("hi")
 wrong = result.text + 1
-'''
+"""
 
-USER_TESTS = '''
+USER_TESTS = """
 from collections.abc import Callable
 
 import pytest
@@ -68,7 +68,7 @@ class TestMemoryStore(SessionStoreConformance):
     def open_store(self) -> Callable[[], SessionStore]:
         store = MemorySessionStore()
         return lambda: store
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -150,12 +150,14 @@ def test_a_users_mypy_strict_reads_tethers_types(venv: Venv, tmp_path: Path) -> 
     (tmp_path / "uses_tether.py").write_text(USER_CODE)
     (tmp_path / "type_error.py").write_text(USER_TYPE_ERROR)
     cache = tmp_path / ".mypy_cache"
-    checked = venv.run("-m", "mypy", "--strict", "--cache-dir", str(cache), "uses_tether.py", "type_error.py", cwd=tmp_path)
+    checked = venv.run(
+        "-m", "mypy", "--strict", "--cache-dir", str(cache), "uses_tether.py", "type_error.py", cwd=tmp_path
+    )
 
     errors = [line for line in checked.stdout.splitlines() if ": error:" in line]
-    assert errors == [
-        'type_error.py:5: error: Unsupported operand types for + ("str" and "int")  [operator]'
-    ], checked.stdout + checked.stderr
+    assert errors == ['type_error.py:5: error: Unsupported operand types for + ("str" and "int")  [operator]'], (
+        checked.stdout + checked.stderr
+    )
     assert checked.returncode == 1
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from tether.testing.store_conformance import conversation, session
 from tether.errors import SessionInvalid
 from tether.messages import Message
 from tether.sessions import FileSessionStore, SessionNotFound
+from tether.testing.store_conformance import conversation, session
 
 
 @pytest.fixture

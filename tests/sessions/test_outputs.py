@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from tether.testing.store_conformance import session
 from tether.errors import SessionInvalid
 from tether.sessions import FileSessionStore, SQLiteSessionStore
 from tether.sessions.base import output_ref
+from tether.testing.store_conformance import session
 
 MARKER = "OUTPUT-MARKER-4c1e9a"
 OUTPUT = "".join(f"{i:06d} {MARKER} line of a long output\n" for i in range(20_000))

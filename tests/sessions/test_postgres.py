@@ -21,11 +21,11 @@ import psycopg
 import pytest
 
 from tests.postgres import PgSchema, run_sql
-from tether.testing.store_conformance import conversation, session
 from tether.errors import SessionInvalid
 from tether.messages import Message
 from tether.sessions import PostgresSessionStore, Session
 from tether.sessions.base import output_ref
+from tether.testing.store_conformance import conversation, session
 from tether.usage import Usage
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,12 +25,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tether.testing.store_conformance import Stores
-from tether.testing.store_conformance import session
 from tether.errors import SessionInvalid
 from tether.messages import Message, Text, ToolCall, ToolResult
 from tether.sessions import FileSessionStore, Session, SessionStore, SQLiteSessionStore
 from tether.sessions.base import MAX_COUNT
+from tether.testing.store_conformance import Stores, session
 from tether.usage import Usage
 
 FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "requests")

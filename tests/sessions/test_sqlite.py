@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from tether.testing.store_conformance import conversation, session
 from tether.errors import SessionInvalid
 from tether.messages import Message
 from tether.sessions import Session, SQLiteSessionStore
+from tether.testing.store_conformance import conversation, session
 from tether.usage import Usage
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -109,7 +109,7 @@ class Stores:
 class SessionStoreConformance:
     """The conformance tests; a subclass defines the ``open_store`` fixture (see the module docstring)."""
 
-    pytestmark = [pytest.mark.asyncio]
+    pytestmark = pytest.mark.asyncio
 
     @pytest.fixture
     def open_store(self) -> Callable[[], SessionStore]:
@@ -126,12 +126,12 @@ class SessionStoreConformance:
     def store(self, stores: Stores) -> SessionStore:
         return stores.open()
 
-
     async def test_every_store_is_a_session_store(self, store: SessionStore) -> None:
         assert isinstance(store, SessionStore)
 
-
-    async def test_a_saved_session_loads_back_with_messages_usage_model_title_and_timestamps(self, stores: Stores) -> None:
+    async def test_a_saved_session_loads_back_with_messages_usage_model_title_and_timestamps(
+        self, stores: Stores
+    ) -> None:
         saved = session()
         await stores.open().save(saved)
 
@@ -143,7 +143,6 @@ class SessionStoreConformance:
             assert loaded.updated_at.tzinfo is UTC
             assert loaded == saved
 
-
     async def test_loading_an_unknown_id_raises_session_not_found_naming_the_id(self, store: SessionStore) -> None:
         await store.save(session("known"))
         with pytest.raises(SessionNotFound, match="'unknown'") as raised:
@@ -151,10 +150,8 @@ class SessionStoreConformance:
         assert raised.value.code == "session_invalid"
         assert raised.value.details["session_id"] == "unknown"
 
-
     async def test_an_empty_store_lists_nothing(self, store: SessionStore) -> None:
         assert await store.list() == []
-
 
     async def test_list_gives_a_summary_of_each_session_newest_first(self, stores: Stores) -> None:
         store = stores.open()
@@ -177,7 +174,6 @@ class SessionStoreConformance:
         assert (old.title, old.model, old.message_count, old.created_at) == ("Old", "a:x", 5, T0)
         assert mid.message_count == 0
 
-
     async def test_saving_again_replaces_title_model_usage_and_timestamps(self, stores: Stores) -> None:
         store = stores.open()
         await store.save(session())
@@ -194,7 +190,6 @@ class SessionStoreConformance:
         [summary] = await store.list()
         assert (summary.title, summary.updated_at) == ("Renamed", T0 + timedelta(days=1))
 
-
     async def test_messages_appended_across_saves_all_load_back(self, stores: Stores) -> None:
         store = stores.open()
         full = conversation()
@@ -210,7 +205,6 @@ class SessionStoreConformance:
 
         assert (await stores.open().load("s1")).messages == more
 
-
     async def test_a_loaded_session_extended_and_saved_loads_back_whole(self, stores: Stores) -> None:
         await stores.open().save(session(messages=conversation()[:4]))
         store = stores.open()
@@ -219,7 +213,6 @@ class SessionStoreConformance:
         await store.save(extended)
 
         assert await stores.open().load("s1") == extended
-
 
     @pytest.mark.parametrize(
         "rewritten",
@@ -230,7 +223,9 @@ class SessionStoreConformance:
             pytest.param((), id="emptied"),
         ],
     )
-    async def test_a_rewritten_history_replaces_the_stored_one(self, stores: Stores, rewritten: tuple[Message, ...]) -> None:
+    async def test_a_rewritten_history_replaces_the_stored_one(
+        self, stores: Stores, rewritten: tuple[Message, ...]
+    ) -> None:
         store = stores.open()
         await store.save(session())
         await store.save(session(messages=rewritten))
@@ -239,7 +234,6 @@ class SessionStoreConformance:
         assert (await stores.open().load("s1")).messages == rewritten
         [summary] = await store.list()
         assert summary.message_count == len(rewritten)
-
 
     async def test_delete_removes_only_that_session_and_a_second_delete_does_nothing(self, stores: Stores) -> None:
         store = stores.open()
@@ -255,7 +249,6 @@ class SessionStoreConformance:
         assert [s.id for s in await store.list()] == ["kept"]
         assert await store.load("kept") == session("kept")
 
-
     async def test_a_deleted_id_can_be_saved_again(self, store: SessionStore) -> None:
         await store.save(session())
         await store.delete("s1")
@@ -263,7 +256,6 @@ class SessionStoreConformance:
         await store.save(again)
 
         assert await store.load("s1") == again
-
 
     async def test_concurrent_saves_of_two_sessions_both_land(self, stores: Stores) -> None:
         store = stores.open()
@@ -276,7 +268,6 @@ class SessionStoreConformance:
         assert await reopened.load("two") == two
         assert {s.id for s in await reopened.list()} == {"one", "two"}
 
-
     async def test_concurrent_saves_of_the_same_session_leave_one_whole_version(self, stores: Stores) -> None:
         store = stores.open()
         versions = [session(messages=conversation()[:n], title=f"v{n}") for n in (1, 2, 4, 5)]
@@ -287,12 +278,11 @@ class SessionStoreConformance:
         assert loaded in versions
         assert loaded.title == f"v{len(loaded.messages)}"
 
-
     @pytest.mark.parametrize(
         "bad_id", ["../escape", "a/b", "a\\b", "/abs", "", ".hidden", "-flag", "x" * 129, "nul\x00", "sp ace", "é"]
     )
-    async def test_ids_that_are_not_safe_file_names_are_refused_by_every_method(self, 
-        store: SessionStore, tmp_path: Path, bad_id: str
+    async def test_ids_that_are_not_safe_file_names_are_refused_by_every_method(
+        self, store: SessionStore, tmp_path: Path, bad_id: str
     ) -> None:
         before = tree(tmp_path)
         with pytest.raises(SessionInvalid, match="session id"):
@@ -303,7 +293,6 @@ class SessionStoreConformance:
             await store.delete(bad_id)
         assert tree(tmp_path) == before
         assert not (tmp_path.parent / "escape.json").exists()
-
 
     async def test_tool_calls_left_without_results_at_the_end_are_stored_as_they_are(self, stores: Stores) -> None:
         stopped = session(messages=conversation()[:3])  # the calls of message 2 have no results yet
@@ -316,7 +305,6 @@ class SessionStoreConformance:
 
         assert await stores.open().load("s1") == stopped
         assert await stores.open().load("partly") == partly
-
 
     async def test_two_user_messages_in_a_row_load_merged_into_one(self, store: SessionStore) -> None:
         failed_then_asked_again = (
@@ -335,7 +323,6 @@ class SessionStoreConformance:
             Message.user("third"),
         )
 
-
     @pytest.mark.parametrize(
         ("messages", "problem"),
         [
@@ -343,11 +330,13 @@ class SessionStoreConformance:
             pytest.param(
                 (Message.user("q"), Message("tool", (ToolResult("zz", "f", "r"),))), "unknown", id="result-without-call"
             ),
-            pytest.param((*conversation()[:3], Message.user("next")), "calls without results", id="call-without-result"),
+            pytest.param(
+                (*conversation()[:3], Message.user("next")), "calls without results", id="call-without-result"
+            ),
         ],
     )
-    async def test_an_invalid_transcript_is_refused_on_save_and_the_stored_version_kept(self, 
-        stores: Stores, messages: tuple[Message, ...], problem: str
+    async def test_an_invalid_transcript_is_refused_on_save_and_the_stored_version_kept(
+        self, stores: Stores, messages: tuple[Message, ...], problem: str
     ) -> None:
         store = stores.open()
         await store.save(session())
@@ -360,7 +349,6 @@ class SessionStoreConformance:
         assert await stores.open().load("s1") == session()
         assert [s.id for s in await store.list()] == ["s1"]
 
-
     async def test_timestamps_in_other_time_zones_load_as_the_same_instant_in_utc(self, store: SessionStore) -> None:
         india = timezone(timedelta(hours=5, minutes=30))
         await store.save(session(created_at=T0.astimezone(india), updated_at=T0.astimezone(india)))
@@ -371,14 +359,10 @@ class SessionStoreConformance:
         assert loaded.created_at.tzinfo is UTC
         assert loaded.updated_at.isoformat() == T0.isoformat()
 
-
     # --- outputs (OutputStore) ----------------------------------------------------------------------------------
-
-
 
     async def test_every_store_is_an_output_store(self, store: SessionStore) -> None:
         assert isinstance(store, OutputStore)
-
 
     async def test_an_output_saved_loads_back_exactly_also_from_storage_opened_anew(self, stores: Stores) -> None:
         store = cast(OutputStore, stores.open())
@@ -387,14 +371,12 @@ class SessionStoreConformance:
         assert await store.load_output("s1", REF) == OUTPUT
         assert await cast(OutputStore, stores.open()).load_output("s1", REF) == OUTPUT
 
-
     async def test_an_unknown_ref_or_session_loads_none(self, stores: Stores) -> None:
         store = cast(OutputStore, stores.open())
         await store.save_output("s1", REF, OUTPUT)
 
         assert await store.load_output("s1", output_ref("other")) is None
         assert await store.load_output("s2", REF) is None  # a session reads only its own outputs
-
 
     async def test_saving_a_ref_again_keeps_it_once_and_unchanged(self, stores: Stores) -> None:
         store = cast(OutputStore, stores.open())
@@ -404,11 +386,12 @@ class SessionStoreConformance:
 
         assert await store.load_output("s1", REF) == OUTPUT
 
-
     @pytest.mark.parametrize(
         ("session_id", "ref", "content", "problem"),
         [
-            pytest.param("s1", output_ref("other text"), OUTPUT, "the ref is not the content's address", id="wrong-ref"),
+            pytest.param(
+                "s1", output_ref("other text"), OUTPUT, "the ref is not the content's address", id="wrong-ref"
+            ),
             pytest.param("s1", "out-XYZ", OUTPUT, "output ref 'out-XYZ' is not valid", id="malformed-ref"),
             pytest.param("s1", "../../etc/passwd", OUTPUT, "is not valid", id="path-as-ref"),
             pytest.param("../up", REF, OUTPUT, "session id", id="bad-session-id"),
@@ -416,8 +399,8 @@ class SessionStoreConformance:
             pytest.param("s1", REF, b"bytes", "content must be a string", id="bytes"),
         ],
     )
-    async def test_an_output_that_cannot_be_stored_is_refused_and_nothing_is_written(self, 
-        stores: Stores, tmp_path: Path, session_id: str, ref: str, content: Any, problem: str
+    async def test_an_output_that_cannot_be_stored_is_refused_and_nothing_is_written(
+        self, stores: Stores, tmp_path: Path, session_id: str, ref: str, content: Any, problem: str
     ) -> None:
         store = cast(OutputStore, stores.open())
         await stores.open().save(session())
@@ -430,16 +413,16 @@ class SessionStoreConformance:
         with contextlib.suppress(SessionInvalid):  # an invalid id or ref cannot even be looked up
             assert await store.load_output(session_id, ref) is None
 
-
     @pytest.mark.parametrize(("session_id", "ref"), [("../up", REF), ("s1", "out-1"), ("s1", "")])
-    async def test_loading_with_an_invalid_id_or_ref_is_session_invalid(self, 
-        store: SessionStore, session_id: str, ref: str
+    async def test_loading_with_an_invalid_id_or_ref_is_session_invalid(
+        self, store: SessionStore, session_id: str, ref: str
     ) -> None:
         with pytest.raises(SessionInvalid):
             await cast(OutputStore, store).load_output(session_id, ref)
 
-
-    async def test_delete_removes_the_sessions_outputs_even_those_saved_before_the_session(self, stores: Stores) -> None:
+    async def test_delete_removes_the_sessions_outputs_even_those_saved_before_the_session(
+        self, stores: Stores
+    ) -> None:
         store = stores.open()
         outputs = cast(OutputStore, store)
         other = output_ref("another output")

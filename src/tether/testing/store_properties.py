@@ -111,11 +111,10 @@ class SessionStoreProperties(SessionStoreConformance):
         finally:
             await stores.close()
 
-
     @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(versions=st.lists(sessions(), min_size=2, max_size=3))
-    async def test_any_sequence_of_versions_saved_through_one_store_loads_back_as_the_last(self, 
-        stores: Stores, versions: list[Session]
+    async def test_any_sequence_of_versions_saved_through_one_store_loads_back_as_the_last(
+        self, stores: Stores, versions: list[Session]
     ) -> None:
         try:
             store = stores.open()
