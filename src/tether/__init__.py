@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place: the package metadata reads it from here (pyproject.toml)
 
 _EXPORTS: dict[str, str] = {
     "Agent": "tether.agent",
