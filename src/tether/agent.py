@@ -22,6 +22,7 @@ from tether.loop.engine import EventSink, Run, RunSpec
 from tether.loop.executor import DEFAULT_MAX_OUTPUT
 from tether.loop.interrupts import Interrupt, Interrupter
 from tether.messages import Message
+from tether.pricing import price_for
 from tether.providers.base import ModelSettings, Provider
 from tether.providers.registry import resolve
 from tether.secrets import Masker, connection_password
@@ -30,7 +31,7 @@ from tether.tools.base import Tool
 from tether.tools.output_cache import DEFAULT_THRESHOLD, MIN_THRESHOLD, READ_TOOL
 from tether.tools.permissions import Approver, Mode, PermissionHook, Permissions
 from tether.tools.registry import ToolRegistry
-from tether.usage import Price, Usage, price_for
+from tether.usage import Price, Usage
 
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
@@ -75,8 +76,8 @@ class Agent:
             system: the system prompt, sent once at the head of every request.
             limits: the guards' settings; ``Limits()`` when not given.
             settings: sampling settings (temperature, max_tokens, ...).
-            price: the model's price, for cost and ``max_cost_usd``; looked up in ``tether.usage.PRICES``
-                when not given.
+            price: the model's price, for cost and ``max_cost_usd``; when not given, looked up in
+                ``genai-prices`` (if installed), then in ``tether.pricing.PRICES`` (``tether.pricing``).
             concurrent_tools: run all of a turn's tool calls concurrently, not only tools marked so.
             max_concurrency: how many tool calls of one turn may run at once.
             on_event: called with every event of every run, in order (a sink; it must not block).

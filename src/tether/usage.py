@@ -1,15 +1,15 @@
 """Token usage and what it costs.
 
-Data only: :class:`Usage` adds up, :class:`Price` and :func:`cost_of` turn tokens into dollars. Limits on
-either live in the loop's guard, not here. A cost is computed only from a known price: an unknown model
-gets ``None``, never a guess.
+Data only: :class:`Usage` adds up, :class:`Price` (with its :class:`Tier` s) and :func:`cost_of` turn one
+request's tokens into dollars. Which price a model has is ``tether.pricing``'s business; limits on either
+live in the loop's guard.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from tether.errors import ConfigInvalid
 from tether.quickinit import quick_init
 
 
@@ -53,8 +53,29 @@ zero do not each make one."""
 
 @quick_init
 @dataclass(frozen=True, slots=True)
+class Tier:
+    """The prices of a request whose prompt is longer than ``above_input_tokens`` (US dollars per million
+    tokens): a long-context surcharge, applied to every token of that request."""
+
+    above_input_tokens: int
+    """Applies when a request's prompt (input tokens, cache reads and cache writes together) is longer."""
+    input: float
+    output: float
+    cache_read: float | None = None
+    """Defaults to this tier's input price."""
+    cache_write: float | None = None
+    """Defaults to this tier's input price."""
+
+
+@quick_init
+@dataclass(frozen=True, slots=True)
 class Price:
-    """US dollars per million tokens."""
+    """US dollars per million tokens, with optional tiers by prompt size.
+
+    ``Price(input=1.25, output=10.0, tiers=(Tier(above_input_tokens=200_000, input=2.5, output=15.0),))``
+    charges a request with a 250k-token prompt at $2.50/$15 for all its tokens, and one with a 1k-token prompt
+    at $1.25/$10.
+    """
 
     input: float
     output: float
@@ -62,67 +83,53 @@ class Price:
     """Defaults to the input price when the provider has no cache discount."""
     cache_write: float | None = None
     """Defaults to the input price when the provider charges nothing extra for cache writes."""
+    tiers: tuple[Tier, ...] = ()
+    """Prices for long prompts, by increasing ``above_input_tokens``; the last one a request exceeds wins."""
+
+    def __post_init__(self) -> None:
+        bounds = [tier.above_input_tokens for tier in self.tiers]
+        if any(bound < 0 for bound in bounds) or bounds != sorted(set(bounds)):
+            raise ConfigInvalid(f"price tiers need distinct, increasing, non-negative thresholds, not {bounds}")
+
+    def rates(self, prompt_tokens: int) -> Price | Tier:
+        """The prices that apply to a request with a prompt of ``prompt_tokens`` tokens."""
+        chosen: Price | Tier = self
+        for tier in self.tiers:
+            if prompt_tokens > tier.above_input_tokens:
+                chosen = tier
+        return chosen
 
 
 @quick_init
 @dataclass(frozen=True, slots=True)
 class Cost:
-    """What a usage cost, in US dollars."""
+    """What a usage cost, in US dollars (costs add with ``+``)."""
 
     input_usd: float
     output_usd: float
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.input_usd + other.input_usd, self.output_usd + other.output_usd)
 
     @property
     def total_usd(self) -> float:
         return self.input_usd + self.output_usd
 
 
-PRICES: dict[str, Price] = {
-    # OpenAI list prices, standard tier (platform.openai.com/docs/pricing).
-    "gpt-4o": Price(input=2.50, output=10.00, cache_read=1.25),
-    "gpt-4o-mini": Price(input=0.15, output=0.60, cache_read=0.075),
-    "gpt-4.1": Price(input=2.00, output=8.00, cache_read=0.50),
-    "gpt-4.1-mini": Price(input=0.40, output=1.60, cache_read=0.10),
-    "gpt-5": Price(input=1.25, output=10.00, cache_read=0.125),
-    "gpt-5-mini": Price(input=0.25, output=2.00, cache_read=0.025),
-    # Anthropic list prices (platform.claude.com/docs/en/about-claude/pricing); cache writes at the 5-minute rate.
-    "claude-opus-4-5": Price(input=5.00, output=25.00, cache_read=0.50, cache_write=6.25),
-    "claude-opus-4-1": Price(input=15.00, output=75.00, cache_read=1.50, cache_write=18.75),
-    "claude-sonnet-4-5": Price(input=3.00, output=15.00, cache_read=0.30, cache_write=3.75),
-    "claude-sonnet-4": Price(input=3.00, output=15.00, cache_read=0.30, cache_write=3.75),
-    "claude-haiku-4-5": Price(input=1.00, output=5.00, cache_read=0.10, cache_write=1.25),
-    # Google list prices for prompts up to 200k tokens (ai.google.dev/pricing); cached input is billed at the
-    # input price here, which can only overstate a cost, never understate it against a budget.
-    "gemini-2.5-pro": Price(input=1.25, output=10.00),
-    "gemini-2.5-flash": Price(input=0.30, output=2.50),
-}
-"""List prices by model id, as published in November 2026. Prices change: pass ``price=`` to ``Agent`` (or
-edit this dict) for a model that is missing or has moved."""
-
-
-def price_for(model: str) -> Price | None:
-    """The price of a model id (``gpt-4o-mini``) or model string (``openai:gpt-4o-mini``), if known.
-
-    Dated snapshots (``claude-sonnet-4-5-20250929``, ``gpt-4o-2024-08-06``) take their family's price.
-    """
-    name = model.split(":", 1)[1] if ":" in model else model
-    if name in PRICES:
-        return PRICES[name]
-    family, dated = _DATED_SNAPSHOT.match(name), None
-    if family is not None:
-        dated = PRICES.get(family.group(1))
-    return dated
-
-
-_DATED_SNAPSHOT = re.compile(r"^(.+?)-(\d{8}|\d{4}-\d{2}-\d{2})$")
-"""``family-20250929`` or ``family-2024-08-06``: a dated snapshot, priced like its family."""
+NO_COST = Cost(0.0, 0.0)
+"""Nothing spent: where a run's cost starts."""
 
 
 def cost_of(usage: Usage, price: Price) -> Cost:
-    """The dollar cost of ``usage`` at ``price``."""
-    cache_read = price.input if price.cache_read is None else price.cache_read
-    cache_write = price.input if price.cache_write is None else price.cache_write
+    """The dollar cost of one request's ``usage`` at ``price``: its prompt size picks the tier.
+
+    Priced per request, because a tier applies to a request, not to a run: two 150k-token prompts cost the
+    base rate each, though together they pass 200k.
+    """
+    rates = price.rates(usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens)
+    cache_read = rates.input if rates.cache_read is None else rates.cache_read
+    cache_write = rates.input if rates.cache_write is None else rates.cache_write
     input_usd = (
-        usage.input_tokens * price.input + usage.cache_read_tokens * cache_read + usage.cache_write_tokens * cache_write
+        usage.input_tokens * rates.input + usage.cache_read_tokens * cache_read + usage.cache_write_tokens * cache_write
     ) / 1_000_000
-    return Cost(input_usd=input_usd, output_usd=usage.output_tokens * price.output / 1_000_000)
+    return Cost(input_usd=input_usd, output_usd=usage.output_tokens * rates.output / 1_000_000)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tether.cli.choose import choose_model
+from tether.pricing import PRICES, find_price
 from tether.providers.registry import PROFILES, prefixes
-from tether.usage import PRICES, Price
+from tether.usage import Price, Tier
 
 _FAMILIES = (("gpt-", "openai"), ("claude-", "anthropic"), ("gemini-", "gemini"))
 
@@ -35,21 +36,46 @@ def _dollars(value: float) -> str:
     return f"${value:.2f}" if round(value, 2) == value else f"${value:g}"
 
 
-def price_text(price: Price) -> str:
-    """``$0.15 in, $0.6 out, $0.075 cached in`` (US dollars per million tokens)."""
-    text = f"{_dollars(price.input)} in, {_dollars(price.output)} out"
-    if price.cache_read is not None:
-        text += f", {_dollars(price.cache_read)} cached in"
+def _tokens(count: int) -> str:
+    """``200k``, ``1M``, ``128,500``: a tier's threshold as people write it."""
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if count >= size and count % size == 0:
+            return f"{count // size}{unit}"
+    return f"{count:,}"
+
+
+def _rates_text(rates: Price | Tier) -> str:
+    text = f"{_dollars(rates.input)} in, {_dollars(rates.output)} out"
+    if rates.cache_read is not None:
+        text += f", {_dollars(rates.cache_read)} cached in"
     return text
+
+
+def price_text(price: Price) -> str:
+    """``$0.15 in, $0.60 out, $0.075 cached in`` (US dollars per million tokens), then each tier:
+    ``; over 200k: $2.50 in, $15.00 out`` (the rates of a request whose prompt is longer)."""
+    tiers = "".join(f"; over {_tokens(tier.above_input_tokens)}: {_rates_text(tier)}" for tier in price.tiers)
+    return _rates_text(price) + tiers
+
+
+def _price_lines() -> list[str]:
+    """One line per model of the built-in table: its model string, where its price comes from (genai-prices
+    when installed and it knows the model, else built-in), and the price."""
+    names = sorted(PRICES, key=lambda name: (provider_of(name), name))
+    models = [f"{provider_of(name)}:{name}" for name in names]
+    listed = [(model, find_price(model)) for model in models]
+    width = max(len(model) for model in models)
+    return [
+        f"  {model.ljust(width)}  {found.source.ljust(12)}  {price_text(found.price)}"
+        for model, found in listed
+        if found is not None
+    ]
 
 
 def catalog(env: Mapping[str, str]) -> str:
     """The text of ``tether models``: priced models, then providers with their variables (marked when set)."""
-    names = sorted(PRICES, key=lambda name: (provider_of(name), name))
-    models = [f"{provider_of(name)}:{name}" for name in names]
-    width = max(len(model) for model in models)
-    lines = ["Models with known prices (US$ per million tokens):"]
-    lines += [f"  {model.ljust(width)}  {price_text(PRICES[name])}" for model, name in zip(models, names, strict=True)]
+    lines = ["Models with known prices (US$ per million tokens; 'over 200k': a request with a longer prompt):"]
+    lines += _price_lines()
     lines += ["", "Providers (use as PROVIDER:MODEL; keys are read from these variables):"]
     all_prefixes = sorted(prefixes())
     width = max(len(prefix) for prefix in all_prefixes) + 1

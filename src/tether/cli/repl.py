@@ -259,10 +259,15 @@ class Chat:
             session = await self.store.load(self.session_id)
         except SessionNotFound:
             return True
-        from tether.usage import cost_of, price_for
+        from dataclasses import replace
+
+        from tether.pricing import price_for
+        from tether.usage import cost_of
 
         price = price_for(session.model) if session.model else None
-        cost = cost_of(session.usage, price) if price is not None else None
+        # A session keeps only its total usage, not each request's prompt size: priced at the base rates, which
+        # is exact unless a request passed a long-context tier, and never charges a tier no request reached.
+        cost = cost_of(session.usage, replace(price, tiers=())) if price is not None else None
         self.say(f"session {session.id}: {usage_line(session.usage, cost)}")
         return True
 

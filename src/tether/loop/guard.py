@@ -12,7 +12,9 @@ The contract
   ``max_consecutive_errors`` of them in a row the run stops. Any successful result resets the count.
 * **Invalid responses.** An answer with nothing usable is rejected and retried with a corrective message;
   more than ``invalid_response_retries`` rejections in a row stop the run with ``invalid_response``.
-* **Budget.** After every provider call the run's cost is compared with ``max_cost_usd``.
+* **Budget.** Each provider call is priced as it completes, from that call's own usage (its prompt size picks
+  the price tier), and the run's cost is the sum of those; it is compared with ``max_cost_usd`` after every
+  call, so the run stops after the call that reached the budget.
 * **Repeats.** A turn asking for exactly the calls of the turn before is answered with the earlier results,
   and the next request asks the model only for its answer (``loop/repeats.py``); the guard says which
   results the model then has (:attr:`LoopGuard.repeated`).
@@ -32,7 +34,7 @@ from tether.limits import Limits, StopReason
 from tether.loop.repeats import Repeat, RepeatTracker
 from tether.messages import ToolCall, ToolResult
 from tether.quickinit import quick_init
-from tether.usage import NO_USAGE, Cost, Price, Usage, cost_of
+from tether.usage import NO_COST, NO_USAGE, Cost, Price, Usage, cost_of
 
 
 @quick_init
@@ -56,6 +58,7 @@ class LoopGuard:
         "price",
         "repeated",
         "repeats",
+        "spent",
         "tool_calls",
         "turns",
         "usage",
@@ -74,15 +77,20 @@ class LoopGuard:
         self.error_turns = 0
         self.invalid_in_a_row = 0
         self.usage = NO_USAGE
+        self.spent = NO_COST
+        """The sum of each call's cost, priced when the call completed."""
         self._refused_for_budget = False
 
     @property
     def cost(self) -> Cost | None:
-        return None if self.price is None else cost_of(self.usage, self.price)
+        """What the run has cost so far; ``None`` when the model's price is unknown."""
+        return None if self.price is None else self.spent
 
     def record_call(self, usage: Usage) -> None:
-        """Add one provider call's usage (checked against the budget before the next call)."""
+        """Add one provider call's usage and its cost (checked against the budget before the next call)."""
         self.usage = self.usage + usage
+        if self.price is not None:
+            self.spent = self.spent + cost_of(usage, self.price)
 
     def record_invalid(self, problem: str, error: Exception | None = None) -> Stop | None:
         """A rejected answer (``error``: the malformed answer's ``InvalidResponse``, if that was the problem);
