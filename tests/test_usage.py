@@ -1,10 +1,11 @@
-"""Usage adds up; prices turn tokens into dollars; price lookup by model id, model string and dated snapshot."""
+"""Usage adds up; prices (with their tiers by prompt size) turn one request's tokens into dollars."""
 
 from __future__ import annotations
 
 import pytest
 
-from tether.usage import PRICES, Price, Usage, cost_of, price_for
+from tether.errors import ConfigInvalid
+from tether.usage import Cost, Price, Tier, Usage, cost_of
 
 
 def test_usages_add_field_by_field() -> None:
@@ -53,47 +54,44 @@ def test_cost_of_no_tokens_is_zero() -> None:
     assert cost_of(Usage(requests=3), Price(input=5.0, output=25.0)).total_usd == 0.0
 
 
-# --- price_for ----------------------------------------------------------------------------------------------
+# --- tiers -------------------------------------------------------------------------------------------------
+
+LONG = Tier(above_input_tokens=200_000, input=2.0, output=20.0, cache_read=0.4)
+TIERED = Price(input=1.0, output=10.0, cache_read=0.1, tiers=(LONG,))
 
 
-@pytest.mark.parametrize(
-    ("model", "family"),
-    [
-        ("gpt-4o-mini", "gpt-4o-mini"),
-        ("claude-haiku-4-5", "claude-haiku-4-5"),
-        ("openai:gpt-4o-mini", "gpt-4o-mini"),
-        ("anthropic:claude-sonnet-4-5", "claude-sonnet-4-5"),
-        ("gpt-4o-2024-08-06", "gpt-4o"),
-        ("openai:gpt-4o-2024-08-06", "gpt-4o"),
-        ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
-        ("claude-sonnet-4-20250514", "claude-sonnet-4"),
-    ],
-)
-def test_price_for_finds_ids_model_strings_and_dated_snapshots(model: str, family: str) -> None:
-    assert price_for(model) == PRICES[family]
+def test_a_prompt_at_the_threshold_pays_the_base_rates() -> None:
+    cost = cost_of(Usage(input_tokens=200_000, output_tokens=1_000_000), TIERED)
+    assert cost.input_usd == pytest.approx(0.2)
+    assert cost.output_usd == pytest.approx(10.0)
 
 
-@pytest.mark.parametrize(
-    ("snapshot", "family", "shorter_family"),
-    [
-        ("gpt-4o-mini-2024-07-18", "gpt-4o-mini", "gpt-4o"),
-        ("gpt-4.1-mini-2025-04-14", "gpt-4.1-mini", "gpt-4.1"),
-        ("gpt-5-mini-2025-08-07", "gpt-5-mini", "gpt-5"),
-    ],
-)
-def test_the_longest_family_name_wins_for_a_dated_snapshot(snapshot: str, family: str, shorter_family: str) -> None:
-    assert PRICES[family] != PRICES[shorter_family]
-    assert price_for(snapshot) == PRICES[family]
+def test_a_prompt_past_the_threshold_pays_the_tier_rates_on_all_its_tokens() -> None:
+    cost = cost_of(Usage(input_tokens=200_001, output_tokens=1_000_000), TIERED)
+    assert cost.input_usd == pytest.approx(200_001 * 2.0 / 1e6)
+    assert cost.output_usd == pytest.approx(20.0)
 
 
-@pytest.mark.parametrize(
-    "model",
-    ["llama3", "ollama:llama3:8b", "gpt-4o-audio-preview", "gpt-4o-mini-tts", "my-gpt-4o", "gpt-4", ""],
-)
-def test_price_for_an_unknown_model_is_none_not_a_guess(model: str) -> None:
-    assert price_for(model) is None
+def test_cached_prompt_tokens_count_towards_the_tier_and_pay_its_cache_rates() -> None:
+    usage = Usage(input_tokens=50_000, cache_read_tokens=150_000, cache_write_tokens=1)
+    cost = cost_of(usage, TIERED)
+    # 200,001 prompt tokens: the tier applies; its cache writes default to the tier's input price.
+    assert cost.input_usd == pytest.approx((50_000 * 2.0 + 150_000 * 0.4 + 1 * 2.0) / 1e6)
 
 
-def test_price_for_a_newer_version_of_a_family_is_none_not_the_older_versions_price() -> None:
-    # '-6' is a version, not a date: Claude Sonnet 4.6 is not a snapshot of Claude Sonnet 4.
-    assert price_for("claude-sonnet-4-6") is None
+def test_the_highest_tier_the_prompt_passes_wins() -> None:
+    price = Price(input=1.0, output=1.0, tiers=(Tier(100, input=2.0, output=2.0), Tier(1_000, input=3.0, output=3.0)))
+    assert cost_of(Usage(input_tokens=50), price).input_usd == pytest.approx(50 * 1.0 / 1e6)
+    assert cost_of(Usage(input_tokens=500), price).input_usd == pytest.approx(500 * 2.0 / 1e6)
+    assert cost_of(Usage(input_tokens=5_000), price).input_usd == pytest.approx(5_000 * 3.0 / 1e6)
+
+
+@pytest.mark.parametrize("bounds", [(1_000, 100), (100, 100), (-1,)])
+def test_tiers_out_of_order_repeated_or_negative_are_refused(bounds: tuple[int, ...]) -> None:
+    with pytest.raises(ConfigInvalid, match="tiers") as caught:
+        Price(input=1.0, output=1.0, tiers=tuple(Tier(bound, input=2.0, output=2.0) for bound in bounds))
+    assert caught.value.code == "config_invalid"
+
+
+def test_costs_add_field_by_field() -> None:
+    assert Cost(1.0, 2.0) + Cost(0.5, 0.25) == Cost(1.5, 2.25)

@@ -12,7 +12,7 @@ from tether import Agent, Limits, tool
 from tether.errors import ConfigInvalid, RateLimited, RequestTimeout, TimeoutExceeded
 from tether.loop.context import SUMMARY_REQUEST
 from tether.providers.scripted import ScriptedProvider, call, fail, hang, parallel, reply
-from tether.usage import Price, Usage
+from tether.usage import NO_COST, Price, Tier, Usage, cost_of
 
 
 @tool
@@ -226,6 +226,25 @@ async def test_budget_stops_the_run_once_spent() -> None:
     assert result.cost is not None
     assert result.cost.total_usd == pytest.approx(2.0)
     assert result.usage.requests == 2
+    assert_valid(result)
+
+
+async def test_each_request_is_priced_by_its_own_prompt_and_the_budget_stops_after_the_one_that_reached_it() -> None:
+    price = Price(input=1.0, output=1.0, tiers=(Tier(above_input_tokens=200_000, input=2.0, output=2.0),))
+    prompts = [150_000, 190_000, 250_000, 100_000]
+    steps = [call("lookup", {"key": str(n)}, usage=Usage(input_tokens=tokens)) for n, tokens in enumerate(prompts)]
+    agent = Agent(
+        ScriptedProvider([*steps, reply("done")]), tools=[lookup], limits=Limits(max_cost_usd=0.6), price=price
+    )
+    result = await agent.run("go")
+    # Per request: $0.15, $0.19 (both under the tier), then $0.50 (250k tokens at $2) reaches $0.60.
+    # Pricing the summed usage would have stopped a request earlier: 340k tokens at the tier's $2 is $0.68.
+    assert result.stop_reason == "budget"
+    assert result.usage.requests == 3
+    assert result.cost is not None
+    assert result.cost.total_usd == pytest.approx(0.15 + 0.19 + 0.50)
+    assert result.cost == sum((cost_of(usage, price) for usage in result.turn_usage), start=NO_COST)
+    assert result.cost.total_usd != pytest.approx(cost_of(result.usage, price).total_usd)
     assert_valid(result)
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tether.limits import Limits, StopReason
 from tether.loop.guard import LoopGuard
 from tether.messages import ToolCall, ToolResult
-from tether.usage import Price, Usage
+from tether.usage import Price, Tier, Usage, cost_of
 
 PRICE = Price(input=1.0, output=1.0)
 """One dollar per million tokens, so a million tokens cost exactly $1."""
@@ -217,6 +219,31 @@ def test_usage_and_cost_add_up_over_calls() -> None:
     assert g.usage == Usage(input_tokens=1_000_000, output_tokens=500_000, requests=2)
     assert g.cost is not None
     assert g.cost.total_usd == 4.0
+
+
+LONG_CONTEXT = Price(input=1.0, output=1.0, tiers=(Tier(above_input_tokens=200_000, input=2.0, output=2.0),))
+"""$1 per million tokens, $2 for every token of a request whose prompt passes 200k tokens."""
+
+
+def test_each_call_is_priced_by_its_own_prompt_not_by_the_runs_total() -> None:
+    g = LoopGuard(Limits(), LONG_CONTEXT)
+    g.record_call(Usage(input_tokens=150_000))
+    g.record_call(Usage(input_tokens=150_000))
+    assert g.cost is not None
+    assert g.cost.total_usd == pytest.approx(0.30), "two 150k prompts: both at the base rate"
+    assert cost_of(g.usage, LONG_CONTEXT).total_usd == pytest.approx(0.60), "their sum would pass the tier"
+
+
+def test_a_call_past_the_tier_is_charged_the_tier_rate_and_can_reach_the_budget_alone() -> None:
+    g = LoopGuard(Limits(max_cost_usd=0.5), LONG_CONTEXT)
+    g.record_call(Usage(input_tokens=100_000))
+    assert g.after_turn() is None
+    g.record_call(Usage(input_tokens=200_001))
+    stop = g.after_turn()
+    assert stop is not None
+    assert stop.reason is StopReason.BUDGET
+    assert g.cost is not None
+    assert g.cost.total_usd == pytest.approx(0.1 + 200_001 * 2.0 / 1e6)
 
 
 # --- which stop wins ----------------------------------------------------------------------------------------
