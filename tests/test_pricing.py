@@ -17,8 +17,9 @@ from tether import pricing
 from tether.pricing import PRICES, builtin_price, find_price, genai_price, price_for, price_from_genai
 from tether.usage import Price, Tier, Usage, cost_of
 
-genai_prices = pytest.importorskip("genai_prices")
-from genai_prices import types as genai  # noqa: E402
+pytest.importorskip("genai_prices")
+import genai_prices
+from genai_prices import types as genai
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

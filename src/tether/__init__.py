@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "Done": "tether.tools.base",
     "Usage": "tether.usage",
     "Price": "tether.usage",
+    "Tier": "tether.usage",
     "Cost": "tether.usage",
     "ModelSettings": "tether.providers.base",
     "Provider": "tether.providers.base",
@@ -78,6 +79,7 @@ if TYPE_CHECKING:
     from tether.tools.base import tool as tool
     from tether.usage import Cost as Cost
     from tether.usage import Price as Price
+    from tether.usage import Tier as Tier
     from tether.usage import Usage as Usage
 
 

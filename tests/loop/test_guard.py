@@ -186,15 +186,22 @@ def test_turn_limit_none_never_stops() -> None:
 # --- budget -------------------------------------------------------------------------------------------------
 
 
-def test_budget_stops_once_the_run_has_cost_the_limit() -> None:
-    g = LoopGuard(Limits(max_cost_usd=1.0), PRICE)
-    g.record_call(Usage(input_tokens=600_000))
+def budget_stop_at_the_second_call(g: LoopGuard, first: Usage, second: Usage) -> str:
+    """Record two calls, each followed by its turn: the first must not stop the run, the second must stop it
+    for the budget. Returns the stop's detail."""
+    g.record_call(first)
     assert g.after_turn() is None
-    g.record_call(Usage(output_tokens=400_000))
+    g.record_call(second)
     stop = g.after_turn()
     assert stop is not None
     assert stop.reason is StopReason.BUDGET
-    assert "$1.0000" in stop.detail
+    return stop.detail
+
+
+def test_budget_stops_once_the_run_has_cost_the_limit() -> None:
+    g = LoopGuard(Limits(max_cost_usd=1.0), PRICE)
+    detail = budget_stop_at_the_second_call(g, Usage(input_tokens=600_000), Usage(output_tokens=400_000))
+    assert "$1.0000" in detail
 
 
 def test_budget_is_checked_when_an_answer_is_rejected() -> None:
@@ -236,12 +243,7 @@ def test_each_call_is_priced_by_its_own_prompt_not_by_the_runs_total() -> None:
 
 def test_a_call_past_the_tier_is_charged_the_tier_rate_and_can_reach_the_budget_alone() -> None:
     g = LoopGuard(Limits(max_cost_usd=0.5), LONG_CONTEXT)
-    g.record_call(Usage(input_tokens=100_000))
-    assert g.after_turn() is None
-    g.record_call(Usage(input_tokens=200_001))
-    stop = g.after_turn()
-    assert stop is not None
-    assert stop.reason is StopReason.BUDGET
+    budget_stop_at_the_second_call(g, Usage(input_tokens=100_000), Usage(input_tokens=200_001))
     assert g.cost is not None
     assert g.cost.total_usd == pytest.approx(0.1 + 200_001 * 2.0 / 1e6)
 
