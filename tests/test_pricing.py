@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -22,14 +21,6 @@ import genai_prices
 from genai_prices import types as genai
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-
-
-@pytest.fixture(autouse=True)
-def fresh_lookups() -> Iterator[None]:
-    """Each test sees its own sources: the lookup cache is emptied before and after."""
-    find_price.cache_clear()
-    yield
-    find_price.cache_clear()
 
 
 @pytest.fixture

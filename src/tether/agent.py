@@ -126,7 +126,7 @@ class Agent:
         if limits.max_cost_usd is not None and price is None:
             raise ConfigInvalid(
                 f"Limits.max_cost_usd is set but the price of {provider.info.model_string!r} is unknown: "
-                "pass price=Price(input=..., output=...) to Agent"
+                "pass price=Price(input=..., output=...) to Agent (or install tether[prices], whose table may know it)"
             )
         if max_concurrency < 1:
             raise ConfigInvalid(f"max_concurrency must be >= 1, not {max_concurrency!r}")

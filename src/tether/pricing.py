@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from tether.usage import Price, Tier
@@ -77,10 +76,10 @@ def price_for(model: str) -> Price | None:
     return None if listed is None else listed.price
 
 
-@lru_cache(maxsize=256)
 def find_price(model: str) -> Listed | None:
     """The price of ``model`` from ``genai-prices`` when installed and it knows the model, else from
-    :data:`PRICES`; ``None`` when neither knows it. Cached: agents look their price up once each."""
+    :data:`PRICES`; ``None`` when neither knows it. Not cached, so that an edit to :data:`PRICES` counts at
+    once (genai-prices caches its own lookups)."""
     if (price := genai_price(model)) is not None:
         return Listed(price, "genai-prices")
     if (price := builtin_price(model)) is not None:

@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 
 import pytest
 
 from tether.cli.catalog import catalog, price_text
-from tether.pricing import find_price
 from tether.usage import Price, Tier
-
-
-@pytest.fixture(autouse=True)
-def fresh_lookups() -> Iterator[None]:
-    find_price.cache_clear()
-    yield
-    find_price.cache_clear()
 
 
 def line_of(text: str, model: str) -> str:
