@@ -198,3 +198,8 @@ def test_tiers_of_separate_prices_merge_into_one_list_by_prompt_size() -> None:
 def test_a_genai_price_without_token_prices_is_no_price() -> None:
     assert price_from_genai(genai.ModelPrice(input_mtok=Decimal("1"))) is None
     assert price_from_genai(genai.ModelPrice(output_mtok=Decimal("1"))) is None
+
+
+def test_a_genai_price_with_a_fee_per_request_is_no_price_rather_than_an_understated_one() -> None:
+    fee = genai.ModelPrice(input_mtok=Decimal("1"), output_mtok=Decimal("1"), requests_kcount=Decimal("5"))
+    assert price_from_genai(fee) is None

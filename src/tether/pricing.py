@@ -143,8 +143,11 @@ _GENAI_KEYS = (
 def price_from_genai(model_price: ModelPrice) -> Price | None:
     """A ``genai-prices`` model price as a :class:`Price`: its token prices, their tiers merged into one list
     (genai-prices tiers each price separately; a request crosses all of them at the same prompt size).
-    ``None`` without an input and an output price."""
+    ``None`` without an input and an output price, or with a fee per request (which a Price cannot hold)."""
     from genai_prices.types import TieredPrices
+
+    if getattr(model_price, "requests_kcount", None) is not None:
+        return None
 
     steps: dict[str, list[tuple[int, float]]] = {}
     for field, key in _GENAI_KEYS:
