@@ -84,7 +84,8 @@ def test_the_file_is_fsynced_before_the_rename_and_the_directory_after(
     (file_kind, target_then, names_then), (dir_kind, target_after, names_after) = seen
     assert (file_kind, target_then) == ("file", "old\n"), "the new bytes went to another file first"
     assert len(names_then) == 2
-    assert names_then[0].startswith(".data.txt.") and names_then[0].endswith(".tmp")
+    assert names_then[0].startswith(".data.txt.")
+    assert names_then[0].endswith(".tmp")
     assert (dir_kind, target_after, names_after) == ("dir", "new\n", ["data.txt"])
 
 
