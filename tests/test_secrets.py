@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from tether import Agent, tool
 from tether.errors import ConfigInvalid
 from tether.events import RunEvent, ToolResultReceived
+from tether.providers.keys import ALL_KEY_VARIABLES
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.registry import PROFILES
 from tether.providers.scripted import ScriptedProvider, call, reply
@@ -56,7 +57,7 @@ def test_ordinary_variables_are_not_secret(name: str) -> None:
 
 
 def test_every_provider_key_variable_is_secret() -> None:
-    names = {p.api_key_env for p in PROFILES.values() if p.api_key_env}
+    names = ALL_KEY_VARIABLES
     values = secret_values({name: f"value-of-{name}" for name in names})
     assert values == {f"value-of-{name}" for name in names}
 

@@ -38,6 +38,7 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, unquote
 
+from tether.providers.keys import ALL_KEY_VARIABLES
 from tether.telemetry.redact import MASK, URL_PASSWORD
 
 __all__ = [
@@ -54,19 +55,15 @@ __all__ = [
 MIN_SECRET_LENGTH = 8
 """Characters a value needs to be masked; shorter ones are too likely to be ordinary words or numbers."""
 
-PROVIDER_KEY_VARIABLES = ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
-"""Key variables of the providers that are not OpenAI-compatible profiles (those name theirs in
-``tether.providers.registry.PROFILES``, read by :func:`provider_key_variables`)."""
-
-KNOWN_SECRET_VARIABLES = frozenset({
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-    "DEEPSEEK_API_KEY", "ZAI_API_KEY", "ZHIPUAI_API_KEY", "MINIMAX_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY",
+KNOWN_SECRET_VARIABLES = ALL_KEY_VARIABLES | frozenset({
+    "ANTHROPIC_AUTH_TOKEN", "ZHIPUAI_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY",
     "OPENROUTER_API_KEY", "XAI_API_KEY", "TOGETHER_API_KEY", "FIREWORKS_API_KEY", "COHERE_API_KEY",
     "AZURE_OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS", "GITHUB_TOKEN", "GH_TOKEN", "PGPASSWORD",
     "SENTRY_DSN", "NPM_TOKEN", "PYPI_TOKEN", "TWINE_PASSWORD", "MYSQL_PWD",
 })  # fmt: skip
-"""Credential variables that are secret whatever the patterns say."""
+"""Credential variables that are secret whatever the patterns say: every provider's key variable
+(:data:`tether.providers.keys.ALL_KEY_VARIABLES`) and other well-known ones."""
 
 _SECRET_PARTS = re.compile(r"API_?KEY|ACCESS_KEY|PRIVATE_KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL")
 _SECRET_ENDS = re.compile(r"_(?:KEY|PAT|PASS|PWD|DSN|COOKIE)$|^KEY$|TOKENS?$|(?:^|_)TOKENS?_")
@@ -86,25 +83,14 @@ def connection_password(value: str) -> str | None:
     return unquote(found["password"]) if found else None
 
 
-def provider_key_variables() -> frozenset[str]:
-    """Every provider's key variable: the OpenAI-compatible profiles' and the others'.
-
-    The profiles are read on first use, so that this module stays importable without the providers.
-    """
-    from tether.providers.registry import PROFILES
-
-    return frozenset(PROVIDER_KEY_VARIABLES) | {p.api_key_env for p in PROFILES.values() if p.api_key_env}
-
-
 def secret_values(environ: Mapping[str, str]) -> frozenset[str]:
     """The values in ``environ`` that are keys: secret-named variables, provider key variables, connection
     strings with a password (the whole value and the password). Short values are left out."""
-    names = provider_key_variables()
     values: set[str] = set()
     for name, value in environ.items():
         if not value:
             continue
-        if name in names or is_secret_name(name):
+        if is_secret_name(name):
             values.add(value)
         if (password := connection_password(value)) is not None:
             values.update((value, password))

@@ -52,6 +52,7 @@ from tether.config.redact import Redactor, secret_values
 from tether.config.schema import Config
 from tether.errors import ConfigInvalid
 from tether.providers import registry
+from tether.providers.keys import ALL_KEY_VARIABLES
 from tether.providers.registry import PROFILES
 
 PROJECT_FILE = "agent.toml"
@@ -444,8 +445,8 @@ def _older_problem(layer: Layer, loc: Loc, message: str) -> Issue:
 
 
 def _key_variables(layers: Sequence[Layer]) -> set[str]:
-    """Every ``api_key_env`` the layers name, and the profiles' own key variables."""
-    names = {profile.api_key_env for profile in PROFILES.values() if profile.api_key_env}
+    """Every ``api_key_env`` the layers name, and the providers' own key variables."""
+    names = set(ALL_KEY_VARIABLES)
     for layer in layers:
         providers = layer.data.get("providers")
         if isinstance(providers, dict):
