@@ -27,13 +27,11 @@ from tether.limits import (
     limit_problem,
 )
 from tether.providers.registry import PROFILES
+from tether.tools.mcp_spec import id_problem, timeout_problem
 from tether.tools.sandbox import DEFAULT_BWRAP, SandboxMode
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """What an environment variable's name looks like (``api_key_env``)."""
-
-SERVER_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
-"""What ``tether.tools.mcp.MCPServerConfig`` accepts as an id (it prefixes tool names, so no dots)."""
 
 OFF = "off"
 """The TOML spelling of "no limit" (``None`` in :class:`~tether.limits.Limits`)."""
@@ -314,14 +312,18 @@ class McpServerConfig(Section):
     @field_validator("id")
     @classmethod
     def _id(cls, value: str) -> str:
-        if not SERVER_ID.fullmatch(value):
-            raise ValueError("must be 1-32 letters, digits, '_' or '-'")
+        if (problem := id_problem(value)) is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("tool_timeout", mode="before")
     @classmethod
     def _timeout(cls, value: object) -> object:
-        return _number_or_off("tool_timeout", value)
+        if value is False or value == OFF:
+            return None
+        if (problem := timeout_problem(value)) is not None or not is_number(value):
+            raise ValueError(f'{problem}, or "{OFF}"')
+        return float(value)
 
 
 class McpConfig(Section):
