@@ -113,7 +113,7 @@ def test_stop_reasons_are_exactly_those_of_the_design() -> None:
 @pytest.mark.parametrize("name", SECONDS_FIELDS)
 def test_an_infinite_time_or_cost_is_refused_none_is_the_way_to_switch_it_off(name: str) -> None:
     with pytest.raises(ConfigInvalid, match=f"Limits.{name} must be a number > 0, or None, not inf"):
-        Limits(**{name: math.inf})
+        Limits(**{name: math.inf})  # type: ignore[arg-type]
 
 
 VALUES: list[Any] = [None, 0, 1, 2, -1, 0.5, 2.0, math.nan, math.inf, True, False, "3", [1]]
