@@ -16,11 +16,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.config.regex_steps import spans, steps
+from tether import secrets
 from tether.secrets import Masker, connection_password
 from tether.telemetry import redact
 from tether.telemetry.redact import MASK, Redaction
 
-PATTERNS = {name: value for name, value in vars(redact).items() if isinstance(value, re.Pattern)}
+PATTERNS = {
+    f"{module.__name__}.{name}": value
+    for module in (redact, secrets)
+    for name, value in vars(module).items()
+    if isinstance(value, re.Pattern)
+}
+"""The patterns of redaction and of the secret-name rules it uses."""
 
 
 def test_the_secret_names_are_configurable() -> None:
