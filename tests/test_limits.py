@@ -1,4 +1,5 @@
-"""Limits: bounded defaults, validation of every field (naming it), None switches a limit off; StopReason."""
+"""Limits: bounded defaults, one set of rules for every field (Limits and the config table alike, naming the
+field), None or "off" switches a limit off; StopReason."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import math
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from tether.config.schema import CompactionConfig, LimitsConfig
 from tether.errors import ConfigInvalid
-from tether.limits import Limits, StopReason
+from tether.limits import Compaction, Limits, StopReason, compaction_problem, limit_problem
 
 COUNT_FIELDS = ["max_turns", "max_tool_calls_per_turn", "max_tool_calls", "max_consecutive_errors"]
 SECONDS_FIELDS = ["request_timeout", "step_timeout", "tool_timeout", "run_timeout", "max_cost_usd"]
@@ -105,3 +108,79 @@ def test_stop_reasons_are_exactly_those_of_the_design() -> None:
         "budget",
         "error",
     }
+
+
+@pytest.mark.parametrize("name", SECONDS_FIELDS)
+def test_an_infinite_time_or_cost_is_refused_none_is_the_way_to_switch_it_off(name: str) -> None:
+    with pytest.raises(ConfigInvalid, match=f"Limits.{name} must be a number > 0, or None, not inf"):
+        Limits(**{name: math.inf})  # type: ignore[arg-type]
+
+
+VALUES: list[Any] = [None, 0, 1, 2, -1, 0.5, 2.0, math.nan, math.inf, True, False, "3", [1]]
+
+
+def refusal_of_limits(name: str, value: Any) -> str | None:
+    try:
+        Limits(**{name: value})
+    except ConfigInvalid as error:
+        return str(error)
+    return None
+
+
+def refusal_of_the_config_table(name: str, value: Any) -> str | None:
+    try:
+        LimitsConfig.model_validate({name: value})
+    except ValidationError as error:
+        return str(error)
+    return None
+
+
+@pytest.mark.parametrize("name", [field.name for field in dataclasses.fields(Limits)])
+def test_limits_and_the_config_table_accept_and_refuse_the_same_values_with_the_same_message(name: str) -> None:
+    for value in VALUES:
+        problem = limit_problem(name, value)
+        refused = refusal_of_limits(name, value)
+        if problem is None:
+            assert refused is None, (name, value)
+        else:
+            assert refused is not None
+            assert refused.endswith(f"Limits.{name} {problem}, not {value!r}")
+        if value is None or (value is False and name != "invalid_response_retries"):
+            continue  # TOML has no null: "off" or false says it (tested below)
+        refused = refusal_of_the_config_table(name, value)
+        if problem is None:
+            assert refused is None, (name, value)
+        else:
+            assert refused is not None
+            assert str(limit_problem(name, value, off='"off"')) in refused, (name, value)
+
+
+@pytest.mark.parametrize("name", [*COUNT_FIELDS, *SECONDS_FIELDS, "max_history_messages"])
+def test_the_config_table_switches_a_limit_off_with_off_or_false(name: str) -> None:
+    assert getattr(LimitsConfig.model_validate({name: "off"}).to_limits(), name) is None
+    assert getattr(LimitsConfig.model_validate({name: False}).to_limits(), name) is None
+
+
+def test_the_config_table_cannot_switch_off_invalid_response_retries() -> None:
+    with pytest.raises(ValidationError, match="must be a whole number >= 0"):
+        LimitsConfig.model_validate({"invalid_response_retries": "off"})
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("context_window", 255, "whole number of tokens >= 256"),
+        ("context_window", 256.0, "whole number of tokens >= 256"),
+        ("summary_tokens", 15, "whole number of tokens >= 16"),
+        ("summary_tokens", True, "whole number of tokens >= 16"),
+        ("threshold", 1.0, "fraction between 0 and 1"),
+        ("keep_recent", 0, "fraction between 0 and 1"),
+        ("threshold", math.nan, "fraction between 0 and 1"),
+    ],
+)
+def test_compaction_and_its_config_table_refuse_the_same_values(name: str, value: Any, problem: str) -> None:
+    assert problem in (compaction_problem(name, value) or "")
+    with pytest.raises(ConfigInvalid, match=f"Compaction.{name} must be a"):
+        Compaction(**{name: value})
+    with pytest.raises(ValidationError, match=problem):
+        CompactionConfig.model_validate({name: value})

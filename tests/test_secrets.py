@@ -16,11 +16,22 @@ from hypothesis import strategies as st
 from tether import Agent, tool
 from tether.errors import ConfigInvalid
 from tether.events import RunEvent, ToolResultReceived
+from tether.providers.keys import ALL_KEY_VARIABLES
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.registry import PROFILES
 from tether.providers.scripted import ScriptedProvider, call, reply
-from tether.secrets import MASK, Masker, connection_password, is_secret_name, known_secrets, secret_values
+from tether.secrets import (
+    MASK,
+    Masker,
+    connection_password,
+    is_secret_argument,
+    is_secret_name,
+    is_secret_setting,
+    known_secrets,
+    secret_values,
+)
 from tether.sessions import SQLiteSessionStore
+from tether.telemetry.redact import default_redaction
 
 AGENT_KEY = "sk-agentkey-0123456789abcdef"
 ENV_KEY = "envtoken-fedcba9876543210"
@@ -56,9 +67,73 @@ def test_ordinary_variables_are_not_secret(name: str) -> None:
 
 
 def test_every_provider_key_variable_is_secret() -> None:
-    names = {p.api_key_env for p in PROFILES.values() if p.api_key_env}
+    names = ALL_KEY_VARIABLES
     values = secret_values({name: f"value-of-{name}" for name in names})
     assert values == {f"value-of-{name}" for name in names}
+
+
+# --- tool argument names ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["password", "db_password", "PASSWORD", "token", "GITHUB_TOKEN", "access_token", "api_key", "apiKey",
+     "X-Api-Key", "X-API-KEY", "clientSecret", "client_secret", "Authorization", "privateKey", "cookie",
+     "session.key", "sessionKey", "passphrase", "credentials", "aws-access-key"],
+)  # fmt: skip
+def test_argument_names_holding_a_secret_word_are_secret(name: str) -> None:
+    assert is_secret_argument(name)
+    assert default_redaction().is_secret_argument(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["max_tokens", "tokens", "author", "authority", "key", "keys", "path", "secretary", "passage", "user",
+     "command", "content", "tokenizer", "monkey", "", "a" * 10_000],
+)  # fmt: skip
+def test_ordinary_argument_names_are_not_secret(name: str) -> None:
+    assert not is_secret_argument(name)
+
+
+# --- configured setting names ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["Authorization", "Proxy-Authorization", "X-Api-Key", "X-Goog-Api-Key", "GITHUB_TOKEN", "access_token",
+     "client_secret", "DB_PASSWORD", "Cookie", "X-Amz-Signature", "credentials", "key", "monkey"],
+)  # fmt: skip
+def test_setting_names_containing_a_secret_word_are_secret(name: str) -> None:
+    assert is_secret_setting(name)
+
+
+@pytest.mark.parametrize("name", ["X-Team", "Content-Type", "PATH", "HOME", "user", "region", ""])
+def test_ordinary_setting_names_are_not_secret(name: str) -> None:
+    assert not is_secret_setting(name)
+
+
+def test_a_setting_name_can_be_judged_inside_a_longer_text() -> None:
+    text = "https://h/api?region=eu&api_key=x"
+    start = text.index("api_key")
+    assert is_secret_setting(text, start, start + len("api_key"))
+    assert not is_secret_setting(text, text.index("region"), text.index("region") + len("region"))
+
+
+@pytest.mark.parametrize(
+    ("name", "variable", "argument", "setting"),
+    [
+        ("KEY", True, False, True),  # a variable named KEY holds one; an argument "key" is a dict key
+        ("PWD", False, True, False),  # the working directory; an argument "pwd" is a password
+        ("tokens", True, False, True),  # a variable ending in TOKENS holds some; an argument counts them
+        ("monkey", False, False, True),  # settings are judged broadest: rather hide than print
+        ("DB_PASSWORD", True, True, True),
+        ("OPENAI_API_KEY", True, True, True),
+    ],
+)
+def test_the_three_kinds_of_name_differ_in_breadth_as_documented(
+    name: str, variable: bool, argument: bool, setting: bool
+) -> None:
+    assert (is_secret_name(name), is_secret_argument(name), is_secret_setting(name)) == (variable, argument, setting)
 
 
 def test_a_connection_string_with_a_password_is_a_key_whatever_its_name() -> None:

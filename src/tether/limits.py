@@ -2,6 +2,11 @@
 
 Every run is bounded by default: a model that never stops calling tools, a provider that never answers
 and a tool that never returns all end in a typed stop with a result. ``None`` switches a limit off.
+
+The rules for a limit's value live here once (:func:`limit_problem`), and both ``Limits(...)`` and the
+``[runtime.limits]`` table of ``agent.toml`` apply them: a count is a whole number >= 1, a time (seconds)
+or a cost (dollars) a finite number > 0, ``invalid_response_retries`` a whole number >= 0 that cannot be
+switched off. Booleans are not numbers. The same goes for :class:`Compaction` (:func:`compaction_problem`).
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from enum import StrEnum
+from typing import TypeGuard
 
 from tether.errors import ConfigInvalid
 
@@ -68,29 +74,38 @@ class Limits:
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
-            if value is None and field.name != "invalid_response_retries":
-                continue
-            if field.name in _COUNTS:
-                valid, wanted = _is_int(value) and value >= 1, "a whole number >= 1 or None"
-            elif field.name == "invalid_response_retries":
-                valid, wanted = _is_int(value) and value >= 0, "a whole number >= 0"
-            else:
-                valid, wanted = _is_number(value) and value > 0, "a number of seconds (or dollars) > 0 or None"
-            if not valid:
-                raise ConfigInvalid(f"Limits.{field.name} must be {wanted}, not {value!r}")
+            if (problem := limit_problem(field.name, value)) is not None:
+                raise ConfigInvalid(f"Limits.{field.name} {problem}, not {value!r}")
 
 
-_COUNTS = frozenset(
+COUNTS = frozenset(
     {"max_turns", "max_tool_calls_per_turn", "max_tool_calls", "max_consecutive_errors", "max_history_messages"}
 )
+"""The limits that count (whole numbers); the others but ``invalid_response_retries`` are seconds or dollars."""
+ALWAYS_ON = "invalid_response_retries"
+"""The one limit that cannot be switched off."""
 
 
-def _is_int(value: object) -> bool:
+def limit_problem(name: str, value: object, *, off: str = "None") -> str | None:
+    """What is wrong with ``value`` as the limit ``name`` (``"must be ..."``, ``off`` naming the spelling of
+    "no limit"), or ``None`` when it is a valid value."""
+    if name == ALWAYS_ON:
+        return None if is_int(value) and value >= 0 else "must be a whole number >= 0"
+    if value is None:
+        return None
+    if name in COUNTS:
+        return None if is_int(value) and value >= 1 else f"must be a whole number >= 1, or {off}"
+    return None if is_number(value) and value > 0 else f"must be a number > 0, or {off}"
+
+
+def is_int(value: object) -> TypeGuard[int]:
+    """A whole number, not a boolean."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: object) -> bool:
-    return _is_int(value) or (isinstance(value, float) and not math.isnan(value))
+def is_number(value: object) -> TypeGuard[int | float]:
+    """A finite number, not a boolean."""
+    return is_int(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,22 +137,33 @@ class Compaction:
     """The request for a summary; ``None``: tether's (``loop/context/prompts.py``)."""
 
     def __post_init__(self) -> None:
-        if self.context_window is not None and not (_is_int(self.context_window) and self.context_window >= 256):
-            raise ConfigInvalid(
-                f"Compaction.context_window must be a whole number >= 256 or None, not {self.context_window!r}"
-            )
-        for name in ("threshold", "keep_recent"):
+        for name in ("context_window", "summary_tokens", "threshold", "keep_recent"):
             value = getattr(self, name)
-            if not (_is_number(value) and 0 < value < 1):
-                raise ConfigInvalid(f"Compaction.{name} must be a fraction between 0 and 1, not {value!r}")
+            if (problem := compaction_problem(name, value)) is not None:
+                raise ConfigInvalid(f"Compaction.{name} {problem}, not {value!r}")
         if self.keep_recent >= self.threshold:
             raise ConfigInvalid(
                 f"Compaction.keep_recent ({self.keep_recent}) must be below threshold ({self.threshold}): "
                 "otherwise a compaction could keep everything and free nothing"
             )
-        if self.summary_tokens is not None and not (_is_int(self.summary_tokens) and self.summary_tokens >= 16):
-            raise ConfigInvalid(
-                f"Compaction.summary_tokens must be a whole number >= 16 or None, not {self.summary_tokens!r}"
-            )
         if self.instructions is not None and not (isinstance(self.instructions, str) and self.instructions.strip()):
             raise ConfigInvalid("Compaction.instructions must be non-empty text or None")
+
+
+MIN_TOKENS = {"context_window": 256, "summary_tokens": 16}
+"""The smallest context window and summary (in tokens) :class:`Compaction` takes."""
+
+
+def compaction_problem(name: str, value: object) -> str | None:
+    """What is wrong with ``value`` as the :class:`Compaction` field ``name`` (a token count or a fraction of
+    the window), or ``None`` when it is valid (``None`` is, for a token count: the model's own)."""
+    if name in MIN_TOKENS:
+        least = MIN_TOKENS[name]
+        return (
+            None
+            if value is None or (is_int(value) and value >= least)
+            else f"must be a whole number of tokens >= {least}"
+        )
+    if is_number(value) and 0 < value < 1:
+        return None
+    return "must be a fraction between 0 and 1 (0.8 is 80% of the window)"

@@ -1,14 +1,27 @@
-"""Known keys: which environment variables hold secrets, which values are keys, and a masker that hides them.
+"""Known keys: which names hold secrets, which values are keys, and a masker that hides them.
 
 The contract
 ------------
-* **Secret names.** :func:`is_secret_name` is the one rule for environment variables that hold credentials.
-  A name is secret when it is a known credential variable (:data:`KNOWN_SECRET_VARIABLES`, the providers' key
-  variables included); when it contains ``API_KEY``, ``APIKEY``, ``ACCESS_KEY``, ``PRIVATE_KEY``, ``SECRET``,
-  ``PASSWORD``, ``PASSWD``, ``PASSPHRASE`` or ``CREDENTIAL``; when it is ``KEY`` or ends with ``_KEY``,
-  ``_PAT``, ``_PASS``, ``_PWD``, ``_DSN`` or ``_COOKIE``; or when ``TOKEN`` (``TOKENS``) is one of its words or
-  its end (``GITHUB_TOKEN``, ``HF_TOKEN``, ``AUTHTOKEN``). Case does not matter. ``TOKENIZERS_PARALLELISM``,
-  ``PWD``, ``OLDPWD``, ``SSH_AUTH_SOCK`` or ``KEYBOARD_LAYOUT`` are not secret.
+* **Secret names**, one home for three kinds of name, each with its own function here, of different breadth
+  on purpose:
+
+  - *environment variables* (:func:`is_secret_name`). A name is secret when it is a known credential
+    variable (:data:`KNOWN_SECRET_VARIABLES`: every provider's key variable, from
+    :mod:`tether.providers.keys`, and other well-known ones); when it contains ``API_KEY``, ``APIKEY``,
+    ``ACCESS_KEY``, ``PRIVATE_KEY``, ``SECRET``, ``PASSWORD``, ``PASSWD``, ``PASSPHRASE`` or ``CREDENTIAL``;
+    when it is ``KEY`` or ends with ``_KEY``, ``_PAT``, ``_PASS``, ``_PWD``, ``_DSN`` or ``_COOKIE``; or when
+    ``TOKEN`` (``TOKENS``) is one of its words or its end (``GITHUB_TOKEN``, ``HF_TOKEN``, ``AUTHTOKEN``).
+    Case does not matter. ``TOKENIZERS_PARALLELISM``, ``PWD``, ``OLDPWD``, ``SSH_AUTH_SOCK`` or
+    ``KEYBOARD_LAYOUT`` are not secret: a variable named so holds a credential, but ``PWD`` is a directory.
+  - *tool arguments* (:func:`is_secret_argument`): whole words, so that ``key``, ``tokens`` or ``author``,
+    ordinary argument names, stay visible. A name is read as words (``db_password``, ``clientSecret``,
+    ``X-Api-Key``): it is secret when one word, or two adjacent words written together, is a secret name
+    (:data:`DEFAULT_SECRET_ARGUMENTS`, or the host's) compared without case or separators.
+  - *configured settings*: headers, MCP ``env`` entries, ``--option=value`` and query parameters
+    (:func:`is_secret_setting`): any name *containing* ``auth``, ``key``, ``token``, ``secret``, ``passw``,
+    ``cookie``, ``credential`` or ``signature`` (``X-Goog-Api-Key``, ``Proxy-Authorization``), since
+    ``config show`` prints a file a user may paste anywhere and must rather hide a harmless header than
+    print a credential.
 * **Connection strings.** A variable whose value is a URL with a password (``DATABASE_URL=postgres://user:
   pw@host/db``, ``HTTPS_PROXY=http://user:pw@proxy``) holds a secret whatever its name: the whole value and
   the password are both known keys.
@@ -21,10 +34,9 @@ The contract
   as JSON writes it inside a string (quotes and backslashes escaped) and percent-encoded, as a URL carries it.
   A masker never shows its keys: its ``repr`` counts them.
 
-This module knows *which values* are keys; :mod:`tether.telemetry.redact` holds the rules for *where in a
-text* a secret sits (bearer tokens, URL passwords, secret-named arguments) and the mask, and this module uses
-its URL-password pattern. The rule for variable names here differs from the one for tool argument names
-there on purpose (that module's docstring says how).
+This module knows *which names and values* are secret, and holds the mask and the URL-password pattern;
+:mod:`tether.telemetry.redact` and :mod:`tether.config.redact` find *where in a text or a configuration* a
+secret sits, with these rules.
 
 Masking is a net, not a vault: a tool can still encode a key in a way no rule anticipates (base64, split
 across lines). What it catches is the common case: ``env``, a config file, an error message quoting a URL.
@@ -32,41 +44,52 @@ across lines). What it catches is the common case: ``env``, a config file, an er
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, unquote
 
-from tether.telemetry.redact import MASK, URL_PASSWORD
+from tether.providers.keys import ALL_KEY_VARIABLES
 
 __all__ = [
+    "DEFAULT_SECRET_ARGUMENTS",
     "KNOWN_SECRET_VARIABLES",
     "MASK",
     "MIN_SECRET_LENGTH",
+    "URL_PASSWORD",
     "Masker",
     "connection_password",
+    "is_secret_argument",
     "is_secret_name",
+    "is_secret_setting",
     "known_secrets",
+    "secret_argument_parts",
     "secret_values",
 ]
+
+MASK = "***"
+"""What a hidden value is replaced with, everywhere."""
+
+URL_PASSWORD = re.compile(
+    r"(?i)(?<![a-z0-9+.-])(?P<lead>[0-9+.-]*+)(?P<head>[a-z][a-z0-9+.-]*+://[^/@:\s]*+:)(?P<password>[^/@\s]++)(?=@)"
+)
+"""The password of a URL. Read from the start of the scheme's run of characters (``lead`` is what comes
+before its first letter), so that a long run that is no scheme is read once, not once per character."""
 
 MIN_SECRET_LENGTH = 8
 """Characters a value needs to be masked; shorter ones are too likely to be ordinary words or numbers."""
 
-PROVIDER_KEY_VARIABLES = ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
-"""Key variables of the providers that are not OpenAI-compatible profiles (those name theirs in
-``tether.providers.registry.PROFILES``, read by :func:`provider_key_variables`)."""
-
-KNOWN_SECRET_VARIABLES = frozenset({
-    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-    "DEEPSEEK_API_KEY", "ZAI_API_KEY", "ZHIPUAI_API_KEY", "MINIMAX_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY",
+KNOWN_SECRET_VARIABLES = ALL_KEY_VARIABLES | frozenset({
+    "ANTHROPIC_AUTH_TOKEN", "ZHIPUAI_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY",
     "OPENROUTER_API_KEY", "XAI_API_KEY", "TOGETHER_API_KEY", "FIREWORKS_API_KEY", "COHERE_API_KEY",
     "AZURE_OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS", "GITHUB_TOKEN", "GH_TOKEN", "PGPASSWORD",
     "SENTRY_DSN", "NPM_TOKEN", "PYPI_TOKEN", "TWINE_PASSWORD", "MYSQL_PWD",
 })  # fmt: skip
-"""Credential variables that are secret whatever the patterns say."""
+"""Credential variables that are secret whatever the patterns say: every provider's key variable
+(:data:`tether.providers.keys.ALL_KEY_VARIABLES`) and other well-known ones."""
 
 _SECRET_PARTS = re.compile(r"API_?KEY|ACCESS_KEY|PRIVATE_KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL")
 _SECRET_ENDS = re.compile(r"_(?:KEY|PAT|PASS|PWD|DSN|COOKIE)$|^KEY$|TOKENS?$|(?:^|_)TOKENS?_")
@@ -80,31 +103,62 @@ def is_secret_name(name: str) -> bool:
     return upper in KNOWN_SECRET_VARIABLES or bool(_SECRET_PARTS.search(upper) or _SECRET_ENDS.search(upper))
 
 
+# --- names ------------------------------------------------------------------------------------------------
+
+DEFAULT_SECRET_ARGUMENTS: tuple[str, ...] = (
+    "password", "passwd", "pwd", "passphrase", "token", "api_key", "secret", "authorization", "credential",
+    "credentials", "private_key", "access_key", "session_key", "cookie", "bearer",
+)  # fmt: skip
+"""Argument names whose values are hidden, matched as words: ``db_password``, ``GITHUB_TOKEN``, ``apiKey``
+and ``clientSecret`` are secret."""
+
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_SEPARATORS = str.maketrans("", "", "-_ .")
+_MAX_NAME = 200
+"""Characters of a name read to decide whether it is secret."""
+
+
+def secret_argument_parts(names: Iterable[str]) -> frozenset[str]:
+    """``names`` as :func:`is_secret_argument` compares them: separators dropped, lower case."""
+    return frozenset(normal for name in names if (normal := name.translate(_SEPARATORS).lower()))
+
+
+_DEFAULT_PARTS = secret_argument_parts(DEFAULT_SECRET_ARGUMENTS)
+
+
+def is_secret_argument(name: str, parts: frozenset[str] = _DEFAULT_PARTS) -> bool:
+    """Whether a tool argument called ``name`` holds a secret: one of its words, or two adjacent words written
+    together, is in ``parts`` (:func:`secret_argument_parts` of the secret names; the defaults unless given)."""
+    words = [word.lower() for word in _WORDS.findall(name[:_MAX_NAME])]
+    if any(word in parts for word in words):
+        return True
+    return any(first + second in parts for first, second in itertools.pairwise(words))
+
+
+SECRET_SETTING = re.compile(r"(?i)(auth|key|token|secret|passw|cookie|credential|signature)")
+"""What in a configured header, ``env`` entry, option or query parameter name makes its value secret."""
+
+
+def is_secret_setting(name: str, start: int = 0, end: int | None = None) -> bool:
+    """Whether a configured header, ``env`` entry, ``--option`` or query parameter called ``name`` (or its
+    part ``name[start:end]``) holds a secret: its name contains one of :data:`SECRET_SETTING`'s words."""
+    return SECRET_SETTING.search(name, start, len(name) if end is None else end) is not None
+
+
 def connection_password(value: str) -> str | None:
     """The password of the first URL in ``value`` that has one (``scheme://user:password@host``), decoded."""
     found = URL_PASSWORD.search(value)
     return unquote(found["password"]) if found else None
 
 
-def provider_key_variables() -> frozenset[str]:
-    """Every provider's key variable: the OpenAI-compatible profiles' and the others'.
-
-    The profiles are read on first use, so that this module stays importable without the providers.
-    """
-    from tether.providers.registry import PROFILES
-
-    return frozenset(PROVIDER_KEY_VARIABLES) | {p.api_key_env for p in PROFILES.values() if p.api_key_env}
-
-
 def secret_values(environ: Mapping[str, str]) -> frozenset[str]:
     """The values in ``environ`` that are keys: secret-named variables, provider key variables, connection
     strings with a password (the whole value and the password). Short values are left out."""
-    names = provider_key_variables()
     values: set[str] = set()
     for name, value in environ.items():
         if not value:
             continue
-        if name in names or is_secret_name(name):
+        if is_secret_name(name):
             values.add(value)
         if (password := connection_password(value)) is not None:
             values.update((value, password))

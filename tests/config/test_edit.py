@@ -8,6 +8,7 @@ import re
 import stat
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -210,10 +211,10 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary_file(
     path.write_text(COMMENTED)
     real_replace = os.replace
 
-    def replace_fails_for_the_file_itself(source: str, target: str | Path) -> None:
+    def replace_fails_for_the_file_itself(source: str, target: str | Path, **kwargs: Any) -> None:
         if Path(target).name == "agent.toml":
             raise OSError(28, "No space left on device")
-        real_replace(source, target)
+        real_replace(source, target, **kwargs)
 
     monkeypatch.setattr(os, "replace", replace_fails_for_the_file_itself)
 

@@ -1,10 +1,10 @@
-"""The parts of MCP support that need no server: configuration, names, results, ``${VAR}``, lazy imports."""
+"""The parts of MCP support that need no server: names, results, ``${VAR}``, lazy imports (a server entry's
+rules are in test_mcp_spec.py)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Any
 
 import pytest
 from mcp.types import (
@@ -18,45 +18,10 @@ from mcp.types import (
 )
 
 from tether.errors import ConfigInvalid, ToolError
-from tether.tools.mcp import MCPServerConfig, MCPTools, exposed_names
+from tether.tools.mcp import exposed_names
 from tether.tools.mcp_connection import expand, render_result
 
 # --- configuration ------------------------------------------------------------------------------------------
-
-
-def test_a_config_keeps_its_values_and_freezes_its_lists() -> None:
-    config = MCPServerConfig("fs", command="npx", args=["-y", "server"], env={"A": "1"})
-    assert config.args == ("-y", "server")
-    assert config.tool_timeout == 300.0, "a slow server gets minutes, not seconds"
-    assert (config.transport, config.prefix) == ("stdio", False)
-    with pytest.raises(AttributeError):
-        config.command = "other"  # type: ignore[misc]
-
-
-@pytest.mark.parametrize(
-    ("options", "message"),
-    [
-        ({"id": "my server", "command": "x"}, "the id must be"),
-        ({"id": "a" * 33, "command": "x"}, "the id must be"),
-        ({"id": "s"}, "a stdio server needs a command"),
-        ({"id": "s", "command": "x", "url": "http://h/mcp"}, "takes a command, not a url"),
-        ({"id": "s", "transport": "http"}, "needs an http:// or https:// url"),
-        ({"id": "s", "transport": "http", "url": "ftp://h"}, "needs an http:// or https:// url"),
-        ({"id": "s", "transport": "http", "url": "http://h/mcp", "command": "x"}, "takes a url, not a command"),
-        ({"id": "s", "transport": "sse", "url": "http://h"}, "transport must be"),
-        ({"id": "s", "command": "x", "args": "--flag"}, "args must be a list"),
-        ({"id": "s", "command": "x", "tool_timeout": 0}, "tool_timeout must be > 0"),
-        ({"id": "s", "command": "x", "connect_timeout": -1}, "connect_timeout must be > 0"),
-    ],
-)
-def test_an_invalid_config_is_refused_with_a_reason(options: dict[str, Any], message: str) -> None:
-    with pytest.raises(ConfigInvalid, match=message):
-        MCPServerConfig(**options)
-
-
-def test_two_servers_may_not_share_an_id() -> None:
-    with pytest.raises(ConfigInvalid, match="'a' used twice"):
-        MCPTools([MCPServerConfig("a", command="x"), MCPServerConfig("a", command="y")])
 
 
 # --- ${VAR} -------------------------------------------------------------------------------------------------

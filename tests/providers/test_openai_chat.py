@@ -295,8 +295,8 @@ def test_the_key_is_read_from_the_profiles_variable(monkeypatch: pytest.MonkeyPa
 @pytest.mark.parametrize("prefix", ["ollama", "vllm", "llamacpp"])
 def test_local_servers_need_no_key(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
     for profile in PROFILES.values():
-        if profile.api_key_env:
-            monkeypatch.delenv(profile.api_key_env, raising=False)
+        for name in profile.key_variables:
+            monkeypatch.delenv(name, raising=False)
     model = resolve(f"{prefix}:some-model")
     assert model.info.provider == prefix
 

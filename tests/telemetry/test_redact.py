@@ -1,4 +1,5 @@
-"""The rules of ``telemetry/redact.py``: which argument names are secret, what text masking hides and keeps,
+"""The rules of ``telemetry/redact.py``: what text masking hides and keeps (which names are secret is
+``tests/test_secrets.py``),
 and that every pattern does work linear in its input, whatever the input holds.
 
 Linearity is measured as ``tests/config`` measures it, by the steps of a backtracking matcher that runs the
@@ -15,34 +16,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.config.regex_steps import spans, steps
+from tether import secrets
 from tether.secrets import Masker, connection_password
 from tether.telemetry import redact
-from tether.telemetry.redact import MASK, Redaction, default_redaction, is_secret_argument
+from tether.telemetry.redact import MASK, Redaction
 
-PATTERNS = {name: value for name, value in vars(redact).items() if isinstance(value, re.Pattern)}
-
-
-# --- the name rule ----------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "name",
-    ["password", "db_password", "PASSWORD", "token", "GITHUB_TOKEN", "access_token", "api_key", "apiKey",
-     "X-Api-Key", "X-API-KEY", "clientSecret", "client_secret", "Authorization", "privateKey", "cookie",
-     "session.key", "sessionKey", "passphrase", "credentials", "aws-access-key"],
-)  # fmt: skip
-def test_names_holding_a_secret_word_are_secret(name: str) -> None:
-    assert is_secret_argument(name)
-    assert default_redaction().is_secret_argument(name)
-
-
-@pytest.mark.parametrize(
-    "name",
-    ["max_tokens", "tokens", "author", "authority", "key", "keys", "path", "secretary", "passage", "user",
-     "command", "content", "tokenizer", "monkey", "", "a" * 10_000],
-)  # fmt: skip
-def test_ordinary_names_are_not_secret(name: str) -> None:
-    assert not is_secret_argument(name)
+PATTERNS = {
+    f"{module.__name__}.{name}": value
+    for module in (redact, secrets)
+    for name, value in vars(module).items()
+    if isinstance(value, re.Pattern)
+}
+"""The patterns of redaction and of the secret-name rules it uses."""
 
 
 def test_the_secret_names_are_configurable() -> None:

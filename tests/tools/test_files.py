@@ -214,50 +214,6 @@ def test_write_keeps_the_old_content_and_no_temp_file_when_the_rename_fails(
     assert sorted(p.name for p in ws.root.iterdir()) == ["keep.txt"], "the temporary file was removed"
 
 
-def test_write_failing_midway_never_leaves_a_half_written_target(
-    ws: Workspace, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (ws.root / "keep.txt").write_text("old content\n")
-    real_write_all = files._write_all
-
-    def half_then_disk_full(fd: int, data: bytes) -> None:
-        real_write_all(fd, data[: len(data) // 2])
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(files, "_write_all", half_then_disk_full)
-    with pytest.raises(ToolError, match="No space left on device"):
-        tools(ws)["write"](path="keep.txt", content="a much longer new content\n" * 100, overwrite=True)
-    assert (ws.root / "keep.txt").read_text() == "old content\n"
-    assert sorted(p.name for p in ws.root.iterdir()) == ["keep.txt"]
-    with pytest.raises(ToolError):
-        tools(ws)["write"](path="fresh.txt", content="new file\n")
-    assert sorted(p.name for p in ws.root.iterdir()) == ["keep.txt"], "a failed create leaves nothing"
-
-
-def test_write_fsyncs_a_temp_file_then_renames_it_then_fsyncs_the_directory(
-    ws: Workspace, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    target = ws.root / "data.txt"
-    target.write_text("old\n")
-    real_fsync = os.fsync
-    seen: list[tuple[str, str, list[str]]] = []
-
-    def spy(fd: int) -> None:
-        kind = "dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"
-        seen.append((kind, target.read_text(), sorted(p.name for p in ws.root.iterdir())))
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", spy)
-    tools(ws)["write"](path="data.txt", content="new\n", overwrite=True)
-    (file_kind, target_then, names_then), (dir_kind, target_after, names_after) = seen
-    assert file_kind == "file"
-    assert target_then == "old\n", "the new bytes went to another file first"
-    assert len(names_then) == 2
-    assert names_then[0].startswith(".data.txt.")
-    assert names_then[0].endswith(".tmp")
-    assert (dir_kind, target_after, names_after) == ("dir", "new\n", ["data.txt"])
-
-
 def test_atomic_write_replaces_a_symlink_swapped_in_after_the_check_instead_of_following_it(
     ws: Workspace, tmp_path: Path
 ) -> None:

@@ -6,18 +6,11 @@ from collections.abc import Mapping
 
 from tether.cli.choose import choose_model
 from tether.pricing import PRICES, find_price
+from tether.providers.keys import key_variables
 from tether.providers.registry import PROFILES, prefixes
 from tether.usage import Price, Tier
 
 _FAMILIES = (("gpt-", "openai"), ("claude-", "anthropic"), ("gemini-", "gemini"))
-
-KEY_VARIABLES: dict[str, tuple[str, ...]] = {
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-    "openai-responses": ("OPENAI_API_KEY",),
-    **{name: (profile.api_key_env,) for name, profile in PROFILES.items() if profile.api_key_env},
-}
-"""prefix -> the environment variables its key is read from (the first one set wins)."""
 
 _NOTES = {
     "local": "embedded SmolLM2 or any GGUF file, no key",
@@ -80,7 +73,7 @@ def catalog(env: Mapping[str, str]) -> str:
     all_prefixes = sorted(prefixes())
     width = max(len(prefix) for prefix in all_prefixes) + 1
     for prefix in all_prefixes:
-        variables = KEY_VARIABLES.get(prefix, ())
+        variables = key_variables(prefix)
         shown = " or ".join(f"{name} (set)" if env.get(name) else name for name in variables)
         profile = PROFILES.get(prefix)
         where = profile.base_url if profile is not None and profile.base_url else ""

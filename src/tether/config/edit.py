@@ -7,17 +7,13 @@ The contract
 * **Validate before writing.** The whole edited file is validated (merged with the files below it: the
   user's file under ``./agent.toml``) before anything is written; an invalid result raises
   :class:`~tether.errors.ConfigInvalid` naming the key and its line, and leaves the file untouched.
-* **Atomic, with a backup.** The new text goes to a temporary file in the same directory, is flushed and
-  fsynced, then ``os.replace``-d over the old one (a crash leaves the old or the new file, never half of
-  one); the previous content is kept next to it as ``<name>.bak``. No temporary file outlives a write.
+* **Atomic, with a backup.** The file is replaced by :func:`tether.atomic.replace_file` (a crash leaves the
+  old or the new file, never half of one); the previous content is kept next to it as ``<name>.bak``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import stat
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +23,7 @@ from tomlkit.exceptions import ParseError
 from tomlkit.items import AoT, Array, Comment, InlineTable, Item, Table, Whitespace
 from tomlkit.toml_document import TOMLDocument
 
+from tether.atomic import BACKUP_SUFFIX, replace_file
 from tether.config.issues import dotted
 from tether.config.load import Layer, parse_text, split_key, validate
 from tether.config.template import default_file
@@ -37,7 +34,7 @@ NEW_FILE_MODE = 0o644
 
 def backup_path(path: Path) -> Path:
     """Where the previous content of ``path`` is kept: ``agent.toml`` -> ``agent.toml.bak``."""
-    return path.with_name(path.name + ".bak")
+    return path.with_name(path.name + BACKUP_SUFFIX)
 
 
 def set_value(
@@ -145,46 +142,9 @@ def _element(node: AoT | Array, part: str, here: str) -> Any:
 
 
 def atomic_write(path: Path, data: bytes, *, backup: bool = True) -> None:
-    """Replace ``path``'s content with ``data`` atomically; keep the old content as ``<name>.bak``.
-
-    A symbolic link is followed: its target is replaced, the link stays. The file keeps its mode.
-    """
+    """Replace ``path``'s content with ``data`` by :func:`tether.atomic.replace_file`, keeping the old content
+    as ``<name>.bak``. A symbolic link is followed: its target is replaced, the link stays. The file keeps
+    its mode; a new one is readable by all (``0o644``), as a configuration file is."""
     path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        old: bytes | None = path.read_bytes()
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        old, mode = None, NEW_FILE_MODE
-    if backup and old is not None:
-        _replace(backup_path(path), old, mode)
-    _replace(path, data, mode)
-
-
-def _replace(path: Path, data: bytes, mode: int) -> None:
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable (where the platform allows opening a directory)."""
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        with contextlib.suppress(OSError):
-            os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    replace_file(path, data, new_mode=NEW_FILE_MODE, backup=backup)

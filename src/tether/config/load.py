@@ -52,7 +52,9 @@ from tether.config.redact import Redactor, secret_values
 from tether.config.schema import Config
 from tether.errors import ConfigInvalid
 from tether.providers import registry
+from tether.providers.keys import ALL_KEY_VARIABLES
 from tether.providers.registry import PROFILES
+from tether.tools.mcp_spec import HTTP_ONLY, STDIO_ONLY, duplicate_ids, server_problems
 
 PROJECT_FILE = "agent.toml"
 ENV_PREFIX = "TETHER_"
@@ -444,8 +446,8 @@ def _older_problem(layer: Layer, loc: Loc, message: str) -> Issue:
 
 
 def _key_variables(layers: Sequence[Layer]) -> set[str]:
-    """Every ``api_key_env`` the layers name, and the profiles' own key variables."""
-    names = {profile.api_key_env for profile in PROFILES.values() if profile.api_key_env}
+    """Every ``api_key_env`` the layers name, and the providers' own key variables."""
+    names = set(ALL_KEY_VARIABLES)
     for layer in layers:
         providers = layer.data.get("providers")
         if isinstance(providers, dict):
@@ -529,26 +531,14 @@ def _compaction_checks(config: Config) -> list[tuple[Loc, str]]:
 
 
 def _mcp_checks(config: Config) -> list[tuple[Loc, str]]:
-    problems: list[tuple[Loc, str]] = []
-    seen: dict[str, int] = {}
-    for index, server in enumerate(config.mcp.servers):
-        loc: Loc = ("mcp", "servers", index)
-        if server.id in seen:
-            problems.append(((*loc, "id"), f"{server.id!r} is already the id of servers[{seen[server.id]}]"))
-        seen.setdefault(server.id, index)
-        if server.transport == "stdio":
-            if server.command is None:
-                problems.append(((*loc, "command"), "is required for transport 'stdio'"))
-            if server.url is not None:
-                problems.append(((*loc, "url"), "is only for transport 'http'"))
-        else:
-            if server.url is None:
-                problems.append(((*loc, "url"), "is required for transport 'http'"))
-            elif not server.url.startswith(("http://", "https://")):
-                problems.append(((*loc, "url"), "must be an http:// or https:// URL"))
-            problems.extend(
-                ((*loc, key), "is only for transport 'stdio'")
-                for key in ("command", "args", "env")
-                if key in server.model_fields_set
-            )
+    """The rules of :mod:`tether.tools.mcp_spec` that look across a server's keys and across the servers."""
+    servers = config.mcp.servers
+    problems: list[tuple[Loc, str]] = [
+        (("mcp", "servers", index, "id"), problem) for index, problem in duplicate_ids(s.id for s in servers)
+    ]
+    for index, server in enumerate(servers):
+        given = {key: getattr(server, key) for key in server.model_fields_set if key in (*STDIO_ONLY, *HTTP_ONLY)}
+        problems += [
+            (("mcp", "servers", index, key), problem) for key, problem in server_problems(server.transport, given)
+        ]
     return problems

@@ -19,12 +19,11 @@ characters starts (a lookbehind refuses a start inside the run), runs that a fix
 are possessive, a key's tail is matched to the length that makes it a key and no further (only whether it
 matches matters), and query parameters are found in one pass (:func:`_hide_query_secrets`).
 
-The rules shared with the rest of tether live in :mod:`tether.telemetry.redact`: the mask, and the URL
-password pattern. What is deliberately broader here: a header, ``env`` entry, option or query parameter is
-secret when its name *contains* ``auth``, ``key``, ``token``, ... (``_SECRET_NAME``), where a tool argument is
-secret only when one of its *words* is a secret name (``telemetry.redact.is_secret_argument``); and a value that
-merely looks like a key is hidden whole. ``config show`` prints a file a user may paste anywhere: it would
-rather hide a harmless header than print a credential.
+The name rules live in :mod:`tether.secrets` with the mask and the URL password pattern: a header, ``env``
+entry, option or query parameter is secret when its name *contains* ``auth``, ``key``, ``token``, ...
+(:func:`tether.secrets.is_secret_setting`), broader than the rule for tool arguments; and a value that merely
+looks like a key is hidden whole. ``config show`` prints a file a user may paste anywhere: it would rather
+hide a harmless header than print a credential.
 """
 
 from __future__ import annotations
@@ -34,12 +33,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tether import secrets
-from tether.telemetry.redact import MASK, URL_PASSWORD
+from tether.secrets import MASK, URL_PASSWORD, is_secret_setting
 
 HIDDEN = MASK
 
-_SECRET_NAME = re.compile(r"(?i)(auth|key|token|secret|passw|cookie|credential|signature)")
-"""Header, variable and option names whose values are secrets (``Authorization``, ``X-Api-Key``)."""
 _REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*+\}")
 _SCHEME = re.compile(r"(?i)^\s*+(bearer|basic|token)\s++")
 _KEY_LIKE = re.compile(
@@ -93,12 +90,12 @@ class Redactor:
 
     def text(self, value: str, *, name: str | None = None) -> str:
         """``value`` as it may be printed; ``name`` is the header or variable it belongs to, if any."""
-        if name is not None and _SECRET_NAME.search(name) and not only_references(value):
+        if name is not None and is_secret_setting(name) and not only_references(value):
             return HIDDEN
         if looks_like_key(value):
             return HIDDEN
         option = _OPTION.fullmatch(value)
-        if option and _SECRET_NAME.search(option["name"]) and not only_references(option["value"]):
+        if option and is_secret_setting(option["name"]) and not only_references(option["value"]):
             return option["head"] + HIDDEN
         for secret in self.secrets:
             if secret == value or (len(secret) >= 8 and secret in value):
@@ -139,7 +136,7 @@ def _hide_query_secrets(value: str) -> str:
             i = name_end
             continue
         value_end = _run_end(_QUERY_VALUE, value, name_end + 1)
-        if _SECRET_NAME.search(value, name_start, name_end):
+        if is_secret_setting(value, name_start, name_end):
             parts += (value[done : name_end + 1], HIDDEN)
             done = value_end
         i = value_end

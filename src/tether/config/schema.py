@@ -10,21 +10,28 @@ API keys never live here: a provider names the environment variable that holds i
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from tether.limits import Compaction, Limits
+from tether.limits import (
+    ALWAYS_ON,
+    COUNTS,
+    MIN_TOKENS,
+    Compaction,
+    Limits,
+    compaction_problem,
+    is_int,
+    is_number,
+    limit_problem,
+)
 from tether.providers.registry import PROFILES
+from tether.tools.mcp_spec import id_problem, timeout_problem
 from tether.tools.sandbox import DEFAULT_BWRAP, SandboxMode
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """What an environment variable's name looks like (``api_key_env``)."""
-
-SERVER_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
-"""What ``tether.tools.mcp.MCPServerConfig`` accepts as an id (it prefixes tool names, so no dots)."""
 
 OFF = "off"
 """The TOML spelling of "no limit" (``None`` in :class:`~tether.limits.Limits`)."""
@@ -37,17 +44,13 @@ CACHE_TOOL_OUTPUTS = 8_000
 model shown a preview (``Agent(cache_tool_outputs=...)``)."""
 MIN_CACHE_TOOL_OUTPUTS = 1_000
 """The smallest threshold the tool-output cache takes."""
-MIN_CONTEXT_WINDOW = 256
+MIN_CONTEXT_WINDOW = MIN_TOKENS["context_window"]
 """The smallest ``compaction.context_window`` (``tether.Compaction`` refuses less)."""
-MIN_SUMMARY_TOKENS = 16
+MIN_SUMMARY_TOKENS = MIN_TOKENS["summary_tokens"]
 """The smallest ``compaction.summary_tokens`` (``tether.Compaction`` refuses less)."""
 
 DEFAULT_RETRIES = 3
 """``runtime.retries`` when not set: the default of ``tether.providers.http.RetryPolicy.max_retries``."""
-
-_COUNTS = frozenset(
-    {"max_turns", "max_tool_calls_per_turn", "max_tool_calls", "max_consecutive_errors", "max_history_messages"}
-)
 
 
 class Section(BaseModel):
@@ -56,26 +59,16 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _number_or_off(name: str, value: object) -> int | float | None:
-    """``"off"``/``false`` -> ``None``; a count must be a whole number >= 1, a time or cost a number > 0."""
-    if value is False or value == OFF:
+    """``"off"``/``false`` -> ``None``; otherwise the rules of :func:`tether.limits.limit_problem` (a time or
+    a cost is kept as a float)."""
+    if name != ALWAYS_ON and (value is False or value == OFF):
         return None
-    if name in _COUNTS:
-        if _is_int(value) and isinstance(value, int) and value >= 1:
-            return value
-        raise ValueError(f'must be a whole number >= 1, or "{OFF}"')
-    if name == "invalid_response_retries":
-        if _is_int(value) and isinstance(value, int) and value >= 0:
-            return value
-        raise ValueError("must be a whole number >= 0")
-    number = value if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
-    if math.isfinite(number) and number > 0:
-        return float(number)
-    raise ValueError(f'must be a number > 0, or "{OFF}"')
+    if (problem := limit_problem(name, value, off=f'"{OFF}"')) is not None:
+        raise ValueError(problem)
+    if not is_number(value):
+        return None  # only None passes the rules without being a number
+    return value if name in COUNTS or name == ALWAYS_ON else float(value)
 
 
 class LimitsConfig(Section):
@@ -129,7 +122,7 @@ class RuntimeConfig(Section):
     @field_validator("retries", mode="before")
     @classmethod
     def _retries(cls, value: object) -> object:
-        if _is_int(value) and isinstance(value, int) and value >= 0:
+        if is_int(value) and value >= 0:
             return value
         raise ValueError("must be a whole number >= 0")
 
@@ -242,7 +235,7 @@ class ToolsConfig(Section):
     def _cache(cls, value: object) -> object:
         if value is None or value is False or value == OFF:
             return None
-        if _is_int(value) and isinstance(value, int) and value >= MIN_CACHE_TOOL_OUTPUTS:
+        if is_int(value) and value >= MIN_CACHE_TOOL_OUTPUTS:
             return value
         raise ValueError(f"must be a whole number of characters >= {MIN_CACHE_TOOL_OUTPUTS:,}, or false")
 
@@ -273,17 +266,17 @@ class CompactionConfig(Section):
     @field_validator("context_window", "summary_tokens", mode="before")
     @classmethod
     def _tokens(cls, value: object, info: ValidationInfo) -> object:
-        least = MIN_CONTEXT_WINDOW if info.field_name == "context_window" else MIN_SUMMARY_TOKENS
-        if value is None or (_is_int(value) and isinstance(value, int) and value >= least):
-            return value
-        raise ValueError(f"must be a whole number of tokens >= {least}")
+        if (problem := compaction_problem(info.field_name or "", value)) is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("threshold", "keep_recent", mode="before")
     @classmethod
-    def _fraction(cls, value: object) -> object:
-        if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1:
-            return float(value)
-        raise ValueError("must be a fraction between 0 and 1 (0.8 is 80% of the window)")
+    def _fraction(cls, value: object, info: ValidationInfo) -> object:
+        problem = compaction_problem(info.field_name or "", value)
+        if problem is not None or not is_number(value):
+            raise ValueError(problem)
+        return float(value)
 
     @field_validator("instructions")
     @classmethod
@@ -319,14 +312,18 @@ class McpServerConfig(Section):
     @field_validator("id")
     @classmethod
     def _id(cls, value: str) -> str:
-        if not SERVER_ID.fullmatch(value):
-            raise ValueError("must be 1-32 letters, digits, '_' or '-'")
+        if (problem := id_problem(value)) is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("tool_timeout", mode="before")
     @classmethod
     def _timeout(cls, value: object) -> object:
-        return _number_or_off("tool_timeout", value)
+        if value is False or value == OFF:
+            return None
+        if (problem := timeout_problem(value)) is not None or not is_number(value):
+            raise ValueError(f'{problem}, or "{OFF}"')
+        return float(value)
 
 
 class McpConfig(Section):

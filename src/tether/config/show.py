@@ -18,7 +18,7 @@ from tomlkit.items import AoT, Table
 from tether.config.load import Loaded
 from tether.config.redact import Redactor, secret_values
 from tether.config.schema import OFF
-from tether.providers.registry import PROFILES
+from tether.providers.keys import ALL_KEY_VARIABLES
 
 _LEAF_TABLES = frozenset({"headers", "env"})
 """Tables shown inline, as one value (their keys are names, not settings)."""
@@ -28,7 +28,7 @@ _SWITCHED_OFF = frozenset({"cache_tool_outputs"})
 
 def redacted_data(loaded: Loaded, env: Mapping[str, str]) -> dict[str, Any]:
     """The configuration as plain data with every secret replaced by ``***``."""
-    key_variables = {profile.api_key_env for profile in PROFILES.values() if profile.api_key_env}
+    key_variables = set(ALL_KEY_VARIABLES)
     key_variables |= {p.api_key_env for p in loaded.config.providers.values() if p.api_key_env}
     redactor = Redactor(secret_values(env, key_variables))
     data: dict[str, Any] = redactor.data(loaded.config.model_dump(mode="json"))

@@ -36,7 +36,6 @@ conversation becomes Anthropic's:
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -47,12 +46,12 @@ from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.anthropic_stream import ORIGIN, EventDecoder, anchors_of
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
+from tether.providers.keys import missing_key, read_key
 from tether.providers.windows import checked_window, context_window_for
 from tether.providers.wire import decoded
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 API_VERSION = "2023-06-01"
-API_KEY_ENV = "ANTHROPIC_API_KEY"
 MAX_TOKENS_DEFAULT = 4096
 """The output limit sent when ``ModelSettings.max_tokens`` is not given: the smallest maximum of any Claude
 model (Claude 3 Haiku and Opus), so that every model accepts it."""
@@ -91,9 +90,9 @@ class AnthropicProvider:
             context_window: the model's context window in tokens; the known one by default
                 (``tether.providers.windows``), e.g. 1,000,000 for a model run with the 1M-context beta header.
         """
-        key = api_key or os.environ.get(API_KEY_ENV)
+        key = read_key("anthropic", api_key)
         if not key:
-            raise ConfigInvalid(f"'anthropic:{model}' needs an API key: set {API_KEY_ENV} or pass api_key= to Agent")
+            raise ConfigInvalid(missing_key("anthropic", model))
         if isinstance(max_tokens_default, bool) or not isinstance(max_tokens_default, int) or max_tokens_default < 1:
             raise ConfigInvalid(f"max_tokens_default must be a positive integer, not {max_tokens_default!r}")
         self.streaming = stream

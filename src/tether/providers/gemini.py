@@ -28,7 +28,6 @@ never replaced, and older models get nothing added.
 
 from __future__ import annotations
 
-import os
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
@@ -42,14 +41,13 @@ from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, Too
 from tether.providers.gemini_schema import to_gemini_schema
 from tether.providers.gemini_stream import PROVIDER, ResponseDecoder, kept_parts_of, parse_usage
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
+from tether.providers.keys import missing_key, read_key
 from tether.providers.windows import checked_window, context_window_for
 from tether.providers.wire import decoded
 
 __all__ = ["GeminiProvider", "ResponseDecoder", "encode_contents", "from_model_name", "parse_usage"]
 
 BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
-KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
-"""Where the API key is read from, in this order, when none is passed."""
 NO_TOOLS_PREFIXES = ("gemma-", "aqa", "embedding-", "text-embedding-", "imagen-")
 """Models served by the Gemini API that have no function calling."""
 MAX_CACHED_TOOLS = 512
@@ -86,11 +84,9 @@ class GeminiProvider:
             context_window: the model's input limit in tokens; the known one by default
                 (``tether.providers.windows``).
         """
-        key = api_key or next((os.environ[name] for name in KEY_VARIABLES if os.environ.get(name)), None)
+        key = read_key("gemini", api_key)
         if not key:
-            raise ConfigInvalid(
-                f"'gemini:{model}' needs an API key: set {' or '.join(KEY_VARIABLES)}, or pass api_key= to Agent"
-            )
+            raise ConfigInvalid(missing_key("gemini", model))
         name = model.removeprefix("models/")
         self.streaming = stream
         self.info = ModelInfo(

@@ -21,7 +21,6 @@ of the same profile, which Gemini 3 requires to continue after a tool call.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 import weakref
 from collections.abc import AsyncIterator
@@ -43,6 +42,7 @@ from tether.events import (
 from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret, error_for_payload
+from tether.providers.keys import missing_key, read_key
 from tether.providers.registry import PROFILES, Profile
 from tether.providers.windows import checked_window, context_window_for
 from tether.providers.wire import as_count, as_list, as_object, as_text, decoded, malformed
@@ -94,11 +94,9 @@ class OpenAIChatProvider:
                 f"'{profile.name}:{model}' needs a base_url, for example "
                 f"Agent('{profile.name}:{model}', base_url='http://localhost:8000/v1')"
             )
-        key = api_key or (os.environ.get(profile.api_key_env) if profile.api_key_env else None)
+        key = read_key(profile.name, api_key)
         if profile.requires_key and not key:
-            raise ConfigInvalid(
-                f"'{profile.name}:{model}' needs an API key: set {profile.api_key_env} or pass api_key= to Agent"
-            )
+            raise ConfigInvalid(missing_key(profile.name, model))
         self.profile = profile
         self.streaming = stream
         self.info = ModelInfo(

@@ -32,7 +32,6 @@ Answers, streamed or whole, are read by :class:`~tether.providers.openai_respons
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -41,6 +40,7 @@ from tether.events import LlmEvent
 from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
+from tether.providers.keys import missing_key, read_key
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
 from tether.providers.openai_responses_stream import (
     ORIGIN,
@@ -109,11 +109,9 @@ class OpenAIResponsesProvider:
             context_window: the model's context window in tokens; the known one by default
                 (``tether.providers.windows``).
         """
-        key = api_key or os.environ.get(_OPENAI.api_key_env or "")
+        key = read_key(ORIGIN, api_key)
         if not key and base_url is None:
-            raise ConfigInvalid(
-                f"'{ORIGIN}:{model}' needs an API key: set {_OPENAI.api_key_env} or pass api_key= to Agent"
-            )
+            raise ConfigInvalid(missing_key(ORIGIN, model))
         self.streaming = stream
         self.reasoning = is_reasoning_model(model)
         self.info = ModelInfo(

@@ -14,6 +14,7 @@ from typing import Any
 
 from tether.errors import ConfigInvalid
 from tether.providers.base import Provider
+from tether.providers.keys import key_variables
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,8 +25,6 @@ class Profile:
     """The model-string prefix, also the provider name in ``ModelInfo``."""
     base_url: str | None
     """``None``: the caller must give ``base_url``."""
-    api_key_env: str | None = None
-    """The environment variable holding the API key."""
     requires_key: bool = False
     """Refuse to start without a key (hosted APIs); local servers take one only if given."""
     max_tokens_field: str = "max_tokens"
@@ -43,45 +42,43 @@ class Profile:
     ``"function"`` for a named tool (``{"type": "function", "function": {"name": ...}}``). What a server
     cannot be told is not sent as if it could (``openai_chat.tool_offer``)."""
 
+    @property
+    def key_variables(self) -> tuple[str, ...]:
+        """The environment variables holding the API key, in order (``tether.providers.keys``)."""
+        return key_variables(self.name)
+
 
 PROFILES: dict[str, Profile] = {
     "openai": Profile(
         "openai",
         "https://api.openai.com/v1",
-        "OPENAI_API_KEY",
         requires_key=True,
         max_tokens_field="max_completion_tokens",
         json_schema=True,
     ),
     # Ollama's Chat Completions endpoint has no tool_choice field (it is ignored): the model always decides.
-    "ollama": Profile(
-        "ollama", "http://localhost:11434/v1", "OLLAMA_API_KEY", json_schema=True, tool_choices=frozenset({"auto"})
-    ),
-    "vllm": Profile("vllm", "http://localhost:8000/v1", "VLLM_API_KEY", json_schema=True),
+    "ollama": Profile("ollama", "http://localhost:11434/v1", json_schema=True, tool_choices=frozenset({"auto"})),
+    "vllm": Profile("vllm", "http://localhost:8000/v1", json_schema=True),
     # llama-server reads tool_choice as a string (auto, none, required); a named tool is ignored (auto).
     "llamacpp": Profile(
         "llamacpp",
         "http://localhost:8080/v1",
-        "LLAMA_API_KEY",
         json_schema=True,
         tool_choices=frozenset({"auto", "none", "required"}),
     ),
-    "deepseek": Profile("deepseek", "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", requires_key=True),
+    "deepseek": Profile("deepseek", "https://api.deepseek.com/v1", requires_key=True),
     # Z.AI's GLM API documents tool_choice "auto" only.
-    "zai": Profile(
-        "zai", "https://api.z.ai/api/paas/v4", "ZAI_API_KEY", requires_key=True, tool_choices=frozenset({"auto"})
-    ),
+    "zai": Profile("zai", "https://api.z.ai/api/paas/v4", requires_key=True, tool_choices=frozenset({"auto"})),
     "minimax": Profile(
         "minimax",
         "https://api.minimax.io/v1",
-        "MINIMAX_API_KEY",
         requires_key=True,
         max_tokens_field="max_completion_tokens",
         stream_options=False,
         parallel_tool_calls=False,
         tool_choices=frozenset({"auto", "none"}),  # MiniMax documents tool_choice as "none" or "auto"
     ),
-    "openai-compatible": Profile("openai-compatible", None, "OPENAI_COMPATIBLE_API_KEY"),
+    "openai-compatible": Profile("openai-compatible", None),
 }
 
 _BUILDERS: dict[str, str] = {

@@ -6,10 +6,9 @@ them and the next save of that session does not need them. ``<dir>/<id>.outputs/
 session's cached tool outputs (``OutputStore``), as UTF-8 text: written to a temporary file, synced, then
 linked into place, so it is whole or absent, and never rewritten once there.
 
-A save writes the whole session to a temp file in the same directory and fsyncs it, hard-links the current
-file to the backup name (copies it where the file system has no hard links), then ``os.replace``\\s the temp
-file over ``<id>.json`` and fsyncs the directory. ``<id>.json`` is therefore always a whole file, the old or
-the new one, whatever point a crash hits; a failed save removes its temp file and leaves the old one.
+A save replaces ``<id>.json`` through :func:`tether.atomic.replace_file` with a backup, and outputs are
+published by :func:`tether.atomic.create_file`: ``<id>.json`` is always a whole file, the old or the new one,
+whatever point a crash hits, and the version it replaced is ``<id>.json.bak``.
 
 A corrupt, truncated or malformed file raises ``SessionInvalid`` naming the file and the problem, and says
 when a backup exists. Falling back to the backup is opt-in (``use_backup=True``), since it silently loses
@@ -31,18 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import dataclasses
-import errno
 import os
-import re
-import secrets
 import shutil
 import stat
-import tempfile
 from pathlib import Path
 
 from tether._logging import get_logger
+from tether.atomic import BACKUP_SUFFIX, create_file, fsync_directory, replace_file, temporary_files
 from tether.errors import SessionInvalid
 from tether.sessions import codec
 from tether.sessions.base import (
@@ -58,7 +53,7 @@ from tether.sessions.base import (
     stored_output,
     validate_session,
 )
-from tether.sessions.private import make_private_directory, read_regular
+from tether.sessions.private import PRIVATE_FILE, make_private_directory, read_regular
 
 logger = get_logger("tether.sessions")
 
@@ -134,7 +129,7 @@ class FileSessionStore:
         session = storable(session)
         data = codec.session_to_text(session, f"session {session.id!r}")
         make_private_directory(self.directory)
-        write_atomic(path, data)
+        replace_file(path, data, mode=PRIVATE_FILE, backup=True)
 
     def _list(self) -> builtins.list[SessionSummary]:
         try:
@@ -162,23 +157,7 @@ class FileSessionStore:
         if _checked_folder(folder) and os.path.lexists(path):
             return  # written once: the same ref is the same text
         make_private_directory(folder)
-        fd, temp = tempfile.mkstemp(prefix=f".{ref}.", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-            try:
-                os.link(temp, path)  # never replaces: a ref already there stays as it is
-            except FileExistsError:
-                pass
-            except OSError:  # a file system without hard links
-                if not os.path.lexists(path):
-                    os.rename(temp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-        fsync_directory(folder)
+        create_file(path, data, mode=PRIVATE_FILE)  # never replaces: a ref already there stays as it is
 
     def _load_output(self, folder: Path, ref: str) -> str | None:
         if not _checked_folder(folder):
@@ -198,7 +177,7 @@ class FileSessionStore:
             folder.unlink()
         elif folder.is_dir():
             shutil.rmtree(folder)
-        for leftover in temporary_files_of(path):
+        for leftover in temporary_files(path):
             leftover.unlink(missing_ok=True)
         backup_of(path).unlink(missing_ok=True)
         path.unlink(missing_ok=True)
@@ -219,18 +198,7 @@ def _checked_folder(folder: Path) -> bool:
 
 
 def backup_of(path: Path) -> Path:
-    return path.with_name(path.name + ".bak")
-
-
-def temporary_files_of(path: Path) -> builtins.list[Path]:
-    """The temporary files saves of ``path`` made and a crash left behind: ``.<name>.XXXXXXXX.tmp`` (a new
-    version being written) and ``.<name>.bak.XXXXXXXX.tmp`` (a backup being made), of this name only."""
-    pattern = re.compile(re.escape(f".{path.name}.") + r"(?:[a-z0-9_]{8}|bak\.[0-9a-f]{8})\.tmp")
-    try:
-        names = os.listdir(path.parent)
-    except FileNotFoundError:
-        return []
-    return [path.with_name(name) for name in names if pattern.fullmatch(name)]
+    return path.with_name(path.name + BACKUP_SUFFIX)
 
 
 def _read(path: Path, session_id: str) -> Session:
@@ -238,64 +206,3 @@ def _read(path: Path, session_id: str) -> Session:
     session = codec.session_from_jsonable(codec.loads(read_regular(path, source), source), source, session_id)
     messages = validate_session(session.messages, source)
     return session if messages is session.messages else dataclasses.replace(session, messages=messages)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably, keeping the old file as ``<name>.bak``."""
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        _keep_backup(path)
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    fsync_directory(path.parent)
-
-
-def _keep_backup(path: Path) -> None:
-    """Make ``<name>.bak`` the current version of ``path`` (if there is one), atomically."""
-    staging = path.with_name(f".{path.name}.bak.{secrets.token_hex(4)}.tmp")
-    try:
-        try:
-            os.link(path, staging)
-        except FileNotFoundError:
-            return  # the first save: nothing to keep
-        except OSError:
-            _copy_synced(path, staging)  # a file system without hard links
-        os.replace(staging, backup_of(path))
-    except FileNotFoundError:
-        return  # deleted meanwhile
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(staging)
-        raise
-
-
-def _copy_synced(source: Path, target: Path) -> None:
-    with open(source, "rb") as reader:
-        data = reader.read()
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as writer:
-        writer.write(data)
-        writer.flush()
-        os.fsync(writer.fileno())
-
-
-def fsync_directory(directory: Path) -> None:
-    """Make renames in ``directory`` durable (where the platform can; Windows cannot open directories)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError as error:
-        if error.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)

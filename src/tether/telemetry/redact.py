@@ -22,16 +22,8 @@ What the model and the session store get is not changed here: a tool must receiv
 session must replay what the model said. Tool *results* are masked of known keys before anything sees them
 (``loop/executor.py``).
 
-Three name rules, on purpose of different breadth
--------------------------------------------------
-* tool arguments (here, :func:`is_secret_argument`): whole words, so that ``key``, ``tokens`` or ``author``,
-  ordinary argument names, stay visible;
-* environment variables (:func:`tether.secrets.is_secret_name`): broader on suffixes (``*_KEY``, ``*_PAT``,
-  ``*_DSN``), since a variable named so holds a credential, and narrower on ``PWD`` (the working directory);
-* configuration headers, ``env`` entries and options (``tether.config.redact``): any name *containing*
-  ``auth``, ``key``, ``token``, ... (``X-Goog-Api-Key``, ``Proxy-Authorization``), since ``config show``
-  must rather hide a harmless header than print a credential. It uses this module's patterns for URL
-  passwords and the mask.
+The name rules (which argument names are secret, and the other kinds of name) live in
+:mod:`tether.secrets`, with the mask and the URL-password pattern.
 
 Every pattern here runs in time linear in the text, whatever it holds (a log line may carry a tool's whole
 output): a match may start only where its run of name characters starts (a look-behind refuses a start
@@ -42,11 +34,18 @@ separator that ends it. ``tests/telemetry/test_redact.py`` measures it with a st
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from tether.secrets import (
+    DEFAULT_SECRET_ARGUMENTS,
+    MASK,
+    URL_PASSWORD,
+    is_secret_argument,
+    secret_argument_parts,
+)
 
 if TYPE_CHECKING:
     from tether.messages import Message, ToolCall
@@ -63,24 +62,9 @@ __all__ = [
     "mask_url_passwords",
 ]
 
-MASK = "***"
-"""What a hidden value is replaced with, everywhere."""
-
-DEFAULT_SECRET_ARGUMENTS: tuple[str, ...] = (
-    "password", "passwd", "pwd", "passphrase", "token", "api_key", "secret", "authorization", "credential",
-    "credentials", "private_key", "access_key", "session_key", "cookie", "bearer",
-)  # fmt: skip
-"""Argument names whose values are hidden, matched as words: ``db_password``, ``GITHUB_TOKEN``, ``apiKey``
-and ``clientSecret`` are secret."""
-
 BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_])(?P<scheme>bearer\s++)[A-Za-z0-9._~+/=-]{8,}+")
 """A bearer token (RFC 6750's characters, at least 8 of them: "the bearer of" is prose); the scheme is kept,
 the token masked."""
-URL_PASSWORD = re.compile(
-    r"(?i)(?<![a-z0-9+.-])(?P<lead>[0-9+.-]*+)(?P<head>[a-z][a-z0-9+.-]*+://[^/@:\s]*+:)(?P<password>[^/@\s]++)(?=@)"
-)
-"""The password of a URL. Read from the start of the scheme's run of characters (``lead`` is what comes
-before its first letter), so that a long run that is no scheme is read once, not once per character."""
 _MEMBER = re.compile(
     r"""(?P<head>["'](?P<name>[A-Za-z_$@][\w$@.-]{0,63}+)["']\s*+:\s*+)"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*+"?|'(?:[^'\\\n]|\\.)*+'?|[^\s,;'"{}\[\]]++)"""
@@ -93,27 +77,7 @@ _ASSIGNMENT = re.compile(
     r"""(?P<value>"[^"\n]*+"?|'[^'\n]*+'?|[^\s&,;'"(){}\[\]<>]++)"""
 )
 """``name=value``, ``--name=value``, ``?name=value&``: the value ends at a space, a separator or a quote."""
-_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-_SEPARATORS = str.maketrans("", "", "-_ .")
 _MAX_DEPTH = 64
-_MAX_NAME = 200
-"""Characters of a name read to decide whether it is secret."""
-
-
-def _normal(name: str) -> str:
-    return name.translate(_SEPARATORS).lower()
-
-
-_DEFAULT_PARTS = frozenset(_normal(name) for name in DEFAULT_SECRET_ARGUMENTS)
-
-
-def is_secret_argument(name: str, parts: frozenset[str] = _DEFAULT_PARTS) -> bool:
-    """Whether an argument called ``name`` holds a secret: one of its words, or two adjacent words written
-    together, is in ``parts`` (normalized secret names; the defaults unless given)."""
-    words = [word.lower() for word in _WORDS.findall(name[:_MAX_NAME])]
-    if any(word in parts for word in words):
-        return True
-    return any(first + second in parts for first, second in itertools.pairwise(words))
 
 
 def mask_url_passwords(text: str) -> str:
@@ -142,7 +106,7 @@ class Redaction:
             masker = Masker()
         self.masker = masker
         self.secret_arguments = tuple(secret_arguments)
-        self._parts = frozenset(normal for name in self.secret_arguments if (normal := _normal(name)))
+        self._parts = secret_argument_parts(self.secret_arguments)
 
     def is_secret_argument(self, name: str) -> bool:
         """Whether an argument called ``name`` holds a secret (see the module docstring)."""

@@ -20,12 +20,9 @@ groups, :func:`file_tools` both.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import os
 import re
-import secrets
-import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -33,6 +30,7 @@ from typing import IO, Annotated
 
 from pydantic import Field
 
+from tether.atomic import replace_file
 from tether.errors import PermissionDenied, ToolError
 from tether.tools.base import Tool
 from tether.tools.workspace import Access, Workspace
@@ -220,50 +218,15 @@ def write_file(workspace: Workspace, path: str, content: str, *, create_dirs: bo
 
 
 def atomic_write(workspace: Workspace, real: Path, data: bytes) -> None:
-    """Replace ``real`` with ``data`` all at once: a temporary file in the same directory is written and
-    fsynced, renamed over the target, and the directory fsynced. On failure the temporary file is removed and
-    the target keeps its old content. An existing file's permission bits are kept.
-
-    The rename goes through a descriptor of the checked directory (``renameat``), so it lands in the
-    directory that was checked, and replaces a symlink swapped in at the target rather than following it.
+    """Replace ``real`` with ``data`` by :func:`tether.atomic.replace_file` (old content or new, never half;
+    the old file's permission bits kept), through a descriptor of the checked directory: the rename lands in
+    the directory that was checked, and replaces a symlink swapped in at the target rather than following it.
     """
     dir_fd = workspace.open_directory(real.parent)
     try:
-        mode = _regular_file_mode(real.name, dir_fd)
-        temporary = f".{real.name[:100]}.{secrets.token_hex(6)}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(temporary, flags, 0o666, dir_fd=dir_fd)
-        try:
-            try:
-                if mode is not None:
-                    os.fchmod(fd, mode)
-                _write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temporary, real.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary, dir_fd=dir_fd)
-            raise
-        os.fsync(dir_fd)
+        replace_file(real.name, data, dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
-
-
-def _regular_file_mode(name: str, dir_fd: int) -> int | None:
-    try:
-        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    return stat.S_IMODE(info.st_mode) if stat.S_ISREG(info.st_mode) else None
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 def write_tool(workspace: Workspace) -> Tool:

@@ -59,14 +59,13 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from os import PathLike
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tether._logging import get_logger
 from tether.errors import ConfigInvalid
 from tether.tools.base import Tool
+from tether.tools.mcp_spec import MCPServerConfig, duplicate_ids
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -79,62 +78,9 @@ __all__ = ["MCPServerConfig", "MCPTools", "exposed_names"]
 
 log = get_logger("tether.mcp")
 
-_SERVER_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
 MAX_NAME = 64
 SEPARATOR = "__"
-
-
-@dataclass(frozen=True, slots=True)
-class MCPServerConfig:
-    """How to reach one MCP server. ``transport="stdio"`` needs ``command``; ``"http"`` needs ``url``."""
-
-    id: str
-    """Names the server in messages and in prefixed tool names: 1-32 of ``[A-Za-z0-9_-]``, unique."""
-    transport: Literal["stdio", "http"] = "stdio"
-    """``stdio``: tether starts ``command`` and speaks over its stdin/stdout. ``http``: streamable HTTP."""
-    command: str | None = None
-    """The executable (looked up on ``PATH``, or a path relative to ``cwd``)."""
-    args: Sequence[str] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    """Extra environment variables for the server; values may use ``${VAR}`` from the host's environment."""
-    cwd: str | PathLike[str] | None = None
-    url: str | None = None
-    """The streamable-HTTP endpoint, e.g. ``http://127.0.0.1:8000/mcp``."""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    """HTTP headers sent with every request; values may use ``${VAR}``."""
-    tool_timeout: float = 300.0
-    """Seconds one tool call may take; overrides ``Limits.tool_timeout`` for this server's tools."""
-    connect_timeout: float = 60.0
-    """Seconds to start the server, handshake and list its tools (and to list them again)."""
-    prefix: bool = False
-    """Always name this server's tools ``<id>__<name>``, not only when their names clash."""
-
-    def __post_init__(self) -> None:
-        where = f"MCP server {self.id!r}"
-        if not isinstance(self.id, str) or not _SERVER_ID.fullmatch(self.id):
-            raise ConfigInvalid(f"{where}: the id must be 1-32 letters, digits, '_' or '-'")
-        if isinstance(self.args, str):
-            raise ConfigInvalid(f"{where}: args must be a list of strings, not one string")
-        object.__setattr__(self, "args", tuple(self.args))
-        object.__setattr__(self, "env", dict(self.env))
-        object.__setattr__(self, "headers", dict(self.headers))
-        if self.transport == "stdio":
-            if not self.command:
-                raise ConfigInvalid(f"{where}: a stdio server needs a command")
-            if self.url is not None:
-                raise ConfigInvalid(f"{where}: a stdio server takes a command, not a url")
-        elif self.transport == "http":
-            if not self.url or not self.url.startswith(("http://", "https://")):
-                raise ConfigInvalid(f"{where}: an http server needs an http:// or https:// url")
-            if self.command is not None:
-                raise ConfigInvalid(f"{where}: an http server takes a url, not a command")
-        else:
-            raise ConfigInvalid(f"{where}: transport must be 'stdio' or 'http', not {self.transport!r}")
-        for name in ("tool_timeout", "connect_timeout"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or not value > 0:
-                raise ConfigInvalid(f"{where}: {name} must be > 0 seconds, not {value!r}")
 
 
 class MCPTools:
@@ -142,9 +88,8 @@ class MCPTools:
 
     def __init__(self, servers: Iterable[MCPServerConfig]) -> None:
         self.configs = tuple(servers)
-        ids = Counter(config.id for config in self.configs)
-        if doubles := sorted(server for server, count in ids.items() if count > 1):
-            raise ConfigInvalid(f"MCP server ids must be unique: {', '.join(map(repr, doubles))} used twice")
+        if doubles := duplicate_ids(config.id for config in self.configs):
+            raise ConfigInvalid(f"MCP server ids must be unique: servers[{doubles[0][0]}]: {doubles[0][1]}")
         self._connections: list[Connection] = []
         self._tools: tuple[Tool, ...] = ()
         self._built: dict[tuple[str, ...], Tool] = {}
