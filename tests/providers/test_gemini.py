@@ -130,8 +130,33 @@ def test_system_messages_in_the_history_join_the_system_instruction_and_leave_th
     assert body["contents"] == [{"role": "user", "parts": [{"text": "hi"}]}]
 
 
-def test_tools_go_in_one_tools_entry_as_function_declarations_and_the_choice_is_auto() -> None:
+def test_tools_go_in_one_tools_entry_with_their_json_schema_as_is_and_the_choice_is_auto() -> None:
     body = body_for(Request((Message.user("hi"),), tools=(WEATHER, TIME)))
+    assert body["tools"] == [
+        {
+            "functionDeclarations": [
+                {"name": "weather", "description": "Weather in a city.", "parametersJsonSchema": WEATHER.parameters},
+                {"name": "time", "description": "The time now.", "parametersJsonSchema": TIME.parameters},
+            ]
+        }
+    ]
+    assert body["toolConfig"] == {"functionCallingConfig": {"mode": "AUTO"}}
+
+
+def test_a_schema_gemini_parameters_cannot_hold_goes_through_unchanged_as_json_schema() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"when": {"anyOf": [{"type": "string", "format": "date"}, {"type": "null"}]}},
+        "required": ["when"],
+        "additionalProperties": False,
+    }
+    tool = ToolDefinition("remind", "Set a reminder.", schema)
+    (declaration,) = body_for(Request((Message.user("hi"),), tools=(tool,)))["tools"][0]["functionDeclarations"]
+    assert declaration == {"name": "remind", "description": "Set a reminder.", "parametersJsonSchema": schema}
+
+
+def test_the_fallback_translates_parameters_to_the_openapi_subset_and_sends_no_json_schema() -> None:
+    body = body_for(Request((Message.user("hi"),), tools=(WEATHER, TIME)), json_schema_parameters=False)
     assert body["tools"] == [
         {
             "functionDeclarations": [
@@ -144,7 +169,6 @@ def test_tools_go_in_one_tools_entry_as_function_declarations_and_the_choice_is_
             ]
         }
     ]
-    assert body["toolConfig"] == {"functionCallingConfig": {"mode": "AUTO"}}
 
 
 @pytest.mark.parametrize(

@@ -218,6 +218,8 @@ def test_a_tool_schema_of_any_json_gives_a_gemini_schema_and_never_an_exception(
         {"$ref": "#/$defs/A", "$defs": {"A": [1]}},
         {"properties": {"a": {}}, "allOf": [{"allOf": [{"required": ["a", {"x": 1}]}]}]},
         {"type": "string", "description": 7, "minLength": "3", "propertyOrdering": [1]},
+        {"required": None, "allOf": [{"properties": None}], "properties": {}},
+        {"allOf": [{"required": 3}, {"required": ["a"]}], "properties": {"a": {}}},
     ],
 )
 def test_a_tool_schema_keyword_of_the_wrong_type_is_left_out(schema: dict[str, Any]) -> None:

@@ -77,7 +77,26 @@ def is_streamed(interaction: Interaction) -> bool:
 def provider(server: ReplayServer, *, stream: bool, retry: RetryPolicy = NO_RETRY) -> GeminiProvider:
     """``GeminiProvider`` for the cassette's model, pointed at the replay server."""
     model = model_of(server.cassette.interactions[0])
-    return GeminiProvider(model, base_url=server.base_url, api_key="test-key", stream=stream, retry=retry)
+    return GeminiProvider(
+        model,
+        base_url=server.base_url,
+        api_key="test-key",
+        stream=stream,
+        retry=retry,
+        json_schema_parameters=not recorded_with_openapi_parameters(server),
+    )
+
+
+def recorded_with_openapi_parameters(server: ReplayServer) -> bool:
+    """Whether the cassette's client sent tools in the OpenAPI ``parameters`` field (so the provider's fallback
+    is what reproduces its requests) rather than as plain JSON Schema."""
+    declarations = [
+        declaration
+        for body in recorded_request_bodies(server.cassette)
+        for entry in (body or {}).get("tools", [])
+        for declaration in entry.get("functionDeclarations", [])
+    ]
+    return any("parameters" in declaration for declaration in declarations)
 
 
 def standard(signature: str | None) -> str | None:
@@ -145,8 +164,10 @@ def json_schema_from_gemini(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def declared_parameters(declaration: dict[str, Any]) -> dict[str, Any]:
-    if "parameters_json_schema" in declaration:
-        return dict(declaration["parameters_json_schema"])
+    """A declaration's parameters as JSON Schema, whichever spelling of the field it was sent with."""
+    for field in ("parametersJsonSchema", "parameters_json_schema"):
+        if field in declaration:
+            return dict(declaration[field])
     return json_schema_from_gemini(declaration["parameters"])
 
 
@@ -230,7 +251,7 @@ def essentials(body: dict[str, Any]) -> dict[str, Any]:
         "system": [p["text"] for p in (body.get("systemInstruction") or {}).get("parts", [])],
         "contents": [(content["role"], [part(item) for item in content["parts"]]) for content in body["contents"]],
         "tools": [
-            (d["name"], d.get("description", ""), d.get("parameters") or to_gemini_schema(d["parameters_json_schema"]))
+            (d["name"], d.get("description", ""), declared_parameters(d))
             for d in declarations
         ],
         "toolConfig": body.get("toolConfig") or default_choice,
@@ -305,6 +326,26 @@ async def test_a_whole_answer_to_a_streamed_request_is_read_as_one_chunk(replay:
         assert in_recorded_terms(streamed(events)) == recorded_turn(interaction)
     assert all(request.query == "alt=sse" for request in server.requests)
     server.assert_all_served()
+
+
+# --- tool parameters ---------------------------------------------------------------------------------------
+
+
+async def test_tool_parameters_go_over_http_as_the_json_schema_the_recorded_client_sent(replay: Replayer) -> None:
+    # A live exchange in which the API accepted plain JSON Schema for a tool (proto JSON reads both spellings of
+    # the field: the recording's client wrote parameters_json_schema, tether writes parametersJsonSchema).
+    server = await replay.serve("google/test_google_model_retry.yaml")
+    ((recorded,),) = [entry["functionDeclarations"] for entry in recorded_request_bodies(server.cassette)[0]["tools"]]
+    schema = recorded["parameters_json_schema"]
+    tool = ToolDefinition(recorded["name"], recorded["description"], schema)
+    sent = provider(server, stream=False)
+    assert not recorded_with_openapi_parameters(server)
+
+    async for _ in sent.stream(Request((Message.user("What is the capital of France?"),), tools=(tool,))):
+        pass
+
+    (declaration,) = server.bodies[0]["tools"][0]["functionDeclarations"]
+    assert declaration == {"name": tool.name, "description": tool.description, "parametersJsonSchema": schema}
 
 
 # --- the simple answers -------------------------------------------------------------------------------------

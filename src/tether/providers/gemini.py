@@ -1,8 +1,10 @@
 """Google Gemini's native API (``generateContent`` / ``streamGenerateContent?alt=sse``), spoken over plain HTTP.
 
 Requests: tether's messages become ``contents`` with the roles ``user`` and ``model``; the system prompt is
-``systemInstruction``; tools are ONE ``tools`` entry of ``functionDeclarations`` whose parameters are translated
-to the schema subset Gemini accepts (:mod:`tether.providers.gemini_schema`); the tool choice is
+``systemInstruction``; tools are ONE ``tools`` entry of ``functionDeclarations`` whose parameters are sent as
+plain JSON Schema (``parametersJsonSchema``), or, with ``json_schema_parameters=False`` for an endpoint that only
+reads ``parameters``, translated to the OpenAPI subset it accepts (:mod:`tether.providers.gemini_schema`); the
+tool choice is
 ``toolConfig.functionCallingConfig`` (``AUTO``, ``ANY`` with ``allowedFunctionNames`` for a forced tool,
 ``NONE``); ``ModelSettings.extra`` is merged into the body, which is how thinking is switched on
 (``{"generationConfig": {"thinkingConfig": {"includeThoughts": true}}}``). Tool results answering one turn go
@@ -71,6 +73,7 @@ class GeminiProvider:
         response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
         context_window: int | None = None,
+        json_schema_parameters: bool = True,
     ) -> None:
         """
         Args:
@@ -83,6 +86,9 @@ class GeminiProvider:
             headers: extra headers sent with every request.
             context_window: the model's input limit in tokens; the known one by default
                 (``tether.providers.windows``).
+            json_schema_parameters: send each tool's JSON Schema as is (``parametersJsonSchema``, which the
+                Gemini API reads since v1beta); ``False`` translates it to the OpenAPI subset of ``parameters``,
+                for an endpoint that does not know the field.
         """
         key = read_key("gemini", api_key)
         if not key:
@@ -98,6 +104,7 @@ class GeminiProvider:
         )
         self._path = "/" + (name if name.startswith("tunedModels/") else f"models/{name}")
         self._signs_calls = _version(name) >= (3, 0)
+        self._json_schema_parameters = json_schema_parameters
         self._declarations: dict[int, tuple[ToolDefinition, dict[str, Any]]] = {}
         self._client = HttpClient(
             base_url or BASE_URL,
@@ -174,7 +181,7 @@ class GeminiProvider:
             return cached[1]
         if len(self._declarations) >= MAX_CACHED_TOOLS:
             self._declarations.clear()
-        declaration = encode_tool(tool)
+        declaration = encode_tool(tool, json_schema=self._json_schema_parameters)
         self._declarations[id(tool)] = (tool, declaration)
         return declaration
 
@@ -182,8 +189,11 @@ class GeminiProvider:
 # --- the request --------------------------------------------------------------------------------------------
 
 
-def encode_tool(tool: ToolDefinition) -> dict[str, Any]:
-    """A tool as a ``functionDeclaration``."""
+def encode_tool(tool: ToolDefinition, *, json_schema: bool = True) -> dict[str, Any]:
+    """A tool as a ``functionDeclaration``: its JSON Schema as is, or translated for ``parameters`` (the two
+    fields are mutually exclusive)."""
+    if json_schema:
+        return {"name": tool.name, "description": tool.description, "parametersJsonSchema": tool.parameters}
     return {"name": tool.name, "description": tool.description, "parameters": to_gemini_schema(tool.parameters)}
 
 

@@ -129,11 +129,13 @@ class _Translator:
                 continue
             part = self.merge_all_of(self.resolve(part, seen)[0], seen, depth + 1)
             for key, value in part.items():
-                if key == "properties" and isinstance(value, dict):
-                    merged["properties"] = {**merged.get("properties", {}), **value}
-                elif key == "required" and isinstance(value, list):
-                    known = merged.setdefault("required", [])
-                    known += [name for name in value if isinstance(name, str) and name not in known]
+                if key == "properties":  # of the wrong type: left out, not laid over the others
+                    if isinstance(value, dict):
+                        merged["properties"] = {**merged.get("properties", {}), **value}
+                elif key == "required":
+                    if isinstance(value, list):
+                        known = merged.setdefault("required", [])
+                        known += [name for name in value if isinstance(name, str) and name not in known]
                 else:
                     merged[key] = value
         return merged
