@@ -312,6 +312,24 @@ async def test_a_connection_dropped_mid_stream_is_not_retried_and_keeps_the_part
     assert_valid(result)
 
 
+@pytest.mark.parametrize("cut", range(1, 5))
+async def test_a_stream_starting_with_a_byte_order_mark_keeps_its_first_event(serve: Serve, cut: int) -> None:
+    # The mark is cut into two HTTP chunks at each byte boundary (4: between the mark and "data").
+    first = b"\xef\xbb\xbf" + f"data: {chunk('The answer ')}\n\n".encode()
+
+    async def respond(exchange: Exchange) -> None:
+        await exchange.sse_head()
+        await exchange.chunk(first[:cut])
+        await exchange.chunk(first[cut:])
+        for data in stream_of("is 4"):
+            await exchange.event(data)
+        await exchange.end()
+
+    server = await serve(respond)
+    result = await Agent(provider(server.base_url)).run("2+2?")
+    assert (result.stop_reason, result.text) == ("complete", "The answer is 4")
+
+
 async def test_a_stream_that_just_ends_before_finishing_is_a_transport_error_not_retried(serve: Serve) -> None:
     """A body delimited by the connection's end (no length, no chunks) that stops before ``finish_reason``."""
 

@@ -62,6 +62,15 @@ def test_a_byte_order_mark_split_across_chunks_is_dropped_all_the_same(cuts: lis
     assert decode(SSEDecoder(), cut(raw, cuts)) == [ServerSentEvent("one"), ServerSentEvent("two")]
 
 
+@pytest.mark.parametrize("cut", range(1, 5))
+@pytest.mark.parametrize("rest", [1, 2])
+def test_a_byte_order_mark_cut_at_each_byte_boundary_is_dropped(cut: int, rest: int) -> None:
+    # ``rest`` splits what follows the first cut again, so a mark can come in three chunks.
+    raw = BOM + b"data: one\n\ndata: two\n\n"
+    pieces = [raw[:cut], raw[cut : cut + rest], raw[cut + rest :]]
+    assert decode(SSEDecoder(), pieces) == [ServerSentEvent("one"), ServerSentEvent("two")]
+
+
 def test_a_stream_that_is_only_part_of_a_byte_order_mark_yields_nothing() -> None:
     assert decode(SSEDecoder(), [BOM[:2]]) == []
 
