@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tether.cli.choose import choose_model
+from tether.cli.table import aligned
 from tether.pricing import PRICES, find_price
 from tether.providers.keys import key_variables
 from tether.providers.registry import PROFILES, prefixes
@@ -57,12 +58,8 @@ def _price_lines() -> list[str]:
     names = sorted(PRICES, key=lambda name: (provider_of(name), name))
     models = [f"{provider_of(name)}:{name}" for name in names]
     listed = [(model, find_price(model)) for model in models]
-    width = max(len(model) for model in models)
-    return [
-        f"  {model.ljust(width)}  {found.source.ljust(12)}  {price_text(found.price)}"
-        for model, found in listed
-        if found is not None
-    ]
+    rows = [(model, found.source, price_text(found.price)) for model, found in listed if found is not None]
+    return aligned(rows, indent="  ", free_last=True)
 
 
 def catalog(env: Mapping[str, str]) -> str:
@@ -70,15 +67,15 @@ def catalog(env: Mapping[str, str]) -> str:
     lines = ["Models with known prices (US$ per million tokens; 'over 200k': a request with a longer prompt):"]
     lines += _price_lines()
     lines += ["", "Providers (use as PROVIDER:MODEL; keys are read from these variables):"]
-    all_prefixes = sorted(prefixes())
-    width = max(len(prefix) for prefix in all_prefixes) + 1
-    for prefix in all_prefixes:
+    rows: list[tuple[str, str]] = []
+    for prefix in sorted(prefixes()):
         variables = key_variables(prefix)
         shown = " or ".join(f"{name} (set)" if env.get(name) else name for name in variables)
         profile = PROFILES.get(prefix)
         where = profile.base_url if profile is not None and profile.base_url else ""
         details = [item for item in (shown, where, _NOTES.get(prefix, "")) if item]
-        lines.append(f"  {(prefix + ':').ljust(width)}  {' · '.join(details)}".rstrip())
+        rows.append((prefix + ":", " · ".join(details)))
+    lines += aligned(rows, indent="  ", free_last=True)
     choice = choose_model(None, env)
     default = choice.model or "none (configure one: tether config set runtime.model PROVIDER:MODEL)"
     lines += ["", f"Without runtime.model configured, tether uses: {default}"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import IO, Any
 
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console
 from rich.status import Status
 from rich.text import Text
@@ -54,9 +55,10 @@ def make_console(file: IO[str] | None = None, *, stderr: bool = False, **options
 
 
 def shorten(text: str, width: int) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    """``text`` on one line, cut to ``width`` terminal cells with an ellipsis (a CJK character or an emoji takes
+    two cells, so counting characters would overflow the line)."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1].rstrip() + "…"
+    return flat if cell_len(flat) <= width else set_cell_size(flat, width - 1).rstrip() + "…"
 
 
 def describe_call(call: ToolCall, width: int = CALL_WIDTH, redaction: Redaction | None = None) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from tether.cli.render import Renderer, shorten, usage_line
+from tether.cli.table import aligned
 from tether.cli.transcript import summary_table, summary_text
 from tether.errors import TetherError
 from tether.events import RunCompleted, RunResult
@@ -201,7 +202,7 @@ class Chat:
 
     async def _tools(self, argument: str) -> bool:
         tools = list(self.agent.tools)
-        width = max((len(tool.name) for tool in tools), default=0)
+        rows: list[tuple[str, str, str]] = []
         for tool in tools:
             if tool.name in self.deny:
                 status = "denied (tools.deny)"
@@ -211,7 +212,9 @@ class Chat:
                 status = "not offered in read-only mode"
             else:
                 status = "allowed (--yes)" if self.yes else "asks first"
-            self.say(f"{tool.name.ljust(width)}  {status.ljust(29)}  {shorten(tool.description, 60)}")
+            rows.append((tool.name, status, shorten(tool.description, 60)))
+        for line in aligned(rows, free_last=True):
+            self.say(line)
         if not tools:
             self.say("no tools")
         return True

@@ -111,9 +111,10 @@ def list_(status: str | None, limit: int, db: str | None) -> None:
         )
         for r in records
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    from tether.cli.table import aligned
+
+    for line in aligned(rows):
+        click.echo(line)
 
 
 @runs.command("show")

@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from tether.cli.table import aligned
 from tether.messages import (
     SUMMARY_HEADER,
     CompactionInfo,
@@ -47,11 +48,7 @@ def summary_table(summaries: Sequence[SessionSummary]) -> str:
     rows += [
         (s.id, f"{s.updated_at.astimezone():%Y-%m-%d %H:%M}", str(s.message_count), s.model, s.title) for s in summaries
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return "\n".join(
-        "  ".join([*(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)), row[4]]).rstrip()
-        for row in rows
-    )
+    return "\n".join(aligned(rows, free_last=True))
 
 
 def session_json(session: Session) -> dict[str, Any]:
