@@ -58,8 +58,7 @@ def test_the_sessions_table_lines_up_with_wide_titles_and_models() -> None:
     ]
     lines = summary_table(summaries).splitlines()
     rows = [
-        (s.id, f"{s.updated_at.astimezone():%Y-%m-%d %H:%M}", str(s.message_count), s.model, s.title)
-        for s in summaries
+        (s.id, f"{s.updated_at.astimezone():%Y-%m-%d %H:%M}", str(s.message_count), s.model, s.title) for s in summaries
     ]
     starts = [column_starts(line, row) for line, row in zip(lines[1:], rows, strict=True)]
     assert starts[0] == starts[1]

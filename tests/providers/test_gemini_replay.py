@@ -46,7 +46,6 @@ from tether.events import TextDelta, ThinkingDelta
 from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ModelSettings, Request, ToolDefinition
 from tether.providers.gemini import GeminiProvider
-from tether.providers.gemini_schema import to_gemini_schema
 from tether.providers.http import RetryPolicy
 from tether.tools.base import Done, Tool, tool
 from tether.usage import Usage
@@ -171,6 +170,14 @@ def declared_parameters(declaration: dict[str, Any]) -> dict[str, Any]:
     return json_schema_from_gemini(declaration["parameters"])
 
 
+def sent_parameters(declaration: dict[str, Any]) -> tuple[str, Any]:
+    """The field a declaration's parameters went in and what it held, the two spellings of the JSON Schema
+    field read as one (proto JSON accepts both)."""
+    if "parameters" in declaration:
+        return ("parameters", declaration["parameters"])
+    return ("json schema", declared_parameters(declaration))
+
+
 def recorded_result(response: dict[str, Any]) -> tuple[bool, str]:
     """``(ok, text)`` of a pydantic-ai function response, as a tool's result text."""
     if "error" in response:
@@ -250,10 +257,7 @@ def essentials(body: dict[str, Any]) -> dict[str, Any]:
     return {
         "system": [p["text"] for p in (body.get("systemInstruction") or {}).get("parts", [])],
         "contents": [(content["role"], [part(item) for item in content["parts"]]) for content in body["contents"]],
-        "tools": [
-            (d["name"], d.get("description", ""), declared_parameters(d))
-            for d in declarations
-        ],
+        "tools": [(d["name"], d.get("description", ""), sent_parameters(d)) for d in declarations],
         "toolConfig": body.get("toolConfig") or default_choice,
         "generationConfig": config,
     }

