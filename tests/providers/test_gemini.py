@@ -35,8 +35,8 @@ from tether.loop.accumulator import StreamAccumulator
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelSettings, Request, ToolDefinition
 from tether.providers.gemini import GeminiProvider, encode_contents, parse_usage
-from tether.providers.gemini_stream import GeminiDecoder
 from tether.providers.gemini_schema import to_gemini_schema
+from tether.providers.gemini_stream import GeminiDecoder
 from tether.providers.http import RetryPolicy
 from tether.providers.registry import resolve
 from tether.usage import Usage

@@ -23,8 +23,8 @@ from tests.providers.hostile import check_events, history_with, mutated, recorde
 from tether.errors import InvalidResponse, TransportError
 from tether.events import LlmEvent, StreamEnd
 from tether.providers.gemini import encode_contents, parse_usage
-from tether.providers.gemini_stream import GeminiDecoder
 from tether.providers.gemini_schema import MAX_DEPTH, to_gemini_schema
+from tether.providers.gemini_stream import GeminiDecoder
 
 STREAMS = recorded_streams("google")
 BODIES = recorded_bodies("google")
