@@ -21,7 +21,7 @@ from tether.events import (
 from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator
 from tether.messages import Text, Thinking, ToolCall, ToolResult
 from tether.providers.anthropic import AnthropicProvider, encode_messages
-from tether.providers.anthropic_stream import EventDecoder, as_stream_events
+from tether.providers.anthropic_stream import AnthropicDecoder, as_stream_events
 from tether.providers.base import ForceTool, ModelSettings, Request, ToolDefinition
 from tether.providers.registry import resolve
 from tether.usage import Usage
@@ -91,10 +91,10 @@ def thinking_block(index: int, text: str, signature: str) -> list[dict[str, Any]
 
 
 def decode(*events: dict[str, Any]) -> list[LlmEvent]:
-    decoder = EventDecoder()
+    decoder = AnthropicDecoder()
     out: list[LlmEvent] = []
     for event in events:
-        out += decoder.event(event)
+        out += decoder.feed(event)
     return out + decoder.end()
 
 
@@ -381,12 +381,12 @@ def test_usage_counts_cache_reads_and_writes_apart_and_the_final_counts_win() ->
     ],
 )
 def test_an_error_event_in_the_stream_is_raised_with_the_code_its_type_names(error_type: str, code: str) -> None:
-    decoder = EventDecoder()
-    decoder.event(message_start())
-    decoder.event(block_start(0, {"type": "text", "text": ""}))
+    decoder = AnthropicDecoder()
+    decoder.feed(message_start())
+    decoder.feed(block_start(0, {"type": "text", "text": ""}))
     error = {"type": "error", "error": {"type": error_type, "message": "Overloaded"}}
     with pytest.raises(ProviderError) as caught:
-        decoder.event(error)
+        decoder.feed(error)
     assert (caught.value.code, caught.value.provider_message) == (code, "Overloaded")
 
 
@@ -533,7 +533,7 @@ def test_a_whole_message_decodes_to_the_same_turn_as_its_stream() -> None:
         "stop_reason": "tool_use",
         "usage": usage,
     }
-    events = EventDecoder().message(whole)
+    events = AnthropicDecoder().whole(whole)
     assert events == [
         StreamStart("claude-haiku-4-5", "msg_w"),
         ThinkingDelta("Plan."),
@@ -573,13 +573,13 @@ def test_a_call_cut_off_by_max_tokens_stays_open_and_is_never_run() -> None:
 
 
 def test_a_stream_that_stops_before_its_stop_reason_is_a_transport_error() -> None:
-    decoder = EventDecoder()
-    decoder.event(message_start())
-    decoder.event(block_start(0, {"type": "text", "text": ""}))
+    decoder = AnthropicDecoder()
+    decoder.feed(message_start())
+    decoder.feed(block_start(0, {"type": "text", "text": ""}))
     with pytest.raises(TransportError, match="before finishing"):
         decoder.end()
     with pytest.raises(InvalidResponse, match="without sending anything"):
-        EventDecoder().end()
+        AnthropicDecoder().end()
 
 
 @pytest.mark.parametrize(
@@ -592,10 +592,10 @@ def test_a_stream_that_stops_before_its_stop_reason_is_a_transport_error() -> No
     ],
 )
 def test_events_that_break_the_protocol_are_an_invalid_response(event: Any) -> None:
-    decoder = EventDecoder()
-    decoder.event(message_start())
+    decoder = AnthropicDecoder()
+    decoder.feed(message_start())
     with pytest.raises(InvalidResponse):
-        decoder.event(event)
+        decoder.feed(event)
 
 
 # --- configuration and model strings --------------------------------------------------------------------------

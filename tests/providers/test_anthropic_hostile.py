@@ -1,7 +1,7 @@
 """Anthropic answers with fields of the wrong JSON type: a typed ``invalid_response``, never a crash.
 
 Real recorded answers (``tests/fixtures/wire/anthropic/``) are changed at one random path (see
-:mod:`tests.providers.hostile`) and fed to :class:`EventDecoder` directly, without the net
+:mod:`tests.providers.hostile`) and fed to :class:`AnthropicDecoder` directly, without the net
 (``wire.decoded``) the provider puts under it: the decoder itself must either produce events whose fields
 have the right Python types, or raise ``InvalidResponse``. What it lets through must also fold into a turn,
 store in a session and go back out in the next request without an exception.
@@ -19,7 +19,7 @@ from tests.providers.hostile import check_events, history_with, mutated, recorde
 from tether.errors import InvalidResponse
 from tether.events import LlmEvent, StreamEnd, TextDelta, ToolCallStart
 from tether.providers.anthropic import encode_messages
-from tether.providers.anthropic_stream import EventDecoder
+from tether.providers.anthropic_stream import AnthropicDecoder
 
 STREAMS = recorded_streams("anthropic")
 BODIES = recorded_bodies("anthropic")
@@ -35,10 +35,10 @@ def a_stream_with_one_bad_field(draw: st.DrawFn) -> tuple[list[Any], str]:
 
 
 def decode_stream(events: list[Any]) -> list[LlmEvent]:
-    decoder = EventDecoder()
+    decoder = AnthropicDecoder()
     out: list[LlmEvent] = []
     for event in events:
-        out += decoder.event(event)
+        out += decoder.feed(event)
     return out + decoder.end()
 
 
@@ -48,7 +48,7 @@ def test_the_recordings_hold_streams_and_whole_bodies() -> None:
     for events in STREAMS:
         check_events(decode_stream(events))
     for body in BODIES:
-        check_events(EventDecoder().message(body))
+        check_events(AnthropicDecoder().whole(body))
 
 
 @HOSTILE
@@ -72,7 +72,7 @@ def test_a_whole_answer_with_a_field_of_the_wrong_type_gives_typed_events_or_inv
 ) -> None:
     body, _change = case
     try:
-        decoded = EventDecoder().message(body)
+        decoded = AnthropicDecoder().whole(body)
     except InvalidResponse:
         return
     turn = check_events(decoded)
@@ -135,11 +135,11 @@ START: dict[str, Any] = {
     ],
 )
 def test_a_field_of_the_wrong_type_is_an_invalid_response_naming_it(event: dict[str, Any], field: str) -> None:
-    decoder = EventDecoder()
+    decoder = AnthropicDecoder()
     if event["type"] != "message_start":
-        decoder.event(START)
+        decoder.feed(START)
     with pytest.raises(InvalidResponse) as raised:
-        decoder.event(event)
+        decoder.feed(event)
     assert raised.value.details["field"] == field
     assert field in raised.value.message
 
@@ -168,15 +168,15 @@ def test_a_field_of_the_wrong_type_is_an_invalid_response_naming_it(event: dict[
 def test_a_delta_field_of_the_wrong_type_is_an_invalid_response_naming_it(
     block: dict[str, Any], delta: dict[str, Any], field: str | None
 ) -> None:
-    decoder = EventDecoder()
-    decoder.event(START)
-    decoder.event({"type": "content_block_start", "index": 0, "content_block": block})
+    decoder = AnthropicDecoder()
+    decoder.feed(START)
+    decoder.feed({"type": "content_block_start", "index": 0, "content_block": block})
     event = {"type": "content_block_delta", "index": 0, "delta": delta}
     if field is None:  # null where text belongs reads as no text
-        assert decoder.event(event) == []
+        assert decoder.feed(event) == []
         return
     with pytest.raises(InvalidResponse) as raised:
-        decoder.event(event)
+        decoder.feed(event)
     assert raised.value.details["field"] == f"content_block_delta.delta.{field}"
 
 
@@ -185,9 +185,9 @@ def test_a_delta_field_of_the_wrong_type_is_an_invalid_response_naming_it(
     [(-5, 0), (2.9, 2), ("17", 17), ("many", 0), (True, 0), ([3], 0), ({"n": 3}, 0), (float("1e400"), 0)],
 )
 def test_a_usage_count_that_is_not_a_count_never_reaches_usage(count: Any, read: int) -> None:
-    decoder = EventDecoder()
-    decoder.event({**START, "message": {**START["message"], "usage": {"input_tokens": 10, "output_tokens": 1}}})
-    decoder.event({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": count}})
+    decoder = AnthropicDecoder()
+    decoder.feed({**START, "message": {**START["message"], "usage": {"input_tokens": 10, "output_tokens": 1}}})
+    decoder.feed({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": count}})
     usage = decoder.end()[-1]
     assert isinstance(usage, StreamEnd)
     assert (usage.usage.input_tokens, usage.usage.output_tokens) == (10, read)
@@ -195,23 +195,23 @@ def test_a_usage_count_that_is_not_a_count_never_reaches_usage(count: Any, read:
 
 
 def test_a_null_count_in_message_delta_keeps_the_one_message_start_sent() -> None:
-    decoder = EventDecoder()
-    decoder.event({**START, "message": {**START["message"], "usage": {"input_tokens": 10}}})
-    decoder.event({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"input_tokens": None}})
+    decoder = AnthropicDecoder()
+    decoder.feed({**START, "message": {**START["message"], "usage": {"input_tokens": 10}}})
+    decoder.feed({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"input_tokens": None}})
     end = decoder.end()[-1]
     assert isinstance(end, StreamEnd)
     assert end.usage.input_tokens == 10
 
 
 def test_an_answer_that_ends_properly_without_a_stop_reason_is_invalid_not_a_cut_stream() -> None:
-    decoder = EventDecoder()
-    decoder.event(START)
-    decoder.event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "hi"}})
-    decoder.event({"type": "message_stop"})
+    decoder = AnthropicDecoder()
+    decoder.feed(START)
+    decoder.feed({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "hi"}})
+    decoder.feed({"type": "message_stop"})
     with pytest.raises(InvalidResponse, match="no stop_reason"):
         decoder.end()
     with pytest.raises(InvalidResponse, match="no stop_reason"):
-        EventDecoder().message({"type": "message", "content": [{"type": "text", "text": "hi"}]})
+        AnthropicDecoder().whole({"type": "message", "content": [{"type": "text", "text": "hi"}]})
 
 
 def test_nothing_wrongly_typed_gets_into_the_events_of_a_whole_answer() -> None:
@@ -222,8 +222,8 @@ def test_nothing_wrongly_typed_gets_into_the_events_of_a_whole_answer() -> None:
         "stop_reason": "tool_use",
     }
     with pytest.raises(InvalidResponse, match=r"content\[1\]\.name"):
-        EventDecoder().message(body)
+        AnthropicDecoder().whole(body)
     body["content"][1]["name"] = "lookup"
-    events = EventDecoder().message(body)
+    events = AnthropicDecoder().whole(body)
     assert [e.name for e in events if isinstance(e, ToolCallStart)] == ["lookup"]
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["ok"]

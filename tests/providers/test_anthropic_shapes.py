@@ -23,7 +23,7 @@ from tether.errors import ProviderUnavailable
 from tether.events import StreamEnd, ThinkingDelta
 from tether.messages import Message, Thinking
 from tether.providers.anthropic import AnthropicProvider
-from tether.providers.anthropic_stream import EventDecoder
+from tether.providers.anthropic_stream import AnthropicDecoder
 from tether.providers.base import ModelSettings, Request
 from tether.providers.http import RetryPolicy
 from tether.tools.base import tool
@@ -98,14 +98,14 @@ async def test_an_answer_whole_in_message_start_keeps_its_tool_call_and_stop_rea
 
 
 def test_a_message_start_that_carries_a_stop_reason_finishes_the_turn_without_a_message_delta() -> None:
-    decoder = EventDecoder()
+    decoder = AnthropicDecoder()
     message = {
         "id": "m",
         "model": "claude-x",
         "content": [{"type": "text", "text": "Done."}],
         "stop_reason": "end_turn",
     }
-    events = decoder.event({"type": "message_start", "message": message}) + decoder.end()
+    events = decoder.feed({"type": "message_start", "message": message}) + decoder.end()
     got = streamed(events)
     assert (got.text, got.finish) == ("Done.", "stop")
 
@@ -153,13 +153,13 @@ async def test_a_compaction_block_keeps_its_streamed_content_and_goes_back_uncha
 def test_a_compaction_block_is_kept_as_the_api_wants_it_back(
     start: dict[str, Any], deltas: list[dict[str, Any]], kept: dict[str, Any]
 ) -> None:
-    decoder = EventDecoder()
-    decoder.event({"type": "message_start", "message": {"id": "m", "model": "c"}})
-    decoder.event({"type": "content_block_start", "index": 0, "content_block": {"type": "compaction", **start}})
+    decoder = AnthropicDecoder()
+    decoder.feed({"type": "message_start", "message": {"id": "m", "model": "c"}})
+    decoder.feed({"type": "content_block_start", "index": 0, "content_block": {"type": "compaction", **start}})
     for delta in deltas:
-        decoder.event({"type": "content_block_delta", "index": 0, "delta": {"type": "compaction_delta", **delta}})
-    decoder.event({"type": "content_block_stop", "index": 0})
-    decoder.event({"type": "message_delta", "delta": {"stop_reason": "compaction"}})
+        decoder.feed({"type": "content_block_delta", "index": 0, "delta": {"type": "compaction_delta", **delta}})
+    decoder.feed({"type": "content_block_stop", "index": 0})
+    decoder.feed({"type": "message_delta", "delta": {"stop_reason": "compaction"}})
     end = decoder.end()[-1]
     assert isinstance(end, StreamEnd)
     assert end.finish_reason == "other"
@@ -262,7 +262,7 @@ async def test_redacted_thinking_is_kept_for_replay_and_a_refusal_is_a_content_f
 )
 def test_every_stop_reason_maps_onto_a_finish_reason(reason: str, finish: str) -> None:
     message = {"id": "m", "model": "c", "content": [{"type": "text", "text": "x"}], "stop_reason": reason}
-    end = EventDecoder().message(message)[-1]
+    end = AnthropicDecoder().whole(message)[-1]
     assert isinstance(end, StreamEnd)
     assert end.finish_reason == finish
 

@@ -34,8 +34,9 @@ from tether.events import (
 from tether.loop.accumulator import StreamAccumulator
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelSettings, Request, ToolDefinition
-from tether.providers.gemini import GeminiProvider, ResponseDecoder, encode_contents, parse_usage
+from tether.providers.gemini import GeminiProvider, encode_contents, parse_usage
 from tether.providers.gemini_schema import to_gemini_schema
+from tether.providers.gemini_stream import GeminiDecoder
 from tether.providers.http import RetryPolicy
 from tether.providers.registry import resolve
 from tether.usage import Usage
@@ -73,10 +74,10 @@ def response(*candidates: dict[str, Any], **fields: Any) -> dict[str, Any]:
 
 
 def decode(*chunks: Any, live: bool = True) -> list[LlmEvent]:
-    decoder = ResponseDecoder(live=live)
+    decoder = GeminiDecoder(live=live)
     events: list[LlmEvent] = []
     for chunk in chunks:
-        events += decoder.chunk(chunk)
+        events += decoder.feed(chunk)
     return events + decoder.end()
 
 
@@ -516,17 +517,17 @@ def test_a_blocked_prompt_gives_a_turn_without_output_finished_by_the_content_fi
 
 
 def test_a_streamed_candidate_is_passed_on_as_it_arrives() -> None:
-    decoder = ResponseDecoder(live=True)
-    first = decoder.chunk(response(candidate({"text": "Hel"}, finish=None)))
+    decoder = GeminiDecoder(live=True)
+    first = decoder.feed(response(candidate({"text": "Hel"}, finish=None)))
     assert first == [StreamStart("gemini-2.5-flash", "r1"), TextDelta("Hel")]
-    assert decoder.chunk(response(candidate({"text": "lo"}))) == [TextDelta("lo")]
+    assert decoder.feed(response(candidate({"text": "lo"}))) == [TextDelta("lo")]
     assert decoder.end() == [StreamEnd("stop", Usage())]
 
 
 def test_a_streamed_candidate_blocked_after_part_of_it_streamed_fails_as_an_invalid_response() -> None:
-    decoder = ResponseDecoder(live=True)
-    decoder.chunk(response(candidate({"text": "Here is how to"}, finish=None)))
-    decoder.chunk(response(candidate(finish="SAFETY")))
+    decoder = GeminiDecoder(live=True)
+    decoder.feed(response(candidate({"text": "Here is how to"}, finish=None)))
+    decoder.feed(response(candidate(finish="SAFETY")))
     with pytest.raises(InvalidResponse, match="SAFETY"):
         decoder.end()
 
@@ -545,15 +546,15 @@ def test_a_stream_asking_for_several_candidates_is_read_whole_before_choosing() 
         response(candidate({"text": "bad"}, finish=None, index=0), candidate({"text": "go"}, finish=None, index=1)),
         response(candidate(finish="RECITATION", index=0), candidate({"text": "od"}, index=1)),
     ]
-    decoder = ResponseDecoder(live=False)
-    assert decoder.chunk(chunks[0]) == [StreamStart("gemini-2.5-flash", "r1")]
-    assert decoder.chunk(chunks[1]) == []
+    decoder = GeminiDecoder(live=False)
+    assert decoder.feed(chunks[0]) == [StreamStart("gemini-2.5-flash", "r1")]
+    assert decoder.feed(chunks[1]) == []
     assert decoder.end() == [TextDelta("go"), TextDelta("od"), StreamEnd("stop", Usage())]
 
 
 def test_a_streamed_chunk_blocked_as_it_arrives_is_not_passed_on() -> None:
-    decoder = ResponseDecoder(live=True)
-    assert decoder.chunk(response(candidate({"text": "Here is how to"}, finish="SAFETY"))) == [
+    decoder = GeminiDecoder(live=True)
+    assert decoder.feed(response(candidate({"text": "Here is how to"}, finish="SAFETY"))) == [
         StreamStart("gemini-2.5-flash", "r1")
     ]
     assert decoder.end() == [StreamEnd("content_filter", Usage())]
@@ -571,16 +572,16 @@ def test_a_streamed_chunk_blocked_as_it_arrives_is_not_passed_on() -> None:
     ],
 )
 def test_an_error_in_the_stream_is_raised_with_its_code(error: dict[str, Any], kind: type[Exception]) -> None:
-    decoder = ResponseDecoder()
-    decoder.chunk(response(candidate({"text": "par"}, finish=None)))
+    decoder = GeminiDecoder()
+    decoder.feed(response(candidate({"text": "par"}, finish=None)))
     with pytest.raises(kind) as caught:
-        decoder.chunk({"error": error})
+        decoder.feed({"error": error})
     assert error["message"] in str(caught.value)
 
 
 def test_an_error_sent_as_a_json_array_is_raised() -> None:
     with pytest.raises(RateLimited):
-        ResponseDecoder().chunk([{"error": {"code": 429, "message": "Quota", "status": "RESOURCE_EXHAUSTED"}}])
+        GeminiDecoder().feed([{"error": {"code": 429, "message": "Quota", "status": "RESOURCE_EXHAUSTED"}}])
 
 
 def test_a_json_array_of_responses_is_read_in_order() -> None:
@@ -589,20 +590,20 @@ def test_a_json_array_of_responses_is_read_in_order() -> None:
 
 
 def test_a_stream_that_stops_before_any_finish_reason_is_a_transport_error() -> None:
-    decoder = ResponseDecoder()
-    decoder.chunk(response(candidate({"text": "half an ans"}, finish=None)))
+    decoder = GeminiDecoder()
+    decoder.feed(response(candidate({"text": "half an ans"}, finish=None)))
     with pytest.raises(TransportError, match="before finishing"):
         decoder.end()
 
 
 def test_a_stream_without_any_chunk_is_an_invalid_response() -> None:
     with pytest.raises(InvalidResponse):
-        ResponseDecoder().end()
+        GeminiDecoder().end()
 
 
 def test_a_chunk_that_is_not_an_object_is_an_invalid_response() -> None:
     with pytest.raises(InvalidResponse):
-        ResponseDecoder().chunk("hello")
+        GeminiDecoder().feed("hello")
 
 
 # --- schema translation: one test per construct -------------------------------------------------------------

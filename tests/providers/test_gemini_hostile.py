@@ -2,7 +2,7 @@
 schemas of any JSON: a schema Gemini can read, never an exception.
 
 Real recorded answers (``tests/fixtures/wire/google/``) are changed at one random path (see
-:mod:`tests.providers.hostile`) and fed to :class:`ResponseDecoder` directly, without the net
+:mod:`tests.providers.hostile`) and fed to :class:`GeminiDecoder` directly, without the net
 (``wire.decoded``) the provider puts under it: the decoder itself must either produce events whose fields
 have the right Python types, or raise ``InvalidResponse``. A stream may also end as a ``transport`` error when
 the change removed every finish reason: Gemini's streams have no closing event, so such a stream cannot be
@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from tests.providers.hostile import check_events, history_with, mutated, recorded_bodies, recorded_streams
 from tether.errors import InvalidResponse, TransportError
 from tether.events import LlmEvent, StreamEnd
-from tether.providers.gemini import ResponseDecoder, encode_contents, parse_usage
+from tether.providers.gemini import encode_contents, parse_usage
 from tether.providers.gemini_schema import MAX_DEPTH, to_gemini_schema
+from tether.providers.gemini_stream import GeminiDecoder
 
 STREAMS = recorded_streams("google")
 BODIES = recorded_bodies("google")
@@ -39,10 +40,10 @@ def a_stream_with_one_bad_field(draw: st.DrawFn) -> tuple[list[Any], str]:
 
 
 def decode_stream(chunks: list[Any], *, live: bool = True) -> list[LlmEvent]:
-    decoder = ResponseDecoder(live=live)
+    decoder = GeminiDecoder(live=live)
     out: list[LlmEvent] = []
     for chunk in chunks:
-        out += decoder.chunk(chunk)
+        out += decoder.feed(chunk)
     return out + decoder.end()
 
 
@@ -52,7 +53,7 @@ def test_the_recordings_hold_streams_and_whole_bodies() -> None:
     for chunks in STREAMS:
         check_events(decode_stream(chunks))
     for body in BODIES:
-        check_events(ResponseDecoder(live=False).whole(body))
+        check_events(GeminiDecoder(live=False).whole(body))
 
 
 @HOSTILE
@@ -82,7 +83,7 @@ def test_a_whole_answer_with_a_field_of_the_wrong_type_gives_typed_events_or_inv
 ) -> None:
     body, _change = case
     try:
-        decoded = ResponseDecoder(live=False).whole(body)
+        decoded = GeminiDecoder(live=False).whole(body)
     except InvalidResponse:
         return
     turn = check_events(decoded)
@@ -124,7 +125,7 @@ def answer(*parts: Any, **fields: Any) -> dict[str, Any]:
 )
 def test_a_field_of_the_wrong_type_is_an_invalid_response_naming_it(body: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidResponse) as raised:
-        ResponseDecoder(live=False).whole(body)
+        GeminiDecoder(live=False).whole(body)
     assert raised.value.details["field"] == field
     assert field in raised.value.message
 
@@ -136,7 +137,7 @@ def test_a_field_of_the_wrong_type_is_an_invalid_response_naming_it(body: dict[s
 def test_a_usage_count_that_is_not_a_count_never_reaches_usage(count: Any, read: int) -> None:
     usage = parse_usage({"promptTokenCount": count, "candidatesTokenCount": count, "thoughtsTokenCount": 1})
     assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens) == (read, read + 1, 1)
-    end = ResponseDecoder().whole(answer({"text": "a"}, usageMetadata={"candidatesTokenCount": count}))[-1]
+    end = GeminiDecoder().whole(answer({"text": "a"}, usageMetadata={"candidatesTokenCount": count}))[-1]
     assert isinstance(end, StreamEnd)
     assert type(end.usage.output_tokens) is int
     assert end.usage.output_tokens == read
@@ -147,15 +148,15 @@ def test_chunks_nested_in_lists_past_one_level_are_an_invalid_response_not_a_rec
     for _ in range(5000):
         nested = [nested]
     with pytest.raises(InvalidResponse, match="not a JSON object"):
-        ResponseDecoder().chunk(nested)
+        GeminiDecoder().feed(nested)
 
 
 def test_a_whole_answer_without_any_finish_reason_is_invalid_not_a_cut_stream() -> None:
     body = {"candidates": [{"content": {"parts": [{"text": "hi"}]}}]}
     with pytest.raises(InvalidResponse, match="finishReason"):
-        ResponseDecoder(live=False).whole(body)
-    decoder = ResponseDecoder()
-    decoder.chunk(body)
+        GeminiDecoder(live=False).whole(body)
+    decoder = GeminiDecoder()
+    decoder.feed(body)
     with pytest.raises(TransportError, match="before finishing"):
         decoder.end()
 

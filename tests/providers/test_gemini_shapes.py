@@ -22,7 +22,7 @@ from tether.events import StreamEnd, TextDelta, ToolCallStart
 from tether.messages import Message, Text, Thinking, ToolCall
 from tether.providers.base import Request
 from tether.providers.gemini import GeminiProvider, encode_contents
-from tether.providers.gemini_stream import ResponseDecoder
+from tether.providers.gemini_stream import GeminiDecoder
 from tether.providers.http import RetryPolicy
 from tether.tools.base import tool
 from tether.usage import Usage
@@ -93,7 +93,7 @@ async def test_inline_and_file_data_are_kept_with_their_signature_and_the_text_a
 
 
 def test_kept_parts_go_back_between_the_thinking_and_calls_they_came_between() -> None:
-    decoder = ResponseDecoder(live=False)
+    decoder = GeminiDecoder(live=False)
     parts: list[dict[str, Any]] = [
         {"text": "plan", "thought": True},
         {"executableCode": {"language": "PYTHON", "code": "print(1)"}},
@@ -189,7 +189,7 @@ async def test_a_blocked_prompt_ends_the_turn_without_output_as_a_content_filter
 )
 def test_the_finish_reason_of_a_usable_answer_maps_onto_a_finish_reason(reason: str, finish: str) -> None:
     body = {"candidates": [{"content": {"parts": [{"text": "x"}]}, "finishReason": reason}]}
-    end = ResponseDecoder(live=False).whole(body)[-1]
+    end = GeminiDecoder(live=False).whole(body)[-1]
     assert isinstance(end, StreamEnd)
     assert end.finish_reason == finish
 
@@ -216,7 +216,7 @@ def test_a_blocked_or_failed_candidate_is_never_the_answer(reason: str, finish: 
     body = {
         "candidates": [{"content": {"parts": [{"functionCall": {"name": "f"}}, {"text": "x"}]}, "finishReason": reason}]
     }
-    events = ResponseDecoder(live=False).whole(body)
+    events = GeminiDecoder(live=False).whole(body)
     assert not any(isinstance(event, TextDelta | ToolCallStart) for event in events)
     end = events[-1]
     assert isinstance(end, StreamEnd)

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from tether.errors import ProviderError
-from tether.providers.anthropic_stream import EventDecoder
-from tether.providers.gemini import ResponseDecoder as GeminiDecoder
+from tether.providers.anthropic_stream import AnthropicDecoder
+from tether.providers.gemini_stream import GeminiDecoder
 from tether.providers.http import error_for_payload, error_for_response, is_retryable
-from tether.providers.openai_chat import ChunkDecoder
-from tether.providers.openai_responses import ResponseDecoder
+from tether.providers.openai_chat_stream import ChatDecoder
+from tether.providers.openai_responses_stream import ResponsesDecoder
 from tether.providers.registry import PROFILES
 
 QUOTA = {
@@ -167,9 +167,9 @@ FAILED_EVENT = {
 @pytest.mark.parametrize(
     "feed",
     [
-        pytest.param(lambda: ResponseDecoder().event(QUOTA_EVENT), id="responses-error-event"),
-        pytest.param(lambda: ResponseDecoder().event(FAILED_EVENT), id="responses-failed"),
-        pytest.param(lambda: ChunkDecoder(PROFILES["openai"]).chunk({"error": QUOTA}), id="chat-chunk"),
+        pytest.param(lambda: ResponsesDecoder().feed(QUOTA_EVENT), id="responses-error-event"),
+        pytest.param(lambda: ResponsesDecoder().feed(FAILED_EVENT), id="responses-failed"),
+        pytest.param(lambda: ChatDecoder(PROFILES["openai"]).feed({"error": QUOTA}), id="chat-chunk"),
     ],
 )
 def test_an_exhausted_quota_inside_an_openai_stream_is_what_it_is_over_http(feed: Any) -> None:
@@ -183,35 +183,35 @@ def test_an_exhausted_quota_inside_an_openai_stream_is_what_it_is_over_http(feed
     ("feed", "code"),
     [
         pytest.param(
-            lambda: EventDecoder().event(
+            lambda: AnthropicDecoder().feed(
                 {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
             ),
             "provider_unavailable",
             id="anthropic-overloaded",
         ),
         pytest.param(
-            lambda: EventDecoder().event(
+            lambda: AnthropicDecoder().feed(
                 {"type": "error", "error": {"type": "rate_limit_error", "message": "Number of requests too high"}}
             ),
             "rate_limited",
             id="anthropic-rate-limit",
         ),
         pytest.param(
-            lambda: GeminiDecoder().chunk(
+            lambda: GeminiDecoder().feed(
                 {"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}}
             ),
             "rate_limited",
             id="gemini-exhausted",
         ),
         pytest.param(
-            lambda: ResponseDecoder().event(
+            lambda: ResponsesDecoder().feed(
                 {"type": "error", "code": "invalid_api_key", "message": "Incorrect API key"}
             ),
             "auth_failed",
             id="responses-bad-key",
         ),
         pytest.param(
-            lambda: ChunkDecoder(PROFILES["openai"]).chunk(
+            lambda: ChatDecoder(PROFILES["openai"]).feed(
                 {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
             ),
             "rate_limited",

@@ -22,7 +22,8 @@ from tether.events import (
 from tether.messages import ToolCall, ToolResult
 from tether.providers import openai_chat
 from tether.providers.base import ForceTool, ModelSettings, Request, ToolDefinition
-from tether.providers.openai_chat import ChunkDecoder, OpenAIChatProvider, encode_message, parse_usage
+from tether.providers.openai_chat import OpenAIChatProvider, encode_message
+from tether.providers.openai_chat_stream import ChatDecoder, parse_usage
 from tether.providers.registry import PROFILES, resolve
 from tether.usage import Usage
 
@@ -38,10 +39,10 @@ def provider(profile: str = "openai", **options: Any) -> OpenAIChatProvider:
 
 
 def decode(profile: str, *chunks: dict[str, Any]) -> list[LlmEvent]:
-    decoder = ChunkDecoder(PROFILES[profile])
+    decoder = ChatDecoder(PROFILES[profile])
     events: list[LlmEvent] = []
     for chunk in chunks:
-        events += decoder.chunk(chunk)
+        events += decoder.feed(chunk)
     return events + decoder.end()
 
 
@@ -244,7 +245,7 @@ def test_a_whole_completion_decodes_to_the_same_events_as_a_stream() -> None:
         "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
         "usage": {"prompt_tokens": 5, "completion_tokens": 6},
     }
-    events = ChunkDecoder(PROFILES["openai"]).completion(completion)
+    events = ChatDecoder(PROFILES["openai"]).whole(completion)
     assert events == [
         StreamStart("m", "r"),
         TextDelta("Let me look."),
@@ -259,21 +260,21 @@ def test_a_whole_completion_decodes_to_the_same_events_as_a_stream() -> None:
 
 
 def test_a_stream_that_stops_before_its_finish_reason_is_a_transport_error() -> None:
-    decoder = ChunkDecoder(PROFILES["openai"])
-    decoder.chunk({"choices": [{"delta": {"content": "half an ans"}}]})
+    decoder = ChatDecoder(PROFILES["openai"])
+    decoder.feed({"choices": [{"delta": {"content": "half an ans"}}]})
     with pytest.raises(TransportError, match="before finishing"):
         decoder.end()
 
 
 def test_an_error_object_in_the_stream_is_raised_with_its_code() -> None:
-    decoder = ChunkDecoder(PROFILES["openai"])
+    decoder = ChatDecoder(PROFILES["openai"])
     with pytest.raises(ProviderUnavailable):
-        decoder.chunk({"error": {"message": "The server had an error", "type": "server_error"}})
+        decoder.feed({"error": {"message": "The server had an error", "type": "server_error"}})
 
 
 def test_a_chunk_that_is_not_an_object_is_an_invalid_response() -> None:
     with pytest.raises(InvalidResponse):
-        ChunkDecoder(PROFILES["openai"]).chunk([1, 2])
+        ChatDecoder(PROFILES["openai"]).feed([1, 2])
 
 
 # --- profiles and model strings -----------------------------------------------------------------------------

@@ -44,8 +44,10 @@ from tether.limits import Limits
 from tether.loop.accumulator import StreamAccumulator
 from tether.messages import Message, messages_from_jsonable, messages_to_jsonable
 from tether.providers.http import RetryPolicy
-from tether.providers.openai_chat import ChunkDecoder, OpenAIChatProvider
-from tether.providers.openai_responses import OpenAIResponsesProvider, ResponseDecoder
+from tether.providers.openai_chat import OpenAIChatProvider
+from tether.providers.openai_chat_stream import ChatDecoder
+from tether.providers.openai_responses import OpenAIResponsesProvider
+from tether.providers.openai_responses_stream import ResponsesDecoder
 from tether.providers.registry import PROFILES
 from tether.sessions.codec import dumps
 from tether.usage import Usage
@@ -271,8 +273,8 @@ def test_a_chat_stream_with_one_field_of_the_wrong_type_is_typed_events_or_inval
 
     def decoding(chunks: tuple[Any, ...]) -> Callable[[], list[LlmEvent]]:
         def decode() -> list[LlmEvent]:
-            decoder = ChunkDecoder(PROFILES["openai-compatible"])
-            return [event for payload in chunks for event in decoder.chunk(payload)] + decoder.end()
+            decoder = ChatDecoder(PROFILES["openai-compatible"])
+            return [event for payload in chunks for event in decoder.feed(payload)] + decoder.end()
 
         return decode
 
@@ -286,7 +288,7 @@ def test_a_whole_chat_completion_with_one_field_of_the_wrong_type_is_typed_event
     case: tuple[str, tuple[Any, ...], int, Path_, Any],
 ) -> None:
     name, (body,), _, path, _ = case
-    check(lambda: ChunkDecoder(PROFILES["openai"]).completion(body), True, False, f"{name} at {path}")
+    check(lambda: ChatDecoder(PROFILES["openai"]).whole(body), True, False, f"{name} at {path}")
 
 
 @SETTINGS
@@ -299,8 +301,8 @@ def test_a_responses_stream_with_one_field_of_the_wrong_type_is_typed_events_or_
 
     def decoding(events: tuple[Any, ...]) -> Callable[[], list[LlmEvent]]:
         def decode() -> list[LlmEvent]:
-            decoder = ResponseDecoder()
-            return [event for payload in events for event in decoder.event(payload)] + decoder.end()
+            decoder = ResponsesDecoder()
+            return [event for payload in events for event in decoder.feed(payload)] + decoder.end()
 
         return decode
 
@@ -314,7 +316,7 @@ def test_a_whole_response_with_one_field_of_the_wrong_type_is_typed_events_or_in
     case: tuple[str, tuple[Any, ...], int, Path_, Any],
 ) -> None:
     name, (body,), _, path, _ = case
-    check(lambda: ResponseDecoder().whole(body), False, False, f"{name} at {path}")
+    check(lambda: ResponsesDecoder().whole(body), False, False, f"{name} at {path}")
 
 
 def test_the_seeds_cover_streams_and_whole_answers_of_both_apis() -> None:
@@ -362,7 +364,7 @@ def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> dict
 )
 def test_a_chat_field_of_the_wrong_type_is_an_invalid_response_naming_it(bad: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidResponse) as caught:
-        ChunkDecoder(PROFILES["openai"]).chunk(bad)
+        ChatDecoder(PROFILES["openai"]).feed(bad)
     assert caught.value.details == {"field": field}
     assert field in caught.value.message
 
@@ -398,10 +400,10 @@ def test_a_chat_field_of_the_wrong_type_is_an_invalid_response_naming_it(bad: di
     ],
 )
 def test_a_responses_field_of_the_wrong_type_is_an_invalid_response_naming_it(bad: dict[str, Any], field: str) -> None:
-    decoder = ResponseDecoder()
-    decoder.event({"type": "response.created", "response": {"id": "r", "model": "m"}})
+    decoder = ResponsesDecoder()
+    decoder.feed({"type": "response.created", "response": {"id": "r", "model": "m"}})
     with pytest.raises(InvalidResponse) as caught:
-        decoder.event(bad)
+        decoder.feed(bad)
     assert caught.value.details == {"field": field}
 
 
@@ -415,18 +417,18 @@ def test_usage_counts_of_any_type_reach_usage_as_non_negative_integers(count: An
         "completion_tokens": count,
         "completion_tokens_details": {"reasoning_tokens": count},
     }
-    (end,) = ChunkDecoder(PROFILES["openai"]).completion({"choices": [{"finish_reason": "stop"}], "usage": chat})[1:]
+    (end,) = ChatDecoder(PROFILES["openai"]).whole({"choices": [{"finish_reason": "stop"}], "usage": chat})[1:]
     assert isinstance(end, StreamEnd)
     assert end.usage == Usage(input_tokens=read, output_tokens=read, reasoning_tokens=read)
     responses = {"input_tokens": count, "output_tokens": count, "output_tokens_details": {"reasoning_tokens": count}}
-    end = ResponseDecoder().whole({"output": [], "usage": responses})[-1]
+    end = ResponsesDecoder().whole({"output": [], "usage": responses})[-1]
     assert isinstance(end, StreamEnd)
     assert end.usage == Usage(input_tokens=read, output_tokens=read, reasoning_tokens=read)
 
 
 def test_arguments_sent_as_an_object_are_read_as_their_json_text() -> None:
     """Some servers send a call's arguments as an object, not as JSON text: the object is the arguments."""
-    events = ChunkDecoder(PROFILES["ollama"]).completion(
+    events = ChatDecoder(PROFILES["ollama"]).whole(
         {
             "choices": [
                 {
@@ -485,14 +487,12 @@ async def test_a_malformed_answer_ends_the_run_as_invalid_response_naming_the_fi
 def test_content_sent_as_a_list_of_parts_is_read_as_its_text_parts() -> None:
     """Some compatible servers send ``content`` as parts (text, and parts of their own such as thinking)."""
     parts = [{"type": "thinking", "thinking": [{"type": "text", "text": "hm"}]}, {"type": "text", "text": "Hi"}]
-    events = ChunkDecoder(PROFILES["openai-compatible"]).completion(
+    events = ChatDecoder(PROFILES["openai-compatible"]).whole(
         {"choices": [{"message": {"content": parts}, "finish_reason": "stop"}]}
     )
     assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta("Hi")]
     with pytest.raises(InvalidResponse, match=r"choices\[0\]\.message\.content\[0\]\.text"):
-        ChunkDecoder(PROFILES["openai"]).completion(
-            {"choices": [{"message": {"content": [{"type": "text", "text": 1}]}}]}
-        )
+        ChatDecoder(PROFILES["openai"]).whole({"choices": [{"message": {"content": [{"type": "text", "text": 1}]}}]})
 
 
 @pytest.mark.parametrize(
@@ -505,6 +505,6 @@ def test_content_sent_as_a_list_of_parts_is_read_as_its_text_parts() -> None:
     ],
 )
 def test_a_whole_completion_without_a_finish_reason_is_malformed_not_a_broken_connection(body: Any) -> None:
-    decoder = ChunkDecoder(PROFILES["openai"])
+    decoder = ChatDecoder(PROFILES["openai"])
     with pytest.raises(InvalidResponse):
-        decoder.completion(body)
+        decoder.whole(body)

@@ -33,11 +33,11 @@ from tether.providers.base import ForceTool, ModelSettings, Request, ToolDefinit
 from tether.providers.openai_responses import (
     ORIGIN,
     OpenAIResponsesProvider,
-    ResponseDecoder,
     encode_input,
     is_reasoning_model,
     parse_usage,
 )
+from tether.providers.openai_responses_stream import ResponsesDecoder
 from tether.providers.registry import resolve
 from tether.usage import Usage
 
@@ -57,10 +57,10 @@ def own(item_id: str, **more: Any) -> dict[str, Any]:
 
 
 def decode(*events: dict[str, Any]) -> list[LlmEvent]:
-    decoder = ResponseDecoder()
+    decoder = ResponsesDecoder()
     out: list[LlmEvent] = []
     for event in events:
-        out += decoder.event(event)
+        out += decoder.feed(event)
     return out + decoder.end()
 
 
@@ -350,9 +350,9 @@ def test_deltas_that_name_their_item_only_by_output_index_find_it() -> None:
 
 
 def test_arguments_of_a_call_that_never_started_are_an_invalid_response() -> None:
-    decoder = ResponseDecoder()
+    decoder = ResponsesDecoder()
     with pytest.raises(InvalidResponse, match="never started"):
-        decoder.event({"type": "response.function_call_arguments.delta", "item_id": "fc_9", "delta": "{"})
+        decoder.feed({"type": "response.function_call_arguments.delta", "item_id": "fc_9", "delta": "{"})
 
 
 def summary_delta(item_id: str, index: int, delta: str) -> dict[str, Any]:
@@ -525,10 +525,10 @@ def test_a_call_the_stream_never_closed_is_closed_by_the_completed_response() ->
 def test_a_failed_response_is_raised_with_the_code_its_error_names(
     error: dict[str, Any], kind: type[ProviderError], code: str
 ) -> None:
-    decoder = ResponseDecoder()
-    decoder.event(created())
+    decoder = ResponsesDecoder()
+    decoder.feed(created())
     with pytest.raises(kind) as caught:
-        decoder.event({"type": "response.failed", "response": {"status": "failed", "error": error, "output": []}})
+        decoder.feed({"type": "response.failed", "response": {"status": "failed", "error": error, "output": []}})
     assert caught.value.code == code
     assert caught.value.provider_message == error["message"]
 
@@ -564,18 +564,18 @@ def test_events_the_decoder_does_not_use_are_ignored() -> None:
 
 
 def test_a_stream_that_stops_before_its_final_response_is_a_transport_error() -> None:
-    decoder = ResponseDecoder()
-    decoder.event(created())
-    decoder.event({"type": "response.output_text.delta", "item_id": "msg_1", "delta": "half an ans"})
+    decoder = ResponsesDecoder()
+    decoder.feed(created())
+    decoder.feed({"type": "response.output_text.delta", "item_id": "msg_1", "delta": "half an ans"})
     with pytest.raises(TransportError, match="before finishing"):
         decoder.end()
     with pytest.raises(InvalidResponse, match="without sending anything"):
-        ResponseDecoder().end()
+        ResponsesDecoder().end()
 
 
 def test_an_event_that_is_not_an_object_is_an_invalid_response() -> None:
     with pytest.raises(InvalidResponse):
-        ResponseDecoder().event([1, 2])
+        ResponsesDecoder().feed([1, 2])
 
 
 # --- decoding a whole response --------------------------------------------------------------------------------
@@ -589,7 +589,7 @@ def test_a_whole_response_decodes_to_the_same_events_as_its_stream() -> None:
     ]
     usage = {"input_tokens": 10, "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 12}}
     response = {"id": "resp_1", "model": "gpt-5", "status": "completed", "output": output, "usage": usage}
-    whole = ResponseDecoder().whole(response)
+    whole = ResponsesDecoder().whole(response)
     assert whole == [
         StreamStart("gpt-5", "resp_1"),
         ThinkingDelta("Plan.\n\nCheck.", "enc", own("rs_1", summary=output[0]["summary"])),
@@ -616,14 +616,14 @@ def test_a_whole_response_decodes_to_the_same_events_as_its_stream() -> None:
 def test_a_whole_response_read_from_a_stream_request_is_decoded_whole() -> None:
     """A server that ignores ``stream: true`` sends one JSON response, which arrives as one event."""
     response = {"id": "r", "model": "m", "status": "completed", "output": [], "usage": {"input_tokens": 1}}
-    assert ResponseDecoder().event(response) == [StreamStart("m", "r"), StreamEnd("stop", Usage(input_tokens=1))]
+    assert ResponsesDecoder().feed(response) == [StreamStart("m", "r"), StreamEnd("stop", Usage(input_tokens=1))]
 
 
 def test_a_whole_failed_response_is_raised() -> None:
     with pytest.raises(ProviderUnavailable):
-        ResponseDecoder().whole({"status": "failed", "error": {"code": "server_error", "message": "x"}, "output": []})
+        ResponsesDecoder().whole({"status": "failed", "error": {"code": "server_error", "message": "x"}, "output": []})
     with pytest.raises(InvalidResponse, match="without output"):
-        ResponseDecoder().whole({"id": "r"})
+        ResponsesDecoder().whole({"id": "r"})
 
 
 # --- configuration and model strings --------------------------------------------------------------------------

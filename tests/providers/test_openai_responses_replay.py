@@ -41,7 +41,8 @@ from tether.events import ThinkingDelta, ToolCallStart
 from tether.messages import Message, Part, Role, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ModelSettings, Request, ToolChoice, ToolDefinition
 from tether.providers.http import RetryPolicy
-from tether.providers.openai_responses import ORIGIN, OpenAIResponsesProvider, ResponseDecoder
+from tether.providers.openai_responses import ORIGIN, OpenAIResponsesProvider
+from tether.providers.openai_responses_stream import ResponsesDecoder
 from tether.tools.base import Done, Tool, tool
 from tether.usage import Usage
 
@@ -254,9 +255,9 @@ async def test_a_whole_answer_to_a_streamed_request_is_read_as_the_whole_respons
 def test_the_final_response_of_a_recorded_stream_decodes_whole_to_the_same_turn(name: str) -> None:
     """The stream's deltas and its final ``response`` object, decoded whole, tell the same turn."""
     for interaction in Cassette.load(name).interactions:
-        whole = ResponseDecoder().whole(final_response(interaction))
-        deltas = ResponseDecoder()
-        events = [e for data in interaction.events_data() for e in deltas.event(json.loads(data))] + deltas.end()
+        whole = ResponsesDecoder().whole(final_response(interaction))
+        deltas = ResponsesDecoder()
+        events = [e for data in interaction.events_data() for e in deltas.feed(json.loads(data))] + deltas.end()
         assert streamed(whole) == streamed(events)
 
 

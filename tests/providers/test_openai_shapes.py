@@ -28,8 +28,10 @@ from tether.loop.accumulator import StreamAccumulator
 from tether.messages import Message, Text, Thinking, ToolCall
 from tether.providers.base import Request
 from tether.providers.http import RetryPolicy
-from tether.providers.openai_chat import ChunkDecoder, OpenAIChatProvider, encode_message
-from tether.providers.openai_responses import ORIGIN, OpenAIResponsesProvider, ResponseDecoder
+from tether.providers.openai_chat import OpenAIChatProvider, encode_message
+from tether.providers.openai_chat_stream import ChatDecoder
+from tether.providers.openai_responses import ORIGIN, OpenAIResponsesProvider
+from tether.providers.openai_responses_stream import ResponsesDecoder
 from tether.providers.registry import PROFILES
 from tether.usage import Usage
 
@@ -199,19 +201,19 @@ def test_a_thought_signature_goes_back_only_to_a_server_of_the_profile_that_sent
 
 
 def test_a_thought_signature_that_arrives_after_its_call_started_is_kept_on_the_message() -> None:
-    decoder = ChunkDecoder(PROFILES["openai-compatible"])
+    decoder = ChatDecoder(PROFILES["openai-compatible"])
     extra = {"google": {"thought_signature": "late"}}
-    events = decoder.chunk(
+    events = decoder.feed(
         {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "f"}}]}}]}
     )
-    events += decoder.chunk(
+    events += decoder.feed(
         {
             "choices": [
                 {"delta": {"tool_calls": [{"index": 0, "extra_content": extra, "function": {"arguments": "{}"}}]}}
             ]
         }
     )
-    events += decoder.chunk({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]})
+    events += decoder.feed({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]})
     message = accumulate(events + decoder.end())
     (encoded,) = encode_message(message, "openai-compatible")
     assert encoded["tool_calls"][0]["extra_content"] == extra
@@ -253,7 +255,7 @@ async def test_every_event_type_of_a_responses_stream_is_handled_or_ignored_and_
             "call_shape1", "get_weather", {"city": "Paris"}, '{"city":"Paris"}', {"origin": ORIGIN, "id": "fc_shape1"}
         ),
     )
-    assert accumulate(ResponseDecoder().whole(final_response(server))) == message
+    assert accumulate(ResponsesDecoder().whole(final_response(server))) == message
 
 
 async def test_a_server_that_gives_every_event_a_new_item_id_tells_the_answer_once(replay: Replayer) -> None:
@@ -272,7 +274,7 @@ def test_a_server_that_numbers_every_item_zero_tells_each_item_once() -> None:
     """``output_item.added`` at an index whose item is done starts a new item."""
     message = {"type": "message", "id": "m1", "content": [{"type": "output_text", "text": "Looking."}]}
     call = {"type": "function_call", "id": "f1", "call_id": "c1", "name": "f", "arguments": "{}"}
-    decoder = ResponseDecoder()
+    decoder = ResponsesDecoder()
     stream = [
         {"type": "response.created", "response": {"id": "r", "model": "m"}},
         {"type": "response.output_item.added", "output_index": 0, "item": {**message, "content": []}},
@@ -283,7 +285,7 @@ def test_a_server_that_numbers_every_item_zero_tells_each_item_once() -> None:
         {"type": "response.output_item.done", "output_index": 0, "item": call},
         {"type": "response.completed", "response": {"status": "completed", "output": [message, call]}},
     ]
-    got = streamed([event for data in stream for event in decoder.event(data)] + decoder.end())
+    got = streamed([event for data in stream for event in decoder.feed(data)] + decoder.end())
     assert (got.text, got.calls, got.finish) == ("Looking.", (Call("c1", "f", "{}"),), "tool_calls")
 
 
@@ -354,7 +356,7 @@ def test_the_shapes_are_vcr_cassettes_the_replay_server_reads() -> None:
 def test_text_and_reasoning_told_only_by_done_events_survive_a_final_response_without_output() -> None:
     """A server that streams no deltas and leaves the final response's ``output`` empty: the ``.done`` events
     are the only place the answer is."""
-    decoder = ResponseDecoder()
+    decoder = ResponsesDecoder()
     stream = [
         {"type": "response.created", "response": {"id": "r", "model": "m"}},
         {"type": "response.reasoning_summary_text.done", "output_index": 0, "summary_index": 0, "text": "Plan."},
@@ -374,5 +376,5 @@ def test_text_and_reasoning_told_only_by_done_events_survive_a_final_response_wi
         {"type": "response.output_text.done", "output_index": 1, "content_index": 1, "text": "Bye."},
         {"type": "response.completed", "response": {"status": "completed", "output": []}},
     ]
-    got = streamed([event for data in stream for event in decoder.event(data)] + decoder.end())
+    got = streamed([event for data in stream for event in decoder.feed(data)] + decoder.end())
     assert (got.thinking, got.text) == ("Plan.\n\nCheck.", "Hi. Bye.")

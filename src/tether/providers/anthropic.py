@@ -1,7 +1,7 @@
 """Anthropic Messages (``POST {base_url}/messages``), spoken over plain HTTP.
 
 Requests are built from tether's messages; answers, streamed or not, are read by
-:class:`~tether.providers.anthropic_stream.EventDecoder` into the same ``LlmEvent``s. How tether's
+:class:`~tether.providers.anthropic_stream.AnthropicDecoder` into the same ``LlmEvent``s. How tether's
 conversation becomes Anthropic's:
 
 * The system prompt is the top-level ``system`` field (with the text of any ``system`` message).
@@ -43,12 +43,11 @@ from typing import Any
 from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
-from tether.providers.anthropic_stream import ORIGIN, EventDecoder, anchors_of
+from tether.providers.anthropic_stream import ORIGIN, AnthropicDecoder, anchors_of
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
 from tether.providers.windows import checked_window, context_window_for
-from tether.providers.wire import decoded
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 API_VERSION = "2023-06-01"
@@ -119,25 +118,12 @@ class AnthropicProvider:
         return f"AnthropicProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
 
     async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
-        body = self.request_body(request)
-        decoder = EventDecoder(ORIGIN)
-        client = self._client
+        body, decoder = self.request_body(request), AnthropicDecoder(ORIGIN)
         if not self.streaming:
-            data = await client.post_json(
-                "/messages", body, timeout=request.timeout, deadline=request.deadline, on_retry=request.on_retry
-            )
-            for event in decoded(decoder.message, data, ORIGIN):
+            for event in await self._client.post_decoded("/messages", body, decoder, request):
                 yield event
             return
-        events = client.stream_decoded(
-            "/messages",
-            body,
-            decode=decoder.event,
-            end=decoder.end,
-            timeout=request.timeout,
-            deadline=request.deadline,
-            on_retry=request.on_retry,
-        )
+        events = self._client.stream_decoded("/messages", body, decoder, request)
         try:
             async for event in events:
                 yield event

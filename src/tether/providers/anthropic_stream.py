@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether import jsoncodec
-from tether.errors import InvalidResponse, TransportError
+from tether.errors import InvalidResponse
 from tether.events import (
     FinishReason,
     LlmEvent,
@@ -55,6 +55,7 @@ from tether.events import (
     ToolCallEnd,
     ToolCallStart,
 )
+from tether.providers.decoding import unfinished
 from tether.providers.http import error_for_payload
 from tether.providers.wire import anchored_entries, as_count, as_list, as_object, as_text, malformed
 from tether.usage import Usage
@@ -102,8 +103,9 @@ class _Block:
     signed: bool = False
 
 
-class EventDecoder:
-    """Anthropic stream events (or one whole message) to ``LlmEvent``s, for one response."""
+class AnthropicDecoder:
+    """Anthropic stream events (or one whole message) to ``LlmEvent``s, for one response: a
+    :class:`~tether.providers.decoding.Decoder`."""
 
     __slots__ = (
         "_anchor",
@@ -128,7 +130,7 @@ class EventDecoder:
         self._complete = False  # message_stop came, or the answer came whole
         self._usage: dict[str, int] = {}
 
-    def event(self, data: Any) -> list[LlmEvent]:
+    def feed(self, data: Any) -> list[LlmEvent]:
         """The events of one server-sent event's JSON data."""
         if type(data) is not dict:
             raise InvalidResponse(f"{self.provider} sent an event that is not a JSON object: {str(data)[:200]}")
@@ -157,7 +159,7 @@ class EventDecoder:
             self._complete = True
         return []  # ping, message_stop, and event types added after this was written
 
-    def message(self, data: Any) -> list[LlmEvent]:
+    def whole(self, data: Any) -> list[LlmEvent]:
         """The events of a whole (non-streamed) message, ``StreamEnd`` included."""
         if type(data) is not dict:
             raise InvalidResponse(f"{self.provider} sent an answer that is not a JSON object: {str(data)[:200]}")
@@ -171,11 +173,7 @@ class EventDecoder:
         (``message_stop``, or a whole message) is malformed, ``invalid_response``; a stream that just stopped
         was cut, a ``transport`` error."""
         if self._finish is None:
-            if not self._started:
-                raise InvalidResponse(f"{self.provider} ended the stream without sending anything")
-            if self._complete:
-                raise InvalidResponse(f"{self.provider} sent a malformed answer: it has no stop_reason")
-            raise TransportError(f"{self.provider} ended the stream before finishing its answer")
+            raise unfinished(self.provider, started=self._started, whole=self._complete, missing="stop_reason")
         out: list[LlmEvent] = []
         if self._finish != "length":  # a call cut off by the output limit stays open: it is never run
             for index in list(self._blocks):
@@ -366,6 +364,6 @@ def as_stream_events(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 def anchors_of(provider_data: dict[str, Any] | None) -> list[tuple[Anchor, dict[str, Any]]]:
     """The server blocks kept on an assistant message of ours, with their places, in order. An entry that is
-    not of the shape :class:`EventDecoder` writes (a hand-edited session) is left out rather than sent."""
+    not of the shape :class:`AnthropicDecoder` writes (a hand-edited session) is left out rather than sent."""
     entries = anchored_entries(provider_data, ORIGIN, "server_blocks", "block")
     return [(Anchor(parts, chars), block) for parts, chars, block in entries]

@@ -11,7 +11,7 @@ tool choice is
 back in one ``user`` content of ``functionResponse`` parts, in the calls' order, each with its call's ``id``
 and the envelope ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "message", "details"}}``.
 
-Answers, streamed or whole, are read by :class:`~tether.providers.gemini_stream.ResponseDecoder` (how
+Answers, streamed or whole, are read by :class:`~tether.providers.gemini_stream.GeminiDecoder` (how
 candidates, parts, finish reasons and usage are read is described there). A model message's ``provider_data``
 may carry the parts tether does not read (``executableCode``, ``codeExecutionResult``, ``inlineData``,
 ``fileData``, ...), each with its place among the message's parts: they go back whole, where they were, the
@@ -41,13 +41,12 @@ from tether.events import LlmEvent
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.gemini_schema import to_gemini_schema
-from tether.providers.gemini_stream import PROVIDER, ResponseDecoder, kept_parts_of, parse_usage
+from tether.providers.gemini_stream import PROVIDER, GeminiDecoder, kept_parts_of, parse_usage
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
 from tether.providers.windows import checked_window, context_window_for
-from tether.providers.wire import decoded
 
-__all__ = ["GeminiProvider", "ResponseDecoder", "encode_contents", "from_model_name", "parse_usage"]
+__all__ = ["GeminiProvider", "encode_contents", "from_model_name", "parse_usage"]
 
 BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 NO_TOOLS_PREFIXES = ("gemma-", "aqa", "embedding-", "text-embedding-", "imagen-")
@@ -122,19 +121,15 @@ class GeminiProvider:
 
     async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
         body = self.request_body(request)
-        client, timeout, deadline, on_retry = self._client, request.timeout, request.deadline, request.on_retry
         try:
             if not self.streaming:
                 path = f"{self._path}:generateContent"
-                data = await client.post_json(path, body, timeout=timeout, deadline=deadline, on_retry=on_retry)
-                for event in decoded(ResponseDecoder(live=False).whole, data, PROVIDER):
+                for event in await self._client.post_decoded(path, body, GeminiDecoder(live=False), request):
                     yield event
                 return
-            decoder = ResponseDecoder(live=_candidate_count(body) <= 1)
+            decoder = GeminiDecoder(live=_candidate_count(body) <= 1)
             path = f"{self._path}:streamGenerateContent?alt=sse"
-            events = client.stream_decoded(
-                path, body, decode=decoder.chunk, end=decoder.end, timeout=timeout, deadline=deadline, on_retry=on_retry
-            )
+            events = self._client.stream_decoded(path, body, decoder, request)
             try:
                 async for event in events:
                     yield event

@@ -38,7 +38,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from tether.errors import InvalidResponse, TransportError
+from tether.errors import InvalidResponse
 from tether.events import (
     FinishReason,
     LlmEvent,
@@ -50,11 +50,12 @@ from tether.events import (
     ToolCallEnd,
     ToolCallStart,
 )
+from tether.providers.decoding import unfinished
 from tether.providers.http import error_for_payload
 from tether.providers.wire import anchored_entries, as_count, as_list, as_object, as_text, malformed
 from tether.usage import NO_USAGE, Usage
 
-__all__ = ["PROVIDER", "KeptPart", "ResponseDecoder", "finish_reason", "kept_parts_of", "parse_usage"]
+__all__ = ["PROVIDER", "GeminiDecoder", "KeptPart", "finish_reason", "kept_parts_of", "parse_usage"]
 
 PROVIDER = "gemini"
 FILTERED = frozenset(
@@ -190,8 +191,9 @@ class _Candidate:
         return {"origin": PROVIDER, "parts": parts}
 
 
-class ResponseDecoder:
-    """``GenerateContentResponse`` chunks (or one whole response) to ``LlmEvent``s, for one answer.
+class GeminiDecoder:
+    """``GenerateContentResponse`` chunks (or one whole response) to ``LlmEvent``s, for one answer: a
+    :class:`~tether.providers.decoding.Decoder`.
 
     ``live``: one candidate is expected, and its events are handed out as they arrive; otherwise every
     candidate is kept until the end, when the answer is chosen among them (see the module docstring). Every
@@ -199,24 +201,26 @@ class ResponseDecoder:
     naming the field.
     """
 
-    __slots__ = ("_blocked", "_candidates", "_live", "_live_index", "_started", "_usage")
+    __slots__ = ("_blocked", "_candidates", "_complete", "_live", "_live_index", "_started", "_usage")
 
     def __init__(self, *, live: bool = True) -> None:
         self._live = live
         self._live_index: int | None = None
         self._started = False
+        self._complete = False  # the answer came whole: it cannot have been cut on the way
         self._candidates: dict[int, _Candidate] = {}
         self._blocked: str | None = None
         self._usage = NO_USAGE
 
     def whole(self, data: Any) -> list[LlmEvent]:
-        """The events of a whole (non-streamed) response."""
-        return self.chunk(data) + self.end(whole=True)
+        """The events of a whole (non-streamed) response, its close included."""
+        self._complete = True
+        return self.feed(data) + self.end()
 
-    def chunk(self, data: Any) -> list[LlmEvent]:
+    def feed(self, data: Any) -> list[LlmEvent]:
         """The events of one streamed chunk (a JSON array of chunks is read in order)."""
         if type(data) is list:  # one level only: a list inside it is no chunk
-            return [event for item in data if self._is_chunk(item) for event in self.chunk(item)]
+            return [event for item in data if self._is_chunk(item) for event in self.feed(item)]
         if type(data) is not dict:
             raise InvalidResponse(f"gemini sent a chunk that is not a JSON object: {str(data)[:200]}")
         if data.get("error"):
@@ -262,17 +266,13 @@ class ResponseDecoder:
             return candidate.take()
         return []
 
-    def end(self, *, whole: bool = False) -> list[LlmEvent]:
-        """Choose the answer and close the turn. With no finish reason and no blocked prompt, a ``whole``
+    def end(self) -> list[LlmEvent]:
+        """Choose the answer and close the turn. With no finish reason and no blocked prompt, a whole
         response is malformed (``invalid_response``); a stream was cut (``transport``), as Gemini's streams
         have no closing event to tell the two apart."""
-        if not self._started:
-            raise InvalidResponse("gemini ended the stream without sending anything")
         finished = [c for _, c in sorted(self._candidates.items()) if c.finish is not None]
-        if not finished and self._blocked is None:
-            if whole:
-                raise InvalidResponse("gemini sent a malformed answer: no candidate has a finishReason")
-            raise TransportError("gemini ended the stream before finishing its answer")
+        if not self._started or (not finished and self._blocked is None):
+            raise unfinished(PROVIDER, started=self._started, whole=self._complete, missing="finishReason")
         chosen = next((c for c in finished if c.output and c.finish not in UNUSABLE), None)
         live = self._candidates.get(self._live_index) if self._live_index is not None else None
         if live is not None and live.shown and live is not chosen:
@@ -315,6 +315,6 @@ def parse_usage(usage: dict[str, Any]) -> Usage:
 
 def kept_parts_of(provider_data: dict[str, Any] | None) -> list[KeptPart]:
     """The parts kept on a model message of ours, with their places, in order. An entry that is not of the
-    shape :class:`ResponseDecoder` writes (a hand-edited session) is left out rather than sent."""
+    shape :class:`GeminiDecoder` writes (a hand-edited session) is left out rather than sent."""
     entries = anchored_entries(provider_data, PROVIDER, "parts", "part")
     return [KeptPart(parts, chars, part) for parts, chars, part in entries]

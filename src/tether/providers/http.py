@@ -47,7 +47,7 @@ from tether import jsoncodec
 from tether.alarms import Alarm
 from tether.errors import BadRequest, InvalidResponse, ProviderError, RequestTimeout, TransportError
 from tether.events import LlmEvent
-from tether.providers.base import OnRetry
+from tether.providers.base import OnRetry, Request
 from tether.providers.body import ResponseLimits, decode_text, parse_json, read_body, too_large
 from tether.providers.http_errors import (
     RETRY_STATUSES,
@@ -64,6 +64,8 @@ from tether.providers.wire import decoded
 
 if TYPE_CHECKING:
     import aiohttp
+
+    from tether.providers.decoding import Decoder
 
 __all__ = [
     "MAX_CONNECTIONS",
@@ -218,25 +220,33 @@ class HttpClient:
         yielded as one event, for the provider to read as a complete answer. ``body`` may be JSON already
         encoded.
         """
-        return self._stream(path, body, timeout, deadline, end_marker, on_retry, None, None)
+        return self._stream(path, body, timeout, deadline, end_marker, on_retry, None)
+
+    async def post_decoded(
+        self, path: str, body: dict[str, Any] | bytes, decoder: Decoder, request: Request
+    ) -> list[LlmEvent]:
+        """:meth:`post_json` for ``request`` (its timeout, deadline and retry callback), the answer read by
+        ``decoder.whole``; a shape the decoder does not expect is ``invalid_response``."""
+        data = await self.post_json(
+            path, body, timeout=request.timeout, deadline=request.deadline, on_retry=request.on_retry
+        )
+        return decoded(decoder.whole, data, self.provider)
 
     def stream_decoded(
         self,
         path: str,
         body: dict[str, Any] | bytes,
+        decoder: Decoder,
+        request: Request,
         *,
-        decode: Callable[[Any], list[LlmEvent]],
-        end: Callable[[], list[LlmEvent]],
-        timeout: float | None,
-        deadline: float | None,
         end_marker: str | None = None,
-        on_retry: OnRetry | None = None,
     ) -> AsyncGenerator[LlmEvent, None]:
-        """:meth:`stream_events`, each event's JSON through ``decode`` and ``end()`` once the stream is over: a
-        provider's ``LlmEvent``s, decoded where the bytes are read rather than in generators stacked on each
-        other (each layer would cost a switch of frames per event). A shape ``decode`` does not expect is
-        ``invalid_response``; the response is released or closed however the consumer leaves."""
-        return self._stream(path, body, timeout, deadline, end_marker, on_retry, decode, end)
+        """:meth:`stream_events` for ``request``, each event's JSON fed to ``decoder`` and its ``end()`` once
+        the stream is over: a provider's ``LlmEvent``s, decoded where the bytes are read rather than in
+        generators stacked on each other (each layer would cost a switch of frames per event). A shape the
+        decoder does not expect is ``invalid_response``; the response is released or closed however the
+        consumer leaves."""
+        return self._stream(path, body, request.timeout, request.deadline, end_marker, request.on_retry, decoder)
 
     async def _stream(
         self,
@@ -246,10 +256,10 @@ class HttpClient:
         deadline: float | None,
         end_marker: str | None,
         on_retry: OnRetry | None,
-        decode: Callable[[Any], list[LlmEvent]] | None,
-        end: Callable[[], list[LlmEvent]] | None,
+        decoder: Decoder | None,
     ) -> AsyncGenerator[Any, None]:
-        """The events, or (given ``decode``) what they decode to; the contract of the module docstring."""
+        """The events, or (given a ``decoder``) what they decode to; the contract of the module docstring."""
+        feed = None if decoder is None else decoder.feed
         payload = body if isinstance(body, bytes) else _encode(body)
         provider = self.provider
         for attempt in range(self.retry.max_retries + 1):
@@ -261,15 +271,15 @@ class HttpClient:
                 if "text/event-stream" not in response.headers.get("Content-Type", ""):
                     whole = decode_text(await self._whole(response, stall), provider)
                     delivered = decoding = True
-                    if decode is None:
+                    if feed is None:
                         yield ServerSentEvent(whole)
                         return
-                    for item in decoded(decode, parse_event_json(whole, provider), provider):
+                    for item in decoded(feed, parse_event_json(whole, provider), provider):
                         yield item
                     break
                 limits = self.limits
                 max_stream = limits.max_stream_bytes
-                decoder = SSEDecoder(max_event_bytes=limits.max_event_bytes, provider=provider)
+                sse = SSEDecoder(max_event_bytes=limits.max_event_bytes, provider=provider)
                 content = response.content
                 received = 0
                 finished = reusable = False
@@ -284,9 +294,9 @@ class HttpClient:
                             received += len(chunk)
                             if received > max_stream:
                                 raise too_large(provider, "a stream", "max_stream_bytes", max_stream)
-                            events = decoder.feed(chunk)
+                            events = sse.feed(chunk)
                         else:  # the end of the body: what the decoder still holds
-                            events = decoder.close()
+                            events = sse.close()
                             finished = reusable = True
                         for event in events:
                             if event.data == end_marker:
@@ -295,11 +305,11 @@ class HttpClient:
                                     finished = True
                                 break
                             delivered = True
-                            if decode is None:
+                            if feed is None:
                                 yield event
                                 continue
                             decoding = True
-                            items = decoded(decode, parse_event_json(event.data, provider), provider)
+                            items = decoded(feed, parse_event_json(event.data, provider), provider)
                             decoding = False
                             for item in items:
                                 yield item
@@ -324,8 +334,8 @@ class HttpClient:
                 if delivered:
                     raise failure from exc
                 await self._back_off(failure, attempt, deadline, on_retry)
-        if end is not None:
-            for item in decoded(_call, end, provider):
+        if decoder is not None:
+            for item in decoded(_call, decoder.end, provider):
                 yield item
 
     async def _pool(self) -> _Pooled:

@@ -25,7 +25,7 @@ is refused with HTTP 400).
 Tools are sent with ``strict: false``: left out, Responses makes every schema strict, which makes optional
 arguments mandatory; tether validates arguments itself, as it does over Chat Completions.
 
-Answers, streamed or whole, are read by :class:`~tether.providers.openai_responses_stream.ResponseDecoder`
+Answers, streamed or whole, are read by :class:`~tether.providers.openai_responses_stream.ResponsesDecoder`
 (its module says how items are keyed, what is told once, and which events are ignored).
 """
 
@@ -45,21 +45,19 @@ from tether.providers.openai_chat import CANNOT_CALL_TOOLS
 from tether.providers.openai_responses_stream import (
     ORIGIN,
     SUMMARY_SEPARATOR,
-    ResponseDecoder,
+    ResponsesDecoder,
     finish_reason,
     parse_usage,
     reasoning_text,
 )
 from tether.providers.registry import PROFILES
 from tether.providers.windows import checked_window, context_window_for
-from tether.providers.wire import decoded
 
 __all__ = [
     "ENCRYPTED_REASONING",
     "ORIGIN",
     "SUMMARY_SEPARATOR",
     "OpenAIResponsesProvider",
-    "ResponseDecoder",
     "encode_input",
     "finish_reason",
     "from_model_name",
@@ -134,26 +132,12 @@ class OpenAIResponsesProvider:
         return f"OpenAIResponsesProvider({self.info.name!r}, base_url={self._client.base_url!r})"
 
     async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
-        body = self.request_body(request)
-        decoder = ResponseDecoder()
-        client = self._client
+        body, decoder = self.request_body(request), ResponsesDecoder()
         if not self.streaming:
-            data = await client.post_json(
-                "/responses", body, timeout=request.timeout, deadline=request.deadline, on_retry=request.on_retry
-            )
-            for event in decoded(decoder.whole, data, ORIGIN):
+            for event in await self._client.post_decoded("/responses", body, decoder, request):
                 yield event
             return
-        events = client.stream_decoded(
-            "/responses",
-            body,
-            decode=decoder.event,
-            end=decoder.end,
-            timeout=request.timeout,
-            deadline=request.deadline,
-            end_marker="[DONE]",
-            on_retry=request.on_retry,
-        )
+        events = self._client.stream_decoded("/responses", body, decoder, request, end_marker="[DONE]")
         try:
             async for event in events:
                 yield event

@@ -1,6 +1,6 @@
 """OpenAI Responses answers, streamed or whole, read into tether's ``LlmEvent``s.
 
-One decoder (:class:`ResponseDecoder`) reads the stream's events, or one whole response, into the same events:
+One decoder (:class:`ResponsesDecoder`) reads the stream's events, or one whole response, into the same events:
 
 * **Output items are keyed by ``output_index``**, their place in the response's ``output``, and only when an
   event has none by ``item_id``. OpenAI gives an item one id and one index; some compatible servers give every
@@ -34,7 +34,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tether.errors import InvalidResponse, ProviderError, TransportError
+from tether.errors import InvalidResponse, ProviderError
 from tether.events import (
     FinishReason,
     LlmEvent,
@@ -46,6 +46,7 @@ from tether.events import (
     ToolCallEnd,
     ToolCallStart,
 )
+from tether.providers.decoding import unfinished
 from tether.providers.http import error_for_payload
 from tether.providers.wire import as_count, as_list, as_object, as_text, malformed
 from tether.usage import Usage
@@ -120,8 +121,9 @@ class _Item:
         """Its id rode on a ``TextDelta``."""
 
 
-class ResponseDecoder:
-    """Responses stream events (or one whole response) to ``LlmEvent``s, for one response (module docstring)."""
+class ResponsesDecoder:
+    """Responses stream events (or one whole response) to ``LlmEvent``s, for one response (module docstring):
+    a :class:`~tether.providers.decoding.Decoder`."""
 
     __slots__ = ("_by_id", "_by_index", "_finished", "_items", "_started")
 
@@ -132,7 +134,7 @@ class ResponseDecoder:
         self._by_index: dict[int, _Item] = {}
         self._by_id: dict[str, _Item] = {}
 
-    def event(self, data: Any) -> list[LlmEvent]:
+    def feed(self, data: Any) -> list[LlmEvent]:
         """The events of one streamed event (or of a whole response, from a server that ignored streaming)."""
         if type(data) is not dict:
             raise malformed(ORIGIN, "the event", data)
@@ -161,9 +163,7 @@ class ResponseDecoder:
         """After the last event: nothing more, or the error of a stream that stopped before its end."""
         if self._finished:
             return []
-        if not self._started:
-            raise InvalidResponse(f"{ORIGIN} ended the stream without sending anything")
-        raise TransportError(f"{ORIGIN} ended the stream before finishing its answer")
+        raise unfinished(ORIGIN, started=self._started)
 
     # --- items --------------------------------------------------------------------------------------------
 
@@ -379,24 +379,24 @@ class ResponseDecoder:
 
 
 _HANDLERS = {
-    "response.output_text.delta": ResponseDecoder._on_text_delta,
-    "response.refusal.delta": ResponseDecoder._on_text_delta,
-    "response.output_text.done": ResponseDecoder._on_text_done,
-    "response.refusal.done": ResponseDecoder._on_text_done,
-    "response.content_part.done": ResponseDecoder._on_part_done,
-    "response.reasoning_summary_part.done": ResponseDecoder._on_part_done,
-    "response.reasoning_summary_text.delta": ResponseDecoder._on_thinking_delta,
-    "response.reasoning_text.delta": ResponseDecoder._on_thinking_delta,
-    "response.reasoning_summary_text.done": ResponseDecoder._on_thinking_done,
-    "response.reasoning_text.done": ResponseDecoder._on_thinking_done,
-    "response.function_call_arguments.delta": ResponseDecoder._on_arguments_delta,
-    "response.function_call_arguments.done": ResponseDecoder._on_arguments_done,
-    "response.output_item.added": ResponseDecoder._on_item_added,
-    "response.output_item.done": ResponseDecoder._on_item_done,
-    "response.completed": ResponseDecoder._on_completed,
-    "response.incomplete": ResponseDecoder._on_incomplete,
-    "response.failed": ResponseDecoder._on_failed,
-    "error": ResponseDecoder._on_error,
+    "response.output_text.delta": ResponsesDecoder._on_text_delta,
+    "response.refusal.delta": ResponsesDecoder._on_text_delta,
+    "response.output_text.done": ResponsesDecoder._on_text_done,
+    "response.refusal.done": ResponsesDecoder._on_text_done,
+    "response.content_part.done": ResponsesDecoder._on_part_done,
+    "response.reasoning_summary_part.done": ResponsesDecoder._on_part_done,
+    "response.reasoning_summary_text.delta": ResponsesDecoder._on_thinking_delta,
+    "response.reasoning_text.delta": ResponsesDecoder._on_thinking_delta,
+    "response.reasoning_summary_text.done": ResponsesDecoder._on_thinking_done,
+    "response.reasoning_text.done": ResponsesDecoder._on_thinking_done,
+    "response.function_call_arguments.delta": ResponsesDecoder._on_arguments_delta,
+    "response.function_call_arguments.done": ResponsesDecoder._on_arguments_done,
+    "response.output_item.added": ResponsesDecoder._on_item_added,
+    "response.output_item.done": ResponsesDecoder._on_item_done,
+    "response.completed": ResponsesDecoder._on_completed,
+    "response.incomplete": ResponsesDecoder._on_incomplete,
+    "response.failed": ResponsesDecoder._on_failed,
+    "error": ResponsesDecoder._on_error,
 }
 """The events a turn needs; every other event type is ignored (module docstring)."""
 
