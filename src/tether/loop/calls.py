@@ -10,7 +10,6 @@ and ``_summary_call`` asks for the summary a compaction stands on (``context/win
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
@@ -114,17 +113,11 @@ class ProviderCalls:
         stepped: AccumulatedTurn | None = None
         try:
             if self.steps is not None:
-                interrupter.arm()
-                requested = True
                 live: list[bool] = []  # the step ran here (its deltas reached the sinks), or was replayed
                 name = f"{'compaction' if quiet else 'model'}:{turn_no}.{attempt}"
-                try:
+                async with interrupter.waiting():  # raises if the run was interrupted before the provider was asked
+                    requested = True
                     stepped = await self._call_as_step(name, request, context, passthrough, live)
-                except asyncio.CancelledError as cancelled:
-                    raise interrupter.taken(cancelled) from None
-                if interrupter.fired:
-                    await interrupter.settle()
-                interrupter.armed = False
                 if passthrough:
                     for delta in _deltas(stepped.message):
                         if sinks and not live:
@@ -134,24 +127,18 @@ class ProviderCalls:
             stream = self.spec.provider.stream(request)
             if context is not None:
                 stream = within(stream, context)
-            interrupter.arm()  # raises if the run was interrupted before the provider was asked
-            requested = True
-            try:
+            async with interrupter.waiting():  # raises if the run was interrupted before the provider was asked
+                requested = True
                 async for event in stream:  # armed: only this task's awaits can take a cancel, none of the host's
-                    accumulator.add(event)
-                    kind = type(event)
-                    if not first and kind is not StreamStart:
+                    shown = accumulator.add(event)
+                    if not first and type(event) is not StreamStart:
                         first = time.perf_counter()
-                    if passthrough and (kind is TextDelta or kind is ThinkingDelta) and event.text:  # type: ignore[union-attr]
+                    if shown is not None and passthrough:
                         interrupter.armed = False  # the host's code runs now, in the sinks and at the yield
                         if sinks:
-                            self._notify(event)  # type: ignore[arg-type]
-                        yield event  # type: ignore[misc]
+                            self._notify(shown)
+                        yield shown
                         interrupter.arm()
-            except asyncio.CancelledError as cancelled:
-                raise interrupter.taken(cancelled) from None
-            if interrupter.fired:
-                await interrupter.settle()
         except InvalidResponse as error:
             mask_exception_in_place(error, self.spec.masker)
             self._stream_problem = f"the provider sent a malformed answer ({error.message})"
@@ -160,7 +147,6 @@ class ProviderCalls:
             mask_exception_in_place(error, self.spec.masker)
             raise
         finally:
-            interrupter.armed = False
             if alarm is not None:
                 alarm.clear(STEP_DEADLINE)
             if stream is not None:
@@ -198,10 +184,9 @@ class ProviderCalls:
         sinks = self.sinks
         try:
             async for event in stream:
-                accumulator.add(event)
-                kind = type(event)
-                if passthrough and sinks and (kind is TextDelta or kind is ThinkingDelta) and event.text:  # type: ignore[union-attr]
-                    self._notify(event)  # type: ignore[arg-type]
+                shown = accumulator.add(event)
+                if shown is not None and passthrough and sinks:
+                    self._notify(shown)
         finally:
             await close_stream(stream)
         return accumulator.finish()

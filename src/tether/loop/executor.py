@@ -243,14 +243,8 @@ class ToolExecutor:
         for plan in group:
             if plan.invoke is None:
                 continue
-            interrupter.arm()
-            try:
+            async with interrupter.waiting():
                 reason = await self.permissions.decide(plan.call)
-            except asyncio.CancelledError as cancelled:
-                raise interrupter.taken(cancelled) from None
-            if interrupter.fired:
-                await interrupter.settle()
-            interrupter.armed = False
             if reason is not None:
                 plan.invoke, plan.tool, plan.answer = None, None, _denied(plan.call, reason)
 
@@ -274,19 +268,11 @@ class ToolExecutor:
                 self._keep(batch, plan.call, plan.answer)
         if not waiting:
             return
-        interrupter = self.interrupter
-        interrupter.arm()
-        try:
+        async with self.interrupter.waiting():
             if len(waiting) == 1:
                 await self._execute(batch, waiting[0])
             else:
                 await self._execute_together(batch, waiting)
-        except asyncio.CancelledError as cancelled:
-            raise interrupter.taken(cancelled) from None
-        if interrupter.fired:
-            await interrupter.settle()
-        else:
-            interrupter.armed = False
 
     async def _execute_together(self, batch: ToolBatch, plans: list[_Plan]) -> None:
         slots = asyncio.Semaphore(self.max_concurrency)

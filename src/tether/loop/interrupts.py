@@ -21,6 +21,9 @@ An :class:`Interrupter` belongs to one run. The loop *arms* it only while it awa
 only then does an interrupt cancel the run's task. Otherwise (the run is suspended at a ``yield``, with the
 host's code running on the same task) the interrupt is recorded and raised when the loop resumes. A cancel
 must never land in the host's code: it would look like the host had been cancelled.
+
+Every such wait is one ``async with interrupter.waiting():`` block (:meth:`Interrupter.waiting` states the
+steps and their order), so the provider call, the permission hook and the tool calls wait the same way.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import asyncio
 import functools
 import threading
 from dataclasses import dataclass
+from types import TracebackType
 
 from tether.alarms import Alarm
 from tether.limits import StopReason
@@ -118,13 +122,46 @@ class Interrupter:
         if self.pending is not None:
             raise Interrupted(self.pending)
 
+    def waiting(self) -> Interrupter:
+        """An interruptible wait on the provider or a tool: ``async with interrupter.waiting(): await ...``.
+
+        The contract, in this order:
+
+        1. entering arms the interrupter, or raises ``Interrupted`` at once if an interrupt is already pending
+           (the provider is not asked, the tool does not start);
+        2. inside, an interrupt cancels the task; code that hands control to the host inside the block (a
+           ``yield`` of a streamed delta) sets ``armed = False`` before and calls :meth:`arm` after;
+        3. a ``CancelledError`` leaving the block is ours (an interrupt) or the host's: ours is withdrawn from
+           the task and raised as ``Interrupted``; the host's is raised as it is, also when both came;
+        4. a wait that ended normally absorbs a cancel of ours that was sent but has not landed yet
+           (:meth:`_settle`), so it cannot hit the next unrelated await;
+        5. whatever the way out, the interrupter leaves the block disarmed.
+        """
+        return self
+
+    async def __aenter__(self) -> None:
+        self.arm()
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if kind is None:
+            if self._fired:
+                await self._settle()
+            else:
+                self.armed = False
+            return
+        self.armed = False
+        if isinstance(error, asyncio.CancelledError):
+            raise self._taken(error) from None
+
     def arm(self) -> None:
-        """Enter an interruptible wait; raises at once if an interrupt is already pending."""
+        """Enter (or go back into) an interruptible wait; raises at once if an interrupt is already pending."""
         if self.pending is not None:
             raise Interrupted(self.pending)
         self.armed = True
 
-    def taken(self, error: asyncio.CancelledError) -> Interrupted:
+    def _taken(self, error: asyncio.CancelledError) -> Interrupted:
         """Turn a ``CancelledError`` caught in an armed wait into ``Interrupted``, or re-raise it if it is not ours."""
         self.armed = False
         if not self._fired or self.pending is None:
@@ -135,7 +172,7 @@ class Interrupter:
             raise error  # the host cancelled us too: theirs wins
         return Interrupted(self.pending)
 
-    async def settle(self) -> None:
+    async def _settle(self) -> None:
         """After an armed wait that ended normally: absorb a cancel we sent that has not landed yet.
 
         A timer can fire in the same loop iteration as the awaited thing completes; the task then carries a
@@ -153,7 +190,3 @@ class Interrupter:
                 raise  # the host cancelled us too: theirs wins
             return
         self._task.uncancel()
-
-    @property
-    def fired(self) -> bool:
-        return self._fired
