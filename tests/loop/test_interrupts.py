@@ -39,7 +39,8 @@ async def test_an_interrupt_during_the_wait_cancels_it_and_is_raised_as_interrup
             await never
     assert not interrupter.armed
     task = asyncio.current_task()
-    assert task is not None and task.cancelling() == 0  # our cancel was withdrawn
+    assert task is not None
+    assert task.cancelling() == 0  # our cancel was withdrawn
     await asyncio.sleep(0)  # and does not land later
 
 
@@ -67,7 +68,8 @@ async def test_a_cancel_sent_as_the_wait_ends_is_absorbed_before_the_next_await(
         interrupter.request(STOP)  # fires while armed, but the awaited thing is already done
     assert not interrupter.armed
     task = asyncio.current_task()
-    assert task is not None and task.cancelling() == 0
+    assert task is not None
+    assert task.cancelling() == 0
     await asyncio.sleep(0)  # would raise CancelledError if the cancel had been left on the task
     assert interrupter.pending is STOP
 
