@@ -15,6 +15,10 @@ the only driver of the loop: ``Agent.run()`` consumes it to its ``RunCompleted``
 * finish (``_summarize``, ``_finish``): on a step limit, one tools-off call for a final answer; then the
   ``RunResult``.
 
+Who stops the run is in the signatures: ``_turn`` and ``_summarize`` each fill the :class:`Decision` they are
+handed (the stop and the answer it comes with), and ``events`` reads it once their events are over; an
+exception out of a step (an interrupt, a provider's error) is the only other way a run stops.
+
 Whatever happens, the run ends with ``RunCompleted`` and a valid transcript; see ``interrupts.py`` for the
 cancellation contract and ``guard.py`` for the limits'.
 """
