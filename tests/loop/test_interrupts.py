@@ -1,4 +1,4 @@
-"""The interruptible wait (``Interrupter.waiting``): each step of its contract, on a real event loop."""
+"""The interruptible wait (``Interrupter.wait``): each step of its contract, on a real event loop."""
 
 from __future__ import annotations
 
@@ -18,13 +18,20 @@ def attached() -> Interrupter:
     return interrupter
 
 
-async def test_a_pending_interrupt_raises_on_entry_without_starting_the_wait() -> None:
+async def forever() -> None:
+    await asyncio.get_running_loop().create_future()
+
+
+async def test_a_pending_interrupt_raises_at_once_and_the_wait_never_starts() -> None:
     interrupter = attached()
     interrupter.request(STOP)
     started = []
+
+    async def waited() -> None:
+        started.append(True)
+
     with pytest.raises(Interrupted) as raised:
-        async with interrupter.waiting():
-            started.append(True)
+        await interrupter.wait(waited())
     assert raised.value.interrupt is STOP
     assert started == []
     assert not interrupter.armed
@@ -32,11 +39,9 @@ async def test_a_pending_interrupt_raises_on_entry_without_starting_the_wait() -
 
 async def test_an_interrupt_during_the_wait_cancels_it_and_is_raised_as_interrupted() -> None:
     interrupter = attached()
-    never = asyncio.get_running_loop().create_future()
     asyncio.get_running_loop().call_soon(interrupter.request, STOP)
     with pytest.raises(Interrupted):
-        async with interrupter.waiting():
-            await never
+        await interrupter.wait(forever())
     assert not interrupter.armed
     task = asyncio.current_task()
     assert task is not None
@@ -48,11 +53,13 @@ async def test_the_hosts_cancel_stays_a_cancel_even_with_an_interrupt_of_ours() 
     interrupter = Interrupter()
     armed = asyncio.Event()
 
+    async def waited() -> None:
+        armed.set()
+        await forever()
+
     async def run() -> None:
         interrupter.attach()
-        async with interrupter.waiting():
-            armed.set()
-            await asyncio.get_running_loop().create_future()
+        await interrupter.wait(waited())
 
     task = asyncio.create_task(run())
     await armed.wait()
@@ -64,8 +71,12 @@ async def test_the_hosts_cancel_stays_a_cancel_even_with_an_interrupt_of_ours() 
 
 async def test_a_cancel_sent_as_the_wait_ends_is_absorbed_before_the_next_await() -> None:
     interrupter = attached()
-    async with interrupter.waiting():
-        interrupter.request(STOP)  # fires while armed, but the awaited thing is already done
+
+    async def waited() -> int:
+        interrupter.request(STOP)  # fires while armed, but the wait is already over
+        return 7
+
+    assert await interrupter.wait(waited()) == 7
     assert not interrupter.armed
     task = asyncio.current_task()
     assert task is not None
@@ -76,7 +87,10 @@ async def test_a_cancel_sent_as_the_wait_ends_is_absorbed_before_the_next_await(
 
 async def test_any_other_way_out_leaves_the_interrupter_disarmed() -> None:
     interrupter = attached()
+
+    async def waited() -> None:
+        raise ValueError("boom")
+
     with pytest.raises(ValueError, match="boom"):
-        async with interrupter.waiting():
-            raise ValueError("boom")
+        await interrupter.wait(waited())
     assert not interrupter.armed

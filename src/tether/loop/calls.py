@@ -10,6 +10,7 @@ and ``_summary_call`` asks for the summary a compaction stands on (``context/win
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
@@ -115,9 +116,8 @@ class ProviderCalls:
             if self.steps is not None:
                 live: list[bool] = []  # the step ran here (its deltas reached the sinks), or was replayed
                 name = f"{'compaction' if quiet else 'model'}:{turn_no}.{attempt}"
-                async with interrupter.waiting():  # raises if the run was interrupted before the provider was asked
-                    requested = True
-                    stepped = await self._call_as_step(name, request, context, passthrough, live)
+                requested = interrupter.pending is None  # else the wait raises before the provider is asked
+                stepped = await interrupter.wait(self._call_as_step(name, request, context, passthrough, live))
                 if passthrough:
                     for delta in _deltas(stepped.message):
                         if sinks and not live:
@@ -127,8 +127,10 @@ class ProviderCalls:
             stream = self.spec.provider.stream(request)
             if context is not None:
                 stream = within(stream, context)
-            async with interrupter.waiting():  # raises if the run was interrupted before the provider was asked
-                requested = True
+            # Interrupter.wait's steps, in its order, around a stream whose deltas go to the host mid-wait
+            interrupter.arm()  # raises if the run was interrupted before the provider was asked
+            requested = True
+            try:
                 async for event in stream:  # armed: only this task's awaits can take a cancel, none of the host's
                     shown = accumulator.add(event)
                     if not first and type(event) is not StreamStart:
@@ -139,6 +141,10 @@ class ProviderCalls:
                             self._notify(shown)
                         yield shown
                         interrupter.arm()
+            except asyncio.CancelledError as cancelled:
+                raise interrupter.taken(cancelled) from None
+            if interrupter.fired:
+                await interrupter.settle()
         except InvalidResponse as error:
             mask_exception_in_place(error, self.spec.masker)
             self._stream_problem = f"the provider sent a malformed answer ({error.message})"
@@ -147,6 +153,7 @@ class ProviderCalls:
             mask_exception_in_place(error, self.spec.masker)
             raise
         finally:
+            interrupter.armed = False
             if alarm is not None:
                 alarm.clear(STEP_DEADLINE)
             if stream is not None:

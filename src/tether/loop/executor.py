@@ -243,8 +243,7 @@ class ToolExecutor:
         for plan in group:
             if plan.invoke is None:
                 continue
-            async with interrupter.waiting():
-                reason = await self.permissions.decide(plan.call)
+            reason = await interrupter.wait(self.permissions.decide(plan.call))
             if reason is not None:
                 plan.invoke, plan.tool, plan.answer = None, None, _denied(plan.call, reason)
 
@@ -268,11 +267,10 @@ class ToolExecutor:
                 self._keep(batch, plan.call, plan.answer)
         if not waiting:
             return
-        async with self.interrupter.waiting():
-            if len(waiting) == 1:
-                await self._execute(batch, waiting[0])
-            else:
-                await self._execute_together(batch, waiting)
+        if len(waiting) == 1:
+            await self.interrupter.wait(self._execute(batch, waiting[0]))
+        else:
+            await self.interrupter.wait(self._execute_together(batch, waiting))
 
     async def _execute_together(self, batch: ToolBatch, plans: list[_Plan]) -> None:
         slots = asyncio.Semaphore(self.max_concurrency)

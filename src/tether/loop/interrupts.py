@@ -22,8 +22,8 @@ only then does an interrupt cancel the run's task. Otherwise (the run is suspend
 host's code running on the same task) the interrupt is recorded and raised when the loop resumes. A cancel
 must never land in the host's code: it would look like the host had been cancelled.
 
-Every such wait is one ``async with interrupter.waiting():`` block (:meth:`Interrupter.waiting` states the
-steps and their order), so the provider call, the permission hook and the tool calls wait the same way.
+Every such wait goes through :meth:`Interrupter.wait`, which states the steps and their order, so the provider
+call, the permission hook and the tool calls wait the same way.
 """
 
 from __future__ import annotations
@@ -31,12 +31,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from types import TracebackType
+from typing import Any, TypeVar
 
 from tether.alarms import Alarm
 from tether.limits import StopReason
 from tether.quickinit import quick_init
+
+T = TypeVar("T")
 
 
 @quick_init
@@ -122,38 +125,42 @@ class Interrupter:
         if self.pending is not None:
             raise Interrupted(self.pending)
 
-    def waiting(self) -> Interrupter:
-        """An interruptible wait on the provider or a tool: ``async with interrupter.waiting(): await ...``.
+    async def wait(self, waited: Coroutine[Any, Any, T]) -> T:
+        """Await ``waited`` (the provider, a tool, the permission hook) interruptibly; its result.
 
         The contract, in this order:
 
-        1. entering arms the interrupter, or raises ``Interrupted`` at once if an interrupt is already pending
-           (the provider is not asked, the tool does not start);
-        2. inside, an interrupt cancels the task; code that hands control to the host inside the block (a
-           ``yield`` of a streamed delta) sets ``armed = False`` before and calls :meth:`arm` after;
-        3. a ``CancelledError`` leaving the block is ours (an interrupt) or the host's: ours is withdrawn from
-           the task and raised as ``Interrupted``; the host's is raised as it is, also when both came;
+        1. arm the interrupter, or raise ``Interrupted`` at once if an interrupt is already pending (the
+           provider is not asked, the tool does not start);
+        2. while armed, an interrupt cancels the task;
+        3. a ``CancelledError`` out of the wait is ours (an interrupt) or the host's: ours is withdrawn from
+           the task and raised as ``Interrupted`` (:meth:`taken`); the host's is raised as it is, also when
+           both came;
         4. a wait that ended normally absorbs a cancel of ours that was sent but has not landed yet
-           (:meth:`_settle`), so it cannot hit the next unrelated await;
-        5. whatever the way out, the interrupter leaves the block disarmed.
+           (:meth:`settle`), so that it cannot hit the next unrelated await;
+        5. whatever the way out, the interrupter is left disarmed.
+
+        A streamed provider call is the one wait that cannot be a single await: its deltas are handed to the
+        host mid-wait. It takes the same steps in the same order around its ``async for``, disarming before
+        each ``yield`` and calling :meth:`arm` after it (``loop/calls.py``). Neither is an ``async with``: a
+        context manager's calls cost the hot path thousands of instructions a step (``bench/instructions.py``).
         """
-        return self
-
-    async def __aenter__(self) -> None:
-        self.arm()
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
-    ) -> None:
-        if kind is None:
-            if self._fired:
-                await self._settle()
-            else:
-                self.armed = False
-            return
-        self.armed = False
-        if isinstance(error, asyncio.CancelledError):
-            raise self._taken(error) from None
+        if self.pending is not None:
+            waited.close()  # never started: closed, so that it is not reported as never awaited
+            raise Interrupted(self.pending)
+        self.armed = True
+        try:
+            result = await waited
+        except asyncio.CancelledError as cancelled:
+            raise self.taken(cancelled) from None
+        except BaseException:
+            self.armed = False
+            raise
+        if self._fired:
+            await self.settle()
+        else:
+            self.armed = False
+        return result
 
     def arm(self) -> None:
         """Enter (or go back into) an interruptible wait; raises at once if an interrupt is already pending."""
@@ -161,7 +168,7 @@ class Interrupter:
             raise Interrupted(self.pending)
         self.armed = True
 
-    def _taken(self, error: asyncio.CancelledError) -> Interrupted:
+    def taken(self, error: asyncio.CancelledError) -> Interrupted:
         """Turn a ``CancelledError`` caught in an armed wait into ``Interrupted``, or re-raise it if it is not ours."""
         self.armed = False
         if not self._fired or self.pending is None:
@@ -172,7 +179,7 @@ class Interrupter:
             raise error  # the host cancelled us too: theirs wins
         return Interrupted(self.pending)
 
-    async def _settle(self) -> None:
+    async def settle(self) -> None:
         """After an armed wait that ended normally: absorb a cancel we sent that has not landed yet.
 
         A timer can fire in the same loop iteration as the awaited thing completes; the task then carries a
@@ -190,3 +197,8 @@ class Interrupter:
                 raise  # the host cancelled us too: theirs wins
             return
         self._task.uncancel()
+
+    @property
+    def fired(self) -> bool:
+        """A cancel of ours was sent during the current wait (so it must be settled if the wait ends normally)."""
+        return self._fired
