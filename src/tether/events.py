@@ -5,7 +5,9 @@ A provider turns its wire format into ``LlmEvent``s; the loop folds them into a 
 untouched, so the first token reaches the host as soon as the provider has it.
 
 A run's events come in this order (DESIGN.md §4): ``RunStarted``; per turn ``TurnStarted``, the deltas,
-``ToolCallStarted`` and ``ToolResultReceived`` per call, ``TurnCompleted``; and ``RunCompleted`` last, always.
+``TurnCompleted`` as soon as the model's message is complete (with that call's usage), then ``ToolCallStarted``
+and ``ToolResultReceived`` per tool call the message asked for; and ``RunCompleted`` last, always. So a consumer
+has the whole message and its usage before the turn's tools run, however long they take.
 """
 
 from __future__ import annotations
@@ -241,7 +243,9 @@ class ToolResultReceived:
 @dataclass(frozen=True, slots=True)
 class TurnCompleted:
     """A provider call ended. Every ``TurnStarted`` gets one, also when the call failed or was interrupted;
-    ``rejected`` then says why the answer was not used (it is not in the transcript).
+    ``rejected`` then says why the answer was not used (it is not in the transcript). It comes as soon as the
+    model's message is complete, before the ``ToolCallStarted`` and ``ToolResultReceived`` of the calls it asked
+    for: a turn's tool events follow its ``TurnCompleted``.
 
     ``status`` is the step's outcome: ``"completed"`` (the answer was used), ``"rejected"`` (it could not be
     used: a corrective retry or a stop followed) or ``"failed"`` (the provider call failed or was

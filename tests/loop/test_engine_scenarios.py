@@ -8,7 +8,15 @@ from collections.abc import AsyncIterator
 from tests.helpers import assert_valid, describe, result_of, run_events
 from tether import Agent, Done, ToolError, tool
 from tether.errors import InvalidResponse, RateLimited
-from tether.events import LlmEvent, StreamEnd, StreamStart, TextDelta, ToolCallDelta, ToolCallStart
+from tether.events import (
+    LlmEvent,
+    StreamEnd,
+    StreamStart,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    TurnCompleted,
+)
 from tether.messages import ToolResult
 from tether.providers.base import Request
 from tether.providers.scripted import (
@@ -74,6 +82,33 @@ async def test_single_tool_call_runs_the_tool_and_feeds_the_result_back() -> Non
     second_request = model.requests[1]
     assert second_request.messages[-1].tool_results == (ToolResult("call_1", "add", "5"),)
     assert_valid(result)
+
+
+async def test_a_turn_with_two_tool_calls_completes_before_its_tool_events() -> None:
+    """``TurnCompleted`` comes when the model's message is complete, with its usage, and the tool events of
+    the calls it asked for follow it, call by call in the model's order."""
+    usage = Usage(input_tokens=40, output_tokens=7)
+    first = parallel(call("add", {"a": 1, "b": 2}), call("multiply", {"a": 3, "b": 4}), text="Both.", usage=usage)
+    model = ScriptedProvider([first, reply("3 and 12")])
+    events_ = await run_events(Agent(model, tools=[add, multiply]), "sums?")
+    assert [describe(e) for e in events_] == [
+        "RunStarted",
+        "TurnStarted(1)",
+        "Text('Both.')",
+        "TurnCompleted(1)",
+        "ToolCall(add)",
+        "ToolResult(add -> 3)",
+        "ToolCall(multiply)",
+        "ToolResult(multiply -> 12)",
+        "TurnStarted(2)",
+        "Text('3 and 12')",
+        "TurnCompleted(2)",
+        "RunCompleted(complete)",
+    ]
+    completed = next(e for e in events_ if isinstance(e, TurnCompleted))
+    assert [c.name for c in completed.message.tool_calls] == ["add", "multiply"]
+    assert completed.usage == usage
+    assert completed.status == "completed"
 
 
 def test_the_issue_example_runs_synchronously() -> None:

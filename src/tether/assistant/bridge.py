@@ -74,6 +74,9 @@ class Bridge:
     _queue: queue.SimpleQueue[_Call | RunEvent | object] = field(default_factory=queue.SimpleQueue)
     finished: _Finished | None = None
     """Set by the worker just before it queues its end (so an interrupt that loses the end loses nothing)."""
+    interrupted: bool = False
+    """A ``KeyboardInterrupt`` came while the worker was starting (it can reach the model that fast): the
+    question is cancelled as soon as :meth:`serve` begins."""
 
     # --- the worker's side ----------------------------------------------------------------------------------
 
@@ -103,7 +106,10 @@ class Bridge:
             self._queue.put(_END)
 
         thread = threading.Thread(target=work, name="tether-ask", daemon=True)
-        thread.start()
+        try:
+            thread.start()
+        except KeyboardInterrupt:  # the worker runs: the interrupt is its question's to take
+            self.interrupted = True
         return thread
 
     # --- the calling thread's side --------------------------------------------------------------------------
@@ -117,6 +123,8 @@ class Bridge:
     ) -> RunResult:
         """Serve calls and events until the worker ends; returns its result (see the module docstring)."""
         server = _Server(run_call, cancel, on_event)
+        if self.interrupted:
+            server.cancel_once()
         while True:
             try:
                 item = self._queue.get()

@@ -114,17 +114,10 @@ class ProviderCalls:
         stepped: AccumulatedTurn | None = None
         try:
             if self.steps is not None:
-                interrupter.arm()
-                requested = True
                 live: list[bool] = []  # the step ran here (its deltas reached the sinks), or was replayed
                 name = f"{'compaction' if quiet else 'model'}:{turn_no}.{attempt}"
-                try:
-                    stepped = await self._call_as_step(name, request, context, passthrough, live)
-                except asyncio.CancelledError as cancelled:
-                    raise interrupter.taken(cancelled) from None
-                if interrupter.fired:
-                    await interrupter.settle()
-                interrupter.armed = False
+                requested = interrupter.pending is None  # else the wait raises before the provider is asked
+                stepped = await interrupter.wait(self._call_as_step(name, request, context, passthrough, live))
                 if passthrough:
                     for delta in _deltas(stepped.message):
                         if sinks and not live:
@@ -134,19 +127,19 @@ class ProviderCalls:
             stream = self.spec.provider.stream(request)
             if context is not None:
                 stream = within(stream, context)
+            # Interrupter.wait's steps, in its order, around a stream whose deltas go to the host mid-wait
             interrupter.arm()  # raises if the run was interrupted before the provider was asked
             requested = True
             try:
                 async for event in stream:  # armed: only this task's awaits can take a cancel, none of the host's
-                    accumulator.add(event)
-                    kind = type(event)
-                    if not first and kind is not StreamStart:
+                    shown = accumulator.add(event)
+                    if not first and type(event) is not StreamStart:
                         first = time.perf_counter()
-                    if passthrough and (kind is TextDelta or kind is ThinkingDelta) and event.text:  # type: ignore[union-attr]
+                    if shown is not None and passthrough:
                         interrupter.armed = False  # the host's code runs now, in the sinks and at the yield
                         if sinks:
-                            self._notify(event)  # type: ignore[arg-type]
-                        yield event  # type: ignore[misc]
+                            self._notify(shown)
+                        yield shown
                         interrupter.arm()
             except asyncio.CancelledError as cancelled:
                 raise interrupter.taken(cancelled) from None
@@ -198,10 +191,9 @@ class ProviderCalls:
         sinks = self.sinks
         try:
             async for event in stream:
-                accumulator.add(event)
-                kind = type(event)
-                if passthrough and sinks and (kind is TextDelta or kind is ThinkingDelta) and event.text:  # type: ignore[union-attr]
-                    self._notify(event)  # type: ignore[arg-type]
+                shown = accumulator.add(event)
+                if shown is not None and passthrough and sinks:
+                    self._notify(shown)
         finally:
             await close_stream(stream)
         return accumulator.finish()

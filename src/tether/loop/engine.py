@@ -15,6 +15,10 @@ the only driver of the loop: ``Agent.run()`` consumes it to its ``RunCompleted``
 * finish (``_summarize``, ``_finish``): on a step limit, one tools-off call for a final answer; then the
   ``RunResult``.
 
+Who stops the run is in the signatures: ``_turn`` and ``_summarize`` each fill the :class:`Decision` they are
+handed (the stop and the answer it comes with), and ``events`` reads it once their events are over; an
+exception out of a step (an interrupt, a provider's error) is the only other way a run stops.
+
 Whatever happens, the run ends with ``RunCompleted`` and a valid transcript; see ``interrupts.py`` for the
 cancellation contract and ``guard.py`` for the limits'.
 """
@@ -120,12 +124,29 @@ class RunSpec:
     """When and how the history is compacted (``loop/context/window.py``); ``None``: never."""
 
 
+class Decision:
+    """What a turn (or the summary call) decided, set by that step alone; ``stop`` ``None``: the run goes on.
+    The caller makes it, hands it to the step and reads it once the step's events are over."""
+
+    __slots__ = ("answer", "asked", "stop")
+
+    def __init__(self) -> None:
+        self.stop: Stop | None = None
+        self.answer: str | None = None
+        """The run's answer, when the step that stopped it has one."""
+        self.asked = False
+        """The model was already asked, tools off, for an answer it could not give: no summary call after."""
+
+    def stop_with(self, stop: Stop | None, answer: str | None = None, *, asked: bool = False) -> None:
+        self.stop, self.answer, self.asked = stop, answer, asked
+
+
 class Run(Compacting):
     """One run of an agent; iterate :meth:`events` once."""
 
     __slots__ = (
-        "__weakref__", "_action_calls", "_answer", "_answer_asked", "_batch", "_on_retry", "_on_step_timeout",
-        "_stop", "_turn_no", "actions", "body_start", "checkpoint", "deadline", "definitions", "executor", "guard",
+        "__weakref__", "_action_calls", "_batch", "_on_retry", "_on_step_timeout", "_turn_no", "actions",
+        "body_start", "checkpoint", "deadline", "definitions", "executor", "guard",
         "interrupter", "observer", "outputs", "prompt", "recorder", "result", "run_id", "session_id", "sink_error",
         "sinks", "spec", "steps", "system_text", "transcript", "turn_usage", "window",
     )  # fmt: skip
@@ -191,10 +212,6 @@ class Run(Compacting):
         self.turn_usage: list[Usage] = []
         self.deadline: float | None = None
         self.result: RunResult | None = None
-        self._stop: Stop | None = None
-        self._answer: str | None = None
-        self._answer_asked = False
-        """The model was already asked, tools off, for an answer it could not give: no summary call after."""
         self._best_effort = ""
         self._accumulated = None
         self._stream_problem = None
@@ -213,6 +230,7 @@ class Run(Compacting):
         interrupter.attach()
         limits = self.spec.limits
         run_timer = None
+        answer: str | None = None
         if limits.run_timeout is not None:
             self.deadline = asyncio.get_running_loop().time() + limits.run_timeout
             run_timer = interrupter.deadline(self.deadline, _timeout("run_timeout", limits.run_timeout))
@@ -222,15 +240,17 @@ class Run(Compacting):
                 self.observer.run_started(RunInfo.of(self))
             yield self._emit(RunStarted(self.run_id, self.spec.provider.info.model_string, self.prompt))
             stop = None
+            decided = Decision()
             try:
                 while stop is None:
-                    turn_events = self._turn()
+                    decided = Decision()
+                    turn_events = self._turn(decided)
                     try:
                         async for event in turn_events:
                             yield event
                     finally:
                         await turn_events.aclose()
-                    stop = self._stop or self._sink_stop() or await self._save()
+                    stop = decided.stop or self._sink_stop() or await self._save()
             except Interrupted as interrupted:
                 stop = _stop_for(interrupted.interrupt)
             except asyncio.CancelledError:
@@ -240,22 +260,24 @@ class Run(Compacting):
                 stop = Stop(_reason_for(error), str(error), error)
             except Exception as error:  # noqa: BLE001 - a bug in a provider: the run still answers
                 stop = Stop(StopReason.ERROR, f"unexpected {type(error).__name__}: {error}", error)
+            answer = decided.answer
             for result in self._close_open_calls(_why(stop)):
                 yield self._emit(ToolResultReceived(result, self._turn_no))
-            if stop.reason in SUMMARIZED_STOPS and not self._answer_asked:
-                async with aclosing(self._summarize()) as summary_events:
+            if stop.reason in SUMMARIZED_STOPS and not decided.asked:
+                summary = Decision()
+                async with aclosing(self._summarize(summary)) as summary_events:
                     async for event in summary_events:
                         yield event
-                stop = self._stop or stop
+                stop, answer = summary.stop or stop, summary.answer
             stop = await self._save() or stop
-            yield self._emit(RunCompleted(self._finish(stop)))
+            yield self._emit(RunCompleted(self._finish(stop, answer)))
         finally:
             if run_timer is not None:
                 run_timer.cancel()
             interrupter.close()
             if self.result is None:  # the consumer left early, or the host cancelled the task
                 self._close_open_calls("the run was cancelled")
-                self._notify(RunCompleted(self._finish(Stop(StopReason.CANCELLED, "the run was abandoned"))))
+                self._notify(RunCompleted(self._finish(Stop(StopReason.CANCELLED, "the run was abandoned"), answer)))
                 with contextlib.suppress(BaseException):
                     await asyncio.shield(self._save())
             self._unlink()
@@ -333,8 +355,9 @@ class Run(Compacting):
 
     # --- act and check ------------------------------------------------------------------------------------
 
-    async def _turn(self) -> AsyncGenerator[RunEvent, None]:
-        """One turn: ask until the answer is usable (or the retries run out), then act on it."""
+    async def _turn(self, decided: Decision) -> AsyncGenerator[RunEvent, None]:
+        """One turn: ask until the answer is usable (or the retries run out), then act on it; ``decided`` says
+        whether the run stops after it, why, and with which answer (the only place a turn's stop is decided)."""
         guard = self.guard
         self._turn_no = turn_no = guard.turns + 1
         had = guard.repeated
@@ -376,18 +399,18 @@ class Run(Compacting):
                 break
             if stop := guard.record_invalid(problem, self._stream_error):
                 if answer_only and stop.reason is StopReason.INVALID_RESPONSE:
-                    stop, self._answer = _unanswered_repeat(had, problem), answer_from_results(had)
-                    self._answer_asked = True
-                self._stop = stop
+                    decided.stop_with(_unanswered_repeat(had, problem), answer_from_results(had), asked=True)
+                else:
+                    decided.stop_with(stop)
                 return
             extra = correction(problem, answer_only=answer_only)
         guard.record_turn()
         self.transcript.append(turn.message)
         if read.asks_user:
-            self._stop, self._answer = Stop(StopReason.ASK_USER, "the model asked the user a question"), turn.text
+            decided.stop_with(Stop(StopReason.ASK_USER, "the model asked the user a question"), turn.text)
             return
         if not turn.tool_calls:
-            self._stop, self._answer = Stop(StopReason.COMPLETE, "the model answered"), turn.text
+            decided.stop_with(Stop(StopReason.COMPLETE, "the model answered"), turn.text)
             return
         calls = turn.tool_calls
         batch = self._batch = ToolBatch(calls, guard.admit(calls))
@@ -398,9 +421,12 @@ class Run(Compacting):
         finally:
             await tool_events.aclose()
         self._acted(batch)
-        if self._stop is None:
-            after_turn = self.interrupter.after_turn
-            self._stop = _stop_for(after_turn) if after_turn else guard.after_turn()
+        if batch.done is not None:
+            decided.stop_with(Stop(StopReason.DONE_TOOL, f"tool {batch.done_by!r} ended the run"), batch.done.message)
+        elif after_turn := self.interrupter.after_turn:
+            decided.stop_with(_stop_for(after_turn))
+        else:
+            decided.stop_with(guard.after_turn())
 
     def _acted(self, batch: ToolBatch) -> None:
         """A turn's tool calls were all answered: their results join the transcript, the records and the guard."""
@@ -410,27 +436,23 @@ class Run(Compacting):
         self._batch = None
         self.guard.record_results(batch.calls, results)
         self._offer_reader()
-        if batch.done is not None:
-            self._stop = Stop(StopReason.DONE_TOOL, f"tool {batch.done_by!r} ended the run")
-            self._answer = batch.done.message
 
     # --- finish -------------------------------------------------------------------------------------------
 
-    async def _summarize(self) -> AsyncGenerator[RunEvent, None]:
+    async def _summarize(self, decided: Decision) -> AsyncGenerator[RunEvent, None]:
         """The last, tools-off call after a step limit; its answer becomes the run's text if it has one.
 
-        Sets ``self._stop`` only when an interrupt (cancel, run deadline) cut the call short.
+        ``decided`` gets the answer, or a stop only when an interrupt (cancel, run deadline) cut the call short.
         """
-        self._stop = None
         if (pending := self.interrupter.pending) is not None:
-            self._stop = _stop_for(pending)
+            decided.stop_with(_stop_for(pending))
             return
         turn_no = self.guard.turns + 1
         try:
             if compacted := await self._compact_if_needed(turn_no, final=True):
                 yield self._emit(compacted)
         except Interrupted as interrupted:
-            self._stop = _stop_for(interrupted.interrupt)
+            decided.stop_with(_stop_for(interrupted.interrupt))
             return
         except TetherError:
             return
@@ -444,7 +466,7 @@ class Run(Compacting):
         except Exception as failure:  # noqa: BLE001 - the fallback text says why the run stopped: that is the answer
             yield self._emit(self._failed_turn(turn_no, 1, True, failure))
             if isinstance(failure, Interrupted):
-                self._stop = _stop_for(failure.interrupt)
+                decided.stop_with(_stop_for(failure.interrupt))
             return
         assert self._accumulated is not None
         read = self._read(self._accumulated, final=True)
@@ -454,15 +476,16 @@ class Run(Compacting):
         yield self._emit(self._completed(turn_no, 1, True, turn, problem))
         if problem is None:
             self.transcript.append(turn.message)
-            self._answer = turn.text
+            decided.answer = turn.text
 
-    def _finish(self, stop: Stop) -> RunResult:
+    def _finish(self, stop: Stop, answer: str | None) -> RunResult:
+        """The run's result: ``stop`` says why it ended, ``answer`` is the text the deciding step gave, if any."""
         stop = self._masked(stop)
         degraded = stop.reason not in ANSWERED_STOPS
         if stop.reason in SUMMARIZED_STOPS:
-            text = self._answer or fallback_text(stop.reason, stop.detail)
+            text = answer or fallback_text(stop.reason, stop.detail)
         else:
-            text = self._answer if self._answer is not None else self._best_effort
+            text = answer if answer is not None else self._best_effort
             if degraded and not text.strip():
                 text = fallback_text(stop.reason, stop.detail)
         guard = self.guard

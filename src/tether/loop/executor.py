@@ -243,14 +243,7 @@ class ToolExecutor:
         for plan in group:
             if plan.invoke is None:
                 continue
-            interrupter.arm()
-            try:
-                reason = await self.permissions.decide(plan.call)
-            except asyncio.CancelledError as cancelled:
-                raise interrupter.taken(cancelled) from None
-            if interrupter.fired:
-                await interrupter.settle()
-            interrupter.armed = False
+            reason = await interrupter.wait(self.permissions.decide(plan.call))
             if reason is not None:
                 plan.invoke, plan.tool, plan.answer = None, None, _denied(plan.call, reason)
 
@@ -274,19 +267,10 @@ class ToolExecutor:
                 self._keep(batch, plan.call, plan.answer)
         if not waiting:
             return
-        interrupter = self.interrupter
-        interrupter.arm()
-        try:
-            if len(waiting) == 1:
-                await self._execute(batch, waiting[0])
-            else:
-                await self._execute_together(batch, waiting)
-        except asyncio.CancelledError as cancelled:
-            raise interrupter.taken(cancelled) from None
-        if interrupter.fired:
-            await interrupter.settle()
+        if len(waiting) == 1:
+            await self.interrupter.wait(self._execute(batch, waiting[0]))
         else:
-            interrupter.armed = False
+            await self.interrupter.wait(self._execute_together(batch, waiting))
 
     async def _execute_together(self, batch: ToolBatch, plans: list[_Plan]) -> None:
         slots = asyncio.Semaphore(self.max_concurrency)

@@ -21,6 +21,9 @@ An :class:`Interrupter` belongs to one run. The loop *arms* it only while it awa
 only then does an interrupt cancel the run's task. Otherwise (the run is suspended at a ``yield``, with the
 host's code running on the same task) the interrupt is recorded and raised when the loop resumes. A cancel
 must never land in the host's code: it would look like the host had been cancelled.
+
+Every such wait goes through :meth:`Interrupter.wait`, which states the steps and their order, so the provider
+call, the permission hook and the tool calls wait the same way.
 """
 
 from __future__ import annotations
@@ -28,11 +31,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from tether.alarms import Alarm
 from tether.limits import StopReason
 from tether.quickinit import quick_init
+
+T = TypeVar("T")
 
 
 @quick_init
@@ -118,8 +125,45 @@ class Interrupter:
         if self.pending is not None:
             raise Interrupted(self.pending)
 
+    async def wait(self, waited: Coroutine[Any, Any, T]) -> T:
+        """Await ``waited`` (the provider, a tool, the permission hook) interruptibly; its result.
+
+        The contract, in this order:
+
+        1. arm the interrupter, or raise ``Interrupted`` at once if an interrupt is already pending (the
+           provider is not asked, the tool does not start);
+        2. while armed, an interrupt cancels the task;
+        3. a ``CancelledError`` out of the wait is ours (an interrupt) or the host's: ours is withdrawn from
+           the task and raised as ``Interrupted`` (:meth:`taken`); the host's is raised as it is, also when
+           both came;
+        4. a wait that ended normally absorbs a cancel of ours that was sent but has not landed yet
+           (:meth:`settle`), so that it cannot hit the next unrelated await;
+        5. whatever the way out, the interrupter is left disarmed.
+
+        A streamed provider call is the one wait that cannot be a single await: its deltas are handed to the
+        host mid-wait. It takes the same steps in the same order around its ``async for``, disarming before
+        each ``yield`` and calling :meth:`arm` after it (``loop/calls.py``). Neither is an ``async with``: a
+        context manager's calls cost the hot path thousands of instructions a step (``bench/instructions.py``).
+        """
+        if self.pending is not None:
+            waited.close()  # never started: closed, so that it is not reported as never awaited
+            raise Interrupted(self.pending)
+        self.armed = True
+        try:
+            result = await waited
+        except asyncio.CancelledError as cancelled:
+            raise self.taken(cancelled) from None
+        except BaseException:
+            self.armed = False
+            raise
+        if self._fired:
+            await self.settle()
+        else:
+            self.armed = False
+        return result
+
     def arm(self) -> None:
-        """Enter an interruptible wait; raises at once if an interrupt is already pending."""
+        """Enter (or go back into) an interruptible wait; raises at once if an interrupt is already pending."""
         if self.pending is not None:
             raise Interrupted(self.pending)
         self.armed = True
@@ -156,4 +200,5 @@ class Interrupter:
 
     @property
     def fired(self) -> bool:
+        """A cancel of ours was sent during the current wait (so it must be settled if the wait ends normally)."""
         return self._fired

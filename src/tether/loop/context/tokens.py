@@ -32,19 +32,17 @@ MIN_RATIO, MAX_RATIO = 0.5, 4.0
 
 def part_chars(part: Text | Thinking | ToolCall | ToolResult) -> int:
     """Characters a part puts in a request (a signature or encrypted reasoning rides along, so it counts)."""
-    kind = type(part)
-    if kind is Text:
-        return len(part.text) + MESSAGE_OVERHEAD  # type: ignore[union-attr]
-    if kind is ToolResult:
-        return len(part.content) + len(part.name) + MESSAGE_OVERHEAD  # type: ignore[union-attr]
-    if kind is ToolCall:
-        call: ToolCall = part  # type: ignore[assignment]
-        arguments = call.raw_arguments
+    if type(part) is Text:
+        return len(part.text) + MESSAGE_OVERHEAD
+    if type(part) is ToolResult:
+        return len(part.content) + len(part.name) + MESSAGE_OVERHEAD
+    if type(part) is ToolCall:
+        arguments = part.raw_arguments
         if arguments is None:
-            arguments = json.dumps(call.arguments) if call.arguments is not None else ""
-        return len(call.name) + len(arguments) + len(call.id) + MESSAGE_OVERHEAD
-    thinking: Thinking = part  # type: ignore[assignment]
-    return len(thinking.text) + len(thinking.signature or "") + _opaque_chars(thinking) + MESSAGE_OVERHEAD
+            arguments = json.dumps(part.arguments) if part.arguments is not None else ""
+        return len(part.name) + len(arguments) + len(part.id) + MESSAGE_OVERHEAD
+    assert type(part) is Thinking, f"not a part: {part!r}"
+    return len(part.text) + len(part.signature or "") + _opaque_chars(part) + MESSAGE_OVERHEAD
 
 
 def _opaque_chars(part: Thinking) -> int:
