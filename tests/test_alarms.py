@@ -36,18 +36,17 @@ class CountingLoop:
 
 async def test_a_deadline_that_passes_cancels_the_block_with_timeout_error() -> None:
     alarm = Alarm(asyncio.get_running_loop())
-    with pytest.raises(TimeoutError):
-        async with Deadline(alarm, 0.01) as deadline:
-            await asyncio.sleep(10)
+    with pytest.raises(TimeoutError), Deadline(alarm, 0.01) as deadline:
+        await asyncio.sleep(10)
     assert deadline.expired()
 
 
 async def test_a_block_that_ends_in_time_is_left_alone() -> None:
     alarm = Alarm(asyncio.get_running_loop())
-    async with Deadline(alarm, 10) as deadline:
+    with Deadline(alarm, 10) as deadline:
         await asyncio.sleep(0)
     assert not deadline.expired()
-    async with Deadline(alarm, None):  # no deadline at all
+    with Deadline(alarm, None):  # no deadline at all
         await asyncio.sleep(0)
     alarm.close()
 
@@ -56,7 +55,7 @@ async def test_a_cancel_from_elsewhere_stays_a_cancellation() -> None:
     alarm = Alarm(asyncio.get_running_loop())
 
     async def guarded() -> None:
-        async with Deadline(alarm, 10):
+        with Deadline(alarm, 10):
             await asyncio.sleep(10)
 
     task = asyncio.create_task(guarded())

@@ -265,3 +265,50 @@ def test_providers_refuse_what_is_not_json_with_invalid_response() -> None:
     with pytest.raises(InvalidResponse, match="not UTF-8"):
         parse_json(b'{"a":"\xff"}', "openai")
     assert parse_json(b'\xef\xbb\xbf{"a":1e400}', "openai") == {"a": math.inf}
+
+
+ENCODER_OPTIONS = [
+    {"ensure_ascii": True, "separators": (", ", ": ")},
+    {"ensure_ascii": False, "separators": (", ", ": ")},
+    {"ensure_ascii": True, "separators": (",", ":"), "sort_keys": True, "default": str},
+    {"ensure_ascii": False, "separators": (",", ":"), "default": repr},
+]
+
+
+@pytest.mark.parametrize("options", ENCODER_OPTIONS)
+@pytest.mark.parametrize("value", DUMPS_CASES)
+def test_stdlib_encoder_writes_what_json_encoder_writes(options: dict[str, Any], value: Any) -> None:
+    """The encoder made once gives ``JSONEncoder(...).encode``'s text or error for the same options (a value that
+    holds itself aside: see the next test)."""
+    if _holds_itself(value):
+        return
+    made = jsoncodec.stdlib_encoder(**options)
+    assert outcome(lambda: made(value)) == outcome(lambda: json.JSONEncoder(**options).encode(value))
+
+
+@settings(max_examples=200, deadline=None)
+@given(JSON_VALUES)
+def test_stdlib_encoder_matches_json_encoder_on_any_value(value: Any) -> None:
+    for options in ENCODER_OPTIONS:
+        made = jsoncodec.stdlib_encoder(**options)
+        assert made(value) == json.JSONEncoder(**options).encode(value)
+
+
+def test_stdlib_encoder_refuses_a_value_that_holds_itself_with_an_exception() -> None:
+    """It checks no cycles, so one ends in ``RecursionError`` (an ``Exception``, where ``json`` raises
+    ``ValueError``): callers that fall back on an exception still do, and nothing loops."""
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(RecursionError):
+        jsoncodec.stdlib_encoder()(loop)
+    assert jsoncodec.stdlib_encoder()([1, "é"]) == json.JSONEncoder().encode([1, "é"])  # usable again after
+
+
+def _holds_itself(value: Any, seen: frozenset[int] = frozenset()) -> bool:
+    if id(value) in seen:
+        return True
+    if isinstance(value, dict):
+        return any(_holds_itself(item, seen | {id(value)}) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_itself(item, seen | {id(value)}) for item in value)
+    return False

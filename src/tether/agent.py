@@ -237,7 +237,7 @@ class Agent:
         interrupter = Interrupter()
         if session is None:
             run = Run(spec, prompt, history, interrupter, sinks)
-            return RunStream(run.events(), lambda: run.result, interrupter)
+            return RunStream(run.events(), run.finished_result, interrupter)
         self._check_session(history)
         runs: list[Run] = []
         events = self._in_session(spec, prompt, session, interrupter, sinks, runs)
@@ -261,7 +261,7 @@ class Agent:
         spec = self._run_spec(tool_choice)
         if session is None:
             run = Run(spec, prompt, history, interrupter, sinks, steps=steps)
-            return RunStream(run.events(), lambda: run.result, interrupter)
+            return RunStream(run.events(), run.finished_result, interrupter)
         self._check_session(history)
         runs: list[Run] = []
         events = self._in_session(spec, prompt, session, interrupter, sinks, runs, steps=steps)

@@ -14,7 +14,8 @@ time, however many calls it makes; a deadline fires late by at most the loop's c
 
 :class:`Deadline` is ``asyncio.timeout`` on a run's alarm: the task is cancelled when the deadline passes, and
 leaving the block with that cancellation raises ``TimeoutError`` (a cancellation of the task from elsewhere
-stays a cancellation).
+stays a cancellation). It is a plain ``with`` block, not ``async with``: entering and leaving it awaits nothing,
+and a coroutine for each would be two more objects per tool call.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class Deadline:
     __slots__ = ("_alarm", "_cancelling", "_delay", "_expired", "_task")
 
     def __init__(self, alarm: Alarm, delay: float | None) -> None:
+        """Use it inside a task, as ``with Deadline(alarm, seconds):``."""
         self._alarm = alarm
         self._delay = delay
         self._expired = False
@@ -94,7 +96,7 @@ class Deadline:
         """Whether the deadline passed and cancelled the block."""
         return self._expired
 
-    async def __aenter__(self) -> Deadline:
+    def __enter__(self) -> Deadline:
         if self._delay is not None:
             task = self._task = asyncio.current_task()
             assert task is not None, "Deadline is used inside a task"
@@ -102,7 +104,7 @@ class Deadline:
             self._alarm.set(self, self._alarm.time() + self._delay, self._expire)
         return self
 
-    async def __aexit__(
+    def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
         if self._task is None:

@@ -29,13 +29,15 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Literal
 
 Backend = Literal["orjson", "stdlib"]
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-"""One encoder for every call: ``json.dumps`` with options builds a new one each time."""
+"""One encoder for every call: ``json.dumps`` with options builds a new one each time (it checks for cycles,
+unlike :func:`stdlib_encoder`'s, because :func:`dumps` promises ``json``'s error for them)."""
 
 _orjson: ModuleType | None = None
 _resolved = False
@@ -134,6 +136,41 @@ def _has_non_finite(value: Any) -> bool:
         elif isinstance(item, list | tuple):
             stack.extend(item)
     return False
+
+
+def stdlib_encoder(
+    *,
+    ensure_ascii: bool = True,
+    separators: tuple[str, str] = (", ", ": "),
+    sort_keys: bool = False,
+    default: Callable[[Any], Any] | None = None,
+) -> Callable[[Any], str]:
+    """``json.JSONEncoder(ensure_ascii=..., separators=..., sort_keys=..., default=...).encode``, with the
+    standard library's output, for text that must be ``json``'s whatever the backend (a tool's output as the
+    model reads it, the canonical form of a call's arguments).
+
+    ``JSONEncoder.encode`` makes a C encoder and a dict of the containers it is in on every call; this one makes
+    the C encoder once. It does not check for cycles: a value that holds itself raises ``RecursionError`` (an
+    ``Exception``, as the ``ValueError`` ``json`` raises for it is) instead of looping.
+    """
+    encoder = json.JSONEncoder(
+        ensure_ascii=ensure_ascii, separators=separators, sort_keys=sort_keys, default=default, check_circular=False
+    )
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # an interpreter without the C accelerator
+        return encoder.encode
+    string = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    iterencode = make(
+        None, encoder.default, string, None, separators[1], separators[0], sort_keys, False, True
+    )  # fmt: skip
+    join = "".join
+
+    def encode(value: Any) -> str:
+        if type(value) is str:
+            return string(value)
+        return join(iterencode(value, 0))
+
+    return encode
 
 
 def _load() -> ModuleType | None:

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from tether.telemetry.observer import RunObserver
 
 
+ONE_REQUEST = Usage(requests=1)
+"""What a call adds to its own usage: the request itself (one shared instance)."""
+
 STEP_DEADLINE = "step"
 """The key of a provider call's deadline on the run's alarm (``tether/alarms.py``)."""
 
@@ -143,6 +146,7 @@ class ProviderCalls:
                         interrupter.arm()
             except asyncio.CancelledError as cancelled:
                 raise interrupter.taken(cancelled) from None
+            stream = None  # it ran to its end: nothing left to close
             if interrupter.fired:
                 await interrupter.settle()
         except InvalidResponse as error:
@@ -162,7 +166,7 @@ class ProviderCalls:
             self._best_effort = turn.text or self._best_effort
             usage = turn.usage
             if requested:
-                usage = turn.usage + Usage(requests=1)
+                usage = turn.usage + ONE_REQUEST
                 self.turn_usage.append(usage)
                 self.guard.record_call(usage)
                 if (gauge := self.window.gauge) is not None and self._sent_view is not None:

@@ -282,6 +282,11 @@ class Run(Compacting):
                     await asyncio.shield(self._save())
             self._unlink()
 
+    def finished_result(self) -> RunResult | None:
+        """The result once the run has completed, else ``None`` (``RunStream.result``; a bound method is one
+        object per run where a closure over the run is three)."""
+        return self.result
+
     def _unlink(self) -> None:
         """Drop the run's references to itself (its retry callback, its window's measure of the fixed part of a
         request), so that a finished run is freed by reference counting as soon as its result is let go: the
@@ -414,12 +419,13 @@ class Run(Compacting):
             return
         calls = turn.tool_calls
         batch = self._batch = ToolBatch(calls, guard.admit(calls))
-        tool_events = self.executor.run(batch, turn_no)
-        try:
-            async for event in tool_events:
-                yield self._emit(event)
-        finally:
-            await tool_events.aclose()
+        executor = self.executor  # executor.run's steps, inline: the events pass through no generator of their own
+        for group in executor.groups(batch):
+            for started in executor.starting(batch, group, turn_no):
+                yield self._emit(started)
+            await executor.settle(batch, group)
+            for reported in executor.reporting(batch, group, turn_no):
+                yield self._emit(reported)
         self._acted(batch)
         if batch.done is not None:
             decided.stop_with(Stop(StopReason.DONE_TOOL, f"tool {batch.done_by!r} ended the run"), batch.done.message)

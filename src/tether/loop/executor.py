@@ -51,7 +51,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tether.alarms import Deadline
@@ -81,23 +81,29 @@ DEFAULT_MAX_OUTPUT = 30_000
 """Characters of a tool's output the model gets before the middle is cut (about 8,000 tokens)."""
 
 
-@dataclass(slots=True)
 class ToolBatch:
-    """The calls of one turn and what has become of them so far."""
+    """The calls of one turn and what has become of them so far (a plain class: one is made every tool turn,
+    and a dataclass's ``__init__`` with its default factories costs twice as much)."""
 
-    calls: Sequence[ToolCall]
-    verdicts: Sequence[str | Repeat | None]
-    """Per call, from the guard: ``None`` to run it, a :class:`Repeat`, or why it may not run."""
-    results: dict[str, ToolResult] = field(default_factory=dict)
-    exceptions: dict[str, BaseException] = field(default_factory=dict)
-    started: list[str] = field(default_factory=list)
-    """Calls whose ``ToolCallStarted`` was emitted."""
-    reported: set[str] = field(default_factory=set)
-    """Calls whose ``ToolResultReceived`` was emitted."""
-    durations: dict[str, float] = field(default_factory=dict)
-    """How long each call that ran took, in milliseconds."""
-    done: Done | None = None
-    done_by: str = ""
+    __slots__ = ("calls", "done", "done_by", "durations", "exceptions", "reported", "results", "started", "verdicts")
+
+    def __init__(self, calls: Sequence[ToolCall], verdicts: Sequence[str | Repeat | None]) -> None:
+        self.calls = calls
+        self.verdicts = verdicts
+        """Per call, from the guard: ``None`` to run it, a :class:`Repeat`, or why it may not run."""
+        self.results: dict[str, ToolResult] = {}
+        self.exceptions: dict[str, BaseException] = {}
+        self.started: list[str] = []
+        """Calls whose ``ToolCallStarted`` was emitted."""
+        self.reported: set[str] = set()
+        """Calls whose ``ToolResultReceived`` was emitted."""
+        self.durations: dict[str, float] = {}
+        """How long each call that ran took, in milliseconds."""
+        self.done: Done | None = None
+        self.done_by = ""
+
+    def __repr__(self) -> str:
+        return f"ToolBatch({len(self.calls)} calls, {len(self.results)} answered)"
 
     def ordered_results(self, why_missing: str) -> list[ToolResult]:
         """Every call's result in the model's order; a call without one gets a ``cancelled`` result."""
@@ -164,26 +170,57 @@ class ToolExecutor:
         self.max_output = max_output
 
     async def run(self, batch: ToolBatch, turn: int) -> AsyncGenerator[ToolCallStarted | ToolResultReceived, None]:
-        """Run ``batch``, yielding each call's start and result events in the model's order."""
-        plans = [self._plan(call, verdict) for call, verdict in zip(batch.calls, batch.verdicts, strict=True)]
+        """Run ``batch``, yielding each call's start and result events in the model's order.
+
+        The loop drives the same three steps itself (``Run._turn``), so that a turn's tool events pass through
+        no generator of their own: :meth:`groups`, then per group :meth:`starting`, :meth:`settle` and
+        :meth:`reporting`."""
+        for group in self.groups(batch):
+            for started in self.starting(batch, group, turn):
+                yield started
+            await self.settle(batch, group)
+            for reported in self.reporting(batch, group, turn):
+                yield reported
+
+    def groups(self, batch: ToolBatch) -> list[list[_Plan]]:
+        """The batch's calls made ready (looked up, validated, or already answered), in the groups they run in:
+        consecutive concurrent calls together, every other call alone."""
+        verdicts = batch.verdicts
+        plans = [self._plan(call, verdicts[position]) for position, call in enumerate(batch.calls)]
+        if len(plans) == 1:
+            return [plans]
+        return self._groups(plans)
+
+    def starting(self, batch: ToolBatch, group: list[_Plan], turn: int) -> list[ToolCallStarted]:
+        """The ``ToolCallStarted`` of each call of ``group``, recorded as announced (and told the observer)."""
         observer = self.observer
-        for group in self._groups(plans):
+        events = []
+        for plan in group:
+            batch.started.append(plan.call.id)
+            if observer is not None:
+                observer.tool_started(plan.call, turn)
+            events.append(ToolCallStarted(plan.call, turn))
+        return events
+
+    async def settle(self, batch: ToolBatch, group: list[_Plan]) -> None:
+        """Give every call of ``group`` its result: asked about and run, or, once a tool has ended the run,
+        answered ``cancelled``."""
+        if batch.done is not None:
+            why = f"the run ended when tool {batch.done_by!r} finished"
             for plan in group:
-                batch.started.append(plan.call.id)
-                if observer is not None:
-                    observer.tool_started(plan.call, turn)
-                yield ToolCallStarted(plan.call, turn)
-            if batch.done is not None:
-                why = f"the run ended when tool {batch.done_by!r} finished"
-                for plan in group:
-                    self._keep(batch, plan.call, cancelled_result(plan.call, why))
-            else:
-                await self._permit(group)
-                await self._run_group(batch, group)
-            for plan in group:
-                call_id = plan.call.id
-                batch.reported.add(call_id)
-                yield ToolResultReceived(batch.results[call_id], turn, batch.exceptions.get(call_id))
+                self._keep(batch, plan.call, cancelled_result(plan.call, why))
+            return
+        await self._permit(group)
+        await self._run_group(batch, group)
+
+    def reporting(self, batch: ToolBatch, group: list[_Plan], turn: int) -> list[ToolResultReceived]:
+        """The ``ToolResultReceived`` of each call of ``group``, recorded as reported."""
+        events = []
+        for plan in group:
+            call_id = plan.call.id
+            batch.reported.add(call_id)
+            events.append(ToolResultReceived(batch.results[call_id], turn, batch.exceptions.get(call_id)))
+        return events
 
     def _plan(self, call: ToolCall, verdict: str | Repeat | None) -> _Plan:
         if isinstance(verdict, Repeat):
@@ -326,7 +363,7 @@ class ToolExecutor:
         context = self.observer.tool_context(call) if self.observer is not None else None
         started = time.perf_counter()
         try:
-            async with scope:
+            with scope:
                 if context is None:
                     value = await invoke()
                 else:

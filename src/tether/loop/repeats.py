@@ -21,10 +21,10 @@ and again. The contract:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tether.jsoncodec import stdlib_encoder
 from tether.messages import ToolCall, ToolResult
 from tether.quickinit import quick_init
 
@@ -40,8 +40,8 @@ class Repeat:
     earlier: ToolResult
 
 
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
-"""Arguments as one text whatever their key order (an encoder made once: ``json.dumps`` makes one a call)."""
+_CANONICAL = stdlib_encoder(sort_keys=True, separators=(",", ":"), default=str)
+"""Arguments as one text whatever their key order (arguments read from JSON hold no cycle)."""
 
 
 def signature(call: ToolCall) -> str | None:

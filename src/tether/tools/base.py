@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypedDict, TypeVar, Unpack, overload
@@ -220,7 +219,7 @@ def render_output(value: Any) -> str:
     if value is None:
         return "(no output)"
     try:
-        return utf8_safe(_OUTPUT_ENCODER.encode(value))
+        return utf8_safe(_OUTPUT_ENCODER(value))
     except Exception as error:  # noqa: BLE001 - JSON could not hold it; repr may
         failure = error
     try:
@@ -267,5 +266,6 @@ def _to_jsonable(value: Any) -> Any:
     return to_jsonable_python(value)
 
 
-_OUTPUT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_to_jsonable)
-"""``json.dumps(value, ensure_ascii=False, default=_to_jsonable)`` without building an encoder per result."""
+_OUTPUT_ENCODER = jsoncodec.stdlib_encoder(ensure_ascii=False, default=_to_jsonable)
+"""``json.dumps(value, ensure_ascii=False, default=_to_jsonable)`` without building an encoder per result; a
+value that holds itself raises ``RecursionError`` and is shown by its ``repr``."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tether.errors import ConfigInvalid, InvalidArguments
+from tether.quickinit import quick_init
 
 MAX_REPORTED_ERRORS = 8
 """Validation errors listed in one message; a model needs the first few, not a wall of them."""
@@ -29,6 +30,7 @@ class ArgumentValidator(Protocol):
     def validate(self, tool_name: str, arguments: dict[str, Any]) -> BoundArguments: ...
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class BoundArguments:
     """Validated arguments, ready for the call: ``function(*args, **kwargs)``."""
@@ -44,8 +46,9 @@ class SignatureValidator:
     """Validates arguments against a function's signature, through a pydantic model built once."""
 
     def __init__(self, tool_name: str, function: Callable[..., Any], descriptions: dict[str, str]) -> None:
-        from pydantic import ConfigDict, Field, create_model
+        from pydantic import ConfigDict, Field, ValidationError, create_model
 
+        self._invalid = ValidationError
         signature = inspect.signature(function)
         hints = typing.get_type_hints(function, include_extras=True)
         fields: dict[str, Any] = {}
@@ -68,25 +71,26 @@ class SignatureValidator:
                 field = Field(default, alias=name, description=descriptions[name])
             fields[field_name] = (hints.get(name, Any), field)
             (self._positional if param.kind is param.POSITIONAL_ONLY else self._keyword).append(name)
-        self._field_names = {f"p{i}": name for i, name in enumerate(signature.parameters)}
+        fields_of = {name: f"p{i}" for i, name in enumerate(signature.parameters)}
+        self._positional_fields = tuple(fields_of[name] for name in self._positional)
+        self._keyword_fields = tuple((fields_of[name], name) for name in self._keyword)
         self._model = create_model(
             f"{tool_name}_arguments",
             __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
             **fields,
         )
+        self._validate = self._model.__pydantic_validator__.validate_python
+        """The model's validator itself: ``model_validate`` is a Python layer over it, paid on every call."""
         self.parameters: dict[str, Any] = strip_titles(self._model.model_json_schema(by_alias=True))
 
     def validate(self, tool_name: str, arguments: dict[str, Any]) -> BoundArguments:
-        from pydantic import ValidationError
-
         try:
-            model = self._model.model_validate(arguments)
-        except ValidationError as exc:
+            values = self._validate(arguments).__dict__
+        except self._invalid as exc:
             raise InvalidArguments(_pydantic_message(tool_name, exc)) from None
-        values = {self._field_names[f]: getattr(model, f) for f in self._field_names}
         return BoundArguments(
-            args=tuple(values[name] for name in self._positional),
-            kwargs={name: values[name] for name in self._keyword},
+            tuple([values[field] for field in self._positional_fields]),
+            {name: values[field] for field, name in self._keyword_fields},
         )
 
 
