@@ -267,7 +267,7 @@ def test_providers_refuse_what_is_not_json_with_invalid_response() -> None:
     assert parse_json(b'\xef\xbb\xbf{"a":1e400}', "openai") == {"a": math.inf}
 
 
-ENCODER_OPTIONS = [
+ENCODER_OPTIONS: list[dict[str, Any]] = [
     {"ensure_ascii": True, "separators": (", ", ": ")},
     {"ensure_ascii": False, "separators": (", ", ": ")},
     {"ensure_ascii": True, "separators": (",", ":"), "sort_keys": True, "default": str},

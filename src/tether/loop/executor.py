@@ -304,8 +304,10 @@ class ToolExecutor:
                 self._keep(batch, plan.call, plan.answer)
         if not waiting:
             return
-        if len(waiting) == 1:
-            await self.interrupter.wait(self._execute(batch, waiting[0]))
+        if len(waiting) == 1:  # awaited directly, and recorded after: one coroutine fewer a call
+            plan = waiting[0]
+            outcome = await self.interrupter.wait(self._outcome(plan) if self.steps is None else self._step(plan))
+            self._record(batch, plan, outcome)
         else:
             await self.interrupter.wait(self._execute_together(batch, waiting))
 
@@ -323,12 +325,13 @@ class ToolExecutor:
     async def _execute(self, batch: ToolBatch, plan: _Plan) -> None:
         """Run one call (as a step, with a runner) and record what became of it; raises only for a real
         cancellation."""
+        outcome = await (self._outcome(plan) if self.steps is None else self._step(plan))
+        self._record(batch, plan, outcome)
+
+    def _record(self, batch: ToolBatch, plan: _Plan, outcome: ToolOutcome) -> None:
+        """Keep what became of a call that ran: its result, or the end of the run it asked for."""
         call, tool = plan.call, plan.tool
         assert tool is not None
-        if self.steps is None:
-            outcome = await self._outcome(plan)
-        else:
-            outcome = await self._step(plan)
         if outcome.done is not None:
             self._finish_run(batch, call, outcome.done, outcome.ran)
         else:

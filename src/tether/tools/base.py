@@ -156,10 +156,10 @@ class Tool:
         A synchronous function is run on a tool thread (``tools/threads.py``), never on the event loop.
         """
         bound = self._validator.validate(self.name, arguments)
-        function = self.function
+        call = functools.partial(self.function, *bound.args, **bound.kwargs)  # one object, called in C
         if self.is_async:
-            return lambda: function(*bound.args, **bound.kwargs)
-        return lambda: run_in_tool_thread(functools.partial(function, *bound.args, **bound.kwargs))
+            return call
+        return functools.partial(run_in_tool_thread, call)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
