@@ -187,7 +187,9 @@ async def test_ask_user_ends_the_run_with_the_question() -> None:
     assert result.messages[-1] == Message.assistant("Which numbers?")
 
 
-async def test_the_summary_call_in_json_mode_asks_for_a_final_answer_only() -> None:
+async def test_the_summary_call_in_json_mode_asks_for_a_final_answer_only_under_the_runs_system_prompt() -> None:
+    """Only the schema and the last message change: the system prompt is the one every turn had, so that a model
+    that keeps what it last read (the embedded one) evaluates only the new request."""
     call = action(type="tool_call", name="add", arguments={"a": 1, "b": 1})
     model = local_like(
         call,
@@ -201,7 +203,7 @@ async def test_the_summary_call_in_json_mode_asks_for_a_final_answer_only() -> N
     summary = model.requests[-1]
     assert summary.json_schema is not None
     assert len(summary.json_schema["anyOf"]) == 1
-    assert "tool_call" not in (summary.system or "")
+    assert summary.system == model.requests[0].system == model.requests[1].system
     assert summary.messages[-1] == Message.user(FINAL_REQUEST)
 
 

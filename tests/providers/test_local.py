@@ -50,6 +50,34 @@ async def test_the_model_is_loaded_once_and_concurrent_runs_are_queued_not_crash
     assert list(local._models) == [(str(first.path), local.CONTEXT_TOKENS, None)]
 
 
+async def test_the_model_computes_with_the_free_cores_chosen_before_each_generation() -> None:
+    """Unless ``n_threads`` is given, the threads llama.cpp computes with (prompt and tokens) are set before each
+    generation to what ``local_threads`` says: at least one, at most the physical cores; a fixed count is kept."""
+    import llama_cpp
+
+    from tether.providers.local_threads import physical_cores
+
+    provider = LocalProvider()
+    await collect(provider, ask("Say hi.", max_tokens=2))
+    loaded = local._models[(str(provider.path), local.CONTEXT_TOKENS, None)]
+    cores = physical_cores()
+    assert loaded.chooser is not None
+    assert cores is not None
+    assert 1 <= loaded.threads <= cores
+    assert llama_cpp.llama_n_threads(loaded.llama.ctx) == loaded.threads
+    assert llama_cpp.llama_n_threads_batch(loaded.llama.ctx) == loaded.threads
+
+    fixed = LocalProvider(n_ctx=1024, n_threads=1)
+    try:
+        await collect(fixed, ask("Say hi.", max_tokens=2))
+        pinned = local._models[(str(fixed.path), 1024, 1)]
+        assert pinned.chooser is None
+        assert llama_cpp.llama_n_threads(pinned.llama.ctx) == 1
+    finally:
+        if (key := (str(fixed.path), 1024, 1)) in local._models:
+            local._models.pop(key).llama.close()
+
+
 async def test_one_load_serves_every_provider_and_run_with_the_same_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     from tether.providers import local_llama
 
@@ -147,6 +175,13 @@ async def test_an_agent_on_the_bundled_model_uses_the_tool_and_answers_42() -> N
     assert calls[0] == (17, 25)
     assert "42" in result.text
     assert_valid(result)
+    # every call after the first reads the system prompt and the history from the model's context; the last one,
+    # asked for the final answer alone, too: only its request is evaluated
+    first, *later = result.turn_usage
+    assert later
+    for usage in later:
+        assert usage.cache_read_tokens >= first.input_tokens + first.cache_read_tokens, usage
+        assert usage.input_tokens < usage.cache_read_tokens, usage
 
 
 def test_a_model_string_can_name_a_gguf_file() -> None:

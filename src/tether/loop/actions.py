@@ -276,13 +276,18 @@ class ActionProtocol:
         action schema when the provider can constrain its output to one; ``choice`` is the request's tool
         choice (``"none"``: a final answer alone; ``"required"`` or a forced tool: a call).
 
-        The last call after a limit (``final``) asks for the answer in a few words: a small model tends to
-        copy a longer instruction into its answer. ``ask`` replaces that request (a compaction's summary).
+        The last call after a limit or a repeated turn (``final``) asks for the answer in a few words: a small
+        model tends to copy a longer instruction into its answer. ``ask`` replaces that request (a compaction's
+        summary). It keeps the system prompt of the run's other turns (only the schema allows ``final`` alone), so
+        that a model that keeps what it last read (the embedded one) reuses the prompt and the history as they
+        are, and evaluates only the request.
         """
         if final:
-            extra, choice = ask or Message.user(FINAL_REQUEST), "none"
+            extra = ask or Message.user(FINAL_REQUEST)
+            prompt, schema = self._variant("auto")[0], self._variant("none")[1]
+        else:
+            prompt, schema = self._variant(choice)
         messages = as_text(history) + ((extra,) if extra is not None else ())
-        prompt, schema = self._variant(choice)
         return Request(messages=messages, system=prompt, json_schema=schema if self._use_schema else None, **options)
 
     def _variant(self, choice: ToolChoice) -> tuple[str, dict[str, Any]]:

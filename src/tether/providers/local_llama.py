@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import Any
 
+import llama_cpp
 from llama_cpp import Llama
 
 
@@ -37,7 +38,13 @@ class CountingLlama(Llama):
             self._prompt_length = None
         super().eval(tokens)
 
+    def use_threads(self, threads: int) -> None:
+        """Compute the next generations (prompt and tokens) with ``threads`` threads."""
+        llama_cpp.llama_set_n_threads(self.ctx, threads, threads)
+
 
 def counting_llama(*, model_path: str, n_ctx: int, n_threads: int | None) -> CountingLlama:
     """Load a GGUF file (llama.cpp's default thread counts unless ``n_threads`` is given)."""
-    return CountingLlama(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads, verbose=False)
+    return CountingLlama(
+        model_path=model_path, n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, verbose=False
+    )
