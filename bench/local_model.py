@@ -198,10 +198,7 @@ async def main(runs: int) -> dict[str, Any]:
     through = by_turn(warm, lambda c: c.total_ms)
     direct = by_turn(direct_runs, lambda c: c.total_ms)
     figures = {
-        "threads": [
-            getattr(local._load(provider.path, provider.n_ctx, provider.n_threads).llama, name)
-            for name in ("n_threads", "n_threads_batch")
-        ],
+        "threads": threads_in_use(provider),
         "load_ms": load_ms,
         "cold": [vars_of(call) for call in cold.calls],
         "warm_ttft_ms": by_turn(warm, lambda c: c.ttft_ms),
@@ -222,6 +219,14 @@ async def main(runs: int) -> dict[str, Any]:
     return figures
 
 
+def threads_in_use(provider: local.LocalProvider) -> list[int]:
+    """The threads llama.cpp computes with now (tokens, prompt): chosen before each generation unless fixed."""
+    import llama_cpp
+
+    context = local._load(provider.path, provider.n_ctx, provider.n_threads).llama.ctx
+    return [llama_cpp.llama_n_threads(context), llama_cpp.llama_n_threads_batch(context)]
+
+
 def vars_of(call: Call) -> dict[str, float]:
     return {"ttft_ms": call.ttft_ms, "tokens_per_s": call.tokens_per_s, "total_ms": call.total_ms,
             "tokens": call.tokens, "evaluated": call.evaluated, "reused": call.reused}  # fmt: skip
@@ -231,7 +236,7 @@ def report(figures: dict[str, Any], cold: list[Call], warm: list[list[Call]], di
     threads = figures["threads"]
     print(
         f"model loaded in {figures['load_ms']:.0f} ms (llama.cpp import included); "
-        f"threads {threads[0]} / batch {threads[1]}"
+        f"threads at the end {threads[0]} / batch {threads[1]}"
     )
     for line in [*table("cold run (first after the load)", [cold]), *table("warm runs, through tether", warm)]:
         print(line)
