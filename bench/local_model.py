@@ -13,6 +13,9 @@ five turns) asked "What is 17+25? Use the add tool.". What it prints:
   settings), so the model's own time and the time through tether can be compared turn by turn;
 - the loop's overhead per step: the step's wall time outside the model call (tool, events, next request), the
   event-loop thread's CPU per step, and the provider call's time through tether less the direct call's;
+- grammar-first: the same direct replay with llama-cpp-python's own sampler chain, which applies the action
+  schema's grammar to the whole vocabulary before every token (tether checks the chosen token only, see
+  ``providers/local_sampling.py``), and how many of tether's tokens the grammar rejected (sampled again under it);
 - the prompt cache: turn 2's time to first token when the context still holds turn 1 (reused) and when the
   model was reset before it (everything evaluated again).
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import statistics
 import sys
@@ -42,6 +46,7 @@ from tether import Agent, Limits
 from tether.events import LlmEvent, RunCompleted, StreamEnd, TextDelta, TurnStarted
 from tether.providers import local
 from tether.providers.base import Request
+from tether.providers.local_sampling import GrammarLastSampler
 
 PROMPT = "What is 17+25? Use the add tool."
 
@@ -119,6 +124,10 @@ async def tether_run(provider: local.LocalProvider) -> RunFigures:
     return figures
 
 
+GRAMMAR_CHECKS = [0, 0]
+"""Over the direct replays: tokens sampled, and of those, how many the grammar rejected (sampled again under it)."""
+
+
 def direct_call(llama: Any, options: dict[str, Any]) -> Call:
     """One call straight to llama-cpp-python, streamed and consumed in this thread."""
     call = Call(Request(()), time.perf_counter())
@@ -129,20 +138,35 @@ def direct_call(llama: Any, options: dict[str, Any]) -> Call:
             call.tokens += 1
     call.ended = time.perf_counter()
     call.evaluated, call.reused = llama.prompt_evaluated, llama.prompt_reused
+    if isinstance(llama._sampler, GrammarLastSampler):
+        GRAMMAR_CHECKS[0] += llama._sampler.sampled
+        GRAMMAR_CHECKS[1] += llama._sampler.rejected
     return call
 
 
 def direct_run(
-    provider: local.LocalProvider, requests: list[Request], *, reset_before: int | None = None
+    provider: local.LocalProvider,
+    requests: list[Request],
+    *,
+    reset_before: int | None = None,
+    grammar_first: bool = False,
 ) -> list[Call]:
-    """The run's requests replayed in order; ``reset_before``: empty the model's context before that call."""
+    """The run's requests replayed in order; ``reset_before``: empty the model's context before that call;
+    ``grammar_first``: with llama-cpp-python's own sampler chain (the grammar asked about every token)."""
+    from llama_cpp import Llama
+
     loaded = local._load(provider.path, provider.n_ctx, provider.n_threads)
     calls = []
     with loaded.lock:
-        for index, request in enumerate(requests):
-            if index == reset_before:
-                loaded.llama.reset()
-            calls.append(direct_call(loaded.llama, provider._options(request)))
+        if grammar_first:  # the instance attribute hides CountingLlama's grammar-last sampler for these calls
+            loaded.llama._init_sampler = functools.partial(Llama._init_sampler, loaded.llama)
+        try:
+            for index, request in enumerate(requests):
+                if index == reset_before:
+                    loaded.llama.reset()
+                calls.append(direct_call(loaded.llama, provider._options(request)))
+        finally:
+            vars(loaded.llama).pop("_init_sampler", None)
     return calls
 
 
@@ -178,9 +202,13 @@ async def main(runs: int) -> dict[str, Any]:
     requests = [call.request for call in cold.calls]
     tether_runs: list[RunFigures] = []
     direct_runs: list[list[Call]] = []
-    for _ in range(runs):  # alternate, so both see the same load; each starts from the other's final context
+    stock_runs: list[list[Call]] = []
+    for _ in range(runs):  # alternate, so all see the same load; each starts from the other's final context
         tether_runs.append(await tether_run(provider))
         direct_runs.append(await asyncio.to_thread(direct_run, provider, requests))
+        stock_runs.append(
+            await asyncio.to_thread(functools.partial(direct_run, grammar_first=True), provider, requests)
+        )
     warm = [figures.calls for figures in tether_runs]
     reuse, reset = [], []
     for _ in range(runs):
@@ -205,6 +233,9 @@ async def main(runs: int) -> dict[str, Any]:
         "warm_tokens_per_s": by_turn(warm, lambda c: c.tokens_per_s),
         "direct_ttft_ms": by_turn(direct_runs, lambda c: c.ttft_ms),
         "direct_tokens_per_s": by_turn(direct_runs, lambda c: c.tokens_per_s),
+        "grammar_first_ttft_ms": by_turn(stock_runs, lambda c: c.ttft_ms),
+        "grammar_first_tokens_per_s": by_turn(stock_runs, lambda c: c.tokens_per_s),
+        "grammar_checks_sampled_rejected": list(GRAMMAR_CHECKS),
         "tether_call_ms": through,
         "direct_call_ms": direct,
         "step_ms": median(steps),
@@ -215,7 +246,7 @@ async def main(runs: int) -> dict[str, Any]:
         "turn2_ttft_reset_ms": median([c.ttft_ms for c in reset]),
         "turn2_evaluated_reused_reset": [median([c.evaluated for c in reuse]), median([c.evaluated for c in reset])],
     }
-    report(figures, cold.calls, warm, direct_runs)
+    report(figures, cold.calls, warm, direct_runs, stock_runs)
     return figures
 
 
@@ -232,7 +263,9 @@ def vars_of(call: Call) -> dict[str, float]:
             "tokens": call.tokens, "evaluated": call.evaluated, "reused": call.reused}  # fmt: skip
 
 
-def report(figures: dict[str, Any], cold: list[Call], warm: list[list[Call]], direct: list[list[Call]]) -> None:
+def report(
+    figures: dict[str, Any], cold: list[Call], warm: list[list[Call]], direct: list[list[Call]], stock: list[list[Call]]
+) -> None:
     threads = figures["threads"]
     print(
         f"model loaded in {figures['load_ms']:.0f} ms (llama.cpp import included); "
@@ -242,6 +275,10 @@ def report(figures: dict[str, Any], cold: list[Call], warm: list[list[Call]], di
         print(line)
     for line in table("the same requests, llama-cpp-python called directly", direct):
         print(line)
+    for line in table("the same, with llama-cpp-python's grammar-first sampling", stock):
+        print(line)
+    sampled, rejected = figures["grammar_checks_sampled_rejected"]
+    print(f"grammar-last sampling (direct replays): {rejected} of {sampled} tokens rejected and sampled again")
     model, outside, cpu = figures["model_ms"], figures["outside_model_ms"], figures["loop_cpu_ms_per_step"]
     differences = [t - d for t, d in zip(figures["tether_call_ms"], figures["direct_call_ms"], strict=False)]
     print(

@@ -13,7 +13,7 @@ The contract
 * Cancellation (or a timeout) stops generation within one token, and the next queued run starts after it.
 * The model cannot call tools natively: agents use JSON action mode with it, and the action schema is
   enforced while decoding (``Request.json_schema`` becomes a llama.cpp grammar), so a small model writes
-  valid actions.
+  valid actions. The grammar checks the token chosen rather than the whole vocabulary (``local_sampling.py``).
 * The model keeps what it last evaluated: a request that starts with the same tokens (the system prompt, the
   tool definitions and the history so far: every turn of a run) evaluates only the tokens after that prefix.
 * Usage is reported: completion tokens counted as generated; of the prompt, the tokens actually evaluated as
