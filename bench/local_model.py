@@ -16,7 +16,9 @@ five turns) asked "What is 17+25? Use the add tool.". What it prints:
 - grammar-first: the same direct replay with llama-cpp-python's own sampler chain, which applies the action
   schema's grammar to the whole vocabulary before every token (tether checks the chosen token only, see
   ``providers/local_sampling.py``), and how many of tether's tokens the grammar rejected (sampled again under it);
-- the prompt cache: turn 2's time to first token when the context still holds turn 1 (reused) and when the
+- the prompt cache on disk: the model loaded again (as a new process loads it) and a run made, whose first call
+  starts from the context the cold run's first call left in the cache (the script's cache is a new empty folder);
+- the prompt cache in memory: turn 2's time to first token when the context still holds turn 1 (reused) and when the
   model was reset before it (everything evaluated again).
 
 Wall time on a shared machine is noisy; the tether and direct runs alternate so that both see the same load.
@@ -39,6 +41,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 import itertools
+import shutil
+import tempfile
 
 from quickstart import add
 
@@ -155,7 +159,7 @@ def direct_run(
     ``grammar_first``: with llama-cpp-python's own sampler chain (the grammar asked about every token)."""
     from llama_cpp import Llama
 
-    loaded = local._load(provider.path, provider.n_ctx, provider.n_threads)
+    loaded = provider.loaded()
     calls = []
     with loaded.lock:
         if grammar_first:  # the instance attribute hides CountingLlama's grammar-last sampler for these calls
@@ -194,9 +198,10 @@ def table(title: str, runs: list[list[Call]]) -> list[str]:
 
 
 async def main(runs: int) -> dict[str, Any]:
-    provider = local.LocalProvider()
+    cache = Path(tempfile.mkdtemp(prefix="tether-bench-prompts-"))  # an empty prompt cache: a truly cold start
+    provider = local.LocalProvider(prompt_cache=cache)
     start = time.perf_counter()
-    await asyncio.to_thread(local._load, provider.path, provider.n_ctx, provider.n_threads)
+    await asyncio.to_thread(provider.loaded)
     load_ms = (time.perf_counter() - start) * 1000
     cold = await tether_run(provider)
     requests = [call.request for call in cold.calls]
@@ -215,6 +220,13 @@ async def main(runs: int) -> dict[str, Any]:
         reuse.append((await asyncio.to_thread(direct_run, provider, requests[:2]))[1])
         reset.append((await asyncio.to_thread(direct_run, provider, requests[:2], reset_before=1))[1])
 
+    local._close_all()  # as a new process would: the model loaded again, its first call from the prompt cache
+    start = time.perf_counter()
+    await asyncio.to_thread(provider.loaded)
+    reload_ms = (time.perf_counter() - start) * 1000
+    reloaded = await tether_run(provider)
+    shutil.rmtree(cache, ignore_errors=True)
+
     steps = [step for figures in tether_runs for step in figures.steps_ms]
     model = [call.total_ms for figures in tether_runs for call in figures.calls]
     outside = [
@@ -229,6 +241,8 @@ async def main(runs: int) -> dict[str, Any]:
         "threads": threads_in_use(provider),
         "load_ms": load_ms,
         "cold": [vars_of(call) for call in cold.calls],
+        "reload_ms": reload_ms,
+        "reloaded": [vars_of(call) for call in reloaded.calls],
         "warm_ttft_ms": by_turn(warm, lambda c: c.ttft_ms),
         "warm_tokens_per_s": by_turn(warm, lambda c: c.tokens_per_s),
         "direct_ttft_ms": by_turn(direct_runs, lambda c: c.ttft_ms),
@@ -246,7 +260,7 @@ async def main(runs: int) -> dict[str, Any]:
         "turn2_ttft_reset_ms": median([c.ttft_ms for c in reset]),
         "turn2_evaluated_reused_reset": [median([c.evaluated for c in reuse]), median([c.evaluated for c in reset])],
     }
-    report(figures, cold.calls, warm, direct_runs, stock_runs)
+    report(figures, cold.calls, warm, direct_runs, stock_runs, reloaded.calls)
     return figures
 
 
@@ -254,7 +268,7 @@ def threads_in_use(provider: local.LocalProvider) -> list[int]:
     """The threads llama.cpp computes with now (tokens, prompt): chosen before each generation unless fixed."""
     import llama_cpp
 
-    context = local._load(provider.path, provider.n_ctx, provider.n_threads).llama.ctx
+    context = provider.loaded().llama.ctx
     return [llama_cpp.llama_n_threads(context), llama_cpp.llama_n_threads_batch(context)]
 
 
@@ -264,7 +278,12 @@ def vars_of(call: Call) -> dict[str, float]:
 
 
 def report(
-    figures: dict[str, Any], cold: list[Call], warm: list[list[Call]], direct: list[list[Call]], stock: list[list[Call]]
+    figures: dict[str, Any],
+    cold: list[Call],
+    warm: list[list[Call]],
+    direct: list[list[Call]],
+    stock: list[list[Call]],
+    reloaded: list[Call],
 ) -> None:
     threads = figures["threads"]
     print(
@@ -276,6 +295,8 @@ def report(
     for line in table("the same requests, llama-cpp-python called directly", direct):
         print(line)
     for line in table("the same, with llama-cpp-python's grammar-first sampling", stock):
+        print(line)
+    for line in table(f"loaded again ({figures['reload_ms']:.0f} ms), first run from the prompt cache", [reloaded]):
         print(line)
     sampled, rejected = figures["grammar_checks_sampled_rejected"]
     print(f"grammar-last sampling (direct replays): {rejected} of {sampled} tokens rejected and sampled again")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 
@@ -20,3 +21,16 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 def postgres(request: pytest.FixtureRequest) -> Iterator[PgSchema]:
     """A fresh schema on the test PostgreSQL server (skips, or fails under ``CI=true``, without one)."""
     yield from fresh_schema(request.config)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What tether caches on disk (the embedded model's prompt snapshots) goes to a folder of this session's,
+    not to the user's cache; the processes the tests start inherit it."""
+    before = os.environ.get("TETHER_CACHE_DIR")
+    os.environ["TETHER_CACHE_DIR"] = str(tmp_path_factory.mktemp("tether-cache"))
+    yield
+    if before is None:
+        os.environ.pop("TETHER_CACHE_DIR", None)
+    else:
+        os.environ["TETHER_CACHE_DIR"] = before

@@ -51,6 +51,7 @@ class Project:
             "XDG_CONFIG_HOME": str(self.root / "config"),
             "XDG_DATA_HOME": str(self.data),
             "XDG_STATE_HOME": str(self.root / "state"),
+            "XDG_CACHE_HOME": str(self.root / "cache"),
             "TERM": "xterm",
             "NO_COLOR": "1",
             "PROMPT_TOOLKIT_NO_CPR": "1",

@@ -47,7 +47,7 @@ async def test_the_model_is_loaded_once_and_concurrent_runs_are_queued_not_crash
     first, second = LocalProvider(), LocalProvider("smollm2")
     results = await asyncio.gather(collect(first, ask("Say hi.")), collect(second, ask("Say bye.")))
     assert all(isinstance(events[-1], StreamEnd) for events in results)
-    assert list(local._models) == [(str(first.path), local.CONTEXT_TOKENS, None)]
+    assert list(local._models) == [(str(first.path), local.CONTEXT_TOKENS, None, first.prompt_cache)]
 
 
 async def test_the_model_computes_with_the_free_cores_chosen_before_each_generation() -> None:
@@ -59,7 +59,7 @@ async def test_the_model_computes_with_the_free_cores_chosen_before_each_generat
 
     provider = LocalProvider()
     await collect(provider, ask("Say hi.", max_tokens=2))
-    loaded = local._models[(str(provider.path), local.CONTEXT_TOKENS, None)]
+    loaded = local._models[(str(provider.path), local.CONTEXT_TOKENS, None, provider.prompt_cache)]
     cores = physical_cores()
     assert loaded.chooser is not None
     assert cores is not None
@@ -70,11 +70,11 @@ async def test_the_model_computes_with_the_free_cores_chosen_before_each_generat
     fixed = LocalProvider(n_ctx=1024, n_threads=1)
     try:
         await collect(fixed, ask("Say hi.", max_tokens=2))
-        pinned = local._models[(str(fixed.path), 1024, 1)]
+        pinned = local._models[(str(fixed.path), 1024, 1, fixed.prompt_cache)]
         assert pinned.chooser is None
         assert llama_cpp.llama_n_threads(pinned.llama.ctx) == 1
     finally:
-        if (key := (str(fixed.path), 1024, 1)) in local._models:
+        if (key := (str(fixed.path), 1024, 1, fixed.prompt_cache)) in local._models:
             local._models.pop(key).llama.close()
 
 
@@ -84,9 +84,11 @@ async def test_one_load_serves_every_provider_and_run_with_the_same_settings(mon
     loads: list[tuple[str, int]] = []
     real = local_llama.counting_llama
 
-    def counting(*, model_path: str, n_ctx: int, n_threads: int | None) -> local_llama.CountingLlama:
+    def counting(
+        *, model_path: str, n_ctx: int, n_threads: int | None, cache: Path | None
+    ) -> local_llama.CountingLlama:
         loads.append((model_path, n_ctx))
-        return real(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads)
+        return real(model_path=model_path, n_ctx=n_ctx, n_threads=n_threads, cache=cache)
 
     monkeypatch.setattr(local_llama, "counting_llama", counting)
     monkeypatch.setattr(local, "_models", {})  # this process may have loaded it already: start from none

@@ -16,6 +16,9 @@ The contract
   valid actions. The grammar checks the token chosen rather than the whole vocabulary (``local_sampling.py``).
 * The model keeps what it last evaluated: a request that starts with the same tokens (the system prompt, the
   tool definitions and the history so far: every turn of a run) evaluates only the tokens after that prefix.
+* A new process starts where an earlier one stopped: the context after a long first prompt is kept on disk,
+  and a newly loaded model evaluates only what its first prompt adds to the closest one kept
+  (``local_prompt_cache.py``).
 * Usage is reported: completion tokens counted as generated; of the prompt, the tokens actually evaluated as
   ``input_tokens`` and the prefix reused from the model's context as ``cache_read_tokens``.
 """
@@ -28,6 +31,7 @@ import contextlib
 import functools
 import importlib.util
 import json
+import os
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -37,6 +41,7 @@ from tether.errors import ConfigInvalid
 from tether.events import FinishReason, LlmEvent, StreamEnd, StreamStart, TextDelta
 from tether.messages import Message
 from tether.providers.base import ModelInfo, Request, merge_extra
+from tether.providers.local_prompt_cache import default_directory
 from tether.providers.local_threads import FreeCores, free_cores
 from tether.usage import Usage
 
@@ -72,8 +77,9 @@ class _Loaded:
             self.threads = threads
 
 
-_models: dict[tuple[str, int, int | None], _Loaded] = {}
-"""Loaded models by (file, context size, threads): a second provider with the same settings shares the model."""
+_models: dict[tuple[str, int, int | None, Path | None], _Loaded] = {}
+"""Loaded models by (file, context size, threads, prompt cache folder): a second provider with the same settings
+shares the model."""
 _loading = threading.Lock()
 
 
@@ -103,9 +109,9 @@ def resolve_model_path(name: str) -> Path:
     return path
 
 
-def _load(path: Path, n_ctx: int, n_threads: int | None) -> _Loaded:
+def _load(path: Path, n_ctx: int, n_threads: int | None, cache: Path | None) -> _Loaded:
     """The loaded model for ``path`` and these settings, loading it the first time (in the calling thread)."""
-    key = (str(path), n_ctx, n_threads)
+    key = (str(path), n_ctx, n_threads, cache)
     with _loading:
         if key not in _models:
             try:
@@ -115,7 +121,7 @@ def _load(path: Path, n_ctx: int, n_threads: int | None) -> _Loaded:
             if not _models:
                 atexit.register(_close_all)
             chooser = free_cores() if n_threads is None else None
-            llama = counting_llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads)
+            llama = counting_llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, cache=cache)
             _models[key] = _Loaded(llama, chooser)
         return _models[key]
 
@@ -131,7 +137,14 @@ def _close_all() -> None:
 class LocalProvider:
     """A GGUF model run in this process (see the module docstring)."""
 
-    def __init__(self, model: str = "smollm2", *, n_ctx: int = CONTEXT_TOKENS, n_threads: int | None = None) -> None:
+    def __init__(
+        self,
+        model: str = "smollm2",
+        *,
+        n_ctx: int = CONTEXT_TOKENS,
+        n_threads: int | None = None,
+        prompt_cache: bool | str | os.PathLike[str] = True,
+    ) -> None:
         """
         Args:
             model: ``smollm2`` (bundled) or a path to a ``.gguf`` file.
@@ -140,18 +153,27 @@ class LocalProvider:
                 before each generation: the physical cores less those other processes are keeping busy
                 (``local_threads.py``: a thread per idle core is fastest, and threads without a core stall the
                 others); llama.cpp's default where that cannot be read.
+            prompt_cache: keep the context after a long first prompt on disk for the next process (``True``: in
+                the user's cache folder, see ``local_prompt_cache.py``; a path: in that folder; ``False``: not).
         """
         self.path = resolve_model_path(model)
         self.n_ctx = n_ctx
         self.n_threads = n_threads
+        self.prompt_cache: Path | None = (
+            None if prompt_cache is False else default_directory() if prompt_cache is True else Path(prompt_cache)
+        )
         self.info = ModelInfo("local", model, supports_tools=False, supports_json_schema=True, context_window=n_ctx)
 
     def __repr__(self) -> str:
         return f"LocalProvider({self.info.name!r}, path={str(self.path)!r})"
 
+    def loaded(self) -> _Loaded:
+        """The model in memory for this provider's settings, loaded on first use (blocking: call it in a thread)."""
+        return _load(self.path, self.n_ctx, self.n_threads, self.prompt_cache)
+
     async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
         loop = asyncio.get_running_loop()
-        loaded = await asyncio.to_thread(_load, self.path, self.n_ctx, self.n_threads)
+        loaded = await asyncio.to_thread(self.loaded)
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         stop = threading.Event()
         options = self._options(request)
