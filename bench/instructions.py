@@ -3,12 +3,13 @@ cost, because they repeat to a fraction of a percent where CPU time on a shared 
 
 Run: .venv/bin/python bench/instructions.py [SCENARIO ...]      (needs valgrind; about 4 minutes)
 
-Each scenario (default ``sequential`` and ``streaming``, as in ``run.py``) runs ``workload.py`` for the floor and
-for tether under ``valgrind --tool=callgrind`` with 20 and with 60 timed runs of six steps against
-``mock_server.py``; the difference of the client's instructions, divided by the 240 steps between them, is the
-cost of a step with start-up and warm-up cancelled out. ``loop`` is tether's loop with no transport at all: an
-agent whose provider replays the same six answers (five ``add`` calls, then the final text) from memory, so what
-is counted is the engine, the accumulator, the executor, the guard, the events and the records.
+Each scenario (``sequential``, ``streaming`` or ``parallel-calls``, as in ``run.py``; by default the first two)
+runs ``workload.py`` for the floor and for tether under ``valgrind --tool=callgrind`` with 20 and with 60 timed
+runs of six steps against ``mock_server.py``; the difference of the client's instructions, divided by the 240
+steps between them, is the cost of a step with start-up and warm-up cancelled out. ``loop`` is tether's loop with
+no transport at all: an agent whose provider replays the same six answers (five ``add`` calls, then the final
+text) from memory, so what is counted is the engine, the accumulator, the executor, the guard, the events and the
+records.
 """
 
 from __future__ import annotations

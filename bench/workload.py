@@ -81,6 +81,8 @@ SCENARIOS = {
     "sequential-60": Scenario(runs=60, concurrency=1),
     "streaming-20": Scenario(runs=20, concurrency=1, stream=True),
     "streaming-60": Scenario(runs=60, concurrency=1, stream=True),
+    "parallel-calls-20": Scenario(runs=20, concurrency=1, parallel=3),
+    "parallel-calls-60": Scenario(runs=60, concurrency=1, parallel=3),
     "ttft": Scenario(runs=60, concurrency=1, tool_turns=0, stream=True),
     "work-60": Scenario(runs=3, concurrency=1, tool_turns=60),
 }
