@@ -10,7 +10,6 @@ llama_cpp loads the native library.
 from __future__ import annotations
 
 import ctypes
-import logging
 from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,10 +18,11 @@ import llama_cpp
 from llama_cpp import Llama
 from llama_cpp.llama_grammar import LlamaGrammar
 
+from tether._logging import get_logger
 from tether.providers.local_prompt_cache import MIN_SAVED_TOKENS, PromptCache, Snapshot, model_key
 from tether.providers.local_sampling import GrammarLastSampler
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 
 class CountingLlama(Llama):

@@ -29,16 +29,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether._logging import get_logger
 from tether.atomic import create_file
 
-logger = logging.getLogger(__name__)
+logger = get_logger(__name__)
 
 MAGIC = b"tether-prompt-state 1\n"
 """The first line of every snapshot: the format and its version."""
