@@ -188,6 +188,9 @@ def test_short_prompts_are_not_kept_and_the_oldest_snapshots_go_first(tmp_path: 
         pytest.param(lambda data: MAGIC + b"{not json\n", id="header not JSON"),
         pytest.param(lambda data: MAGIC + b'{"tokens": [1]}\n', id="header incomplete"),
         pytest.param(lambda data: data + b"more", id="longer than its header says"),
+        pytest.param(
+            lambda data: MAGIC + b'{"tokens": [1], "bytes": 999999999999, "sha256": ""}\n', id="absurdly large"
+        ),
     ],
 )
 def test_a_damaged_snapshot_is_deleted_not_loaded(

@@ -147,6 +147,8 @@ class PromptCache:
                 raise ValueError("its tokens are not a list of integers")
             if type(size) is not int or not isinstance(digest, str):
                 raise ValueError("its length or digest is missing")
+            if not 0 < size <= MAX_ENTRY_BYTES:
+                raise ValueError(f"its state would be {size} bytes")
             return tokens, size, digest
         except FileNotFoundError:
             return None
