@@ -18,9 +18,10 @@ from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunEvent, RunResult
 from tether.limits import Compaction, Limits, StopReason
 from tether.loop.choice import ToolChoiceOption, resolve_tool_choice
-from tether.loop.engine import EventSink, Run, RunSpec
+from tether.loop.engine import EventSink, Run
 from tether.loop.executor import DEFAULT_MAX_OUTPUT
 from tether.loop.interrupts import Interrupt, Interrupter
+from tether.loop.spec import RunSpec
 from tether.messages import Message
 from tether.pricing import price_for
 from tether.providers.base import ModelSettings, Provider

@@ -33,7 +33,7 @@ from tether.usage import Usage
 
 if TYPE_CHECKING:
     from tether.errors import ProviderError
-    from tether.loop.engine import RunSpec
+    from tether.loop.spec import RunSpec
     from tether.loop.steps import StepRunner
     from tether.telemetry.observer import RunObserver
 

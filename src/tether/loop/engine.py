@@ -33,8 +33,8 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from tether.errors import ContextOverflow, TetherError, TimeoutExceeded
 from tether.events import (
@@ -46,7 +46,7 @@ from tether.events import (
     ToolResultReceived,
     TurnStarted,
 )
-from tether.limits import Compaction, Limits, StopReason
+from tether.limits import StopReason
 from tether.loop.actions import ActionProtocol
 from tether.loop.choice import choice_for_turn
 from tether.loop.compaction import Compacting, still_too_long
@@ -58,26 +58,25 @@ from tether.loop.context import (
     summary_request,
 )
 from tether.loop.context.tokens import fixed_chars
-from tether.loop.executor import DEFAULT_MAX_OUTPUT, ToolBatch, ToolExecutor, cancelled_result
+from tether.loop.executor import ToolBatch, ToolExecutor, cancelled_result
 from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
 from tether.loop.records import CallRecorder
 from tether.loop.repeats import answer_from_results
+from tether.loop.spec import RunSpec
 from tether.messages import Message, ToolResult, open_tool_calls
-from tether.providers.base import ModelSettings, Provider, Request, ToolChoice, ToolDefinition
-from tether.secrets import Masker, mask_exception_in_place
+from tether.providers.base import Request, ToolChoice, ToolDefinition
+from tether.secrets import mask_exception_in_place
 from tether.telemetry.observer import RunInfo
-from tether.tools.output_cache import DEFAULT_THRESHOLD, OutputCache
-from tether.tools.permissions import Permissions
+from tether.tools.output_cache import OutputCache
 from tether.tools.registry import ToolRegistry
-from tether.usage import Price, Usage
+from tether.usage import Usage
 
 if TYPE_CHECKING:
     from tether.errors import ProviderError
     from tether.loop.steps import StepRunner
     from tether.sessions.base import OutputStore
     from tether.telemetry.observer import RunObserver
-    from tether.telemetry.redact import Redaction
 
 EventSink = Callable[[RunEvent], None]
 Checkpoint = Callable[[Sequence[Message], Usage], Awaitable[None]]
@@ -86,42 +85,6 @@ Checkpoint = Callable[[Sequence[Message], Usage], Awaitable[None]]
 SUMMARIZED_STOPS = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TOOL_CALLS, StopReason.CONSECUTIVE_ERRORS})
 """Step limits: the model has not answered yet, so the loop asks it once more, without tools."""
 ANSWERED_STOPS = frozenset({StopReason.COMPLETE, StopReason.DONE_TOOL, StopReason.ASK_USER})
-
-
-@dataclass(frozen=True, slots=True)
-class RunSpec:
-    """Everything a run needs that does not change while it runs."""
-
-    provider: Provider
-    tools: ToolRegistry
-    system: str | None
-    limits: Limits
-    settings: ModelSettings
-    price: Price | None
-    concurrent_tools: bool = False
-    max_concurrency: int = 8
-    permissions: Permissions = field(default_factory=Permissions)
-    max_tool_output: int | None = DEFAULT_MAX_OUTPUT
-    cache_tool_outputs: int | None = DEFAULT_THRESHOLD
-    """Characters above which a tool's output is kept whole and previewed (``tools/output_cache.py``);
-    ``None``: cut to ``max_tool_output`` instead."""
-    tool_mode: Literal["native", "json"] = "native"
-    """``json``: the model acts through JSON actions in its text (``loop/actions.py``)."""
-    tool_choice: ToolChoice = "auto"
-    """The run's tool choice, already checked (``loop/choice.py``)."""
-    masker: Masker = field(default_factory=Masker)
-    """Known keys, masked in every tool result (``tether.secrets``)."""
-    observe: Callable[[], RunObserver | None] | None = None
-    """Makes the observer of a run (``tether.telemetry.observer_for``), or ``None`` when nothing watches."""
-    agent_name: str | None = None
-    """The agent's name, for its observers (``Telemetry.agent_name``)."""
-    server: tuple[str | None, int | None] = (None, None)
-    """Host and port of the provider's API, for its observers."""
-    redaction: Redaction | None = None
-    """What the loop's own messages may quote of a call's arguments (``tether.telemetry.redact``); ``None``:
-    the default rules with ``masker``'s keys."""
-    compaction: Compaction | None = field(default_factory=Compaction)
-    """When and how the history is compacted (``loop/context/window.py``); ``None``: never."""
 
 
 class Decision:

@@ -1,0 +1,61 @@
+"""What a run is given: the provider, the tools, the limits and the settings, fixed for the run's whole life.
+
+:class:`RunSpec` is built by ``Agent`` (``agent.py``) from its own settings and a run's overrides, and read by
+every part of a :class:`~tether.loop.engine.Run` (the engine, its provider calls, its executor); nothing
+changes it while the run goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from tether.limits import Compaction, Limits
+from tether.loop.executor import DEFAULT_MAX_OUTPUT
+from tether.providers.base import ModelSettings, Provider, ToolChoice
+from tether.secrets import Masker
+from tether.tools.output_cache import DEFAULT_THRESHOLD
+from tether.tools.permissions import Permissions
+from tether.tools.registry import ToolRegistry
+from tether.usage import Price
+
+if TYPE_CHECKING:
+    from tether.telemetry.observer import RunObserver
+    from tether.telemetry.redact import Redaction
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """Everything a run needs that does not change while it runs."""
+
+    provider: Provider
+    tools: ToolRegistry
+    system: str | None
+    limits: Limits
+    settings: ModelSettings
+    price: Price | None
+    concurrent_tools: bool = False
+    max_concurrency: int = 8
+    permissions: Permissions = field(default_factory=Permissions)
+    max_tool_output: int | None = DEFAULT_MAX_OUTPUT
+    cache_tool_outputs: int | None = DEFAULT_THRESHOLD
+    """Characters above which a tool's output is kept whole and previewed (``tools/output_cache.py``);
+    ``None``: cut to ``max_tool_output`` instead."""
+    tool_mode: Literal["native", "json"] = "native"
+    """``json``: the model acts through JSON actions in its text (``loop/actions.py``)."""
+    tool_choice: ToolChoice = "auto"
+    """The run's tool choice, already checked (``loop/choice.py``)."""
+    masker: Masker = field(default_factory=Masker)
+    """Known keys, masked in every tool result (``tether.secrets``)."""
+    observe: Callable[[], RunObserver | None] | None = None
+    """Makes the observer of a run (``tether.telemetry.observer_for``), or ``None`` when nothing watches."""
+    agent_name: str | None = None
+    """The agent's name, for its observers (``Telemetry.agent_name``)."""
+    server: tuple[str | None, int | None] = (None, None)
+    """Host and port of the provider's API, for its observers."""
+    redaction: Redaction | None = None
+    """What the loop's own messages may quote of a call's arguments (``tether.telemetry.redact``); ``None``:
+    the default rules with ``masker``'s keys."""
+    compaction: Compaction | None = field(default_factory=Compaction)
+    """When and how the history is compacted (``loop/context/window.py``); ``None``: never."""
