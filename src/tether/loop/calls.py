@@ -24,7 +24,7 @@ from tether.loop.actions import ActionProtocol, Interpreted
 from tether.loop.context import compaction_request
 from tether.loop.context.window import ContextWindow, Plan
 from tether.loop.guard import LoopGuard
-from tether.loop.interrupts import Interrupted, Interrupter
+from tether.loop.interrupts import Interrupted, Interrupter, deadline_passed
 from tether.loop.records import CallRecorder, close_stream, within
 from tether.messages import Message, Text, Thinking
 from tether.providers.base import ModelSettings, Request, ToolDefinition
@@ -67,7 +67,6 @@ class ProviderCalls:
     _stream_problem: str | None
     _stream_error: InvalidResponse | None
     _best_effort: str
-    _on_step_timeout: Callable[[], None]
     """Requests the step timeout's interrupt (made once per run: the alarm keeps it while a call is under way)."""
     _sent_view: tuple[Message, ...] | None
     """The history part of the request under way when it is exactly the model's view (no extra message):
@@ -81,6 +80,11 @@ class ProviderCalls:
 
         def _notify(self, event: RunEvent) -> None:
             """Hands an event to the run's sinks (``Run._notify``)."""
+
+    def _step_timed_out(self) -> None:
+        """The step deadline passed (the alarm's callback; a bound method made per call, so the run keeps no
+        reference to itself for it)."""
+        self.interrupter.request(deadline_passed("step_timeout", self.spec.limits.step_timeout))
 
     def _retried(self, error: ProviderError, attempt: int, wait: float) -> None:
         """The provider retries the current call (``Request.on_retry``)."""
@@ -106,7 +110,7 @@ class ProviderCalls:
         alarm = None
         if limits.step_timeout is not None:
             alarm = interrupter.alarm
-            alarm.set(STEP_DEADLINE, alarm.time() + limits.step_timeout, self._on_step_timeout)
+            alarm.set(STEP_DEADLINE, alarm.time() + limits.step_timeout, self._step_timed_out)
         accumulator = StreamAccumulator()
         self._accumulated = self._stream_problem = self._stream_error = None
         sinks = self.sinks

@@ -50,14 +50,14 @@ class Compacting(ProviderCalls):
             window = settings.context_window or provider.info.context_window
             if window is not None:
                 gauge = TokenGauge(fixed_chars(self.system_text, self.definitions))
-
-        def fixed() -> int:
-            return fixed_chars(self.system_text, self.definitions)
-
         max_tokens = self.spec.settings.max_tokens
         return ContextWindow(
-            self.transcript, self.body_start, settings, window, max_tokens, gauge, reference_stub, fixed
+            self.transcript, self.body_start, settings, window, max_tokens, gauge, reference_stub, self._fixed_chars
         )
+
+    def _fixed_chars(self) -> int:
+        """The characters every request carries whatever the history: the system prompt and the tools."""
+        return fixed_chars(self.system_text, self.definitions)
 
     # --- build ------------------------------------------------------------------------------------------
 

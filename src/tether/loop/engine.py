@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import time
 import uuid
@@ -36,7 +35,7 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from tether.errors import ContextOverflow, TetherError, TimeoutExceeded
+from tether.errors import ContextOverflow, TetherError
 from tether.events import (
     RunCompleted,
     RunEvent,
@@ -60,7 +59,7 @@ from tether.loop.context import (
 from tether.loop.context.tokens import fixed_chars
 from tether.loop.executor import ToolBatch, ToolExecutor, cancelled_result
 from tether.loop.guard import LoopGuard, Stop
-from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
+from tether.loop.interrupts import Interrupt, Interrupted, Interrupter, deadline_passed
 from tether.loop.records import CallRecorder
 from tether.loop.repeats import answer_from_results
 from tether.loop.spec import RunSpec
@@ -108,7 +107,7 @@ class Run(Compacting):
     """One run of an agent; iterate :meth:`events` once."""
 
     __slots__ = (
-        "__weakref__", "_action_calls", "_batch", "_on_retry", "_on_step_timeout", "_turn_no", "actions",
+        "__weakref__", "_action_calls", "_batch", "_on_retry", "_turn_no", "actions",
         "body_start", "checkpoint", "deadline", "definitions", "executor", "guard",
         "interrupter", "observer", "outputs", "prompt", "recorder", "result", "run_id", "session_id", "sink_error",
         "sinks", "spec", "steps", "system_text", "transcript", "turn_usage", "window",
@@ -140,7 +139,7 @@ class Run(Compacting):
         self.system_text = self.transcript[0].text if self.body_start else None
         self.first_new = len(self.transcript)
         self.transcript.append(Message.user(prompt))
-        self.guard = LoopGuard(spec.limits, spec.price, repeatable=_repeatable(spec.tools))
+        self.guard = LoopGuard(spec.limits, spec.price, repeatable=spec.tools.is_repeatable)
         self.observer: RunObserver | None = spec.observe() if spec.observe is not None else None
         self.outputs = (
             OutputCache(spec.cache_tool_outputs, cap=spec.max_tool_output, store=output_store, session_id=session_id)
@@ -179,7 +178,6 @@ class Run(Compacting):
         self._accumulated = None
         self._stream_problem = None
         self._stream_error = None
-        self._on_step_timeout = functools.partial(_time_out, interrupter, "step_timeout", spec.limits.step_timeout)
         self._batch: ToolBatch | None = None
         self._turn_no = 0
         self.recorder = CallRecorder()
@@ -196,7 +194,7 @@ class Run(Compacting):
         answer: str | None = None
         if limits.run_timeout is not None:
             self.deadline = asyncio.get_running_loop().time() + limits.run_timeout
-            run_timer = interrupter.deadline(self.deadline, _timeout("run_timeout", limits.run_timeout))
+            run_timer = interrupter.deadline(self.deadline, deadline_passed("run_timeout", limits.run_timeout))
         try:
             self.recorder.run_started = time.perf_counter()
             if self.observer is not None:
@@ -535,25 +533,6 @@ def _unanswered_repeat(had: Sequence[ToolResult], problem: str) -> Stop:
     names = ", ".join(dict.fromkeys(result.name for result in had))
     detail = f"the model asked again for the calls it had the results of ({names}), then gave no usable answer: "
     return Stop(StopReason.CONSECUTIVE_ERRORS, detail + problem)
-
-
-def _repeatable(tools: ToolRegistry) -> Callable[[str], bool]:
-    def repeatable(name: str) -> bool:
-        tool = tools.get(name)
-        return tool is not None and tool.repeatable
-
-    return repeatable
-
-
-def _timeout(limit: str, seconds: float | None) -> Interrupt:
-    """The interrupt a deadline fires; built once per run, also for a limit that is off (``None``), unused."""
-    detail = f"{limit} of {seconds:g} s passed" if seconds is not None else f"{limit} passed"
-    return Interrupt(StopReason.TIMEOUT, detail, TimeoutExceeded(detail, details={"deadline": limit}))
-
-
-def _time_out(interrupter: Interrupter, limit: str, seconds: float | None) -> None:
-    """A deadline passed: the interrupt it fires is made only then."""
-    interrupter.request(_timeout(limit, seconds))
 
 
 def _stop_for(interrupt: Interrupt) -> Stop:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tether.alarms import Alarm
+from tether.errors import TimeoutExceeded
 from tether.limits import StopReason
 from tether.quickinit import quick_init
 
@@ -50,6 +51,12 @@ class Interrupt:
     reason: StopReason
     detail: str
     error: Exception | None = None
+
+
+def deadline_passed(limit: str, seconds: float | None) -> Interrupt:
+    """The interrupt a deadline (``run_timeout``, ``step_timeout``) fires, made when it fires."""
+    detail = f"{limit} of {seconds:g} s passed" if seconds is not None else f"{limit} passed"
+    return Interrupt(StopReason.TIMEOUT, detail, TimeoutExceeded(detail, details={"deadline": limit}))
 
 
 class Interrupted(Exception):

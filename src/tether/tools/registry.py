@@ -25,6 +25,11 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def is_repeatable(self, name: str) -> bool:
+        """Whether the tool ``name`` may be called again with the same arguments (``@tool(repeatable=True)``)."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.repeatable
+
     @property
     def names(self) -> list[str]:
         return list(self._tools)
