@@ -162,9 +162,7 @@ class Run(Compacting):
             steps=steps,
         )
         self._action_calls = 0
-        self._offer(
-            tuple(ToolDefinition(t.name, t.description, t.parameters) for t in spec.tools if spec.permissions.offers(t))
-        )
+        self._offer(spec.offered)
         self.window = self._context_window()
         self._sent_view: tuple[Message, ...] | None = None
         if self.outputs is not None and self.outputs.notice(self.transcript):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 from tether.limits import Compaction, Limits
 from tether.loop.executor import DEFAULT_MAX_OUTPUT
-from tether.providers.base import ModelSettings, Provider, ToolChoice
+from tether.providers.base import ModelSettings, Provider, ToolChoice, ToolDefinition
 from tether.secrets import Masker
 from tether.tools.output_cache import DEFAULT_THRESHOLD
 from tether.tools.permissions import Permissions
@@ -59,3 +59,12 @@ class RunSpec:
     the default rules with ``masker``'s keys."""
     compaction: Compaction | None = field(default_factory=Compaction)
     """When and how the history is compacted (``loop/context/window.py``); ``None``: never."""
+    offered: tuple[ToolDefinition, ...] = field(init=False, repr=False, compare=False)
+    """The definitions of the tools the model is shown (the permissions' mode and deny list allow them), made
+    once per spec: every run of an agent shares them."""
+
+    def __post_init__(self) -> None:
+        offered = tuple(
+            ToolDefinition(t.name, t.description, t.parameters) for t in self.tools if self.permissions.offers(t)
+        )
+        object.__setattr__(self, "offered", offered)
