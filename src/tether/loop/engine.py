@@ -139,7 +139,7 @@ class Run(Compacting):
         self.system_text = self.transcript[0].text if self.body_start else None
         self.first_new = len(self.transcript)
         self.transcript.append(Message.user(prompt))
-        self.guard = LoopGuard(spec.limits, spec.price, repeatable=spec.tools.is_repeatable)
+        self.guard = LoopGuard(spec.limits, spec.price, repeatable=spec.is_repeatable)
         self.observer: RunObserver | None = spec.observe() if spec.observe is not None else None
         self.outputs = (
             OutputCache(spec.cache_tool_outputs, cap=spec.max_tool_output, store=output_store, session_id=session_id)

@@ -43,8 +43,9 @@ class CallRecorder:
     def __init__(self) -> None:
         self._calls: list[list[Any]] = []
         """Per call, the arguments of its ``TurnRecord`` and, last, its tool calls' results and durations."""
-        self._compactions: set[int] = set()
-        """Positions in ``_calls`` of the calls that asked for a compaction's summary."""
+        self._compactions: tuple[int, ...] = ()
+        """Positions in ``_calls`` of the calls that asked for a compaction's summary (rare: a tuple, empty and
+        shared until one does, where an empty set would be 216 bytes per run)."""
         self.run_started = time.perf_counter()
         self.call_started = self.call_ended = self.first_event = 0.0
         self.usage = NO_USAGE
@@ -75,7 +76,7 @@ class CallRecorder:
     ) -> None:
         """Keep the figures of the call that just ended."""
         if compaction:
-            self._compactions.add(len(self._calls))
+            self._compactions += (len(self._calls),)
         started, first = self.call_started, self.first_event
         ttft = (first - started) * 1000.0 if first else None
         self._calls.append([

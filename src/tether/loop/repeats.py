@@ -55,6 +55,12 @@ _NOTHING: dict[str, ToolResult] = {}
 """The results before the first turn: shared, never written (``record`` makes each turn's own)."""
 
 
+_NO_KEYS: frozenset[str | None] = frozenset()
+"""No call signatures yet: one shared empty set (an empty ``frozenset()`` is a new 216-byte object each time)."""
+_UNCHECKED: tuple[Sequence[ToolCall], Sequence[str | None]] = ((), ())
+"""No calls checked yet: shared, never written."""
+
+
 class RepeatTracker:
     """Remembers the previous turn's calls and their results, to recognise a turn that asks for them again."""
 
@@ -64,9 +70,9 @@ class RepeatTracker:
         self._repeatable = repeatable
         self._previous: dict[str, ToolResult] = _NOTHING
         """The previous turn's successful results, by call signature: what a repeat is answered from."""
-        self._previous_keys: set[str | None] | frozenset[str | None] = frozenset()
+        self._previous_keys: set[str | None] | frozenset[str | None] = _NO_KEYS
         """Every call signature of the previous turn, failed ones included."""
-        self._checked: tuple[Sequence[ToolCall], list[str | None]] = ((), [])
+        self._checked: tuple[Sequence[ToolCall], Sequence[str | None]] = _UNCHECKED
         """The calls last checked and their signatures, which ``record`` reuses for the same calls."""
 
     def check(self, calls: Sequence[ToolCall]) -> list[Repeat] | None:

@@ -62,9 +62,12 @@ class RunSpec:
     offered: tuple[ToolDefinition, ...] = field(init=False, repr=False, compare=False)
     """The definitions of the tools the model is shown (the permissions' mode and deny list allow them), made
     once per spec: every run of an agent shares them."""
+    is_repeatable: Callable[[str], bool] = field(init=False, repr=False, compare=False)
+    """``tools.is_repeatable``, bound once per spec rather than once per run (each run's guard asks it)."""
 
     def __post_init__(self) -> None:
         offered = tuple(
             ToolDefinition(t.name, t.description, t.parameters) for t in self.tools if self.permissions.offers(t)
         )
         object.__setattr__(self, "offered", offered)
+        object.__setattr__(self, "is_repeatable", self.tools.is_repeatable)

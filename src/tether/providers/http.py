@@ -39,7 +39,7 @@ import math
 import random
 import urllib.parse
 import weakref
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -138,6 +138,7 @@ class HttpClient:
         "_auth_prefix",
         "_headers",
         "_pooled",
+        "_urls",
         "base_url",
         "limits",
         "provider",
@@ -164,6 +165,7 @@ class HttpClient:
         self._auth_header = auth_header
         self._auth_prefix = auth_prefix
         self._headers = {"Content-Type": "application/json", **(headers or {})}
+        self._urls: dict[str, str] = {}
         self._pooled: _Pooled | None = None
         """The running loop, the session ``session_for`` gave for it, and the alarm of this client's request
         timeouts on it (see :mod:`tether.providers.stall`)."""
@@ -171,7 +173,7 @@ class HttpClient:
     def __repr__(self) -> str:
         return f"HttpClient({self.base_url!r}, provider={self.provider!r})"
 
-    async def post_json(
+    def post_json(
         self,
         path: str,
         body: dict[str, Any] | bytes,
@@ -179,28 +181,10 @@ class HttpClient:
         timeout: float | None,
         deadline: float | None,
         on_retry: OnRetry | None = None,
-    ) -> Any:
+    ) -> Coroutine[Any, Any, Any]:
         """POST ``body`` (a dict, or JSON already encoded); the response's JSON. Retried as the module
         docstring says."""
-        payload = body if isinstance(body, bytes) else _encode(body)
-        for attempt in range(self.retry.max_retries + 1):
-            pooled = await self._pool()
-            stall = Stall(pooled[2], timeout)
-            try:
-                data = await self._whole(await self._post(pooled[1], path, payload, stall), stall)
-            except ProviderError as error:
-                await self._back_off(error, attempt, deadline, on_retry)
-                continue
-            except asyncio.CancelledError:
-                if not stall.expired():
-                    raise
-                await self._back_off(self._transport_error(TimeoutError(), timeout), attempt, deadline, on_retry)
-                continue
-            except Exception as exc:  # noqa: BLE001 - every transport failure gets a code
-                await self._back_off(self._transport_error(exc, timeout), attempt, deadline, on_retry)
-                continue
-            return parse_json(data, self.provider)
-        raise AssertionError("unreachable: _back_off raises on the last attempt")
+        return self._post_whole(path, body, timeout, deadline, on_retry, None, None)
 
     def stream_events(
         self,
@@ -222,15 +206,68 @@ class HttpClient:
         """
         return self._stream(path, body, timeout, deadline, end_marker, on_retry, None)
 
-    async def post_decoded(
+    def post_decoded(
         self, path: str, body: dict[str, Any] | bytes, decoder: Decoder, request: Request
-    ) -> list[LlmEvent]:
+    ) -> Coroutine[Any, Any, list[LlmEvent]]:
         """:meth:`post_json` for ``request`` (its timeout, deadline and retry callback), the answer read by
-        ``decoder.whole``; a shape the decoder does not expect is ``invalid_response``."""
-        data = await self.post_json(
-            path, body, timeout=request.timeout, deadline=request.deadline, on_retry=request.on_retry
-        )
-        return decoded(decoder.whole, data, self.provider)
+        ``decoder.whole``; a shape the decoder does not expect is ``invalid_response``. One coroutine, not one
+        awaiting another: a run waiting for its answer holds one frame fewer."""
+        return self._post_whole(path, body, request.timeout, request.deadline, request.on_retry, decoder, None)
+
+    async def _post_whole(
+        self,
+        path: str,
+        body: dict[str, Any] | bytes,
+        timeout: float | None,
+        deadline: float | None,
+        on_retry: OnRetry | None,
+        decoder: Decoder | None,
+        answer: WholeAnswer | None,
+    ) -> Any:
+        """The contract of :meth:`post_json`; given ``decoder``, what the JSON decodes to (not retried: a shape
+        the decoder does not expect is ``invalid_response`` at once); given ``answer`` too, its first event
+        (:class:`WholeAnswer` keeps the rest)."""
+        payload = body if isinstance(body, bytes) else _encode(body)
+        for attempt in range(self.retry.max_retries + 1):
+            pooled = await self._pool()
+            stall = Stall(pooled[2], timeout)
+            try:
+                data = await self._whole(await self._post(pooled[1], path, payload, stall), stall)
+            except ProviderError as error:
+                await self._back_off(error, attempt, deadline, on_retry)
+                continue
+            except asyncio.CancelledError:
+                if not stall.expired():
+                    raise
+                await self._back_off(self._transport_error(TimeoutError(), timeout), attempt, deadline, on_retry)
+                continue
+            except Exception as exc:  # noqa: BLE001 - every transport failure gets a code
+                await self._back_off(self._transport_error(exc, timeout), attempt, deadline, on_retry)
+                continue
+            parsed = parse_json(data, self.provider)
+            if decoder is None:
+                return parsed
+            events = decoded(decoder.whole, parsed, self.provider)
+            return events if answer is None else answer.begin(events)
+        raise AssertionError("unreachable: _back_off raises on the last attempt")
+
+    def answer(
+        self,
+        path: str,
+        body: dict[str, Any] | bytes,
+        decoder: Decoder,
+        request: Request,
+        *,
+        streaming: bool,
+        end_marker: str | None = None,
+    ) -> AsyncIterator[LlmEvent]:
+        """``request``'s events, streamed (:meth:`stream_decoded`) or read whole (:meth:`post_decoded`): what a
+        provider's ``stream()`` returns as it is, with no generator of its own around it (a layer a run's
+        events would pass through, and that a run waiting for its answer would keep alive). Nothing is sent
+        before the first event is asked for."""
+        if streaming:
+            return self.stream_decoded(path, body, decoder, request, end_marker=end_marker)
+        return WholeAnswer(self, path, body, decoder, request)
 
     def stream_decoded(
         self,
@@ -367,7 +404,7 @@ class HttpClient:
         headers = self._headers
         if self._api_key is not None:
             headers = {**headers, self._auth_header: self._auth_prefix + self._api_key.reveal()}
-        url = self.base_url + path
+        url = self._urls.get(path) or self._urls.setdefault(path, self.base_url + path)  # one string per path
         stall.start()
         try:
             response = await session.post(
@@ -413,6 +450,50 @@ class HttpClient:
             waited = f"{timeout:g} s" if timeout is not None else "too long"
             return RequestTimeout(f"{self.provider} sent nothing for {waited} {where}", details={"timeout": timeout})
         return TransportError(f"the connection to {self.provider} failed {where}: {type(exc).__name__}: {exc}")
+
+
+class WholeAnswer:
+    """A non-streamed answer as an async iterator of its events: the request is made when the first event is
+    asked for (an iterator that is closed unread sends nothing), then the events of the whole body are handed
+    out one by one. Lighter than an async generator, which asyncio also tracks in a weak set; the first
+    ``__anext__`` is the client's request coroutine itself, so a run waiting for the answer holds no frame of
+    this iterator's."""
+
+    __slots__ = ("_body", "_client", "_decoder", "_events", "_path", "_request")
+
+    def __init__(
+        self, client: HttpClient, path: str, body: dict[str, Any] | bytes, decoder: Decoder, request: Request
+    ) -> None:
+        self._client, self._path, self._body, self._decoder, self._request = client, path, body, decoder, request
+        self._events: Iterator[LlmEvent] | None = None
+
+    def __aiter__(self) -> WholeAnswer:
+        return self
+
+    def __anext__(self) -> Coroutine[Any, Any, LlmEvent]:
+        if self._events is not None:
+            return self._next()
+        self._events = iter(())  # asked once: a failed request is not made again by the next ask
+        request = self._request
+        return self._client._post_whole(
+            self._path, self._body, request.timeout, request.deadline, request.on_retry, self._decoder, self
+        )
+
+    def begin(self, events: list[LlmEvent]) -> LlmEvent:
+        """The request's events arrived: keep them, hand out the first."""
+        self._events = rest = iter(events)
+        for event in rest:
+            return event
+        raise StopAsyncIteration
+
+    async def _next(self) -> LlmEvent:
+        for event in self._events or ():
+            return event
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Nothing is held open between events (the body was read whole); no event is handed out after this."""
+        self._events = iter(())
 
 
 def redirect_error(provider: str, url: str, status: int, location: str | None) -> BadRequest:

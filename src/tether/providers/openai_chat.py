@@ -92,18 +92,13 @@ class OpenAIChatProvider:
     def __repr__(self) -> str:
         return f"OpenAIChatProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
 
-    async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
+    def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
+        """The events of ``request``'s answer, streamed or read whole; the HTTP client's iterator as it is
+        (no generator of this provider's around it), which releases the response however its consumer leaves."""
         body, decoder = self.request_payload(request), ChatDecoder(self.profile)
-        if not self.streaming:
-            for event in await self._client.post_decoded("/chat/completions", body, decoder, request):
-                yield event
-            return
-        events = self._client.stream_decoded("/chat/completions", body, decoder, request, end_marker="[DONE]")
-        try:
-            async for event in events:
-                yield event
-        finally:  # the response goes back to the pool (or is closed) however the consumer leaves
-            await events.aclose()
+        return self._client.answer(
+            "/chat/completions", body, decoder, request, streaming=self.streaming, end_marker="[DONE]"
+        )
 
     def request_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request``."""

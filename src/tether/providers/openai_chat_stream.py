@@ -72,8 +72,9 @@ class ChatDecoder:
         self._reasoning_fields = profile.reasoning_fields
         self._started = False
         self._calls: dict[int, str] = {}
-        self._extra: dict[str, Any] = {}
-        """Call id -> ``extra_content`` that arrived after the call had started (kept on the message)."""
+        self._extra: dict[str, Any] | None = None
+        """Call id -> ``extra_content`` that arrived after the call had started (kept on the message); rare, so
+        made when the first one comes."""
         self._finish: FinishReason | None = None
         self._usage = NO_USAGE
 
@@ -192,6 +193,8 @@ class ChatDecoder:
             data = {"origin": name, CALL_EXTRA: extra} if extra else None
             out.append(ToolCallStart(call_id, tool_name, index, data))
         elif extra:
+            if self._extra is None:
+                self._extra = {}
             self._extra[call_id] = extra
         if arguments:
             out.append(ToolCallDelta(call_id, arguments))

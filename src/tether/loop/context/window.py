@@ -118,7 +118,7 @@ class ContextWindow:
         """The characters every request carries besides its messages, measured when a gauge is first needed."""
         marker = last_compaction(transcript, body_start)
         self.start = body_start if marker is None else marker
-        self._head: list[Message] = []
+        self._head: Sequence[Message] = ()  # shared while empty; a list once a compaction made one
         self._verbatim_from = self.start
         if marker is not None:
             self._render(len(transcript))
@@ -135,7 +135,7 @@ class ContextWindow:
     def view(self) -> list[Message]:
         """The messages the model is sent (without the system prompt), before ``max_history_messages``."""
         tail = self.transcript[self._verbatim_from :]
-        return self._head + tail if self._head else tail
+        return [*self._head, *tail] if self._head else tail
 
     # --- size ---------------------------------------------------------------------------------------------
 
