@@ -452,6 +452,10 @@ class HttpClient:
         return TransportError(f"the connection to {self.provider} failed {where}: {type(exc).__name__}: {exc}")
 
 
+_NONE_LEFT: Iterator[LlmEvent] = iter(())
+"""An iterator with nothing left, shared (it stays exhausted): a :class:`WholeAnswer` with no events to hand out."""
+
+
 class WholeAnswer:
     """A non-streamed answer as an async iterator of its events: the request is made when the first event is
     asked for (an iterator that is closed unread sends nothing), then the events of the whole body are handed
@@ -473,7 +477,7 @@ class WholeAnswer:
     def __anext__(self) -> Coroutine[Any, Any, LlmEvent]:
         if self._events is not None:
             return self._next()
-        self._events = iter(())  # asked once: a failed request is not made again by the next ask
+        self._events = _NONE_LEFT  # asked once: a failed request is not made again by the next ask
         request = self._request
         return self._client._post_whole(
             self._path, self._body, request.timeout, request.deadline, request.on_retry, self._decoder, self
@@ -493,7 +497,7 @@ class WholeAnswer:
 
     async def aclose(self) -> None:
         """Nothing is held open between events (the body was read whole); no event is handed out after this."""
-        self._events = iter(())
+        self._events = _NONE_LEFT
 
 
 def redirect_error(provider: str, url: str, status: int, location: str | None) -> BadRequest:
