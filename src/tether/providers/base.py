@@ -8,8 +8,10 @@ The contract every provider keeps:
   inside the provider and only before its first event: once an event has been yielded, a failure is final.
 * ``Request.timeout`` is the provider's to keep: a wait for the first byte, or between two chunks, longer than
   that fails with ``RequestTimeout`` (code ``timeout``). The loop only bounds the whole call (``step_timeout``).
-* If the consumer stops early (cancellation, timeout), the provider's generator is closed and must release
-  its connection.
+* ``stream()`` returns an async iterator: an async generator, or any iterator with an ``aclose()`` (the HTTP
+  providers return their client's own, ``HttpClient.answer``). Nothing is sent before its first event is asked
+  for. If the consumer stops early (cancellation, timeout), the iterator is closed and must release its
+  connection.
 * A provider knows nothing of tools' code or of the loop; it sees tool definitions and messages only.
 * Data a provider needs back on a later turn (a thinking block's signature, encrypted reasoning, a thought
   signature) rides in ``signature`` / ``provider_data`` and is marked with ``provider_data["origin"]``, the
@@ -141,7 +143,7 @@ class Provider(Protocol):
         ...
 
     def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
-        """Answer ``request`` as a stream of events (an async generator)."""
+        """Answer ``request`` as a stream of events (an async iterator with ``aclose()``; see the module docstring)."""
         ...
 
 
