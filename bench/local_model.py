@@ -36,7 +36,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
@@ -197,6 +197,15 @@ def table(title: str, runs: list[list[Call]]) -> list[str]:
     return lines
 
 
+T = TypeVar("T")
+
+
+async def on_model_thread(provider: local.LocalProvider, function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` on the thread the provider runs the model's generations on: llama.cpp's threads belong
+    to the thread that calls it (``local._Loaded``), so a replay elsewhere would not be the same computation."""
+    return await asyncio.get_running_loop().run_in_executor(provider.loaded().worker, function, *args)
+
+
 async def main(runs: int) -> dict[str, Any]:
     cache = Path(tempfile.mkdtemp(prefix="tether-bench-prompts-"))  # an empty prompt cache: a truly cold start
     provider = local.LocalProvider(prompt_cache=cache)
@@ -210,15 +219,16 @@ async def main(runs: int) -> dict[str, Any]:
     stock_runs: list[list[Call]] = []
     for _ in range(runs):  # alternate, so all see the same load; each starts from the other's final context
         tether_runs.append(await tether_run(provider))
-        direct_runs.append(await asyncio.to_thread(direct_run, provider, requests))
+        direct_runs.append(await on_model_thread(provider, direct_run, provider, requests))
         stock_runs.append(
-            await asyncio.to_thread(functools.partial(direct_run, grammar_first=True), provider, requests)
+            await on_model_thread(provider, functools.partial(direct_run, grammar_first=True), provider, requests)
         )
     warm = [figures.calls for figures in tether_runs]
     reuse, reset = [], []
     for _ in range(runs):
-        reuse.append((await asyncio.to_thread(direct_run, provider, requests[:2]))[1])
-        reset.append((await asyncio.to_thread(direct_run, provider, requests[:2], reset_before=1))[1])
+        reuse.append((await on_model_thread(provider, direct_run, provider, requests[:2]))[1])
+        after_reset = functools.partial(direct_run, reset_before=1)
+        reset.append((await on_model_thread(provider, after_reset, provider, requests[:2]))[1])
 
     local._close_all()  # as a new process would: the model loaded again, its first call from the prompt cache
     start = time.perf_counter()

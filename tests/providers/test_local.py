@@ -78,6 +78,35 @@ async def test_the_model_computes_with_the_free_cores_chosen_before_each_generat
             local._models.pop(key).llama.close()
 
 
+async def test_every_generation_of_a_model_runs_on_the_same_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama.cpp's compute threads (an OpenMP team) belong to the thread that calls it: a generation started from
+    another thread gets a new team while the old one still spins on the same cores, which halves the speed on two
+    cores. So a model's generations all run on its own thread, even when the default executor's idle threads are
+    taken by something else and another would be used."""
+    callers: list[int] = []
+    generate = local._generate
+
+    def recorded(*args: Any) -> None:
+        callers.append(threading.get_ident())
+        generate(*args)
+
+    monkeypatch.setattr(local, "_generate", recorded)
+    provider = LocalProvider()
+    await collect(provider, ask("Say hi.", max_tokens=2))
+    release = threading.Event()
+    loop = asyncio.get_running_loop()
+    held = [loop.run_in_executor(None, release.wait) for _ in range(2)]  # the default pool's threads, busy
+    try:
+        await collect(provider, ask("Say bye.", max_tokens=2))
+    finally:
+        release.set()
+        await asyncio.gather(*held)
+    await collect(provider, ask("Say hello.", max_tokens=2))
+    assert len(callers) == 3
+    assert len(set(callers)) == 1
+    assert callers[0] != threading.get_ident()  # and not the event loop's
+
+
 async def test_one_load_serves_every_provider_and_run_with_the_same_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     from tether.providers import local_llama
 

@@ -34,6 +34,7 @@ import json
 import os
 import threading
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +58,20 @@ INSTALL_HINT = (
 
 
 class _Loaded:
-    """A model in memory, the lock that queues its users (one generation at a time) and, unless the thread count
-    was given, what chooses it before each generation (``local_threads.py``)."""
+    """A model in memory, the lock that queues its users (one generation at a time), the one thread its
+    generations run on and, unless the thread count was given, what chooses it before each generation
+    (``local_threads.py``).
+
+    One thread, always the same: llama.cpp computes on a team of OpenMP threads that belongs to the thread that
+    calls it. A generation started from another thread gets a new team, while the old team's threads still spin
+    waiting for work on the same cores; on two cores that halves the speed (``bench/local_model.py``: 30-40
+    tokens a second instead of 70-100 once the runs' generations had moved between the pool's threads)."""
 
     def __init__(self, llama: Any, chooser: FreeCores | None = None) -> None:
         self.llama = llama
         self.lock = threading.Lock()
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tether-local-model")
+        """Where every generation of this model runs (see the class docstring)."""
         self.chooser = chooser
         self.threads = 0
         """The threads the model computes with now (0: llama.cpp's default, as loaded)."""
@@ -129,6 +138,7 @@ def _load(path: Path, n_ctx: int, n_threads: int | None, cache: Path | None) -> 
 def _close_all() -> None:
     """Free the models before the interpreter tears llama.cpp's bindings down (else it errors at exit)."""
     for loaded in _models.values():
+        loaded.worker.shutdown(wait=True)  # a generation still running ends before its model is freed
         with contextlib.suppress(Exception):
             loaded.llama.close()
     _models.clear()
@@ -182,7 +192,7 @@ class LocalProvider:
             with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is listening
                 loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
 
-        worker = loop.run_in_executor(None, functools.partial(_generate, loaded, options, stop, put))
+        worker = loop.run_in_executor(loaded.worker, functools.partial(_generate, loaded, options, stop, put))
         try:
             yield StreamStart(model=self.info.name)
             while True:
@@ -233,7 +243,7 @@ def _encode(message: Message) -> dict[str, str]:
 
 
 def _generate(loaded: _Loaded, options: dict[str, Any], stop: threading.Event, put: Any) -> None:
-    """Runs in a worker thread: one generation, queued behind any other on the same model."""
+    """Runs on the model's own thread (``_Loaded.worker``): one generation, queued behind any other on it."""
     try:
         with loaded.lock:
             if stop.is_set():
