@@ -51,8 +51,6 @@ class Compacting(ProviderCalls):
             if window is not None:
                 gauge = TokenGauge(fixed_chars(self.system_text, self.definitions))
         max_tokens = self.spec.settings.max_tokens
-        if settings is None:  # nothing to measure: no bound method of the run kept (64 bytes a run)
-            return ContextWindow(self.transcript, self.body_start, None, window, max_tokens, None, reference_stub)
         return ContextWindow(
             self.transcript, self.body_start, settings, window, max_tokens, gauge, reference_stub, self._fixed_chars
         )

@@ -114,8 +114,9 @@ class ContextWindow:
         self.gauge = gauge
         self.budget = Budget.of(settings, window, max_tokens) if settings is not None and window else None
         self.stub = stub
-        self._fixed = fixed
-        """The characters every request carries besides its messages, measured when a gauge is first needed."""
+        self._fixed = fixed if settings is not None else _nothing_fixed
+        """The characters every request carries besides its messages, measured when a gauge is first needed;
+        never without compaction, so then not kept (it is a callback into the run: 64 bytes a run in flight)."""
         marker = last_compaction(transcript, body_start)
         self.start = body_start if marker is None else marker
         self._head: Sequence[Message] = ()  # shared while empty; a list once a compaction made one
