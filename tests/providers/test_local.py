@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,27 @@ async def test_every_generation_of_a_model_runs_on_the_same_thread(monkeypatch: 
     assert len(callers) == 3
     assert len(set(callers)) == 1
     assert callers[0] != threading.get_ident()  # and not the event loop's
+
+
+async def test_a_loaded_model_is_found_without_a_thread_of_the_default_executor() -> None:
+    """Only loading a model blocks; once it is loaded, a call finds it on the event loop: a trip through the
+    default executor cost every call a thread's wake-up and its first token that latency. Proved with the
+    default executor's one thread taken: the call still answers."""
+    provider = LocalProvider()
+    await collect(provider, ask("Say hi.", max_tokens=2))  # loaded now, if no earlier test did it
+    loop = asyncio.get_running_loop()
+    pool = ThreadPoolExecutor(max_workers=1)
+    loop.set_default_executor(pool)  # this test's own loop: nothing after it uses this pool
+    release = threading.Event()
+    held = loop.run_in_executor(None, release.wait)
+    try:
+        events = await asyncio.wait_for(collect(provider, ask("Say bye.", max_tokens=2)), timeout=60)
+    finally:
+        release.set()
+        await held
+        pool.shutdown()
+    assert isinstance(events[-1], StreamEnd)
+    assert [e for e in events if isinstance(e, TextDelta)]
 
 
 async def test_one_load_serves_every_provider_and_run_with_the_same_settings(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -86,7 +86,8 @@ class _Loaded:
             self.threads = threads
 
 
-_models: dict[tuple[str, int, int | None, Path | None], _Loaded] = {}
+_ModelKey = tuple[str, int, int | None, Path | None]
+_models: dict[_ModelKey, _Loaded] = {}
 """Loaded models by (file, context size, threads, prompt cache folder): a second provider with the same settings
 shares the model."""
 _loading = threading.Lock()
@@ -118,9 +119,14 @@ def resolve_model_path(name: str) -> Path:
     return path
 
 
+def _model_key(path: Path, n_ctx: int, n_threads: int | None, cache: Path | None) -> _ModelKey:
+    """A loaded model's key in ``_models``: the settings it was loaded with."""
+    return (str(path), n_ctx, n_threads, cache)
+
+
 def _load(path: Path, n_ctx: int, n_threads: int | None, cache: Path | None) -> _Loaded:
     """The loaded model for ``path`` and these settings, loading it the first time (in the calling thread)."""
-    key = (str(path), n_ctx, n_threads, cache)
+    key = _model_key(path, n_ctx, n_threads, cache)
     with _loading:
         if key not in _models:
             try:
@@ -183,7 +189,10 @@ class LocalProvider:
 
     async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
         loop = asyncio.get_running_loop()
-        loaded = await asyncio.to_thread(self.loaded)
+        # loaded already (every call but a process's first): found here, without a trip through a thread
+        loaded = _models.get(_model_key(self.path, self.n_ctx, self.n_threads, self.prompt_cache))
+        if loaded is None:
+            loaded = await asyncio.to_thread(self.loaded)
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         stop = threading.Event()
         options = self._options(request)
