@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import types
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -19,7 +22,8 @@ from tether import Agent
 from tether.errors import BadRequest
 from tether.events import StreamEnd, StreamStart, TextDelta
 from tether.messages import Message
-from tether.providers.base import Request
+from tether.providers.base import Provider, Request
+from tether.providers.gemini import GeminiProvider
 
 __all__ = ["serve"]  # the fixture, used by name
 
@@ -75,26 +79,52 @@ def provider_generators() -> dict[int, str]:
     }
 
 
+def gemini_answer(text: str) -> dict[str, Any]:
+    """A Gemini answer (whole, or one chunk of a stream)."""
+    candidate = {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}
+    return {"candidates": [candidate], "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 1}}
+
+
+async def answer_chat(exchange: Exchange, streamed: bool) -> None:
+    if streamed:
+        await exchange.sse(stream_of("Done"))
+    else:
+        await exchange.json(200, completion("Done"))
+
+
+async def answer_gemini(exchange: Exchange, streamed: bool) -> None:
+    if streamed:
+        await exchange.sse([json.dumps(gemini_answer("Done"))])
+    else:
+        await exchange.json(200, gemini_answer("Done"))
+
+
+PROVIDERS: dict[str, tuple[Callable[[str, bool], Provider], Callable[[Exchange, bool], Awaitable[None]]]] = {
+    "chat": (lambda url, streamed: provider(url, stream=streamed), answer_chat),
+    "gemini": (lambda url, streamed: GeminiProvider("gemini-2.5-flash", base_url=url, api_key="k", stream=streamed),
+               answer_gemini),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
 @pytest.mark.parametrize(
     ("streamed", "expected"), [(True, ["HttpClient._stream"]), (False, [])], ids=["streamed", "whole"]
 )
 async def test_a_run_waiting_for_its_answer_keeps_no_generator_of_the_providers(
-    serve: Serve, streamed: bool, expected: list[str]
+    serve: Serve, streamed: bool, expected: list[str], name: str
 ) -> None:
     """Streamed: only the HTTP client's reader of the stream; whole: none at all (the wait is a coroutine)."""
+    make, answer_with = PROVIDERS[name]
     asked, answer = asyncio.Event(), asyncio.Event()
 
     async def respond(exchange: Exchange) -> None:
         if exchange.number > 1:  # the first run makes the loop's pooled session (and its closer) beforehand
             asked.set()
             await exchange.wait_for(answer)
-        if streamed:
-            await exchange.sse(stream_of("Done"))
-        else:
-            await exchange.json(200, completion("Done"))
+        await answer_with(exchange, streamed)
 
     server = await serve(respond)
-    agent = Agent(provider(server.base_url, stream=streamed))
+    agent = Agent(make(server.base_url, streamed))
     assert (await agent.run("hi")).text == "Done"
     before = provider_generators()  # the session closers of this loop and earlier ones: not the run's
     run = asyncio.ensure_future(agent.run("hi"))

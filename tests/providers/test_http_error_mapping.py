@@ -119,6 +119,37 @@ SHARED: list[tuple[str, int, dict[str, Any], str]] = [
         "context_overflow",
     ),
     (
+        "gemini-bad-key",
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "API key not valid. Please pass a valid API key.",
+                "status": "INVALID_ARGUMENT",
+                "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID"}],
+            }
+        },
+        "auth_failed",
+    ),
+    (
+        "gemini-expired-key",
+        400,
+        {"error": {"code": 400, "message": "API key expired. Please renew the API key.", "status": "INVALID_ARGUMENT"}},
+        "auth_failed",
+    ),
+    (
+        "gemini-bad-argument-naming-a-key",
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "Invalid value at 'api_key_name' (TYPE_STRING)",
+                "status": "INVALID_ARGUMENT",
+            }
+        },
+        "bad_request",
+    ),
+    (
         "gemini-unavailable",
         503,
         {"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}},

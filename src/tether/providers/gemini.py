@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from tether import jsoncodec
-from tether.errors import AuthFailed, BadRequest, ConfigInvalid
+from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
@@ -119,26 +119,15 @@ class GeminiProvider:
     def __repr__(self) -> str:
         return f"GeminiProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
 
-    async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
+    def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
+        """The events of ``request``'s answer, streamed or read whole; the HTTP client's iterator as it is
+        (no generator of this provider's around it), which releases the response however its consumer leaves.
+        A streamed answer of several candidates is held back until one is chosen (``GeminiDecoder``)."""
         body = self.request_body(request)
-        try:
-            if not self.streaming:
-                path = f"{self._path}:generateContent"
-                for event in await self._client.post_decoded(path, body, GeminiDecoder(live=False), request):
-                    yield event
-                return
-            decoder = GeminiDecoder(live=_candidate_count(body) <= 1)
-            path = f"{self._path}:streamGenerateContent?alt=sse"
-            events = self._client.stream_decoded(path, body, decoder, request)
-            try:
-                async for event in events:
-                    yield event
-            finally:  # the response goes back to the pool (or is closed) however the consumer leaves
-                await events.aclose()
-        except BadRequest as error:
-            if (auth := _auth_failure(error)) is None:
-                raise
-            raise auth from error
+        streaming = self.streaming
+        path = f"{self._path}:streamGenerateContent?alt=sse" if streaming else f"{self._path}:generateContent"
+        decoder = GeminiDecoder(live=streaming and _candidate_count(body) <= 1)
+        return self._client.answer(path, body, decoder, request, streaming=streaming)
 
     def request_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request``."""
@@ -324,20 +313,6 @@ def _own_signature(provider_data: dict[str, Any] | None) -> str | None:
 def _candidate_count(body: dict[str, Any]) -> int:
     count = (body.get("generationConfig") or {}).get("candidateCount")
     return count if isinstance(count, int) else 1
-
-
-def _auth_failure(error: BadRequest) -> AuthFailed | None:
-    """Gemini answers a bad key with HTTP 400 (``API_KEY_INVALID``), not 401: that is ``auth_failed``."""
-    message = error.provider_message or ""
-    if "api key" not in message.lower() or not re.search(r"not valid|invalid|expired", message, re.IGNORECASE):
-        return None
-    return AuthFailed(
-        error.message,
-        status=error.status,
-        provider_message=error.provider_message,
-        request_id=error.request_id,
-        details=error.details,
-    )
 
 
 def _version(name: str) -> tuple[int, int]:

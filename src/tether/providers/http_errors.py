@@ -10,6 +10,8 @@ code, on ``details`` and therefore on whether it is retried:
   set, and never retried: waiting does not buy credit;
 * a context-length error (the ``context_length_exceeded`` code, or a message that says so, on a 400/413/422
   or with no status) is ``context_overflow``;
+* a 400 (or an error with no status) whose message says the API key is not valid is ``auth_failed``: Gemini
+  answers a bad key so (``API_KEY_INVALID``), where others send 401;
 * otherwise a known status decides (401/403 auth, 408 timeout, 429 rate limit, 5xx unavailable, other 4xx
   bad request), and without one the error's names do (``rate_limit``, ``auth``/``api_key``/``permission``,
   ``invalid_request``/``not_found``, ``overloaded``/``server_error``/``unavailable``); an error nothing
@@ -46,6 +48,9 @@ _CONTEXT_OVERFLOW = re.compile(
     r"exceeds? the (model'?s? )?(maximum )?context|exceeds? the maximum number of tokens|input (is )?too long",
     re.IGNORECASE,
 )
+_INVALID_KEY = re.compile(r"api[ _-]?key.*\b(not valid|invalid|expired)\b|\binvalid api[ _-]?key", re.IGNORECASE)
+"""A message that says the request's API key was refused (Gemini's: "API key not valid. Please pass a valid
+API key.", "API key expired. Please renew the API key.")."""
 _BY_NAME: tuple[tuple[tuple[str, ...], type[ProviderError]], ...] = (
     (("rate_limit", "resource_exhausted"), RateLimited),
     (("auth", "api_key", "permission"), AuthFailed),
@@ -65,6 +70,8 @@ def classify(status: int | None, names: frozenset[str], message: str) -> tuple[t
         return RateLimited, {"insufficient_quota": True}
     if (status is None or status in (400, 413, 422)) and (named("context_length") or _CONTEXT_OVERFLOW.search(message)):
         return ContextOverflow, {}
+    if (status is None or status == 400) and _INVALID_KEY.search(message):
+        return AuthFailed, {}
     if status is not None:
         return _kind_for_status(status), {}
     for words, kind in _BY_NAME:
