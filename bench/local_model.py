@@ -2,6 +2,10 @@
 
 Run: PYTHONPATH=src .venv/bin/python bench/local_model.py [--runs 5] [--json local.json]
 
+``TETHER_BENCH_LOOP=uvloop`` runs it on uvloop, as the ``tether`` command runs when ``tether[speed]`` is installed
+(``cli/eventloop.py``), instead of asyncio's own loop: the event-loop thread's CPU per step is mostly the loop's own
+wake-up for each token the model's thread hands over.
+
 The agent is the one ``examples/quickstart.py`` builds on ``local:smollm2`` (its ``add`` tool, "Be brief.",
 five turns) asked "What is 17+25? Use the add tool.". What it prints:
 
@@ -45,6 +49,7 @@ import shutil
 import tempfile
 
 from quickstart import add
+from workload import event_loop_runner
 
 from tether import Agent, Limits
 from tether.events import LlmEvent, RunCompleted, StreamEnd, TextDelta, TurnStarted
@@ -330,6 +335,6 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=5, help="warm runs (and direct replays) to take the median of")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
-    result = asyncio.run(main(args.runs))
+    result = event_loop_runner()(main(args.runs))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
