@@ -210,7 +210,8 @@ class ToolExecutor:
             for plan in group:
                 self._keep(batch, plan.call, cancelled_result(plan.call, why))
             return
-        await self._permit(group)
+        if self.permissions.can_use_tool is not None:  # else nobody is asked: no coroutine for it either
+            await self._permit(group)
         await self._run_group(batch, group)
 
     def reporting(self, batch: ToolBatch, group: list[_Plan], turn: int) -> list[ToolResultReceived]:
@@ -274,8 +275,6 @@ class ToolExecutor:
 
         Asking may wait for a person, so the wait is interruptible like any other.
         """
-        if self.permissions.can_use_tool is None:
-            return
         interrupter = self.interrupter
         for plan in group:
             if plan.invoke is None:
