@@ -1,4 +1,4 @@
-"""alarms.py: a run's deadlines on one lazily re-armed timer; Deadline behaves as asyncio.timeout."""
+"""alarms.py: deadlines on one lazily re-armed timer per event loop; Deadline behaves as asyncio.timeout."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tether import Agent, Limits, tool
-from tether.alarms import Alarm, Deadline
+from tether.alarms import Alarm, Deadline, shared_alarm
 from tether.events import LlmEvent, StreamEnd, StreamStart, TextDelta, ToolCallDelta, ToolCallEnd, ToolCallStart
 from tether.loop import engine
 from tether.providers.base import ModelInfo, Request
@@ -159,3 +159,83 @@ async def test_a_finished_run_is_freed_by_reference_counting() -> None:
         assert runs[0]() is None
     finally:
         gc.enable()
+
+
+# --- the loop's one alarm, shared by every run on it --------------------------------------------------------------
+
+
+async def test_runs_in_flight_on_one_loop_arm_one_timer_between_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run on a loop keeps its deadlines on the loop's one alarm: twenty runs in flight together, each
+    with provider and tool calls under deadlines, arm a timer or two in all. A timer per run (a timer handle, its
+    context and its callback, for the collector to walk while the run waits) was twenty or more."""
+    loop = asyncio.get_running_loop()
+    timers: list[float] = []
+    original = loop.call_at
+
+    def counted(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        timers.append(when)
+        return original(when, callback, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_at", counted)
+    script = [call("add", {"a": 1, "b": 1}), call("add", {"a": 2, "b": 1}), reply("done")]
+    agents = [Agent(ScriptedProvider(list(script)), tools=[add]) for _ in range(20)]
+    results = await asyncio.gather(*(agent.run("go") for agent in agents))
+    assert [result.text for result in results] == ["done"] * 20
+    assert 1 <= len(timers) <= 2
+
+
+class Hanging:
+    """A provider that starts its answer and never finishes it."""
+
+    info = ModelInfo("scripted", "hanging")
+
+    async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
+        yield StreamStart()
+        await asyncio.Event().wait()
+
+
+async def test_one_run_s_step_deadline_is_its_own_on_the_shared_alarm() -> None:
+    """A run that finishes its provider call withdraws its own step deadline, never another run's: the run left
+    waiting still times out."""
+    hanging = asyncio.create_task(Agent(Hanging(), limits=Limits(step_timeout=0.2)).run("wait"))
+    await asyncio.sleep(0)  # the hanging run's call has started, under its deadline
+    quick = await Agent(ScriptedProvider([reply("quick")]), limits=Limits(step_timeout=0.2)).run("go")
+    assert quick.text == "quick"
+    result = await asyncio.wait_for(hanging, 30)
+    assert result.stop_reason == "timeout"
+    assert "step_timeout" in result.detail
+
+
+async def test_a_deadline_callback_that_raises_is_reported_and_the_others_still_fire() -> None:
+    """Owners share the alarm, so one callback's failure must not cost the others their deadlines."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    alarm = Alarm(loop)
+    fired: list[str] = []
+    later: asyncio.Future[str] = loop.create_future()
+
+    def broken() -> None:
+        raise RuntimeError("a broken callback")
+
+    now = alarm.time()
+    alarm.set("broken", now + 0.01, broken)
+    alarm.set("sound", now + 0.01, lambda: fired.append("sound"))
+    alarm.set("later", now + 0.02, lambda: later.set_result("later"))
+    assert await asyncio.wait_for(later, 30) == "later"
+    assert fired == ["sound"]
+    assert [type(context["exception"]) for context in reported] == [RuntimeError]
+
+
+def test_a_loop_s_alarm_is_one_and_does_not_keep_its_loop_alive() -> None:
+    loop = asyncio.new_event_loop()
+    alarm = shared_alarm(loop)
+    assert shared_alarm(loop) is alarm
+    other = asyncio.new_event_loop()
+    assert shared_alarm(other) is not alarm
+    other.close()
+    gone = weakref.ref(loop)
+    loop.close()
+    del loop, alarm
+    gc.collect()
+    assert gone() is None

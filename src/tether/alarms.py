@@ -1,18 +1,22 @@
-"""One timer per run for all its deadlines, re-armed lazily.
+"""One timer per event loop for the deadlines of every run on it, re-armed lazily.
 
-Every provider call has a deadline (``step_timeout``) and so has every tool call (``tool_timeout``). Arming an
-event-loop timer for each and cancelling it when the call ends, as ``loop.call_at`` or ``asyncio.timeout`` do,
-costs a timer object, a heap push and a cancellation per call, and leaves the cancelled timers in the loop's
-heap: a good part of what a step costs the loop when the calls themselves are fast (``bench/README.md``).
+Every provider call has a deadline (``step_timeout``) and so has every tool call (``tool_timeout``); so has every
+wait of an HTTP request for its provider's next bytes (``providers/stall.py``). Arming an event-loop timer for
+each and cancelling it when the call ends, as ``loop.call_at`` or ``asyncio.timeout`` do, costs a timer object,
+a heap push and a cancellation per call, and leaves the cancelled timers in the loop's heap: a good part of what
+a step costs the loop when the calls themselves are fast (``bench/README.md``).
 
-An :class:`Alarm` keeps a run's deadlines as plain numbers and one loop timer set for the earliest of them.
-Setting a deadline later than the timer, or withdrawing one, touches only a dict; only a deadline earlier than
-the timer re-arms it. When the timer rings it fires what is due and re-arms for what is left, if anything. So
-a run of fast calls arms one timer when its first call starts and then about one per ``tool_timeout`` of run
-time, however many calls it makes; a deadline fires late by at most the loop's clock resolution, as with
-``call_at``.
+An :class:`Alarm` keeps deadlines as plain numbers and one loop timer set for the earliest of them. Setting a
+deadline later than the timer, or withdrawing one, touches only a dict; only a deadline earlier than the timer
+re-arms it. When the timer rings it fires what is due and re-arms for what is left, if anything. So fast calls
+arm one timer when the first starts and then about one per ``tool_timeout`` of time, however many calls are
+made; a deadline fires late by at most the loop's clock resolution, as with ``call_at``.
 
-:class:`Deadline` is ``asyncio.timeout`` on a run's alarm: the task is cancelled when the deadline passes, and
+:func:`shared_alarm` is the one alarm of an event loop, on which every run and every HTTP client keeps its
+deadlines (each under a key of its own): thousands of runs in flight are one timer in the loop's heap, not one
+each (with its context and its callback, three objects more per run for the collector to walk).
+
+:class:`Deadline` is ``asyncio.timeout`` on an alarm: the task is cancelled when the deadline passes, and
 leaving the block with that cancellation raises ``TimeoutError`` (a cancellation of the task from elsewhere
 stays a cancellation). It is a plain ``with`` block, not ``async with``: entering and leaving it awaits nothing,
 and a coroutine for each would be two more objects per tool call.
@@ -21,17 +25,20 @@ and a coroutine for each would be two more objects per tool call.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable
 from types import TracebackType
 
 
 class Alarm:
-    """A run's deadlines on one event-loop timer (see the module docstring)."""
+    """Deadlines on one event-loop timer (see the module docstring); the keys tell their owners apart."""
 
     __slots__ = ("_at", "_due", "_handle", "_loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self._loop = weakref.ref(loop)
+        """Weakly: the loop's own alarm (:func:`shared_alarm`) is kept in a table keyed by the loop, which a
+        strong reference would keep alive for ever."""
         self._due: dict[object, tuple[float, Callable[[], object]]] = {}
         """Per key, when (loop time) and what to fire."""
         self._handle: asyncio.TimerHandle | None = None
@@ -49,38 +56,60 @@ class Alarm:
         self._due.pop(key, None)
 
     def close(self) -> None:
-        """Withdraw every deadline and disarm: the run is over, nothing of it stays on the loop."""
+        """Withdraw every deadline and disarm (an alarm of one owner that is done; never a shared one)."""
         self._due.clear()
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
 
     def time(self) -> float:
-        return self._loop.time()
+        return self._running().time()
+
+    def _running(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop()
+        assert loop is not None, "an alarm is used on its own loop, which is alive while it runs"
+        return loop
 
     def _arm(self, when: float) -> None:
         if self._handle is not None:
             self._handle.cancel()
         self._at = when
-        self._handle = self._loop.call_at(when, self._ring)
+        self._handle = self._running().call_at(when, self._ring)
 
     def _ring(self) -> None:
+        """Fire what is due, after re-arming for what is left: a callback that raises is reported to the loop
+        and takes no other owner's deadline with it."""
         self._handle = None
         due = self._due
         if not due:
             return
-        now = self._loop.time()
-        fired = [key for key, (when, _) in due.items() if when <= now]
-        for key in fired:
-            _, fire = due.pop(key)
-            fire()
+        loop = self._running()
+        now = loop.time()
+        fired = [due.pop(key)[1] for key in [key for key, (when, _) in due.items() if when <= now]]
         if due:
             self._arm(min(when for when, _ in due.values()))
+        for fire in fired:
+            try:
+                fire()
+            except Exception as error:  # noqa: BLE001 - reported where the loop reports callbacks' errors
+                loop.call_exception_handler({"message": f"deadline callback {fire!r} failed", "exception": error})
+
+
+_SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Alarm] = weakref.WeakKeyDictionary()
+
+
+def shared_alarm(loop: asyncio.AbstractEventLoop) -> Alarm:
+    """The alarm of ``loop`` (see the module docstring), made the first time it is asked for; call it on the
+    loop's own thread."""
+    alarm = _SHARED.get(loop)
+    if alarm is None:
+        alarm = _SHARED[loop] = Alarm(loop)
+    return alarm
 
 
 class Deadline:
-    """``asyncio.timeout(delay)`` kept by a run's :class:`Alarm` (see the module docstring); ``delay`` ``None``:
-    no deadline."""
+    """``asyncio.timeout(delay)`` kept on an :class:`Alarm` (see the module docstring); ``delay`` ``None``: no
+    deadline."""
 
     __slots__ = ("_alarm", "_cancelling", "_delay", "_expired", "_task")
 

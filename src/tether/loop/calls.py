@@ -41,9 +41,6 @@ if TYPE_CHECKING:
 ONE_REQUEST = Usage(requests=1)
 """What a call adds to its own usage: the request itself (one shared instance)."""
 
-STEP_DEADLINE = "step"
-"""The key of a provider call's deadline on the run's alarm (``tether/alarms.py``)."""
-
 
 class ProviderCalls:
     """The provider-facing steps of a run (see the module docstring); :class:`~tether.loop.engine.Run`
@@ -110,7 +107,8 @@ class ProviderCalls:
         alarm = None
         if limits.step_timeout is not None:
             alarm = interrupter.alarm
-            alarm.set(STEP_DEADLINE, alarm.time() + limits.step_timeout, self._step_timed_out)
+            # keyed by the run's interrupter: a run makes one provider call at a time, on its loop's shared alarm
+            alarm.set(interrupter, alarm.time() + limits.step_timeout, self._step_timed_out)
         accumulator = StreamAccumulator()
         self._accumulated = self._stream_problem = self._stream_error = None
         sinks = self.sinks
@@ -163,7 +161,7 @@ class ProviderCalls:
         finally:
             interrupter.armed = False
             if alarm is not None:
-                alarm.clear(STEP_DEADLINE)
+                alarm.clear(interrupter)
             if stream is not None:
                 await close_stream(stream)
             self._accumulated = turn = accumulator.finish() if stepped is None else stepped

@@ -35,7 +35,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tether.alarms import Alarm
+from tether.alarms import Alarm, shared_alarm
 from tether.errors import TimeoutExceeded
 from tether.limits import StopReason
 from tether.quickinit import quick_init
@@ -116,16 +116,16 @@ class Interrupter:
 
     @property
     def alarm(self) -> Alarm:
-        """The run's deadlines (the step's, its tool calls'), on one lazily re-armed timer (``tether/alarms.py``)."""
+        """Where the run's deadlines are kept (the step's, under this interrupter's key; its tool calls'): its
+        event loop's one lazily re-armed timer (``tether/alarms.py``). Each is withdrawn by the code that set it,
+        when the wait it bounds ends."""
         if self._alarm is None:
-            self._alarm = Alarm(self._loop or asyncio.get_running_loop())
+            self._alarm = shared_alarm(self._loop or asyncio.get_running_loop())
         return self._alarm
 
     def close(self) -> None:
-        """The run is over: later requests are ignored, and no deadline of it stays on the event loop."""
+        """The run is over: later requests are ignored (its deadlines were withdrawn as its waits ended)."""
         self.finished = True
-        if self._alarm is not None:
-            self._alarm.close()
 
     def check(self) -> None:
         """Raise ``Interrupted`` if an interrupt is pending."""

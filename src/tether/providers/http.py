@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tether import jsoncodec
-from tether.alarms import Alarm
+from tether.alarms import Alarm, shared_alarm
 from tether.errors import BadRequest, InvalidResponse, ProviderError, RequestTimeout, TransportError
 from tether.events import LlmEvent
 from tether.providers.base import OnRetry, Request
@@ -382,7 +382,7 @@ class HttpClient:
         pooled = self._pooled
         if pooled is None or pooled[0]() is not loop or pooled[1].closed:
             # the first request on this event loop, or after its session was closed
-            pooled = self._pooled = (weakref.ref(loop), await session_for(self.base_url), Alarm(loop))
+            pooled = self._pooled = (weakref.ref(loop), await session_for(self.base_url), shared_alarm(loop))
         return pooled
 
     async def _whole(self, response: aiohttp.ClientResponse, stall: Stall) -> bytearray:

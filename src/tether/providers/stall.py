@@ -7,7 +7,7 @@ new one pushed) on every piece of data the socket delivers: two timers or more p
 of a stream. A stream of a few hundred deltas arms a few hundred timers.
 
 A :class:`Stall` keeps the same bound on an :class:`~tether.alarms.Alarm` instead, the one lazily re-armed
-timer that all the requests of one client on one event loop share: before each wait the request's deadline
+timer that everything on one event loop shares (``alarms.shared_alarm``): before each wait the request's deadline
 is moved to now plus the timeout (a dict entry), after it the deadline is withdrawn (so the time the consumer
 spends between reads never counts). The loop timer is armed when the first request starts and then about once
 per timeout. When a deadline passes, the waiting task is cancelled, and the request sees it as
