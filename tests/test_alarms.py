@@ -164,10 +164,14 @@ async def test_a_finished_run_is_freed_by_reference_counting() -> None:
 # --- the loop's one alarm, shared by every run on it --------------------------------------------------------------
 
 
-async def test_runs_in_flight_on_one_loop_arm_one_timer_between_them(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("run_timeout", [None, 600.0], ids=["no-run-deadline", "run-deadline"])
+async def test_runs_in_flight_on_one_loop_arm_one_timer_between_them(
+    monkeypatch: pytest.MonkeyPatch, run_timeout: float | None
+) -> None:
     """Every run on a loop keeps its deadlines on the loop's one alarm: twenty runs in flight together, each
-    with provider and tool calls under deadlines, arm a timer or two in all. A timer per run (a timer handle, its
-    context and its callback, for the collector to walk while the run waits) was twenty or more."""
+    with provider and tool calls under deadlines (and its own run deadline), arm a few timers in all, each for a
+    deadline earlier than the armed one. A timer per run (a timer handle, its context and its callback, for the
+    collector to walk while the run waits) was twenty or more."""
     loop = asyncio.get_running_loop()
     timers: list[float] = []
     original = loop.call_at
@@ -178,10 +182,11 @@ async def test_runs_in_flight_on_one_loop_arm_one_timer_between_them(monkeypatch
 
     monkeypatch.setattr(loop, "call_at", counted)
     script = [call("add", {"a": 1, "b": 1}), call("add", {"a": 2, "b": 1}), reply("done")]
-    agents = [Agent(ScriptedProvider(list(script)), tools=[add]) for _ in range(20)]
+    limits = Limits(run_timeout=run_timeout)
+    agents = [Agent(ScriptedProvider(list(script)), tools=[add], limits=limits) for _ in range(20)]
     results = await asyncio.gather(*(agent.run("go") for agent in agents))
     assert [result.text for result in results] == ["done"] * 20
-    assert 1 <= len(timers) <= 2
+    assert 1 <= len(timers) <= 3  # the run deadline, then the earlier step deadline, then the earlier tool one
 
 
 class Hanging:

@@ -1,10 +1,11 @@
 """One timer per event loop for the deadlines of every run on it, re-armed lazily.
 
-Every provider call has a deadline (``step_timeout``) and so has every tool call (``tool_timeout``); so has every
-wait of an HTTP request for its provider's next bytes (``providers/stall.py``). Arming an event-loop timer for
-each and cancelling it when the call ends, as ``loop.call_at`` or ``asyncio.timeout`` do, costs a timer object,
-a heap push and a cancellation per call, and leaves the cancelled timers in the loop's heap: a good part of what
-a step costs the loop when the calls themselves are fast (``bench/README.md``).
+Every provider call has a deadline (``step_timeout``) and so has every tool call (``tool_timeout``), a run given
+a ``run_timeout``, and every wait of an HTTP request for its provider's next bytes (``providers/stall.py``).
+Arming an event-loop timer for each and cancelling it when the call ends, as ``loop.call_at`` or
+``asyncio.timeout`` do, costs a timer object, a heap push and a cancellation per call, and leaves the cancelled
+timers in the loop's heap: a good part of what a step costs the loop when the calls themselves are fast
+(``bench/README.md``).
 
 An :class:`Alarm` keeps deadlines as plain numbers and one loop timer set for the earliest of them. Setting a
 deadline later than the timer, or withdrawing one, touches only a dict; only a deadline earlier than the timer

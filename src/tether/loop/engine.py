@@ -188,11 +188,12 @@ class Run(Compacting):
         interrupter = self.interrupter
         interrupter.attach()
         limits = self.spec.limits
-        run_timer = None
+        alarm = None
         answer: str | None = None
-        if limits.run_timeout is not None:
-            self.deadline = asyncio.get_running_loop().time() + limits.run_timeout
-            run_timer = interrupter.deadline(self.deadline, deadline_passed("run_timeout", limits.run_timeout))
+        if limits.run_timeout is not None:  # on the loop's one alarm, under the run's own key (the run)
+            alarm = interrupter.alarm
+            self.deadline = alarm.time() + limits.run_timeout
+            alarm.set(self, self.deadline, self._run_timed_out)
         try:
             self.recorder.run_started = time.perf_counter()
             if self.observer is not None:
@@ -231,8 +232,8 @@ class Run(Compacting):
             stop = await self._save() or stop
             yield self._emit(RunCompleted(self._finish(stop, answer)))
         finally:
-            if run_timer is not None:
-                run_timer.cancel()
+            if alarm is not None:
+                alarm.clear(self)
             interrupter.close()
             if self.result is None:  # the consumer left early, or the host cancelled the task
                 self._close_open_calls("the run was cancelled")
@@ -240,6 +241,10 @@ class Run(Compacting):
                 with contextlib.suppress(BaseException):
                     await asyncio.shield(self._save())
             self._unlink()
+
+    def _run_timed_out(self) -> None:
+        """The run's deadline passed (the alarm's callback, withdrawn when the run ends)."""
+        self.interrupter.request(deadline_passed("run_timeout", self.spec.limits.run_timeout))
 
     def finished_result(self) -> RunResult | None:
         """The result once the run has completed, else ``None`` (``RunStream.result``; a bound method is one

@@ -109,11 +109,6 @@ class Interrupter:
             self._fired = True
             self._task.cancel()
 
-    def deadline(self, when: float, interrupt: Interrupt) -> asyncio.TimerHandle:
-        """Request ``interrupt`` at loop time ``when``; cancel the returned handle to withdraw it."""
-        assert self._loop is not None, "attach() first"
-        return self._loop.call_at(when, self.request, interrupt)
-
     @property
     def alarm(self) -> Alarm:
         """Where the run's deadlines are kept (the step's, under this interrupter's key; its tool calls'): its
