@@ -99,17 +99,23 @@ async def add(a: int, b: int) -> int:
     return a + b
 
 
-async def test_a_run_of_many_steps_arms_a_timer_or_two_not_two_a_step(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every provider call and tool call has a deadline (step_timeout, tool_timeout); they share one timer."""
+@pytest.fixture
+async def timers(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When each timer asked of the running loop rings (``call_at``), in the order they were asked for."""
     loop = asyncio.get_running_loop()
-    timers: list[float] = []
+    asked: list[float] = []
     original = loop.call_at
 
     def counted(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
-        timers.append(when)
+        asked.append(when)
         return original(when, callback, *args, **kwargs)
 
     monkeypatch.setattr(loop, "call_at", counted)
+    return asked
+
+
+async def test_a_run_of_many_steps_arms_a_timer_or_two_not_two_a_step(timers: list[float]) -> None:
+    """Every provider call and tool call has a deadline (step_timeout, tool_timeout); they share one timer."""
     script = [*(call("add", {"a": n, "b": 1}) for n in range(10)), reply("done")]
     result = await Agent(ScriptedProvider(script), tools=[add], limits=Limits(max_turns=20)).run("go")
     assert result.stop_reason == "complete"
@@ -166,21 +172,12 @@ async def test_a_finished_run_is_freed_by_reference_counting() -> None:
 
 @pytest.mark.parametrize("run_timeout", [None, 600.0], ids=["no-run-deadline", "run-deadline"])
 async def test_runs_in_flight_on_one_loop_arm_one_timer_between_them(
-    monkeypatch: pytest.MonkeyPatch, run_timeout: float | None
+    timers: list[float], run_timeout: float | None
 ) -> None:
     """Every run on a loop keeps its deadlines on the loop's one alarm: twenty runs in flight together, each
     with provider and tool calls under deadlines (and its own run deadline), arm a few timers in all, each for a
     deadline earlier than the armed one. A timer per run (a timer handle, its context and its callback, for the
     collector to walk while the run waits) was twenty or more."""
-    loop = asyncio.get_running_loop()
-    timers: list[float] = []
-    original = loop.call_at
-
-    def counted(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
-        timers.append(when)
-        return original(when, callback, *args, **kwargs)
-
-    monkeypatch.setattr(loop, "call_at", counted)
     script = [call("add", {"a": 1, "b": 1}), call("add", {"a": 2, "b": 1}), reply("done")]
     limits = Limits(run_timeout=run_timeout)
     agents = [Agent(ScriptedProvider(list(script)), tools=[add], limits=limits) for _ in range(20)]
