@@ -229,11 +229,22 @@ async def test_a_deadline_callback_that_raises_is_reported_and_the_others_still_
     assert [type(context["exception"]) for context in reported] == [RuntimeError]
 
 
-def test_a_loop_s_alarm_is_one_and_does_not_keep_its_loop_alive() -> None:
-    loop = asyncio.new_event_loop()
-    alarm = shared_alarm(loop)
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_a_loop_s_alarm_is_one_and_does_not_keep_its_loop_alive(loop_kind: str) -> None:
+    """The table of the loops' alarms holds neither a loop nor, through its timer, the alarm's loop: a loop
+    whose runs are over (their deadlines withdrawn, its timer still armed for the earliest of them) is freed."""
+    new_loop = asyncio.new_event_loop if loop_kind == "asyncio" else pytest.importorskip("uvloop").new_event_loop
+
+    async def a_run_s_deadline_set_and_withdrawn() -> Alarm:
+        alarm = shared_alarm(asyncio.get_running_loop())
+        alarm.set("call", alarm.time() + 60, lambda: None)
+        alarm.clear("call")
+        return alarm
+
+    loop = new_loop()
+    alarm = loop.run_until_complete(a_run_s_deadline_set_and_withdrawn())
     assert shared_alarm(loop) is alarm
-    other = asyncio.new_event_loop()
+    other = new_loop()
     assert shared_alarm(other) is not alarm
     other.close()
     gone = weakref.ref(loop)

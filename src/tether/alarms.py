@@ -38,18 +38,19 @@ class Alarm:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = weakref.ref(loop)
-        """Weakly: the loop's own alarm (:func:`shared_alarm`) is kept in a table keyed by the loop, which a
-        strong reference would keep alive for ever."""
         self._due: dict[object, tuple[float, Callable[[], object]]] = {}
         """Per key, when (loop time) and what to fire."""
-        self._handle: asyncio.TimerHandle | None = None
-        self._at = 0.0
-        """When the armed timer rings."""
+        self._handle: weakref.ref[asyncio.TimerHandle] | None = None
+        """The armed timer, weakly like the loop: the loop's own alarm (:func:`shared_alarm`) is kept in a table
+        keyed by the loop, and a timer holds its loop: either, held strongly, would keep the loop alive for ever
+        (the loop's heap holds the timer while it is armed)."""
+        self._at: float | None = None
+        """When the armed timer rings; ``None``: none is armed."""
 
     def set(self, key: object, when: float, fire: Callable[[], object]) -> None:
         """Call ``fire()`` at loop time ``when``, unless ``key`` is cleared (or set again) first."""
         self._due[key] = (when, fire)
-        if self._handle is None or when < self._at:
+        if self._at is None or when < self._at:
             self._arm(when)
 
     def clear(self, key: object) -> None:
@@ -59,9 +60,7 @@ class Alarm:
     def close(self) -> None:
         """Withdraw every deadline and disarm (an alarm of one owner that is done; never a shared one)."""
         self._due.clear()
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+        self._disarm()
 
     def time(self) -> float:
         return self._running().time()
@@ -71,16 +70,21 @@ class Alarm:
         assert loop is not None, "an alarm is used on its own loop, which is alive while it runs"
         return loop
 
+    def _disarm(self) -> None:
+        handle = self._handle() if self._handle is not None else None
+        if handle is not None:
+            handle.cancel()
+        self._handle = self._at = None
+
     def _arm(self, when: float) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
+        self._disarm()
         self._at = when
-        self._handle = self._running().call_at(when, self._ring)
+        self._handle = weakref.ref(self._running().call_at(when, self._ring))
 
     def _ring(self) -> None:
         """Fire what is due, after re-arming for what is left: a callback that raises is reported to the loop
         and takes no other owner's deadline with it."""
-        self._handle = None
+        self._handle = self._at = None
         due = self._due
         if not due:
             return
