@@ -90,7 +90,8 @@ class Alarm:
             return
         loop = self._running()
         now = loop.time()
-        fired = [due.pop(key)[1] for key in [key for key, (when, _) in due.items() if when <= now]]
+        passed = [key for key, (when, _) in due.items() if when <= now]
+        fired = [due.pop(key)[1] for key in passed]
         if due:
             self._arm(min(when for when, _ in due.values()))
         for fire in fired:
