@@ -11,7 +11,7 @@ requests, and every decoder speaks the same three words:
   been cut on the way, so one without its finish is malformed (``invalid_response``), not a broken connection.
 
 A decoder serves one response: :meth:`~tether.providers.http.HttpClient.stream_decoded` feeds it where the
-bytes are read, and :meth:`~tether.providers.http.HttpClient.post_decoded` hands it a whole body.
+bytes are read, and :class:`~tether.providers.http.WholeAnswer` hands it a whole body.
 """
 
 from __future__ import annotations

@@ -167,8 +167,8 @@ class HttpClient:
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         self._urls: dict[str, str] = {}
         self._pooled: _Pooled | None = None
-        """The running loop, the session ``session_for`` gave for it, and the alarm of this client's request
-        timeouts on it (see :mod:`tether.providers.stall`)."""
+        """The running loop, the session ``session_for`` gave for it, and that loop's alarm, which keeps this
+        client's request timeouts (see :mod:`tether.providers.stall`)."""
 
     def __repr__(self) -> str:
         return f"HttpClient({self.base_url!r}, provider={self.provider!r})"
@@ -206,14 +206,6 @@ class HttpClient:
         """
         return self._stream(path, body, timeout, deadline, end_marker, on_retry, None)
 
-    def post_decoded(
-        self, path: str, body: dict[str, Any] | bytes, decoder: Decoder, request: Request
-    ) -> Coroutine[Any, Any, list[LlmEvent]]:
-        """:meth:`post_json` for ``request`` (its timeout, deadline and retry callback), the answer read by
-        ``decoder.whole``; a shape the decoder does not expect is ``invalid_response``. One coroutine, not one
-        awaiting another: a run waiting for its answer holds one frame fewer."""
-        return self._post_whole(path, body, request.timeout, request.deadline, request.on_retry, decoder, None)
-
     async def _post_whole(
         self,
         path: str,
@@ -224,9 +216,9 @@ class HttpClient:
         decoder: Decoder | None,
         answer: WholeAnswer | None,
     ) -> Any:
-        """The contract of :meth:`post_json`; given ``decoder``, what the JSON decodes to (not retried: a shape
-        the decoder does not expect is ``invalid_response`` at once); given ``answer`` too, its first event
-        (:class:`WholeAnswer` keeps the rest)."""
+        """The contract of :meth:`post_json`; given ``decoder``, the events ``decoder.whole`` reads in the JSON
+        (not retried: a shape the decoder does not expect is ``invalid_response`` at once); given ``answer`` too,
+        its first event (:class:`WholeAnswer` keeps the rest)."""
         payload = body if isinstance(body, bytes) else _encode(body)
         for attempt in range(self.retry.max_retries + 1):
             pooled = await self._pool()
@@ -261,7 +253,7 @@ class HttpClient:
         streaming: bool,
         end_marker: str | None = None,
     ) -> AsyncIterator[LlmEvent]:
-        """``request``'s events, streamed (:meth:`stream_decoded`) or read whole (:meth:`post_decoded`): what a
+        """``request``'s events, streamed (:meth:`stream_decoded`) or read whole (:class:`WholeAnswer`): what a
         provider's ``stream()`` returns as it is, with no generator of its own around it (a layer a run's
         events would pass through, and that a run waiting for its answer would keep alive). Nothing is sent
         before the first event is asked for."""
