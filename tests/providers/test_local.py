@@ -60,7 +60,7 @@ async def test_the_model_computes_with_the_free_cores_chosen_before_each_generat
 
     provider = LocalProvider()
     await collect(provider, ask("Say hi.", max_tokens=2))
-    loaded = local._models[(str(provider.path), local.CONTEXT_TOKENS, None, provider.prompt_cache)]
+    loaded = local._models[local._model_key(provider.path, local.CONTEXT_TOKENS, None, provider.prompt_cache)]
     cores = physical_cores()
     assert loaded.chooser is not None
     assert cores is not None
@@ -71,11 +71,11 @@ async def test_the_model_computes_with_the_free_cores_chosen_before_each_generat
     fixed = LocalProvider(n_ctx=1024, n_threads=1)
     try:
         await collect(fixed, ask("Say hi.", max_tokens=2))
-        pinned = local._models[(str(fixed.path), 1024, 1, fixed.prompt_cache)]
+        pinned = local._models[local._model_key(fixed.path, 1024, 1, fixed.prompt_cache)]
         assert pinned.chooser is None
         assert llama_cpp.llama_n_threads(pinned.llama.ctx) == 1
     finally:
-        if (key := (str(fixed.path), 1024, 1, fixed.prompt_cache)) in local._models:
+        if (key := local._model_key(fixed.path, 1024, 1, fixed.prompt_cache)) in local._models:
             local._models.pop(key).llama.close()
 
 
