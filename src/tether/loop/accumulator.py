@@ -34,14 +34,13 @@ from tether.events import (
     ToolCallStart,
 )
 from tether.messages import Message, Part, Text, Thinking, ToolCall
-from tether.quickinit import quick_init
 from tether.usage import NO_USAGE, Usage
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AccumulatedTurn:
-    """One assistant turn as the provider produced it."""
+    """One assistant turn as the provider produced it (the loop's own, made once a provider call: not frozen, since
+    a frozen dataclass pays a descriptor call per field on every ``__init__``; nothing changes one once made)."""
 
     message: Message
     """The assistant message: text, thinking and the complete tool calls, in arrival order."""

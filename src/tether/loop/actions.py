@@ -228,10 +228,10 @@ def _result_text(result: ToolResult) -> str:
     return f"Tool {result.name} returned: {result.content}"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Interpreted:
-    """A turn read as an action: the turn as the transcript keeps it, or why it cannot be used."""
+    """A turn read as an action: the turn as the transcript keeps it, or why it cannot be used (the loop's own,
+    made once a call and never changed: not frozen, which would cost a descriptor call per field)."""
 
     turn: AccumulatedTurn
     problem: str | None = None

@@ -34,8 +34,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from tether.quickinit import quick_init
-
 if TYPE_CHECKING:
     from tether.messages import ToolResult
     from tether.tools.base import Done
@@ -58,10 +56,10 @@ class StepRunner(Protocol):
         ...
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ToolOutcome:
-    """What became of one tool call: the value a tool call's step returns."""
+    """What became of one tool call: the value a tool call's step returns (made once a call and never changed:
+    not frozen, which would cost a descriptor call per field)."""
 
     result: ToolResult | None
     """The call's result; ``None`` when the tool ended the run (``done``)."""

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tether.errors import ConfigInvalid, InvalidArguments
-from tether.quickinit import quick_init
 
 MAX_REPORTED_ERRORS = 8
 """Validation errors listed in one message; a model needs the first few, not a wall of them."""
@@ -30,10 +29,10 @@ class ArgumentValidator(Protocol):
     def validate(self, tool_name: str, arguments: dict[str, Any]) -> BoundArguments: ...
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BoundArguments:
-    """Validated arguments, ready for the call: ``function(*args, **kwargs)``."""
+    """Validated arguments, ready for the call: ``function(*args, **kwargs)`` (made once a call and used at once:
+    not frozen, which would cost a descriptor call per field)."""
 
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
