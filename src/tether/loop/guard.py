@@ -134,10 +134,13 @@ class LoopGuard:
 
     def record_results(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> None:
         self.repeats.record(calls, results)
-        if results and all(r.is_error for r in results):
-            self.error_turns += 1
-        elif results:
-            self.error_turns = 0
+        if not results:
+            return
+        for result in results:  # a loop, not all(...): a generator per tool turn costs more than the test
+            if not result.is_error:
+                self.error_turns = 0
+                return
+        self.error_turns += 1
 
     def after_turn(self) -> Stop | None:
         """Whether the run must stop after a turn whose tool calls have all been answered."""

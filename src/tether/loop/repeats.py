@@ -76,24 +76,35 @@ class RepeatTracker:
         """The calls last checked and their signatures, which ``record`` reuses for the same calls."""
 
     def check(self, calls: Sequence[ToolCall]) -> list[Repeat] | None:
-        """A :class:`Repeat` per call when the turn repeats the one before, else ``None`` (run them all)."""
+        """A :class:`Repeat` per call when the turn repeats the one before, else ``None`` (run them all).
+
+        Plain loops, no generator expressions: this runs on every tool turn, and a turn that is no repeat is
+        told apart at its first call the previous turn did not make."""
         keys = [signature(call) for call in calls]
         self._checked = (calls, keys)
-        repeated = (
-            bool(calls)
-            and all(key is not None and key in self._previous for key in keys)
-            and set(keys) == self._previous_keys
-            and not any(self._repeatable(call.name) for call in calls)
-        )
-        if not repeated:
+        previous = self._previous
+        if not calls:
             return None
-        return [Repeat(self._previous[key]) for key in keys if key is not None]
+        for key in keys:
+            if key is None or key not in previous:
+                return None
+        if set(keys) != self._previous_keys:
+            return None
+        repeatable = self._repeatable
+        for call in calls:
+            if repeatable(call.name):
+                return None
+        return [Repeat(previous[key]) for key in keys if key is not None]
 
     def record(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> None:
         """A turn that was run becomes the one the next turn is compared with (a repeat keeps the original)."""
-        if results and all(result.code == REPEATED for result in results):
-            return
-        self._previous = {}
+        for result in results:
+            if result.code != REPEATED:
+                break
+        else:
+            if results:
+                return
+        self._previous = previous = {}
         self._previous_keys = keys_seen = set()
         checked, keys = self._checked
         if checked is not calls:
@@ -101,7 +112,7 @@ class RepeatTracker:
         for result, key in zip(results, keys, strict=True):
             keys_seen.add(key)
             if key is not None and not result.is_error:
-                self._previous[key] = result
+                previous[key] = result
 
 
 def repeated_result(call: ToolCall, repeat: Repeat) -> ToolResult:
