@@ -8,14 +8,14 @@ the only driver of the loop: ``Agent.run()`` consumes it to its ``RunCompleted``
 * infer and accumulate (``_infer``): stream the provider's events under the step deadline (the provider
   keeps ``request_timeout`` itself, between its retries),
   passing text and thinking deltas straight through, folding everything into an ``AccumulatedTurn``;
-* act (``_turn``): reject an unusable answer and retry it with a correction, or store the answer and run
+* act (``_turns``): reject an unusable answer and retry it with a correction, or store the answer and run
   its tool calls; after a turn that asked again for calls whose results the model already had
   (``repeats.py``), the next request allows only an answer (tools off; in JSON action mode, the final action);
-* check (``_turn``, via ``LoopGuard.after_turn``): turn, tool-call, error and budget limits;
+* check (``_turns``, via ``LoopGuard.after_turn``): turn, tool-call, error and budget limits;
 * finish (``_summarize``, ``_finish``): on a step limit, one tools-off call for a final answer; then the
   ``RunResult``.
 
-Who stops the run is in the signatures: ``_turn`` and ``_summarize`` each fill the :class:`Decision` they are
+Who stops the run is in the signatures: ``_turns`` and ``_summarize`` each fill the :class:`Decision` they are
 handed (the stop and the answer it comes with), and ``events`` reads it once their events are over; an
 exception out of a step (an interrupt, a provider's error) is the only other way a run stops.
 
@@ -202,15 +202,14 @@ class Run(Compacting):
             stop = None
             decided = Decision()
             try:
-                while stop is None:
-                    decided = Decision()
-                    turn_events = self._turn(decided)
-                    try:
-                        async for event in turn_events:
-                            yield event
-                    finally:
-                        await turn_events.aclose()
-                    stop = decided.stop or self._sink_stop() or await self._save()
+                turns = self._turns(decided)
+                try:
+                    async for event in turns:
+                        yield event
+                finally:
+                    await turns.aclose()
+                stop = decided.stop
+                assert stop is not None, "the turns end when one decides the run stops"
             except Interrupted as interrupted:
                 stop = _stop_for(interrupted.interrupt)
             except asyncio.CancelledError:
@@ -324,79 +323,90 @@ class Run(Compacting):
 
     # --- act and check ------------------------------------------------------------------------------------
 
-    async def _turn(self, decided: Decision) -> AsyncGenerator[RunEvent, None]:
-        """One turn: ask until the answer is usable (or the retries run out), then act on it; ``decided`` says
-        whether the run stops after it, why, and with which answer (the only place a turn's stop is decided)."""
+    async def _turns(self, decided: Decision) -> AsyncGenerator[RunEvent, None]:
+        """Turn after turn until one decides that the run stops: each asks until the answer is usable (or the
+        retries run out), then acts on it. ``decided`` says why the run stops and with which answer (the only
+        place a turn's stop is decided); a failed save or a sink that raised stops it too.
+
+        One generator for the whole run, not one a turn: asyncio tracks every async generator (a hook and a weak
+        set), which cost each tool turn about 8,500 instructions more (``bench/instructions.py``)."""
         guard = self.guard
-        self._turn_no = turn_no = guard.turns + 1
-        had = guard.repeated
-        answer_only = bool(had)  # the model asked again for results it has: now it may only answer
-        extra: Message | None = None
-        attempt = 0
-        recovered = False  # a context_overflow is compacted and retried once a turn
         while True:
-            attempt += 1
-            self.interrupter.check()
-            if compacted := await self._compact_if_needed(turn_no):
-                yield self._emit(compacted)
-            yield self._emit(TurnStarted(turn_no, attempt, final=answer_only))
-            self.recorder.begin_call()
-            try:
-                request = self._build(extra, final=answer_only)
-                stream_events = self._infer(request, turn_no, attempt, answer_only)
-                try:
-                    async for event in stream_events:
-                        yield event
-                finally:
-                    await stream_events.aclose()
-            except Exception as failure:
-                yield self._emit(self._failed_turn(turn_no, attempt, answer_only, failure))
-                if not recovered and (compacted := await self._recover(failure, turn_no)):
-                    recovered = True
+            self._turn_no = turn_no = guard.turns + 1
+            had = guard.repeated
+            answer_only = bool(had)  # the model asked again for results it has: now it may only answer
+            extra: Message | None = None
+            attempt = 0
+            recovered = False  # a context_overflow is compacted and retried once a turn
+            while True:
+                attempt += 1
+                self.interrupter.check()
+                if compacted := await self._compact_if_needed(turn_no):
                     yield self._emit(compacted)
-                    continue
-                if recovered and isinstance(failure, ContextOverflow):
-                    raise still_too_long(failure) from failure
-                raise
-            assert self._accumulated is not None
-            read = self._read(self._accumulated, final=answer_only)
-            turn, problem = read.turn, read.problem
-            if read.shown:
-                yield self._emit(TextDelta(read.shown))
-            yield self._emit(self._completed(turn_no, attempt, answer_only, turn, problem))
-            if problem is None:
-                break
-            if stop := guard.record_invalid(problem, self._stream_error):
-                if answer_only and stop.reason is StopReason.INVALID_RESPONSE:
-                    decided.stop_with(_unanswered_repeat(had, problem), answer_from_results(had), asked=True)
-                else:
-                    decided.stop_with(stop)
+                yield self._emit(TurnStarted(turn_no, attempt, final=answer_only))
+                self.recorder.begin_call()
+                try:
+                    request = self._build(extra, final=answer_only)
+                    stream_events = self._infer(request, turn_no, attempt, answer_only)
+                    try:
+                        async for event in stream_events:
+                            yield event
+                    finally:
+                        await stream_events.aclose()
+                except Exception as failure:
+                    yield self._emit(self._failed_turn(turn_no, attempt, answer_only, failure))
+                    if not recovered and (compacted := await self._recover(failure, turn_no)):
+                        recovered = True
+                        yield self._emit(compacted)
+                        continue
+                    if recovered and isinstance(failure, ContextOverflow):
+                        raise still_too_long(failure) from failure
+                    raise
+                assert self._accumulated is not None
+                read = self._read(self._accumulated, final=answer_only)
+                turn, problem = read.turn, read.problem
+                if read.shown:
+                    yield self._emit(TextDelta(read.shown))
+                yield self._emit(self._completed(turn_no, attempt, answer_only, turn, problem))
+                if problem is None:
+                    break
+                if stop := guard.record_invalid(problem, self._stream_error):
+                    if answer_only and stop.reason is StopReason.INVALID_RESPONSE:
+                        decided.stop_with(_unanswered_repeat(had, problem), answer_from_results(had), asked=True)
+                    else:
+                        decided.stop_with(stop)
+                    return
+                extra = correction(problem, answer_only=answer_only)
+            guard.record_turn()
+            self.transcript.append(turn.message)
+            if read.asks_user:
+                decided.stop_with(Stop(StopReason.ASK_USER, "the model asked the user a question"), turn.text)
                 return
-            extra = correction(problem, answer_only=answer_only)
-        guard.record_turn()
-        self.transcript.append(turn.message)
-        if read.asks_user:
-            decided.stop_with(Stop(StopReason.ASK_USER, "the model asked the user a question"), turn.text)
-            return
-        if not turn.tool_calls:
-            decided.stop_with(Stop(StopReason.COMPLETE, "the model answered"), turn.text)
-            return
-        calls = turn.tool_calls
-        batch = self._batch = ToolBatch(calls, guard.admit(calls))
-        executor = self.executor  # executor.run's steps, inline: the events pass through no generator of their own
-        for group in executor.groups(batch):
-            for started in executor.starting(batch, group, turn_no):
-                yield self._emit(started)
-            await executor.settle(batch, group)
-            for reported in executor.reporting(batch, group, turn_no):
-                yield self._emit(reported)
-        self._acted(batch)
+            if not turn.tool_calls:
+                decided.stop_with(Stop(StopReason.COMPLETE, "the model answered"), turn.text)
+                return
+            calls = turn.tool_calls
+            batch = self._batch = ToolBatch(calls, guard.admit(calls))
+            executor = self.executor  # executor.run's steps, inline: the events pass through no generator of their own
+            for group in executor.groups(batch):
+                for started in executor.starting(batch, group, turn_no):
+                    yield self._emit(started)
+                await executor.settle(batch, group)
+                for reported in executor.reporting(batch, group, turn_no):
+                    yield self._emit(reported)
+            self._acted(batch)
+            stop, answer = self._after_tools(batch)
+            decided.stop_with(stop or self._sink_stop() or await self._save(), answer)
+            if decided.stop is not None:
+                return
+
+    def _after_tools(self, batch: ToolBatch) -> tuple[Stop | None, str | None]:
+        """Whether the run stops once a turn's tool calls are all answered, and the answer it stops with."""
         if batch.done is not None:
-            decided.stop_with(Stop(StopReason.DONE_TOOL, f"tool {batch.done_by!r} ended the run"), batch.done.message)
-        elif after_turn := self.interrupter.after_turn:
-            decided.stop_with(_stop_for(after_turn))
-        else:
-            decided.stop_with(guard.after_turn())
+            return Stop(StopReason.DONE_TOOL, f"tool {batch.done_by!r} ended the run"), batch.done.message
+        if after_turn := self.interrupter.after_turn:
+            return _stop_for(after_turn), None
+        return self.guard.after_turn(), None
 
     def _acted(self, batch: ToolBatch) -> None:
         """A turn's tool calls were all answered: their results join the transcript, the records and the guard."""

@@ -172,7 +172,7 @@ class ToolExecutor:
     async def run(self, batch: ToolBatch, turn: int) -> AsyncGenerator[ToolCallStarted | ToolResultReceived, None]:
         """Run ``batch``, yielding each call's start and result events in the model's order.
 
-        The loop drives the same three steps itself (``Run._turn``), so that a turn's tool events pass through
+        The loop drives the same three steps itself (``Run._turns``), so that a turn's tool events pass through
         no generator of their own: :meth:`groups`, then per group :meth:`starting`, :meth:`settle` and
         :meth:`reporting`."""
         for group in self.groups(batch):

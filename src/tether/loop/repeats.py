@@ -9,7 +9,7 @@ and again. The contract:
   sure the model uses the result rather than asking again.
 * The model already has what it asked for, so the next request asks it to answer and only to answer: in JSON
   action mode the schema allows the final answer alone, natively ``tool_choice="none"``
-  (``engine.Run._turn``). If even that answer is unusable, the run ends with an answer built from the
+  (``engine.Run._turns``). If even that answer is unusable, the run ends with an answer built from the
   results the model had (:func:`answer_from_results`), never with the calls asked a third time.
 * Only a whole repeated turn counts. A call repeated after anything else happened (another call in between,
   in the same turn or the one before) runs again: its result may have changed, like a file read again after
