@@ -196,9 +196,12 @@ class Masker:
         cost only that. When some are there, one pattern of those forms, longest first, replaces them all in
         one pass (patterns are compiled once per set of forms found).
         """
-        present = tuple(form for form in self._forms if form in text)
-        if not present:
+        for form in self._forms:  # a plain loop first: the common case finds none, and pays for no generator
+            if form in text:
+                break
+        else:
             return text
+        present = tuple(form for form in self._forms if form in text)
         pattern = self._patterns.get(present)
         if pattern is None:
             pattern = re.compile("|".join(map(re.escape, present)))
