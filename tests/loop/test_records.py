@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import uuid
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -269,3 +270,12 @@ def _balanced(log: list[str]) -> bool:
         else:
             stack.append(item)
     return not stack
+
+
+async def test_each_run_id_is_a_new_random_version_4_uuid_in_hex() -> None:
+    agent = Agent(ScriptedProvider([reply("a"), reply("b"), reply("c")]))
+    ids = [(await agent.run("hi")).run_id for _ in range(3)]
+    assert len(set(ids)) == 3
+    for run_id in ids:
+        parsed = uuid.UUID(hex=run_id)
+        assert (parsed.version, parsed.variant, parsed.hex) == (4, uuid.RFC_4122, run_id)
