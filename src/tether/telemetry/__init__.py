@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.telemetry.logs import log_observer
 from tether.telemetry.observer import Fanout, RunInfo, RunObserver
 from tether.telemetry.redact import DEFAULT_SECRET_ARGUMENTS, Redaction
 
@@ -75,7 +76,7 @@ def observer_for(settings: Telemetry, redaction: Redaction) -> RunObserver | Non
     """The observer of one run, or ``None`` when nothing observes it (the loop then calls nothing)."""
     if settings is DISABLED:
         return None
-    observers = [make() for make in settings.observers]
+    observers = [make() for make in settings.observers] if settings.observers else []
     if (
         settings.tracer_provider is not None
         or settings.meter_provider is not None
@@ -86,11 +87,8 @@ def observer_for(settings: Telemetry, redaction: Redaction) -> RunObserver | Non
 
         if (otel := otel_observer(settings, redaction)) is not None:
             observers.append(otel)
-    if settings.logs:
-        from tether.telemetry.logs import log_observer
-
-        if (log := log_observer(redaction)) is not None:
-            observers.append(log)
+    if settings.logs and (log := log_observer(redaction)) is not None:
+        observers.append(log)
     if not observers:
         return None
     return observers[0] if len(observers) == 1 else Fanout(observers)
