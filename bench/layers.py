@@ -2,11 +2,11 @@
 
 Run: .venv/bin/python bench/layers.py          (needs valgrind; about a minute)
 
-A step of the loop hands its events up through async generators (``Run._turn``, ``_infer``, the provider's
-stream). This counts, under callgrind, the instructions of an iteration that consumes four events from one
-async generator, and of one that consumes them through a second generator relaying them, each created and
-closed per iteration as the engine's are: the difference is what a layer costs (its creation, asyncio's
-first-iteration hook and its ``WeakSet``, four hops, the close).
+A step of the loop hands its events up through async generators (``Run._turns``, one per run; ``_infer``, one
+per provider call; a streamed provider's own). This counts, under callgrind, the instructions of an iteration
+that consumes four events from one async generator, and of one that consumes them through a second generator
+relaying them, each created and closed per iteration as the engine's are: the difference is what a layer costs
+(its creation, asyncio's first-iteration hook and its ``WeakSet``, four hops, the close).
 """
 
 from __future__ import annotations

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 
 import pytest
 
 from tests.helpers import assert_valid, check_order, describe
 from tether import Agent, Limits, tool
-from tether.events import RunCompleted, RunEvent, TextDelta, ToolCallStarted
+from tether.events import RunCompleted, RunEvent, TextDelta, ToolCallStarted, TurnStarted
+from tether.loop.accumulator import AccumulatedTurn
+from tether.loop.executor import ToolBatch, _Plan
 from tether.providers.scripted import ScriptedProvider, call, hang, parallel, reply
 
 
@@ -250,3 +253,29 @@ async def test_cancel_after_the_run_finished_is_harmless() -> None:
     handle.cancel()
     assert result.stop_reason == "complete"
     assert handle.done()
+
+
+async def test_a_run_waiting_for_its_next_answer_keeps_nothing_of_the_turn_before() -> None:
+    """A run's turns share one generator frame: the last turn's answer, its batch of calls and their plans must not
+    stay alive in it while the run waits (each would be one more object per run in flight for the collector)."""
+
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    second_turn = asyncio.Event()
+
+    def observe(event: RunEvent) -> None:
+        if isinstance(event, TurnStarted) and event.turn == 2:
+            second_turn.set()
+
+    agent = Agent(ScriptedProvider([call("add", {"a": 1, "b": 2}), hang()]), tools=[add])
+    handle = agent.start("1+2?", on_event=observe)
+    await second_turn.wait()
+    await asyncio.sleep(0)  # the run is now waiting for its second answer
+    gc.collect()  # what earlier tests left for the collector is not this run's
+    kept = [type(obj).__name__ for obj in gc.get_objects() if type(obj) in (AccumulatedTurn, ToolBatch, _Plan)]
+    handle.cancel()
+    assert (await handle).stop_reason == "cancelled"
+    assert kept == []

@@ -396,6 +396,9 @@ class Run(Compacting):
                     yield self._emit(reported)
             self._acted(batch)
             stop, answer = self._after_tools(batch)
+            # this frame lives as long as the run: while it waits for its next answer it keeps nothing of this turn
+            # (the transcript has what matters). All are bound: a turn with calls has a group and an event of each.
+            del turn, read, batch, group, started, reported
             decided.stop_with(stop or self._sink_stop() or await self._save(), answer)
             if decided.stop is not None:
                 return
