@@ -329,7 +329,7 @@ class Run(Compacting):
         place a turn's stop is decided); a failed save or a sink that raised stops it too.
 
         One generator for the whole run, not one a turn: asyncio tracks every async generator (a hook and a weak
-        set), which cost each tool turn about 8,500 instructions more (``bench/instructions.py``)."""
+        set), which cost each tool turn about 8,000 instructions more (``bench/instructions.py``)."""
         guard = self.guard
         while True:
             self._turn_no = turn_no = guard.turns + 1

@@ -82,9 +82,9 @@ class RepeatTracker:
         told apart at its first call the previous turn did not make."""
         keys = [signature(call) for call in calls]
         self._checked = (calls, keys)
-        previous = self._previous
         if not calls:
             return None
+        previous = self._previous
         for key in keys:
             if key is None or key not in previous:
                 return None
@@ -101,7 +101,7 @@ class RepeatTracker:
         for result in results:
             if result.code != REPEATED:
                 break
-        else:
+        else:  # every result was an earlier one sent again (or there was none)
             if results:
                 return
         self._previous = previous = {}
