@@ -270,12 +270,21 @@ async def test_a_run_waiting_for_its_next_answer_keeps_nothing_of_the_turn_befor
         if isinstance(event, TurnStarted) and event.turn == 2:
             second_turn.set()
 
-    agent = Agent(ScriptedProvider([call("add", {"a": 1, "b": 2}), hang()]), tools=[add])
-    handle = agent.start("1+2?", on_event=observe)
+    arguments = {"a": 7_412_309, "b": 2_958_761}  # this run's own: other tests' objects may still be alive
+    agent = Agent(ScriptedProvider([call("add", arguments), hang()]), tools=[add])
+    handle = agent.start("add them", on_event=observe)
     await second_turn.wait()
     await asyncio.sleep(0)  # the run is now waiting for its second answer
-    gc.collect()  # what earlier tests left for the collector is not this run's
-    kept = [type(obj).__name__ for obj in gc.get_objects() if type(obj) in (AccumulatedTurn, ToolBatch, _Plan)]
+
+    def of_this_run(obj: object) -> bool:
+        if isinstance(obj, AccumulatedTurn):
+            return any(call.arguments == arguments for call in obj.tool_calls)
+        if isinstance(obj, ToolBatch):
+            return any(call.arguments == arguments for call in obj.calls)
+        return isinstance(obj, _Plan) and obj.call.arguments == arguments
+
+    gc.collect()  # only what is still reachable counts
+    kept = [type(obj).__name__ for obj in gc.get_objects() if of_this_run(obj)]
     handle.cancel()
     assert (await handle).stop_reason == "cancelled"
     assert kept == []
