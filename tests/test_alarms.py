@@ -48,7 +48,6 @@ async def test_a_block_that_ends_in_time_is_left_alone() -> None:
     assert not deadline.expired()
     with Deadline(alarm, None):  # no deadline at all
         await asyncio.sleep(0)
-    alarm.close()
 
 
 async def test_a_cancel_from_elsewhere_stays_a_cancellation() -> None:
@@ -81,16 +80,6 @@ async def test_later_deadlines_share_the_armed_timer_and_a_cleared_one_never_fir
     alarm.set("second", now + 0.03, lambda: fired.append("second"))
     await asyncio.sleep(0.1)
     assert fired == ["first", "second"]  # the ring found "cleared" gone, fired what was due, re-armed for the rest
-    alarm.close()
-
-
-async def test_close_disarms() -> None:
-    alarm = Alarm(asyncio.get_running_loop())
-    fired: list[int] = []
-    alarm.set("key", alarm.time() + 0.01, lambda: fired.append(1))
-    alarm.close()
-    await asyncio.sleep(0.05)
-    assert fired == []
 
 
 @tool

@@ -57,11 +57,6 @@ class Alarm:
         """Withdraw ``key``'s deadline; the timer stays armed and finds nothing due when it rings."""
         self._due.pop(key, None)
 
-    def close(self) -> None:
-        """Withdraw every deadline and disarm (an alarm of one owner that is done; never a shared one)."""
-        self._due.clear()
-        self._disarm()
-
     def time(self) -> float:
         return self._running().time()
 
