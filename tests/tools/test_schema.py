@@ -453,3 +453,81 @@ def test_strip_titles_keeps_a_property_named_title_and_data_values() -> None:
         "required": ["title"],
         "examples": [{"title": "kept"}],
     }
+
+
+# --- the fields-only validator: the model's checks without making the model -------------------------------------
+
+
+class Tree(BaseModel):
+    label: str
+    children: list["Tree"] = []
+
+
+@tool
+def grows(root: Tree, depth: int = 1) -> None:
+    """A parameter whose type refers to itself."""
+
+
+@tool
+def mixed(a: int, /, b: Annotated[int, Field(gt=0)], c: str = "c", *, d: list[int] | None = None) -> None:
+    """Every kind of parameter, a constraint and defaults."""
+
+
+def _through_the_model(t: Tool) -> Tool:
+    """``t`` validated by its model only, as every tool was before the fields-only validator."""
+    model_only = Tool.from_function(t.function, name=t.name, description=t.description)
+    model_only._validator._validate_fields = None  # type: ignore[attr-defined]
+    return model_only
+
+
+@pytest.mark.parametrize(
+    ("t", "arguments"),
+    [
+        (mixed, {"a": "1", "b": 2}),
+        (mixed, {"a": 1, "b": "3", "c": "x", "d": ["4", 5]}),
+        (mixed, {"a": 1, "b": 0}),
+        (mixed, {"a": "one", "b": -1, "e": 1}),
+        (mixed, {}),
+        (nested, {"p": {"x": "1"}, "books": [{"title": "T", "pages": "9"}]}),
+        (nested, {"p": {"y": 1}, "books": [{"title": 1}]}),
+        (defaults, {"required": 1, "limit": None}),
+        (grows, {"root": {"label": "a", "children": [{"label": "b"}]}}),
+        (grows, {"root": {"children": [{}]}, "depth": "x"}),
+    ],
+)
+def test_the_fields_only_validator_binds_and_refuses_exactly_as_the_model(t: Tool, arguments: dict[str, Any]) -> None:
+    model_only = _through_the_model(t)
+    refused: InvalidArguments | None = None
+    try:
+        expected = model_only._validator.validate(t.name, arguments)
+    except InvalidArguments as error:
+        refused = error
+    if refused is not None:
+        assert _invalid(t, arguments).message == refused.message
+        return
+    bound = t._validator.validate(t.name, arguments)
+    assert (bound.args, bound.kwargs) == (expected.args, expected.kwargs)
+    assert [type(value) for value in bound.kwargs.values()] == [type(value) for value in expected.kwargs.values()]
+
+
+async def test_a_plain_tools_arguments_are_validated_without_making_its_model() -> None:
+    """The model's validator makes an instance to be read back field by field; a plain signature's arguments
+    are checked by its fields' validator alone, and reach the function all the same."""
+
+    @tool
+    def pair(a: int, /, b: str, *, c: float = 0.5) -> tuple[int, str, float]:
+        """A pair."""
+        return (a, b, c)
+
+    def refuse(arguments: Any) -> None:
+        raise AssertionError("the model was made")
+
+    pair._validator._validate = refuse  # type: ignore[attr-defined]
+    assert await pair.bind({"a": "2", "b": "x"})() == (2, "x", 0.5)
+
+
+async def test_a_parameter_whose_type_refers_to_itself_is_still_validated() -> None:
+    """Such a schema is wrapped in definitions, which the fields-only validator does not take: the model does."""
+    assert grows._validator._validate_fields is None  # type: ignore[attr-defined]
+    assert await grows.bind({"root": {"label": "a", "children": [{"label": "b"}]}})() is None
+    assert "root.children.0.label" in _invalid(grows, {"root": {"label": "a", "children": [{}]}}).message
