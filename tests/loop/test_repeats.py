@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.helpers import assert_valid, result_of, run_events
 from tether import Agent, Limits, tool
 from tether.events import TurnStarted
+from tether.loop import repeats
+from tether.messages import ToolCall
 from tether.providers.scripted import ScriptedProvider, call, parallel, reply
 
 runs: list[tuple[int, int]] = []
@@ -146,3 +150,52 @@ async def test_a_turn_repeating_the_successes_of_a_partly_failed_turn_runs_in_fu
                               reply("done")])  # fmt: skip
     await Agent(model, tools=[add, broken]).run("go")
     assert runs == [(1, 1), (1, 1)], "not the same turn as the one before, so it runs"
+
+
+async def test_a_turn_that_is_no_repeat_is_told_apart_without_encoding_its_calls(monkeypatch: Any) -> None:
+    """The arguments are compared as values first: only a turn that may repeat the one before is encoded."""
+
+    def encoded(tool_call: ToolCall) -> str:
+        raise AssertionError(f"{tool_call.name} was encoded")
+
+    monkeypatch.setattr(repeats, "signature", encoded)
+    then_two = parallel(call("add", {"a": 2, "b": 1}), call("add", {"a": 3, "b": 1}))
+    model = ScriptedProvider([call("add", {"a": 1, "b": 1}), call("add", {"a": 2, "b": 1}), then_two, reply("done")])
+    result = await Agent(model, tools=[add], limits=Limits(max_turns=10)).run("go")
+    assert runs == [(1, 1), (2, 1), (2, 1), (3, 1)]
+    assert result.stop_reason == "complete"
+
+
+async def test_arguments_equal_as_numbers_but_written_differently_are_a_new_call() -> None:
+    """``1`` and ``1.0`` are equal values but not the same call: the repeat is decided on the JSON the model sent."""
+    model = ScriptedProvider([call("add", {"a": 1, "b": 1}), call("add", {"a": 1.0, "b": 1}), reply("done")])
+    await Agent(model, tools=[add]).run("go")
+    assert runs == [(1, 1), (1, 1)]
+
+
+async def test_a_turn_of_more_calls_than_are_compared_one_by_one_is_still_recognised_as_a_repeat() -> None:
+    many = [call("add", {"a": n, "b": 0}) for n in range(repeats._SCANNED + 4)]
+    changed = [*many[:-1], call("add", {"a": -1, "b": 0})]
+    model = ScriptedProvider([parallel(*many), parallel(*reversed(many)), reply("done")])
+    await Agent(model, tools=[add], limits=Limits(max_tool_calls_per_turn=50)).run("go")
+    assert len(runs) == len(many), "the reversed turn is the same calls: not run again"
+    runs.clear()
+    model = ScriptedProvider([parallel(*many), parallel(*changed), reply("done")])
+    await Agent(model, tools=[add], limits=Limits(max_tool_calls_per_turn=50)).run("go")
+    assert len(runs) == 2 * len(many), "one call differs: the whole turn runs"
+
+
+async def test_a_call_with_a_nan_argument_asked_again_is_a_repeat() -> None:
+    """NaN equals no other NaN, but the arguments read from the model's JSON share one: compared as values
+    first, the repeated call is still found."""
+    seen: list[float] = []
+
+    @tool
+    def scale(x: float) -> str:
+        """Scale."""
+        seen.append(x)
+        return "scaled"
+
+    model = ScriptedProvider([call("scale", {"x": float("nan")}), call("scale", {"x": float("nan")}), reply("done")])
+    await Agent(model, tools=[scale]).run("go")
+    assert len(seen) == 1

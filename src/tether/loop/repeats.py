@@ -51,44 +51,51 @@ def signature(call: ToolCall) -> str | None:
     return call.name + _CANONICAL(call.arguments)
 
 
-_NOTHING: dict[str, ToolResult] = {}
-"""The results before the first turn: shared, never written (``record`` makes each turn's own)."""
-
-
-_NO_KEYS: frozenset[str | None] = frozenset()
-"""No call signatures yet: one shared empty set (an empty ``frozenset()`` is a new 216-byte object each time)."""
-_UNCHECKED: tuple[Sequence[ToolCall], Sequence[str | None]] = ((), ())
-"""No calls checked yet: shared, never written."""
+_SCANNED = 16
+"""Up to this many calls in the previous turn, a turn is first compared call by call with it, which tells nearly
+every turn that is no repeat apart without encoding anything; a longer turn goes straight to the signatures (a
+scan of every pair would grow with the square of the calls)."""
 
 
 class RepeatTracker:
-    """Remembers the previous turn's calls and their results, to recognise a turn that asks for them again."""
+    """Remembers the previous turn's calls and their results, to recognise a turn that asks for them again.
 
-    __slots__ = ("_checked", "_previous", "_previous_keys", "_repeatable")
+    Nothing is computed when a turn is recorded: most turns are no repeat of the one before, and are told apart
+    in :meth:`check` by comparing arguments as values. Only a turn that may be a repeat gets its calls'
+    signatures (the canonical JSON a repeat is decided on), and the previous turn's."""
+
+    __slots__ = ("_previous_calls", "_previous_results", "_repeatable")
 
     def __init__(self, repeatable: Callable[[str], bool]) -> None:
         self._repeatable = repeatable
-        self._previous: dict[str, ToolResult] = _NOTHING
-        """The previous turn's successful results, by call signature: what a repeat is answered from."""
-        self._previous_keys: set[str | None] | frozenset[str | None] = _NO_KEYS
-        """Every call signature of the previous turn, failed ones included."""
-        self._checked: tuple[Sequence[ToolCall], Sequence[str | None]] = _UNCHECKED
-        """The calls last checked and their signatures, which ``record`` reuses for the same calls."""
+        self._previous_calls: Sequence[ToolCall] = ()
+        """The previous turn's calls, in the model's order (none before the first)."""
+        self._previous_results: Sequence[ToolResult] = ()
+        """Their results, in the same order."""
 
     def check(self, calls: Sequence[ToolCall]) -> list[Repeat] | None:
         """A :class:`Repeat` per call when the turn repeats the one before, else ``None`` (run them all).
 
-        Plain loops, no generator expressions: this runs on every tool turn, and a turn that is no repeat is
-        told apart at its first call the previous turn did not make."""
-        keys = [signature(call) for call in calls]
-        self._checked = (calls, keys)
-        if not calls:
+        Plain loops, no generator expressions: this runs on every tool turn."""
+        before, results = self._previous_calls, self._previous_results
+        if not calls or not before:
             return None
-        previous = self._previous
+        if len(before) <= _SCANNED:  # a repeated call has equal arguments (the converse needs the signatures)
+            for call in calls:
+                if not _asked_before(call, before, results):
+                    return None
+        previous: dict[str, ToolResult] = {}
+        previous_keys: set[str | None] = set()
+        for call, result in zip(before, results, strict=True):
+            key = signature(call)
+            previous_keys.add(key)
+            if key is not None and not result.is_error:
+                previous[key] = result
+        keys = [signature(call) for call in calls]
         for key in keys:
             if key is None or key not in previous:
                 return None
-        if set(keys) != self._previous_keys:
+        if set(keys) != previous_keys:
             return None
         repeatable = self._repeatable
         for call in calls:
@@ -104,15 +111,21 @@ class RepeatTracker:
         else:  # every result was an earlier one sent again (or there was none)
             if results:
                 return
-        self._previous = previous = {}
-        self._previous_keys = keys_seen = set()
-        checked, keys = self._checked
-        if checked is not calls:
-            keys = [signature(call) for call in calls]
-        for result, key in zip(results, keys, strict=True):
-            keys_seen.add(key)
-            if key is not None and not result.is_error:
-                previous[key] = result
+        self._previous_calls, self._previous_results = calls, results
+
+
+def _asked_before(call: ToolCall, before: Sequence[ToolCall], results: Sequence[ToolResult]) -> bool:
+    """Whether the previous turn made a call of the same tool with equal arguments that succeeded: what a
+    repeated call needs, told without encoding (equal signatures mean equal arguments; a NaN equals no other
+    NaN, but arguments read from JSON share the one ``json`` makes)."""
+    arguments = call.arguments
+    if arguments is None:
+        return False
+    name = call.name
+    for position, earlier in enumerate(before):
+        if earlier.name == name and earlier.arguments == arguments and not results[position].is_error:
+            return True
+    return False
 
 
 def repeated_result(call: ToolCall, repeat: Repeat) -> ToolResult:
