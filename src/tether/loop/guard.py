@@ -34,7 +34,7 @@ from tether.limits import Limits, StopReason
 from tether.loop.repeats import Repeat, RepeatTracker
 from tether.messages import ToolCall, ToolResult
 from tether.quickinit import quick_init
-from tether.usage import NO_COST, NO_USAGE, Cost, Price, Usage, cost_of
+from tether.usage import NO_COST, Cost, Price, Usage, cost_of
 
 
 @quick_init
@@ -51,17 +51,9 @@ class LoopGuard:
     """Counts turns, tool calls, errors and spend for one run, and says when and why to stop."""
 
     __slots__ = (
-        "_refused_for_budget",
-        "error_turns",
-        "invalid_in_a_row",
-        "limits",
-        "price",
-        "repeated",
-        "repeats",
-        "spent",
-        "tool_calls",
-        "turns",
-        "usage",
+        "_cache_read_tokens", "_cache_write_tokens", "_input_tokens", "_output_tokens", "_reasoning_tokens",
+        "_refused_for_budget", "_requests", "error_turns", "invalid_in_a_row", "limits", "price", "repeated",
+        "repeats", "spent", "tool_calls", "turns",
     )  # fmt: skip
 
     def __init__(self, limits: Limits, price: Price | None, repeatable: Callable[[str], bool] | None = None) -> None:
@@ -76,7 +68,10 @@ class LoopGuard:
         self.tool_calls = 0
         self.error_turns = 0
         self.invalid_in_a_row = 0
-        self.usage = NO_USAGE
+        self._input_tokens = self._output_tokens = self._cache_read_tokens = self._cache_write_tokens = 0
+        self._reasoning_tokens = self._requests = 0
+        """The run's usage so far as plain counts: a ``Usage`` is made when it is read (at a checkpoint and at the
+        end), not on every call (a frozen six-field value costs about 5,000 instructions to make)."""
         self.spent = NO_COST
         """The sum of each call's cost, priced when the call completed."""
         self._refused_for_budget = False
@@ -86,9 +81,22 @@ class LoopGuard:
         """What the run has cost so far; ``None`` when the model's price is unknown."""
         return None if self.price is None else self.spent
 
+    @property
+    def usage(self) -> Usage:
+        """What the run has used so far, every provider call's usage added up."""
+        return Usage(
+            self._input_tokens, self._output_tokens, self._cache_read_tokens, self._cache_write_tokens,
+            self._reasoning_tokens, self._requests,
+        )  # fmt: skip
+
     def record_call(self, usage: Usage) -> None:
         """Add one provider call's usage and its cost (checked against the budget before the next call)."""
-        self.usage = self.usage + usage
+        self._input_tokens += usage.input_tokens
+        self._output_tokens += usage.output_tokens
+        self._cache_read_tokens += usage.cache_read_tokens
+        self._cache_write_tokens += usage.cache_write_tokens
+        self._reasoning_tokens += usage.reasoning_tokens
+        self._requests += usage.requests
         if self.price is not None:
             self.spent = self.spent + cost_of(usage, self.price)
 
