@@ -341,7 +341,8 @@ class Run(Compacting):
             while True:
                 attempt += 1
                 self.interrupter.check()
-                if compacted := await self._compact_if_needed(turn_no):
+                # asked only with a context budget: awaiting a coroutine that returns at once costs a turn ~1,500
+                if self.window.budget is not None and (compacted := await self._compact_if_needed(turn_no)):
                     yield self._emit(compacted)
                 yield self._emit(TurnStarted(turn_no, attempt, final=answer_only))
                 self.recorder.begin_call()
@@ -399,7 +400,10 @@ class Run(Compacting):
             # this frame lives as long as the run: while it waits for its next answer it keeps nothing of this turn
             # (the transcript has what matters). All are bound: a turn with calls has a group and an event of each.
             del turn, read, batch, group, started, reported
-            decided.stop_with(stop or self._sink_stop() or await self._save(), answer)
+            stop = stop or self._sink_stop()
+            if stop is None and self.checkpoint is not None:  # no coroutine for a run that saves nothing
+                stop = await self._save()
+            decided.stop_with(stop, answer)
             if decided.stop is not None:
                 return
 
