@@ -4,8 +4,10 @@ functions on a tool thread), ``Done``, and ``render_output`` (a return value as 
 import dataclasses
 import datetime
 import inspect
+import json
 import threading
 from collections.abc import AsyncIterator, Iterator
+from enum import IntEnum
 from typing import Any
 
 import pytest
@@ -297,6 +299,16 @@ def test_render_output_returns_strings_unchanged() -> None:
 
 def test_render_output_of_none_says_there_was_no_output() -> None:
     assert render_output(None) == "(no output)"
+
+
+class Level(IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+def test_render_output_writes_numbers_and_booleans_as_json_does() -> None:
+    values = [0, -7, 42, 10**300, True, False, 2.5, float("inf"), Level.HIGH]
+    assert [render_output(value) for value in values] == [json.dumps(value) for value in values]
 
 
 def test_render_output_of_dicts_and_lists_is_json() -> None:

@@ -219,6 +219,8 @@ def render_output(value: Any) -> str:
     if value is None:
         return "(no output)"
     try:
+        if type(value) is int:  # as JSON writes it (digits only, nothing to repair), without the encoder's work
+            return int.__repr__(value)
         return utf8_safe(_OUTPUT_ENCODER(value))
     except Exception as error:  # noqa: BLE001 - JSON could not hold it; repr may
         failure = error
