@@ -165,7 +165,7 @@ class Run(Compacting):
         self._offer(spec.offered)
         self.window = self._context_window()
         self._sent_view: tuple[Message, ...] | None = None
-        if self.outputs is not None and self.outputs.notice(self.transcript):
+        if history and self.outputs is not None and self.outputs.notice(self.transcript):  # only a history has results
             self._offer_reader()
         self.sinks = list(sinks)
         self.sink_error: Exception | None = None

@@ -26,6 +26,8 @@ def prepare_history(system: str | None, history: Sequence[Message]) -> list[Mess
     ``session_invalid``. A stored call whose arguments nest deeper than ``MAX_ARGUMENT_DEPTH`` is kept without
     them (``bound_call``), as the accumulator keeps a new one, so the history can still be sent and saved.
     """
+    if not history:  # a new conversation: nothing to check (the commonest start, and a run makes one each)
+        return [Message.system(system)] if system is not None else []
     body = [_bounded(message) for message in history]
     stored_system = body.pop(0) if body and body[0].role == "system" else None
     if open_calls := open_tool_calls(body):
