@@ -228,7 +228,8 @@ class Run(Compacting):
                     async for event in summary_events:
                         yield event
                 stop, answer = summary.stop or stop, summary.answer
-            stop = await self._save() or stop
+            if self.checkpoint is not None:
+                stop = await self._save() or stop
             yield self._emit(RunCompleted(self._finish(stop, answer)))
         finally:
             if alarm is not None:
