@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -69,7 +69,7 @@ class ProviderCalls:
     """The history part of the request under way when it is exactly the model's view (no extra message):
     the token gauge anchors on it."""
     _on_retry: Callable[[ProviderError, int, float], None]
-    sinks: list[Any]
+    sinks: Sequence[Any]
 
     steps: StepRunner | None
 

@@ -167,7 +167,8 @@ class Run(Compacting):
         self._sent_view: tuple[Message, ...] | None = None
         if history and self.outputs is not None and self.outputs.notice(self.transcript):  # only a history has results
             self._offer_reader()
-        self.sinks = list(sinks)
+        self.sinks: Sequence[EventSink] = tuple(sinks)
+        """A tuple, the shared empty one without sinks: a run waiting on its provider holds one object fewer."""
         self.sink_error: Exception | None = None
         self.turn_usage: list[Usage] = []
         self.deadline: float | None = None
@@ -532,11 +533,11 @@ class Run(Compacting):
 
     def _notify(self, event: RunEvent) -> None:
         """Hand an event to every sink; a sink that raises is dropped and the run stops after this step."""
-        for sink in list(self.sinks):
+        for sink in self.sinks:
             try:
                 sink(event)
             except Exception as error:  # noqa: BLE001 - reported as the run's error, not lost
-                self.sinks.remove(sink)
+                self.sinks = tuple(kept for kept in self.sinks if kept is not sink)
                 self.sink_error = self.sink_error or error
 
     def _sink_stop(self) -> Stop | None:
