@@ -104,7 +104,7 @@ class SignatureValidator:
 def _fields_validator(model: Any, names: dict[str, str]) -> Callable[[Any], tuple[dict[str, Any], Any, Any]] | None:
     """A validator of the model's fields alone, each field named as its parameter: what it returns is the
     arguments to call with, where the model's validator makes a model instance to be read field by field
-    (a call's validation costs a third as much, ``bench/instructions.py``). Same checks, same coercions, same
+    (a call's validation costs half as much, ``bench/instructions.py``). Same checks, same coercions, same
     defaults and the same errors: it is the model's own core schema, with only the names of its fields changed.
 
     ``None`` when the model's schema is not a plain model of fields (one whose types refer to each other is
