@@ -155,6 +155,14 @@ class Count(int):
     pass
 
 
+class Mapping(dict[str, Any]):
+    pass
+
+
+class SubList(list[Any]):
+    pass
+
+
 class Ratio(float):
     pass
 
@@ -169,6 +177,9 @@ DUMPS_CASES: list[Any] = [
     {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"arguments": "{}"}}]},
     {"a": float("nan")},
     [None, [float("inf")], {"b": -math.inf}],
+    ("text", None, (1, ("deep", float("nan")))),
+    {"sub": Mapping({"inner": SubList([None, Text("t"), -math.inf])})},
+    {"sub": Mapping({"inner": SubList([None, Text("t"), 2.5])})},
     {"a": None, "b": 1.5},
     2**64,
     -(2**63) - 1,
@@ -265,6 +276,27 @@ def test_providers_refuse_what_is_not_json_with_invalid_response() -> None:
     with pytest.raises(InvalidResponse, match="not UTF-8"):
         parse_json(b'{"a":"\xff"}', "openai")
     assert parse_json(b'\xef\xbb\xbf{"a":1e400}', "openai") == {"a": math.inf}
+
+
+@pytest.mark.parametrize(
+    ("body", "offset", "bad"),
+    [
+        (b'{"a":"\xff"}', 6, b'\xff"}'),
+        (b'\xef\xbb\xbf{"a":"\xff"}', 9, b'\xff"}'),  # after a byte-order mark: the offset in the body as sent
+        (bytearray(b'["caf\xe9"]'), 5, b'\xe9"]'),
+    ],
+)
+def test_a_body_that_is_not_utf8_names_the_offset_and_bytes_it_failed_at(body: bytes, offset: int, bad: bytes) -> None:
+    with pytest.raises(InvalidResponse, match="not UTF-8") as caught:
+        parse_json(body, "openai")
+    assert caught.value.details["offset"] == offset
+    assert f"at byte {offset}: {bad!r}" in str(caught.value)
+
+
+def test_a_body_with_a_byte_order_mark_is_read_without_it() -> None:
+    assert parse_json(bytearray(b'\xef\xbb\xbf{"a":"\xc3\xa9"}'), "openai") == {"a": "\u00e9"}
+    with pytest.raises(InvalidResponse, match="not JSON"):  # one mark is allowed; a second is text before the JSON
+        parse_json(b"\xef\xbb\xbf\xef\xbb\xbf[]", "openai")
 
 
 ENCODER_OPTIONS: list[dict[str, Any]] = [

@@ -88,6 +88,11 @@ class OpenAIChatProvider:
             retry=retry,
             limits=response_limits,
         )
+        self._kept_options: tuple[Any, ...] | None = None
+        """The last request's tools, choices and settings and the body's JSON after its messages: a run sends
+        the same ones every turn, so its requests encode them once (:meth:`_options_text`)."""
+        self._kept_system: tuple[str, str] = ("", "")
+        """The last system prompt and its message's JSON."""
 
     def __repr__(self) -> str:
         return f"OpenAIChatProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
@@ -110,13 +115,50 @@ class OpenAIChatProvider:
     def request_payload(self, request: Request) -> bytes:
         """``request_body`` encoded, built from each message's cached JSON: the cost of a request grows with
         the new messages, not with the whole history re-encoded every turn."""
-        head = [_dumps({"role": "system", "content": request.system})] if request.system else []
-        messages = ",".join(head + [encoded_json(message, self.profile.name) for message in request.messages])
+        origin = self.profile.name
+        texts = [self._system_text(request.system)] if request.system else []
+        find = _encoded.get
+        for message in request.messages:  # encoded_json's lookup, inline: most of a request's messages are known
+            cached = find(id(message))
+            if cached is not None and cached() is message and cached.origin == origin:
+                texts.append(cached.text)
+            else:
+                texts.append(encoded_json(message, origin))
+        return f'{{"messages":[{",".join(texts)}],{self._options_text(request)}'.encode()
+
+    def _system_text(self, system: str) -> str:
+        kept, text = self._kept_system
+        if system != kept:
+            text = _dumps({"role": "system", "content": system})
+            self._kept_system = (system, text)
+        return text
+
+    def _options_text(self, request: Request) -> str:
+        """The body's JSON after its messages (``"model":...}``), the tools' from :func:`tools_json`. Encoded
+        again only when the request's tools (the same tuple), tool choice, schema or settings (the same object,
+        with no ``extra`` fields, which may be changed in place) are not the last request's."""
+        kept, settings = self._kept_options, request.settings
+        if (
+            kept is not None
+            and kept[0] is request.tools
+            and kept[1] is settings
+            and kept[2] == request.tool_choice
+            and kept[3] == request.parallel_tool_calls
+            and kept[4] is request.json_schema
+            and not settings.extra
+        ):
+            text: str = kept[5]
+            return text
         options = _dumps({"model": self.info.name, **self._options(request, tools_slot=True)})
         slot = _TOOLS_SLOT_JSON
         if slot in options:
             options = options.replace(slot, tools_json(tool_offer(request, self.profile)[0]), 1)
-        return f'{{"messages":[{messages}],{options[1:]}'.encode()
+        text = options[1:]
+        if not settings.extra:
+            self._kept_options = (
+                request.tools, settings, request.tool_choice, request.parallel_tool_calls, request.json_schema, text
+            )  # fmt: skip
+        return text
 
     def _options(self, request: Request, *, tools_slot: bool = False) -> dict[str, Any]:
         """Everything in the body but the messages; with ``tools_slot``, the tools are a placeholder for
@@ -178,7 +220,10 @@ def encoded_json(message: Message, origin: str = "") -> str:
     cached = _encoded.get(key)
     if cached is not None and cached() is message and cached.origin == origin:
         return cached.text
-    text = ",".join(_dumps(item) for item in encode_message(message, origin))
+    items = encode_message(message, origin)
+    # what encode_message writes is text and None, but for a call's extra_content: the server's JSON, any number
+    finite = not any(CALL_EXTRA in call for item in items for call in item.get("tool_calls", ()))
+    text = ",".join([jsoncodec.dumps(item, finite=finite) for item in items])
     entry = _Encoded(message, _evict)
     entry.key, entry.origin, entry.text = key, origin, text
     _encoded[key] = entry
