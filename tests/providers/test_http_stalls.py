@@ -18,6 +18,7 @@ from tether.errors import RequestTimeout
 from tether.events import TextDelta
 from tether.messages import Message
 from tether.providers.base import Request
+from tether.providers.stall import Stall
 
 __all__ = ["serve"]  # the fixture, used by name
 
@@ -68,6 +69,44 @@ async def test_a_whole_answer_stalling_after_its_head_is_retried(serve: Serve) -
     texts: list[str] = []
     await read_texts(provider(server.base_url, stream=False), texts, timeout=0.2)
     assert texts == ["Whole"]
+    assert server.count == 2
+
+
+async def test_a_whole_body_already_there_is_read_without_a_deadline_and_a_slow_one_with_one_per_wait(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body that came with its head is taken as it is: the request sets one deadline (the wait for the
+    head). A body still coming is waited for piece by piece, each wait bounded, the whole not."""
+    body = json.dumps(completion("Whole")).encode()
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+
+    async def respond(exchange: Exchange) -> None:
+        if exchange.number == 1:
+            await exchange.raw(head + body)  # one write: head and body arrive together
+            return
+        await exchange.raw(head + body[:10])
+        for start in range(10, len(body), 40):
+            await asyncio.sleep(0.08)  # each gap inside the timeout, the whole beyond it
+            await exchange.raw(body[start : start + 40])
+
+    server = await serve(respond)
+    waits: list[Stall] = []
+    original = Stall.start
+
+    def counted(stall: Stall) -> None:
+        waits.append(stall)
+        original(stall)
+
+    monkeypatch.setattr(Stall, "start", counted)
+    for number in (1, 2):
+        texts: list[str] = []
+        waits.clear()
+        await read_texts(provider(server.base_url, stream=False), texts, timeout=0.2)
+        assert texts == ["Whole"]
+        if number == 1:
+            assert len(waits) == 1, "the wait for the head only"
+        else:
+            assert len(waits) > 2
     assert server.count == 2
 
 

@@ -222,7 +222,11 @@ def encoded_json(message: Message, origin: str = "") -> str:
         return cached.text
     items = encode_message(message, origin)
     # what encode_message writes is text and None, but for a call's extra_content: the server's JSON, any number
-    finite = not any(CALL_EXTRA in call for item in items for call in item.get("tool_calls", ()))
+    finite = True
+    for item in items:
+        for call in item.get("tool_calls", ()):
+            if CALL_EXTRA in call:
+                finite = False
     text = ",".join([jsoncodec.dumps(item, finite=finite) for item in items])
     entry = _Encoded(message, _evict)
     entry.key, entry.origin, entry.text = key, origin, text

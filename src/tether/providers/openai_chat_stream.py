@@ -223,14 +223,19 @@ def _content_text(content: Any, provider: str, where: str) -> str:
 def parse_usage(usage: dict[str, Any], provider: str = "openai") -> Usage:
     """Chat Completions usage; cached prompt tokens (OpenAI's or DeepSeek's field) counted apart. Counts are
     read forgivingly (:func:`~tether.providers.wire.as_count`); a details field that is not an object is
-    ``InvalidResponse``."""
+    ``InvalidResponse``. The details are read only where they are sent (most servers send none)."""
     prompt = as_count(usage.get("prompt_tokens"))
-    prompt_details = as_object(usage.get("prompt_tokens_details"), provider, "usage.prompt_tokens_details")
-    cached = as_count(prompt_details.get("cached_tokens")) or as_count(usage.get("prompt_cache_hit_tokens"))
-    output_details = as_object(usage.get("completion_tokens_details"), provider, "usage.completion_tokens_details")
+    cached = reasoning = 0
+    if (details := usage.get("prompt_tokens_details")) is not None:
+        cached = as_count(as_object(details, provider, "usage.prompt_tokens_details").get("cached_tokens"))
+    if not cached and "prompt_cache_hit_tokens" in usage:
+        cached = as_count(usage["prompt_cache_hit_tokens"])
+    if (details := usage.get("completion_tokens_details")) is not None:
+        details = as_object(details, provider, "usage.completion_tokens_details")
+        reasoning = as_count(details.get("reasoning_tokens"))
     return Usage(
         input_tokens=max(prompt - cached, 0),
         output_tokens=as_count(usage.get("completion_tokens")),
         cache_read_tokens=cached,
-        reasoning_tokens=as_count(output_details.get("reasoning_tokens")),
+        reasoning_tokens=reasoning,
     )
