@@ -69,29 +69,36 @@ async def read_body(
 ) -> bytearray:
     """The whole body, read piece by piece; ``InvalidResponse`` as soon as it passes ``limit`` bytes (or its
     ``Content-Length`` says it will). ``stall``, when given, bounds the wait for each piece; what has already
-    arrived is taken without one (no deadline is set and withdrawn for bytes that are there)."""
-    declared = response.content_length
-    if declared is not None and declared > limit:
-        raise too_large(provider, "an answer", setting, limit)
-    content = response.content
-    data = bytearray()
-    while True:
-        piece = content.read_nowait()  # what has arrived already (often the whole body, with its head): no wait
-        if not piece:
-            if content.at_eof():
-                return data
-            if stall is not None:
-                stall.start()
-            try:
-                piece = await content.readany()
-            finally:
-                if stall is not None:
-                    stall.stop()
-            if not piece:
-                return data
-        data += piece
-        if len(data) > limit:
+    arrived is taken without one (no deadline is set and withdrawn for bytes that are there). The response is
+    released, its connection back to the pool, when the body was read to its end, and closed otherwise."""
+    reusable = False
+    try:
+        declared = response.content_length
+        if declared is not None and declared > limit:
             raise too_large(provider, "an answer", setting, limit)
+        content = response.content
+        data = bytearray()
+        while True:
+            piece = content.read_nowait()  # what has arrived already (often the whole body, with its head)
+            if not piece:
+                if content.at_eof():
+                    break
+                if stall is not None:
+                    stall.start()
+                try:
+                    piece = await content.readany()
+                finally:
+                    if stall is not None:
+                        stall.stop()
+                if not piece:
+                    break
+            data += piece
+            if len(data) > limit:
+                raise too_large(provider, "an answer", setting, limit)
+        reusable = True
+        return data
+    finally:
+        response.release() if reusable else response.close()
 
 
 _BOM = b"\xef\xbb\xbf"

@@ -220,11 +220,13 @@ class HttpClient:
         (not retried: a shape the decoder does not expect is ``invalid_response`` at once); given ``answer`` too,
         its first event (:class:`WholeAnswer` keeps the rest)."""
         payload = body if isinstance(body, bytes) else _encode(body)
+        provider, max_body = self.provider, self.limits.max_body_bytes
         for attempt in range(self.retry.max_retries + 1):
-            pooled = await self._pool()
+            pooled = self._ready_pool() or await self._pool()
             stall = Stall(pooled[2], timeout)
             try:
-                data = await self._whole(await self._post(pooled[1], path, payload, stall), stall)
+                response = await self._post(pooled[1], path, payload, stall)
+                data = await read_body(response, max_body, provider=provider, setting="max_body_bytes", stall=stall)
             except ProviderError as error:
                 await self._back_off(error, attempt, deadline, on_retry)
                 continue
@@ -236,10 +238,10 @@ class HttpClient:
             except Exception as exc:  # noqa: BLE001 - every transport failure gets a code
                 await self._back_off(self._transport_error(exc, timeout), attempt, deadline, on_retry)
                 continue
-            parsed = parse_json(data, self.provider)
+            parsed = parse_json(data, provider)
             if decoder is None:
                 return parsed
-            events = decoded(decoder.whole, parsed, self.provider)
+            events = decoded(decoder.whole, parsed, provider)
             return events if answer is None else answer.begin(events)
         raise AssertionError("unreachable: _back_off raises on the last attempt")
 
@@ -292,13 +294,16 @@ class HttpClient:
         payload = body if isinstance(body, bytes) else _encode(body)
         provider = self.provider
         for attempt in range(self.retry.max_retries + 1):
-            pooled = await self._pool()
+            pooled = self._ready_pool() or await self._pool()
             stall = Stall(pooled[2], timeout)
             delivered = decoding = False
             try:
                 response = await self._post(pooled[1], path, payload, stall)
                 if "text/event-stream" not in response.headers.get("Content-Type", ""):
-                    whole = decode_text(await self._whole(response, stall), provider)
+                    data = await read_body(
+                        response, self.limits.max_body_bytes, provider=provider, setting="max_body_bytes", stall=stall
+                    )
+                    whole = decode_text(data, provider)
                     delivered = decoding = True
                     if feed is None:
                         yield ServerSentEvent(whole)
@@ -367,26 +372,22 @@ class HttpClient:
             for item in decoded(_call, decoder.end, provider):
                 yield item
 
+    def _ready_pool(self) -> _Pooled | None:
+        """This loop's session and alarm when they are kept and the session is open (every request but a
+        loop's first): no coroutine is made for them."""
+        pooled = self._pooled
+        if pooled is not None and pooled[0]() is asyncio.get_running_loop() and not pooled[1].closed:
+            return pooled
+        return None
+
     async def _pool(self) -> _Pooled:
         """The running loop's session for this client's origin, and the alarm that keeps this client's request
         timeouts on that loop (kept, so that a request does not look them up again)."""
-        loop = asyncio.get_running_loop()
-        pooled = self._pooled
-        if pooled is None or pooled[0]() is not loop or pooled[1].closed:
-            # the first request on this event loop, or after its session was closed
+        pooled = self._ready_pool()
+        if pooled is None:  # the first request on this event loop, or after its session was closed
+            loop = asyncio.get_running_loop()
             pooled = self._pooled = (weakref.ref(loop), await session_for(self.base_url), shared_alarm(loop))
         return pooled
-
-    async def _whole(self, response: aiohttp.ClientResponse, stall: Stall) -> bytearray:
-        """A whole body within ``max_body_bytes``; the connection is reused only when it was read to its end."""
-        reusable = False
-        try:
-            limit = self.limits.max_body_bytes
-            data = await read_body(response, limit, provider=self.provider, setting="max_body_bytes", stall=stall)
-            reusable = True
-            return data
-        finally:
-            response.release() if reusable else response.close()
 
     async def _post(
         self, session: aiohttp.ClientSession, path: str, payload: bytes, stall: Stall
