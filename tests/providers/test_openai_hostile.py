@@ -354,6 +354,17 @@ def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> dict
             "choices[0].delta.tool_calls[0].function.arguments",
         ),
         (chunk({"tool_calls": [{"index": 0, "id": 3, "function": {}}]}), "choices[0].delta.tool_calls[0].id"),
+        (
+            chunk({"tool_calls": [{"index": 0, "function": {"name": "f"}}, {"index": 1, "function": {"name": 5}}]}),
+            "choices[0].delta.tool_calls[1].function.name",
+        ),
+        (
+            chunk({"tool_calls": [{"index": 0, "function": {"name": "f"}, "extra_content": "sig"}]}),
+            "choices[0].delta.tool_calls[0].extra_content",
+        ),
+        (chunk({"tool_calls": [{"index": 0, "function": "f"}]}), "choices[0].delta.tool_calls[0].function"),
+        (chunk({"function_call": {"name": 7}}), "choices[0].delta.function.name"),
+        (chunk({"function_call": {"name": "f", "arguments": 1.5}}), "choices[0].delta.function.arguments"),
         (chunk({}, finish=["stop"]), "choices[0].finish_reason"),  # type: ignore[arg-type]
         (chunk("hello"), "choices[0].delta"),  # type: ignore[arg-type]
         ({"choices": "none"}, "choices"),

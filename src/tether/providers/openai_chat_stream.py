@@ -154,38 +154,41 @@ class ChatDecoder:
             for position, call in enumerate(calls):
                 if type(call) is not dict:
                     call = as_object(call, name, f"choices[{choice}].{field}.tool_calls[{position}]")
-                self._tool_call(call, position, choice, f"{field}.tool_calls[{position}]", out)
+                self._tool_call(call, position, choice, field, out)
         legacy = delta.get("function_call")
         if legacy is not None and (legacy := as_object(legacy, name, f"choices[{choice}].{field}.function_call")):
-            self._tool_call({"index": 0, "function": legacy}, 0, choice, field, out)  # the deprecated single call
+            self._tool_call({"index": 0, "function": legacy}, 0, choice, field, out, legacy=True)  # the old single call
         if finish:
             self._finish = _FINISH.get(finish, "other")
 
-    def _tool_call(self, call: dict[str, Any], position: int, choice: int, where: str, out: list[LlmEvent]) -> None:
-        """One tool call, or a piece of one (``choices[choice].where`` names it in errors)."""
+    def _tool_call(
+        self, call: dict[str, Any], position: int, choice: int, field: str, out: list[LlmEvent], legacy: bool = False
+    ) -> None:
+        """One tool call, or a piece of one: ``choices[choice].field.tool_calls[position]`` (``legacy``: the
+        deprecated ``choices[choice].field.function_call``), a path made only for an error message."""
         name = self.provider
         given_id = call.get("id")
         if type(given_id) is not str:
-            given_id = as_text(given_id, name, f"choices[{choice}].{where}.id")
+            given_id = as_text(given_id, name, _call_path(choice, field, position, legacy, "id"))
         index = call.get("index")
         if index is None:  # whole calls (non-streamed answers, or servers that leave it out)
             index = self._index_of(given_id, position)
         elif type(index) is not int:
-            raise malformed(name, f"choices[{choice}].{where}.index", index)
+            raise malformed(name, _call_path(choice, field, position, legacy, "index"), index)
         function = call.get("function")
         if type(function) is not dict:
-            function = as_object(function, name, f"choices[{choice}].{where}.function")
+            function = as_object(function, name, _call_path(choice, field, position, legacy, "function"))
         tool_name = function.get("name")
         if type(tool_name) is not str:
-            tool_name = as_text(tool_name, name, f"choices[{choice}].{where}.function.name")
+            tool_name = as_text(tool_name, name, _call_path(choice, field, position, legacy, "function.name"))
         arguments = function.get("arguments")
         if type(arguments) is dict:  # a server that sends the arguments as an object, not as JSON text
             arguments = json.dumps(arguments, ensure_ascii=False)
         if type(arguments) is not str:
-            arguments = as_text(arguments, name, f"choices[{choice}].{where}.function.arguments")
+            arguments = as_text(arguments, name, _call_path(choice, field, position, legacy, "function.arguments"))
         extra = call.get("extra_content")
         if extra is not None:
-            extra = as_object(extra, name, f"choices[{choice}].{where}.extra_content")
+            extra = as_object(extra, name, _call_path(choice, field, position, legacy, "extra_content"))
         call_id = self._calls.get(index)
         if call_id is None:
             call_id = given_id or f"call_{uuid.uuid4().hex[:24]}"
@@ -202,9 +205,16 @@ class ChatDecoder:
     def _index_of(self, call_id: str, position: int) -> int:
         """A call without an ``index``: the one with its id, a new one if the id is new, else its position."""
         if call_id:
-            known = [index for index, known_id in self._calls.items() if known_id == call_id]
-            return known[0] if known else len(self._calls)
+            if call_id not in self._calls.values():  # the common case (every whole call), looked for in C
+                return len(self._calls)
+            return next(index for index, known_id in self._calls.items() if known_id == call_id)
         return position
+
+
+def _call_path(choice: int, field: str, position: int, legacy: bool, key: str) -> str:
+    """Where a tool call's ``key`` is in a chunk, for an error message."""
+    call = f"choices[{choice}].{field}" if legacy else f"choices[{choice}].{field}.tool_calls[{position}]"
+    return f"{call}.{key}"
 
 
 def _content_text(content: Any, provider: str, where: str) -> str:
