@@ -103,11 +103,11 @@ def dumps(value: Any, *, finite: bool = False) -> str:
     return _ENCODER.encode(value)
 
 
-def dumps_bytes(value: Any) -> bytes:
+def dumps_bytes(value: Any, *, finite: bool = False) -> bytes:
     """:func:`dumps` as UTF-8 (a lone surrogate raises ``UnicodeEncodeError``, as ``str.encode`` does)."""
     fast = _orjson if _resolved else _load()
     if fast is not None:
-        encoded = _fast_dumps(fast, value)
+        encoded = _fast_dumps(fast, value, finite)
         if encoded is not None:
             return encoded
     return _ENCODER.encode(value).encode()

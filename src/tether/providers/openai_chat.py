@@ -90,8 +90,8 @@ class OpenAIChatProvider:
         )
         self._kept_options: tuple[Any, ...] | None = None
         """The last request's tools, choices and settings and the body's JSON after its messages: a run sends
-        the same ones every turn, so its requests encode them once (:meth:`_options_text`)."""
-        self._kept_system: tuple[str, str] = ("", "")
+        the same ones every turn, so its requests encode them once (:meth:`_options_json`)."""
+        self._kept_system: tuple[str, bytes] = ("", b"")
         """The last system prompt and its message's JSON."""
 
     def __repr__(self) -> str:
@@ -116,7 +116,7 @@ class OpenAIChatProvider:
         """``request_body`` encoded, built from each message's cached JSON: the cost of a request grows with
         the new messages, not with the whole history re-encoded every turn."""
         origin = self.profile.name
-        texts = [self._system_text(request.system)] if request.system else []
+        texts = [self._system_json(request.system)] if request.system else []
         find = _encoded.get
         for message in request.messages:  # encoded_json's lookup, inline: most of a request's messages are known
             cached = find(id(message))
@@ -124,16 +124,16 @@ class OpenAIChatProvider:
                 texts.append(cached.text)
             else:
                 texts.append(encoded_json(message, origin))
-        return f'{{"messages":[{",".join(texts)}],{self._options_text(request)}'.encode()
+        return b"".join((b'{"messages":[', b",".join(texts), b"],", self._options_json(request)))
 
-    def _system_text(self, system: str) -> str:
+    def _system_json(self, system: str) -> bytes:
         kept, text = self._kept_system
         if system != kept:
             text = _dumps({"role": "system", "content": system})
             self._kept_system = (system, text)
         return text
 
-    def _options_text(self, request: Request) -> str:
+    def _options_json(self, request: Request) -> bytes:
         """The body's JSON after its messages (``"model":...}``), the tools' from :func:`tools_json`. Encoded
         again only when the request's tools (the same tuple), tool choice, schema or settings (the same object,
         with no ``extra`` fields, which may be changed in place) are not the last request's."""
@@ -147,7 +147,7 @@ class OpenAIChatProvider:
             and kept[4] is request.json_schema
             and not settings.extra
         ):
-            text: str = kept[5]
+            text: bytes = kept[5]
             return text
         options = _dumps({"model": self.info.name, **self._options(request, tools_slot=True)})
         slot = _TOOLS_SLOT_JSON
@@ -201,7 +201,7 @@ class _Encoded(weakref.ref):  # type: ignore[type-arg]
     __slots__ = ("key", "origin", "text")
     key: int
     origin: str
-    text: str
+    text: bytes
 
 
 def _evict(entry: _Encoded) -> None:
@@ -213,7 +213,7 @@ def _evict(entry: _Encoded) -> None:
 _encoded: dict[int, _Encoded] = {}
 
 
-def encoded_json(message: Message, origin: str = "") -> str:
+def encoded_json(message: Message, origin: str = "") -> bytes:
     """The message's Chat Completions messages as JSON array items, encoded once per message object (and per
     provider: what goes back to one server only may differ)."""
     key = id(message)
@@ -227,15 +227,15 @@ def encoded_json(message: Message, origin: str = "") -> str:
         for call in item.get("tool_calls", ()):
             if CALL_EXTRA in call:
                 finite = False
-    text = ",".join([jsoncodec.dumps(item, finite=finite) for item in items])
+    text = b",".join([jsoncodec.dumps_bytes(item, finite=finite) for item in items])
     entry = _Encoded(message, _evict)
     entry.key, entry.origin, entry.text = key, origin, text
     _encoded[key] = entry
     return text
 
 
-def _dumps(value: Any) -> str:
-    return jsoncodec.dumps(value)
+def _dumps(value: Any) -> bytes:
+    return jsoncodec.dumps_bytes(value)
 
 
 def _tool_items(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
@@ -245,13 +245,13 @@ def _tool_items(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
     ]
 
 
-_tool_texts: dict[int, tuple[dict[str, Any], str, str, str]] = {}
+_tool_texts: dict[int, tuple[dict[str, Any], str, str, bytes]] = {}
 """Per tool schema (by identity): the schema, the tool's name and description, and the tool as JSON."""
 MAX_TOOL_TEXTS = 1024
 """Tools kept encoded; past this many (tools made afresh all the time), the cache starts over."""
 
 
-def tools_json(tools: tuple[ToolDefinition, ...]) -> str:
+def tools_json(tools: tuple[ToolDefinition, ...]) -> bytes:
     """The ``tools`` of a body as JSON, each tool encoded once: every run offers the same tools every turn
     (definitions made afresh per run, but around the tool's own schema object), and their schemas are often
     the largest part of a body after the history. Schemas are read-only once a tool is made."""
@@ -264,12 +264,12 @@ def tools_json(tools: tuple[ToolDefinition, ...]) -> str:
                 _tool_texts.clear()
             cached = _tool_texts[id(parameters)] = (parameters, t.name, t.description, _dumps(_tool_items((t,))[0]))
         texts.append(cached[3])
-    return f"[{','.join(texts)}]"
+    return b"[" + b",".join(texts) + b"]"
 
 
 _TOOLS_SLOT = "\x00tools\x00"
 """Stands for the tools in the options of an encoded body; no JSON a caller builds holds it (a NUL)."""
-_TOOLS_SLOT_JSON = '"\\u0000tools\\u0000"'
+_TOOLS_SLOT_JSON = b'"\\u0000tools\\u0000"'
 """How either JSON backend writes it (a NUL is escaped)."""
 
 
