@@ -58,7 +58,10 @@ class Alarm:
         self._due.pop(key, None)
 
     def time(self) -> float:
-        return self._running().time()
+        """The loop's clock (``_running``'s check inline: it is read for every deadline set)."""
+        loop = self._loop()
+        assert loop is not None, "an alarm is used on its own loop, which is alive while it runs"
+        return loop.time()
 
     def _running(self) -> asyncio.AbstractEventLoop:
         loop = self._loop()
