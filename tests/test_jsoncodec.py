@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 import sys
+import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,6 +215,21 @@ def test_dumps_writes_what_json_dumps_writes(value: Any) -> None:
 @pytest.mark.parametrize("value", DUMPS_CASES)
 def test_dumps_bytes_is_dumps_in_utf8(value: Any) -> None:
     assert outcome(lambda: jsoncodec.dumps_bytes(value)) == outcome(lambda: stdlib_dumps(value).encode())
+
+
+def test_bytes_kept_hold_no_more_memory_than_their_length() -> None:
+    """A request body and every message's JSON are kept (in flight, in the encoding cache): ``orjson``'s own
+    bytes would hold the 4 KB buffer it wrote into for each of these 60-byte values."""
+    tracemalloc.start()
+    try:
+        values = [{"role": "tool", "tool_call_id": f"call_{n}", "content": "5"} for n in range(200)]
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [jsoncodec.dumps_bytes(value) for value in values]
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(kept[0]) < 70
+    assert held < 200 * 150, f"{held / 200:.0f} bytes a value"
 
 
 def test_a_lone_surrogate_cannot_be_sent_as_utf8() -> None:

@@ -104,12 +104,16 @@ def dumps(value: Any, *, finite: bool = False) -> str:
 
 
 def dumps_bytes(value: Any, *, finite: bool = False) -> bytes:
-    """:func:`dumps` as UTF-8 (a lone surrogate raises ``UnicodeEncodeError``, as ``str.encode`` does)."""
+    """:func:`dumps` as UTF-8 (a lone surrogate raises ``UnicodeEncodeError``, as ``str.encode`` does).
+
+    The bytes are a copy exactly their size: the ones ``orjson`` returns keep the whole buffer it wrote into
+    (4 KB for a short value, about 8 KB for 3 KB of JSON), and what is returned here is kept: a request body
+    while it is in flight, a message's JSON for every later request of its run."""
     fast = _orjson if _resolved else _load()
     if fast is not None:
         encoded = _fast_dumps(fast, value, finite)
         if encoded is not None:
-            return encoded
+            return memoryview(encoded).tobytes()
     return _ENCODER.encode(value).encode()
 
 
