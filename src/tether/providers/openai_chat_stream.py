@@ -90,7 +90,7 @@ class ChatDecoder:
             self._started = True
             model = as_text(data.get("model"), name, "model")
             response_id = as_text(data.get("id"), name, "id")
-            out.append(StreamStart(model=model or None, response_id=response_id or None))
+            out.append(StreamStart(model or None, response_id or None))
         if (usage := data.get("usage")) is not None and (usage := as_object(usage, name, "usage")):
             self._usage = parse_usage(usage, name)
         choices = data.get("choices")
@@ -243,9 +243,5 @@ def parse_usage(usage: dict[str, Any], provider: str = "openai") -> Usage:
     if (details := usage.get("completion_tokens_details")) is not None:
         details = as_object(details, provider, "usage.completion_tokens_details")
         reasoning = as_count(details.get("reasoning_tokens"))
-    return Usage(
-        input_tokens=max(prompt - cached, 0),
-        output_tokens=as_count(usage.get("completion_tokens")),
-        cache_read_tokens=cached,
-        reasoning_tokens=reasoning,
-    )
+    # input, output, cache read, cache write, reasoning: positional, as a usage is made for every answer
+    return Usage(max(prompt - cached, 0), as_count(usage.get("completion_tokens")), cached, 0, reasoning)
