@@ -15,10 +15,10 @@ worth a faster parser; but a different parser must not change what a run sees. T
   are not strings, lone surrogates, nesting deeper than 254 levels, cycles, types it does not know, float
   subclasses) goes to ``json``, which writes it or raises as it always did. ``orjson`` writes ``NaN`` and
   infinities as ``null`` where ``json`` writes ``NaN`` and ``Infinity``: output that holds a ``null`` is
-  checked for non-finite floats and, when it has one, written by ``json``. Dataclasses and datetimes, which
-  ``json`` refuses, are refused here too (enums and UUIDs, which ``orjson`` writes as their values, are the
-  one difference: ``json`` would raise ``TypeError``). Floats may be spelt differently (``1e-7`` against
-  ``1e-07``): the same number, read back.
+  checked for non-finite floats (unless the caller vouches that it has none, ``finite=True``) and, when it has
+  one, written by ``json``. Dataclasses and datetimes, which ``json`` refuses, are refused here too (enums and
+  UUIDs, which ``orjson`` writes as their values, are the one difference: ``json`` would raise ``TypeError``).
+  Floats may be spelt differently (``1e-7`` against ``1e-07``): the same number, read back.
 
 ``orjson`` is imported at the first call, never at ``import tether``. ``TETHER_JSON=stdlib`` in the environment,
 or :func:`use` (for tests and benchmarks), keeps to the standard library.
