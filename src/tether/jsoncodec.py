@@ -15,10 +15,10 @@ worth a faster parser; but a different parser must not change what a run sees. T
   are not strings, lone surrogates, nesting deeper than 254 levels, cycles, types it does not know, float
   subclasses) goes to ``json``, which writes it or raises as it always did. ``orjson`` writes ``NaN`` and
   infinities as ``null`` where ``json`` writes ``NaN`` and ``Infinity``: output that holds a ``null`` is
-  checked for non-finite floats (unless the caller vouches that it has none, ``finite=True``) and, when it has
-  one, written by ``json``. Dataclasses and datetimes, which ``json`` refuses, are refused here too (enums and
-  UUIDs, which ``orjson`` writes as their values, are the one difference: ``json`` would raise ``TypeError``).
-  Floats may be spelt differently (``1e-7`` against ``1e-07``): the same number, read back.
+  checked for non-finite floats (unless the caller of :func:`dumps_bytes` vouches that it has none) and, when
+  it has one, written by ``json``. Dataclasses and datetimes, which ``json`` refuses, are refused here too
+  (enums and UUIDs, which ``orjson`` writes as their values, are the one difference: ``json`` would raise
+  ``TypeError``). Floats may be spelt differently (``1e-7`` against ``1e-07``): the same number, read back.
 
 ``orjson`` is imported at the first call, never at ``import tether``. ``TETHER_JSON=stdlib`` in the environment,
 or :func:`use` (for tests and benchmarks), keeps to the standard library.
@@ -90,14 +90,11 @@ def loads(data: str | bytes | bytearray) -> Any:
     return json.loads(data)
 
 
-def dumps(value: Any, *, finite: bool = False) -> str:
-    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``, written by ``orjson`` when it can be.
-
-    ``finite=True`` is the caller's word that ``value`` holds no float that is not finite (it built the value
-    of text and ``None``): a ``null`` in ``orjson``'s text is then not looked into."""
+def dumps(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``, written by ``orjson`` when it can be."""
     fast = _orjson if _resolved else _load()
     if fast is not None:
-        encoded = _fast_dumps(fast, value, finite)
+        encoded = _fast_dumps(fast, value)
         if encoded is not None:
             return encoded.decode()
     return _ENCODER.encode(value)
@@ -105,6 +102,9 @@ def dumps(value: Any, *, finite: bool = False) -> str:
 
 def dumps_bytes(value: Any, *, finite: bool = False) -> bytes:
     """:func:`dumps` as UTF-8 (a lone surrogate raises ``UnicodeEncodeError``, as ``str.encode`` does).
+
+    ``finite=True`` is the caller's word that ``value`` holds no float that is not finite (it built the value
+    of text and ``None``): a ``null`` in ``orjson``'s text is then not looked into.
 
     The bytes are a copy exactly their size: the ones ``orjson`` returns keep the whole buffer it wrote into
     (4 KB for a short value, about 8 KB for 3 KB of JSON), and what is returned here is kept: a request body
