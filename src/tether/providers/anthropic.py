@@ -40,13 +40,15 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+from tether import jsoncodec
 from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.anthropic_stream import ORIGIN, AnthropicDecoder, anchors_of
-from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
+from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
+from tether.providers.memo import SLOT, TOOLS_SLOT, MessageMemo, ToolsMemo, encode_body
 from tether.providers.windows import checked_window, context_window_for
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
@@ -113,6 +115,7 @@ class AnthropicProvider:
             retry=retry,
             limits=response_limits,
         )
+        self._tools = ToolsMemo()
 
     def __repr__(self) -> str:
         return f"AnthropicProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
@@ -120,24 +123,40 @@ class AnthropicProvider:
     def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
         """The events of ``request``'s answer, streamed or read whole; the HTTP client's iterator as it is
         (no generator of this provider's around it), which releases the response however its consumer leaves."""
-        body, decoder = self.request_body(request), AnthropicDecoder(ORIGIN)
+        body, decoder = self.request_payload(request), AnthropicDecoder(ORIGIN)
         return self._client.answer("/messages", body, decoder, request, streaming=self.streaming)
 
     def request_body(self, request: Request) -> dict[str, Any]:
-        """The JSON body for ``request``."""
+        """The JSON body for ``request``, as a dict."""
+        messages, system = encode_messages(request.messages)
+        return self._body(request, messages, system)
+
+    def request_payload(self, request: Request) -> bytes:
+        """``request_body`` encoded, with each message's kept JSON and the tools' (``memo.py``): the cost of a
+        request grows with the new messages, not with the whole history and every schema encoded again."""
+        extra = request.settings.extra
+        if "messages" in extra:  # a setting that replaces the history: sent as the dict has it
+            return jsoncodec.dumps_bytes(self.request_body(request))
+        history, system = messages_json(request.messages)
+        tools = self._tools.json(request.tools, _tool_items) if request.tools and "tools" not in extra else None
+        return encode_body("messages", self._body(request, SLOT, system, tools_slot=tools is not None), history, tools)
+
+    def _body(self, request: Request, messages: Any, system: list[str], *, tools_slot: bool = False) -> dict[str, Any]:
+        """The body with ``messages`` as they are given (encoded, or the slot for them), the system messages'
+        ``system`` texts (the run's system prompt goes first), and the tools (with ``tools_slot``, the slot
+        for them)."""
         settings = request.settings
         max_tokens = settings.max_tokens if settings.max_tokens is not None else self.max_tokens_default
-        messages, system = encode_messages(request.messages)
         if request.system:
             system.insert(0, request.system)
-        body: dict[str, Any] = {"model": self.info.name, "max_tokens": max_tokens, "messages": messages}
+        body: dict[str, Any] = {"messages": messages}
+        if request.tools:
+            body["tools"] = TOOLS_SLOT if tools_slot else _tool_items(request.tools)
+        body["model"], body["max_tokens"] = self.info.name, max_tokens
         if system:
             body["system"] = "\n\n".join(system)
         body["stream"] = self.streaming
         if request.tools:
-            body["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
-            ]
             body["tool_choice"] = encode_tool_choice(request)
         if settings.temperature is not None:
             body["temperature"] = settings.temperature
@@ -156,6 +175,10 @@ class AnthropicProvider:
                 "on: use tool_choice='auto', or turn thinking off for this agent"
             )
         return body
+
+
+def _tool_items(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+    return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
 
 
 def encode_tool_choice(request: Request) -> dict[str, Any]:
@@ -191,6 +214,54 @@ def encode_messages(messages: Iterable[Message]) -> tuple[list[dict[str, Any]], 
         else:
             encoded.append({"role": role, "content": blocks})
     return encoded, system
+
+
+_Kept = tuple[str, bytes, bytes]
+"""A message as kept (``memo.py``): its role on the wire, its blocks' JSON (``b""``: nothing to send), and the
+message of those blocks alone (what is sent when its neighbours are of the other role, as in most requests)."""
+_MEMO: MessageMemo[_Kept] = MessageMemo()
+_OPENING = {"user": b'{"role":"user","content":[', "assistant": b'{"role":"assistant","content":['}
+
+
+def messages_json(messages: Iterable[Message]) -> tuple[bytes, list[str]]:
+    """:func:`encode_messages` as JSON, each message encoded once (``memo.py``), and the text of the system
+    messages."""
+    items: list[bytes] = []
+    system: list[str] = []
+    find = _MEMO.entries.get
+    last_role, last_blocks = "", b""  # the last item's role, and the blocks of its last message
+    merged: list[bytes] | None = None  # the blocks of every message in the last item, once it holds two
+    for message in messages:
+        if message.role == "system":
+            if text := message.text:
+                system.append(text)
+            continue
+        cached = find(id(message))  # MessageMemo.get, inline: most of a request's messages are known
+        if cached is not None and cached() is message:
+            role, blocks, alone = cached.value  # type: ignore[misc]
+        else:
+            role, blocks, alone = _MEMO.put(message, "", _kept_json(message))
+        if not blocks:
+            continue
+        if role != last_role:
+            items.append(alone)
+            last_role, merged = role, None
+        else:  # one role twice in a row: one message of both's blocks
+            if merged is None:
+                merged = [last_blocks]
+            merged.append(blocks)
+            items[-1] = _OPENING[role] + b",".join(merged) + b"]}"
+        last_blocks = blocks
+    return b"[" + b",".join(items) + b"]", system
+
+
+def _kept_json(message: Message) -> _Kept:
+    if message.role == "assistant":
+        role, blocks = "assistant", assistant_blocks(message)
+    else:
+        role, blocks = "user", user_blocks(message)
+    text = b",".join([jsoncodec.dumps_bytes(block) for block in blocks])
+    return role, text, _OPENING[role] + text + b"]}"
 
 
 def user_blocks(message: Message) -> list[dict[str, Any]]:

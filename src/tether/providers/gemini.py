@@ -44,6 +44,7 @@ from tether.providers.gemini_schema import to_gemini_schema
 from tether.providers.gemini_stream import PROVIDER, GeminiDecoder, kept_parts_of, parse_usage
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
+from tether.providers.memo import SLOT, TOOLS_SLOT, MessageMemo, ToolsMemo, encode_body
 from tether.providers.windows import checked_window, context_window_for
 
 __all__ = ["GeminiProvider", "encode_contents", "from_model_name", "parse_usage"]
@@ -115,6 +116,7 @@ class GeminiProvider:
             retry=retry,
             limits=response_limits,
         )
+        self._tools = ToolsMemo()
 
     def __repr__(self) -> str:
         return f"GeminiProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
@@ -123,23 +125,89 @@ class GeminiProvider:
         """The events of ``request``'s answer, streamed or read whole; the HTTP client's iterator as it is
         (no generator of this provider's around it), which releases the response however its consumer leaves.
         A streamed answer of several candidates is held back until one is chosen (``GeminiDecoder``)."""
-        body = self.request_body(request)
+        payload, options = self._payload(request)
         streaming = self.streaming
         path = f"{self._path}:streamGenerateContent?alt=sse" if streaming else f"{self._path}:generateContent"
-        decoder = GeminiDecoder(live=streaming and _candidate_count(body) <= 1)
-        return self._client.answer(path, body, decoder, request, streaming=streaming)
+        decoder = GeminiDecoder(live=streaming and _candidate_count(options) <= 1)
+        return self._client.answer(path, payload, decoder, request, streaming=streaming)
 
     def request_body(self, request: Request) -> dict[str, Any]:
-        """The JSON body for ``request``."""
-        system = [request.system] if request.system else []
-        system += [m.text for m in request.messages if m.role == "system" and m.text]
-        body: dict[str, Any] = {"contents": encode_contents(m for m in request.messages if m.role != "system")}
+        """The JSON body for ``request``, as a dict."""
+        contents = encode_contents(m for m in request.messages if m.role != "system")
         if self._signs_calls:
-            sign_foreign_calls(body["contents"])
+            sign_foreign_calls(contents)
+        return self._body(request, contents, [m.text for m in request.messages if m.role == "system" and m.text])
+
+    def request_payload(self, request: Request) -> bytes:
+        """``request_body`` encoded, with each message's kept JSON and the tools' (``memo.py``): the cost of a
+        request grows with the new messages, not with the whole history and every schema encoded again."""
+        return self._payload(request)[0]
+
+    def _payload(self, request: Request) -> tuple[bytes, dict[str, Any]]:
+        """The encoded body, and the body around its contents (what ``stream`` reads its settings from)."""
+        extra = request.settings.extra
+        if "contents" in extra:  # a setting that replaces the history: sent as the dict has it
+            body = self.request_body(request)
+            return jsoncodec.dumps_bytes(body), body
+        contents, system = self._contents_json(request.messages)
+        tools = self._tools.json(request.tools, self._tool_items) if request.tools and "tools" not in extra else None
+        options = self._body(request, SLOT, system, tools_slot=tools is not None)
+        return encode_body("contents", options, contents, tools), options
+
+    def _contents_json(self, messages: Iterable[Message]) -> tuple[bytes, list[str]]:
+        """:func:`encode_contents` as JSON, each message encoded once (``memo.py``), with each content's first
+        call signed as :func:`sign_foreign_calls` signs it on a model that wants it; and the system messages'
+        texts."""
+        items: list[bytes] = []
+        system: list[str] = []
+        find = _MEMO.entries.get
+        signs = self._signs_calls
+        last_role, last_parts = "", b""  # the last item's role, and the parts of its last message
+        merged: list[bytes] | None = None  # the parts of every message in the last item, once it holds two
+        unsigned = False  # whether a call in the last item would be its first (see above)
+        for message in messages:
+            if message.role == "system":
+                if text := message.text:
+                    system.append(text)
+                continue
+            cached = find(id(message))  # MessageMemo.get, inline: most of a request's messages are known
+            if cached is not None and cached() is message:
+                kept: _Kept = cached.value  # type: ignore[assignment]
+            else:
+                kept = _MEMO.put(message, "", _kept_json(message))
+            role, parts, alone, has_call, signed = kept
+            if not parts:
+                continue
+            new_item = role != last_role
+            if new_item:
+                unsigned = signs and role == "model"
+            if unsigned and has_call:
+                unsigned = False
+                if signed is not None:
+                    parts, alone = signed
+            if new_item:
+                items.append(alone)
+                last_role, merged = role, None
+            else:  # one role twice in a row: one content of both's parts
+                if merged is None:
+                    merged = [last_parts]
+                merged.append(parts)
+                items[-1] = _OPENING[role] + b",".join(merged) + b"]}"
+            last_parts = parts
+        return b"[" + b",".join(items) + b"]", system
+
+    def _body(self, request: Request, contents: Any, system: list[str], *, tools_slot: bool = False) -> dict[str, Any]:
+        """The body with ``contents`` as they are given (encoded, or the slot for them), the system messages'
+        ``system`` texts (the run's system prompt goes first), and the tools (with ``tools_slot``, the slot for
+        them)."""
+        if request.system:
+            system.insert(0, request.system)
+        body: dict[str, Any] = {"contents": contents}
+        if request.tools:
+            body["tools"] = TOOLS_SLOT if tools_slot else self._tool_items(request.tools)
         if system:
             body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
         if request.tools:
-            body["tools"] = [{"functionDeclarations": [self._declaration(t) for t in request.tools]}]
             body["toolConfig"] = {"functionCallingConfig": encode_tool_choice(request.tool_choice)}
         settings = request.settings
         config = {
@@ -157,6 +225,9 @@ class GeminiProvider:
         if request.tools and request.tool_choice == "none":  # the loop's tools-off call: extra must not undo it
             body["toolConfig"] = {**(body.get("toolConfig") or {}), "functionCallingConfig": {"mode": "NONE"}}
         return body
+
+    def _tool_items(self, tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+        return [{"functionDeclarations": [self._declaration(t) for t in tools]}]
 
     def _declaration(self, tool: ToolDefinition) -> dict[str, Any]:
         """``encode_tool(tool)``, translated once per tool definition (a run sends the same ones every turn)."""
@@ -205,6 +276,29 @@ def encode_contents(messages: Iterable[Message]) -> list[dict[str, Any]]:
         else:
             contents.append({"role": role, "parts": parts})
     return contents
+
+
+_Kept = tuple[str, bytes, bytes, bool, tuple[bytes, bytes] | None]
+"""A message's content as kept (``memo.py``): its role, its parts' JSON (``b""``: nothing to send), the content
+of those parts alone (what is sent when its neighbours are of the other role, as in most requests), whether a
+part is a call, and both again with the first call given the placeholder signature (``None``: it has one)."""
+_MEMO: MessageMemo[_Kept] = MessageMemo()
+_OPENING = {"user": b'{"role":"user","parts":[', "model": b'{"role":"model","parts":['}
+
+
+def _kept_json(message: Message) -> _Kept:
+    """A user, tool or model message's :data:`_Kept` form."""
+    role = "model" if message.role == "assistant" else "user"
+    contents = encode_contents((message,))
+    parts: list[dict[str, Any]] = contents[0]["parts"] if contents else []
+    opening = _OPENING[role]
+    plain = b",".join([jsoncodec.dumps_bytes(part) for part in parts])
+    first = next((position for position, part in enumerate(parts) if "functionCall" in part), None)
+    if first is None or parts[first].get("thoughtSignature"):
+        return role, plain, opening + plain + b"]}", first is not None, None
+    parts[first] = {**parts[first], "thoughtSignature": UNSIGNED_CALL}
+    signed = b",".join([jsoncodec.dumps_bytes(part) for part in parts])
+    return role, plain, opening + plain + b"]}", True, (signed, opening + signed + b"]}")
 
 
 def encode_part(part: Text | Thinking | ToolCall | ToolResult, role: str = "model") -> dict[str, Any] | None:

@@ -12,7 +12,6 @@ requests to a server of the same profile, which Gemini 3 requires to continue af
 from __future__ import annotations
 
 import json
-import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,6 +22,7 @@ from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
+from tether.providers.memo import MessageMemo
 from tether.providers.openai_chat_stream import CALL_EXTRA, ChatDecoder
 from tether.providers.registry import PROFILES, Profile
 from tether.providers.windows import checked_window, context_window_for
@@ -117,11 +117,11 @@ class OpenAIChatProvider:
         the new messages, not with the whole history re-encoded every turn."""
         origin = self.profile.name
         texts = [self._system_json(request.system)] if request.system else []
-        find = _encoded.get
+        find = _MEMO.entries.get
         for message in request.messages:  # encoded_json's lookup, inline: most of a request's messages are known
             cached = find(id(message))
             if cached is not None and cached() is message and cached.origin == origin:
-                texts.append(cached.text)
+                texts.append(cached.value)  # type: ignore[arg-type]
             else:
                 texts.append(encoded_json(message, origin))
         return b"".join((b'{"messages":[', b",".join(texts), b"],", self._options_json(request)))
@@ -194,32 +194,16 @@ class OpenAIChatProvider:
         return body
 
 
-class _Encoded(weakref.ref):  # type: ignore[type-arg]
-    """A message's encoded JSON, kept as long as the message lives: one object per message (the reference
-    itself), so that a long history does not carry a cache entry, a callback and a reference for each."""
-
-    __slots__ = ("key", "origin", "text")
-    key: int
-    origin: str
-    text: bytes
-
-
-def _evict(entry: _Encoded) -> None:
-    """The message died: forget its JSON (unless its id already holds a newer message's)."""
-    if _encoded.get(entry.key) is entry:
-        del _encoded[entry.key]
-
-
-_encoded: dict[int, _Encoded] = {}
+_MEMO: MessageMemo[bytes] = MessageMemo()
+"""Per message and server (profile): its Chat Completions messages' JSON, comma-joined."""
 
 
 def encoded_json(message: Message, origin: str = "") -> bytes:
     """The message's Chat Completions messages as JSON array items, encoded once per message object (and per
     provider: what goes back to one server only may differ)."""
-    key = id(message)
-    cached = _encoded.get(key)
-    if cached is not None and cached() is message and cached.origin == origin:
-        return cached.text
+    cached = _MEMO.get(message, origin)
+    if cached is not None:
+        return cached
     items = encode_message(message, origin)
     # what encode_message writes is text and None, but for a call's extra_content: the server's JSON, any number
     finite = True
@@ -227,11 +211,7 @@ def encoded_json(message: Message, origin: str = "") -> bytes:
         for call in item.get("tool_calls", ()):
             if CALL_EXTRA in call:
                 finite = False
-    text = b",".join([jsoncodec.dumps_bytes(item, finite=finite) for item in items])
-    entry = _Encoded(message, _evict)
-    entry.key, entry.origin, entry.text = key, origin, text
-    _encoded[key] = entry
-    return text
+    return _MEMO.put(message, origin, b",".join([jsoncodec.dumps_bytes(item, finite=finite) for item in items]))
 
 
 def _dumps(value: Any) -> bytes:

@@ -35,12 +35,14 @@ import json
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+from tether import jsoncodec
 from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
 from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
-from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, merge_extra
+from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
+from tether.providers.memo import SLOT, TOOLS_SLOT, MessageMemo, ToolsMemo, encode_body
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
 from tether.providers.openai_responses_stream import (
     ORIGIN,
@@ -127,6 +129,7 @@ class OpenAIResponsesProvider:
             retry=retry,
             limits=response_limits,
         )
+        self._tools = ToolsMemo()
 
     def __repr__(self) -> str:
         return f"OpenAIResponsesProvider({self.info.name!r}, base_url={self._client.base_url!r})"
@@ -134,12 +137,30 @@ class OpenAIResponsesProvider:
     def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
         """The events of ``request``'s answer, streamed or read whole; the HTTP client's iterator as it is
         (no generator of this provider's around it), which releases the response however its consumer leaves."""
-        body, decoder = self.request_body(request), ResponsesDecoder()
+        body, decoder = self.request_payload(request), ResponsesDecoder()
         return self._client.answer("/responses", body, decoder, request, streaming=self.streaming, end_marker="[DONE]")
 
     def request_body(self, request: Request) -> dict[str, Any]:
-        """The JSON body for ``request``."""
-        body: dict[str, Any] = {"model": self.info.name, "input": encode_input(request.messages)}
+        """The JSON body for ``request``, as a dict."""
+        return self._body(request, encode_input(request.messages))
+
+    def request_payload(self, request: Request) -> bytes:
+        """``request_body`` encoded, with each message's kept JSON and the tools' (``memo.py``): the cost of a
+        request grows with the new messages, not with the whole history and every schema encoded again."""
+        extra = request.settings.extra
+        if "input" in extra:  # a setting that replaces the history: sent as the dict has it
+            return jsoncodec.dumps_bytes(self.request_body(request))
+        tools = self._tools.json(request.tools, _tool_items) if request.tools and "tools" not in extra else None
+        body = self._body(request, SLOT, tools_slot=tools is not None)
+        return encode_body("input", body, input_json(request.messages), tools)
+
+    def _body(self, request: Request, items: Any, *, tools_slot: bool = False) -> dict[str, Any]:
+        """The body with ``items`` as its ``input`` (encoded, or the slot for them) and the tools (with
+        ``tools_slot``, the slot for them)."""
+        body: dict[str, Any] = {"input": items}
+        if request.tools:
+            body["tools"] = TOOLS_SLOT if tools_slot else _tool_items(request.tools)
+        body["model"] = self.info.name
         if request.system:
             body["instructions"] = request.system
         body["stream"] = self.streaming
@@ -147,16 +168,6 @@ class OpenAIResponsesProvider:
         if self.reasoning:
             body["include"] = [ENCRYPTED_REASONING]
         if request.tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                    "strict": False,
-                }
-                for t in request.tools
-            ]
             body["tool_choice"] = encode_tool_choice(request.tool_choice)
             if request.parallel_tool_calls is not None:
                 body["parallel_tool_calls"] = request.parallel_tool_calls
@@ -191,6 +202,29 @@ def encode_input(messages: Iterable[Message]) -> list[dict[str, Any]]:
         else:
             items.append({"role": message.role, "content": message.plain_text})
     return items
+
+
+_MEMO: MessageMemo[bytes] = MessageMemo()
+"""Per message: its ``input`` items' JSON, comma-joined (``b""``: none)."""
+
+
+def input_json(messages: Iterable[Message]) -> bytes:
+    """:func:`encode_input` as JSON, each message's items encoded once (``memo.py``)."""
+    texts = []
+    find = _MEMO.entries.get
+    for message in messages:
+        cached = find(id(message))  # MessageMemo.get, inline: most of a request's messages are known
+        if cached is not None and cached() is message:
+            text: bytes = cached.value  # type: ignore[assignment]
+        else:
+            text = _MEMO.put(message, "", _kept_json(message))
+        if text:
+            texts.append(text)
+    return b"[" + b",".join(texts) + b"]"
+
+
+def _kept_json(message: Message) -> bytes:
+    return b",".join([jsoncodec.dumps_bytes(item) for item in encode_input((message,))])
 
 
 def encode_assistant(parts: Iterable[Part]) -> list[dict[str, Any]]:
@@ -264,6 +298,13 @@ def _call_item(call: ToolCall, linked: bool) -> dict[str, Any]:
     if linked and (item_id := _own_id(call.provider_data)):
         item["id"] = item_id
     return item
+
+
+def _tool_items(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": False}
+        for t in tools
+    ]
 
 
 def encode_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:

@@ -1,0 +1,205 @@
+"""Each message's wire form made once (``providers/memo.py``): what the Anthropic, Responses and Gemini providers
+send is exactly the body they build as a dict, and a growing history is encoded by its new messages only."""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tether import jsoncodec
+from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
+from tether.providers import anthropic, gemini, openai_responses
+from tether.providers.anthropic import AnthropicProvider
+from tether.providers.base import ModelSettings, Request, ToolDefinition
+from tether.providers.gemini import GeminiProvider
+from tether.providers.memo import SLOT, TOOLS_SLOT, MessageMemo, encode_body
+from tether.providers.openai_responses import OpenAIResponsesProvider
+
+ADD = ToolDefinition(
+    "add", "Add two integers.", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}
+)
+
+Provider = AnthropicProvider | OpenAIResponsesProvider | GeminiProvider
+
+PROVIDERS: dict[str, Callable[[], Provider]] = {
+    "anthropic": lambda: AnthropicProvider("claude-sonnet-4-5", api_key="k", base_url="http://127.0.0.1:9/v1"),
+    "openai-responses": lambda: OpenAIResponsesProvider("o4-mini", api_key="k", base_url="http://127.0.0.1:9/v1"),
+    "gemini-2.5": lambda: GeminiProvider("gemini-2.5-flash", api_key="k", base_url="http://127.0.0.1:9/v1beta"),
+    "gemini-3": lambda: GeminiProvider("gemini-3-pro-preview", api_key="k", base_url="http://127.0.0.1:9/v1beta"),
+}
+MODULES: dict[str, ModuleType] = {
+    "anthropic": anthropic,
+    "openai-responses": openai_responses,
+    "gemini-2.5": gemini,
+    "gemini-3": gemini,
+}
+
+
+def call(call_id: str, origin: str | None = None, **data: Any) -> ToolCall:
+    provider_data = {"origin": origin, **data} if origin else None
+    return ToolCall(call_id, "add", {"a": 1, "b": 2}, '{"a": 1, "b": 2}', provider_data)
+
+
+def result(call_id: str, content: str = "3", **options: Any) -> ToolResult:
+    return ToolResult(call_id, "add", content, **options)
+
+
+def thought(origin: str, **data: Any) -> Thinking:
+    return Thinking("Adding.", signature="sig-" + origin, provider_data={"origin": origin, "id": "rs_1", **data})
+
+
+HISTORIES: dict[str, list[Message]] = {
+    "a tool turn": [
+        Message.user("Add 1 and 2."),
+        Message("assistant", (Text("Adding."), call("c1"))),
+        Message("tool", (result("c1"),)),
+        Message("assistant", (Text("It is 3."),)),
+    ],
+    "one role twice in a row": [
+        Message.user("First."),
+        Message.user("Second."),
+        Message("assistant", (Text("One."),)),
+        Message("assistant", (call("c1"), call("c2"))),
+        Message("tool", (result("c1"),)),
+        Message("tool", (result("c2", "failed", is_error=True, code="tool_failed"),)),
+        Message.user("And now?"),
+    ],
+    "system messages, empty ones and empty texts": [
+        Message.system("Be brief."),
+        Message.user(""),
+        Message("assistant", (Text(""),)),
+        Message.system(""),
+        Message("assistant", ()),
+        Message("tool", ()),
+        Message.user("Go on."),
+        Message("assistant", (Text("Done."),)),
+    ],
+    "calls in merged turns, some with signatures, and thinking of every origin": [
+        Message.user("Go."),
+        Message("assistant", (Text("Thinking first."),)),
+        Message("assistant", (thought("gemini"), call("c1"), call("c2"))),
+        Message("tool", (result("c1"), result("c2"))),
+        Message("assistant", (call("c3", "gemini", thoughtSignature="real-signature"), call("c4"))),
+        Message("tool", (result("c3"), result("c4"))),
+        Message("assistant", (thought("anthropic"), thought("openai-responses"), Text("Three."), call("c5"))),
+        Message("tool", (result("c5", '{"ok": true, "result": 5}'),)),
+        Message("assistant", (call("c6"),)),
+        Message("assistant", (call("c7"),)),
+        Message("tool", (result("c6"), result("c7"))),
+    ],
+    "hostile text: the slot itself, NUL, lone surrogate escapes, non-finite numbers": [
+        Message.user(SLOT),
+        Message("assistant", (Text("\x00\u2028é😀" + SLOT), ToolCall("c1", "add", {"a": math.nan, "b": -math.inf}))),
+        Message("tool", (result("c1", SLOT),)),
+        Message("assistant", (ToolCall("c2", "add", None, '{"a": 1,'),)),
+        Message("tool", (result("c2", ""),)),
+    ],
+}
+
+
+def canonical(body: Any) -> str:
+    """A body as comparable text: key order ignored, NaN equal to NaN."""
+    return json.dumps(body, sort_keys=True)
+
+
+def requests(history: list[Message], **options: Any) -> list[Request]:
+    """The requests of a run that ends with ``history``: one per prefix, growing, sharing the message objects."""
+    return [Request(tuple(history[: end + 1]), **options) for end in range(len(history))]
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+@pytest.mark.parametrize("history", HISTORIES)
+def test_the_payload_sent_is_the_body_built_as_a_dict_turn_after_turn(name: str, history: str) -> None:
+    provider = PROVIDERS[name]()
+    options: dict[str, Any] = {"system": "Be exact.", "tools": (ADD,)}
+    for request in requests(HISTORIES[history], **options):  # the same messages, known from the turns before
+        assert canonical(json.loads(provider.request_payload(request))) == canonical(provider.request_body(request))
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_text_that_is_a_slot_and_extra_fields_that_replace_the_tools_or_history_are_sent_as_given(name: str) -> None:
+    provider = PROVIDERS[name]()
+    history_key = {"anthropic": "messages", "openai-responses": "input"}.get(name, "contents")
+    replaced = [{"role": "user", "content": "from extra"}]
+    for extra in ({"metadata": {"note": SLOT + TOOLS_SLOT}}, {history_key: replaced}, {"tools": [{"name": "own"}]}):
+        request = Request(
+            tuple(HISTORIES["a tool turn"]), system=SLOT + TOOLS_SLOT, tools=(ADD,), settings=ModelSettings(extra=extra)
+        )
+        sent = json.loads(provider.request_payload(request))
+        assert canonical(sent) == canonical(provider.request_body(request))
+        for key, value in extra.items():
+            if key != "metadata":
+                assert sent[key] == value  # a setting's extra replaces what tether builds, as it would the dict's
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_a_growing_history_is_encoded_by_its_new_messages_only(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    module, encoded = MODULES[name], []
+    kept_json = module._kept_json
+
+    def counted(message: Message) -> Any:
+        encoded.append(message)
+        return kept_json(message)
+
+    monkeypatch.setattr(module, "_kept_json", counted)
+    provider = PROVIDERS[name]()
+    kept = HISTORIES["calls in merged turns, some with signatures, and thinking of every origin"]
+    history = [Message(m.role, m.parts, m.provider_data) for m in kept]  # objects no other test encoded
+    for request in requests(history, tools=(ADD,)):
+        provider.request_payload(request)
+    assert [id(message) for message in encoded] == [id(message) for message in history]
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_a_runs_tools_are_encoded_once_and_again_when_they_change(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    encodings = []
+    dumps_bytes = jsoncodec.dumps_bytes
+
+    def counted(value: Any, **options: Any) -> bytes:
+        if isinstance(value, list) and "Multiply" in json.dumps(value):
+            encodings.append(value)
+        return dumps_bytes(value, **options)
+
+    monkeypatch.setattr(jsoncodec, "dumps_bytes", counted)
+    provider = PROVIDERS[name]()
+    multiply = ToolDefinition("multiply", "Multiply two integers.", ADD.parameters)
+    offered = (ADD, multiply)
+    history = HISTORIES["a tool turn"]
+    for tools in (offered, offered, (ADD, multiply), (multiply,), (multiply,), offered):
+        sent = json.loads(provider.request_payload(Request(tuple(history), tools=tools)))
+        assert canonical(sent) == canonical(provider.request_body(Request(tuple(history), tools=tools)))
+    # the same definitions (in a new tuple too) are not encoded again; other ones are, and then kept (one set)
+    assert len(encodings) == 3
+
+
+def test_an_entry_lives_as_long_as_its_message_and_answers_for_that_message_and_origin_only() -> None:
+    memo: MessageMemo[bytes] = MessageMemo()
+    message, twin = Message.user("Hi."), Message.user("Hi.")
+    assert memo.put(message, "a", b"encoded") == b"encoded"
+    assert memo.get(message, "a") == b"encoded"
+    assert memo.get(message, "b") is None  # another server's wire form may differ
+    assert memo.get(twin, "a") is None  # an equal message is another object: it is not what was encoded
+    memo.put(message, "b", b"for b")
+    assert memo.get(message, "a") is None
+    assert memo.get(message, "b") == b"for b"
+    del message
+    gc.collect()
+    assert len(memo) == 0  # the message died: its entry went with it
+    memo.put(twin, "a", b"twin")
+    assert len(memo) == 1
+
+
+def test_the_slots_are_filled_where_they_must_be_and_nowhere_else() -> None:
+    body = {"messages": SLOT, "tools": TOOLS_SLOT, "system": SLOT + TOOLS_SLOT}
+    filled = json.loads(encode_body("messages", body, b'[{"role":"user"}]', b'[{"name":"add"}]'))
+    assert filled == {"messages": [{"role": "user"}], "tools": [{"name": "add"}], "system": SLOT + TOOLS_SLOT}
+    without_tools = json.loads(encode_body("input", {"input": SLOT, "tools": TOOLS_SLOT}, b"[]"))
+    assert without_tools == {"input": [], "tools": TOOLS_SLOT}  # no tools given: that slot is just text
+    with pytest.raises(AssertionError, match="slots"):
+        encode_body("messages", {"model": "m", "messages": SLOT}, b"[]")
