@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -39,6 +39,14 @@ MODULES: dict[str, ModuleType] = {
     "gemini-2.5": gemini,
     "gemini-3": gemini,
 }
+
+
+@pytest.fixture(params=["orjson", "stdlib"], autouse=True)
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test on both JSON writers: the slots are found where the writers put them, byte for byte."""
+    jsoncodec.use(request.param)
+    yield request.param
+    jsoncodec.use(None)
 
 
 def call(call_id: str, origin: str | None = None, **data: Any) -> ToolCall:
