@@ -1,9 +1,11 @@
-"""What a request's body costs to build and encode, at turn 1 and at turn 60, for each wire protocol.
+"""What a long run pays each turn for its history: a request's body, per wire protocol, and a session's save, per
+store, at turn 1 and at turn 60.
 
-Run: .venv/bin/python bench/encoding.py [--repeat N]          (a few seconds)
+Run: .venv/bin/python bench/encoding.py [--repeat N]          (about 20 seconds)
 
-A run sends its whole history every turn. Each provider builds its body from each message's JSON kept since the
-message was first sent (``src/tether/providers/memo.py``), so a request at turn 60 (121 messages: the prompt and
+A run sends its whole history every turn, and saves it after every turn. Each provider builds its body from each
+message's JSON kept since the message was first sent (``src/tether/message_memo.py``,
+``src/tether/providers/memo.py``), so a request at turn 60 (121 messages: the prompt and
 60 turns of a tool call and its result) costs about what the new messages cost to encode plus one join.
 The tools are kept encoded the same way (while the requests offer the same definitions, as a run's do), which
 matters with many of them: ``40 tools`` offers forty described tools (about 40 KB of JSON, a few MCP servers'
@@ -15,14 +17,22 @@ The history is the one ``run.py``'s ``long-60`` scenario makes (an ``add`` call 
 same message objects turn after turn), with a system prompt and one tool. The figure is CPU microseconds per
 request, the median of ``--repeat`` rounds of 300 requests each, in this process (the per-message JSON is kept
 from the first round on, as a run keeps it from the turn a message was first sent).
+
+A session is saved the same way: each message is encoded and checked to read back once, when it is first saved
+(``src/tether/sessions/codec.py``). The figure is CPU microseconds per save of the whole session at turn 1 and at
+turn 60, after the run's saves before it, the median of ``--repeat`` rounds of 50 saves. The file store rewrites
+its file every save (atomically, keeping a backup); SQLite writes only the new messages.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tether import jsoncodec
@@ -32,6 +42,7 @@ from tether.providers.base import Request, ToolDefinition
 from tether.providers.gemini import GeminiProvider
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.openai_responses import OpenAIResponsesProvider
+from tether.sessions import FileSessionStore, MemorySessionStore, Session, SQLiteSessionStore
 
 ADD = ToolDefinition(
     "add",
@@ -57,6 +68,7 @@ MANY_TOOLS = tuple(
 """Forty tools of eight described parameters each (about 40 KB of JSON), as a few MCP servers offer."""
 SYSTEM = "Be brief."
 REQUESTS = 300
+SAVES = 50
 
 PROVIDERS: dict[str, Callable[[], Any]] = {
     "openai (Chat Completions)": lambda: OpenAIChatProvider("gpt-4o-mini", api_key="k"),
@@ -89,6 +101,39 @@ def per_request_us(
     return statistics.median(rounds)
 
 
+async def save_us(store: Any, transcript: list[Message], end: int, repeat: int) -> float:
+    """Median CPU microseconds to save a session of ``transcript[:end]`` (after the run's saves before it)."""
+    session = Session.new(id="bench", model="openai:gpt-4o-mini")
+    for turn_end in range(1, end, 2):
+        await store.save(session.updated(messages=tuple(transcript[:turn_end])))
+    rounds = []
+    for _ in range(repeat):
+        started = time.process_time()
+        for _ in range(SAVES):
+            await store.save(session.updated(messages=tuple(transcript[:end])))
+        rounds.append((time.process_time() - started) / SAVES * 1e6)
+    return statistics.median(rounds)
+
+
+async def saves(repeat: int) -> None:
+    """The session half of the figures: a save at turn 1 and at turn 60, per store."""
+    print(f"\nCPU us per session save (median of {repeat} rounds of {SAVES})\n")
+    print("| store | turn 1 | turn 60 |")
+    print("|---|---|---|")
+    with tempfile.TemporaryDirectory() as root:
+        stores = {
+            "memory": MemorySessionStore(),
+            "files": FileSessionStore(Path(root) / "files"),
+            "sqlite": SQLiteSessionStore(Path(root) / "sessions.sqlite"),
+        }
+        for name, store in stores.items():
+            transcript = history(60)
+            one = await save_us(store, transcript, 1, repeat)
+            sixty = await save_us(store, transcript, len(transcript), repeat)
+            print(f"| {name} | {one:.1f} | {sixty:.1f} ({sixty / one:.1f}x) |")
+        stores["sqlite"].close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -113,6 +158,7 @@ def main() -> None:
             many = per_request_us(encode, first, MANY_TOOLS, repeat)
             cells += [f"{one:.1f}", f"{sixty:.1f} ({sixty / one:.1f}x)", f"{many:.1f}"]
         print(f"| {name} | " + " | ".join(cells) + " |")
+    asyncio.run(saves(repeat))
 
 
 if __name__ == "__main__":

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from tether import jsoncodec
+from tether.message_memo import MessageMemo
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers import anthropic, gemini, openai_responses
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import ModelSettings, Request, ToolDefinition
 from tether.providers.gemini import GeminiProvider
-from tether.providers.memo import SLOT, TOOLS_SLOT, MessageMemo, encode_body
+from tether.providers.memo import SLOT, TOOLS_SLOT, encode_body
 from tether.providers.openai_responses import OpenAIResponsesProvider
 
 ADD = ToolDefinition(

@@ -43,12 +43,13 @@ from typing import Any
 from tether import jsoncodec
 from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
+from tether.message_memo import MessageMemo
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.anthropic_stream import ORIGIN, AnthropicDecoder, anchors_of
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, MessageMemo, ToolsMemo, encode_body
+from tether.providers.memo import SLOT, TOOLS_SLOT, ToolsMemo, encode_body
 from tether.providers.windows import checked_window, context_window_for
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
@@ -217,14 +218,14 @@ def encode_messages(messages: Iterable[Message]) -> tuple[list[dict[str, Any]], 
 
 
 _Kept = tuple[str, bytes, bytes]
-"""A message as kept (``memo.py``): its role on the wire, its blocks' JSON (``b""``: nothing to send), and the
+"""A message as kept (``message_memo``): its role on the wire, its blocks' JSON (``b""``: nothing to send), and the
 message of those blocks alone (what is sent when its neighbours are of the other role, as in most requests)."""
 _MEMO: MessageMemo[_Kept] = MessageMemo()
 _OPENING = {"user": b'{"role":"user","content":[', "assistant": b'{"role":"assistant","content":['}
 
 
 def messages_json(messages: Iterable[Message]) -> tuple[bytes, list[str]]:
-    """:func:`encode_messages` as JSON, each message encoded once (``memo.py``), and the text of the system
+    """:func:`encode_messages` as JSON, each message encoded once (``message_memo``), and the text of the system
     messages."""
     items: list[bytes] = []
     system: list[str] = []

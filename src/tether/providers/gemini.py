@@ -38,13 +38,14 @@ from typing import Any
 from tether import jsoncodec
 from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
+from tether.message_memo import MessageMemo
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.gemini_schema import to_gemini_schema
 from tether.providers.gemini_stream import PROVIDER, GeminiDecoder, kept_parts_of, parse_usage
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, MessageMemo, ToolsMemo, encode_body
+from tether.providers.memo import SLOT, TOOLS_SLOT, ToolsMemo, encode_body
 from tether.providers.windows import checked_window, context_window_for
 
 __all__ = ["GeminiProvider", "encode_contents", "from_model_name", "parse_usage"]
@@ -155,7 +156,7 @@ class GeminiProvider:
         return encode_body("contents", options, contents, tools), options
 
     def _contents_json(self, messages: Iterable[Message]) -> tuple[bytes, list[str]]:
-        """:func:`encode_contents` as JSON, each message encoded once (``memo.py``), with each content's first
+        """:func:`encode_contents` as JSON, each message encoded once (``message_memo``), with each content's first
         call signed as :func:`sign_foreign_calls` signs it on a model that wants it; and the system messages'
         texts."""
         items: list[bytes] = []
@@ -279,7 +280,7 @@ def encode_contents(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 
 _Kept = tuple[str, bytes, bytes, bool, tuple[bytes, bytes] | None]
-"""A message's content as kept (``memo.py``): its role, its parts' JSON (``b""``: nothing to send), the content
+"""A message's content as kept (``message_memo``): its role, its parts' JSON (``b""``: nothing to send), the content
 of those parts alone (what is sent when its neighbours are of the other role, as in most requests), whether a
 part is a call, and both again with the first call given the placeholder signature (``None``: it has one)."""
 _MEMO: MessageMemo[_Kept] = MessageMemo()

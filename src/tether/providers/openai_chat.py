@@ -18,11 +18,11 @@ from typing import Any
 from tether import jsoncodec
 from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
+from tether.message_memo import MessageMemo
 from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import MessageMemo
 from tether.providers.openai_chat_stream import CALL_EXTRA, ChatDecoder
 from tether.providers.registry import PROFILES, Profile
 from tether.providers.windows import checked_window, context_window_for

@@ -38,11 +38,12 @@ from typing import Any
 from tether import jsoncodec
 from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
+from tether.message_memo import MessageMemo
 from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, MessageMemo, ToolsMemo, encode_body
+from tether.providers.memo import SLOT, TOOLS_SLOT, ToolsMemo, encode_body
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
 from tether.providers.openai_responses_stream import (
     ORIGIN,
@@ -209,7 +210,7 @@ _MEMO: MessageMemo[bytes] = MessageMemo()
 
 
 def input_json(messages: Iterable[Message]) -> bytes:
-    """:func:`encode_input` as JSON, each message's items encoded once (``memo.py``)."""
+    """:func:`encode_input` as JSON, each message's items encoded once (``message_memo``)."""
     texts = []
     find = _MEMO.entries.get
     for message in messages:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tether.errors import SessionInvalid
+from tether.message_memo import MessageMemo
 from tether.messages import Message, messages_from_jsonable, messages_to_jsonable
 from tether.sessions.base import Session, SessionSummary, brief, normalized_usage, without_surrogates
 from tether.usage import Usage
@@ -85,19 +86,34 @@ def text_field(value: Any, name: str, source: str) -> str:
     return value
 
 
+_ROWS: MessageMemo[str] = MessageMemo()
+"""Per message object: its row, checked to read back. A session is saved after every turn with every message
+of it (a file store rewrites them all); each message is encoded and checked once, when first saved."""
+
+
 def message_rows(messages: Sequence[Message], source: str = "messages", first: int = 0) -> list[str]:
     """One JSON text per message, each checked to read back; ``SessionInvalid`` naming ``source`` and the
-    message's number (``first`` is the number of ``messages[0]``) for one that cannot be stored."""
+    message's number (``first`` is the number of ``messages[0]``) for one that cannot be stored. A message
+    saved before (the same object) is not encoded or checked again (``message_memo``)."""
     rows: list[str] = []
+    find = _ROWS.entries.get
     for index, message in enumerate(messages, start=first):
-        where = f"{source}: message {index}"
-        try:
-            row = dumps(messages_to_jsonable([message])[0])
-        except _ENCODE_ERRORS as error:
-            raise SessionInvalid(f"{where} cannot be stored: {_reason(error)}") from None
-        messages_from_jsonable([loads(row, f"{where} (as written)")], source=f"{where} (as written)")
-        rows.append(row)
+        kept = find(id(message))  # MessageMemo.get, inline: most of a session's messages were saved before
+        if kept is not None and kept() is message:
+            rows.append(kept.value)  # type: ignore[arg-type]
+        else:
+            rows.append(_ROWS.put(message, "", _checked_row(message, f"{source}: message {index}")))
     return rows
+
+
+def _checked_row(message: Message, where: str) -> str:
+    """The message's row, after reading it back as a message."""
+    try:
+        row = dumps(messages_to_jsonable([message])[0])
+    except _ENCODE_ERRORS as error:
+        raise SessionInvalid(f"{where} cannot be stored: {_reason(error)}") from None
+    messages_from_jsonable([loads(row, f"{where} (as written)")], source=f"{where} (as written)")
+    return row
 
 
 def session_to_text(session: Session, source: str) -> bytes:
