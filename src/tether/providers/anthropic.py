@@ -49,7 +49,7 @@ from tether.providers.anthropic_stream import ORIGIN, AnthropicDecoder, anchors_
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, ToolsMemo, encode_body
+from tether.providers.memo import SLOT, TOOLS_SLOT, RoleJoiner, ToolsMemo, encode_body
 from tether.providers.windows import checked_window, context_window_for
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
@@ -227,11 +227,8 @@ _OPENING = {"user": b'{"role":"user","content":[', "assistant": b'{"role":"assis
 def messages_json(messages: Iterable[Message]) -> tuple[bytes, list[str]]:
     """:func:`encode_messages` as JSON, each message encoded once (``message_memo``), and the text of the system
     messages."""
-    items: list[bytes] = []
-    system: list[str] = []
+    joined, system = RoleJoiner(_OPENING), []
     find = _MEMO.entries.get
-    last_role, last_blocks = "", b""  # the last item's role, and the blocks of its last message
-    merged: list[bytes] | None = None  # the blocks of every message in the last item, once it holds two
     for message in messages:
         if message.role == "system":
             if text := message.text:
@@ -242,18 +239,9 @@ def messages_json(messages: Iterable[Message]) -> tuple[bytes, list[str]]:
             role, blocks, alone = cached.value  # type: ignore[misc]
         else:
             role, blocks, alone = _MEMO.put(message, "", _kept_json(message))
-        if not blocks:
-            continue
-        if role != last_role:
-            items.append(alone)
-            last_role, merged = role, None
-        else:  # one role twice in a row: one message of both's blocks
-            if merged is None:
-                merged = [last_blocks]
-            merged.append(blocks)
-            items[-1] = _OPENING[role] + b",".join(merged) + b"]}"
-        last_blocks = blocks
-    return b"[" + b",".join(items) + b"]", system
+        if blocks:
+            joined.add(role, blocks, alone)
+    return joined.json(), system
 
 
 def _kept_json(message: Message) -> _Kept:

@@ -45,7 +45,7 @@ from tether.providers.gemini_schema import to_gemini_schema
 from tether.providers.gemini_stream import PROVIDER, GeminiDecoder, kept_parts_of, parse_usage
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, ToolsMemo, encode_body
+from tether.providers.memo import SLOT, TOOLS_SLOT, RoleJoiner, ToolsMemo, encode_body
 from tether.providers.windows import checked_window, context_window_for
 
 __all__ = ["GeminiProvider", "encode_contents", "from_model_name", "parse_usage"]
@@ -159,12 +159,9 @@ class GeminiProvider:
         """:func:`encode_contents` as JSON, each message encoded once (``message_memo``), with each content's first
         call signed as :func:`sign_foreign_calls` signs it on a model that wants it; and the system messages'
         texts."""
-        items: list[bytes] = []
-        system: list[str] = []
+        joined, system = RoleJoiner(_OPENING), []
         find = _MEMO.entries.get
         signs = self._signs_calls
-        last_role, last_parts = "", b""  # the last item's role, and the parts of its last message
-        merged: list[bytes] | None = None  # the parts of every message in the last item, once it holds two
         unsigned = False  # whether a call in the last item would be its first (see above)
         for message in messages:
             if message.role == "system":
@@ -179,23 +176,14 @@ class GeminiProvider:
             role, parts, alone, has_call, signed = kept
             if not parts:
                 continue
-            new_item = role != last_role
-            if new_item:
+            if role != joined.role:  # a new item
                 unsigned = signs and role == "model"
             if unsigned and has_call:
                 unsigned = False
                 if signed is not None:
                     parts, alone = signed
-            if new_item:
-                items.append(alone)
-                last_role, merged = role, None
-            else:  # one role twice in a row: one content of both's parts
-                if merged is None:
-                    merged = [last_parts]
-                merged.append(parts)
-                items[-1] = _OPENING[role] + b",".join(merged) + b"]}"
-            last_parts = parts
-        return b"[" + b",".join(items) + b"]", system
+            joined.add(role, parts, alone)
+        return joined.json(), system
 
     def _body(self, request: Request, contents: Any, system: list[str], *, tools_slot: bool = False) -> dict[str, Any]:
         """The body with ``contents`` as they are given (encoded, or the slot for them), the system messages'

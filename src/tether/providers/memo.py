@@ -44,6 +44,43 @@ class ToolsMemo:
         return self._json
 
 
+class RoleJoiner:
+    """A conversation's items as JSON, consecutive messages of one role joined into one item: the APIs that want
+    roles to alternate (Anthropic's messages, Gemini's contents) get one item a turn.
+
+    Each message comes with its parts' JSON and its item alone (its parts under ``opening[role]``, kept with
+    it): a message after one of the other role, as in most requests, adds its kept item and nothing is built."""
+
+    __slots__ = ("_last", "_merged", "_opening", "items", "role")
+
+    def __init__(self, opening: dict[str, bytes]) -> None:
+        self._opening = opening
+        """Per role: the JSON an item of that role starts with, up to its parts' list (``]}`` closes it)."""
+        self.items: list[bytes] = []
+        self.role = ""
+        """The role of the last item (``""`` before the first)."""
+        self._last = b""
+        """The parts of the last message added."""
+        self._merged: list[bytes] | None = None
+        """The parts of each message in the last item, once it holds two."""
+
+    def add(self, role: str, parts: bytes, alone: bytes) -> None:
+        """A message of ``role`` with something to send: ``parts`` and its item ``alone``."""
+        if role != self.role:
+            self.items.append(alone)
+            self.role, self._merged = role, None
+        else:
+            merged = self._merged
+            if merged is None:
+                merged = self._merged = [self._last]
+            merged.append(parts)
+            self.items[-1] = self._opening[role] + b",".join(merged) + b"]}"
+        self._last = parts
+
+    def json(self) -> bytes:
+        return b"[" + b",".join(self.items) + b"]"
+
+
 def encode_body(key: str, body: dict[str, Any], history: bytes, tools: bytes | None = None) -> bytes:
     """``body`` encoded with ``history`` (the messages' JSON) as the value of its first key, ``key``, which holds
     :data:`SLOT`, and ``tools`` (their JSON) as the value of its second, ``"tools"``, which then holds
