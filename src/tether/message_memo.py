@@ -16,6 +16,7 @@ session stores' codec (``sessions/codec.py``).
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 from tether.messages import Message
@@ -55,6 +56,20 @@ class MessageMemo(Generic[T]):
         if entry is not None and entry() is message and entry.origin == origin:
             return entry.value  # type: ignore[return-value]
         return None
+
+    def values(self, messages: Iterable[Message], make: Callable[[Message, int], T], origin: str = "") -> list[T]:
+        """What was made of each of ``messages`` for ``origin``, in order; ``make(message, position)`` makes (and
+        the memo keeps) what was not. The lookup is this loop's own, not :meth:`get`'s: most of a request's or a
+        save's messages are known, and a call per message would cost more than the lookup."""
+        made: list[T] = []
+        find = self.entries.get
+        for position, message in enumerate(messages):
+            entry = find(id(message))
+            if entry is not None and entry() is message and entry.origin == origin:
+                made.append(entry.value)  # type: ignore[arg-type]
+            else:
+                made.append(self.put(message, origin, make(message, position)))
+        return made
 
     def put(self, message: Message, origin: str, value: T) -> T:
         """Keep ``value`` for ``message`` sent to ``origin`` (replacing what its id held) and return it."""

@@ -152,9 +152,9 @@ def test_a_growing_history_is_encoded_by_its_new_messages_only(name: str, monkey
     module, encoded = MODULES[name], []
     kept_json = module._kept_json
 
-    def counted(message: Message) -> Any:
+    def counted(message: Message, position: int) -> Any:
         encoded.append(message)
-        return kept_json(message)
+        return kept_json(message, position)
 
     monkeypatch.setattr(module, "_kept_json", counted)
     provider = PROVIDERS[name]()
@@ -212,3 +212,19 @@ def test_the_slots_are_filled_where_they_must_be_and_nowhere_else() -> None:
     assert without_tools == {"input": [], "tools": TOOLS_SLOT}  # no tools given: that slot is just text
     with pytest.raises(AssertionError, match="slots"):
         encode_body("messages", {"model": "m", "messages": SLOT}, b"[]")
+
+
+def test_values_makes_only_what_is_not_kept_and_tells_make_where_each_message_is() -> None:
+    memo: MessageMemo[str] = MessageMemo()
+    first, second, third = Message.user("a"), Message.user("b"), Message.user("c")
+    made: list[int] = []
+
+    def make(message: Message, position: int) -> str:
+        made.append(position)
+        return f"{message.text}@{position}"
+
+    assert memo.values([first, second], make, "o") == ["a@0", "b@1"]
+    assert memo.values([first, second, third], make, "o") == ["a@0", "b@1", "c@2"]
+    assert made == [0, 1, 2]  # the known two were not made again
+    assert memo.values([third], make, "other") == ["c@0"]  # made again for another origin, and kept for it
+    assert made == [0, 1, 2, 0]

@@ -37,7 +37,7 @@ conversation becomes Anthropic's:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 from tether import jsoncodec
@@ -224,27 +224,23 @@ _MEMO: MessageMemo[_Kept] = MessageMemo()
 _OPENING = {"user": b'{"role":"user","content":[', "assistant": b'{"role":"assistant","content":['}
 
 
-def messages_json(messages: Iterable[Message]) -> tuple[bytes, list[str]]:
+def messages_json(messages: Sequence[Message]) -> tuple[bytes, list[str]]:
     """:func:`encode_messages` as JSON, each message encoded once (``message_memo``), and the text of the system
     messages."""
     joined, system = RoleJoiner(_OPENING), []
-    find = _MEMO.entries.get
-    for message in messages:
-        if message.role == "system":
+    for message, (role, blocks, alone) in zip(messages, _MEMO.values(messages, _kept_json), strict=True):
+        if role == "system":
             if text := message.text:
                 system.append(text)
-            continue
-        cached = find(id(message))  # MessageMemo.get, inline: most of a request's messages are known
-        if cached is not None and cached() is message:
-            role, blocks, alone = cached.value  # type: ignore[misc]
-        else:
-            role, blocks, alone = _MEMO.put(message, "", _kept_json(message))
-        if blocks:
+        elif blocks:
             joined.add(role, blocks, alone)
     return joined.json(), system
 
 
-def _kept_json(message: Message) -> _Kept:
+def _kept_json(message: Message, position: int = 0) -> _Kept:
+    """A message's :data:`_Kept` form (a system message's is its role alone: its text goes to ``system``)."""
+    if message.role == "system":
+        return "system", b"", b""
     if message.role == "assistant":
         role, blocks = "assistant", assistant_blocks(message)
     else:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 from tether import jsoncodec
@@ -155,25 +155,19 @@ class GeminiProvider:
         options = self._body(request, SLOT, system, tools_slot=tools is not None)
         return encode_body("contents", options, contents, tools), options
 
-    def _contents_json(self, messages: Iterable[Message]) -> tuple[bytes, list[str]]:
+    def _contents_json(self, messages: Sequence[Message]) -> tuple[bytes, list[str]]:
         """:func:`encode_contents` as JSON, each message encoded once (``message_memo``), with each content's first
         call signed as :func:`sign_foreign_calls` signs it on a model that wants it; and the system messages'
         texts."""
         joined, system = RoleJoiner(_OPENING), []
-        find = _MEMO.entries.get
         signs = self._signs_calls
         unsigned = False  # whether a call in the last item would be its first (see above)
-        for message in messages:
-            if message.role == "system":
+        for message, kept in zip(messages, _MEMO.values(messages, _kept_json), strict=True):
+            role, parts, alone, has_call, signed = kept
+            if role == "system":
                 if text := message.text:
                     system.append(text)
                 continue
-            cached = find(id(message))  # MessageMemo.get, inline: most of a request's messages are known
-            if cached is not None and cached() is message:
-                kept: _Kept = cached.value  # type: ignore[assignment]
-            else:
-                kept = _MEMO.put(message, "", _kept_json(message))
-            role, parts, alone, has_call, signed = kept
             if not parts:
                 continue
             if role != joined.role:  # a new item
@@ -275,8 +269,11 @@ _MEMO: MessageMemo[_Kept] = MessageMemo()
 _OPENING = {"user": b'{"role":"user","parts":[', "model": b'{"role":"model","parts":['}
 
 
-def _kept_json(message: Message) -> _Kept:
-    """A user, tool or model message's :data:`_Kept` form."""
+def _kept_json(message: Message, position: int = 0) -> _Kept:
+    """A message's :data:`_Kept` form (a system message's is its role alone: its text goes to
+    ``systemInstruction``)."""
+    if message.role == "system":
+        return "system", b"", b"", False, None
     role = "model" if message.role == "assistant" else "user"
     contents = encode_contents((message,))
     parts: list[dict[str, Any]] = contents[0]["parts"] if contents else []

@@ -115,16 +115,13 @@ class OpenAIChatProvider:
     def request_payload(self, request: Request) -> bytes:
         """``request_body`` encoded, built from each message's cached JSON: the cost of a request grows with
         the new messages, not with the whole history re-encoded every turn."""
-        origin = self.profile.name
-        texts = [self._system_json(request.system)] if request.system else []
-        find = _MEMO.entries.get
-        for message in request.messages:  # encoded_json's lookup, inline: most of a request's messages are known
-            cached = find(id(message))
-            if cached is not None and cached() is message and cached.origin == origin:
-                texts.append(cached.value)  # type: ignore[arg-type]
-            else:
-                texts.append(encoded_json(message, origin))
+        texts = _MEMO.values(request.messages, self._message_json, self.profile.name)
+        if request.system:
+            texts.insert(0, self._system_json(request.system))
         return b"".join((b'{"messages":[', b",".join(texts), b"],", self._options_json(request)))
+
+    def _message_json(self, message: Message, position: int) -> bytes:
+        return message_json(message, self.profile.name)
 
     def _system_json(self, system: str) -> bytes:
         kept, text = self._kept_system
@@ -198,12 +195,8 @@ _MEMO: MessageMemo[bytes] = MessageMemo()
 """Per message and server (profile): its Chat Completions messages' JSON, comma-joined."""
 
 
-def encoded_json(message: Message, origin: str = "") -> bytes:
-    """The message's Chat Completions messages as JSON array items, encoded once per message object (and per
-    provider: what goes back to one server only may differ)."""
-    cached = _MEMO.get(message, origin)
-    if cached is not None:
-        return cached
+def message_json(message: Message, origin: str) -> bytes:
+    """:func:`encode_message`'s items as JSON, comma-joined."""
     items = encode_message(message, origin)
     # what encode_message writes is text and None, but for a call's extra_content: the server's JSON, any number
     finite = True
@@ -211,7 +204,7 @@ def encoded_json(message: Message, origin: str = "") -> bytes:
         for call in item.get("tool_calls", ()):
             if CALL_EXTRA in call:
                 finite = False
-    return _MEMO.put(message, origin, b",".join([jsoncodec.dumps_bytes(item, finite=finite) for item in items]))
+    return b",".join([jsoncodec.dumps_bytes(item, finite=finite) for item in items])
 
 
 def _dumps(value: Any) -> bytes:

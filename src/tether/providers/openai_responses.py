@@ -211,20 +211,10 @@ _MEMO: MessageMemo[bytes] = MessageMemo()
 
 def input_json(messages: Iterable[Message]) -> bytes:
     """:func:`encode_input` as JSON, each message's items encoded once (``message_memo``)."""
-    texts = []
-    find = _MEMO.entries.get
-    for message in messages:
-        cached = find(id(message))  # MessageMemo.get, inline: most of a request's messages are known
-        if cached is not None and cached() is message:
-            text: bytes = cached.value  # type: ignore[assignment]
-        else:
-            text = _MEMO.put(message, "", _kept_json(message))
-        if text:
-            texts.append(text)
-    return b"[" + b",".join(texts) + b"]"
+    return b"[" + b",".join(filter(None, _MEMO.values(messages, _kept_json))) + b"]"
 
 
-def _kept_json(message: Message) -> bytes:
+def _kept_json(message: Message, position: int = 0) -> bytes:
     return b",".join([jsoncodec.dumps_bytes(item) for item in encode_input((message,))])
 
 

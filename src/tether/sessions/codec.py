@@ -95,15 +95,11 @@ def message_rows(messages: Sequence[Message], source: str = "messages", first: i
     """One JSON text per message, each checked to read back; ``SessionInvalid`` naming ``source`` and the
     message's number (``first`` is the number of ``messages[0]``) for one that cannot be stored. A message
     saved before (the same object) is not encoded or checked again (``message_memo``)."""
-    rows: list[str] = []
-    find = _ROWS.entries.get
-    for index, message in enumerate(messages, start=first):
-        kept = find(id(message))  # MessageMemo.get, inline: most of a session's messages were saved before
-        if kept is not None and kept() is message:
-            rows.append(kept.value)  # type: ignore[arg-type]
-        else:
-            rows.append(_ROWS.put(message, "", _checked_row(message, f"{source}: message {index}")))
-    return rows
+
+    def checked_row(message: Message, position: int) -> str:
+        return _checked_row(message, f"{source}: message {first + position}")
+
+    return _ROWS.values(messages, checked_row)
 
 
 def _checked_row(message: Message, where: str) -> str:
