@@ -19,7 +19,7 @@ from tether.providers import anthropic, gemini, openai_responses
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import ModelSettings, Request, ToolDefinition
 from tether.providers.gemini import GeminiProvider
-from tether.providers.memo import SLOT, TOOLS_SLOT, encode_body
+from tether.providers.memo import SLOT, TOOLS_SLOT, fill_slots
 from tether.providers.openai_responses import OpenAIResponsesProvider
 
 ADD = ToolDefinition(
@@ -205,13 +205,16 @@ def test_an_entry_lives_as_long_as_its_message_and_answers_for_that_message_and_
 
 
 def test_the_slots_are_filled_where_they_must_be_and_nowhere_else() -> None:
+    def encoded(body: dict[str, Any]) -> bytes:
+        return jsoncodec.dumps_bytes(body)
+
     body = {"messages": SLOT, "tools": TOOLS_SLOT, "system": SLOT + TOOLS_SLOT}
-    filled = json.loads(encode_body("messages", body, b'[{"role":"user"}]', b'[{"name":"add"}]'))
+    filled = json.loads(fill_slots("messages", encoded(body), b'[{"role":"user"}]', b'[{"name":"add"}]'))
     assert filled == {"messages": [{"role": "user"}], "tools": [{"name": "add"}], "system": SLOT + TOOLS_SLOT}
-    without_tools = json.loads(encode_body("input", {"input": SLOT, "tools": TOOLS_SLOT}, b"[]"))
+    without_tools = json.loads(fill_slots("input", encoded({"input": SLOT, "tools": TOOLS_SLOT}), b"[]"))
     assert without_tools == {"input": [], "tools": TOOLS_SLOT}  # no tools given: that slot is just text
     with pytest.raises(AssertionError, match="slots"):
-        encode_body("messages", {"model": "m", "messages": SLOT}, b"[]")
+        fill_slots("messages", encoded({"model": "m", "messages": SLOT}), b"[]")
 
 
 def test_values_makes_only_what_is_not_kept_and_tells_make_where_each_message_is() -> None:
@@ -228,3 +231,45 @@ def test_values_makes_only_what_is_not_kept_and_tells_make_where_each_message_is
     assert made == [0, 1, 2]  # the known two were not made again
     assert memo.values([third], make, "other") == ["c@0"]  # made again for another origin, and kept for it
     assert made == [0, 1, 2, 0]
+
+
+@pytest.mark.parametrize("name", PROVIDERS)
+def test_a_runs_options_are_encoded_once_and_again_whenever_they_change(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every turn of a run asks for the same model, tools and settings: the body around the history is encoded
+    on the first request only. A request asking for anything else, or with settings whose ``extra`` fields were
+    changed in place, is sent as it asks, never as the one before."""
+    provider = PROVIDERS[name]()
+    encodings: list[Request] = []
+    body = type(provider)._body
+
+    def counted(self: Any, request: Request, history: Any, *args: Any, **options: Any) -> dict[str, Any]:
+        if history is SLOT:  # the payload's encoding, not a dict built to compare with
+            encodings.append(request)
+        return body(self, request, history, *args, **options)
+
+    monkeypatch.setattr(type(provider), "_body", counted)
+    settings, tools = ModelSettings(max_tokens=5), (ADD,)
+    history = list(HISTORIES["a tool turn"])
+    for end in range(1, len(history) + 1):
+        request = Request(tuple(history[:end]), system="Be brief.", tools=tools, settings=settings)
+        assert canonical(json.loads(provider.request_payload(request))) == canonical(provider.request_body(request))
+    assert len(encodings) == 1
+    extra = ModelSettings(extra={"metadata": {"seed": 1}})
+    asked = [
+        Request(tuple(history), tools=tools, settings=settings, tool_choice="none"),
+        Request(tuple(history), tools=tools, settings=settings, tool_choice="required"),
+        Request(tuple(history), tools=(ADD,), settings=settings, parallel_tool_calls=False),
+        Request(tuple(history), tools=(), settings=settings),
+        Request(tuple(history), tools=tools, settings=ModelSettings(max_tokens=9)),
+        Request(tuple(history), tools=tools, settings=extra),
+        Request(tuple(history), system="Be long.", tools=tools, settings=settings),
+        Request(tuple(history), system="Be short.", tools=tools, settings=settings),
+        Request((Message.system("Be exact."), *history), system="Be short.", tools=tools, settings=settings),
+    ]
+    for request in asked:
+        assert canonical(json.loads(provider.request_payload(request))) == canonical(provider.request_body(request))
+    extra.extra["metadata"] = {"seed": 2}  # changed in place: the next request sends it
+    sent = json.loads(provider.request_payload(Request(tuple(history), tools=tools, settings=extra)))
+    assert sent["metadata"] == {"seed": 2}

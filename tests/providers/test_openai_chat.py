@@ -365,13 +365,13 @@ def test_a_runs_tools_and_settings_are_encoded_once_and_again_whenever_they_chan
     other tools, another choice or other settings, or settings whose ``extra`` fields were changed in place,
     is sent as it is now, never as the one before."""
     made: list[Request] = []
-    original = OpenAIChatProvider._options
+    original = OpenAIChatProvider._options_body
 
     def counting(self: OpenAIChatProvider, request: Request, **options: Any) -> dict[str, Any]:
         made.append(request)
         return original(self, request, **options)
 
-    monkeypatch.setattr(OpenAIChatProvider, "_options", counting)
+    monkeypatch.setattr(OpenAIChatProvider, "_options_body", counting)
     model = provider()
     settings = ModelSettings(max_tokens=5)
     tools = (WEATHER,)

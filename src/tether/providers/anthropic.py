@@ -49,7 +49,7 @@ from tether.providers.anthropic_stream import ORIGIN, AnthropicDecoder, anchors_
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, RoleJoiner, ToolsMemo, encode_body
+from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, RoleJoiner, ToolsMemo, fill_slots
 from tether.providers.windows import checked_window, context_window_for
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
@@ -117,6 +117,7 @@ class AnthropicProvider:
             limits=response_limits,
         )
         self._tools = ToolsMemo()
+        self._options = OptionsMemo()
 
     def __repr__(self) -> str:
         return f"AnthropicProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
@@ -133,14 +134,18 @@ class AnthropicProvider:
         return self._body(request, messages, system)
 
     def request_payload(self, request: Request) -> bytes:
-        """``request_body`` encoded, with each message's kept JSON and the tools' (``memo.py``): the cost of a
-        request grows with the new messages, not with the whole history and every schema encoded again."""
+        """``request_body`` encoded, with each message's kept JSON, the tools' and the rest's (``memo.py``): the
+        cost of a request grows with the new messages, not with the whole history and every schema encoded again."""
         extra = request.settings.extra
         if "messages" in extra:  # a setting that replaces the history: sent as the dict has it
             return jsoncodec.dumps_bytes(self.request_body(request))
         history, system = messages_json(request.messages)
         tools = self._tools.json(request.tools, _tool_items) if request.tools and "tools" not in extra else None
-        return encode_body("messages", self._body(request, SLOT, system, tools_slot=tools is not None), history, tools)
+
+        def encode(request: Request) -> bytes:
+            return jsoncodec.dumps_bytes(self._body(request, SLOT, list(system), tools_slot=tools is not None))
+
+        return fill_slots("messages", self._options.json(request, encode, (request.system, *system)), history, tools)
 
     def _body(self, request: Request, messages: Any, system: list[str], *, tools_slot: bool = False) -> dict[str, Any]:
         """The body with ``messages`` as they are given (encoded, or the slot for them), the system messages'

@@ -45,7 +45,7 @@ from tether.providers.gemini_schema import to_gemini_schema
 from tether.providers.gemini_stream import PROVIDER, GeminiDecoder, kept_parts_of, parse_usage
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, RoleJoiner, ToolsMemo, encode_body
+from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, RoleJoiner, ToolsMemo, fill_slots
 from tether.providers.windows import checked_window, context_window_for
 
 __all__ = ["GeminiProvider", "encode_contents", "from_model_name", "parse_usage"]
@@ -118,6 +118,7 @@ class GeminiProvider:
             limits=response_limits,
         )
         self._tools = ToolsMemo()
+        self._options = OptionsMemo()
 
     def __repr__(self) -> str:
         return f"GeminiProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
@@ -126,11 +127,10 @@ class GeminiProvider:
         """The events of ``request``'s answer, streamed or read whole; the HTTP client's iterator as it is
         (no generator of this provider's around it), which releases the response however its consumer leaves.
         A streamed answer of several candidates is held back until one is chosen (``GeminiDecoder``)."""
-        payload, options = self._payload(request)
         streaming = self.streaming
         path = f"{self._path}:streamGenerateContent?alt=sse" if streaming else f"{self._path}:generateContent"
-        decoder = GeminiDecoder(live=streaming and _candidate_count(options) <= 1)
-        return self._client.answer(path, payload, decoder, request, streaming=streaming)
+        decoder = GeminiDecoder(live=streaming and _candidate_count(request.settings.extra) <= 1)
+        return self._client.answer(path, self.request_payload(request), decoder, request, streaming=streaming)
 
     def request_body(self, request: Request) -> dict[str, Any]:
         """The JSON body for ``request``, as a dict."""
@@ -140,20 +140,18 @@ class GeminiProvider:
         return self._body(request, contents, [m.text for m in request.messages if m.role == "system" and m.text])
 
     def request_payload(self, request: Request) -> bytes:
-        """``request_body`` encoded, with each message's kept JSON and the tools' (``memo.py``): the cost of a
-        request grows with the new messages, not with the whole history and every schema encoded again."""
-        return self._payload(request)[0]
-
-    def _payload(self, request: Request) -> tuple[bytes, dict[str, Any]]:
-        """The encoded body, and the body around its contents (what ``stream`` reads its settings from)."""
+        """``request_body`` encoded, with each message's kept JSON, the tools' and the rest's (``memo.py``): the
+        cost of a request grows with the new messages, not with the whole history and every schema encoded again."""
         extra = request.settings.extra
         if "contents" in extra:  # a setting that replaces the history: sent as the dict has it
-            body = self.request_body(request)
-            return jsoncodec.dumps_bytes(body), body
+            return jsoncodec.dumps_bytes(self.request_body(request))
         contents, system = self._contents_json(request.messages)
         tools = self._tools.json(request.tools, self._tool_items) if request.tools and "tools" not in extra else None
-        options = self._body(request, SLOT, system, tools_slot=tools is not None)
-        return encode_body("contents", options, contents, tools), options
+
+        def encode(request: Request) -> bytes:
+            return jsoncodec.dumps_bytes(self._body(request, SLOT, list(system), tools_slot=tools is not None))
+
+        return fill_slots("contents", self._options.json(request, encode, (request.system, *system)), contents, tools)
 
     def _contents_json(self, messages: Sequence[Message]) -> tuple[bytes, list[str]]:
         """:func:`encode_contents` as JSON, each message encoded once (``message_memo``), with each content's first
@@ -390,8 +388,11 @@ def _own_signature(provider_data: dict[str, Any] | None) -> str | None:
     return signature if isinstance(signature, str) else None
 
 
-def _candidate_count(body: dict[str, Any]) -> int:
-    count = (body.get("generationConfig") or {}).get("candidateCount")
+def _candidate_count(extra: dict[str, Any]) -> int:
+    """How many candidates a request asks for: only a setting's ``extra`` can ask
+    (``generationConfig.candidateCount``)."""
+    config = extra.get("generationConfig")
+    count = config.get("candidateCount") if isinstance(config, dict) else None
     return count if isinstance(count, int) else 1
 
 

@@ -2,8 +2,8 @@
 
 Each wire protocol keeps every message's JSON (or the pieces its messages are assembled from) in a
 :class:`~tether.message_memo.MessageMemo`, and its tools' JSON in a :class:`ToolsMemo` while its requests offer
-the same definitions; :func:`encode_body` puts both into the rest of the body, encoded on its own with a slot
-standing for each.
+the same definitions; :func:`fill_slots` puts both into the rest of the body, encoded on its own with a slot
+standing for each, and kept in an :class:`OptionsMemo` while the requests ask for the same.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tether import jsoncodec
-from tether.providers.base import ToolDefinition
+from tether.providers.base import Request, ToolDefinition
 
 SLOT = "\x00history\x00"
 """Stands for the messages in a body encoded without them (no JSON a caller builds holds a NUL there)."""
@@ -42,6 +42,47 @@ class ToolsMemo:
             self._json = jsoncodec.dumps_bytes(encode(tools))
             self._tools = tools
         return self._json
+
+
+class OptionsMemo:
+    """What a body holds besides its history (model, tools, tool choice, settings), as JSON, kept while the
+    requests ask for the same: a run's do, every turn. Kept against the request's tools and settings (the same
+    objects), tool choice, parallel-calls flag, JSON schema (the same object) and whatever else the provider's
+    body depends on (``also``: its system prompt, say); never for settings with ``extra`` fields, a dict a
+    caller may change in place between requests."""
+
+    __slots__ = ("_json", "_key")
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
+        self._json = b""
+
+    def json(self, request: Request, encode: Callable[[Request], bytes], also: object = None) -> bytes:
+        """``encode(request)``, or what it gave for the last request that asked for the same."""
+        settings, key = request.settings, self._key
+        if (
+            key is not None
+            and key[0] is request.tools
+            and key[1] is settings
+            and key[2] == request.tool_choice
+            and key[3] == request.parallel_tool_calls
+            and key[4] is request.json_schema
+            and key[5] == also
+            and not settings.extra
+        ):
+            return self._json
+        text = encode(request)
+        if not settings.extra:
+            self._key = (
+                request.tools,
+                settings,
+                request.tool_choice,
+                request.parallel_tool_calls,
+                request.json_schema,
+                also,
+            )
+            self._json = text
+        return text
 
 
 class RoleJoiner:
@@ -81,12 +122,11 @@ class RoleJoiner:
         return b"[" + b",".join(self.items) + b"]"
 
 
-def encode_body(key: str, body: dict[str, Any], history: bytes, tools: bytes | None = None) -> bytes:
-    """``body`` encoded with ``history`` (the messages' JSON) as the value of its first key, ``key``, which holds
-    :data:`SLOT`, and ``tools`` (their JSON) as the value of its second, ``"tools"``, which then holds
-    :data:`TOOLS_SLOT`. The slots are found where they must be, at the start, never looked for in the rest
-    (which may hold any text, the slots' included): a caller leaves them to a setting's ``extra`` never."""
-    encoded = jsoncodec.dumps_bytes(body)
+def fill_slots(key: str, encoded: bytes, history: bytes, tools: bytes | None = None) -> bytes:
+    """``encoded`` (a body whose first key, ``key``, holds :data:`SLOT`, and whose second, ``"tools"``, holds
+    :data:`TOOLS_SLOT` when ``tools`` is given) with ``history`` (the messages' JSON) and ``tools`` (their JSON)
+    in the slots. The slots are found where they must be, at the start, never looked for in the rest (which may
+    hold any text, the slots' included): a caller leaves them to a setting's ``extra`` never."""
     opening = b'{"' + key.encode() + b'":'
     prefix = opening + SLOT_JSON + (b',"tools":' + TOOLS_SLOT_JSON if tools is not None else b"")
     if not encoded.startswith(prefix):

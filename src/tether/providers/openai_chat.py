@@ -23,6 +23,7 @@ from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
+from tether.providers.memo import TOOLS_SLOT, TOOLS_SLOT_JSON, OptionsMemo
 from tether.providers.openai_chat_stream import CALL_EXTRA, ChatDecoder
 from tether.providers.registry import PROFILES, Profile
 from tether.providers.windows import checked_window, context_window_for
@@ -88,9 +89,8 @@ class OpenAIChatProvider:
             retry=retry,
             limits=response_limits,
         )
-        self._kept_options: tuple[Any, ...] | None = None
-        """The last request's tools, choices and settings and the body's JSON after its messages: a run sends
-        the same ones every turn, so its requests encode them once (:meth:`_options_json`)."""
+        self._options = OptionsMemo()
+        """The body's JSON after its messages: a run sends the same every turn (:meth:`_options_json`)."""
         self._kept_system: tuple[str, bytes] = ("", b"")
         """The last system prompt and its message's JSON."""
 
@@ -110,7 +110,7 @@ class OpenAIChatProvider:
         messages: list[dict[str, Any]] = [{"role": "system", "content": request.system}] if request.system else []
         for message in request.messages:
             messages += encode_message(message, self.profile.name)
-        return {"model": self.info.name, "messages": messages, **self._options(request)}
+        return {"model": self.info.name, "messages": messages, **self._options_body(request)}
 
     def request_payload(self, request: Request) -> bytes:
         """``request_body`` encoded, built from each message's cached JSON: the cost of a request grows with
@@ -131,33 +131,18 @@ class OpenAIChatProvider:
         return text
 
     def _options_json(self, request: Request) -> bytes:
-        """The body's JSON after its messages (``"model":...}``), the tools' from :func:`tools_json`. Encoded
-        again only when the request's tools (the same tuple), tool choice, schema or settings (the same object,
-        with no ``extra`` fields, which may be changed in place) are not the last request's."""
-        kept, settings = self._kept_options, request.settings
-        if (
-            kept is not None
-            and kept[0] is request.tools
-            and kept[1] is settings
-            and kept[2] == request.tool_choice
-            and kept[3] == request.parallel_tool_calls
-            and kept[4] is request.json_schema
-            and not settings.extra
-        ):
-            text: bytes = kept[5]
-            return text
-        options = _dumps({"model": self.info.name, **self._options(request, tools_slot=True)})
-        slot = _TOOLS_SLOT_JSON
-        if slot in options:
-            options = options.replace(slot, tools_json(tool_offer(request, self.profile)[0]), 1)
-        text = options[1:]
-        if not settings.extra:
-            self._kept_options = (
-                request.tools, settings, request.tool_choice, request.parallel_tool_calls, request.json_schema, text
-            )  # fmt: skip
-        return text
+        """The body's JSON after its messages (``"model":...}``), encoded again only when the request asks for
+        other options than the last one (:class:`~tether.providers.memo.OptionsMemo`)."""
+        return self._options.json(request, self._encode_options)
 
-    def _options(self, request: Request, *, tools_slot: bool = False) -> dict[str, Any]:
+    def _encode_options(self, request: Request) -> bytes:
+        """The options' JSON, the tools' from :func:`tools_json`."""
+        options = _dumps({"model": self.info.name, **self._options_body(request, tools_slot=True)})
+        if TOOLS_SLOT_JSON in options:
+            options = options.replace(TOOLS_SLOT_JSON, tools_json(tool_offer(request, self.profile)[0]), 1)
+        return options[1:]
+
+    def _options_body(self, request: Request, *, tools_slot: bool = False) -> dict[str, Any]:
         """Everything in the body but the messages; with ``tools_slot``, the tools are a placeholder for
         :func:`tools_json` to fill in the encoded body."""
         profile = self.profile
@@ -166,7 +151,7 @@ class OpenAIChatProvider:
             body["stream_options"] = {"include_usage": True}
         tools, choice = tool_offer(request, profile)
         if tools:
-            body["tools"] = _TOOLS_SLOT if tools_slot else _tool_items(tools)
+            body["tools"] = TOOLS_SLOT if tools_slot else _tool_items(tools)
             if choice is not None:
                 body["tool_choice"] = choice
             if request.parallel_tool_calls is not None and profile.parallel_tool_calls:
@@ -238,12 +223,6 @@ def tools_json(tools: tuple[ToolDefinition, ...]) -> bytes:
             cached = _tool_texts[id(parameters)] = (parameters, t.name, t.description, _dumps(_tool_items((t,))[0]))
         texts.append(cached[3])
     return b"[" + b",".join(texts) + b"]"
-
-
-_TOOLS_SLOT = "\x00tools\x00"
-"""Stands for the tools in the options of an encoded body; no JSON a caller builds holds it (a NUL)."""
-_TOOLS_SLOT_JSON = b'"\\u0000tools\\u0000"'
-"""How either JSON backend writes it (a NUL is escaped)."""
 
 
 def encode_message(message: Message, origin: str = "") -> list[dict[str, Any]]:

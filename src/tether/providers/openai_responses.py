@@ -43,7 +43,7 @@ from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, ToolsMemo, encode_body
+from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, ToolsMemo, fill_slots
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
 from tether.providers.openai_responses_stream import (
     ORIGIN,
@@ -131,6 +131,7 @@ class OpenAIResponsesProvider:
             limits=response_limits,
         )
         self._tools = ToolsMemo()
+        self._options = OptionsMemo()
 
     def __repr__(self) -> str:
         return f"OpenAIResponsesProvider({self.info.name!r}, base_url={self._client.base_url!r})"
@@ -146,14 +147,19 @@ class OpenAIResponsesProvider:
         return self._body(request, encode_input(request.messages))
 
     def request_payload(self, request: Request) -> bytes:
-        """``request_body`` encoded, with each message's kept JSON and the tools' (``memo.py``): the cost of a
-        request grows with the new messages, not with the whole history and every schema encoded again."""
+        """``request_body`` encoded, with each message's kept JSON, the tools' and the rest's (``memo.py``): the
+        cost of a request grows with the new messages, not with the whole history and every schema encoded again."""
         extra = request.settings.extra
         if "input" in extra:  # a setting that replaces the history: sent as the dict has it
             return jsoncodec.dumps_bytes(self.request_body(request))
         tools = self._tools.json(request.tools, _tool_items) if request.tools and "tools" not in extra else None
-        body = self._body(request, SLOT, tools_slot=tools is not None)
-        return encode_body("input", body, input_json(request.messages), tools)
+
+        def encode(request: Request) -> bytes:
+            return jsoncodec.dumps_bytes(self._body(request, SLOT, tools_slot=tools is not None))
+
+        return fill_slots(
+            "input", self._options.json(request, encode, request.system), input_json(request.messages), tools
+        )
 
     def _body(self, request: Request, items: Any, *, tools_slot: bool = False) -> dict[str, Any]:
         """The body with ``items`` as its ``input`` (encoded, or the slot for them) and the tools (with
