@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 
 class _Entry(weakref.ref):  # type: ignore[type-arg]
-    """A message's wire form; the weak reference to the message is the entry itself."""
+    """What was made of a message; the weak reference to the message is the entry itself."""
 
     __slots__ = ("key", "origin", "value")
     key: int
@@ -36,12 +36,12 @@ class _Entry(weakref.ref):  # type: ignore[type-arg]
 class MessageMemo(Generic[T]):
     """Per message object (and origin): what one consumer made of it, as the module docstring says."""
 
-    __slots__ = ("_forget", "entries")
+    __slots__ = ("_entries", "_forget")
 
     def __init__(self) -> None:
-        self.entries: dict[int, _Entry] = {}
-        """``id(message)`` -> its entry; read directly where a body is built, for the lookup inline."""
-        entries = self.entries
+        self._entries: dict[int, _Entry] = {}
+        """``id(message)`` -> its entry."""
+        entries = self._entries
 
         def forget(entry: _Entry) -> None:
             """The message died: drop its entry (unless its id already holds a newer message's)."""
@@ -50,19 +50,12 @@ class MessageMemo(Generic[T]):
 
         self._forget = forget
 
-    def get(self, message: Message, origin: str = "") -> T | None:
-        """What was kept for ``message`` sent to ``origin``, or ``None``."""
-        entry = self.entries.get(id(message))
-        if entry is not None and entry() is message and entry.origin == origin:
-            return entry.value  # type: ignore[return-value]
-        return None
-
     def values(self, messages: Iterable[Message], make: Callable[[Message, int], T], origin: str = "") -> list[T]:
         """What was made of each of ``messages`` for ``origin``, in order; ``make(message, position)`` makes (and
         the memo keeps) what was not. The lookup is this loop's own, not :meth:`get`'s: most of a request's or a
         save's messages are known, and a call per message would cost more than the lookup."""
         made: list[T] = []
-        find = self.entries.get
+        find = self._entries.get
         for position, message in enumerate(messages):
             entry = find(id(message))
             if entry is not None and entry() is message and entry.origin == origin:
@@ -72,11 +65,11 @@ class MessageMemo(Generic[T]):
         return made
 
     def put(self, message: Message, origin: str, value: T) -> T:
-        """Keep ``value`` for ``message`` sent to ``origin`` (replacing what its id held) and return it."""
+        """Keep ``value`` for ``message`` and ``origin`` (replacing what its id held) and return it."""
         entry = _Entry(message, self._forget)
         entry.key, entry.origin, entry.value = id(message), origin, value
-        self.entries[entry.key] = entry
+        self._entries[entry.key] = entry
         return value
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self._entries)

@@ -190,18 +190,27 @@ def test_a_runs_tools_are_encoded_once_and_again_when_they_change(name: str, mon
 def test_an_entry_lives_as_long_as_its_message_and_answers_for_that_message_and_origin_only() -> None:
     memo: MessageMemo[bytes] = MessageMemo()
     message, twin = Message.user("Hi."), Message.user("Hi.")
-    assert memo.put(message, "a", b"encoded") == b"encoded"
-    assert memo.get(message, "a") == b"encoded"
-    assert memo.get(message, "b") is None  # another server's wire form may differ
-    assert memo.get(twin, "a") is None  # an equal message is another object: it is not what was encoded
-    memo.put(message, "b", b"for b")
-    assert memo.get(message, "a") is None
-    assert memo.get(message, "b") == b"for b"
+    made: list[tuple[Message, str]] = []
+
+    def make_for(origin: str) -> Callable[[Message, int], bytes]:
+        def make(message: Message, position: int) -> bytes:
+            made.append((message, origin))
+            return f"{message.text} for {origin}".encode()
+
+        return make
+
+    assert memo.values([message], make_for("a"), "a") == [b"Hi. for a"]
+    assert memo.values([message], make_for("a"), "a") == [b"Hi. for a"]
+    assert memo.values([message], make_for("b"), "b") == [b"Hi. for b"]  # another server's wire form may differ
+    assert memo.values([twin], make_for("a"), "a") == [b"Hi. for a"]  # an equal message is another object
+    assert [(id(m), origin) for m, origin in made] == [(id(message), "a"), (id(message), "b"), (id(twin), "a")]
+    assert memo.values([message], make_for("a"), "a") == [b"Hi. for a"]  # kept for b since: made again for a
+    assert len(made) == 4
+    assert len(memo) == 2
+    made.clear()  # it held the message too
     del message
     gc.collect()
-    assert len(memo) == 0  # the message died: its entry went with it
-    memo.put(twin, "a", b"twin")
-    assert len(memo) == 1
+    assert len(memo) == 1  # the message died: its entry went with it; the twin's stays
 
 
 def test_the_slots_are_filled_where_they_must_be_and_nowhere_else() -> None:
