@@ -20,6 +20,7 @@ from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import ModelSettings, Request, ToolDefinition
 from tether.providers.gemini import GeminiProvider
 from tether.providers.memo import SLOT, TOOLS_SLOT, fill_slots
+from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.openai_responses import OpenAIResponsesProvider
 
 ADD = ToolDefinition(
@@ -282,3 +283,18 @@ def test_a_runs_options_are_encoded_once_and_again_whenever_they_change(
     extra.extra["metadata"] = {"seed": 2}  # changed in place: the next request sends it
     sent = json.loads(provider.request_payload(Request(tuple(history), tools=tools, settings=extra)))
     assert sent["metadata"] == {"seed": 2}
+
+
+@pytest.mark.parametrize("name", ["openai", "anthropic", "openai-responses"])
+def test_a_provider_switched_to_whole_answers_asks_for_them_at_once(name: str) -> None:
+    """What the body holds of the provider's own settings is part of what is kept against: a body kept while it
+    streamed is not sent once it no longer does."""
+    provider = (
+        OpenAIChatProvider("gpt-4o-mini", api_key="k", base_url="http://127.0.0.1:9/v1")
+        if name == "openai"
+        else PROVIDERS[name]()
+    )
+    request = Request(tuple(HISTORIES["a tool turn"]), system="Be brief.", tools=(ADD,))
+    assert json.loads(provider.request_payload(request))["stream"] is True
+    provider.streaming = False
+    assert json.loads(provider.request_payload(request))["stream"] is False

@@ -145,7 +145,8 @@ class AnthropicProvider:
         def encode(request: Request) -> bytes:
             return jsoncodec.dumps_bytes(self._body(request, SLOT, list(system), tools_slot=tools is not None))
 
-        return fill_slots("messages", self._options.json(request, encode, (request.system, *system)), history, tools)
+        also = (request.system, self.streaming, self.max_tokens_default, *system)  # what else the body is made of
+        return fill_slots("messages", self._options.json(request, encode, also), history, tools)
 
     def _body(self, request: Request, messages: Any, system: list[str], *, tools_slot: bool = False) -> dict[str, Any]:
         """The body with ``messages`` as they are given (encoded, or the slot for them), the system messages'

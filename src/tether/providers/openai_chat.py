@@ -133,7 +133,7 @@ class OpenAIChatProvider:
     def _options_json(self, request: Request) -> bytes:
         """The body's JSON after its messages (``"model":...}``), encoded again only when the request asks for
         other options than the last one (:class:`~tether.providers.memo.OptionsMemo`)."""
-        return self._options.json(request, self._encode_options)
+        return self._options.json(request, self._encode_options, self.streaming)
 
     def _encode_options(self, request: Request) -> bytes:
         """The options' JSON, the tools' from :func:`tools_json`."""

@@ -157,9 +157,8 @@ class OpenAIResponsesProvider:
         def encode(request: Request) -> bytes:
             return jsoncodec.dumps_bytes(self._body(request, SLOT, tools_slot=tools is not None))
 
-        return fill_slots(
-            "input", self._options.json(request, encode, request.system), input_json(request.messages), tools
-        )
+        also = (request.system, self.streaming, self.reasoning)  # what else the body is made of
+        return fill_slots("input", self._options.json(request, encode, also), input_json(request.messages), tools)
 
     def _body(self, request: Request, items: Any, *, tools_slot: bool = False) -> dict[str, Any]:
         """The body with ``items`` as its ``input`` (encoded, or the slot for them) and the tools (with
