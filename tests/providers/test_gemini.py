@@ -1014,3 +1014,12 @@ async def test_a_stream_asking_for_several_candidates_chooses_among_them_before_
     assert texts(events) == "Safe."
     assert end_of(events).finish_reason == "stop"
     assert server.requests[0]["body"]["generationConfig"] == {"candidateCount": 2}
+
+
+def test_an_extra_generation_config_that_is_not_an_object_is_sent_as_given() -> None:
+    """Only an object's ``candidateCount`` says how many candidates are asked for; anything else a setting's
+    ``extra`` holds there goes to the server as it is, for the server to judge."""
+    model = provider()
+    request = Request((Message.user("hi"),), settings=ModelSettings(extra={"generationConfig": "fast"}))
+    assert model.stream(request) is not None  # reading the candidates asked for does not fail
+    assert json.loads(model.request_payload(request))["generationConfig"] == "fast"
