@@ -19,7 +19,7 @@ from tether.providers import anthropic, gemini, openai_responses
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import ModelSettings, Request, ToolDefinition
 from tether.providers.gemini import GeminiProvider
-from tether.providers.memo import SLOT, TOOLS_SLOT, fill_slots
+from tether.providers.memo import SLOT, TOOLS_SLOT, ToolsMemo, with_history, with_tools
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.openai_responses import OpenAIResponsesProvider
 
@@ -167,25 +167,36 @@ def test_a_growing_history_is_encoded_by_its_new_messages_only(name: str, monkey
 
 
 @pytest.mark.parametrize("name", PROVIDERS)
-def test_a_runs_tools_are_encoded_once_and_again_when_they_change(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    encodings = []
-    dumps_bytes = jsoncodec.dumps_bytes
+def test_each_tool_is_encoded_once_across_requests_and_agents(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run offers the same tools every turn, and an agent made afresh makes new definitions around the same
+    tool's schema: each tool is encoded once; one with another schema, name or description anew."""
+    module, encoded = MODULES[name], []
 
-    def counted(value: Any, **options: Any) -> bytes:
-        if isinstance(value, list) and "Multiply" in json.dumps(value):
-            encodings.append(value)
-        return dumps_bytes(value, **options)
+    def counting(encode: Callable[[ToolDefinition], Any]) -> Callable[[ToolDefinition], Any]:
+        def counted(tool: ToolDefinition) -> Any:
+            encoded.append(tool.name)
+            return encode(tool)
 
-    monkeypatch.setattr(jsoncodec, "dumps_bytes", counted)
-    provider = PROVIDERS[name]()
-    multiply = ToolDefinition("multiply", "Multiply two integers.", ADD.parameters)
-    offered = (ADD, multiply)
-    history = HISTORIES["a tool turn"]
-    for tools in (offered, offered, (ADD, multiply), (multiply,), (multiply,), offered):
-        sent = json.loads(provider.request_payload(Request(tuple(history), tools=tools)))
-        assert canonical(sent) == canonical(provider.request_body(Request(tuple(history), tools=tools)))
-    # the same definitions (in a new tuple too) are not encoded again; other ones are, and then kept (one set)
-    assert len(encodings) == 3
+        return counted
+
+    if isinstance(module._TOOLS, dict):  # Gemini: one memo per way of writing a schema
+        for key, memo in module._TOOLS.items():
+            monkeypatch.setitem(module._TOOLS, key, ToolsMemo(counting(memo._encode)))
+    else:
+        monkeypatch.setattr(module, "_TOOLS", ToolsMemo(counting(module._TOOLS._encode)))
+    multiply = ToolDefinition("multiply", "Multiply two integers.", {"type": "object", "properties": {}})
+    history = tuple(HISTORIES["a tool turn"])
+    for _ in range(2):  # two agents: the same tools, the definitions made afresh
+        provider = PROVIDERS[name]()
+        offered = (ToolDefinition(ADD.name, ADD.description, ADD.parameters), multiply)
+        for end in range(1, len(history) + 1):
+            request = Request(history[:end], tools=offered)
+            assert canonical(json.loads(provider.request_payload(request))) == canonical(provider.request_body(request))
+    assert encoded == ["add", "multiply"]
+    renamed = ToolDefinition("sum", ADD.description, ADD.parameters)
+    request = Request(history, tools=(renamed, multiply))
+    assert canonical(json.loads(provider.request_payload(request))) == canonical(provider.request_body(request))
+    assert encoded == ["add", "multiply", "sum"]
 
 
 def test_an_entry_lives_as_long_as_its_message_and_answers_for_that_message_and_origin_only() -> None:
@@ -219,12 +230,13 @@ def test_the_slots_are_filled_where_they_must_be_and_nowhere_else() -> None:
         return jsoncodec.dumps_bytes(body)
 
     body = {"messages": SLOT, "tools": TOOLS_SLOT, "system": SLOT + TOOLS_SLOT}
-    filled = json.loads(fill_slots("messages", encoded(body), b'[{"role":"user"}]', b'[{"name":"add"}]'))
+    with_tools_filled = with_tools("messages", encoded(body), lambda: b'[{"name":"add"}]')
+    filled = json.loads(with_history("messages", with_tools_filled, b'[{"role":"user"}]'))
     assert filled == {"messages": [{"role": "user"}], "tools": [{"name": "add"}], "system": SLOT + TOOLS_SLOT}
-    without_tools = json.loads(fill_slots("input", encoded({"input": SLOT, "tools": TOOLS_SLOT}), b"[]"))
-    assert without_tools == {"input": [], "tools": TOOLS_SLOT}  # no tools given: that slot is just text
-    with pytest.raises(AssertionError, match="slots"):
-        fill_slots("messages", encoded({"model": "m", "messages": SLOT}), b"[]")
+    replaced = encoded({"messages": SLOT, "tools": [{"name": "own"}], "system": TOOLS_SLOT})
+    assert with_tools("messages", replaced, lambda: b"[]") == replaced  # no slot where the tools are: left as is
+    with pytest.raises(AssertionError, match="slot"):
+        with_history("messages", encoded({"model": "m", "messages": SLOT}), b"[]")
 
 
 def test_values_makes_only_what_is_not_kept_and_tells_make_where_each_message_is() -> None:

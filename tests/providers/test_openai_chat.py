@@ -23,6 +23,7 @@ from tether.events import (
 from tether.messages import ToolCall, ToolResult
 from tether.providers import openai_chat
 from tether.providers.base import ForceTool, ModelSettings, Request, ToolDefinition
+from tether.providers.memo import ToolsMemo
 from tether.providers.openai_chat import OpenAIChatProvider, encode_message
 from tether.providers.openai_chat_stream import ChatDecoder, parse_usage
 from tether.providers.registry import PROFILES, resolve
@@ -435,14 +436,12 @@ def test_each_tool_is_encoded_once_across_requests_and_runs(monkeypatch: pytest.
     """A run makes its definitions afresh, around the tool's own schema: the tool's JSON is reused; a tool
     with another schema, name or description is encoded anew; the body is the same JSON as ``request_body``."""
     encoded: list[str] = []
-    original = openai_chat._tool_items
 
-    def counting(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
-        encoded.extend(t.name for t in tools)
-        return original(tools)
+    def counting(tool: ToolDefinition) -> dict[str, Any]:
+        encoded.append(tool.name)
+        return openai_chat._tool_item(tool)
 
-    monkeypatch.setattr(openai_chat, "_tool_items", counting)
-    monkeypatch.setattr(openai_chat, "_tool_texts", {})
+    monkeypatch.setattr(openai_chat, "_TOOLS", ToolsMemo(counting))
     model = provider()
     clock = ToolDefinition("clock", "The time.", {"type": "object", "properties": {}})
     sent: list[str] = []

@@ -49,7 +49,7 @@ from tether.providers.anthropic_stream import ORIGIN, AnthropicDecoder, anchors_
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, RoleJoiner, ToolsMemo, fill_slots
+from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, RoleJoiner, ToolsMemo, with_history, with_tools
 from tether.providers.windows import checked_window, context_window_for
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
@@ -116,7 +116,6 @@ class AnthropicProvider:
             retry=retry,
             limits=response_limits,
         )
-        self._tools = ToolsMemo()
         self._options = OptionsMemo()
 
     def __repr__(self) -> str:
@@ -136,17 +135,16 @@ class AnthropicProvider:
     def request_payload(self, request: Request) -> bytes:
         """``request_body`` encoded, with each message's kept JSON, the tools' and the rest's (``memo.py``): the
         cost of a request grows with the new messages, not with the whole history and every schema encoded again."""
-        extra = request.settings.extra
-        if "messages" in extra:  # a setting that replaces the history: sent as the dict has it
+        if "messages" in request.settings.extra:  # a setting that replaces the history: sent as the dict has it
             return jsoncodec.dumps_bytes(self.request_body(request))
         history, system = messages_json(request.messages)
-        tools = self._tools.json(request.tools, _tool_items) if request.tools and "tools" not in extra else None
 
         def encode(request: Request) -> bytes:
-            return jsoncodec.dumps_bytes(self._body(request, SLOT, list(system), tools_slot=tools is not None))
+            encoded = jsoncodec.dumps_bytes(self._body(request, SLOT, list(system), tools_slot=True))
+            return with_tools("messages", encoded, lambda: b"[" + b",".join(_TOOLS.items(request.tools)) + b"]")
 
         also = (request.system, self.streaming, self.max_tokens_default, *system)  # what else the body is made of
-        return fill_slots("messages", self._options.json(request, encode, also), history, tools)
+        return with_history("messages", self._options.json(request, encode, also), history)
 
     def _body(self, request: Request, messages: Any, system: list[str], *, tools_slot: bool = False) -> dict[str, Any]:
         """The body with ``messages`` as they are given (encoded, or the slot for them), the system messages'
@@ -185,7 +183,14 @@ class AnthropicProvider:
 
 
 def _tool_items(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
-    return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+    return [_tool_item(t) for t in tools]
+
+
+def _tool_item(tool: ToolDefinition) -> dict[str, Any]:
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+
+
+_TOOLS = ToolsMemo(_tool_item)
 
 
 def encode_tool_choice(request: Request) -> dict[str, Any]:

@@ -45,7 +45,7 @@ from tether.providers.gemini_schema import to_gemini_schema
 from tether.providers.gemini_stream import PROVIDER, GeminiDecoder, kept_parts_of, parse_usage
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, RoleJoiner, ToolsMemo, fill_slots
+from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, RoleJoiner, ToolsMemo, with_history, with_tools
 from tether.providers.windows import checked_window, context_window_for
 
 __all__ = ["GeminiProvider", "encode_contents", "from_model_name", "parse_usage"]
@@ -117,7 +117,6 @@ class GeminiProvider:
             retry=retry,
             limits=response_limits,
         )
-        self._tools = ToolsMemo()
         self._options = OptionsMemo()
 
     def __repr__(self) -> str:
@@ -142,16 +141,22 @@ class GeminiProvider:
     def request_payload(self, request: Request) -> bytes:
         """``request_body`` encoded, with each message's kept JSON, the tools' and the rest's (``memo.py``): the
         cost of a request grows with the new messages, not with the whole history and every schema encoded again."""
-        extra = request.settings.extra
-        if "contents" in extra:  # a setting that replaces the history: sent as the dict has it
+        if "contents" in request.settings.extra:  # a setting that replaces the history: sent as the dict has it
             return jsoncodec.dumps_bytes(self.request_body(request))
         contents, system = self._contents_json(request.messages)
-        tools = self._tools.json(request.tools, self._tool_items) if request.tools and "tools" not in extra else None
+        tools = _TOOLS[self._json_schema_parameters]
 
         def encode(request: Request) -> bytes:
-            return jsoncodec.dumps_bytes(self._body(request, SLOT, list(system), tools_slot=tools is not None))
+            def declarations() -> bytes:
+                return b'[{"functionDeclarations":[' + b",".join(tools.items(request.tools)) + b"]}]"
 
-        return fill_slots("contents", self._options.json(request, encode, (request.system, *system)), contents, tools)
+            return with_tools(
+                "contents",
+                jsoncodec.dumps_bytes(self._body(request, SLOT, list(system), tools_slot=True)),
+                declarations,
+            )
+
+        return with_history("contents", self._options.json(request, encode, (request.system, *system)), contents)
 
     def _contents_json(self, messages: Sequence[Message]) -> tuple[bytes, list[str]]:
         """:func:`encode_contents` as JSON, each message encoded once (``message_memo``), with each content's first
@@ -231,6 +236,13 @@ def encode_tool(tool: ToolDefinition, *, json_schema: bool = True) -> dict[str, 
     if json_schema:
         return {"name": tool.name, "description": tool.description, "parametersJsonSchema": tool.parameters}
     return {"name": tool.name, "description": tool.description, "parameters": to_gemini_schema(tool.parameters)}
+
+
+_TOOLS = {
+    True: ToolsMemo(lambda tool: encode_tool(tool, json_schema=True)),
+    False: ToolsMemo(lambda tool: encode_tool(tool, json_schema=False)),
+}
+"""Each tool's declaration as JSON, kept per tool: with its JSON Schema as is, or translated (``parameters``)."""
 
 
 def encode_tool_choice(choice: ToolChoice) -> dict[str, Any]:

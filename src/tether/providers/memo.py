@@ -1,14 +1,15 @@
 """A request body built from kept JSON: what a request costs grows with the new messages, not the whole history.
 
 Each wire protocol keeps every message's JSON (or the pieces its messages are assembled from) in a
-:class:`~tether.message_memo.MessageMemo`, and its tools' JSON in a :class:`ToolsMemo` while its requests offer
-the same definitions; :func:`fill_slots` puts both into the rest of the body, encoded on its own with a slot
-standing for each, and kept in an :class:`OptionsMemo` while the requests ask for the same.
+:class:`~tether.message_memo.MessageMemo` and each tool's JSON in a :class:`ToolsMemo`. The rest of a body is
+encoded with a slot standing for the history and one for the tools; :func:`with_tools` fills the tools' in, and
+the result is kept in an :class:`OptionsMemo` while the requests ask for the same; :func:`with_history` fills
+the history in, every request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tether import jsoncodec
@@ -25,23 +26,40 @@ TOOLS_SLOT_JSON = b'"\\u0000tools\\u0000"'
 
 
 class ToolsMemo:
-    """One provider's tools as JSON, kept while its requests offer the same definitions: a run offers the same
-    ones every turn, and with dozens of tools (an MCP server's) their schemas are most of a first request. A
-    tool's definition is read-only once made (its schema included), so the same definitions encode the same."""
+    """Each tool's JSON as one wire protocol writes it, kept per tool: a run offers the same tools every turn, an
+    agent made afresh (per request, say) makes new definitions around the same tool's schema, and with dozens of
+    tools (an MCP server's) their schemas are most of a first request. A tool is known by its schema object,
+    name and description; a schema is read-only once its tool is made."""
 
-    __slots__ = ("_json", "_tools")
+    __slots__ = ("_encode", "_kept")
 
-    def __init__(self) -> None:
-        self._tools: tuple[ToolDefinition, ...] = ()
-        self._json = b""
+    def __init__(self, encode: Callable[[ToolDefinition], Any]) -> None:
+        self._encode = encode
+        """A tool as this protocol's JSON value (a dict)."""
+        self._kept: dict[int, tuple[dict[str, Any], str, str, bytes]] = {}
+        """``id(schema)`` -> the schema, the tool's name and description, and the tool's JSON."""
 
-    def json(self, tools: tuple[ToolDefinition, ...], encode: Callable[[tuple[ToolDefinition, ...]], Any]) -> bytes:
-        """``encode(tools)`` as JSON, encoded again only when ``tools`` are not the last call's definitions."""
-        kept = self._tools
-        if kept is not tools and (len(kept) != len(tools) or any(a is not b for a, b in zip(kept, tools, strict=True))):
-            self._json = jsoncodec.dumps_bytes(encode(tools))
-            self._tools = tools
-        return self._json
+    def items(self, tools: Sequence[ToolDefinition]) -> list[bytes]:
+        """Each tool's JSON, in order; encoded now only for a tool not seen before."""
+        kept, texts = self._kept, []
+        for tool in tools:
+            schema = tool.parameters
+            entry = kept.get(id(schema))
+            if entry is None or entry[0] is not schema or entry[1] != tool.name or entry[2] != tool.description:
+                if len(kept) >= MAX_KEPT_TOOLS:  # tools made afresh all the time, each with a new schema
+                    kept.clear()
+                entry = kept[id(schema)] = (
+                    schema,
+                    tool.name,
+                    tool.description,
+                    jsoncodec.dumps_bytes(self._encode(tool)),
+                )
+            texts.append(entry[3])
+        return texts
+
+
+MAX_KEPT_TOOLS = 1024
+"""Tools a :class:`ToolsMemo` keeps; past this many, it starts over."""
 
 
 class OptionsMemo:
@@ -122,14 +140,31 @@ class RoleJoiner:
         return b"[" + b",".join(self.items) + b"]"
 
 
-def fill_slots(key: str, encoded: bytes, history: bytes, tools: bytes | None = None) -> bytes:
-    """``encoded`` (a body whose first key, ``key``, holds :data:`SLOT`, and whose second, ``"tools"``, holds
-    :data:`TOOLS_SLOT` when ``tools`` is given) with ``history`` (the messages' JSON) and ``tools`` (their JSON)
-    in the slots. The slots are found where they must be, at the start, never looked for in the rest (which may
-    hold any text, the slots' included): a caller leaves them to a setting's ``extra`` never."""
-    opening = b'{"' + key.encode() + b'":'
-    prefix = opening + SLOT_JSON + (b',"tools":' + TOOLS_SLOT_JSON if tools is not None else b"")
+def with_tools(key: str, encoded: bytes, tools: Callable[[], bytes]) -> bytes:
+    """``encoded`` (a body whose first key, ``key``, holds :data:`SLOT`) with ``tools()`` (the tools' JSON) in
+    the tools' slot, when its second key, ``"tools"``, holds :data:`TOOLS_SLOT`; as it is when it does not (a
+    setting's ``extra`` replaced the tools, or the provider left them out). The slots are found where they must
+    be, at the start, never looked for in the rest, which may hold any text, the slots' included."""
+    prefix = _openings(key)[1] + b',"tools":'
+    if not encoded.startswith(prefix + TOOLS_SLOT_JSON):
+        return encoded
+    return b"".join((prefix, tools(), encoded[len(prefix) + len(TOOLS_SLOT_JSON) :]))
+
+
+def with_history(key: str, encoded: bytes, history: bytes) -> bytes:
+    """``encoded`` (a body whose first key, ``key``, holds :data:`SLOT`: a caller sends a setting's ``extra``
+    that replaces the history as the dict has it instead) with ``history`` (the messages' JSON) in the slot."""
+    opening, prefix = _OPENINGS.get(key) or _openings(key)
     if not encoded.startswith(prefix):
-        raise AssertionError(f"the body does not start with its slots: {encoded[: len(prefix)]!r}")
-    rest = encoded[len(prefix) :]
-    return b"".join((opening, history, b',"tools":', tools, rest)) if tools is not None else opening + history + rest
+        raise AssertionError(f"the body does not start with its history's slot: {encoded[: len(prefix)]!r}")
+    return b"".join((opening, history, encoded[len(prefix) :]))
+
+
+_OPENINGS: dict[str, tuple[bytes, bytes]] = {}
+"""Per history key: a body's JSON up to the key's value, and up to the end of its slot."""
+
+
+def _openings(key: str) -> tuple[bytes, bytes]:
+    opening = b'{"' + key.encode() + b'":'
+    made = _OPENINGS[key] = (opening, opening + SLOT_JSON)
+    return made

@@ -23,7 +23,7 @@ from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import TOOLS_SLOT, TOOLS_SLOT_JSON, OptionsMemo
+from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, ToolsMemo, with_history, with_tools
 from tether.providers.openai_chat_stream import CALL_EXTRA, ChatDecoder
 from tether.providers.registry import PROFILES, Profile
 from tether.providers.windows import checked_window, context_window_for
@@ -90,7 +90,7 @@ class OpenAIChatProvider:
             limits=response_limits,
         )
         self._options = OptionsMemo()
-        """The body's JSON after its messages: a run sends the same every turn (:meth:`_options_json`)."""
+        """The body but its history, as JSON: a run asks for the same every turn (:meth:`_encode_options`)."""
         self._kept_system: tuple[str, bytes] = ("", b"")
         """The last system prompt and its message's JSON."""
 
@@ -110,15 +110,18 @@ class OpenAIChatProvider:
         messages: list[dict[str, Any]] = [{"role": "system", "content": request.system}] if request.system else []
         for message in request.messages:
             messages += encode_message(message, self.profile.name)
-        return {"model": self.info.name, "messages": messages, **self._options_body(request)}
+        return {"messages": messages, **self._options_body(request)}
 
     def request_payload(self, request: Request) -> bytes:
-        """``request_body`` encoded, built from each message's cached JSON: the cost of a request grows with
-        the new messages, not with the whole history re-encoded every turn."""
+        """``request_body`` encoded, with each message's kept JSON, the tools' and the rest's (``memo.py``): the
+        cost of a request grows with the new messages, not with the whole history re-encoded every turn."""
+        if "messages" in request.settings.extra:  # a setting that replaces the history: sent as the dict has it
+            return jsoncodec.dumps_bytes(self.request_body(request))
         texts = _MEMO.values(request.messages, self._message_json, self.profile.name)
         if request.system:
             texts.insert(0, self._system_json(request.system))
-        return b"".join((b'{"messages":[', b",".join(texts), b"],", self._options_json(request)))
+        options = self._options.json(request, self._encode_options, self.streaming)
+        return with_history("messages", options, b"[" + b",".join(texts) + b"]")
 
     def _message_json(self, message: Message, position: int) -> bytes:
         return message_json(message, self.profile.name)
@@ -130,28 +133,25 @@ class OpenAIChatProvider:
             self._kept_system = (system, text)
         return text
 
-    def _options_json(self, request: Request) -> bytes:
-        """The body's JSON after its messages (``"model":...}``), encoded again only when the request asks for
-        other options than the last one (:class:`~tether.providers.memo.OptionsMemo`)."""
-        return self._options.json(request, self._encode_options, self.streaming)
-
     def _encode_options(self, request: Request) -> bytes:
-        """The options' JSON, the tools' from :func:`tools_json`."""
-        options = _dumps({"model": self.info.name, **self._options_body(request, tools_slot=True)})
-        if TOOLS_SLOT_JSON in options:
-            options = options.replace(TOOLS_SLOT_JSON, tools_json(tool_offer(request, self.profile)[0]), 1)
-        return options[1:]
+        """The body with the slot for its history, and the tools' JSON kept per tool."""
+        encoded = _dumps({"messages": SLOT, **self._options_body(request, tools_slot=True)})
+
+        def tools() -> bytes:
+            return b"[" + b",".join(_TOOLS.items(tool_offer(request, self.profile)[0])) + b"]"
+
+        return with_tools("messages", encoded, tools)
 
     def _options_body(self, request: Request, *, tools_slot: bool = False) -> dict[str, Any]:
-        """Everything in the body but the messages; with ``tools_slot``, the tools are a placeholder for
-        :func:`tools_json` to fill in the encoded body."""
+        """Everything in the body but the messages, the tools first; with ``tools_slot``, the tools are a slot for
+        :func:`~tether.providers.memo.with_tools` to fill in the encoded body."""
         profile = self.profile
-        body: dict[str, Any] = {"stream": self.streaming}
+        tools, choice = tool_offer(request, profile)
+        body: dict[str, Any] = {"tools": TOOLS_SLOT if tools_slot else _tool_items(tools)} if tools else {}
+        body["model"], body["stream"] = self.info.name, self.streaming
         if self.streaming and profile.stream_options:
             body["stream_options"] = {"include_usage": True}
-        tools, choice = tool_offer(request, profile)
         if tools:
-            body["tools"] = TOOLS_SLOT if tools_slot else _tool_items(tools)
             if choice is not None:
                 body["tool_choice"] = choice
             if request.parallel_tool_calls is not None and profile.parallel_tool_calls:
@@ -197,32 +197,19 @@ def _dumps(value: Any) -> bytes:
 
 
 def _tool_items(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
-    return [
-        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
-        for t in tools
-    ]
+    return [_tool_item(t) for t in tools]
 
 
-_tool_texts: dict[int, tuple[dict[str, Any], str, str, bytes]] = {}
-"""Per tool schema (by identity): the schema, the tool's name and description, and the tool as JSON."""
-MAX_TOOL_TEXTS = 1024
-"""Tools kept encoded; past this many (tools made afresh all the time), the cache starts over."""
+def _tool_item(tool: ToolDefinition) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    }
 
 
-def tools_json(tools: tuple[ToolDefinition, ...]) -> bytes:
-    """The ``tools`` of a body as JSON, each tool encoded once: every run offers the same tools every turn
-    (definitions made afresh per run, but around the tool's own schema object), and their schemas are often
-    the largest part of a body after the history. Schemas are read-only once a tool is made."""
-    texts = []
-    for t in tools:
-        parameters = t.parameters
-        cached = _tool_texts.get(id(parameters))
-        if cached is None or cached[0] is not parameters or cached[1] != t.name or cached[2] != t.description:
-            if len(_tool_texts) >= MAX_TOOL_TEXTS:
-                _tool_texts.clear()
-            cached = _tool_texts[id(parameters)] = (parameters, t.name, t.description, _dumps(_tool_items((t,))[0]))
-        texts.append(cached[3])
-    return b"[" + b",".join(texts) + b"]"
+_TOOLS = ToolsMemo(_tool_item)
+"""Each tool's JSON, kept per tool: every run offers the same tools every turn, made afresh per agent around the
+tool's own schema, and their schemas are often the largest part of a body after the history."""
 
 
 def encode_message(message: Message, origin: str = "") -> list[dict[str, Any]]:

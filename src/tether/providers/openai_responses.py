@@ -43,7 +43,7 @@ from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
 from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, ToolsMemo, fill_slots
+from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, ToolsMemo, with_history, with_tools
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
 from tether.providers.openai_responses_stream import (
     ORIGIN,
@@ -130,7 +130,6 @@ class OpenAIResponsesProvider:
             retry=retry,
             limits=response_limits,
         )
-        self._tools = ToolsMemo()
         self._options = OptionsMemo()
 
     def __repr__(self) -> str:
@@ -149,16 +148,15 @@ class OpenAIResponsesProvider:
     def request_payload(self, request: Request) -> bytes:
         """``request_body`` encoded, with each message's kept JSON, the tools' and the rest's (``memo.py``): the
         cost of a request grows with the new messages, not with the whole history and every schema encoded again."""
-        extra = request.settings.extra
-        if "input" in extra:  # a setting that replaces the history: sent as the dict has it
+        if "input" in request.settings.extra:  # a setting that replaces the history: sent as the dict has it
             return jsoncodec.dumps_bytes(self.request_body(request))
-        tools = self._tools.json(request.tools, _tool_items) if request.tools and "tools" not in extra else None
 
         def encode(request: Request) -> bytes:
-            return jsoncodec.dumps_bytes(self._body(request, SLOT, tools_slot=tools is not None))
+            encoded = jsoncodec.dumps_bytes(self._body(request, SLOT, tools_slot=True))
+            return with_tools("input", encoded, lambda: b"[" + b",".join(_TOOLS.items(request.tools)) + b"]")
 
         also = (request.system, self.streaming, self.reasoning)  # what else the body is made of
-        return fill_slots("input", self._options.json(request, encode, also), input_json(request.messages), tools)
+        return with_history("input", self._options.json(request, encode, also), input_json(request.messages))
 
     def _body(self, request: Request, items: Any, *, tools_slot: bool = False) -> dict[str, Any]:
         """The body with ``items`` as its ``input`` (encoded, or the slot for them) and the tools (with
@@ -297,10 +295,17 @@ def _call_item(call: ToolCall, linked: bool) -> dict[str, Any]:
 
 
 def _tool_items(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
-    return [
-        {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": False}
-        for t in tools
-    ]
+    return [_tool_item(t) for t in tools]
+
+
+def _tool_item(tool: ToolDefinition) -> dict[str, Any]:
+    return {
+        "type": "function", "name": tool.name, "description": tool.description, "parameters": tool.parameters,
+        "strict": False,
+    }  # fmt: skip
+
+
+_TOOLS = ToolsMemo(_tool_item)
 
 
 def encode_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
