@@ -231,7 +231,7 @@ def test_the_slots_are_filled_where_they_must_be_and_nowhere_else() -> None:
 
     body = {"messages": SLOT, "tools": TOOLS_SLOT, "system": SLOT + TOOLS_SLOT}
     with_tools_filled = with_tools("messages", encoded(body), lambda: b'[{"name":"add"}]')
-    filled = json.loads(with_history("messages", with_tools_filled, b'[{"role":"user"}]'))
+    filled = json.loads(with_history("messages", with_tools_filled, b'{"role":"user"}'))
     assert filled == {"messages": [{"role": "user"}], "tools": [{"name": "add"}], "system": SLOT + TOOLS_SLOT}
     replaced = encoded({"messages": SLOT, "tools": [{"name": "own"}], "system": TOOLS_SLOT})
     assert with_tools("messages", replaced, lambda: b"[]") == replaced  # no slot where the tools are: left as is

@@ -236,8 +236,8 @@ _OPENING = {"user": b'{"role":"user","content":[', "assistant": b'{"role":"assis
 
 
 def messages_json(messages: Sequence[Message]) -> tuple[bytes, list[str]]:
-    """:func:`encode_messages` as JSON, each message encoded once (``message_memo``), and the text of the system
-    messages."""
+    """:func:`encode_messages`'s items as JSON, comma-joined, each message encoded once (``message_memo``), and
+    the text of the system messages."""
     joined, system = RoleJoiner(_OPENING), []
     for message, (role, blocks, alone) in zip(messages, _MEMO.values(messages, _kept_json), strict=True):
         if role == "system":
@@ -245,7 +245,7 @@ def messages_json(messages: Sequence[Message]) -> tuple[bytes, list[str]]:
                 system.append(text)
         elif blocks:
             joined.add(role, blocks, alone)
-    return joined.json(), system
+    return joined.joined(), system
 
 
 def _kept_json(message: Message, position: int = 0) -> _Kept:

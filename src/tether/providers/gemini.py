@@ -159,9 +159,9 @@ class GeminiProvider:
         return with_history("contents", self._options.json(request, encode, (request.system, *system)), contents)
 
     def _contents_json(self, messages: Sequence[Message]) -> tuple[bytes, list[str]]:
-        """:func:`encode_contents` as JSON, each message encoded once (``message_memo``), with each content's first
-        call signed as :func:`sign_foreign_calls` signs it on a model that wants it; and the system messages'
-        texts."""
+        """:func:`encode_contents`'s items as JSON, comma-joined, each message encoded once (``message_memo``),
+        with each content's first call signed as :func:`sign_foreign_calls` signs it on a model that wants it; and
+        the system messages' texts."""
         joined, system = RoleJoiner(_OPENING), []
         signs = self._signs_calls
         unsigned = False  # whether a call in the last item would be its first (see above)
@@ -180,7 +180,7 @@ class GeminiProvider:
                 if signed is not None:
                     parts, alone = signed
             joined.add(role, parts, alone)
-        return joined.json(), system
+        return joined.joined(), system
 
     def _body(self, request: Request, contents: Any, system: list[str], *, tools_slot: bool = False) -> dict[str, Any]:
         """The body with ``contents`` as they are given (encoded, or the slot for them), the system messages'

@@ -136,8 +136,9 @@ class RoleJoiner:
             self.items[-1] = self._opening[role] + b",".join(merged) + b"]}"
         self._last = parts
 
-    def json(self) -> bytes:
-        return b"[" + b",".join(self.items) + b"]"
+    def joined(self) -> bytes:
+        """The items' JSON, comma-joined."""
+        return b",".join(self.items)
 
 
 def with_tools(key: str, encoded: bytes, tools: Callable[[], bytes]) -> bytes:
@@ -151,13 +152,14 @@ def with_tools(key: str, encoded: bytes, tools: Callable[[], bytes]) -> bytes:
     return b"".join((prefix, tools(), encoded[len(prefix) + len(TOOLS_SLOT_JSON) :]))
 
 
-def with_history(key: str, encoded: bytes, history: bytes) -> bytes:
+def with_history(key: str, encoded: bytes, items: bytes) -> bytes:
     """``encoded`` (a body whose first key, ``key``, holds :data:`SLOT`: a caller sends a setting's ``extra``
-    that replaces the history as the dict has it instead) with ``history`` (the messages' JSON) in the slot."""
+    that replaces the history as the dict has it instead) with the history in the slot: ``items``, its messages'
+    JSON comma-joined, in a list. One copy of each: the body of a long run is mostly its history."""
     opening, prefix = _OPENINGS.get(key) or _openings(key)
     if not encoded.startswith(prefix):
         raise AssertionError(f"the body does not start with its history's slot: {encoded[: len(prefix)]!r}")
-    return b"".join((opening, history, encoded[len(prefix) :]))
+    return b"".join((opening, b"[", items, b"]", memoryview(encoded)[len(prefix) :]))
 
 
 _OPENINGS: dict[str, tuple[bytes, bytes]] = {}

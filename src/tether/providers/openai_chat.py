@@ -121,7 +121,7 @@ class OpenAIChatProvider:
         if request.system:
             texts.insert(0, self._system_json(request.system))
         options = self._options.json(request, self._encode_options, self.streaming)
-        return with_history("messages", options, b"[" + b",".join(texts) + b"]")
+        return with_history("messages", options, b",".join(texts))
 
     def _message_json(self, message: Message, position: int) -> bytes:
         return message_json(message, self.profile.name)

@@ -213,8 +213,8 @@ _MEMO: MessageMemo[bytes] = MessageMemo()
 
 
 def input_json(messages: Iterable[Message]) -> bytes:
-    """:func:`encode_input` as JSON, each message's items encoded once (``message_memo``)."""
-    return b"[" + b",".join(filter(None, _MEMO.values(messages, _kept_json))) + b"]"
+    """:func:`encode_input`'s items as JSON, comma-joined, each message's encoded once (``message_memo``)."""
+    return b",".join(filter(None, _MEMO.values(messages, _kept_json)))
 
 
 def _kept_json(message: Message, position: int = 0) -> bytes:
