@@ -141,7 +141,7 @@ class AnthropicProvider:
 
         def encode(request: Request) -> bytes:
             encoded = jsoncodec.dumps_bytes(self._body(request, SLOT, list(system), tools_slot=True))
-            return with_tools("messages", encoded, lambda: b"[" + b",".join(_TOOLS.items(request.tools)) + b"]")
+            return with_tools("messages", encoded, lambda: _TOOLS.json(request.tools))
 
         also = (request.system, self.streaming, self.max_tokens_default, *system)  # what else the body is made of
         return with_history("messages", self._options.json(request, encode, also), history)

@@ -148,7 +148,7 @@ class GeminiProvider:
 
         def encode(request: Request) -> bytes:
             def declarations() -> bytes:
-                return b'[{"functionDeclarations":[' + b",".join(tools.items(request.tools)) + b"]}]"
+                return b'[{"functionDeclarations":' + tools.json(request.tools) + b"}]"
 
             return with_tools(
                 "contents",
@@ -289,7 +289,7 @@ def _kept_json(message: Message, position: int = 0) -> _Kept:
     parts: list[dict[str, Any]] = contents[0]["parts"] if contents else []
     opening = _OPENING[role]
     plain = b",".join([jsoncodec.dumps_bytes(part) for part in parts])
-    first = next((position for position, part in enumerate(parts) if "functionCall" in part), None)
+    first = next((index for index, part in enumerate(parts) if "functionCall" in part), None)
     if first is None or parts[first].get("thoughtSignature"):
         return role, plain, opening + plain + b"]}", first is not None, None
     parts[first] = {**parts[first], "thoughtSignature": UNSIGNED_CALL}

@@ -39,8 +39,8 @@ class ToolsMemo:
         self._kept: dict[int, tuple[dict[str, Any], str, str, bytes]] = {}
         """``id(schema)`` -> the schema, the tool's name and description, and the tool's JSON."""
 
-    def items(self, tools: Sequence[ToolDefinition]) -> list[bytes]:
-        """Each tool's JSON, in order; encoded now only for a tool not seen before."""
+    def json(self, tools: Sequence[ToolDefinition]) -> bytes:
+        """The tools as a JSON list, in order; each encoded now only if not seen before."""
         kept, texts = self._kept, []
         for tool in tools:
             schema = tool.parameters
@@ -55,7 +55,7 @@ class ToolsMemo:
                     jsoncodec.dumps_bytes(self._encode(tool)),
                 )
             texts.append(entry[3])
-        return texts
+        return b"[" + b",".join(texts) + b"]"
 
 
 MAX_KEPT_TOOLS = 1024

@@ -137,10 +137,7 @@ class OpenAIChatProvider:
         """The body with the slot for its history, and the tools' JSON kept per tool."""
         encoded = _dumps({"messages": SLOT, **self._options_body(request, tools_slot=True)})
 
-        def tools() -> bytes:
-            return b"[" + b",".join(_TOOLS.items(tool_offer(request, self.profile)[0])) + b"]"
-
-        return with_tools("messages", encoded, tools)
+        return with_tools("messages", encoded, lambda: _TOOLS.json(tool_offer(request, self.profile)[0]))
 
     def _options_body(self, request: Request, *, tools_slot: bool = False) -> dict[str, Any]:
         """Everything in the body but the messages, the tools first; with ``tools_slot``, the tools are a slot for

@@ -153,7 +153,7 @@ class OpenAIResponsesProvider:
 
         def encode(request: Request) -> bytes:
             encoded = jsoncodec.dumps_bytes(self._body(request, SLOT, tools_slot=True))
-            return with_tools("input", encoded, lambda: b"[" + b",".join(_TOOLS.items(request.tools)) + b"]")
+            return with_tools("input", encoded, lambda: _TOOLS.json(request.tools))
 
         also = (request.system, self.streaming, self.reasoning)  # what else the body is made of
         return with_history("input", self._options.json(request, encode, also), input_json(request.messages))
