@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from run import HERE, PYTHON, start_server
 
@@ -71,12 +72,12 @@ asyncio.run(main(int(sys.argv[1])))
 """
 
 
-def counted(command: list[str]) -> int:
-    """The instructions ``command`` executes under callgrind."""
+def counted(command: list[str], src: Path = ROOT / "src") -> int:
+    """The instructions ``command`` executes under callgrind, with tether imported from ``src``."""
     completed = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command],
         capture_output=True, text=True, check=False, cwd=HERE,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        env={**os.environ, "PYTHONPATH": str(src)},
     )  # fmt: skip
     found = re.search(r"Collected : (\d+)", completed.stderr)
     if completed.returncode != 0 or found is None:
@@ -84,8 +85,9 @@ def counted(command: list[str]) -> int:
     return int(found[1])
 
 
-def per_step(small: list[str], large: list[str]) -> float:
-    return (counted(large) - counted(small)) / STEPS_BETWEEN
+def per_step(small: list[str], large: list[str], steps: int = STEPS_BETWEEN, src: Path = ROOT / "src") -> float:
+    """Instructions a step: ``large`` less ``small``, over the ``steps`` it makes more."""
+    return (counted(large, src) - counted(small, src)) / steps
 
 
 def main() -> None:

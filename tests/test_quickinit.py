@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import dis
 import inspect
 import pickle
 from dataclasses import dataclass, field
@@ -88,6 +89,64 @@ def test_the_hot_types_use_it_and_build_the_same_values() -> None:
     assert end.kind == "stream_end"
     assert end.provider_data is None
     assert end.usage == Usage()
+
+
+def _plain_stores(cls: type) -> list[str]:
+    init = cls.__dict__["__init__"]
+    return [op.argval for op in dis.get_instructions(init) if op.opname == "STORE_ATTR"]
+
+
+def test_a_value_of_four_fields_or_more_is_filled_by_plain_stores_on_its_unfrozen_twin() -> None:
+    """From four fields, the value is turned into an unfrozen twin, filled with plain stores and turned back:
+    it comes out of its own class, whole and frozen. Fewer fields keep a descriptor call each."""
+    for cls in (Sample, ToolCall, TurnCompleted, Usage):
+        names = [f.name for f in dataclasses.fields(cls)]
+        assert _plain_stores(cls) == [*names, "__class__"], cls
+    assert _plain_stores(Checked) == []
+    assert _plain_stores(Message) == []
+    made, expected = Sample("a", 5, ["t"], extra="y"), Plain("a", 5, ["t"], extra="y")
+    assert type(made) is Sample
+    assert dataclasses.astuple(made) == dataclasses.astuple(expected)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.count = 6  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(made)) == made
+
+
+def test_a_subclass_keeps_its_class_and_is_filled_slot_by_slot() -> None:
+    """The twin has the class's own layout: a subclass (with slots of its own or none) is not turned into it,
+    and a value of it stays of the subclass."""
+
+    class Tagged(Sample):
+        __slots__ = ("tag",)
+
+    class Same(Sample):
+        __slots__ = ()
+
+    for cls in (Tagged, Same):
+        made = cls("a", 2)
+        assert type(made) is cls
+        assert dataclasses.astuple(made) == dataclasses.astuple(Plain("a", 2))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.name = "b"  # type: ignore[misc]
+
+
+def test_a_class_with_a_base_of_its_own_is_filled_slot_by_slot() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Base:
+        first: int
+
+    @quick_init
+    @dataclass(frozen=True, slots=True)
+    class Derived(Base):
+        second: int
+        third: int
+        fourth: int
+        fifth: int = 5
+
+    assert _plain_stores(Derived) == []
+    made = Derived(1, 2, 3, 4)
+    assert type(made) is Derived
+    assert dataclasses.astuple(made) == (1, 2, 3, 4, 5)
 
 
 def test_refuses_a_class_it_cannot_speed_up() -> None:
