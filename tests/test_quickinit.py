@@ -6,6 +6,8 @@ import dataclasses
 import dis
 import inspect
 import pickle
+import sys
+import weakref
 from dataclasses import dataclass, field
 
 import pytest
@@ -147,6 +149,27 @@ def test_a_class_with_a_base_of_its_own_is_filled_slot_by_slot() -> None:
     made = Derived(1, 2, 3, 4)
     assert type(made) is Derived
     assert dataclasses.astuple(made) == (1, 2, 3, 4, 5)
+
+
+def test_a_class_with_a_weak_reference_slot_is_made_whole_whichever_way_the_interpreter_allows() -> None:
+    """Python 3.11 cannot turn such a value into a twin and back (3.12 can): the class is then filled slot by
+    slot, and either way its values are whole, frozen and weakly referable."""
+
+    @quick_init
+    @dataclass(frozen=True, slots=True, weakref_slot=True)
+    class Watched:
+        first: int
+        second: int
+        third: int
+        fourth: list[int] = field(default_factory=list)
+
+    made = Watched(1, 2, 3)
+    assert type(made) is Watched
+    assert dataclasses.astuple(made) == (1, 2, 3, [])
+    assert weakref.ref(made)() is made
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.first = 0  # type: ignore[misc]
+    assert bool(_plain_stores(Watched)) == (sys.version_info >= (3, 12))
 
 
 def test_refuses_a_class_it_cannot_speed_up() -> None:

@@ -128,8 +128,9 @@ def _fill(value: object, setters: tuple[Any, ...], fields: tuple[Any, ...]) -> N
 
 def _twin(cls: type) -> type | None:
     """An unfrozen class with the slots of ``cls`` that a value may be turned into and back, or ``None`` when
-    there is none (a base with slots of its own gives ``cls`` a layout that is not only its slots): tried once,
-    on a blank value."""
+    there is none: tried once, on a blank value. A base with slots of its own gives ``cls`` a layout that is not
+    only its slots; Python 3.11 also refuses a class with a weak-reference slot (``weakref_slot=True``), which
+    3.12 accepts."""
     twin = type(f"_Unfrozen{cls.__name__}", (), {"__slots__": cls.__dict__["__slots__"], "__module__": cls.__module__})
     blank: object = object.__new__(cls)
     try:
