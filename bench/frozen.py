@@ -57,7 +57,7 @@ def unfrozen_copy(into: Path) -> Path:
     quickinit = src / "tether" / "quickinit.py"
     quickinit.write_text(quickinit.read_text() + "\n\ndef quick_init(cls):  # noqa\n    return cls\n")
     check = (
-        "import dataclasses; from tether.messages import Message; from tether.events import ToolCallStarted; "
+        "from tether.messages import Message; from tether.events import ToolCallStarted; "
         "from tether.usage import Usage; from tether.providers.base import Request; "
         "assert not any(c.__dataclass_params__.frozen for c in (Message, ToolCallStarted, Usage, Request))"
     )

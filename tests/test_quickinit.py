@@ -113,6 +113,18 @@ def test_a_value_of_four_fields_or_more_is_filled_by_plain_stores_on_its_unfroze
         made.count = 6  # type: ignore[misc]
     assert pickle.loads(pickle.dumps(made)) == made
 
+    @quick_init
+    @dataclass(frozen=True, slots=True)
+    class Named:
+        __hidden: int  # a field named _Named__hidden
+        __dunder__: int
+        third: int
+        fourth: int
+
+    named = Named(1, 2, 3, 4)
+    assert _plain_stores(Named) == ["_Named__hidden", "__dunder__", "third", "fourth", "__class__"]
+    assert dataclasses.astuple(named) == (1, 2, 3, 4)
+
 
 def test_a_subclass_keeps_its_class_and_is_filled_slot_by_slot() -> None:
     """The twin has the class's own layout: a subclass (with slots of its own or none) is not turned into it,

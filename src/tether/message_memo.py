@@ -52,8 +52,8 @@ class MessageMemo(Generic[T]):
 
     def values(self, messages: Iterable[Message], make: Callable[[Message, int], T], origin: str = "") -> list[T]:
         """What was made of each of ``messages`` for ``origin``, in order; ``make(message, position)`` makes (and
-        the memo keeps) what was not. The lookup is this loop's own, not :meth:`get`'s: most of a request's or a
-        save's messages are known, and a call per message would cost more than the lookup."""
+        the memo keeps) what was not. The lookup is written into this loop: most of a request's or a save's
+        messages are known, and a call per message would cost more than the lookup."""
         made: list[T] = []
         find = self._entries.get
         for position, message in enumerate(messages):

@@ -103,8 +103,7 @@ def _setter(cls: type, name: str) -> Any:
 def _body(cls: type, values: list[tuple[int, str, str]], namespace: dict[str, Any]) -> list[str]:
     """The lines that fill a value's fields: through the unfrozen twin when ``cls`` has one (a subclass, whose
     layout may differ, by :func:`_fill`), else each through its slot's descriptor."""
-    private = any(name.startswith("__") for _, name, _ in values)  # written mangled in a class body: not here
-    twin = _twin(cls) if len(values) >= TWIN_FROM_FIELDS and not private else None
+    twin = _twin(cls) if len(values) >= TWIN_FROM_FIELDS else None
     if twin is None:
         return [f"    _set{number}(self, {value})" for number, _, value in values]
     setters = tuple(namespace[f"_set{number}"] for number, _, _ in values)
