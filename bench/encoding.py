@@ -10,7 +10,7 @@ message's JSON kept since the message was first sent (``src/tether/message_memo.
 The tools are kept encoded the same way (while the requests offer the same definitions, as a run's do), which
 matters with many of them: ``40 tools`` offers forty described tools (about 40 KB of JSON, a few MCP servers'
 worth). ``dict`` is the same request built as a dict of every message and tool and encoded whole
-(``request_body`` then ``jsoncodec.dumps_bytes``), which is what every request cost before the memo (OpenAI
+(``request_body`` then ``msgspec.json.encode``), which is what every request cost before the memo (OpenAI
 Chat Completions excepted: it kept its messages' and tools' JSON already): it grows with the history.
 
 The history is the one ``run.py``'s ``long-60`` scenario makes (an ``add`` call and its result per turn, the
@@ -35,7 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tether import jsoncodec
+import msgspec
+
 from tether.messages import Message, Text, ToolCall, ToolResult
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import Request, ToolDefinition
@@ -149,7 +150,7 @@ def main() -> None:
             provider.request_payload(Request(tuple(transcript[:end]), system=SYSTEM, tools=TOOLS))
 
         def whole(request: Request, provider: Any = provider) -> bytes:
-            return jsoncodec.dumps_bytes(provider.request_body(request))
+            return msgspec.json.encode(provider.request_body(request))
 
         cells = []
         for encode in (provider.request_payload, whole):

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 
 from tether.errors import ProviderError
 from tether.providers.http import HttpClient, RetryPolicy
-from tether.providers.sse import SSEDecoder
+from tether.providers.http.sse import SSEDecoder
 
 MB = 1_000_000
 PIECE = b"x" * 65536

@@ -3,13 +3,14 @@ cost, because they repeat to a fraction of a percent where CPU time on a shared 
 
 Run: .venv/bin/python bench/instructions.py [SCENARIO ...]      (needs valgrind; about 4 minutes)
 
-Each scenario (``sequential``, ``streaming`` or ``parallel-calls``, as in ``run.py``; by default the first two)
-runs ``workload.py`` for the floor and for tether under ``valgrind --tool=callgrind`` with 20 and with 60 timed
-runs of six steps against ``mock_server.py``; the difference of the client's instructions, divided by the 240
-steps between them, is the cost of a step with start-up and warm-up cancelled out. ``loop`` is tether's loop with
-no transport at all: an agent whose provider replays the same six answers (five ``add`` calls, then the final
-text) from memory, so what is counted is the engine, the accumulator, the executor, the guard, the events and the
-records.
+Each scenario (``sequential``, ``streaming``, ``parallel-calls`` or ``concurrent-N``, as in ``run.py``; by default
+the first two) runs ``workload.py`` for the floor and for tether under ``valgrind --tool=callgrind`` with 20 and
+with 60 timed runs of six steps against ``mock_server.py``; the difference of the client's instructions, divided by
+the 240 steps between them, is the cost of a step with start-up and warm-up cancelled out. ``concurrent-N`` runs N
+and 3N runs of six steps, N at a time, and divides by the 12N steps between. Each row is printed when it is counted.
+The last row, always counted, is tether's loop with no transport at all: an agent whose provider replays the same
+six answers (five ``add`` calls, then the final text) from memory, so what is counted is the engine, the
+accumulator, the executor, the guard, the events and the records.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import argparse
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from run import HERE, PYTHON, start_server
@@ -86,39 +86,46 @@ def counted(command: list[str], src: Path = ROOT / "src") -> int:
 
 
 def per_step(small: list[str], large: list[str], steps: int = STEPS_BETWEEN, src: Path = ROOT / "src") -> float:
-    """Instructions a step: ``large`` less ``small``, over the ``steps`` it makes more."""
+    """Instructions a step: ``large`` less ``small``, over the ``steps`` it makes more. ``small`` runs once first
+    without callgrind, so that the interpreter's bytecode caches are written before anything is counted: a
+    module compiled during one count and not the other would be counted as a difference of the steps."""
+    subprocess.run(small, capture_output=True, check=True, cwd=HERE, env={**os.environ, "PYTHONPATH": str(src)})
     return (counted(large, src) - counted(small, src)) / steps
+
+
+def scenario_step(impl: str, scenario: str, url: str) -> float:
+    """Instructions a step of ``scenario`` for ``impl`` (``floor`` or ``tether``)."""
+    workload = [PYTHON, str(HERE / "workload.py"), impl]
+    if scenario.startswith("concurrent-"):
+        n = int(scenario.rpartition("-")[2])
+        return per_step([*workload, scenario, url, str(n)], [*workload, scenario, url, str(3 * n)], steps=12 * n)
+    return per_step([*workload, f"{scenario}-20", url], [*workload, f"{scenario}-60", url])
+
+
+def scenario_name(name: str) -> str:
+    """A scenario this script counts, checked before anything runs (a wrong name would fail minutes in)."""
+    if name in ("sequential", "streaming", "parallel-calls") or re.fullmatch(r"concurrent-[1-9]\d*", name):
+        return name
+    raise argparse.ArgumentTypeError(f"{name!r}: sequential, streaming, parallel-calls or concurrent-N")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenarios", nargs="*", default=["sequential", "streaming"])
+    parser.add_argument("scenarios", nargs="*", type=scenario_name, default=["sequential", "streaming"])
     options = parser.parse_args()
-    rows: list[tuple[str, float | None, float]] = []
+    print("Client instructions per step, callgrind (60 runs less 20 runs, over the 240 steps between)\n")
+    print("| scenario | floor | tether | ratio |\n|---|---|---|---|", flush=True)
     server, port = start_server()
     try:
         url = f"http://127.0.0.1:{port}/v1"
-        for scenario in options.scenarios:
-            figures = {
-                impl: per_step(
-                    [PYTHON, str(HERE / "workload.py"), impl, f"{scenario}-20", url],
-                    [PYTHON, str(HERE / "workload.py"), impl, f"{scenario}-60", url],
-                )
-                for impl in ("floor", "tether")
-            }
-            rows.append((scenario, figures["floor"], figures["tether"]))
-            print(f"done: {scenario}", file=sys.stderr, flush=True)
+        for scenario in options.scenarios:  # each row printed when counted: a long count loses nothing
+            floor, tether = (scenario_step(impl, scenario, url) for impl in ("floor", "tether"))
+            print(f"| {scenario} | {floor:,.0f} | {tether:,.0f} | {tether / floor:.2f}x |", flush=True)
     finally:
         server.terminate()
         server.wait()
     script = [PYTHON, "-c", LOOP_ONLY]
-    rows.append(("loop alone (no transport)", None, per_step([*script, "20"], [*script, "60"])))
-    print("Client instructions per step, callgrind (60 runs less 20 runs, over the 240 steps between)\n")
-    print("| scenario | floor | tether | ratio |\n|---|---|---|---|")
-    for name, floor, tether in rows:
-        ratio = f"{tether / floor:.2f}x" if floor else ""
-        shown = f"{floor:,.0f}" if floor else ""
-        print(f"| {name} | {shown} | {tether:,.0f} | {ratio} |")
+    print(f"| loop alone (no transport) | | {per_step([*script, '20'], [*script, '60']):,.0f} | |")
 
 
 if __name__ == "__main__":

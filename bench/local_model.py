@@ -19,7 +19,7 @@ five turns) asked "What is 17+25? Use the add tool.". What it prints:
   event-loop thread's CPU per step, and the provider call's time through tether less the direct call's;
 - grammar-first: the same direct replay with llama-cpp-python's own sampler chain, which applies the action
   schema's grammar to the whole vocabulary before every token (tether checks the chosen token only, see
-  ``providers/local_sampling.py``), and how many of tether's tokens the grammar rejected (sampled again under it);
+  ``providers/local/sampling.py``), and how many of tether's tokens the grammar rejected (sampled again under it);
 - the prompt cache on disk: the model loaded again (as a new process loads it) and a run made, whose first call
   starts from the context the cold run's first call left in the cache (the script's cache is a new empty folder);
 - the prompt cache in memory: turn 2's time to first token when the context still holds turn 1 (reused) and when the
@@ -53,9 +53,9 @@ from workload import event_loop_runner
 
 from tether import Agent, Limits
 from tether.events import LlmEvent, RunCompleted, StreamEnd, TextDelta, TurnStarted
-from tether.providers import local
 from tether.providers.base import Request
-from tether.providers.local_sampling import GrammarLastSampler
+from tether.providers.local import provider as local
+from tether.providers.local.sampling import GrammarLastSampler
 
 PROMPT = "What is 17+25? Use the add tool."
 

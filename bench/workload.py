@@ -8,9 +8,7 @@ scenario's number of timed runs)
 ``traces`` (the SDK's tracer and meter providers, spans batched to an exporter that drops them, metrics to an
 in-memory reader), ``logs`` (logging at INFO to a handler that formats each record and drops it).
 
-``TETHER_BENCH_LOOP=uvloop`` runs the client (tether or the floor) on uvloop instead of asyncio's own loop;
-``TETHER_JSON=stdlib`` keeps tether's JSON on the standard library when ``orjson`` is installed
-(``bench/codec.py`` compares the four).
+``TETHER_BENCH_LOOP=uvloop`` runs the client (tether or the floor) on uvloop instead of asyncio's own loop.
 
 ``work-60`` (tether only; ``bench/compaction.py`` drives it) is a 60-turn working session: each turn one
 ``read_file`` call answered with 1,000 to 3,000 characters of source, then a final answer. It runs once per

@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from tether import Agent, Limits, tool
-from tether.events import TextDelta, ToolCallStarted, ToolResultReceived
+from tether import Agent, Limits, TextDelta, ToolCallStarted, ToolResultReceived, tool
 
 DEFAULTS = {
     "OPENAI_API_KEY": "openai:gpt-4o-mini",

@@ -20,7 +20,7 @@ __all__ = ["assert_valid", "check_order", "describe", "result_of", "run_events"]
 
 
 def check_order(events: list[RunEvent]) -> None:
-    """The order of DESIGN.md §4: RunStarted; per turn TurnStarted, deltas, TurnCompleted, then per call
+    """The order of ARCHITECTURE.md §4: RunStarted; per turn TurnStarted, deltas, TurnCompleted, then per call
     ToolCallStarted and its ToolResultReceived; RunCompleted once, last. Every started turn and call ends."""
     assert isinstance(events[0], RunStarted)
     assert isinstance(events[-1], RunCompleted)

@@ -9,6 +9,7 @@ from tether import Agent, Message, tool
 from tether.errors import ConfigInvalid, SessionInvalid
 from tether.events import RunEvent
 from tether.messages import Text, ToolCall, ToolResult, messages_from_json, messages_to_json
+from tether.providers.base import ServedProvider
 from tether.providers.scripted import ScriptedProvider, call, reply
 
 
@@ -129,3 +130,37 @@ async def test_tool_definitions_reach_the_provider_with_their_schema() -> None:
     assert definition.description == "Add two integers."
     assert definition.parameters["required"] == ["a", "b"]
     assert model.requests[0].messages == (Message("user", (Text("go"),)),)
+
+
+class Served(ScriptedProvider):
+    """A provider of another make that serves its model over the network: its key and its server are its own."""
+
+    def credentials(self) -> tuple[str, ...]:
+        return ("sk-served-0123456789",)
+
+    @property
+    def server(self) -> tuple[str | None, int | None]:
+        return "models.example.net", 8443
+
+
+async def test_a_served_providers_credentials_are_masked_and_its_server_is_the_runs() -> None:
+    @tool
+    def leak() -> str:
+        """Return what a careless tool might."""
+        return "the key is sk-served-0123456789"
+
+    provider = Served([call("leak", {}), reply("done")])
+    assert isinstance(provider, ServedProvider)
+    agent = Agent(provider, tools=[leak])
+    result = await agent.run("go")
+    (tool_message,) = [m for m in result.messages if m.role == "tool"]
+    assert tool_message.parts[0].content == "the key is ***"  # type: ignore[union-attr]
+    assert agent._spec.server == ("models.example.net", 8443)
+
+
+async def test_a_provider_with_only_info_and_stream_is_a_provider_with_no_credentials_and_no_server() -> None:
+    provider = ScriptedProvider([reply("hi")])
+    assert not isinstance(provider, ServedProvider)
+    agent = Agent(provider)
+    assert (await agent.run("go")).text == "hi"
+    assert agent._spec.server == (None, None)

@@ -38,14 +38,14 @@ async def test_a_deadline_that_passes_cancels_the_block_with_timeout_error() -> 
     alarm = Alarm(asyncio.get_running_loop())
     with pytest.raises(TimeoutError), Deadline(alarm, 0.01) as deadline:
         await asyncio.sleep(10)
-    assert deadline.expired()
+    assert deadline.passed
 
 
 async def test_a_block_that_ends_in_time_is_left_alone() -> None:
     alarm = Alarm(asyncio.get_running_loop())
     with Deadline(alarm, 10) as deadline:
         await asyncio.sleep(0)
-    assert not deadline.expired()
+    assert not deadline.passed
     with Deadline(alarm, None):  # no deadline at all
         await asyncio.sleep(0)
 

@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from tether import Agent, tool
 from tether.errors import ConfigInvalid
 from tether.events import RunEvent, ToolResultReceived
-from tether.providers.keys import ALL_KEY_VARIABLES
+from tether.keys import ALL_KEY_VARIABLES
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.registry import PROFILES
 from tether.providers.scripted import ScriptedProvider, call, reply
+from tether.redaction import default_redaction
 from tether.secrets import (
     MASK,
     Masker,
@@ -31,7 +32,6 @@ from tether.secrets import (
     secret_values,
 )
 from tether.sessions import SQLiteSessionStore
-from tether.telemetry.redact import default_redaction
 
 AGENT_KEY = "sk-agentkey-0123456789abcdef"
 ENV_KEY = "envtoken-fedcba9876543210"

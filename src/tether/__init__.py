@@ -1,7 +1,9 @@
 """tether: an agent loop that always ends, always answers and never corrupts a transcript.
 
-Everything public is importable from here, loaded on first use: ``import tether`` itself imports nothing
-but this module, so a command line that only needs ``--help`` does not pay for pydantic or a provider.
+Everything public is importable from here (the agent, its results and run events, the vocabulary, tools and
+limits), or from a package's face (``tether.providers``, ``tether.tools``, ``tether.sessions``, ``tether.durable``,
+``tether.telemetry``, ``tether.testing``), loaded on first use: ``import tether`` itself imports nothing but this
+module, so a command line that only needs ``--help`` does not pay for pydantic or a provider.
 """
 
 from __future__ import annotations
@@ -9,9 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"  # the one place: the package metadata reads it from here (pyproject.toml)
-
 _EXPORTS: dict[str, str] = {
+    "__version__": "tether._version",
     "Agent": "tether.agent",
     "Assistant": "tether.assistant",
     "ask": "tether.assistant",
@@ -22,6 +23,19 @@ _EXPORTS: dict[str, str] = {
     "StopReason": "tether.limits",
     "Compaction": "tether.limits",
     "RunResult": "tether.events",
+    "RunEvent": "tether.events",
+    "RunStarted": "tether.events",
+    "TurnStarted": "tether.events",
+    "TextDelta": "tether.events",
+    "ThinkingDelta": "tether.events",
+    "ToolCallStarted": "tether.events",
+    "ToolResultReceived": "tether.events",
+    "TurnCompleted": "tether.events",
+    "Compacted": "tether.events",
+    "RunCompleted": "tether.events",
+    "TurnRecord": "tether.events",
+    "ToolCallRecord": "tether.events",
+    "JsonObject": "tether.messages",
     "Message": "tether.messages",
     "Text": "tether.messages",
     "Thinking": "tether.messages",
@@ -41,9 +55,10 @@ _EXPORTS: dict[str, str] = {
     "Telemetry": "tether.telemetry",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(name for name in _EXPORTS if not name.startswith("__"))
 
 if TYPE_CHECKING:
+    from tether._version import __version__ as __version__
     from tether.agent import Agent as Agent
     from tether.agent import RunHandle as RunHandle
     from tether.agent import RunStream as RunStream
@@ -52,10 +67,23 @@ if TYPE_CHECKING:
     from tether.assistant import ask_async as ask_async
     from tether.errors import TetherError as TetherError
     from tether.errors import ToolError as ToolError
+    from tether.events import Compacted as Compacted
+    from tether.events import RunCompleted as RunCompleted
+    from tether.events import RunEvent as RunEvent
     from tether.events import RunResult as RunResult
+    from tether.events import RunStarted as RunStarted
+    from tether.events import TextDelta as TextDelta
+    from tether.events import ThinkingDelta as ThinkingDelta
+    from tether.events import ToolCallRecord as ToolCallRecord
+    from tether.events import ToolCallStarted as ToolCallStarted
+    from tether.events import ToolResultReceived as ToolResultReceived
+    from tether.events import TurnCompleted as TurnCompleted
+    from tether.events import TurnRecord as TurnRecord
+    from tether.events import TurnStarted as TurnStarted
     from tether.limits import Compaction as Compaction
     from tether.limits import Limits as Limits
     from tether.limits import StopReason as StopReason
+    from tether.messages import JsonObject as JsonObject
     from tether.messages import (
         Message as Message,
     )

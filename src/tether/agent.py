@@ -10,29 +10,30 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
-from contextlib import aclosing
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunEvent, RunResult
 from tether.limits import Compaction, Limits, StopReason
 from tether.loop.choice import ToolChoiceOption, resolve_tool_choice
-from tether.loop.engine import EventSink, Run
+from tether.loop.engine import Run
 from tether.loop.executor import DEFAULT_MAX_OUTPUT
 from tether.loop.interrupts import Interrupt, Interrupter
+from tether.loop.sinks import EventSink
 from tether.loop.spec import RunSpec
 from tether.messages import Message
 from tether.pricing import price_for
-from tether.providers.base import ModelSettings, Provider
+from tether.providers.base import ModelSettings, Provider, ServedProvider
 from tether.providers.registry import resolve
 from tether.secrets import Masker, connection_password
+from tether.session_run import SessionRun
 from tether.telemetry import DISABLED, Telemetry, observer_for
 from tether.tools.base import Tool
 from tether.tools.output_cache import DEFAULT_THRESHOLD, MIN_THRESHOLD, READ_TOOL
 from tether.tools.permissions import Approver, Mode, PermissionHook, Permissions
 from tether.tools.registry import ToolRegistry
-from tether.usage import Price, Usage
+from tether.usage import Price
 
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
@@ -136,7 +137,7 @@ class Agent:
         if unknown := sorted(set(permissions.deny) - set(registry.names)):
             raise ConfigInvalid(f"deny names tools this agent does not have: {', '.join(unknown)}")
         masker = Masker.from_environment(
-            extra=(api_key, _provider_key(provider), connection_password(base_url or ""), *_strings(secrets))
+            extra=(api_key, *_credentials(provider), connection_password(base_url or ""), *_strings(secrets))
         )
         self.provider = provider
         self.store = store
@@ -194,7 +195,7 @@ class Agent:
         self._telemetry = settings
         redaction = settings.redaction(self._spec.masker)
         self.redaction = redaction
-        """What spans, logs and the CLI may show of a run (``tether.telemetry.redact``)."""
+        """What spans, logs and the CLI may show of a run (``tether.redaction``)."""
 
         def observe() -> RunObserver | None:
             return observer_for(settings, redaction)
@@ -203,7 +204,7 @@ class Agent:
             self._spec,
             observe=observe,
             agent_name=settings.agent_name,
-            server=_server_of(self.provider),
+            server=self.provider.server if isinstance(self.provider, ServedProvider) else (None, None),
             redaction=redaction,
         )
 
@@ -233,46 +234,28 @@ class Agent:
         saves it after every turn and at its end, so a killed process loses at most the turn in flight.
         ``tool_choice`` overrides the agent's for this run.
         """
-        sinks = self._sinks + ((on_event,) if on_event is not None else ())
-        spec = self._run_spec(tool_choice)
-        interrupter = Interrupter()
-        if session is None:
-            run = Run(spec, prompt, history, interrupter, sinks)
-            return RunStream(run.events(), run.finished_result, interrupter)
-        self._check_session(history)
-        runs: list[Run] = []
-        events = self._in_session(spec, prompt, session, interrupter, sinks, runs)
-        return RunStream(events, lambda: runs[0].result if runs else None, interrupter)
+        return self._open(prompt, history, on_event, session, tool_choice, None)
 
-    def _stepped(
+    def _open(
         self,
         prompt: str,
-        steps: StepRunner,
-        *,
-        history: Sequence[Message] = (),
-        on_event: EventSink | None = None,
-        tool_choice: ToolChoiceOption | None = None,
-        session: str | None = None,
+        history: Sequence[Message],
+        on_event: EventSink | None,
+        session: str | None,
+        tool_choice: ToolChoiceOption | None,
+        steps: StepRunner | None,
     ) -> RunStream:
-        """A run whose provider and tool calls are the steps of ``steps`` (``loop/steps.py``; ``tether.durable``
-        uses it): its run id is the runner's. With ``session=``, loading the session and each save of it are
-        steps too, so that an execution of the run again sees the session as the first one did."""
+        """Every run's one entry: a run of ``prompt`` (in ``session``, or from ``history``), its provider and
+        tool calls the steps of ``steps`` when it is durable (:func:`stream_with_steps`)."""
         sinks = self._sinks + ((on_event,) if on_event is not None else ())
-        interrupter = Interrupter()
         spec = self._run_spec(tool_choice)
+        interrupter = Interrupter()
         if session is None:
             run = Run(spec, prompt, history, interrupter, sinks, steps=steps)
-            return RunStream(run.events(), run.finished_result, interrupter)
-        self._check_session(history)
-        runs: list[Run] = []
-        events = self._in_session(spec, prompt, session, interrupter, sinks, runs, steps=steps)
-        return RunStream(events, lambda: runs[0].result if runs else None, interrupter)
-
-    def _check_session(self, history: Sequence[Message]) -> None:
-        if self.store is None:
-            raise ConfigInvalid("session= needs a session store: Agent(..., store=SQLiteSessionStore(path))")
-        if history:
-            raise ConfigInvalid("pass history= or session=, not both: a session brings its own history")
+            return RunStream(run.events(), run, interrupter)
+        store = check_session(self, history)
+        stored = SessionRun(spec, prompt, store, session, interrupter, sinks, steps)
+        return RunStream(stored.events(), stored, interrupter)
 
     def _run_spec(self, tool_choice: ToolChoiceOption | None) -> RunSpec:
         """The spec of the next run: the agent's, with the run's tool choice (else the agent's), checked against
@@ -284,54 +267,6 @@ class Agent:
         offered = [t.name for t in spec.tools if spec.permissions.offers(t)]
         choice = resolve_tool_choice(option, offered, spec.provider.info, native=spec.tool_mode == "native")
         return replace(spec, tool_choice=choice)
-
-    async def _in_session(
-        self,
-        spec: RunSpec,
-        prompt: str,
-        session_id: str,
-        interrupter: Interrupter,
-        sinks: tuple[EventSink, ...],
-        runs: list[Run],
-        steps: StepRunner | None = None,
-    ) -> AsyncGenerator[RunEvent, None]:
-        from tether.sessions import OutputStore, Session, SessionNotFound, suggest_title
-
-        store = self.store
-        assert store is not None
-        model = self.provider.info.model_string
-
-        async def load() -> Session:
-            try:
-                return await store.load(session_id)
-            except SessionNotFound:
-                return Session.new(id=session_id, model=model)
-
-        stored = await load() if steps is None else await steps.step("session:load", load)
-        latest = [stored]
-        saves = [0]
-
-        async def save(messages: Sequence[Message], usage: Usage) -> None:
-            title = latest[0].title or suggest_title(messages)
-            updated = latest[0].updated(messages=messages, usage=stored.usage + usage, model=model, title=title)
-            await store.save(updated)
-            latest[0] = updated
-
-        async def checkpoint(messages: Sequence[Message], usage: Usage) -> None:
-            if steps is None:
-                return await save(messages, usage)
-            saves[0] += 1  # a durable run's saves are steps: an execution again does not save an older transcript
-            return await steps.step(f"session:save:{saves[0]}", lambda: save(messages, usage))
-
-        outputs = store if isinstance(store, OutputStore) else None  # else kept for this run only
-        run = Run(
-            spec, prompt, stored.messages, interrupter, sinks, checkpoint, session_id=session_id,
-            output_store=outputs, steps=steps,
-        )  # fmt: skip
-        runs.append(run)
-        async with aclosing(run.events()) as events:
-            async for event in events:
-                yield event
 
     async def run(
         self,
@@ -382,6 +317,33 @@ class Agent:
         return RunHandle(stream)
 
 
+def check_session(agent: Agent, history: Sequence[Message]) -> SessionStore:
+    """The store a run of ``agent`` in a session keeps it in; ``ConfigInvalid`` when it has none, or when a
+    history is given too (a session brings its own). A durable run checks it before it is started."""
+    if agent.store is None:
+        raise ConfigInvalid("session= needs a session store: Agent(..., store=SQLiteSessionStore(path))")
+    if history:
+        raise ConfigInvalid("pass history= or session=, not both: a session brings its own history")
+    return agent.store
+
+
+def stream_with_steps(
+    agent: Agent,
+    prompt: str,
+    steps: StepRunner,
+    *,
+    history: Sequence[Message] = (),
+    on_event: EventSink | None = None,
+    tool_choice: ToolChoiceOption | None = None,
+    session: str | None = None,
+) -> RunStream:
+    """The entry of durable runs (``tether.durable``): ``agent.stream(...)`` whose provider and tool calls are
+    the steps of ``steps`` (``loop/steps.py``), and whose run id is the runner's. With ``session=``, loading the
+    session and each save of it are steps too, so that an execution of the run again sees the session as the
+    first one did. Not part of the public API: a durable engine's seam."""
+    return agent._open(prompt, history, on_event, session, tool_choice, steps)
+
+
 def _compaction(settings: Compaction | bool | None) -> Compaction | None:
     if settings is None or settings is True:
         return Compaction()
@@ -392,35 +354,10 @@ def _compaction(settings: Compaction | bool | None) -> Compaction | None:
     return settings if settings.enabled else None
 
 
-def _provider_key(provider: Provider) -> str | None:
-    """The API key a provider sends, whatever its source (passed, read from the environment, or set on a
-    Provider instance built elsewhere); ``None`` for providers without one.
-
-    HTTP providers keep their key in their client as a ``Secret``; a provider of another make may expose
-    ``api_key`` as a string.
-    """
-    held = getattr(getattr(provider, "_client", None), "_api_key", None)
-    reveal = getattr(held, "reveal", None)
-    if callable(reveal):
-        key = reveal()
-        return key if isinstance(key, str) else None
-    key = getattr(provider, "api_key", None)
-    return key if isinstance(key, str) else None
-
-
-def _server_of(provider: Provider) -> tuple[str | None, int | None]:
-    """Host and port of an HTTP provider's API (``server.address``), from its client's base URL."""
-    base_url = getattr(getattr(provider, "_client", None), "base_url", None)
-    if not isinstance(base_url, str):
-        return None, None
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(base_url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return None, None
-    return parts.hostname, port
+def _credentials(provider: Provider) -> tuple[str, ...]:
+    """The secrets a provider sends (its API key), whatever their source (passed, read from the environment, or
+    set on a provider built elsewhere); none for a provider that serves no model over the network."""
+    return provider.credentials() if isinstance(provider, ServedProvider) else ()
 
 
 def _check_cache(threshold: int | None, tools: ToolRegistry) -> None:
@@ -465,19 +402,22 @@ def _tool_mode(asked: str, provider: Provider, tools: ToolRegistry) -> Literal["
     return "json" if asked == "json" else "native"
 
 
+class Finishing(Protocol):
+    """What a run's events come from: its result once it has completed, else ``None``."""
+
+    @property
+    def result(self) -> RunResult | None: ...
+
+
 class RunStream:
     """The events of one run, as an async iterator, with :meth:`cancel`. Iterate it once."""
 
-    __slots__ = ("_events", "_interrupter", "_result")
+    __slots__ = ("_events", "_interrupter", "_source")
 
-    def __init__(
-        self,
-        events: AsyncGenerator[RunEvent, None],
-        result: Callable[[], RunResult | None],
-        interrupter: Interrupter,
-    ) -> None:
+    def __init__(self, events: AsyncGenerator[RunEvent, None], source: Finishing, interrupter: Interrupter) -> None:
         self._events = events
-        self._result = result
+        self._source = source
+        """What makes the events (a ``Run`` or a ``SessionRun``): its ``result`` is the run's once it completed."""
         self._interrupter = interrupter
 
     def __aiter__(self) -> AsyncGenerator[RunEvent, None]:
@@ -494,7 +434,7 @@ class RunStream:
     @property
     def result(self) -> RunResult | None:
         """The result, once the run has completed."""
-        return self._result()
+        return self._source.result
 
     async def aclose(self) -> None:
         """Stop iterating; the run is closed as cancelled (its transcript stays valid)."""

@@ -1,7 +1,7 @@
 """One timer per event loop for the deadlines of every run on it, re-armed lazily.
 
 Every provider call has a deadline (``step_timeout``) and so has every tool call (``tool_timeout``), a run given
-a ``run_timeout``, and every wait of an HTTP request for its provider's next bytes (``providers/stall.py``).
+a ``run_timeout``, and every wait of an HTTP request for its provider's next bytes (:class:`Deadline`).
 Arming an event-loop timer for each and cancelling it when the call ends, as ``loop.call_at`` or
 ``asyncio.timeout`` do, costs a timer object, a heap push and a cancellation per call, and leaves the cancelled
 timers in the loop's heap: a good part of what a step costs the loop when the calls themselves are fast
@@ -17,10 +17,10 @@ made; a deadline fires late by at most the loop's clock resolution, as with ``ca
 deadlines (each under a key of its own): thousands of runs in flight are one timer in the loop's heap, not one
 each (with its context and its callback, three objects more per run for the collector to walk).
 
-:class:`Deadline` is ``asyncio.timeout`` on an alarm: the task is cancelled when the deadline passes, and
-leaving the block with that cancellation raises ``TimeoutError`` (a cancellation of the task from elsewhere
-stays a cancellation). It is a plain ``with`` block, not ``async with``: entering and leaving it awaits nothing,
-and a coroutine for each would be two more objects per tool call.
+:class:`Deadline` bounds a task's waits on an alarm: re-armed around each wait of an HTTP request (for its provider's
+next bytes), or as a ``with`` block around a tool call, where it is ``asyncio.timeout`` (leaving the block with
+its cancellation raises ``TimeoutError``). :class:`TaskCanceller` is the bookkeeping it shares with the run's
+interrupter: a cancel of ours told from a cancel of the host's.
 """
 
 from __future__ import annotations
@@ -111,42 +111,103 @@ def shared_alarm(loop: asyncio.AbstractEventLoop) -> Alarm:
     return alarm
 
 
-class Deadline:
-    """``asyncio.timeout(delay)`` kept on an :class:`Alarm` (see the module docstring); ``delay`` ``None``: no
-    deadline."""
+class TaskCanceller:
+    """Cancels one task and tells its own cancellation from anyone else's: the bookkeeping every bound on a wait
+    shares, as the base of each (a :class:`Deadline`, the run's :class:`~tether.loop.interrupts.Interrupter`).
 
-    __slots__ = ("_alarm", "_cancelling", "_delay", "_expired", "_task")
+    A ``CancelledError`` is ours when we sent a cancel and, once ours is withdrawn (``Task.uncancel``), no
+    other request is left than the task had when the canceller was bound to it: a cancel from the host that
+    came too stays a cancellation, whoever caught it.
+    """
 
-    def __init__(self, alarm: Alarm, delay: float | None) -> None:
-        """Use it inside a task, as ``with Deadline(alarm, seconds):``."""
+    __slots__ = ("_cancelling", "_task", "sent")
+
+    def _bind(self) -> None:
+        """Bind to the task running now: the one cancelled from then on."""
+        task = asyncio.current_task()
+        assert task is not None, "a wait is bounded inside a task"
+        self._task: asyncio.Task[object] | None = task
+        self._cancelling = task.cancelling()
+        self.sent = False
+        """A cancel of ours was sent and not yet taken back (read-only outside)."""
+
+    def cancel(self) -> None:
+        assert self._task is not None, "a canceller is bound before it cancels"
+        self.sent = True
+        self._task.cancel()
+
+    def took(self) -> bool:
+        """Called on a ``CancelledError``: whether it was ours alone. Ours is withdrawn either way, so that it
+        cannot hit a later await."""
+        if not self.sent or self._task is None:
+            return False
+        self.sent = False
+        return self._task.uncancel() <= self._cancelling
+
+    async def settle(self) -> None:
+        """After a wait that ended normally: absorb a cancel of ours sent in the same turn of the loop (it has
+        not landed yet, and would hit the next unrelated await). Re-raises a cancellation that is not ours."""
+        if not self.sent:
+            return
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            if not self.took():
+                raise
+            return
+        self.took()
+
+
+class Deadline(TaskCanceller):
+    """How long the task that made it may wait, kept on an :class:`Alarm`; ``seconds`` ``None``: no bound.
+
+    Re-armable: :meth:`start` before each wait, :meth:`stop` after it, so that the time between waits (a
+    consumer acting on what a stream gave) never counts. When it passes, the task is cancelled; the code that
+    catches the ``CancelledError`` asks :meth:`expired` whether it was this deadline (then the cancellation is
+    withdrawn: it is a timeout) or a cancellation from elsewhere, which must go on.
+
+    As a ``with`` block it is ``asyncio.timeout``: started on entry, stopped on exit, and leaving the block
+    with its cancellation raises ``TimeoutError`` (:attr:`passed` then says it was this deadline). It is a
+    plain ``with``, not ``async with``: entering and leaving awaits nothing.
+    """
+
+    __slots__ = ("_alarm", "passed", "seconds")
+
+    def __init__(self, alarm: Alarm, seconds: float | None) -> None:
+        """Made inside the task it bounds."""
+        self._bind()
         self._alarm = alarm
-        self._delay = delay
-        self._expired = False
-        self._cancelling = 0
-        self._task: asyncio.Task[object] | None = None
+        self.seconds = seconds
+        self.passed = False
+        """The deadline passed (and cancelled the task) at least once."""
+
+    def start(self, seconds: float | None = None) -> None:
+        """The task waits from now on, for at most ``seconds`` (this deadline's when not given)."""
+        seconds = self.seconds if seconds is None else seconds
+        if seconds is not None:
+            alarm = self._alarm
+            alarm.set(self, alarm.time() + seconds, self._expire)
+
+    def stop(self) -> None:
+        """The wait is over: its deadline is withdrawn."""
+        self._alarm.clear(self)
 
     def expired(self) -> bool:
-        """Whether the deadline passed and cancelled the block."""
-        return self._expired
+        """Called on a ``CancelledError``: whether this deadline caused it (its cancellation is then withdrawn)."""
+        self._alarm.clear(self)
+        return self.took()
+
+    def _expire(self) -> None:
+        self.passed = True
+        self.cancel()
 
     def __enter__(self) -> Deadline:
-        if self._delay is not None:
-            task = self._task = asyncio.current_task()
-            assert task is not None, "Deadline is used inside a task"
-            self._cancelling = task.cancelling()
-            self._alarm.set(self, self._alarm.time() + self._delay, self._expire)
+        self.start()
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        if self._task is None:
-            return
-        self._alarm.clear(self)
-        if self._expired and self._task.uncancel() <= self._cancelling and kind is asyncio.CancelledError:
+        self.stop()
+        if kind is asyncio.CancelledError and self.expired():
             raise TimeoutError from error
-
-    def _expire(self) -> None:
-        assert self._task is not None
-        self._expired = True
-        self._task.cancel()

@@ -1,6 +1,6 @@
 """The errors tether raises, each with a stable machine-readable ``code``.
 
-Codes are part of the public API (DESIGN.md §3): callers branch on ``error.code``, never on message text or
+Codes are part of the public API (ARCHITECTURE.md §3): callers branch on ``error.code``, never on message text or
 class names, so a code never changes meaning once released. Messages are for people and may improve.
 
 Errors that are the model's fault (``tool_not_found``, ``invalid_arguments``, ``tool_failed``,

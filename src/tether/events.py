@@ -4,7 +4,7 @@ A provider turns its wire format into ``LlmEvent``s; the loop folds them into a 
 ``RunEvent``s. Text and thinking deltas are the same objects in both streams: the loop passes them through
 untouched, so the first token reaches the host as soon as the provider has it.
 
-A run's events come in this order (DESIGN.md §4): ``RunStarted``; per turn ``TurnStarted``, the deltas,
+A run's events come in this order (ARCHITECTURE.md §4): ``RunStarted``; per turn ``TurnStarted``, the deltas,
 ``TurnCompleted`` as soon as the model's message is complete (with that call's usage), then ``ToolCallStarted``
 and ``ToolResultReceived`` per tool call the message asked for; and ``RunCompleted`` last, always. So a consumer
 has the whole message and its usage before the turn's tools run, however long they take.
@@ -12,12 +12,12 @@ has the whole message and its usage before the turn's tools run, however long th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import ClassVar, Literal, TypeAlias
+
+import msgspec
 
 from tether.limits import StopReason
-from tether.messages import Message, ToolCall, ToolResult, model_view
-from tether.quickinit import quick_init
+from tether.messages import JsonObject, Message, ToolCall, ToolResult, model_view
 from tether.usage import Cost, Usage
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
@@ -28,78 +28,64 @@ TurnStatus: TypeAlias = Literal["completed", "rejected", "failed"]
 # --- LlmEvent: provider -> loop -----------------------------------------------------------------------------
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class StreamStart:
+class StreamStart(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="stream_start"):
     """The provider accepted the request; ``model`` is the model that actually answers, when known."""
 
     model: str | None = None
     response_id: str | None = None
-    kind: Literal["stream_start"] = "stream_start"
+    kind: ClassVar[Literal["stream_start"]] = "stream_start"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ThinkingDelta:
+class ThinkingDelta(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="thinking_delta"):
     """A piece of reasoning. A ``signature`` closes the current thinking block (Anthropic style)."""
 
     text: str
     signature: str | None = None
-    provider_data: dict[str, Any] | None = None
-    kind: Literal["thinking_delta"] = "thinking_delta"
+    provider_data: JsonObject | None = None
+    kind: ClassVar[Literal["thinking_delta"]] = "thinking_delta"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class TextDelta:
+class TextDelta(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="text_delta"):
     """A piece of the answer's text."""
 
     text: str
-    provider_data: dict[str, Any] | None = None
-    kind: Literal["text_delta"] = "text_delta"
+    provider_data: JsonObject | None = None
+    kind: ClassVar[Literal["text_delta"]] = "text_delta"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ToolCallStart:
+class ToolCallStart(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="tool_call_start"):
     """A tool call begins; ``index`` is its position among the turn's calls as the provider numbers them."""
 
     id: str
     name: str
     index: int
-    provider_data: dict[str, Any] | None = None
-    kind: Literal["tool_call_start"] = "tool_call_start"
+    provider_data: JsonObject | None = None
+    kind: ClassVar[Literal["tool_call_start"]] = "tool_call_start"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ToolCallDelta:
+class ToolCallDelta(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="tool_call_delta"):
     """A piece of a tool call's JSON arguments; pieces of several calls may interleave, told apart by ``id``."""
 
     id: str
     arguments_delta: str
-    kind: Literal["tool_call_delta"] = "tool_call_delta"
+    kind: ClassVar[Literal["tool_call_delta"]] = "tool_call_delta"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ToolCallEnd:
+class ToolCallEnd(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="tool_call_end"):
     """A tool call's arguments are complete."""
 
     id: str
-    kind: Literal["tool_call_end"] = "tool_call_end"
+    kind: ClassVar[Literal["tool_call_end"]] = "tool_call_end"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class StreamEnd:
+class StreamEnd(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="stream_end"):
     """The provider finished the turn."""
 
     finish_reason: FinishReason
     usage: Usage
-    provider_data: dict[str, Any] | None = None
+    provider_data: JsonObject | None = None
     """Kept on the assistant message, for data the provider needs back on a later turn."""
-    kind: Literal["stream_end"] = "stream_end"
+    kind: ClassVar[Literal["stream_end"]] = "stream_end"
 
 
 LlmEvent: TypeAlias = StreamStart | ThinkingDelta | TextDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | StreamEnd
@@ -108,9 +94,7 @@ LlmEvent: TypeAlias = StreamStart | ThinkingDelta | TextDelta | ToolCallStart | 
 # --- records: what each provider call and tool call took ------------------------------------------------------
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ToolCallRecord:
+class ToolCallRecord(msgspec.Struct, frozen=True, gc=False):
     """What became of one tool call, and how long it ran."""
 
     call_id: str
@@ -123,9 +107,7 @@ class ToolCallRecord:
     arguments, repeated, cancelled before it started)."""
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class TurnRecord:
+class TurnRecord(msgspec.Struct, frozen=True, gc=False):
     """One provider call of a run (corrective retries and the final summary call included) and the tool calls
     its answer asked for. ``RunResult.turn_records`` has one per call, in order, like ``turn_usage``."""
 
@@ -156,9 +138,7 @@ class TurnRecord:
 # --- RunEvent: run -> host ----------------------------------------------------------------------------------
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class RunResult:
+class RunResult(msgspec.Struct, frozen=True):
     """How a run ended. Every run produces one, whatever happened.
 
     ``text`` is the answer (best effort when ``degraded``); ``messages`` the whole transcript, valid even when
@@ -199,49 +179,39 @@ class RunResult:
         return model_view(self.messages)
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class RunStarted:
+class RunStarted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="run_started"):
     run_id: str
     model: str
     prompt: str
-    kind: Literal["run_started"] = "run_started"
+    kind: ClassVar[Literal["run_started"]] = "run_started"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class TurnStarted:
+class TurnStarted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="turn_started"):
     """A provider call begins. ``attempt`` > 1 is a corrective retry; ``final``: tools are off and only an
     answer is accepted (the summary call after a step limit, or the answer asked for after a repeated call)."""
 
     turn: int
     attempt: int = 1
     final: bool = False
-    kind: Literal["turn_started"] = "turn_started"
+    kind: ClassVar[Literal["turn_started"]] = "turn_started"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ToolCallStarted:
+class ToolCallStarted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="tool_call_started"):
     call: ToolCall
     turn: int
-    kind: Literal["tool_call_started"] = "tool_call_started"
+    kind: ClassVar[Literal["tool_call_started"]] = "tool_call_started"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ToolResultReceived:
+class ToolResultReceived(msgspec.Struct, frozen=True, tag_field="kind", tag="tool_result_received"):
     """A call's result, in the model's order. ``exception`` is what the tool raised, for the host's eyes only."""
 
     result: ToolResult
     turn: int
     exception: BaseException | None = None
-    kind: Literal["tool_result_received"] = "tool_result_received"
+    kind: ClassVar[Literal["tool_result_received"]] = "tool_result_received"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class TurnCompleted:
+class TurnCompleted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="turn_completed"):
     """A provider call ended. Every ``TurnStarted`` gets one, also when the call failed or was interrupted;
     ``rejected`` then says why the answer was not used (it is not in the transcript). It comes as soon as the
     model's message is complete, before the ``ToolCallStarted`` and ``ToolResultReceived`` of the calls it asked
@@ -257,12 +227,10 @@ class TurnCompleted:
     finish_reason: FinishReason
     rejected: str | None = None
     status: TurnStatus = "completed"
-    kind: Literal["turn_completed"] = "turn_completed"
+    kind: ClassVar[Literal["turn_completed"]] = "turn_completed"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Compacted:
+class Compacted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="compacted"):
     """The history was compacted before ``turn``: the model now sees ``marker`` (a summary of what came
     before it) and the messages after it. ``tokens_before``/``tokens_after`` are the next request's
     estimated size either side. ``reason``: the request would pass ``Compaction.threshold``, or the provider
@@ -279,14 +247,12 @@ class Compacted:
     """Tool outputs among the kept messages now shown by reference only."""
     reason: Literal["threshold", "overflow"]
     marker: Message
-    kind: Literal["compacted"] = "compacted"
+    kind: ClassVar[Literal["compacted"]] = "compacted"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class RunCompleted:
+class RunCompleted(msgspec.Struct, frozen=True, tag_field="kind", tag="run_completed"):
     result: RunResult
-    kind: Literal["run_completed"] = "run_completed"
+    kind: ClassVar[Literal["run_completed"]] = "run_completed"
 
 
 RunEvent: TypeAlias = (

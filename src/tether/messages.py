@@ -7,6 +7,12 @@ encrypted reasoning, Gemini thought signatures) rides in ``provider_data`` and i
 A transcript is *valid* when every tool call is answered by exactly one result before the model speaks
 again; :func:`transcript_problems` checks that, and the loop keeps it true even on cancellation.
 
+Parts and messages are frozen msgspec Structs: made in C, parts never tracked by the cyclic collector (they
+hold JSON, nothing that can reach back; a message is weak-referenceable, which msgspec allows only of a tracked
+type), and encoded and decoded by ``msgspec.json`` with the part's
+``kind`` as its tag (:func:`messages_to_json`, :func:`messages_from_json`). Change one with
+``msgspec.structs.replace``.
+
 A transcript may hold *compaction markers* (:func:`compaction_marker`): user messages carrying a summary of
 everything before them. The transcript keeps every message; the model is sent :func:`model_view`, which
 starts at the last marker (docs/context.md).
@@ -14,44 +20,41 @@ starts at the last marker (docs/context.md).
 
 from __future__ import annotations
 
-import functools
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
+
+import msgspec
+from msgspec.structs import replace
 
 from tether.errors import SessionInvalid
-from tether.quickinit import quick_init
 
 if TYPE_CHECKING:
-    from pydantic import TypeAdapter
+    from tether.redaction import Redaction
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+JsonObject: TypeAlias = dict[str, Any]
+"""A JSON object as Python holds it (what ``json`` reads an object as): where ``Any`` stands for JSON."""
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Text:
+class Text(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="text"):
     """Plain text written by a user or the model."""
 
     text: str
-    provider_data: dict[str, Any] | None = None
-    kind: Literal["text"] = "text"
+    provider_data: JsonObject | None = None
+    kind: ClassVar[Literal["text"]] = "text"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Thinking:
+class Thinking(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="thinking"):
     """The model's reasoning, kept apart from its answer; ``signature`` is replayed unchanged."""
 
     text: str
     signature: str | None = None
-    provider_data: dict[str, Any] | None = None
-    kind: Literal["thinking"] = "thinking"
+    provider_data: JsonObject | None = None
+    kind: ClassVar[Literal["thinking"]] = "thinking"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True, repr=False)
-class ToolCall:
+class ToolCall(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="tool_call"):
     """A request by the model to run a tool.
 
     ``arguments`` is the parsed JSON object, or ``None`` when the model's ``raw_arguments`` are not a JSON
@@ -59,33 +62,35 @@ class ToolCall:
     as the model wrote it, when it arrived as text, so it can be sent back verbatim.
 
     Its ``repr`` (and so a ``Message``'s, an event's and a ``RunResult``'s) hides the values of secret-named
-    arguments, bearer tokens and URL passwords (``tether.telemetry.redact``), in ``arguments`` and in
-    ``raw_arguments``. It cannot know an agent's known keys; those never reach a call through a tool's
-    result, which is masked when recorded (``loop/executor.py``).
+    arguments, bearer tokens and URL passwords (``tether.redaction``), in ``arguments`` and in
+    ``raw_arguments`` (:meth:`redacted`). It cannot know an agent's known keys; those never reach a call through a
+    tool's result, which is masked when recorded (``loop/executor.py``).
     """
 
     id: str
     name: str
-    arguments: dict[str, Any] | None
+    arguments: JsonObject | None
     raw_arguments: str | None = None
-    provider_data: dict[str, Any] | None = None
-    kind: Literal["tool_call"] = "tool_call"
+    provider_data: JsonObject | None = None
+    kind: ClassVar[Literal["tool_call"]] = "tool_call"
 
     def __repr__(self) -> str:
-        from tether.telemetry.redact import default_redaction
+        from tether.redaction import default_redaction
 
-        redaction = default_redaction()
-        raw = self.raw_arguments
+        shown = self.redacted(default_redaction())
         return (
-            f"ToolCall(id={self.id!r}, name={self.name!r}, arguments={redaction.arguments(self.arguments)!r}, "
-            f"raw_arguments={raw if raw is None else redaction.text(raw)!r}, "
-            f"provider_data={self.provider_data!r}, kind={self.kind!r})"
+            f"ToolCall(id={self.id!r}, name={self.name!r}, arguments={shown.arguments!r}, "
+            f"raw_arguments={shown.raw_arguments!r}, provider_data={self.provider_data!r}, kind={self.kind!r})"
         )
 
+    def redacted(self, redaction: Redaction) -> ToolCall:
+        """A copy fit to show (a span, a log line, the CLI): its arguments and raw arguments redacted."""
+        raw = self.raw_arguments
+        arguments = redaction.arguments(self.arguments)
+        return replace(self, arguments=arguments, raw_arguments=None if raw is None else redaction.text(raw))
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ToolResult:
+
+class ToolResult(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="tool_result"):
     """What a tool call produced, as the model will read it.
 
     ``code`` is the stable error code (``tool_not_found``, ``invalid_arguments``, ...) when ``is_error``;
@@ -98,28 +103,21 @@ class ToolResult:
     content: str
     is_error: bool = False
     code: str | None = None
-    kind: Literal["tool_result"] = "tool_result"
+    kind: ClassVar[Literal["tool_result"]] = "tool_result"
 
 
 Part: TypeAlias = Text | Thinking | ToolCall | ToolResult
 
-if TYPE_CHECKING:
-    _Parts: TypeAlias = tuple[Part, ...]
-# else: ``_Parts`` is bound by _history_adapter() just before pydantic reads Message's annotations, to the
-# same tuple with the union discriminated by ``kind``; this keeps pydantic out of ``import tether``.
 
-
-@quick_init
-@dataclass(frozen=True, slots=True, weakref_slot=True)
-class Message:
+class Message(msgspec.Struct, frozen=True, weakref=True):
     """One message of a conversation: a role and its parts, in order.
 
     Weak-referenceable, so that a provider can cache a message's wire form for as long as the message lives.
     """
 
     role: Role
-    parts: _Parts
-    provider_data: dict[str, Any] | None = None
+    parts: tuple[Part, ...]
+    provider_data: JsonObject | None = None
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -155,59 +153,70 @@ class Message:
         return tuple(p for p in self.parts if type(p) is ToolResult)
 
 
+def redacted_messages(messages: Sequence[Message], redaction: Redaction) -> list[Message]:
+    """Copies of ``messages`` fit to show: every tool call redacted (results are masked when recorded)."""
+    return [
+        replace(m, parts=tuple(p.redacted(redaction) if type(p) is ToolCall else p for p in m.parts))
+        if any(type(p) is ToolCall for p in m.parts)
+        else m
+        for m in messages
+    ]
+
+
 # --- JSON ---------------------------------------------------------------------------------------------------
 
 
-@functools.cache
-def _history_adapter() -> TypeAdapter[list[Message]]:
-    """Built on first use so that importing tether does not import pydantic.
-
-    Parts are told apart by their literal ``kind``: each part type accepts only its own.
-    """
-    from typing import Annotated
-
-    from pydantic import Field, TypeAdapter
-
-    globals()["_Parts"] = tuple[Annotated[Part, Field(discriminator="kind")], ...]
-    return TypeAdapter(list[Message])
+_MESSAGES_DECODER = msgspec.json.Decoder(list[Message])
 
 
-def messages_to_jsonable(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """Messages as plain JSON-ready dicts (lists, strings, numbers, booleans, None)."""
-    return _history_adapter().dump_python(list(messages), mode="json")  # type: ignore[no-any-return]
+def messages_to_jsonable(messages: Iterable[Message]) -> list[JsonObject]:
+    """Messages as plain JSON-ready dicts (lists, strings, numbers, booleans, None); each part names its
+    ``kind``."""
+    return msgspec.to_builtins(list(messages))  # type: ignore[no-any-return]
 
 
 def messages_to_json(messages: Iterable[Message]) -> str:
     """Messages as compact JSON text."""
-    return _history_adapter().dump_json(list(messages)).decode()
+    return msgspec.json.encode(list(messages)).decode()
 
 
 def messages_from_json(data: str | bytes, *, source: str = "messages") -> list[Message]:
     """Messages from JSON text; anything that is not a list of messages raises ``session_invalid``."""
-    from pydantic import ValidationError
-
     try:
-        return _history_adapter().validate_json(data)
-    except ValidationError as exc:
-        raise SessionInvalid(f"{source}: not a valid message list: {_first_error(exc)}") from exc
+        return _MESSAGES_DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise SessionInvalid(f"{source}: not a valid message list: {_where(exc)}") from exc
+    except msgspec.DecodeError as exc:
+        raise SessionInvalid(f"{source}: not a valid message list: at (top level): not JSON ({exc})") from exc
 
 
 def messages_from_jsonable(data: Any, *, source: str = "messages") -> list[Message]:
     """Messages from already-parsed JSON (lists and dicts)."""
-    from pydantic import ValidationError
-
     try:
-        return _history_adapter().validate_python(data)
-    except ValidationError as exc:
-        raise SessionInvalid(f"{source}: not a valid message list: {_first_error(exc)}") from exc
+        return msgspec.convert(data, list[Message])
+    except msgspec.ValidationError as exc:
+        raise SessionInvalid(f"{source}: not a valid message list: {_where(exc)}") from exc
 
 
-def _first_error(exc: Any) -> str:
-    errors = exc.errors()
-    first = errors[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"at {where}: {first['msg']}{more}"
+def _where(exc: msgspec.ValidationError) -> str:
+    """msgspec's ``Expected `str`, got `int` - at `$[0].parts[1].text``` as ``at 0.parts.1.text: expected
+    `str`, got `int```: the place first, as a person reads it (a missing field's place is the field's)."""
+    return json_error_place(str(exc))
+
+
+def json_error_place(error: str) -> str:
+    """A msgspec validation error's text with its place first (see :func:`_where`)."""
+    message, _, path = error.rpartition(" - at `")
+    if not message:
+        message, path = error, "$"
+    where = path.rstrip("`").removeprefix("$").replace("][", ".").replace("[", ".").replace("]", "").strip(".")
+    missing = _MISSING_FIELD.fullmatch(message)
+    if missing:
+        where = f"{where}.{missing[1]}".strip(".")
+    return f"at {where or '(top level)'}: {message[:1].lower()}{message[1:]}"
+
+
+_MISSING_FIELD = re.compile(r"Object missing required field `(.+)`")
 
 
 # --- transcript validity ----------------------------------------------------------------------------------
@@ -221,6 +230,12 @@ def open_tool_calls(messages: Sequence[Message]) -> list[ToolCall]:
             return [c for c in message.tool_calls if c.id not in answered]
         answered.update(r.call_id for r in message.tool_results)
     return []
+
+
+def cancelled_result(call: ToolCall, why: str) -> ToolResult:
+    """The result that answers a call that never got its own (``why``: the run was cancelled, it stopped, no
+    result was recorded), so that the transcript stays valid."""
+    return ToolResult(call.id, call.name, f"Not completed: {why}.", is_error=True, code="cancelled")
 
 
 def transcript_problems(messages: Sequence[Message]) -> list[str]:
@@ -272,9 +287,7 @@ SUMMARY_HEADER = (
 )
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class CompactionInfo:
+class CompactionInfo(msgspec.Struct, frozen=True, gc=False):
     """What a compaction marker records besides its summary text."""
 
     kept: int

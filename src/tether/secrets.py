@@ -7,7 +7,7 @@ The contract
 
   - *environment variables* (:func:`is_secret_name`). A name is secret when it is a known credential
     variable (:data:`KNOWN_SECRET_VARIABLES`: every provider's key variable, from
-    :mod:`tether.providers.keys`, and other well-known ones); when it contains ``API_KEY``, ``APIKEY``,
+    :mod:`tether.keys`, and other well-known ones); when it contains ``API_KEY``, ``APIKEY``,
     ``ACCESS_KEY``, ``PRIVATE_KEY``, ``SECRET``, ``PASSWORD``, ``PASSWD``, ``PASSPHRASE`` or ``CREDENTIAL``;
     when it is ``KEY`` or ends with ``_KEY``, ``_PAT``, ``_PASS``, ``_PWD``, ``_DSN`` or ``_COOKIE``; or when
     ``TOKEN`` (``TOKENS``) is one of its words or its end (``GITHUB_TOKEN``, ``HF_TOKEN``, ``AUTHTOKEN``).
@@ -35,7 +35,7 @@ The contract
   A masker never shows its keys: its ``repr`` counts them.
 
 This module knows *which names and values* are secret, and holds the mask and the URL-password pattern;
-:mod:`tether.telemetry.redact` and :mod:`tether.config.redact` find *where in a text or a configuration* a
+:mod:`tether.redaction` and :mod:`tether.config.redact` find *where in a text or a configuration* a
 secret sits, with these rules.
 
 Masking is a net, not a vault: a tool can still encode a key in a way no rule anticipates (base64, split
@@ -51,7 +51,7 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, unquote
 
-from tether.providers.keys import ALL_KEY_VARIABLES
+from tether.keys import ALL_KEY_VARIABLES
 
 __all__ = [
     "DEFAULT_SECRET_ARGUMENTS",
@@ -89,7 +89,7 @@ KNOWN_SECRET_VARIABLES = ALL_KEY_VARIABLES | frozenset({
     "SENTRY_DSN", "NPM_TOKEN", "PYPI_TOKEN", "TWINE_PASSWORD", "MYSQL_PWD",
 })  # fmt: skip
 """Credential variables that are secret whatever the patterns say: every provider's key variable
-(:data:`tether.providers.keys.ALL_KEY_VARIABLES`) and other well-known ones."""
+(:data:`tether.keys.ALL_KEY_VARIABLES`) and other well-known ones."""
 
 _SECRET_PARTS = re.compile(r"API_?KEY|ACCESS_KEY|PRIVATE_KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL")
 _SECRET_ENDS = re.compile(r"_(?:KEY|PAT|PASS|PWD|DSN|COOKIE)$|^KEY$|TOKENS?$|(?:^|_)TOKENS?_")

@@ -7,15 +7,12 @@ live in the loop's guard.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from tether.errors import ConfigInvalid
-from tether.quickinit import quick_init
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(msgspec.Struct, frozen=True, gc=False):
     """Tokens and requests of one provider call, one turn or a whole run (usages add with ``+``)."""
 
     input_tokens: int = 0
@@ -51,9 +48,7 @@ NO_USAGE = Usage()
 zero do not each make one."""
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Tier:
+class Tier(msgspec.Struct, frozen=True, gc=False):
     """The prices of a request whose prompt is longer than ``above_input_tokens`` (US dollars per million
     tokens): a long-context surcharge, applied to every token of that request."""
 
@@ -67,9 +62,7 @@ class Tier:
     """Defaults to this tier's input price."""
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Price:
+class Price(msgspec.Struct, frozen=True, gc=False):
     """US dollars per million tokens, with optional tiers by prompt size.
 
     ``Price(input=1.25, output=10.0, tiers=(Tier(above_input_tokens=200_000, input=2.5, output=15.0),))``
@@ -100,9 +93,7 @@ class Price:
         return chosen
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Cost:
+class Cost(msgspec.Struct, frozen=True, gc=False):
     """What a usage cost, in US dollars (costs add with ``+``)."""
 
     input_usd: float

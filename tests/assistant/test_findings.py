@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from tether.assistant import ASK_LIMITS
 from tether.assistant.findings import MAX_FINDINGS, Completed, finding, notice_text, soft_fail

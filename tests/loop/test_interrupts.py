@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -94,3 +95,66 @@ async def test_any_other_way_out_leaves_the_interrupter_disarmed() -> None:
     with pytest.raises(ValueError, match="boom"):
         await interrupter.wait(waited())
     assert not interrupter.armed
+
+
+async def items(*values: int, waits: asyncio.Event | None = None) -> AsyncIterator[int]:
+    for value in values:
+        if waits is not None:
+            await waits.wait()
+        yield value
+
+
+class Picking:
+    """A watch's picker made of a function (the tests' own)."""
+
+    def __init__(self, pick: Callable[[int], int | None]) -> None:
+        self.pick = pick
+
+
+def only_odd(value: int) -> int | None:
+    return value if value % 2 else None
+
+
+odd = Picking(only_odd)
+
+
+async def test_a_watched_stream_hands_each_picked_item_out_disarmed_and_none_at_its_end() -> None:
+    interrupter = attached()
+    seen, picked = [], []
+
+    def pick(value: int) -> int | None:
+        picked.append((value, interrupter.armed))  # told of every item, while armed
+        return only_odd(value)
+
+    watched = interrupter.watch(items(1, 2, 3, 4), Picking(pick))
+    while (item := await watched.next()) is not None:
+        seen.append((item, interrupter.armed))
+    assert picked == [(1, True), (2, True), (3, True), (4, True)]
+    assert seen == [(1, False), (3, False)]
+    assert not interrupter.armed
+
+
+async def test_an_interrupt_while_the_host_holds_an_item_is_raised_when_the_next_is_asked_for() -> None:
+    interrupter = attached()
+    watched = interrupter.watch(items(1, 2, 3), odd)
+    assert await watched.next() == 1
+    interrupter.request(STOP)  # disarmed: recorded, nothing is cancelled under the host's code
+    await asyncio.sleep(0)  # the host's own await is not cancelled
+    with pytest.raises(Interrupted):
+        await watched.next()
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0
+
+
+async def test_an_interrupt_while_the_stream_waits_cancels_the_wait() -> None:
+    interrupter = attached()
+    never = asyncio.Event()
+    asyncio.get_running_loop().call_soon(interrupter.request, STOP)
+    with pytest.raises(Interrupted) as raised:
+        await interrupter.watch(items(1, waits=never), odd).next()
+    assert raised.value.interrupt is STOP
+    assert not interrupter.armed
+    task = asyncio.current_task()
+    assert task is not None
+    assert task.cancelling() == 0

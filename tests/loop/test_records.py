@@ -9,12 +9,12 @@ see every hook in order, also when the run is cancelled mid-tool.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import uuid
 from contextlib import AbstractContextManager
 from typing import Any
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -241,7 +241,7 @@ def test_every_call_and_tool_hook_is_paired_and_matches_the_records(script: list
     assert names.count("run_started") == names.count("run_ended") == 1
     ended = [args[0] for name, args in recorder.calls if name == "call_ended"]
     assert names.count("call_started") == len(ended) == len(result.turn_records)
-    assert ended == [dataclasses.replace(r, tool_calls=()) for r in result.turn_records]
+    assert ended == [msgspec.structs.replace(r, tool_calls=()) for r in result.turn_records]
     tool_records = [args[2] for name, args in recorder.calls if name == "tool_ended"]
     assert tool_records == [t for r in result.turn_records for t in r.tool_calls]
     assert names.count("tool_started") == len(tool_records)

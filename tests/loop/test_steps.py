@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from tether import Agent, tool
-from tether.agent import RunStream
+from tether.agent import RunStream, stream_with_steps
 from tether.events import RunCompleted, RunEvent, RunResult, TextDelta
 from tether.loop.steps import StepRunner
 from tether.messages import ToolResult
@@ -93,7 +93,7 @@ async def test_a_run_with_a_runner_takes_each_call_as_a_named_step_and_uses_its_
     runner = MemoryRunner("wf-42")
     events: list[RunEvent] = []
     agent = Agent(ScriptedProvider(_script()), tools=[note])
-    result = await finish(agent._stepped("go", _runner_is_a_step_runner(runner), on_event=events.append))
+    result = await finish(stream_with_steps(agent, "go", _runner_is_a_step_runner(runner), on_event=events.append))
     assert result.text == "all noted"
     assert result.run_id == "wf-42"
     assert runner.ran == ["model:1.1", "tool:note:c1", "model:2.1", "tool:note:c2", "model:3.1"]
@@ -104,10 +104,12 @@ async def test_a_run_with_a_runner_takes_each_call_as_a_named_step_and_uses_its_
 async def test_a_replayed_run_calls_neither_the_model_nor_the_tools_again_and_gives_the_same_result() -> None:
     LOG.clear()
     first = MemoryRunner()
-    plain = await finish(Agent(ScriptedProvider(_script()), tools=[note])._stepped("go", first))
+    plain = await finish(stream_with_steps(Agent(ScriptedProvider(_script()), tools=[note]), "go", first))
     provider = ScriptedProvider([])  # any call would fail: the script is empty
     replayed: list[RunEvent] = []
-    again = await finish(Agent(provider, tools=[note])._stepped("go", first.again(), on_event=replayed.append))
+    again = await finish(
+        stream_with_steps(Agent(provider, tools=[note]), "go", first.again(), on_event=replayed.append)
+    )
     assert LOG == ["a", "b"]
     assert again.text == plain.text
     assert again.messages == plain.messages
@@ -120,11 +122,11 @@ async def test_recovery_continues_after_the_last_finished_step() -> None:
     first = MemoryRunner()
     first.die_at = "tool:note:c2"
     with contextlib.suppress(KeyboardInterrupt):
-        await finish(Agent(ScriptedProvider(_script()), tools=[note])._stepped("go", first))
+        await finish(stream_with_steps(Agent(ScriptedProvider(_script()), tools=[note]), "go", first))
     assert LOG == ["a"]
     second = first.again()
     script = ScriptedProvider([reply("all noted")])  # only the call that had not finished is made again
-    result = await finish(Agent(script, tools=[note])._stepped("go", second))
+    result = await finish(stream_with_steps(Agent(script, tools=[note]), "go", second))
     assert LOG == ["a", "b"]
     assert second.ran == ["tool:note:c2", "model:3.1"]
     assert result.text == "all noted"
@@ -136,16 +138,16 @@ async def test_an_interrupted_call_of_a_tool_not_safe_to_repeat_is_answered_with
     first.die_at = "tool:pay:p1"  # its start was kept, its end was not: the process died while it ran
     script = [call("pay", {"amount": 5}, id="p1"), reply("done")]
     with contextlib.suppress(KeyboardInterrupt):
-        await finish(Agent(ScriptedProvider(script), tools=[pay])._stepped("pay", first))
+        await finish(stream_with_steps(Agent(ScriptedProvider(script), tools=[pay]), "pay", first))
     second = first.again()
-    result = await finish(Agent(ScriptedProvider([reply("done")]), tools=[pay])._stepped("pay", second))
+    result = await finish(stream_with_steps(Agent(ScriptedProvider([reply("done")]), tools=[pay]), "pay", second))
     assert LOG == []
     answer = result.messages[-2].parts[0]
     assert isinstance(answer, ToolResult)
     assert answer.is_error
     assert answer.code == "tool_failed"
     assert "may or may not have happened" in answer.content
-    third = await finish(Agent(ScriptedProvider([]), tools=[pay])._stepped("pay", second.again()))
+    third = await finish(stream_with_steps(Agent(ScriptedProvider([]), tools=[pay]), "pay", second.again()))
     assert third.messages == result.messages  # the error answer is kept like any result
 
 
@@ -153,11 +155,11 @@ async def test_a_tool_not_safe_to_repeat_runs_once_when_nothing_interrupts_it() 
     LOG.clear()
     runner = MemoryRunner()
     script = [call("pay", {"amount": 5}, id="p1"), reply("done")]
-    result = await finish(Agent(ScriptedProvider(script), tools=[pay])._stepped("pay", runner))
+    result = await finish(stream_with_steps(Agent(ScriptedProvider(script), tools=[pay]), "pay", runner))
     assert LOG == ["paid 5"]
     assert result.text == "done"
     assert runner.ran == ["model:1.1", "tool:pay:p1:started", "tool:pay:p1", "model:2.1"]
-    await finish(Agent(ScriptedProvider([]), tools=[pay])._stepped("pay", runner.again()))
+    await finish(stream_with_steps(Agent(ScriptedProvider([]), tools=[pay]), "pay", runner.again()))
     assert LOG == ["paid 5"]
 
 
@@ -166,10 +168,12 @@ async def test_calls_read_from_json_actions_get_the_same_ids_when_the_run_is_exe
     action = '{"type": "tool_call", "name": "note", "arguments": {"text": "a"}}'
     first = MemoryRunner()
     script = [reply(action), reply('{"type": "final", "text": "noted"}')]
-    result = await finish(Agent(ScriptedProvider(script), tools=[note], tool_mode="json")._stepped("go", first))
+    result = await finish(
+        stream_with_steps(Agent(ScriptedProvider(script), tools=[note], tool_mode="json"), "go", first)
+    )
     tool_steps = [name for name in first.ran if name.startswith("tool:")]
     assert len(tool_steps) == 1
     again = first.again()  # the steps are named by call id: a replay checks every name against the kept one
-    replayed = await finish(Agent(ScriptedProvider([]), tools=[note], tool_mode="json")._stepped("go", again))
+    replayed = await finish(stream_with_steps(Agent(ScriptedProvider([]), tools=[note], tool_mode="json"), "go", again))
     assert replayed.messages == result.messages
     assert LOG == ["a"]

@@ -459,7 +459,7 @@ def test_backoff_is_full_jitter_up_to_base_times_two_to_the_n_capped_by_max_dela
         calls.append((low, high))
         return high
 
-    monkeypatch.setattr("tether.providers.http.random.uniform", uniform)
+    monkeypatch.setattr("tether.providers.http.retry.random.uniform", uniform)
     assert RetryPolicy(base_delay=0.5, max_delay=30.0).delay(attempt, None) == bound
     assert calls == [(0.0, bound)]  # full jitter: anywhere from zero to the bound
 

@@ -1,5 +1,5 @@
 """Faults over real sockets: a small HTTP/1.1 server on 127.0.0.1 misbehaves, and each run ends as the HTTP
-layer's contract says (``tether/providers/http.py``): dropped and stalled streams, malformed chunks, rate
+layer's contract says (``tether/providers/http/client.py``): dropped and stalled streams, malformed chunks, rate
 limits, server errors, nothing listening, deadlines, servers that ignore ``stream: true``, and the pool.
 
 The server is written on asyncio streams so that it can misbehave at the byte level: it counts requests and
@@ -31,9 +31,9 @@ from tether.events import RunEvent, RunResult, TextDelta, TurnCompleted
 from tether.messages import Message
 from tether.providers.base import Request
 from tether.providers.http import RetryPolicy
+from tether.providers.http.sse import ServerSentEvent, SSEDecoder
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.registry import PROFILES
-from tether.providers.sse import ServerSentEvent, SSEDecoder
 
 # --- the server ---------------------------------------------------------------------------------------------
 
@@ -275,7 +275,7 @@ def code_of(result: RunResult) -> str:
 @pytest.fixture
 def no_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
     """Backoff waits take the shortest time their jitter allows (zero), so the default policy runs fast."""
-    monkeypatch.setattr("tether.providers.http.random.uniform", lambda low, high: low)
+    monkeypatch.setattr("tether.providers.http.retry.random.uniform", lambda low, high: low)
 
 
 async def collect(agent: Agent, prompt: str = "hi") -> tuple[list[RunEvent], RunResult]:
@@ -722,7 +722,7 @@ async def test_retries_within_the_run_deadline_go_on_to_max_retries(serve: Serve
 async def test_a_jittered_backoff_past_the_deadline_is_not_waited_for(
     serve: Serve, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("tether.providers.http.random.uniform", lambda low, high: high)
+    monkeypatch.setattr("tether.providers.http.retry.random.uniform", lambda low, high: high)
     server = await serve(fails_then_answers(10))
     slow = RetryPolicy(base_delay=1000.0, max_delay=1000.0)
     result = await Agent(provider(server.base_url, slow), limits=Limits(run_timeout=20)).run("hi")

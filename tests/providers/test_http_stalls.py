@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from tests.providers.test_http_faults import Exchange, Serve, chunk, completion, provider, read_texts, serve, stream_of
+from tether.alarms import Deadline
 from tether.errors import RequestTimeout
 from tether.events import TextDelta
 from tether.messages import Message
 from tether.providers.base import Request
-from tether.providers.stall import Stall
 
 __all__ = ["serve"]  # the fixture, used by name
 
@@ -90,14 +90,14 @@ async def test_a_whole_body_already_there_is_read_without_a_deadline_and_a_slow_
             await exchange.raw(body[start : start + 40])
 
     server = await serve(respond)
-    waits: list[Stall] = []
-    original = Stall.start
+    waits: list[Deadline] = []
+    original = Deadline.start
 
-    def counted(stall: Stall) -> None:
+    def counted(stall: Deadline, seconds: float | None = None) -> None:
         waits.append(stall)
-        original(stall)
+        original(stall, seconds)
 
-    monkeypatch.setattr(Stall, "start", counted)
+    monkeypatch.setattr(Deadline, "start", counted)
     for number in (1, 2):
         texts: list[str] = []
         waits.clear()

@@ -1,4 +1,4 @@
-"""The embedded local model (providers/local.py), run for real: the bundled SmolLM2-135M through llama.cpp."""
+"""The embedded local model (providers/local/provider.py), run for real: the bundled SmolLM2-135M through llama.cpp."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from tests.helpers import assert_valid
 from tether import Agent, Message, tool
 from tether.errors import ConfigInvalid
 from tether.events import LlmEvent, StreamEnd, StreamStart, TextDelta
-from tether.providers import local
 from tether.providers.base import ModelSettings, Request
 from tether.providers.local import LocalProvider, resolve_model_path
+from tether.providers.local import provider as local
 from tether.providers.registry import resolve
 
 
@@ -56,7 +56,7 @@ async def test_the_model_computes_with_the_free_cores_chosen_before_each_generat
     generation to what ``local_threads`` says: at least one, at most the physical cores; a fixed count is kept."""
     import llama_cpp
 
-    from tether.providers.local_threads import physical_cores
+    from tether.providers.local.threads import physical_cores
 
     provider = LocalProvider()
     await collect(provider, ask("Say hi.", max_tokens=2))
@@ -130,7 +130,7 @@ async def test_a_loaded_model_is_found_without_a_thread_of_the_default_executor(
 
 
 async def test_one_load_serves_every_provider_and_run_with_the_same_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tether.providers import local_llama
+    from tether.providers.local import llama as local_llama
 
     loads: list[tuple[str, int]] = []
     real = local_llama.counting_llama

@@ -1,4 +1,4 @@
-"""The embedded model's prompt cache on disk (providers/local_prompt_cache.py): a new process starts from the
+"""The embedded model's prompt cache on disk (providers/local/prompt_cache.py): a new process starts from the
 context an earlier one evaluated, and a cache that is corrupt, foreign or unwritable costs only speed."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 
 from tether import Message
 from tether.events import LlmEvent, StreamEnd, TextDelta
-from tether.providers import local
 from tether.providers.base import ModelSettings, Request
 from tether.providers.local import LocalProvider
-from tether.providers.local_prompt_cache import (
+from tether.providers.local import provider as local
+from tether.providers.local.prompt_cache import (
     MAGIC,
     MAX_ENTRIES,
     MIN_SAVED_TOKENS,
@@ -113,7 +113,7 @@ async def test_a_corrupt_snapshot_is_removed_and_the_prompt_evaluated(
     try:
         expected, _ = await first_call(provider, "Name a fruit.")
         damage_one_byte(tmp_path)
-        with caplog.at_level(logging.WARNING, logger="tether.providers.local_prompt_cache"):
+        with caplog.at_level(logging.WARNING, logger="tether.providers.local.prompt_cache"):
             text, end = await first_call(provider, "Name a fruit.")
         assert end.usage.cache_read_tokens == 0, "the damaged snapshot was not given to llama.cpp"
         assert text == expected
@@ -131,7 +131,7 @@ async def test_an_unwritable_cache_folder_costs_a_warning_not_the_answer(
     blocker.write_text("not a folder")
     provider = LocalProvider(prompt_cache=blocker / "cache")
     try:
-        with caplog.at_level(logging.WARNING, logger="tether.providers.local_prompt_cache"):
+        with caplog.at_level(logging.WARNING, logger="tether.providers.local.prompt_cache"):
             text, end = await first_call(provider, "Name a fruit.")
         assert text
         assert end.usage.input_tokens > 100
@@ -200,7 +200,7 @@ def test_a_damaged_snapshot_is_deleted_not_loaded(
     cache.save(snapshot(0))
     (path,) = tmp_path.iterdir()
     path.write_bytes(damage(path.read_bytes()))
-    with caplog.at_level(logging.WARNING, logger="tether.providers.local_prompt_cache"):
+    with caplog.at_level(logging.WARNING, logger="tether.providers.local.prompt_cache"):
         assert cache.best(list(range(64))) is None
     assert not path.exists()
     assert "unusable" in caplog.text

@@ -1,4 +1,4 @@
-"""Grammar-last sampling for the embedded model (providers/local_sampling.py), against llama.cpp itself: the bundled
+"""Grammar-last sampling for the embedded model (providers/local/sampling.py), against llama.cpp itself: the bundled
 SmolLM2-135M decoded under JSON schemas by llama-cpp-python's own grammar-first chain and by tether's."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from llama_cpp import Llama
 from llama_cpp.llama_grammar import LlamaGrammar
 
 from tether.providers.local import resolve_model_path
-from tether.providers.local_llama import CountingLlama
-from tether.providers.local_sampling import GrammarLastSampler
+from tether.providers.local.llama import CountingLlama
+from tether.providers.local.sampling import GrammarLastSampler
 
 ACTION = {
     "type": "object",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.providers.local_threads import MIN_WINDOW_TICKS, FreeCores, physical_cores
+from tether.providers.local.threads import MIN_WINDOW_TICKS, FreeCores, physical_cores
 
 
 def topology(root: Path, cpus: dict[int, tuple[int, int]]) -> Path:

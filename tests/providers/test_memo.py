@@ -6,20 +6,20 @@ from __future__ import annotations
 import gc
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import msgspec
 import pytest
 
-from tether import jsoncodec
 from tether.message_memo import MessageMemo
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers import anthropic, gemini, openai_responses
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import ModelSettings, Request, ToolDefinition
 from tether.providers.gemini import GeminiProvider
-from tether.providers.memo import SLOT, TOOLS_SLOT, ToolsMemo, with_history, with_tools
+from tether.providers.memo import ToolsMemo
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.openai_responses import OpenAIResponsesProvider
 
@@ -43,14 +43,6 @@ MODULES: dict[str, ModuleType] = {
 }
 
 
-@pytest.fixture(params=["orjson", "stdlib"], autouse=True)
-def backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Every test on both JSON writers: the slots are found where the writers put them, byte for byte."""
-    jsoncodec.use(request.param)
-    yield request.param
-    jsoncodec.use(None)
-
-
 def call(call_id: str, origin: str | None = None, **data: Any) -> ToolCall:
     provider_data = {"origin": origin, **data} if origin else None
     return ToolCall(call_id, "add", {"a": 1, "b": 2}, '{"a": 1, "b": 2}', provider_data)
@@ -63,6 +55,9 @@ def result(call_id: str, content: str = "3", **options: Any) -> ToolResult:
 def thought(origin: str, **data: Any) -> Thinking:
     return Thinking("Adding.", signature="sig-" + origin, provider_data={"origin": origin, "id": "rs_1", **data})
 
+
+NUL_TEXT = "\x00history\x00"
+"""Text with NUL characters in it, as a hostile history may hold."""
 
 HISTORIES: dict[str, list[Message]] = {
     "a tool turn": [
@@ -103,10 +98,12 @@ HISTORIES: dict[str, list[Message]] = {
         Message("assistant", (call("c7"),)),
         Message("tool", (result("c6"), result("c7"))),
     ],
-    "hostile text: the slot itself, NUL, lone surrogate escapes, non-finite numbers": [
-        Message.user(SLOT),
-        Message("assistant", (Text("\x00\u2028é😀" + SLOT), ToolCall("c1", "add", {"a": math.nan, "b": -math.inf}))),
-        Message("tool", (result("c1", SLOT),)),
+    "hostile text: NUL, line separators, non-finite numbers": [
+        Message.user(NUL_TEXT),
+        Message(
+            "assistant", (Text("\x00\u2028é😀" + NUL_TEXT), ToolCall("c1", "add", {"a": math.nan, "b": -math.inf}))
+        ),
+        Message("tool", (result("c1", NUL_TEXT),)),
         Message("assistant", (ToolCall("c2", "add", None, '{"a": 1,'),)),
         Message("tool", (result("c2", ""),)),
     ],
@@ -114,8 +111,10 @@ HISTORIES: dict[str, list[Message]] = {
 
 
 def canonical(body: Any) -> str:
-    """A body as comparable text: key order ignored, NaN equal to NaN."""
-    return json.dumps(body, sort_keys=True)
+    """A body as comparable text: key order ignored, written as ``msgspec.json`` writes it (a number JSON has no
+    form for, NaN or an infinity, is ``null``), whether it is the payload's bytes or the body as plain data."""
+    data = json.loads(body) if isinstance(body, bytes) else json.loads(msgspec.json.encode(body))
+    return json.dumps(data, sort_keys=True)
 
 
 def requests(history: list[Message], **options: Any) -> list[Request]:
@@ -129,20 +128,20 @@ def test_the_payload_sent_is_the_body_built_as_a_dict_turn_after_turn(name: str,
     provider = PROVIDERS[name]()
     options: dict[str, Any] = {"system": "Be exact.", "tools": (ADD,)}
     for request in requests(HISTORIES[history], **options):  # the same messages, known from the turns before
-        assert canonical(json.loads(provider.request_payload(request))) == canonical(provider.request_body(request))
+        assert canonical(provider.request_payload(request)) == canonical(provider.request_body(request))
 
 
 @pytest.mark.parametrize("name", PROVIDERS)
-def test_text_that_is_a_slot_and_extra_fields_that_replace_the_tools_or_history_are_sent_as_given(name: str) -> None:
+def test_extra_fields_that_replace_the_tools_or_history_are_sent_as_given(name: str) -> None:
     provider = PROVIDERS[name]()
     history_key = {"anthropic": "messages", "openai-responses": "input"}.get(name, "contents")
     replaced = [{"role": "user", "content": "from extra"}]
-    for extra in ({"metadata": {"note": SLOT + TOOLS_SLOT}}, {history_key: replaced}, {"tools": [{"name": "own"}]}):
+    for extra in ({"metadata": {"note": NUL_TEXT}}, {history_key: replaced}, {"tools": [{"name": "own"}]}):
         request = Request(
-            tuple(HISTORIES["a tool turn"]), system=SLOT + TOOLS_SLOT, tools=(ADD,), settings=ModelSettings(extra=extra)
+            tuple(HISTORIES["a tool turn"]), system=NUL_TEXT, tools=(ADD,), settings=ModelSettings(extra=extra)
         )
         sent = json.loads(provider.request_payload(request))
-        assert canonical(sent) == canonical(provider.request_body(request))
+        assert canonical(msgspec.json.encode(sent)) == canonical(provider.request_body(request))
         for key, value in extra.items():
             if key != "metadata":
                 assert sent[key] == value  # a setting's extra replaces what tether builds, as it would the dict's
@@ -191,11 +190,11 @@ def test_each_tool_is_encoded_once_across_requests_and_agents(name: str, monkeyp
         offered = (ToolDefinition(ADD.name, ADD.description, ADD.parameters), multiply)
         for end in range(1, len(history) + 1):
             request = Request(history[:end], tools=offered)
-            assert canonical(json.loads(provider.request_payload(request))) == canonical(provider.request_body(request))
+            assert canonical(provider.request_payload(request)) == canonical(provider.request_body(request))
     assert encoded == ["add", "multiply"]
     renamed = ToolDefinition("sum", ADD.description, ADD.parameters)
     request = Request(history, tools=(renamed, multiply))
-    assert canonical(json.loads(provider.request_payload(request))) == canonical(provider.request_body(request))
+    assert canonical(provider.request_payload(request)) == canonical(provider.request_body(request))
     assert encoded == ["add", "multiply", "sum"]
 
 
@@ -225,20 +224,6 @@ def test_an_entry_lives_as_long_as_its_message_and_answers_for_that_message_and_
     assert len(memo) == 1  # the message died: its entry went with it; the twin's stays
 
 
-def test_the_slots_are_filled_where_they_must_be_and_nowhere_else() -> None:
-    def encoded(body: dict[str, Any]) -> bytes:
-        return jsoncodec.dumps_bytes(body)
-
-    body = {"messages": SLOT, "tools": TOOLS_SLOT, "system": SLOT + TOOLS_SLOT}
-    with_tools_filled = with_tools("messages", encoded(body), lambda: b'[{"name":"add"}]')
-    filled = json.loads(with_history("messages", with_tools_filled, b'{"role":"user"}'))
-    assert filled == {"messages": [{"role": "user"}], "tools": [{"name": "add"}], "system": SLOT + TOOLS_SLOT}
-    replaced = encoded({"messages": SLOT, "tools": [{"name": "own"}], "system": TOOLS_SLOT})
-    assert with_tools("messages", replaced, lambda: b"[]") == replaced  # no slot where the tools are: left as is
-    with pytest.raises(AssertionError, match="slot"):
-        with_history("messages", encoded({"model": "m", "messages": SLOT}), b"[]")
-
-
 def test_values_makes_only_what_is_not_kept_and_tells_make_where_each_message_is() -> None:
     memo: MessageMemo[str] = MessageMemo()
     first, second, third = Message.user("a"), Message.user("b"), Message.user("c")
@@ -256,28 +241,16 @@ def test_values_makes_only_what_is_not_kept_and_tells_make_where_each_message_is
 
 
 @pytest.mark.parametrize("name", PROVIDERS)
-def test_a_runs_options_are_encoded_once_and_again_whenever_they_change(
-    name: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Every turn of a run asks for the same model, tools and settings: the body around the history is encoded
-    on the first request only. A request asking for anything else, or with settings whose ``extra`` fields were
-    changed in place, is sent as it asks, never as the one before."""
+def test_every_request_is_sent_as_it_asks_whatever_the_one_before_asked(name: str) -> None:
+    """A run's requests ask for the same model, tools and settings every turn; a request asking for anything
+    else, or with settings whose ``extra`` fields were changed in place, is sent as it asks: the body around the
+    history is built for each request."""
     provider = PROVIDERS[name]()
-    encodings: list[Request] = []
-    body = type(provider)._body
-
-    def counted(self: Any, request: Request, history: Any, *args: Any, **options: Any) -> dict[str, Any]:
-        if history is SLOT:  # the payload's encoding, not a dict built to compare with
-            encodings.append(request)
-        return body(self, request, history, *args, **options)
-
-    monkeypatch.setattr(type(provider), "_body", counted)
     settings, tools = ModelSettings(max_tokens=5), (ADD,)
     history = list(HISTORIES["a tool turn"])
     for end in range(1, len(history) + 1):
         request = Request(tuple(history[:end]), system="Be brief.", tools=tools, settings=settings)
-        assert canonical(json.loads(provider.request_payload(request))) == canonical(provider.request_body(request))
-    assert len(encodings) == 1
+        assert canonical(provider.request_payload(request)) == canonical(provider.request_body(request))
     extra = ModelSettings(extra={"metadata": {"seed": 1}})
     asked = [
         Request(tuple(history), tools=tools, settings=settings, tool_choice="none"),
@@ -291,7 +264,7 @@ def test_a_runs_options_are_encoded_once_and_again_whenever_they_change(
         Request((Message.system("Be exact."), *history), system="Be short.", tools=tools, settings=settings),
     ]
     for request in asked:
-        assert canonical(json.loads(provider.request_payload(request))) == canonical(provider.request_body(request))
+        assert canonical(provider.request_payload(request)) == canonical(provider.request_body(request))
     extra.extra["metadata"] = {"seed": 2}  # changed in place: the next request sends it
     sent = json.loads(provider.request_payload(Request(tuple(history), tools=tools, settings=extra)))
     assert sent["metadata"] == {"seed": 2}
@@ -299,8 +272,8 @@ def test_a_runs_options_are_encoded_once_and_again_whenever_they_change(
 
 @pytest.mark.parametrize("name", ["openai", "anthropic", "openai-responses"])
 def test_a_provider_switched_to_whole_answers_asks_for_them_at_once(name: str) -> None:
-    """What the body holds of the provider's own settings is part of what is kept against: a body kept while it
-    streamed is not sent once it no longer does."""
+    """What the body holds of the provider's own settings is read for each request: a provider that no longer
+    streams asks for a whole answer at once."""
     provider = (
         OpenAIChatProvider("gpt-4o-mini", api_key="k", base_url="http://127.0.0.1:9/v1")
         if name == "openai"

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tether.errors import InvalidResponse
-from tether.providers.sse import ServerSentEvent, SSEDecoder
+from tether.providers.http.sse import ServerSentEvent, SSEDecoder
 
 
 def decode(*chunks: bytes) -> list[ServerSentEvent]:

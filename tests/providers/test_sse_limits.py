@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tether.errors import InvalidResponse
-from tether.providers.sse import BOM, ServerSentEvent, SSEDecoder
+from tether.providers.http.sse import BOM, ServerSentEvent, SSEDecoder
 
 
 def decode(decoder: SSEDecoder, chunks: list[bytes]) -> list[ServerSentEvent]:

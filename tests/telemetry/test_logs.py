@@ -234,7 +234,7 @@ def test_levels_decide_the_observer() -> None:
     code = """
         import logging, sys
         from tether.telemetry.logs import log_observer
-        from tether.telemetry.redact import Redaction
+        from tether.redaction import Redaction
 
         def flags():
             observer = log_observer(Redaction())

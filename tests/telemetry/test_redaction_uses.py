@@ -14,10 +14,10 @@ from tether.errors import AuthFailed
 from tether.events import RunCompleted, ToolCallStarted, ToolResultReceived
 from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.scripted import ScriptedProvider, call, fail, reply
+from tether.redaction import MASK, Redaction
 from tether.secrets import Masker
 from tether.sessions import Session
 from tether.telemetry import Telemetry
-from tether.telemetry.redact import MASK, Redaction
 
 PASSWORD = "hunter2-Zq8Lw"
 KEY = "sk-test-KNOWNSECRET-4fJ2pQ9x"

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from tether import Agent
 from tether.cli.build import Setup
-from tether.cli.choose import ModelChoice
 from tether.config import BashConfig, Config, ToolsConfig, load_config
 from tether.errors import ConfigInvalid, PermissionDenied
+from tether.providers.default_model import ModelChoice
 from tether.providers.scripted import ScriptedProvider, call, reply
 from tether.sessions import MemorySessionStore
 from tether.tools.base import Tool

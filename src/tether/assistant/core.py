@@ -6,7 +6,7 @@ The contract
   the namespace as its only tools, the assistant's system prompt and :data:`~tether.assistant.defaults.
   ASK_LIMITS`. Nothing is remembered between questions.
 * **The model** is ``model=`` (a ``provider:model`` string or a Provider), else ``TETHER_MODEL``, else the
-  command line's own choice (a provider whose key is set, else the embedded model: ``cli/choose.py``);
+  command line's own choice (a provider whose key is set, else the embedded model: ``providers/default_model.py``);
   :class:`Assistant` resolves it once. A model that cannot call functions natively is refused at once with
   ``ConfigInvalid`` naming what to change; JSON actions are used only when ``tool_mode="json"`` asks for them.
 * **Threads.** ``ask()`` runs the loop on a worker thread and serves the capability calls and the events on
@@ -38,7 +38,7 @@ from tether.providers.base import Provider
 from tether.providers.registry import resolve
 
 if TYPE_CHECKING:
-    from tether.loop.engine import EventSink
+    from tether.loop.sinks import EventSink
     from tether.tools.python_runtime import PythonRuntime, RuntimeSettings
 
 ToolMode = Literal["native", "json"]
@@ -212,7 +212,7 @@ async def ask_async(
 def resolve_model(model: str | Provider | None, env: Mapping[str, str]) -> Provider:
     """The question's provider: ``model``, else ``TETHER_MODEL``, else the command line's choice."""
     if model is None:
-        from tether.cli.choose import choose_model
+        from tether.providers.default_model import choose_model
 
         choice = choose_model(env.get(MODEL_VARIABLE) or None, env)
         if choice.model is None:

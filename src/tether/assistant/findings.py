@@ -12,8 +12,10 @@ out; an expression that raised is a finding (``x`` raised NameError: ...).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec.structs import replace
 
 from tether.events import RunResult
 from tether.limits import Limits, StopReason

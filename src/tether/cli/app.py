@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from tether import __version__
+from tether._version import __version__
 from tether.cli.config_commands import config as config_group
 from tether.cli.runs_commands import runs as runs_group
 from tether.cli.sessions_commands import sessions as sessions_group

@@ -16,7 +16,6 @@ Contract:
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -24,9 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
+
 from tether.errors import ConfigInvalid
 from tether.events import RunResult
-from tether.telemetry.redact import Redaction, default_redaction
+from tether.redaction import Redaction, default_redaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,7 @@ def result_line(item: BatchItem, result: RunResult, redaction: Redaction | None 
     """The result of ``item`` as the results file keeps it: id, text, stop_reason, usage, cost, error (``null``
     when the run answered), its run id (the workflow id); messages pass through ``redaction``."""
     redaction = redaction or default_redaction()
-    usage = dataclasses.asdict(result.usage) | {"total_tokens": result.usage.total_tokens}
+    usage = msgspec.structs.asdict(result.usage) | {"total_tokens": result.usage.total_tokens}
     cost = None if result.cost is None else {"total_usd": result.cost.total_usd}
     error = None
     if result.stop_reason not in ("complete", "done_tool", "ask_user"):

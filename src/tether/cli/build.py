@@ -2,7 +2,7 @@
 
 Settings come from flags > ``TETHER_*`` variables > ``./agent.toml`` (or the ``--config`` file) > the user's
 config > defaults (:mod:`tether.config.load`); when no model is configured,
-:func:`~tether.cli.choose.choose_model` picks one.
+:func:`~tether.providers.default_model.choose_model` picks one.
 The tools are the file tools and ``bash``, rooted at the working directory, offered as ``tools.mode`` and
 ``tools.deny`` say; ``bash`` runs in a sandbox as ``[tools.bash]`` says. Write-type tools (every tool not
 marked ``read_only``) go through :class:`WriteGate`: allowed with ``--yes``, asked about in a terminal,
@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.agent import Agent
-from tether.cli.choose import ModelChoice, choose_model
 from tether.cli.paths import default_session_path
 from tether.config import Config, SessionConfig, load, model_target
 from tether.errors import ConfigInvalid
 from tether.messages import ToolCall
+from tether.providers.default_model import ModelChoice, choose_model
 from tether.tools.base import Tool
 from tether.tools.files import file_tools
 from tether.tools.permissions import Allow, Approver, Ask, Decision, Deny

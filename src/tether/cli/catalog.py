@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tether.cli.choose import choose_model
 from tether.cli.table import aligned
+from tether.keys import key_variables
 from tether.pricing import PRICES, find_price
-from tether.providers.keys import key_variables
+from tether.providers.default_model import choose_model
 from tether.providers.registry import PROFILES, prefixes
 from tether.usage import Price, Tier
 

@@ -74,8 +74,8 @@ def open_questions(
     ``ConfigInvalid`` when the configuration cannot be read; a model that cannot serve is not an error here.
     """
     from tether.cli.build import with_model
-    from tether.cli.choose import choose_model
     from tether.config import load, model_target
+    from tether.providers.default_model import choose_model
 
     loaded = load(cwd, env, {"runtime.model": model}, config_file=config_file)
     choice = choose_model(loaded.config.runtime.model, env)

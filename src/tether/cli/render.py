@@ -5,7 +5,7 @@ the answer); thinking (dim), tool calls and their results (one line each), compa
 line each), notes and the closing summary go to ``err`` (stderr). In the chat both are the same console. A
 spinner runs on ``err`` while the model has not sent anything yet, when ``err`` is a terminal.
 
-Everything but the answer goes through the agent's :class:`~tether.telemetry.redact.Redaction`
+Everything but the answer goes through the agent's :class:`~tether.redaction.Redaction`
 (``renderer.redaction = agent.redaction``): a tool call's secret-named arguments print as ``***``, and so do
 bearer tokens, URL passwords and known keys in results and notes.
 
@@ -36,7 +36,7 @@ from tether.events import (
 )
 from tether.loop.repeats import REPEATED
 from tether.messages import ToolCall, ToolResult
-from tether.telemetry.redact import Redaction, default_redaction
+from tether.redaction import Redaction, default_redaction
 from tether.usage import Cost, Usage
 
 CALL_WIDTH = 100

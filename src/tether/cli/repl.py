@@ -262,7 +262,7 @@ class Chat:
             session = await self.store.load(self.session_id)
         except SessionNotFound:
             return True
-        from dataclasses import replace
+        from msgspec.structs import replace
 
         from tether.pricing import price_for
         from tether.usage import cost_of

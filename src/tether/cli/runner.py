@@ -13,15 +13,15 @@ checkpoint saved). Exit codes: :mod:`tether.cli.exits`.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.text import Text
 
@@ -43,8 +43,8 @@ from tether.cli.terminal import Interrupts, terminal_approver
 from tether.cli.trace import print_trace
 from tether.errors import ConfigInvalid, SessionInvalid, TetherError
 from tether.events import RunCompleted, RunResult
-from tether.messages import messages_to_jsonable
-from tether.telemetry.redact import Redaction, default_redaction
+from tether.messages import messages_to_jsonable, redacted_messages
+from tether.redaction import Redaction, default_redaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,7 @@ def main(options: RunOptions, env: Mapping[str, str] | None = None, cwd: Path | 
     out = make_console()
     with otlp_export(env, err) as telemetry:
         if telemetry is not None:
-            setup = dataclasses.replace(setup, telemetry=telemetry)
+            setup = replace(setup, telemetry=telemetry)
         return eventloop.run(run(setup, options, out, err), env)
 
 
@@ -182,7 +182,7 @@ def result_json(
     like everything the command prints. Tool calls' secret-named arguments are ``***``; the session keeps them
     as the model sent them (``tether sessions export ID`` prints them)."""
     redaction = redaction or default_redaction()
-    usage = dataclasses.asdict(result.usage) | {"total_tokens": result.usage.total_tokens}
+    usage = msgspec.structs.asdict(result.usage) | {"total_tokens": result.usage.total_tokens}
     cost = None
     if result.cost is not None:
         cost = {
@@ -210,6 +210,6 @@ def result_json(
         "model": model,
         "exit_code": exits.exit_code(result.stop_reason),
         "duration_ms": result.duration_ms,
-        "turn_records": [dataclasses.asdict(record) for record in result.turn_records],
-        "messages": messages_to_jsonable(redaction.messages(result.messages)),
+        "turn_records": msgspec.to_builtins(result.turn_records),
+        "messages": messages_to_jsonable(redacted_messages(result.messages, redaction)),
     }

@@ -13,7 +13,7 @@ whether or not spans are exported::
 A call that asked for a summary to compact the history (``TurnRecord.compaction``) is labelled
 ``compaction``; the call made without tools after a limit, ``final``.
 
-What it shows passes through the agent's :class:`~tether.telemetry.redact.Redaction` (the reasons an answer
+What it shows passes through the agent's :class:`~tether.redaction.Redaction` (the reasons an answer
 was rejected quote the model and the provider).
 """
 
@@ -31,7 +31,7 @@ from tether.telemetry.logs import duration_text as duration
 
 if TYPE_CHECKING:
     from tether.events import RunResult, ToolCallRecord, TurnRecord
-    from tether.telemetry.redact import Redaction
+    from tether.redaction import Redaction
 
 SEP = " · "
 _REJECTED_WIDTH = 80

@@ -1,17 +1,18 @@
 """Sessions for people and programs: a table of summaries, a transcript as Markdown, a session as JSON.
 
 The Markdown is for people, and may be pasted anywhere: tool calls' secret-named arguments show as ``***``
-(``tether.telemetry.redact``'s default rules). A compaction marker (``tether.messages.compaction_of``) is a
+(``tether.redaction``'s default rules). A compaction marker (``tether.messages.compaction_of``) is a
 section of its own, ``## Compacted``: what its summary stood for in the model's view, then the summary;
 the messages before it are still shown, as the session keeps them. The JSON is the session as stored, the
 model's arguments verbatim: it is the user's own data, like the session file it comes from."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
+
+import msgspec
 
 from tether.cli.table import aligned
 from tether.messages import (
@@ -25,8 +26,8 @@ from tether.messages import (
     compaction_of,
     messages_to_jsonable,
 )
+from tether.redaction import default_redaction
 from tether.sessions import Session, SessionSummary
-from tether.telemetry.redact import default_redaction
 
 _ROLE = {"system": "System", "user": "You", "assistant": "Assistant", "tool": "Tool"}
 
@@ -59,7 +60,7 @@ def session_json(session: Session) -> dict[str, Any]:
         "model": session.model,
         "created_at": session.created_at.isoformat(),
         "updated_at": session.updated_at.isoformat(),
-        "usage": dataclasses.asdict(session.usage),
+        "usage": msgspec.structs.asdict(session.usage),
         "messages": messages_to_jsonable(session.messages),
     }
 
@@ -109,7 +110,7 @@ def _parts(message: Message, full: bool) -> list[str]:
             if full:
                 out.append("> " + part.text.replace("\n", "\n> "))
         elif isinstance(part, ToolCall):
-            part = default_redaction().tool_call(part)
+            part = part.redacted(default_redaction())
             arguments = (
                 json.dumps(part.arguments, ensure_ascii=False) if part.arguments is not None else part.raw_arguments
             )

@@ -51,8 +51,8 @@ from tether.config.positions import DEPTH_LIMIT, deep_key_line, key_lines, line_
 from tether.config.redact import Redactor, secret_values
 from tether.config.schema import Config
 from tether.errors import ConfigInvalid
+from tether.keys import ALL_KEY_VARIABLES
 from tether.providers import registry
-from tether.providers.keys import ALL_KEY_VARIABLES
 from tether.providers.registry import PROFILES
 from tether.tools.mcp_spec import HTTP_ONLY, STDIO_ONLY, duplicate_ids, server_problems
 

@@ -53,7 +53,7 @@ inside a run (``x_eyJ…``); its branch reads the run from its start to the firs
 (atomically: every later one shares the run's end, so it can only do worse)."""
 _LONG_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-+=])[A-Za-z0-9_\-+=]{32,}+")
 _URL_PASSWORD = URL_PASSWORD
-"""The shared pattern (``telemetry/redact.py``), named here so that the hostile tests count its steps."""
+"""The shared pattern (``redaction.py``), named here so that the hostile tests count its steps."""
 _OPTION = re.compile(r"(?P<head>--?(?P<name>[A-Za-z0-9_-]++)=)(?P<value>.+)", re.DOTALL)
 _QUERY_START = re.compile(r"[?&]")
 _QUERY_NAME = re.compile(r"[^=&#\s]*+")

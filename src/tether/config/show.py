@@ -18,7 +18,7 @@ from tomlkit.items import AoT, Table
 from tether.config.load import Loaded
 from tether.config.redact import Redactor, secret_values
 from tether.config.schema import OFF
-from tether.providers.keys import ALL_KEY_VARIABLES
+from tether.keys import ALL_KEY_VARIABLES
 
 _LEAF_TABLES = frozenset({"headers", "env"})
 """Tables shown inline, as one value (their keys are names, not settings)."""

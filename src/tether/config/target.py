@@ -23,7 +23,7 @@ from tether.providers.registry import PROFILES, over_http, resolve
 
 if TYPE_CHECKING:
     from tether.providers.base import Provider
-    from tether.providers.http import Secret
+    from tether.providers.http.client import Secret
 
 _NEED_KEY = frozenset({"anthropic", "gemini", "openai-responses"})
 """Built-in providers outside ``PROFILES`` that refuse to start without a key."""
@@ -45,7 +45,7 @@ class ModelTarget:
         """Build the provider (``tether.providers.registry.resolve``)."""
         retry = None
         if self.retries is not None and over_http(self.model.partition(":")[0]):
-            from tether.providers.http import RetryPolicy
+            from tether.providers.http.retry import RetryPolicy
 
             retry = RetryPolicy(max_retries=self.retries)
         return resolve(
@@ -74,7 +74,7 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
         value = env.get(settings.api_key_env)
         needs_key = profile in _NEED_KEY or (profile in PROFILES and PROFILES[profile].requires_key)
         if value:
-            from tether.providers.http import Secret  # aiohttp: only when a provider is built
+            from tether.providers.http.client import Secret  # aiohttp: only when a provider is built
 
             api_key = Secret(value)
         elif needs_key:

@@ -35,13 +35,13 @@ import signal
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dbos import DBOS, DBOSConfig, SetWorkflowID, WorkflowHandleAsync, WorkflowStatus
 from dbos import Queue as DBOSQueue
 from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSNonExistentWorkflowError
+from msgspec.structs import replace
 
 from tether.durable.records import PROMPT_HEAD, Queue, RunRecord, RunStatus
 from tether.errors import Cancelled, ConfigInvalid
@@ -51,7 +51,7 @@ from tether.limits import StopReason
 if TYPE_CHECKING:
     from tether.agent import Agent
     from tether.loop.choice import ToolChoiceOption
-    from tether.loop.engine import EventSink
+    from tether.loop.sinks import EventSink
     from tether.messages import Message
 
 T = TypeVar("T")
@@ -186,7 +186,9 @@ class DurableAgent:
 
     def _check(self, history: Sequence[Message], session: str | None) -> None:
         if session is not None:
-            self.agent._check_session(history)
+            from tether.agent import check_session
+
+            check_session(self.agent, history)
 
     async def result(self, run_id: str) -> RunResult:
         """Wait for the run ``run_id`` (started here, recovered here or run by another process) and return its
@@ -247,7 +249,11 @@ def _workflow_of(agent: Agent) -> Workflow:
         assert run_id is not None
         steps = DBOSSteps(run_id)
         sink = _sinks.get(run_id)
-        stream = agent._stepped(prompt, steps, history=history, on_event=sink, tool_choice=tool_choice, session=session)
+        from tether.agent import stream_with_steps
+
+        stream = stream_with_steps(
+            agent, prompt, steps, history=history, on_event=sink, tool_choice=tool_choice, session=session
+        )
         steps.on_cancel = stream.cancel
         result: RunResult | None = None
         async for event in stream:

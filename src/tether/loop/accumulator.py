@@ -17,10 +17,11 @@ parts keep their arrival order. What cannot be used is reported, not guessed at:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from time import perf_counter
 
-from tether import jsoncodec
+import msgspec
+from msgspec.structs import replace
+
 from tether.errors import InvalidResponse
 from tether.events import (
     FinishReason,
@@ -33,14 +34,14 @@ from tether.events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from tether.messages import Message, Part, Text, Thinking, ToolCall
+from tether.loop.arguments import read_arguments
+from tether.messages import JsonObject, Message, Part, Text, Thinking, ToolCall
 from tether.usage import NO_USAGE, Usage
 
 
-@dataclass(slots=True)
-class AccumulatedTurn:
-    """One assistant turn as the provider produced it (the loop's own, made once a provider call: not frozen, since
-    a frozen dataclass pays a descriptor call per field on every ``__init__``; nothing changes one once made)."""
+class AccumulatedTurn(msgspec.Struct, frozen=True, gc=False):
+    """One assistant turn as the provider produced it: what a provider call's stream folds into (and what a
+    durable run keeps of the call, ``loop/steps.py``)."""
 
     message: Message
     """The assistant message: text, thinking and the complete tool calls, in arrival order."""
@@ -65,7 +66,7 @@ class _TextBuilder:
 
     def __init__(self) -> None:
         self.chunks: list[str] = []
-        self.provider_data: dict[str, Any] | None = None
+        self.provider_data: JsonObject | None = None
 
     def build(self) -> Text:
         return Text("".join(self.chunks), self.provider_data)
@@ -77,7 +78,7 @@ class _ThinkingBuilder:
     def __init__(self) -> None:
         self.chunks: list[str] = []
         self.signature: str | None = None
-        self.provider_data: dict[str, Any] | None = None
+        self.provider_data: JsonObject | None = None
 
     def build(self) -> Thinking:
         return Thinking("".join(self.chunks), self.signature, self.provider_data)
@@ -99,7 +100,7 @@ class _CallBuilder:
         return ToolCall(self.id, self.name, arguments, raw, self.provider_data)
 
 
-def _merge(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+def _merge(old: JsonObject | None, new: JsonObject) -> JsonObject:
     return new if old is None else {**old, **new}
 
 
@@ -108,18 +109,24 @@ class StreamAccumulator:
 
     __slots__ = (
         "_calls", "_current", "_ended", "_finish", "_model", "_parts", "_provider_data", "_response_id", "_usage",
+        "first_event",
     )  # fmt: skip
 
     def __init__(self) -> None:
         self._parts: list[_TextBuilder | _ThinkingBuilder | _CallBuilder] = []
         self._current: _TextBuilder | _ThinkingBuilder | _CallBuilder | None = None
-        self._calls: dict[str, _CallBuilder] = {}
+        self._calls: dict[str, _CallBuilder] | None = None
+        """The turn's tool calls by id, made with the first (a call in flight waiting for a text answer keeps
+        no dict for it)."""
         self._finish: FinishReason = "other"
         self._usage = NO_USAGE
         self._ended = False
         self._model: str | None = None
         self._response_id: str | None = None
-        self._provider_data: dict[str, Any] | None = None
+        self._provider_data: JsonObject | None = None
+        self.first_event = 0.0
+        """When the first event after ``StreamStart`` came (``time.perf_counter()``); 0: none yet. A call's time to
+        its first token (``TurnRecord.ttft_ms``)."""
 
     def add(self, event: LlmEvent) -> TextDelta | ThinkingDelta | None:
         """Fold one event in; returns it when it is a text or thinking delta with text (what a host is shown as
@@ -127,6 +134,8 @@ class StreamAccumulator:
 
         ``type(event) is`` tests, most frequent first: exact, narrowed by the type checker, and cheaper than a
         ``match`` or ``isinstance`` on the hottest path of a stream (``bench/instructions.py``)."""
+        if not self.first_event and type(event) is not StreamStart:
+            self.first_event = perf_counter()
         if type(event) is TextDelta:
             self._text(event)
             return event if event.text else None
@@ -147,6 +156,10 @@ class StreamAccumulator:
         else:
             raise InvalidResponse(f"unknown stream event {event!r}")
         return None
+
+    pick = add
+    """:meth:`add` under the name a watch calls (``interrupts.Picker``): a call whose text is shown as it comes
+    hands its accumulator to the watch itself, and the watch keeps no bound method for it."""
 
     def _end(self, event: StreamEnd) -> None:
         self._finish, self._usage, self._ended = event.finish_reason, event.usage, True
@@ -178,15 +191,18 @@ class StreamAccumulator:
             current.provider_data = _merge(current.provider_data, event.provider_data)
 
     def _start_call(self, event: ToolCallStart) -> None:
-        if event.id in self._calls:
+        calls = self._calls
+        if calls is None:
+            calls = self._calls = {}
+        elif event.id in calls:
             raise InvalidResponse(f"tool call id {event.id!r} started twice in one turn")
         builder = _CallBuilder(event)
-        self._calls[event.id] = builder
+        calls[event.id] = builder
         self._parts.append(builder)
         self._current = builder
 
     def _call(self, call_id: str) -> _CallBuilder:
-        builder = self._calls.get(call_id)
+        builder = self._calls.get(call_id) if self._calls is not None else None
         if builder is None:
             raise InvalidResponse(f"tool call id {call_id!r} continued before it started")
         return builder
@@ -216,117 +232,6 @@ class StreamAccumulator:
             model=self._model,
             response_id=self._response_id,
         )
-
-
-MAX_ARGUMENT_DEPTH = 64
-"""Levels of objects and arrays a tool call's arguments may nest, the arguments object itself being the first.
-
-Deeper arguments are not parsed: the call keeps ``arguments=None`` and the executor answers it with an
-``invalid_arguments`` result saying why. Past this, every later step (validation, the session's encoding, the
-providers' encoding of the next request) would otherwise need the interpreter's recursion to hold them."""
-KEPT_RAW_ARGUMENTS = 1_000
-"""Characters of too deeply nested raw arguments kept in the transcript (and sent back to the model)."""
-TOO_DEEP_MARK = f" [arguments cut: nested more than {MAX_ARGUMENT_DEPTH} levels deep]"
-"""Ends the raw arguments kept of a call whose arguments were too deeply nested."""
-
-
-def read_arguments(raw: str) -> tuple[dict[str, Any] | None, str]:
-    """Tool-call arguments as a dict (``None`` when ``raw`` is not a JSON object, or nests more than
-    :data:`MAX_ARGUMENT_DEPTH` levels), and the raw text to keep: ``raw`` itself, or for arguments nested too
-    deep its first :data:`KEPT_RAW_ARGUMENTS` characters and :data:`TOO_DEEP_MARK`. Empty means no arguments."""
-    if not raw or raw.isspace():
-        return {}, raw
-    try:
-        value = jsoncodec.loads(raw)
-    except RecursionError:  # deeper than the interpreter's recursion limit, so much deeper than ours
-        return None, bounded_raw(raw)
-    except ValueError:
-        return None, raw
-    if not isinstance(value, dict):
-        return None, raw
-    if raw.count("{") + raw.count("[") > MAX_ARGUMENT_DEPTH and nests_deeper(value, MAX_ARGUMENT_DEPTH):
-        return None, bounded_raw(raw)
-    return value, raw
-
-
-def parse_arguments(raw: str) -> dict[str, Any] | None:
-    """Tool-call arguments as a dict, or ``None`` when ``raw`` is not a JSON object or nests too deep
-    (:func:`read_arguments`). Empty means no arguments."""
-    return read_arguments(raw)[0]
-
-
-def bounded_raw(raw: str) -> str:
-    """What is kept of raw arguments nested too deep: the start, and :data:`TOO_DEEP_MARK`."""
-    return raw[:KEPT_RAW_ARGUMENTS] + TOO_DEEP_MARK
-
-
-def nests_deeper(value: Any, limit: int) -> bool:
-    """Whether ``value`` has objects or arrays (dicts, lists, tuples) nested more than ``limit`` levels.
-
-    Level by level, without recursion, so that any depth can be measured; a value reached twice in one level
-    (shared) is walked once, and a cycle counts as too deep. About as fast as ``json.loads`` of the same data.
-    """
-    if not _is_container(value):
-        return False
-    level: list[Any] = [value]
-    depth = 1
-    while level:
-        if depth > limit:
-            return True
-        below: dict[int, Any] = {}
-        for item in level:
-            for child in item.values() if isinstance(item, dict) else item:
-                kind = type(child)
-                if kind is dict or kind is list or (kind not in _LEAVES and _is_container(child)):
-                    below[id(child)] = child
-        level = list(below.values())
-        depth += 1
-    return False
-
-
-_LEAVES = frozenset({str, int, float, bool, type(None)})
-
-
-def _is_container(value: Any) -> bool:
-    return isinstance(value, dict | list | tuple)
-
-
-def bound_call(call: ToolCall) -> ToolCall:
-    """``call`` itself, or, when its parsed arguments nest deeper than :data:`MAX_ARGUMENT_DEPTH`, the call
-    without them (``arguments=None``) and with bounded raw text: for calls that come in already parsed (a
-    stored history, a JSON action)."""
-    if call.arguments is None or not nests_deeper(call.arguments, MAX_ARGUMENT_DEPTH):
-        return call
-    return replace(call, arguments=None, raw_arguments=bounded_raw(call.raw_arguments or ""))
-
-
-def arguments_problem(raw: str | None) -> str:
-    """Why the raw arguments of a call without parsed arguments cannot be used, in words for the model."""
-    text = raw or ""
-    too_deep = f"they are nested more than {MAX_ARGUMENT_DEPTH} levels deep (objects and arrays)"
-    if text.endswith(TOO_DEEP_MARK):
-        return too_deep
-    try:
-        value = jsoncodec.loads(text)
-    except RecursionError:
-        return too_deep
-    except ValueError as error:
-        return f"they are not valid JSON ({error})"
-    if not isinstance(value, dict):
-        return f"they are a JSON {_json_kind(value)}, not an object"
-    if nests_deeper(value, MAX_ARGUMENT_DEPTH):
-        return too_deep
-    return "they could not be read as a JSON object"
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if value is None:
-        return "null"
-    return "boolean" if isinstance(value, bool) else "number"
 
 
 def rejection(turn: AccumulatedTurn) -> str | None:

@@ -35,35 +35,32 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from tether.loop.accumulator import MAX_ARGUMENT_DEPTH, AccumulatedTurn, bounded_raw, nests_deeper
+import msgspec
+from msgspec.structs import replace
+
+from tether.loop.accumulator import AccumulatedTurn
+from tether.loop.arguments import MAX_ARGUMENT_DEPTH, bounded_raw, nests_deeper
 from tether.messages import Message, Text, ToolCall, ToolResult
 from tether.providers.base import ForceTool, Request, ToolChoice, ToolDefinition
-from tether.quickinit import quick_init
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 FINAL_REQUEST = "Give your final answer now."
 """The request of the tools-off call that ends a run stopped by a limit, in JSON action mode."""
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class CallAction:
+class CallAction(msgspec.Struct, frozen=True, gc=False):
     name: str
     arguments: dict[str, Any]
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class FinalAction:
+class FinalAction(msgspec.Struct, frozen=True, gc=False):
     text: str
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class AskAction:
+class AskAction(msgspec.Struct, frozen=True, gc=False):
     question: str
 
 

@@ -42,7 +42,7 @@ too deep are still refused).
 
 Error messages the executor writes about a call's arguments (``invalid_arguments``: the raw text that is not
 JSON, or a validator's complaint quoting a value) go to the model, and also to events, logs and the CLI: they
-quote the arguments redacted (:class:`~tether.telemetry.redact.Redaction`): the values of secret-named
+quote the arguments redacted (:class:`~tether.redaction.Redaction`): the values of secret-named
 arguments are ``***``. The model wrote them and loses nothing it needs to fix the call.
 """
 
@@ -51,18 +51,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from msgspec.structs import replace
 
 from tether.alarms import Deadline
 from tether.errors import InvalidArguments, TetherError, ToolError, ToolNotFound
 from tether.events import ToolCallStarted, ToolResultReceived
-from tether.loop.accumulator import TOO_DEEP_MARK, arguments_problem
+from tether.loop.arguments import TOO_DEEP_MARK, arguments_problem
 from tether.loop.interrupts import Interrupter
 from tether.loop.records import tool_record
 from tether.loop.repeats import Repeat, repeated_result
 from tether.loop.steps import INTERRUPTED, ToolOutcome, at_most_once
-from tether.messages import ToolCall, ToolResult
+from tether.messages import ToolCall, ToolResult, cancelled_result
 from tether.secrets import Masker, mask_exception_in_place
 from tether.tools.base import Done, Tool, render_output, utf8_safe
 from tether.tools.permissions import Permissions
@@ -71,8 +73,8 @@ from tether.tools.threads import RaisedInThread
 
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
+    from tether.redaction import Redaction
     from tether.telemetry.observer import RunObserver
-    from tether.telemetry.redact import Redaction
     from tether.tools.output_cache import OutputCache
 
 MAX_ECHOED_ARGUMENTS = 200
@@ -118,10 +120,6 @@ class _Plan:
     tool: Tool | None = None
     invoke: Callable[[], Awaitable[Any]] | None = None
     answer: ToolResult | None = None
-
-
-def cancelled_result(call: ToolCall, why: str) -> ToolResult:
-    return ToolResult(call.id, call.name, f"Not completed: {why}.", is_error=True, code="cancelled")
 
 
 def error_result(call: ToolCall, error: TetherError) -> ToolResult:
@@ -172,7 +170,7 @@ class ToolExecutor:
     async def run(self, batch: ToolBatch, turn: int) -> AsyncGenerator[ToolCallStarted | ToolResultReceived, None]:
         """Run ``batch``, yielding each call's start and result events in the model's order.
 
-        The loop drives the same three steps itself (``Run._turns``), so that a turn's tool events pass through
+        The loop drives the same three steps itself (``Run._act``), so that a turn's tool events pass through
         no generator of their own: :meth:`groups`, then per group :meth:`starting`, :meth:`settle` and
         :meth:`reporting`."""
         for group in self.groups(batch):
@@ -265,7 +263,7 @@ class ToolExecutor:
         """What the executor's own messages may quote of a call's arguments (the agent's, else the default
         rules with this executor's known keys); made only when a message needs it."""
         if self._redaction is None:
-            from tether.telemetry.redact import Redaction
+            from tether.redaction import Redaction
 
             self._redaction = Redaction(self.masker)
         return self._redaction
@@ -376,7 +374,7 @@ class ToolExecutor:
             text = render_output(value)
         except TimeoutError as exc:
             ran = _since(started)
-            if scope.expired():
+            if scope.passed:
                 return ToolOutcome(_timeout_result(call, tool, timeout), ran)
             return ToolOutcome(_failure_result(call, exc), ran, exc)
         except Done as done:

@@ -28,18 +28,16 @@ the run's deadline. The guard holds counts and decides; it never touches the tra
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from tether.limits import Limits, StopReason
 from tether.loop.repeats import Repeat, RepeatTracker
 from tether.messages import ToolCall, ToolResult
-from tether.quickinit import quick_init
 from tether.usage import NO_COST, Cost, Price, Usage, cost_of
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Stop:
+class Stop(msgspec.Struct, frozen=True, gc=False):
     """A decision to stop the run, with a sentence saying why and the error behind it, if any."""
 
     reason: StopReason

@@ -22,8 +22,11 @@ only then does an interrupt cancel the run's task. Otherwise (the run is suspend
 host's code running on the same task) the interrupt is recorded and raised when the loop resumes. A cancel
 must never land in the host's code: it would look like the host had been cancelled.
 
-Every such wait goes through :meth:`Interrupter.wait`, which states the steps and their order, so the provider
-call, the permission hook and the tool calls wait the same way.
+Every such wait goes through :meth:`Interrupter.wait` (one await: a tool, the permission hook, a durable step)
+or :meth:`Interrupter.watch` (a stream: armed around each item it waits for, disarmed while the host has it),
+which state the steps and their order, so the provider call, the permission hook and the tool calls wait the
+same way. The cancel and its bookkeeping (ours told from the host's) are :class:`~tether.alarms.TaskCanceller`'s,
+as they are for every deadline on a wait.
 """
 
 from __future__ import annotations
@@ -31,21 +34,22 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Coroutine
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, Generic, Protocol, TypeVar
 
-from tether.alarms import Alarm, shared_alarm
+import msgspec
+
+from tether.alarms import Alarm, TaskCanceller, shared_alarm
 from tether.errors import TimeoutExceeded
 from tether.limits import StopReason
-from tether.quickinit import quick_init
 
 T = TypeVar("T")
+U = TypeVar("U")
+T_contra = TypeVar("T_contra", contravariant=True)
+U_co = TypeVar("U_co", covariant=True)
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Interrupt:
+class Interrupt(msgspec.Struct, frozen=True, gc=False):
     """Why a run was interrupted: the stop it leads to and a sentence for people."""
 
     reason: StopReason
@@ -67,47 +71,53 @@ class Interrupted(Exception):
         self.interrupt = interrupt
 
 
-class Interrupter:
-    """Delivers cancel requests and deadlines to one run (see the module docstring)."""
+class Interrupter(TaskCanceller):
+    """Delivers cancel requests and deadlines to one run (see the module docstring). Its state is its own: the
+    loop waits through :meth:`wait` and :meth:`watch`, checks with :meth:`check`, and reads :attr:`pending` and
+    :attr:`after_turn`."""
 
-    __slots__ = ("_alarm", "_fired", "_loop", "_task", "_thread", "after_turn", "armed", "finished", "pending")
+    __slots__ = ("_alarm", "_armed", "_finished", "_loop", "_thread", "after_turn", "pending")
 
     def __init__(self) -> None:
-        self.armed = False
-        """True while the run awaits its provider or a tool: an interrupt may cancel the task."""
         self.pending: Interrupt | None = None
         """The first interrupt requested, taken at the next chance."""
         self.after_turn: Interrupt | None = None
         """A cancel that waits for the current turn to finish."""
-        self.finished = False
-        self._fired = False
-        self._task: asyncio.Task[object] | None = None
+        self._armed = False
+        """True while the run awaits its provider or a tool: an interrupt may cancel the task."""
+        self._finished = False
+        self._task = None
+        self.sent = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: int | None = None
+        self._thread: threading.Thread | None = None
         self._alarm: Alarm | None = None
 
     def attach(self) -> None:
         """Bind to the task now running the loop; called once when the run starts."""
-        self._task = asyncio.current_task()
+        self._bind()
         self._loop = asyncio.get_running_loop()
-        self._thread = threading.get_ident()
+        self._thread = threading.current_thread()  # the thread itself: its id would be one more int a run
 
     def request(self, interrupt: Interrupt, *, after_turn: bool = False) -> None:
         """Ask the run to stop; safe from any task or thread, and idempotent."""
         loop = self._loop
-        if loop is not None and threading.get_ident() != self._thread:
+        if loop is not None and threading.current_thread() is not self._thread:
             loop.call_soon_threadsafe(functools.partial(self.request, interrupt, after_turn=after_turn))
             return
-        if self.finished:
+        if self._finished:
             return
         if after_turn:
             self.after_turn = self.after_turn or interrupt
             return
         if self.pending is None:
             self.pending = interrupt
-        if self.armed and not self._fired and self._task is not None:
-            self._fired = True
-            self._task.cancel()
+        if self._armed and self._task is not None and not self.sent:
+            self.cancel()
+
+    @property
+    def armed(self) -> bool:
+        """The run awaits its provider or a tool: an interrupt now cancels the wait (read-only)."""
+        return self._armed
 
     @property
     def alarm(self) -> Alarm:
@@ -120,7 +130,7 @@ class Interrupter:
 
     def close(self) -> None:
         """The run is over: later requests are ignored (its deadlines were withdrawn as its waits ended)."""
-        self.finished = True
+        self._finished = True
 
     def check(self) -> None:
         """Raise ``Interrupted`` if an interrupt is pending."""
@@ -136,71 +146,80 @@ class Interrupter:
            provider is not asked, the tool does not start);
         2. while armed, an interrupt cancels the task;
         3. a ``CancelledError`` out of the wait is ours (an interrupt) or the host's: ours is withdrawn from
-           the task and raised as ``Interrupted`` (:meth:`taken`); the host's is raised as it is, also when
-           both came;
-        4. a wait that ended normally absorbs a cancel of ours that was sent but has not landed yet
-           (:meth:`settle`), so that it cannot hit the next unrelated await;
+           the task and raised as ``Interrupted``; the host's is raised as it is, also when both came;
+        4. a wait that ended normally absorbs a cancel of ours that was sent but has not landed yet, so that it
+           cannot hit the next unrelated await;
         5. whatever the way out, the interrupter is left disarmed.
-
-        A streamed provider call is the one wait that cannot be a single await: its deltas are handed to the
-        host mid-wait. It takes the same steps in the same order around its ``async for``, disarming before
-        each ``yield`` and calling :meth:`arm` after it (``loop/calls.py``). Neither is an ``async with``: a
-        context manager's calls cost the hot path thousands of instructions a step (``bench/instructions.py``).
         """
         if self.pending is not None:
             waited.close()  # never started: closed, so that it is not reported as never awaited
             raise Interrupted(self.pending)
-        self.armed = True
+        self._armed = True
         try:
             result = await waited
         except asyncio.CancelledError as cancelled:
-            raise self.taken(cancelled) from None
-        except BaseException:
-            self.armed = False
-            raise
-        if self._fired:
+            raise self._taken(cancelled) from None
+        finally:
+            self._armed = False
+        if self.sent:
             await self.settle()
-        else:
-            self.armed = False
         return result
 
-    def arm(self) -> None:
-        """Enter (or go back into) an interruptible wait; raises at once if an interrupt is already pending."""
-        if self.pending is not None:
-            raise Interrupted(self.pending)
-        self.armed = True
+    def watch(self, stream: AsyncIterator[T], picker: Picker[T, U]) -> Watched[T, U]:
+        """``stream`` seen through this interrupter: :meth:`Watched.next` awaits its items as :meth:`wait` awaits
+        (armed, in its order of steps) and hands on what ``picker`` picks of them. The picker is told of every
+        item while still armed (it must run none of the host's code); a picked item is handed on disarmed: the host's
+        code, which runs between two picked items, never takes a cancel of ours, and an interrupt that came
+        meanwhile is raised when the next is asked for. The watch holds nothing of its own to close; ``stream``'s
+        owner closes it."""
+        return Watched(self, stream, picker)
 
-    def taken(self, error: asyncio.CancelledError) -> Interrupted:
-        """Turn a ``CancelledError`` caught in an armed wait into ``Interrupted``, or re-raise it if it is not ours."""
-        self.armed = False
-        if not self._fired or self.pending is None:
-            raise error
-        self._fired = False
-        assert self._task is not None
-        if self._task.uncancel() > 0:
-            raise error  # the host cancelled us too: theirs wins
+    def _taken(self, error: asyncio.CancelledError) -> BaseException:
+        """What a ``CancelledError`` caught in an armed wait becomes: ``Interrupted`` when it was ours alone, the
+        error itself when it was the host's (also when both came: theirs wins)."""
+        if self.pending is None or not self.took():
+            return error
         return Interrupted(self.pending)
 
-    async def settle(self) -> None:
-        """After an armed wait that ended normally: absorb a cancel we sent that has not landed yet.
 
-        A timer can fire in the same loop iteration as the awaited thing completes; the task then carries a
-        cancel request that would hit the next unrelated await. Only called when that can have happened.
-        """
-        self.armed = False
-        if not self._fired:
-            return
-        self._fired = False
-        assert self._task is not None
+class Picker(Protocol[T_contra, U_co]):
+    """What a watch hands each item of its stream to: what of it to hand on, ``None`` for nothing."""
+
+    def pick(self, item: T_contra, /) -> U_co | None: ...
+
+
+class Watched(Generic[T, U]):
+    """A stream seen through an :class:`Interrupter` (:meth:`Interrupter.watch`): armed while its items are awaited,
+    disarmed while the host has one. ``while (item := await watched.next()) is not None``: one coroutine per item
+    handed on, however many the stream gives, and no exception at its end (an async iterator's
+    ``StopAsyncIteration``, raised again through one more frame, is the costliest part of a short stream)."""
+
+    __slots__ = ("_interrupter", "_picker", "_stream")
+
+    def __init__(self, interrupter: Interrupter, stream: AsyncIterator[T], picker: Picker[T, U]) -> None:
+        self._interrupter = interrupter
+        self._stream = stream
+        """The stream and the picker themselves, not their bound methods: calling a method of an object binds
+        nothing, while a bound method kept is one more object a run in flight holds."""
+        self._picker = picker
+
+    async def next(self) -> U | None:
+        """The next item picked, or ``None`` at the end of the stream."""
+        interrupter, stream, picker = self._interrupter, self._stream, self._picker
+        if interrupter.pending is not None:
+            raise Interrupted(interrupter.pending)
+        interrupter._armed = True
         try:
-            await asyncio.sleep(0)
-        except asyncio.CancelledError:
-            if self._task.uncancel() > 0:
-                raise  # the host cancelled us too: theirs wins
-            return
-        self._task.uncancel()
-
-    @property
-    def fired(self) -> bool:
-        """A cancel of ours was sent during the current wait (so it must be settled if the wait ends normally)."""
-        return self._fired
+            while True:
+                picked = picker.pick(await stream.__anext__())
+                if picked is not None:
+                    return picked
+        except StopAsyncIteration:
+            interrupter._armed = False
+            if interrupter.sent:
+                await interrupter.settle()
+            return None
+        except asyncio.CancelledError as cancelled:
+            raise interrupter._taken(cancelled) from None
+        finally:
+            interrupter._armed = False

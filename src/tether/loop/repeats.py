@@ -22,25 +22,22 @@ and again. The contract:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from tether.jsoncodec import stdlib_encoder
+import msgspec
+
 from tether.messages import ToolCall, ToolResult
-from tether.quickinit import quick_init
 
 REPEATED = "repeated"
 """``ToolResult.code`` of a call answered from the earlier result instead of being run again."""
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Repeat:
+class Repeat(msgspec.Struct, frozen=True, gc=False):
     """A call not run again, and the result it got the turn before."""
 
     earlier: ToolResult
 
 
-_CANONICAL = stdlib_encoder(sort_keys=True, separators=(",", ":"), default=str)
+_CANONICAL = msgspec.json.Encoder(order="sorted", enc_hook=str).encode
 """Arguments as one text whatever their key order (arguments read from JSON hold no cycle)."""
 
 
@@ -48,7 +45,7 @@ def signature(call: ToolCall) -> str | None:
     """What makes two calls the same: the tool and its arguments (``None`` for unparseable arguments)."""
     if call.arguments is None:
         return None
-    return call.name + _CANONICAL(call.arguments)
+    return call.name + _CANONICAL(call.arguments).decode()
 
 
 _SCANNED = 16

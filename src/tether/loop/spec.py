@@ -21,8 +21,8 @@ from tether.tools.registry import ToolRegistry
 from tether.usage import Price
 
 if TYPE_CHECKING:
+    from tether.redaction import Redaction
     from tether.telemetry.observer import RunObserver
-    from tether.telemetry.redact import Redaction
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ class RunSpec:
     server: tuple[str | None, int | None] = (None, None)
     """Host and port of the provider's API, for its observers."""
     redaction: Redaction | None = None
-    """What the loop's own messages may quote of a call's arguments (``tether.telemetry.redact``); ``None``:
+    """What the loop's own messages may quote of a call's arguments (``tether.redaction``); ``None``:
     the default rules with ``masker``'s keys."""
     compaction: Compaction | None = field(default_factory=Compaction)
     """When and how the history is compacted (``loop/context/window.py``); ``None``: never."""

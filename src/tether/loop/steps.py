@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
+
+import msgspec
 
 if TYPE_CHECKING:
     from tether.messages import ToolResult
@@ -56,10 +57,8 @@ class StepRunner(Protocol):
         ...
 
 
-@dataclass(slots=True)
-class ToolOutcome:
-    """What became of one tool call: the value a tool call's step returns (made once a call and never changed:
-    not frozen, which would cost a descriptor call per field)."""
+class ToolOutcome(msgspec.Struct, frozen=True):
+    """What became of one tool call: the value a tool call's step returns."""
 
     result: ToolResult | None
     """The call's result; ``None`` when the tool ended the run (``done``)."""

@@ -37,19 +37,22 @@ conversation becomes Anthropic's:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
-from tether import jsoncodec
+import msgspec
+
 from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
+from tether.keys import missing_key, read_key
 from tether.message_memo import MessageMemo
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.anthropic_stream import ORIGIN, AnthropicDecoder, anchors_of
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
-from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
-from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, RoleJoiner, ToolsMemo, with_history, with_tools
+from tether.providers.http.body import ResponseLimits
+from tether.providers.http.client import HttpClient, OverHttp, Secret
+from tether.providers.http.retry import RetryPolicy
+from tether.providers.memo import RoleJoiner, ToolsMemo, joined_json
 from tether.providers.windows import checked_window, context_window_for
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
@@ -63,7 +66,7 @@ NO_THINKING = ("claude-2", "claude-instant", "claude-3-opus", "claude-3-sonnet",
 """Name prefixes of models without extended thinking (it came with Claude 3.7)."""
 
 
-class AnthropicProvider:
+class AnthropicProvider(OverHttp):
     """A Claude model behind the Anthropic Messages API. See the module docstring for the mapping."""
 
     def __init__(
@@ -116,7 +119,6 @@ class AnthropicProvider:
             retry=retry,
             limits=response_limits,
         )
-        self._options = OptionsMemo()
 
     def __repr__(self) -> str:
         return f"AnthropicProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
@@ -128,35 +130,28 @@ class AnthropicProvider:
         return self._client.answer("/messages", body, decoder, request, streaming=self.streaming)
 
     def request_body(self, request: Request) -> dict[str, Any]:
-        """The JSON body for ``request``, as a dict."""
+        """The JSON body for ``request``, as plain data."""
         messages, system = encode_messages(request.messages)
-        return self._body(request, messages, system)
+        return self._body(request, messages, system, _tool_items)
 
     def request_payload(self, request: Request) -> bytes:
-        """``request_body`` encoded, with each message's kept JSON, the tools' and the rest's (``memo.py``): the
-        cost of a request grows with the new messages, not with the whole history and every schema encoded again."""
-        if "messages" in request.settings.extra:  # a setting that replaces the history: sent as the dict has it
-            return jsoncodec.dumps_bytes(self.request_body(request))
+        """:meth:`request_body` encoded, the history and the tools from their kept JSON (``memo.py``): the cost
+        of a request grows with the new messages, not with the whole history and every schema encoded again."""
         history, system = messages_json(request.messages)
+        return msgspec.json.encode(self._body(request, history, system, _TOOLS.json))
 
-        def encode(request: Request) -> bytes:
-            encoded = jsoncodec.dumps_bytes(self._body(request, SLOT, list(system), tools_slot=True))
-            return with_tools("messages", encoded, lambda: _TOOLS.json(request.tools))
-
-        also = (request.system, self.streaming, self.max_tokens_default, *system)  # what else the body is made of
-        return with_history("messages", self._options.json(request, encode, also), history)
-
-    def _body(self, request: Request, messages: Any, system: list[str], *, tools_slot: bool = False) -> dict[str, Any]:
-        """The body with ``messages`` as they are given (encoded, or the slot for them), the system messages'
-        ``system`` texts (the run's system prompt goes first), and the tools (with ``tools_slot``, the slot
-        for them)."""
+    def _body(
+        self, request: Request, messages: Any, system: list[str], tools_of: Callable[[Sequence[ToolDefinition]], Any]
+    ) -> dict[str, Any]:
+        """The body with ``messages`` as they are given (plain data or kept JSON), the system messages' ``system``
+        texts (the run's system prompt goes first), and the tools as ``tools_of`` gives them."""
         settings = request.settings
         max_tokens = settings.max_tokens if settings.max_tokens is not None else self.max_tokens_default
         if request.system:
             system.insert(0, request.system)
         body: dict[str, Any] = {"messages": messages}
         if request.tools:
-            body["tools"] = TOOLS_SLOT if tools_slot else _tool_items(request.tools)
+            body["tools"] = tools_of(request.tools)
         body["model"], body["max_tokens"] = self.info.name, max_tokens
         if system:
             body["system"] = "\n\n".join(system)
@@ -182,7 +177,7 @@ class AnthropicProvider:
         return body
 
 
-def _tool_items(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+def _tool_items(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
     return [_tool_item(t) for t in tools]
 
 
@@ -235,7 +230,7 @@ _MEMO: MessageMemo[_Kept] = MessageMemo()
 _OPENING = {"user": b'{"role":"user","content":[', "assistant": b'{"role":"assistant","content":['}
 
 
-def messages_json(messages: Sequence[Message]) -> tuple[bytes, list[str]]:
+def messages_json(messages: Sequence[Message]) -> tuple[msgspec.Raw, list[str]]:
     """:func:`encode_messages`'s items as JSON, comma-joined, each message encoded once (``message_memo``), and
     the text of the system messages."""
     joined, system = RoleJoiner(_OPENING), []
@@ -245,7 +240,7 @@ def messages_json(messages: Sequence[Message]) -> tuple[bytes, list[str]]:
                 system.append(text)
         elif blocks:
             joined.add(role, blocks, alone)
-    return joined.joined(), system
+    return joined.json(), system
 
 
 def _kept_json(message: Message, position: int = 0) -> _Kept:
@@ -256,7 +251,7 @@ def _kept_json(message: Message, position: int = 0) -> _Kept:
         role, blocks = "assistant", assistant_blocks(message)
     else:
         role, blocks = "user", user_blocks(message)
-    text = b",".join([jsoncodec.dumps_bytes(block) for block in blocks])
+    text = joined_json(blocks)
     return role, text, _OPENING[role] + text + b"]}"
 
 

@@ -23,26 +23,28 @@ same way, as a ``message_start`` carrying everything, so both paths give the sam
   ``compaction_delta`` pieces into ``content`` (``null`` stays ``null``: a failed compaction), its
   ``encrypted_content`` the last one sent.
 
-Every field read is type-checked with :mod:`tether.providers.wire`: a field of the wrong JSON type is
-``invalid_response`` naming it, so nothing wrongly typed reaches an event. ``ping``, ``message_stop`` and
-unknown events or delta types are ignored; an ``error`` event is raised as the ``ProviderError`` its type
-names (``overloaded_error`` -> ``provider_unavailable``). Stop reasons: ``end_turn`` and ``stop_sequence``
--> ``stop``, ``tool_use`` -> ``tool_calls``, ``max_tokens`` and ``model_context_window_exceeded`` ->
-``length``, ``refusal`` -> ``content_filter``, ``pause_turn`` (a server tool's loop paused; sending the turn
-back resumes it), ``compaction`` (paused after compacting) and anything new -> ``other``. Usage:
-``input_tokens`` (cache reads and writes excluded, as Anthropic counts them), ``output_tokens``,
-``cache_read_input_tokens`` -> ``cache_read_tokens``, ``cache_creation_input_tokens`` ->
-``cache_write_tokens``, each through :func:`~tether.providers.wire.as_count`; a count ``message_delta``
-carries (cumulative) replaces the one ``message_start`` sent, a ``null`` one does not.
+Every field read is typed (the wire shapes below, read by :class:`~tether.providers.wire.Shape`): a field of the
+wrong JSON type is ``invalid_response`` naming it, so nothing wrongly typed reaches an event. ``ping``,
+``message_stop`` and unknown events or delta types are ignored; an ``error`` event is raised as the
+``ProviderError`` its type names (``overloaded_error`` -> ``provider_unavailable``). Stop reasons: ``end_turn`` and
+``stop_sequence`` -> ``stop``, ``tool_use`` -> ``tool_calls``, ``max_tokens`` and ``model_context_window_exceeded``
+-> ``length``, ``refusal`` -> ``content_filter``, ``pause_turn`` (a server tool's loop paused; sending the turn back
+resumes it), ``compaction`` (paused after compacting) and anything new -> ``other``. Usage: ``input_tokens`` (cache
+reads and writes excluded, as Anthropic counts them), ``output_tokens``, ``cache_read_input_tokens`` ->
+``cache_read_tokens``, ``cache_creation_input_tokens`` -> ``cache_write_tokens``, each through
+:func:`~tether.providers.wire.as_count`; a count ``message_delta`` carries (cumulative) replaces the one
+``message_start`` sent, a ``null`` one does not.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether import jsoncodec
+import msgspec
+
 from tether.errors import InvalidResponse
 from tether.events import (
     FinishReason,
@@ -55,9 +57,9 @@ from tether.events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from tether.providers.decoding import unfinished
-from tether.providers.http import error_for_payload
-from tether.providers.wire import anchored_entries, as_count, as_list, as_object, as_text, malformed
+from tether.providers.decoding import parse_json_text, unfinished
+from tether.providers.http.errors import error_for_payload
+from tether.providers.wire import Shape, anchored_entries, as_count, malformed
 from tether.usage import Usage
 
 ORIGIN = "anthropic"
@@ -103,9 +105,97 @@ class _Block:
     signed: bool = False
 
 
+# --- the wire shapes ------------------------------------------------------------------------------------------
+
+
+class _Event(msgspec.Struct, gc=False):
+    """A stream event (or a whole message: ``type`` ``message``); its parts are read by the shapes below, by the
+    event's type."""
+
+    type: str | None = None
+    index: Any = None
+    delta: Any = None
+    content_block: Any = None
+    message: Any = None
+    usage: Any = None
+    error: Any = None
+
+
+class _Message(msgspec.Struct, gc=False):
+    """``message_start``'s message, or a whole one: blocks are read by their type (:data:`_BLOCKS`)."""
+
+    id: str | None = None
+    model: str | None = None
+    content: list[dict[str, Any]] | None = None
+    stop_reason: str | None = None
+    usage: dict[str, Any] | None = None
+
+
+class _Typed(msgspec.Struct, gc=False):
+    type: str | None = None
+
+
+class _Text(msgspec.Struct, gc=False):
+    text: str | None = None
+
+
+class _Thinking(msgspec.Struct, gc=False):
+    thinking: str | None = None
+    signature: str | None = None
+
+
+class _Redacted(msgspec.Struct, gc=False):
+    data: str | None = None
+
+
+class _ToolUse(msgspec.Struct, gc=False):
+    id: str | None = None
+    name: str | None = None
+    input: dict[str, Any] | None = None
+    caller: dict[str, Any] | None = None
+
+
+class _Compaction(msgspec.Struct, gc=False):
+    content: str | None = None
+    encrypted_content: str | None = None
+
+
+class _Delta(msgspec.Struct, gc=False):
+    """A ``content_block_delta``'s delta, whatever its type (each type reads its own field)."""
+
+    type: str | None = None
+    text: str | None = None
+    thinking: str | None = None
+    signature: str | None = None
+    partial_json: str | None = None
+    content: str | None = None
+    encrypted_content: str | None = None
+
+
+class _MessageDelta(msgspec.Struct, gc=False):
+    stop_reason: str | None = None
+
+
+_EVENT = Shape(_Event, "the event")
+_MESSAGE = Shape(_Message, "the message")
+_TYPED = Shape(_Typed, "the block")
+_DELTA = Shape(_Delta, "the delta")
+_MESSAGE_DELTA = Shape(_MessageDelta, "the delta")
+_USAGE = Shape(dict[str, Any], "usage")
+_BLOCKS: dict[str, Shape[Any]] = {
+    "text": Shape(_Text, "the block"),
+    "thinking": Shape(_Thinking, "the block"),
+    "redacted_thinking": Shape(_Redacted, "the block"),
+    "tool_use": Shape(_ToolUse, "the block"),
+    "compaction": Shape(_Compaction, "the block"),
+}
+"""The blocks whose fields are read, by type; any other block is a server's, kept whole."""
+
+
 class AnthropicDecoder:
     """Anthropic stream events (or one whole message) to ``LlmEvent``s, for one response: a
-    :class:`~tether.providers.decoding.Decoder`."""
+    :class:`~tether.providers.decoding.Decoder`. Each event is read into the wire shapes above: a field of
+    the wrong JSON type is an ``InvalidResponse`` naming it (after the event's type: ``message_start.message``)."""
 
     __slots__ = (
         "_anchor",
@@ -130,34 +220,45 @@ class AnthropicDecoder:
         self._complete = False  # message_stop came, or the answer came whole
         self._usage: dict[str, int] = {}
 
+    def feed_json(self, text: str | bytes) -> list[LlmEvent]:
+        """The events of one server-sent event's JSON text."""
+        return self._event(_EVENT.of_text(text, self.provider, "event"), lambda: parse_json_text(text, self.provider))
+
     def feed(self, data: Any) -> list[LlmEvent]:
         """The events of one server-sent event's JSON data."""
         if type(data) is not dict:
             raise InvalidResponse(f"{self.provider} sent an event that is not a JSON object: {str(data)[:200]}")
-        kind = self._text(data.get("type"), "event.type")
+        return self._event(_EVENT.of(data, self.provider, "event"), lambda: data)
+
+    def _event(self, event: _Event, data: Callable[[], dict[str, Any]]) -> list[LlmEvent]:
+        """The events of ``event``; ``data()`` is its JSON (a whole message's fields are more than an event's)."""
+        kind = event.type
         if kind == "content_block_delta":
-            delta = self._object(data.get("delta"), "content_block_delta.delta")
-            return self._delta(self._index(data.get("index"), kind), delta)
+            delta = _DELTA.of(event.delta or {}, self.provider, "content_block_delta.delta")
+            return self._delta(self._index(event.index, kind), delta)
         if kind == "content_block_start":
-            block = self._object(data.get("content_block"), "content_block_start.content_block")
-            return self._start(self._index(data.get("index"), kind), block, "content_block_start.content_block")
+            where = "content_block_start.content_block"
+            block = self._object(event.content_block, where)
+            return self._start(self._index(event.index, kind), block, where)
         if kind == "content_block_stop":
-            return self._stop(self._index(data.get("index"), kind))
+            return self._stop(self._index(event.index, kind))
         if kind == "message_start":
-            return self._message(self._object(data.get("message"), "message_start.message"), "message_start.message")
+            return self._message(self._object(event.message, "message_start.message"), "message_start.message")
         if kind == "message_delta":
-            self._read_usage(data.get("usage"), "message_delta.usage")
-            delta = self._object(data.get("delta"), "message_delta.delta")
-            self._read_stop(delta.get("stop_reason"), "message_delta.delta.stop_reason")
+            self._read_usage(event.usage, "message_delta.usage")
+            self._read_stop(_MESSAGE_DELTA.of(event.delta or {}, self.provider, "message_delta.delta").stop_reason)
             return []
         if kind == "error":
-            raise error_for_payload(self.provider, data)
+            raise error_for_payload(self.provider, {"type": "error", "error": event.error})
         if kind == "message":  # a whole answer where a stream was asked for
             self._complete = True
-            return self._message(data, "message")
+            return self._message(data(), "message")
         if kind == "message_stop":
             self._complete = True
         return []  # ping, message_stop, and event types added after this was written
+
+    def whole_json(self, body: str | bytes) -> list[LlmEvent]:
+        return self.whole(parse_json_text(body, self.provider, "a body"))
 
     def whole(self, data: Any) -> list[LlmEvent]:
         """The events of a whole (non-streamed) message, ``StreamEnd`` included."""
@@ -197,10 +298,12 @@ class AnthropicDecoder:
     # --- reading fields -----------------------------------------------------------------------------------
 
     def _object(self, value: Any, what: str) -> dict[str, Any]:
-        return as_object(value, self.provider, what)
-
-    def _text(self, value: Any, what: str) -> str:
-        return as_text(value, self.provider, what)
+        """``value`` as a JSON object (``None`` reads as empty)."""
+        if value is None:
+            return {}
+        if type(value) is not dict:
+            raise malformed(self.provider, what, value)
+        return value
 
     def _index(self, index: Any, what: str) -> int:
         if type(index) is not int or index < 0:
@@ -209,86 +312,75 @@ class AnthropicDecoder:
 
     # --- events -------------------------------------------------------------------------------------------
 
-    def _message(self, message: dict[str, Any], what: str) -> list[LlmEvent]:
+    def _message(self, data: dict[str, Any], what: str) -> list[LlmEvent]:
         """A message's start, and whatever it already carries: usage, whole content blocks, a stop reason."""
+        message = _MESSAGE.of(data, self.provider, what)
         out: list[LlmEvent] = []
         if not self._started:
             self._started = True
-            model, response_id = message.get("model"), message.get("id")
-            out.append(
-                StreamStart(self._text(model, f"{what}.model") or None, self._text(response_id, f"{what}.id") or None)
-            )
-        self._read_usage(message.get("usage"), f"{what}.usage")
-        for position, raw in enumerate(as_list(message.get("content"), self.provider, f"{what}.content")):
-            where = f"{what}.content[{position}]"
+            out.append(StreamStart(message.model or None, message.id or None))
+        self._read_usage(message.usage, f"{what}.usage")
+        for position, block in enumerate(message.content or ()):
             at = -1 - position  # whole blocks start and stop at once, apart from the indexes a stream uses
-            out += self._start(at, self._object(raw, where), where)
+            out += self._start(at, block, f"{what}.content[{position}]")
             out += self._stop(at)
-        self._read_stop(message.get("stop_reason"), f"{what}.stop_reason")
+        self._read_stop(message.stop_reason)
         return out
 
-    def _read_stop(self, value: Any, what: str) -> None:
-        if reason := self._text(value, what):
+    def _read_stop(self, reason: str | None) -> None:
+        if reason:
             self._finish = STOP_REASONS.get(reason, "other")
 
     def _read_usage(self, value: Any, what: str) -> None:
         """``message_delta`` counts are cumulative: a field it carries replaces the one ``message_start`` sent."""
-        for key, count in self._object(value, what).items():
+        for key, count in (_USAGE.of(value, self.provider, what) if value is not None else {}).items():
             if key in _COUNTS and count is not None:
                 self._usage[key] = as_count(count)
 
     def _start(self, at: int, block: dict[str, Any], what: str) -> list[LlmEvent]:
-        kind = self._text(block.get("type"), f"{what}.type")
+        kind = _TYPED.of(block, self.provider, what).type or ""
         if at in self._blocks:
             raise InvalidResponse(f"{self.provider} started content block {at} twice")
         state = self._blocks[at] = _Block(kind, block)
         out: list[LlmEvent] = [] if self._started else self._message({}, "message")
-        if kind == "text":
-            out += self._text_delta(self._text(block.get("text"), f"{what}.text"))
-        elif kind == "thinking":
-            out += self._thinking(self._text(block.get("thinking"), f"{what}.thinking"))
-            self._text(block.get("signature"), f"{what}.signature")
-        elif kind == "redacted_thinking":
-            self._text(block.get("data"), f"{what}.data")
-        elif kind == "tool_use":
-            call_id = self._text(block.get("id"), f"{what}.id") or f"toolu_{self._calls}"
-            name = self._text(block.get("name"), f"{what}.name")
-            self._object(block.get("input"), f"{what}.input")
-            caller = self._object(block.get("caller"), f"{what}.caller")
+        shape = _BLOCKS.get(kind)
+        read = shape.of(block, self.provider, what) if shape is not None else None
+        if type(read) is _Text:
+            out += self._text_delta(read.text or "")
+        elif type(read) is _Thinking:
+            out += self._thinking(read.thinking or "")
+        elif type(read) is _ToolUse:
+            call_id = read.id or f"toolu_{self._calls}"
             state.call_id = call_id
-            out.append(ToolCallStart(call_id, name, self._calls, self._caller_data(caller)))
+            out.append(ToolCallStart(call_id, read.name or "", self._calls, self._caller_data(read.caller or {})))
             self._calls += 1
             self._anchor = Anchor(self._anchor.parts + 1, self._anchor.chars)
-        elif kind == "compaction":
-            self._text(block.get("content"), f"{what}.content")
-            self._text(block.get("encrypted_content"), f"{what}.encrypted_content")
         return out
 
     def _caller_data(self, caller: dict[str, Any]) -> dict[str, Any] | None:
         """A call's ``provider_data``: the ``caller`` of a call made from code; none for a direct call."""
         return {"origin": ORIGIN, "caller": caller} if caller and caller.get("type") != "direct" else None
 
-    def _delta(self, at: int, delta: dict[str, Any]) -> list[LlmEvent]:
+    def _delta(self, at: int, delta: _Delta) -> list[LlmEvent]:
         block = self._blocks.get(at)
         if block is None:
             raise InvalidResponse(f"{self.provider} continued content block {at} before starting it")
-        what = "content_block_delta.delta"
-        kind = self._text(delta.get("type"), f"{what}.type")
+        kind = delta.type
         if kind == "text_delta" and block.kind == "text":
-            return self._text_delta(self._text(delta.get("text"), f"{what}.text"))
+            return self._text_delta(delta.text or "")
         if kind == "thinking_delta" and block.kind == "thinking":
-            return self._thinking(self._text(delta.get("thinking"), f"{what}.thinking"))
+            return self._thinking(delta.thinking or "")
         if kind == "signature_delta" and block.kind == "thinking":
             block.signed = True
-            return self._signature(self._text(delta.get("signature"), f"{what}.signature"))
-        if kind == "input_json_delta" and (piece := self._text(delta.get("partial_json"), f"{what}.partial_json")):
+            return self._signature(delta.signature or "")
+        if kind == "input_json_delta" and (piece := delta.partial_json):
             block.pieces.append(piece)
             if block.call_id is not None:
                 return [ToolCallDelta(block.call_id, piece)]
         if kind == "compaction_delta" and block.kind == "compaction":
-            if piece := self._text(delta.get("content"), f"{what}.content"):
+            if piece := delta.content:
                 block.content.append(piece)
-            if encrypted := self._text(delta.get("encrypted_content"), f"{what}.encrypted_content"):
+            if encrypted := delta.encrypted_content:
                 block.encrypted = encrypted
         return []  # citations, and delta types added after this was written
 
@@ -334,7 +426,7 @@ class AnthropicDecoder:
         if block.pieces:
             raw = "".join(block.pieces)
             try:
-                whole["input"] = jsoncodec.loads(raw)
+                whole["input"] = msgspec.json.decode(raw)
             except ValueError:
                 raise InvalidResponse(f"the input of a {block.kind} block is not JSON: {raw[:200]!r}") from None
         if block.content:

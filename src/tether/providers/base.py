@@ -28,13 +28,13 @@ The contract every provider keeps:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
+
+import msgspec
 
 from tether.errors import ProviderError
 from tether.events import FinishReason, LlmEvent
-from tether.messages import Message
-from tether.quickinit import quick_init
+from tether.messages import JsonObject, Message
 
 __all__ = [
     "TOOL_CHOICES",
@@ -45,25 +45,23 @@ __all__ = [
     "OnRetry",
     "Provider",
     "Request",
+    "ServedProvider",
+    "Server",
     "ToolChoice",
     "ToolDefinition",
     "merge_extra",
 ]
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ToolDefinition:
+class ToolDefinition(msgspec.Struct, frozen=True, gc=False):
     """A tool as the model is told about it: a name, what it does, and a JSON Schema for its arguments."""
 
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: JsonObject
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ForceTool:
+class ForceTool(msgspec.Struct, frozen=True, gc=False):
     """Make the model call this tool."""
 
     name: str
@@ -77,21 +75,17 @@ OnRetry: TypeAlias = Callable[[ProviderError, int, float], None]
 seconds before it."""
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ModelSettings:
+class ModelSettings(msgspec.Struct, frozen=True):
     """Sampling settings sent with every request; ``None`` leaves the provider's default."""
 
     temperature: float | None = None
     max_tokens: int | None = None
     top_p: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = msgspec.field(default_factory=dict)
     """Provider-specific body fields, merged into the request as given."""
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(msgspec.Struct, frozen=True):
     """One provider call: the conversation so far, the tools on offer and how to answer."""
 
     messages: tuple[Message, ...]
@@ -104,15 +98,13 @@ class Request:
     """Seconds to wait for the first byte and between chunks (``Limits.request_timeout``)."""
     deadline: float | None = None
     """``loop.time()`` after which the run stops; providers cap their retries by it."""
-    json_schema: dict[str, Any] | None = None
+    json_schema: JsonObject | None = None
     """Constrain the answer to this JSON Schema (JSON action mode), when ``ModelInfo.supports_json_schema``."""
     on_retry: OnRetry | None = None
     """Called before each retry the provider makes (for the run's records, logs and spans); must not raise."""
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class ModelInfo:
+class ModelInfo(msgspec.Struct, frozen=True, gc=False):
     """Which model a provider talks to, and what it can do."""
 
     provider: str
@@ -147,7 +139,28 @@ class Provider(Protocol):
         ...
 
 
-def merge_extra(body: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+Server: TypeAlias = tuple[str | None, int | None]
+"""Where a model is served: host and port (``None`` where not known)."""
+
+
+@runtime_checkable
+class ServedProvider(Provider, Protocol):
+    """A provider whose model is served over the network (every HTTP provider): where it is, and the credentials
+    it sends. A provider of another make need not be one; a run then masks no key of its own and names no
+    server in its telemetry."""
+
+    def credentials(self) -> tuple[str, ...]:
+        """The secrets the provider sends with each request (its API key; ``()`` for none): every tool result,
+        error and log line of a run is masked of them."""
+        ...
+
+    @property
+    def server(self) -> Server:
+        """The host and port of the provider's API (``server.address`` and ``server.port`` in spans)."""
+        ...
+
+
+def merge_extra(body: JsonObject, extra: JsonObject) -> JsonObject:
     """``body`` with ``extra`` merged in: nested objects are merged key by key, anything else replaced."""
     for key, value in extra.items():
         current = body.get(key)

@@ -10,18 +10,21 @@ requests, and every decoder speaks the same three words:
 * ``whole(data)``: the events of a whole (non-streamed) answer, its close included. A whole answer cannot have
   been cut on the way, so one without its finish is malformed (``invalid_response``), not a broken connection.
 
-A decoder serves one response: :meth:`~tether.providers.http.HttpClient.stream_decoded` feeds it where the
-bytes are read, and :class:`~tether.providers.http.WholeAnswer` hands it a whole body.
+``feed`` and ``whole`` take parsed JSON; ``feed_json`` and ``whole_json`` take its text, as the HTTP layer has
+it, and are what it calls. A decoder serves one response: the HTTP client (``providers/http/client.py``)
+feeds it each event where the bytes are read, or hands it a whole body.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
+import msgspec
+
 from tether.errors import InvalidResponse, ProviderError, TransportError
 from tether.events import LlmEvent
 
-__all__ = ["Decoder", "unfinished"]
+__all__ = ["Decoder", "parse_json_text", "unfinished"]
 
 
 class Decoder(Protocol):
@@ -29,6 +32,14 @@ class Decoder(Protocol):
 
     def feed(self, data: Any) -> list[LlmEvent]:
         """The events of one streamed piece."""
+        ...
+
+    def feed_json(self, text: str | bytes) -> list[LlmEvent]:
+        """The events of one streamed piece, from its JSON text."""
+        ...
+
+    def whole_json(self, body: str | bytes) -> list[LlmEvent]:
+        """The events of a whole answer, from its body's text."""
         ...
 
     def end(self) -> list[LlmEvent]:
@@ -49,3 +60,12 @@ def unfinished(provider: str, *, started: bool, whole: bool = False, missing: st
     if whole:
         return InvalidResponse(f"{provider} sent a malformed answer: it has no {missing}", details={"field": missing})
     return TransportError(f"{provider} ended the stream before finishing its answer")
+
+
+def parse_json_text(text: str | bytes, provider: str, what: str = "an event") -> Any:
+    """The JSON value of ``text`` (one event's data, or a whole body); ``InvalidResponse`` when it is not JSON."""
+    try:
+        return msgspec.json.decode(text)
+    except ValueError:
+        shown = text if isinstance(text, str) else text.decode(errors="replace")
+        raise InvalidResponse(f"{provider} sent {what} that is not JSON: {shown[:200]!r}") from None

@@ -32,20 +32,23 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
-from tether import jsoncodec
+import msgspec
+
 from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
+from tether.keys import missing_key, read_key
 from tether.message_memo import MessageMemo
 from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.gemini_schema import to_gemini_schema
 from tether.providers.gemini_stream import PROVIDER, GeminiDecoder, kept_parts_of, parse_usage
-from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
-from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, RoleJoiner, ToolsMemo, with_history, with_tools
+from tether.providers.http.body import ResponseLimits
+from tether.providers.http.client import HttpClient, OverHttp, Secret
+from tether.providers.http.retry import RetryPolicy
+from tether.providers.memo import RoleJoiner, ToolsMemo, joined_json
 from tether.providers.windows import checked_window, context_window_for
 
 __all__ = ["GeminiProvider", "encode_contents", "from_model_name", "parse_usage"]
@@ -60,7 +63,7 @@ UNSIGNED_CALL = "skip_thought_signature_validator"
 """The placeholder signature Gemini 3 accepts on a function call it did not sign itself."""
 
 
-class GeminiProvider:
+class GeminiProvider(OverHttp):
     """A Gemini model behind Google's Generative Language API (``{base_url}/models/{model}:...``)."""
 
     def __init__(
@@ -117,7 +120,6 @@ class GeminiProvider:
             retry=retry,
             limits=response_limits,
         )
-        self._options = OptionsMemo()
 
     def __repr__(self) -> str:
         return f"GeminiProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
@@ -132,33 +134,25 @@ class GeminiProvider:
         return self._client.answer(path, self.request_payload(request), decoder, request, streaming=streaming)
 
     def request_body(self, request: Request) -> dict[str, Any]:
-        """The JSON body for ``request``, as a dict."""
+        """The JSON body for ``request``, as plain data."""
         contents = encode_contents(m for m in request.messages if m.role != "system")
         if self._signs_calls:
             sign_foreign_calls(contents)
-        return self._body(request, contents, [m.text for m in request.messages if m.role == "system" and m.text])
+        system = [m.text for m in request.messages if m.role == "system" and m.text]
+        return self._body(request, contents, system, self._tool_items)
 
     def request_payload(self, request: Request) -> bytes:
-        """``request_body`` encoded, with each message's kept JSON, the tools' and the rest's (``memo.py``): the
-        cost of a request grows with the new messages, not with the whole history and every schema encoded again."""
-        if "contents" in request.settings.extra:  # a setting that replaces the history: sent as the dict has it
-            return jsoncodec.dumps_bytes(self.request_body(request))
+        """:meth:`request_body` encoded, the history and the tools from their kept JSON (``memo.py``): the cost
+        of a request grows with the new messages, not with the whole history and every schema encoded again."""
         contents, system = self._contents_json(request.messages)
         tools = _TOOLS[self._json_schema_parameters]
 
-        def encode(request: Request) -> bytes:
-            def declarations() -> bytes:
-                return b'[{"functionDeclarations":' + tools.json(request.tools) + b"}]"
+        def declarations(definitions: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+            return [{"functionDeclarations": tools.json(definitions)}]
 
-            return with_tools(
-                "contents",
-                jsoncodec.dumps_bytes(self._body(request, SLOT, list(system), tools_slot=True)),
-                declarations,
-            )
+        return msgspec.json.encode(self._body(request, contents, system, declarations))
 
-        return with_history("contents", self._options.json(request, encode, (request.system, *system)), contents)
-
-    def _contents_json(self, messages: Sequence[Message]) -> tuple[bytes, list[str]]:
+    def _contents_json(self, messages: Sequence[Message]) -> tuple[msgspec.Raw, list[str]]:
         """:func:`encode_contents`'s items as JSON, comma-joined, each message encoded once (``message_memo``),
         with each content's first call signed as :func:`sign_foreign_calls` signs it on a model that wants it; and
         the system messages' texts."""
@@ -180,17 +174,22 @@ class GeminiProvider:
                 if signed is not None:
                     parts, alone = signed
             joined.add(role, parts, alone)
-        return joined.joined(), system
+        return joined.json(), system
 
-    def _body(self, request: Request, contents: Any, system: list[str], *, tools_slot: bool = False) -> dict[str, Any]:
-        """The body with ``contents`` as they are given (encoded, or the slot for them), the system messages'
-        ``system`` texts (the run's system prompt goes first), and the tools (with ``tools_slot``, the slot for
-        them)."""
+    def _body(
+        self,
+        request: Request,
+        contents: Any,
+        system: list[str],
+        tools_of: Callable[[Sequence[ToolDefinition]], list[dict[str, Any]]],
+    ) -> dict[str, Any]:
+        """The body with ``contents`` as they are given (plain data or kept JSON), the system messages' ``system``
+        texts (the run's system prompt goes first), and the tools as ``tools_of`` gives them."""
         if request.system:
             system.insert(0, request.system)
         body: dict[str, Any] = {"contents": contents}
         if request.tools:
-            body["tools"] = TOOLS_SLOT if tools_slot else self._tool_items(request.tools)
+            body["tools"] = tools_of(request.tools)
         if system:
             body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
         if request.tools:
@@ -212,7 +211,7 @@ class GeminiProvider:
             body["toolConfig"] = {**(body.get("toolConfig") or {}), "functionCallingConfig": {"mode": "NONE"}}
         return body
 
-    def _tool_items(self, tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+    def _tool_items(self, tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
         return [{"functionDeclarations": [self._declaration(t) for t in tools]}]
 
     def _declaration(self, tool: ToolDefinition) -> dict[str, Any]:
@@ -288,12 +287,12 @@ def _kept_json(message: Message, position: int = 0) -> _Kept:
     contents = encode_contents((message,))
     parts: list[dict[str, Any]] = contents[0]["parts"] if contents else []
     opening = _OPENING[role]
-    plain = b",".join([jsoncodec.dumps_bytes(part) for part in parts])
+    plain = joined_json(parts)
     first = next((index for index, part in enumerate(parts) if "functionCall" in part), None)
     if first is None or parts[first].get("thoughtSignature"):
         return role, plain, opening + plain + b"]}", first is not None, None
     parts[first] = {**parts[first], "thoughtSignature": UNSIGNED_CALL}
-    signed = b",".join([jsoncodec.dumps_bytes(part) for part in parts])
+    signed = joined_json(parts)
     return role, plain, opening + plain + b"]}", True, (signed, opening + signed + b"]}")
 
 
@@ -365,7 +364,7 @@ def result_envelope(result: ToolResult) -> dict[str, Any]:
     """The ``functionResponse.response`` object: the result (parsed when it is JSON) or the error. A result
     that already is such an envelope (the Python assistant's capabilities answer with one) goes as it is."""
     try:
-        value: Any = jsoncodec.loads(result.content)
+        value: Any = msgspec.json.decode(result.content)
     except (ValueError, RecursionError):
         value = result.content
     if _is_envelope(value) and value["ok"] is not result.is_error:

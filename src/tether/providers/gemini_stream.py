@@ -38,6 +38,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from tether.errors import InvalidResponse
 from tether.events import (
     FinishReason,
@@ -50,9 +52,9 @@ from tether.events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from tether.providers.decoding import unfinished
-from tether.providers.http import error_for_payload
-from tether.providers.wire import anchored_entries, as_count, as_list, as_object, as_text, malformed
+from tether.providers.decoding import parse_json_text, unfinished
+from tether.providers.http.errors import error_for_payload
+from tether.providers.wire import Shape, anchored_entries, as_count, malformed
 from tether.usage import NO_USAGE, Usage
 
 __all__ = ["PROVIDER", "GeminiDecoder", "KeptPart", "finish_reason", "kept_parts_of", "parse_usage"]
@@ -96,6 +98,55 @@ READ_KEYS = frozenset({"text", "thought", "thoughtSignature", "functionCall"})
 """The part fields tether reads; a part with any other field that carries data is kept whole."""
 META_KEYS = frozenset({"partMetadata", "videoMetadata", "mediaResolution"})
 """Part fields that describe a part's data rather than being data: alone, they make nothing to keep."""
+
+
+# --- the wire shapes ------------------------------------------------------------------------------------------
+
+
+class _FunctionCall(msgspec.Struct, gc=False):
+    id: str | None = None
+    name: str | None = None
+    args: dict[str, Any] | None = None
+
+
+class _Part(msgspec.Struct, gc=False):
+    """The fields of a part tether reads (a part is kept whole as well when it has others: see ``READ_KEYS``)."""
+
+    text: str | None = None
+    thought: bool | None = None
+    thoughtSignature: str | None = None  # noqa: N815 - the wire's name
+    functionCall: _FunctionCall | None = None  # noqa: N815
+
+
+class _Content(msgspec.Struct, gc=False):
+    parts: list[dict[str, Any] | None] | None = None
+
+
+class _CandidateShape(msgspec.Struct, gc=False):
+    index: int | msgspec.UnsetType = msgspec.UNSET
+    content: _Content | None = None
+    finishReason: str | None = None  # noqa: N815
+    finishMessage: str | None = None  # noqa: N815
+
+
+class _Feedback(msgspec.Struct, gc=False):
+    blockReason: str | None = None  # noqa: N815
+
+
+class _Chunk(msgspec.Struct, gc=False):
+    """A ``GenerateContentResponse``: a streamed chunk, or a whole response."""
+
+    candidates: list[_CandidateShape] | None = None
+    modelVersion: str | None = None  # noqa: N815
+    responseId: str | None = None  # noqa: N815
+    usageMetadata: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET  # noqa: N815
+    promptFeedback: _Feedback | None = None  # noqa: N815
+    error: Any = None
+
+
+_CHUNK = Shape(_Chunk, "the chunk")
+_PART = Shape(_Part, "the part")
+_NO_CALL = _FunctionCall()
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,11 +199,8 @@ class _Candidate:
     def read(self, part: dict[str, Any], what: str) -> None:
         """One part as events: thought, call or text, a signature on the part it came with; a part of any
         other kind is kept whole (see the module docstring)."""
-        signature = as_text(part.get("thoughtSignature"), PROVIDER, f"{what}.thoughtSignature") or None
-        text = as_text(part.get("text"), PROVIDER, f"{what}.text")
-        thought = part.get("thought")
-        if thought is not None and type(thought) is not bool:
-            raise malformed(PROVIDER, f"{what}.thought", thought)
+        read = _PART.of(part, PROVIDER, what)
+        signature, text, thought = read.thoughtSignature or None, read.text or "", read.thought
         if thought:
             self.parts += 0 if self.thinking else 1
             self.thinking = signature is None
@@ -160,7 +208,7 @@ class _Candidate:
             return
         owned = {"origin": PROVIDER, "thoughtSignature": signature} if signature else None
         if "functionCall" in part:
-            self._call(as_object(part["functionCall"], PROVIDER, f"{what}.functionCall"), owned, what)
+            self._call(read.functionCall or _NO_CALL, owned)
         elif any(key not in READ_KEYS and key not in META_KEYS for key in part):
             self.kept.append(KeptPart(self.parts, self.chars, part))
         elif text or owned:  # a signature on a part with nothing else in it: kept on an empty text
@@ -169,13 +217,11 @@ class _Candidate:
             self.events.append(TextDelta(text, owned))
             self.output = self.output or bool(text.strip())
 
-    def _call(self, call: dict[str, Any], owned: dict[str, Any] | None, what: str) -> None:
-        call_id = as_text(call.get("id"), PROVIDER, f"{what}.functionCall.id") or f"call_{uuid.uuid4().hex[:24]}"
-        name = as_text(call.get("name"), PROVIDER, f"{what}.functionCall.name")
-        arguments = as_object(call.get("args"), PROVIDER, f"{what}.functionCall.args")
+    def _call(self, call: _FunctionCall, owned: dict[str, Any] | None) -> None:
+        call_id = call.id or f"call_{uuid.uuid4().hex[:24]}"
         self.events += [
-            ToolCallStart(call_id, name, self.calls, owned),
-            ToolCallDelta(call_id, json.dumps(arguments, ensure_ascii=False)),
+            ToolCallStart(call_id, call.name or "", self.calls, owned),
+            ToolCallDelta(call_id, json.dumps(call.args or {}, ensure_ascii=False)),
             ToolCallEnd(call_id),
         ]
         self.calls += 1
@@ -197,11 +243,11 @@ class GeminiDecoder:
 
     ``live``: one candidate is expected, and its events are handed out as they arrive; otherwise every
     candidate is kept until the end, when the answer is chosen among them (see the module docstring). Every
-    field read is type-checked (:mod:`tether.providers.wire`): a wrong JSON type is ``invalid_response``
-    naming the field.
+    chunk is read into the wire shapes above: a wrong JSON type is ``invalid_response`` naming the field.
     """
 
     __slots__ = ("_blocked", "_candidates", "_complete", "_live", "_live_index", "_started", "_usage")
+    provider = PROVIDER
 
     def __init__(self, *, live: bool = True) -> None:
         self._live = live
@@ -217,28 +263,37 @@ class GeminiDecoder:
         self._complete = True
         return self.feed(data) + self.end()
 
+    def whole_json(self, body: str | bytes) -> list[LlmEvent]:
+        self._complete = True
+        return self.feed_json(body) + self.end()
+
+    def feed_json(self, text: str | bytes) -> list[LlmEvent]:
+        """The events of one streamed chunk's JSON (a JSON array of chunks is read in order)."""
+        if text.lstrip()[:1] in ("[", b"["):
+            return self.feed(parse_json_text(text, PROVIDER))
+        return self._chunk(_CHUNK.of_text(text, PROVIDER))
+
     def feed(self, data: Any) -> list[LlmEvent]:
-        """The events of one streamed chunk (a JSON array of chunks is read in order)."""
+        """The events of one streamed chunk, parsed (a JSON array of chunks is read in order)."""
         if type(data) is list:  # one level only: a list inside it is no chunk
             return [event for item in data if self._is_chunk(item) for event in self.feed(item)]
         if type(data) is not dict:
             raise InvalidResponse(f"gemini sent a chunk that is not a JSON object: {str(data)[:200]}")
-        if data.get("error"):
-            raise error_for_payload(PROVIDER, data)
+        return self._chunk(_CHUNK.of(data, PROVIDER))
+
+    def _chunk(self, chunk: _Chunk) -> list[LlmEvent]:
+        if chunk.error:
+            raise error_for_payload(PROVIDER, {"error": chunk.error})
         out: list[LlmEvent] = []
         if not self._started:
             self._started = True
-            model = as_text(data.get("modelVersion"), PROVIDER, "modelVersion") or None
-            out.append(
-                StreamStart(model=model, response_id=as_text(data.get("responseId"), PROVIDER, "responseId") or None)
-            )
-        if "usageMetadata" in data:  # each chunk repeats the running totals: the last one counts
-            self._usage = parse_usage(as_object(data["usageMetadata"], PROVIDER, "usageMetadata"))
-        feedback = as_object(data.get("promptFeedback"), PROVIDER, "promptFeedback")
-        if blocked := as_text(feedback.get("blockReason"), PROVIDER, "promptFeedback.blockReason"):
-            self._blocked = blocked
-        for position, raw in enumerate(as_list(data.get("candidates"), PROVIDER, "candidates")):
-            out += self._candidate(as_object(raw, PROVIDER, f"candidates[{position}]"), position)
+            out.append(StreamStart(model=chunk.modelVersion or None, response_id=chunk.responseId or None))
+        if chunk.usageMetadata is not msgspec.UNSET:  # each chunk repeats the running totals: the last one counts
+            self._usage = parse_usage(chunk.usageMetadata or {})
+        if chunk.promptFeedback is not None and chunk.promptFeedback.blockReason:
+            self._blocked = chunk.promptFeedback.blockReason
+        for position, candidate in enumerate(chunk.candidates or ()):
+            out += self._candidate(candidate, position)
         return out
 
     def _is_chunk(self, item: Any) -> bool:
@@ -246,19 +301,17 @@ class GeminiDecoder:
             raise InvalidResponse(f"gemini sent a chunk that is not a JSON object but a {type(item).__name__}")
         return True
 
-    def _candidate(self, raw: dict[str, Any], position: int) -> list[LlmEvent]:
+    def _candidate(self, raw: _CandidateShape, position: int) -> list[LlmEvent]:
         what = f"candidates[{position}]"
-        index = raw.get("index", position)
-        if type(index) is not int or index < 0:
+        index = position if raw.index is msgspec.UNSET else raw.index
+        if index < 0:
             raise malformed(PROVIDER, f"{what}.index", index)
         candidate = self._candidates.setdefault(index, _Candidate())
-        content = as_object(raw.get("content"), PROVIDER, f"{what}.content")
-        for number, part in enumerate(as_list(content.get("parts"), PROVIDER, f"{what}.content.parts")):
-            where = f"{what}.content.parts[{number}]"
-            candidate.read(as_object(part, PROVIDER, where), where)
-        if finish := as_text(raw.get("finishReason"), PROVIDER, f"{what}.finishReason"):
+        for number, part in enumerate(raw.content.parts or () if raw.content is not None else ()):
+            candidate.read(part or {}, f"{what}.content.parts[{number}]")
+        if finish := raw.finishReason:
             candidate.finish = finish
-            candidate.message = as_text(raw.get("finishMessage"), PROVIDER, f"{what}.finishMessage") or None
+            candidate.message = raw.finishMessage or None
         if not self._live:
             return []
         self._live_index = index if self._live_index is None else self._live_index

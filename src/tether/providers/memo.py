@@ -1,28 +1,43 @@
-"""A request body built from kept JSON: what a request costs grows with the new messages, not the whole history.
+"""What a request body is built from: each message's JSON and each tool's, made once and kept.
 
-Each wire protocol keeps every message's JSON (or the pieces its messages are assembled from) in a
-:class:`~tether.message_memo.MessageMemo` and each tool's JSON in a :class:`ToolsMemo`. The rest of a body is
-encoded with a slot standing for the history and one for the tools; :func:`with_tools` fills the tools' in, and
-the result is kept in an :class:`OptionsMemo` while the requests ask for the same; :func:`with_history` fills
-the history in, every request.
+A run sends its whole history and its tools every turn. Each wire protocol keeps every message's JSON (or the
+pieces its messages are assembled from) in a :class:`~tether.message_memo.MessageMemo` and each tool's JSON in a
+:class:`ToolsMemo`, and builds its body as a dict whose history and tools are already JSON (:func:`json_list`:
+``msgspec.Raw``, written into the body as it is): what a request costs grows with the new messages, not with the
+whole history and every schema encoded again. The rest of a body (model, tool choice, settings) is a few keys,
+encoded with it every request: there is one body builder per protocol, and nothing else to keep in step with it.
+
+What is kept is kept at its size (:func:`exact`, :func:`joined_json`): ``msgspec.json.encode`` hands back its
+growing buffer as it is, up to ~40% larger than the JSON in it, and a message's JSON lives as long as the message,
+a body as long as its answer is awaited.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from tether import jsoncodec
-from tether.providers.base import Request, ToolDefinition
+import msgspec
 
-SLOT = "\x00history\x00"
-"""Stands for the messages in a body encoded without them (no JSON a caller builds holds a NUL there)."""
-SLOT_JSON = b'"\\u0000history\\u0000"'
-"""How either JSON backend writes :data:`SLOT`."""
-TOOLS_SLOT = "\x00tools\x00"
-"""Stands for the tools in a body encoded without them."""
-TOOLS_SLOT_JSON = b'"\\u0000tools\\u0000"'
-"""How either JSON backend writes :data:`TOOLS_SLOT`."""
+from tether.providers.base import ToolDefinition
+
+
+def exact(data: bytes) -> bytes:
+    """``data`` in a bytes object of its own size (a copy: ``msgspec.json.encode``'s output may have room to
+    spare, and ``bytes(data)`` or ``data[:]`` would hand back the same object)."""
+    return bytes(memoryview(data))
+
+
+def joined_json(items: Iterable[Any]) -> bytes:
+    """Each item's JSON, comma-joined, at its size (a join of several makes a new bytes object; a join of one
+    hands back the item itself)."""
+    encoded = [msgspec.json.encode(item) for item in items]
+    return exact(encoded[0]) if len(encoded) == 1 else b",".join(encoded)
+
+
+def json_list(items: Sequence[bytes]) -> msgspec.Raw:
+    """Items already JSON, as the JSON list of them that ``msgspec.json.encode`` writes into a body as it is."""
+    return msgspec.Raw(b"[" + b",".join(items) + b"]")
 
 
 class ToolsMemo:
@@ -39,7 +54,7 @@ class ToolsMemo:
         self._kept: dict[int, tuple[dict[str, Any], str, str, bytes]] = {}
         """``id(schema)`` -> the schema, the tool's name and description, and the tool's JSON."""
 
-    def json(self, tools: Sequence[ToolDefinition]) -> bytes:
+    def json(self, tools: Sequence[ToolDefinition]) -> msgspec.Raw:
         """The tools as a JSON list, in order; each encoded now only if not seen before."""
         kept, texts = self._kept, []
         for tool in tools:
@@ -52,55 +67,14 @@ class ToolsMemo:
                     schema,
                     tool.name,
                     tool.description,
-                    jsoncodec.dumps_bytes(self._encode(tool)),
+                    msgspec.json.encode(self._encode(tool)),
                 )
             texts.append(entry[3])
-        return b"[" + b",".join(texts) + b"]"
+        return json_list(texts)
 
 
 MAX_KEPT_TOOLS = 1024
 """Tools a :class:`ToolsMemo` keeps; past this many, it starts over."""
-
-
-class OptionsMemo:
-    """What a body holds besides its history (model, tools, tool choice, settings), as JSON, kept while the
-    requests ask for the same: a run's do, every turn. Kept against the request's tools and settings (the same
-    objects), tool choice, parallel-calls flag, JSON schema (the same object) and whatever else the provider's
-    body depends on (``also``: its system prompt, say); never for settings with ``extra`` fields, a dict a
-    caller may change in place between requests."""
-
-    __slots__ = ("_json", "_key")
-
-    def __init__(self) -> None:
-        self._key: tuple[Any, ...] | None = None
-        self._json = b""
-
-    def json(self, request: Request, encode: Callable[[Request], bytes], also: object = None) -> bytes:
-        """``encode(request)``, or what it gave for the last request that asked for the same."""
-        settings, key = request.settings, self._key
-        if (
-            key is not None
-            and key[0] is request.tools
-            and key[1] is settings
-            and key[2] == request.tool_choice
-            and key[3] == request.parallel_tool_calls
-            and key[4] is request.json_schema
-            and key[5] == also
-            and not settings.extra
-        ):
-            return self._json
-        text = encode(request)
-        if not settings.extra:
-            self._key = (
-                request.tools,
-                settings,
-                request.tool_choice,
-                request.parallel_tool_calls,
-                request.json_schema,
-                also,
-            )
-            self._json = text
-        return text
 
 
 class RoleJoiner:
@@ -136,37 +110,6 @@ class RoleJoiner:
             self.items[-1] = self._opening[role] + b",".join(merged) + b"]}"
         self._last = parts
 
-    def joined(self) -> bytes:
-        """The items' JSON, comma-joined."""
-        return b",".join(self.items)
-
-
-def with_tools(key: str, encoded: bytes, tools: Callable[[], bytes]) -> bytes:
-    """``encoded`` (a body whose first key, ``key``, holds :data:`SLOT`) with ``tools()`` (the tools' JSON) in
-    the tools' slot, when its second key, ``"tools"``, holds :data:`TOOLS_SLOT`; as it is when it does not (a
-    setting's ``extra`` replaced the tools, or the provider left them out). The slots are found where they must
-    be, at the start, never looked for in the rest, which may hold any text, the slots' included."""
-    prefix = _openings(key)[1] + b',"tools":'
-    if not encoded.startswith(prefix + TOOLS_SLOT_JSON):
-        return encoded
-    return b"".join((prefix, tools(), encoded[len(prefix) + len(TOOLS_SLOT_JSON) :]))
-
-
-def with_history(key: str, encoded: bytes, items: bytes) -> bytes:
-    """``encoded`` (a body whose first key, ``key``, holds :data:`SLOT`: a caller sends a setting's ``extra``
-    that replaces the history as the dict has it instead) with the history in the slot: ``items``, its messages'
-    JSON comma-joined, in a list. One copy of each: the body of a long run is mostly its history."""
-    opening, prefix = _OPENINGS.get(key) or _openings(key)
-    if not encoded.startswith(prefix):
-        raise AssertionError(f"the body does not start with its history's slot: {encoded[: len(prefix)]!r}")
-    return b"".join((opening, b"[", items, b"]", memoryview(encoded)[len(prefix) :]))
-
-
-_OPENINGS: dict[str, tuple[bytes, bytes]] = {}
-"""Per history key: a body's JSON up to the key's value, and up to the end of its slot."""
-
-
-def _openings(key: str) -> tuple[bytes, bytes]:
-    opening = b'{"' + key.encode() + b'":'
-    made = _OPENINGS[key] = (opening, opening + SLOT_JSON)
-    return made
+    def json(self) -> msgspec.Raw:
+        """The items as a JSON list."""
+        return json_list(self.items)

@@ -12,18 +12,21 @@ requests to a server of the same profile, which Gemini 3 requires to continue af
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from tether import jsoncodec
+import msgspec
+
 from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
+from tether.keys import missing_key, read_key
 from tether.message_memo import MessageMemo
 from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
-from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
-from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, ToolsMemo, with_history, with_tools
+from tether.providers.http.body import ResponseLimits
+from tether.providers.http.client import HttpClient, OverHttp, Secret
+from tether.providers.http.retry import RetryPolicy
+from tether.providers.memo import ToolsMemo, joined_json, json_list
 from tether.providers.openai_chat_stream import CALL_EXTRA, ChatDecoder
 from tether.providers.registry import PROFILES, Profile
 from tether.providers.windows import checked_window, context_window_for
@@ -32,7 +35,7 @@ CANNOT_CALL_TOOLS = frozenset({"o1-mini", "o1-preview"})
 """Models that reject tool definitions outright."""
 
 
-class OpenAIChatProvider:
+class OpenAIChatProvider(OverHttp):
     """A model behind a Chat Completions endpoint (``POST {base_url}/chat/completions``)."""
 
     def __init__(
@@ -89,8 +92,6 @@ class OpenAIChatProvider:
             retry=retry,
             limits=response_limits,
         )
-        self._options = OptionsMemo()
-        """The body but its history, as JSON: a run asks for the same every turn (:meth:`_encode_options`)."""
         self._kept_system: tuple[str, bytes] = ("", b"")
         """The last system prompt and its message's JSON."""
 
@@ -106,22 +107,19 @@ class OpenAIChatProvider:
         )
 
     def request_body(self, request: Request) -> dict[str, Any]:
-        """The JSON body for ``request``."""
+        """The JSON body for ``request``, as plain data."""
         messages: list[dict[str, Any]] = [{"role": "system", "content": request.system}] if request.system else []
         for message in request.messages:
             messages += encode_message(message, self.profile.name)
-        return {"messages": messages, **self._options_body(request)}
+        return self._body(request, messages, _tool_items)
 
     def request_payload(self, request: Request) -> bytes:
-        """``request_body`` encoded, with each message's kept JSON, the tools' and the rest's (``memo.py``): the
-        cost of a request grows with the new messages, not with the whole history re-encoded every turn."""
-        if "messages" in request.settings.extra:  # a setting that replaces the history: sent as the dict has it
-            return jsoncodec.dumps_bytes(self.request_body(request))
+        """:meth:`request_body` encoded, the history and the tools from their kept JSON (``memo.py``): the cost
+        of a request grows with the new messages, not with the whole history re-encoded every turn."""
         texts = _MEMO.values(request.messages, self._message_json, self.profile.name)
         if request.system:
             texts.insert(0, self._system_json(request.system))
-        options = self._options.json(request, self._encode_options, self.streaming)
-        return with_history("messages", options, b",".join(texts))
+        return msgspec.json.encode(self._body(request, json_list(texts), _TOOLS.json))
 
     def _message_json(self, message: Message, position: int) -> bytes:
         return message_json(message, self.profile.name)
@@ -129,22 +127,20 @@ class OpenAIChatProvider:
     def _system_json(self, system: str) -> bytes:
         kept, text = self._kept_system
         if system != kept:
-            text = _dumps({"role": "system", "content": system})
+            text = joined_json(({"role": "system", "content": system},))
             self._kept_system = (system, text)
         return text
 
-    def _encode_options(self, request: Request) -> bytes:
-        """The body with the slot for its history, and the tools' JSON kept per tool."""
-        encoded = _dumps({"messages": SLOT, **self._options_body(request, tools_slot=True)})
-
-        return with_tools("messages", encoded, lambda: _TOOLS.json(tool_offer(request, self.profile)[0]))
-
-    def _options_body(self, request: Request, *, tools_slot: bool = False) -> dict[str, Any]:
-        """Everything in the body but the messages, the tools first; with ``tools_slot``, the tools are a slot for
-        :func:`~tether.providers.memo.with_tools` to fill in the encoded body."""
+    def _body(
+        self, request: Request, messages: Any, tools_of: Callable[[tuple[ToolDefinition, ...]], Any]
+    ) -> dict[str, Any]:
+        """The body: ``messages`` as given (plain data or kept JSON), the tools as ``tools_of`` gives them, the
+        tool choice and the settings; ``ModelSettings.extra`` merged in last."""
         profile = self.profile
         tools, choice = tool_offer(request, profile)
-        body: dict[str, Any] = {"tools": TOOLS_SLOT if tools_slot else _tool_items(tools)} if tools else {}
+        body: dict[str, Any] = {"messages": messages}
+        if tools:
+            body["tools"] = tools_of(tools)
         body["model"], body["stream"] = self.info.name, self.streaming
         if self.streaming and profile.stream_options:
             body["stream_options"] = {"include_usage": True}
@@ -179,18 +175,7 @@ _MEMO: MessageMemo[bytes] = MessageMemo()
 
 def message_json(message: Message, origin: str) -> bytes:
     """:func:`encode_message`'s items as JSON, comma-joined."""
-    items = encode_message(message, origin)
-    # what encode_message writes is text and None, but for a call's extra_content: the server's JSON, any number
-    finite = True
-    for item in items:
-        for call in item.get("tool_calls", ()):
-            if CALL_EXTRA in call:
-                finite = False
-    return b",".join([jsoncodec.dumps_bytes(item, finite=finite) for item in items])
-
-
-def _dumps(value: Any) -> bytes:
-    return jsoncodec.dumps_bytes(value)
+    return joined_json(encode_message(message, origin))
 
 
 def _tool_items(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:

@@ -7,8 +7,8 @@ marked ``{"refusal": true}``, tool calls assembled by their ``index`` (several m
 without an ``id`` gets one; the deprecated single ``function_call`` is read as the call at index 0), the finish
 reason and usage.
 
-An answer is read field by field with the typed readers of :mod:`tether.providers.wire`: a field of the wrong
-JSON type (at any depth) is ``InvalidResponse`` naming it, and no event ever carries a value of the wrong
+An answer is read into the typed wire shapes below (:class:`~tether.providers.wire.Shape`): a field of the
+wrong JSON type (at any depth) is ``InvalidResponse`` naming it, and no event ever carries a value of the wrong
 Python type. ``content`` may also be a list of parts, as some servers send it: its ``text`` parts are the
 text. Usage counts are read forgivingly. A tool call's ``extra_content`` (where Gemini's OpenAI-compatible
 endpoint puts the call's thought signature, streamed or not) is kept in the call's ``provider_data`` as
@@ -22,6 +22,8 @@ import json
 import uuid
 from typing import Any
 
+import msgspec
+
 from tether.events import (
     FinishReason,
     LlmEvent,
@@ -34,9 +36,9 @@ from tether.events import (
     ToolCallStart,
 )
 from tether.providers.decoding import unfinished
-from tether.providers.http import error_for_payload
+from tether.providers.http.errors import error_for_payload
 from tether.providers.registry import Profile
-from tether.providers.wire import as_count, as_list, as_object, as_text, malformed
+from tether.providers.wire import Shape, as_count, malformed
 from tether.usage import NO_USAGE, Usage
 
 __all__ = ["CALL_EXTRA", "ChatDecoder", "parse_usage"]
@@ -55,21 +57,95 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
+# --- the wire shapes ------------------------------------------------------------------------------------------
+
+
+class _Function(msgspec.Struct, gc=False):
+    name: str | None = None
+    arguments: str | dict[str, Any] | None = None
+    """JSON text; some servers send the arguments as an object."""
+
+
+class _CallPiece(msgspec.Struct, gc=False):
+    """A tool call, or a piece of one (calls stream interleaved, told apart by ``index``)."""
+
+    index: int | None = None
+    id: str | None = None
+    function: _Function | None = None
+    extra_content: dict[str, Any] | None = None
+
+
+class _ContentPart(msgspec.Struct, gc=False):
+    type: str | None = None
+    text: Any = None
+    """Read (as text) in ``text`` parts only: parts of other types are a server's own."""
+
+
+class _Delta(msgspec.Struct, gc=False):
+    """A choice's ``delta`` (streamed) or ``message`` (whole)."""
+
+    content: str | list[_ContentPart] | None = None
+    refusal: str | None = None
+    tool_calls: list[_CallPiece] | None = None
+    function_call: _Function | None = None
+    """The deprecated single call, read as the call at index 0."""
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+
+
+class _Choice(msgspec.Struct, gc=False):
+    index: int | None = None
+    delta: _Delta | None = None
+    message: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _Details(msgspec.Struct, gc=False):
+    cached_tokens: Any = None
+    reasoning_tokens: Any = None
+
+
+class _Usage(msgspec.Struct, gc=False):
+    """Counts of any JSON type: read forgivingly (``wire.as_count``)."""
+
+    prompt_tokens: Any = None
+    completion_tokens: Any = None
+    prompt_tokens_details: _Details | None = None
+    completion_tokens_details: _Details | None = None
+    prompt_cache_hit_tokens: Any = None
+
+
+class _Chunk(msgspec.Struct, gc=False):
+    """A streamed chunk, or a whole completion."""
+
+    id: str | None = None
+    model: str | None = None
+    choices: list[_Choice] | None = None
+    usage: _Usage | None = None
+    error: Any = None
+    message: Any = None
+    """Beside ``error``, some servers' message of it."""
+
+
+_CHUNK = Shape(_Chunk, "the chunk", renames={"function_call": "function"})
+"""A chunk; the deprecated ``function_call`` is named ``function`` in errors, as a call's own ``function`` is."""
+_USAGE = Shape(_Usage, "usage")
+
+
 class ChatDecoder:
     """Chat Completions chunks (or one whole completion) to ``LlmEvent``s, for one response: a
     :class:`~tether.providers.decoding.Decoder`.
 
-    Every field is read through the typed readers of :mod:`tether.providers.wire`: a field of the wrong JSON
-    type is an ``InvalidResponse`` naming it, so nothing wrongly typed reaches an event. A tool call's
-    ``extra_content`` (Gemini's OpenAI-compatible endpoint puts the call's thought signature there) is kept in
-    the call's ``provider_data`` and sent back unchanged (:func:`~tether.providers.openai_chat.encode_message`).
+    Each chunk is read into the wire shapes above, so a field of the wrong JSON type is an ``InvalidResponse``
+    naming it and nothing wrongly typed reaches an event. A tool call's ``extra_content`` (Gemini's
+    OpenAI-compatible endpoint puts the call's thought signature there) is kept in the call's ``provider_data``
+    and sent back unchanged (:func:`~tether.providers.openai_chat.encode_message`).
     """
 
-    __slots__ = ("_calls", "_extra", "_finish", "_reasoning_fields", "_started", "_usage", "provider")
+    __slots__ = ("_calls", "_extra", "_finish", "_started", "_usage", "provider")
 
     def __init__(self, profile: Profile) -> None:
         self.provider = profile.name
-        self._reasoning_fields = profile.reasoning_fields
         self._started = False
         self._calls: dict[int, str] = {}
         self._extra: dict[str, Any] | None = None
@@ -78,45 +154,25 @@ class ChatDecoder:
         self._finish: FinishReason | None = None
         self._usage = NO_USAGE
 
+    def feed_json(self, text: str | bytes) -> list[LlmEvent]:
+        """The events of one streamed chunk's JSON (or of a whole completion's)."""
+        return self._read(_CHUNK.of_text(text, self.provider))
+
     def feed(self, data: Any) -> list[LlmEvent]:
-        """The events of one streamed chunk (or of a whole completion, from a server that ignored streaming)."""
-        name = self.provider
-        if type(data) is not dict:
-            raise malformed(name, "the chunk", data)
-        if data.get("error") and not data.get("choices"):
-            raise error_for_payload(name, data)
-        out: list[LlmEvent] = []
-        if not self._started:
-            self._started = True
-            model = as_text(data.get("model"), name, "model")
-            response_id = as_text(data.get("id"), name, "id")
-            out.append(StreamStart(model or None, response_id or None))
-        if (usage := data.get("usage")) is not None and (usage := as_object(usage, name, "usage")):
-            self._usage = parse_usage(usage, name)
-        choices = data.get("choices")
-        if type(choices) is not list:
-            choices = as_list(choices, name, "choices")
-        for position, choice in enumerate(choices):
-            if type(choice) is not dict:
-                choice = as_object(choice, name, f"choices[{position}]")
-            index = choice.get("index", 0)
-            if type(index) is not int and index is not None:
-                raise malformed(name, f"choices[{position}].index", index)
-            if not index:
-                field = "delta" if "delta" in choice else "message"
-                delta = choice.get(field)
-                if type(delta) is not dict:
-                    delta = as_object(delta, name, f"choices[{position}].{field}")
-                finish = choice.get("finish_reason")
-                if finish is not None and type(finish) is not str:
-                    raise malformed(name, f"choices[{position}].finish_reason", finish)
-                self._choice(delta, finish, position, field, out)
-        return out
+        """The events of one streamed chunk, parsed (or of a whole completion, from a server that ignored
+        streaming)."""
+        return self._read(_CHUNK.of(data, self.provider))
+
+    def whole_json(self, body: str | bytes) -> list[LlmEvent]:
+        return self._whole(_CHUNK.of_text(body, self.provider, source="a body"))
 
     def whole(self, data: Any) -> list[LlmEvent]:
         """The events of a whole (non-streamed) completion, its close included; one without a finish reason
         (or without a first choice) is malformed (:func:`~tether.providers.decoding.unfinished`)."""
-        events = self.feed(data)
+        return self._whole(_CHUNK.of(data, self.provider))
+
+    def _whole(self, chunk: _Chunk) -> list[LlmEvent]:
+        events = self._read(chunk)
         if self._finish is None:
             raise unfinished(self.provider, started=True, whole=True, missing="choices[0].finish_reason")
         return events + self.end()
@@ -130,77 +186,64 @@ class ChatDecoder:
         out.append(StreamEnd(self._finish, self._usage, data))
         return out
 
-    def _choice(self, delta: dict[str, Any], finish: str | None, choice: int, field: str, out: list[LlmEvent]) -> None:
-        """The first choice's ``delta`` (or ``message``, named ``field``); a field's path in an error message is
-        made only when it is needed."""
+    def _read(self, chunk: _Chunk) -> list[LlmEvent]:
         name = self.provider
-        for reasoning_field in self._reasoning_fields:
-            reasoning = delta.get(reasoning_field)
-            if reasoning is not None and (
-                reasoning := as_text(reasoning, name, f"choices[{choice}].{field}.{reasoning_field}")
-            ):
+        if chunk.error and not chunk.choices:
+            raise error_for_payload(name, {"error": chunk.error, "message": chunk.message})
+        out: list[LlmEvent] = []
+        if not self._started:
+            self._started = True
+            out.append(StreamStart(chunk.model or None, chunk.id or None))
+        if chunk.usage is not None and chunk.usage != _NO_COUNTS:
+            self._usage = usage_of(chunk.usage)
+        for position, choice in enumerate(chunk.choices or ()):
+            if not choice.index:  # the first choice (or the only one, numbered or not)
+                delta, field = (choice.delta, "delta") if choice.delta is not None else (choice.message, "message")
+                if delta is not None:
+                    self._choice(delta, position, field, out)
+                if choice.finish_reason:
+                    self._finish = _FINISH.get(choice.finish_reason, "other")
+        return out
+
+    def _choice(self, delta: _Delta, choice: int, field: str, out: list[LlmEvent]) -> None:
+        """The first choice's ``delta`` (or ``message``, named ``field``)."""
+        for reasoning in (delta.reasoning_content, delta.reasoning):
+            if reasoning:
                 out.append(ThinkingDelta(reasoning))
-        content = delta.get("content")
-        if type(content) is not str and content is not None:
-            content = _content_text(content, name, f"choices[{choice}].{field}.content")
+        content = delta.content
+        if isinstance(content, list):
+            content = _content_text(content, self.provider, f"choices[{choice}].{field}.content")
         if content:
             out.append(TextDelta(content))
-        refusal = delta.get("refusal")
-        if refusal is not None and (refusal := as_text(refusal, name, f"choices[{choice}].{field}.refusal")):
-            out.append(TextDelta(refusal, provider_data={"refusal": True}))
-        if (calls := delta.get("tool_calls")) is not None:
-            if type(calls) is not list:
-                calls = as_list(calls, name, f"choices[{choice}].{field}.tool_calls")
-            for position, call in enumerate(calls):
-                if type(call) is not dict:
-                    call = as_object(call, name, f"choices[{choice}].{field}.tool_calls[{position}]")
-                self._tool_call(call, position, choice, field, out)
-        legacy = delta.get("function_call")
-        if legacy is not None and (legacy := as_object(legacy, name, f"choices[{choice}].{field}.function_call")):
-            self._tool_call({"index": 0, "function": legacy}, 0, choice, field, out, legacy=True)  # the old single call
-        if finish:
-            self._finish = _FINISH.get(finish, "other")
+        if delta.refusal:
+            out.append(TextDelta(delta.refusal, provider_data={"refusal": True}))
+        for position, call in enumerate(delta.tool_calls or ()):
+            self._tool_call(call, position, out)
+        if delta.function_call is not None:  # the old single call
+            self._tool_call(_CallPiece(index=0, function=delta.function_call), 0, out)
 
-    def _tool_call(
-        self, call: dict[str, Any], position: int, choice: int, field: str, out: list[LlmEvent], legacy: bool = False
-    ) -> None:
-        """One tool call, or a piece of one: ``choices[choice].field.tool_calls[position]`` (``legacy``: the
-        deprecated ``choices[choice].field.function_call``), a path made only for an error message."""
-        name = self.provider
-        given_id = call.get("id")
-        if type(given_id) is not str:
-            given_id = as_text(given_id, name, _call_path(choice, field, position, legacy, "id"))
-        index = call.get("index")
+    def _tool_call(self, call: _CallPiece, position: int, out: list[LlmEvent]) -> None:
+        """One tool call, or a piece of one."""
+        given_id = call.id or ""
+        index = call.index
         if index is None:  # whole calls (non-streamed answers, or servers that leave it out)
             index = self._index_of(given_id, position)
-        elif type(index) is not int:
-            raise malformed(name, _call_path(choice, field, position, legacy, "index"), index)
-        function = call.get("function")
-        if type(function) is not dict:
-            function = as_object(function, name, _call_path(choice, field, position, legacy, "function"))
-        tool_name = function.get("name")
-        if type(tool_name) is not str:
-            tool_name = as_text(tool_name, name, _call_path(choice, field, position, legacy, "function.name"))
-        arguments = function.get("arguments")
+        function = call.function or _NO_FUNCTION
+        arguments = function.arguments
         if type(arguments) is dict:  # a server that sends the arguments as an object, not as JSON text
             arguments = json.dumps(arguments, ensure_ascii=False)
-        if type(arguments) is not str:
-            arguments = as_text(arguments, name, _call_path(choice, field, position, legacy, "function.arguments"))
-        extra = call.get("extra_content")
-        if extra is not None:
-            extra = as_object(extra, name, _call_path(choice, field, position, legacy, "extra_content"))
         call_id = self._calls.get(index)
         if call_id is None:
             call_id = given_id or f"call_{uuid.uuid4().hex[:24]}"
             self._calls[index] = call_id
-            data = {"origin": name, CALL_EXTRA: extra} if extra else None
-            out.append(ToolCallStart(call_id, tool_name, index, data))
-        elif extra:
+            data = {"origin": self.provider, CALL_EXTRA: call.extra_content} if call.extra_content else None
+            out.append(ToolCallStart(call_id, function.name or "", index, data))
+        elif call.extra_content:
             if self._extra is None:
                 self._extra = {}
-            self._extra[call_id] = extra
+            self._extra[call_id] = call.extra_content
         if arguments:
-            out.append(ToolCallDelta(call_id, arguments))
+            out.append(ToolCallDelta(call_id, arguments))  # type: ignore[arg-type]
 
     def _index_of(self, call_id: str, position: int) -> int:
         """A call without an ``index``: the one with its id, a new one if the id is new, else its position."""
@@ -211,37 +254,37 @@ class ChatDecoder:
         return position
 
 
-def _call_path(choice: int, field: str, position: int, legacy: bool, key: str) -> str:
-    """Where a tool call's ``key`` is in a chunk, for an error message."""
-    call = f"choices[{choice}].{field}" if legacy else f"choices[{choice}].{field}.tool_calls[{position}]"
-    return f"{call}.{key}"
+_NO_COUNTS = _Usage()
+_NO_FUNCTION = _Function()
 
 
-def _content_text(content: Any, provider: str, where: str) -> str:
-    """A message's ``content``: a string, or (as some servers send it) a list of parts whose ``text`` parts
-    are the text; parts of other types (images, a server's own thinking parts) carry no answer text."""
-    if type(content) is not list:
-        return as_text(content, provider, where)
+def _content_text(content: list[_ContentPart], provider: str, where: str) -> str:
+    """A message's ``content`` sent as a list of parts: its ``text`` parts are the text; parts of other types
+    (images, a server's own thinking parts) carry no answer text."""
     texts = []
-    for position, raw in enumerate(content):
-        part = as_object(raw, provider, f"{where}[{position}]")
-        if as_text(part.get("type"), provider, f"{where}[{position}].type") == "text":
-            texts.append(as_text(part.get("text"), provider, f"{where}[{position}].text"))
+    for position, part in enumerate(content):
+        if part.type == "text":
+            if part.text is not None and type(part.text) is not str:
+                raise malformed(provider, f"{where}[{position}].text", part.text)
+            texts.append(part.text or "")
     return "".join(texts)
 
 
 def parse_usage(usage: dict[str, Any], provider: str = "openai") -> Usage:
+    """Chat Completions usage from its JSON; a details field that is not an object is ``InvalidResponse``."""
+    return usage_of(_USAGE.of(usage, provider, "usage"))
+
+
+def usage_of(usage: _Usage) -> Usage:
     """Chat Completions usage; cached prompt tokens (OpenAI's or DeepSeek's field) counted apart. Counts are
-    read forgivingly (:func:`~tether.providers.wire.as_count`); a details field that is not an object is
-    ``InvalidResponse``. The details are read only where they are sent (most servers send none)."""
-    prompt = as_count(usage.get("prompt_tokens"))
+    read forgivingly (:func:`~tether.providers.wire.as_count`)."""
+    prompt = as_count(usage.prompt_tokens)
     cached = reasoning = 0
-    if (details := usage.get("prompt_tokens_details")) is not None:
-        cached = as_count(as_object(details, provider, "usage.prompt_tokens_details").get("cached_tokens"))
-    if not cached and "prompt_cache_hit_tokens" in usage:
-        cached = as_count(usage["prompt_cache_hit_tokens"])
-    if (details := usage.get("completion_tokens_details")) is not None:
-        details = as_object(details, provider, "usage.completion_tokens_details")
-        reasoning = as_count(details.get("reasoning_tokens"))
+    if usage.prompt_tokens_details is not None:
+        cached = as_count(usage.prompt_tokens_details.cached_tokens)
+    if not cached:
+        cached = as_count(usage.prompt_cache_hit_tokens)
+    if usage.completion_tokens_details is not None:
+        reasoning = as_count(usage.completion_tokens_details.reasoning_tokens)
     # input, output, cache read, cache write, reasoning: positional, as a usage is made for every answer
-    return Usage(max(prompt - cached, 0), as_count(usage.get("completion_tokens")), cached, 0, reasoning)
+    return Usage(max(prompt - cached, 0), as_count(usage.completion_tokens), cached, 0, reasoning)

@@ -32,18 +32,21 @@ Answers, streamed or whole, are read by :class:`~tether.providers.openai_respons
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
-from tether import jsoncodec
+import msgspec
+
 from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
+from tether.keys import missing_key, read_key
 from tether.message_memo import MessageMemo
 from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
-from tether.providers.http import HttpClient, ResponseLimits, RetryPolicy, Secret
-from tether.providers.keys import missing_key, read_key
-from tether.providers.memo import SLOT, TOOLS_SLOT, OptionsMemo, ToolsMemo, with_history, with_tools
+from tether.providers.http.body import ResponseLimits
+from tether.providers.http.client import HttpClient, OverHttp, Secret
+from tether.providers.http.retry import RetryPolicy
+from tether.providers.memo import ToolsMemo, joined_json, json_list
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
 from tether.providers.openai_responses_stream import (
     ORIGIN,
@@ -82,7 +85,7 @@ def is_reasoning_model(name: str) -> bool:
     return base.startswith(("o1", "o3", "o4", "gpt-5", "codex"))
 
 
-class OpenAIResponsesProvider:
+class OpenAIResponsesProvider(OverHttp):
     """A model behind OpenAI's Responses API (``POST {base_url}/responses``)."""
 
     def __init__(
@@ -130,7 +133,6 @@ class OpenAIResponsesProvider:
             retry=retry,
             limits=response_limits,
         )
-        self._options = OptionsMemo()
 
     def __repr__(self) -> str:
         return f"OpenAIResponsesProvider({self.info.name!r}, base_url={self._client.base_url!r})"
@@ -142,28 +144,22 @@ class OpenAIResponsesProvider:
         return self._client.answer("/responses", body, decoder, request, streaming=self.streaming, end_marker="[DONE]")
 
     def request_body(self, request: Request) -> dict[str, Any]:
-        """The JSON body for ``request``, as a dict."""
-        return self._body(request, encode_input(request.messages))
+        """The JSON body for ``request``, as plain data."""
+        return self._body(request, encode_input(request.messages), _tool_items)
 
     def request_payload(self, request: Request) -> bytes:
-        """``request_body`` encoded, with each message's kept JSON, the tools' and the rest's (``memo.py``): the
-        cost of a request grows with the new messages, not with the whole history and every schema encoded again."""
-        if "input" in request.settings.extra:  # a setting that replaces the history: sent as the dict has it
-            return jsoncodec.dumps_bytes(self.request_body(request))
+        """:meth:`request_body` encoded, the history and the tools from their kept JSON (``memo.py``): the cost
+        of a request grows with the new messages, not with the whole history and every schema encoded again."""
+        return msgspec.json.encode(self._body(request, input_json(request.messages), _TOOLS.json))
 
-        def encode(request: Request) -> bytes:
-            encoded = jsoncodec.dumps_bytes(self._body(request, SLOT, tools_slot=True))
-            return with_tools("input", encoded, lambda: _TOOLS.json(request.tools))
-
-        also = (request.system, self.streaming, self.reasoning)  # what else the body is made of
-        return with_history("input", self._options.json(request, encode, also), input_json(request.messages))
-
-    def _body(self, request: Request, items: Any, *, tools_slot: bool = False) -> dict[str, Any]:
-        """The body with ``items`` as its ``input`` (encoded, or the slot for them) and the tools (with
-        ``tools_slot``, the slot for them)."""
+    def _body(
+        self, request: Request, items: Any, tools_of: Callable[[Sequence[ToolDefinition]], Any]
+    ) -> dict[str, Any]:
+        """The body with ``items`` as its ``input`` (plain data or kept JSON) and the tools as ``tools_of`` gives
+        them."""
         body: dict[str, Any] = {"input": items}
         if request.tools:
-            body["tools"] = TOOLS_SLOT if tools_slot else _tool_items(request.tools)
+            body["tools"] = tools_of(request.tools)
         body["model"] = self.info.name
         if request.system:
             body["instructions"] = request.system
@@ -212,13 +208,13 @@ _MEMO: MessageMemo[bytes] = MessageMemo()
 """Per message: its ``input`` items' JSON, comma-joined (``b""``: none)."""
 
 
-def input_json(messages: Iterable[Message]) -> bytes:
-    """:func:`encode_input`'s items as JSON, comma-joined, each message's encoded once (``message_memo``)."""
-    return b",".join(filter(None, _MEMO.values(messages, _kept_json)))
+def input_json(messages: Iterable[Message]) -> msgspec.Raw:
+    """:func:`encode_input`'s items as a JSON list, each message's encoded once (``message_memo``)."""
+    return json_list([items for items in _MEMO.values(messages, _kept_json) if items])
 
 
 def _kept_json(message: Message, position: int = 0) -> bytes:
-    return b",".join([jsoncodec.dumps_bytes(item) for item in encode_input((message,))])
+    return joined_json(encode_input((message,)))
 
 
 def encode_assistant(parts: Iterable[Part]) -> list[dict[str, Any]]:
@@ -294,7 +290,7 @@ def _call_item(call: ToolCall, linked: bool) -> dict[str, Any]:
     return item
 
 
-def _tool_items(tools: tuple[ToolDefinition, ...]) -> list[dict[str, Any]]:
+def _tool_items(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
     return [_tool_item(t) for t in tools]
 
 

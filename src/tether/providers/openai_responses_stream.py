@@ -24,15 +24,18 @@ One decoder (:class:`ResponsesDecoder`) reads the stream's events, or one whole 
   ``web_search_call.*``, ``file_search_call.*``, ``code_interpreter_call*``, ``image_generation_call.*``,
   ``mcp_*``, ``custom_tool_call_input.*``, and types not yet invented) says nothing a turn needs and is
   ignored; so are output items of other types.
-* Every field is read with the typed readers of :mod:`tether.providers.wire`: a value of the wrong JSON type
-  is ``InvalidResponse`` naming the field, so no event carries a wrongly typed value. Nothing after the final
-  response counts.
+* Every event is read into the typed wire shapes below (:class:`~tether.providers.wire.Shape`): a value of the
+  wrong JSON type is ``InvalidResponse`` naming the field (after the event's type), so no event carries a
+  wrongly typed value. Nothing after the final response counts.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
+
+import msgspec
 
 from tether.errors import InvalidResponse, ProviderError
 from tether.events import (
@@ -46,10 +49,10 @@ from tether.events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from tether.providers.decoding import unfinished
-from tether.providers.http import error_for_payload
-from tether.providers.wire import as_count, as_list, as_object, as_text, malformed
-from tether.usage import Usage
+from tether.providers.decoding import parse_json_text, unfinished
+from tether.providers.http.errors import error_for_payload
+from tether.providers.wire import Shape, as_count, malformed
+from tether.usage import NO_USAGE, Usage
 
 ORIGIN = "openai-responses"
 """The provider name, and the ``provider_data["origin"]`` of what this provider needs back."""
@@ -81,21 +84,97 @@ _TEXT_FIELDS = {"output_text": "text", "refusal": "refusal"}
 """Message content part types -> the field holding their text."""
 
 
-def _text(data: dict[str, Any], field: str, where: str) -> str:
-    return as_text(data.get(field), ORIGIN, f"{where}.{field}")
+# --- the wire shapes ------------------------------------------------------------------------------------------
 
 
-def _object(data: dict[str, Any], field: str, where: str) -> dict[str, Any]:
-    return as_object(data.get(field), ORIGIN, f"{where}.{field}")
+class _Part(msgspec.Struct, gc=False):
+    """A content part (``output_text``, ``refusal``), or a reasoning summary or text part."""
+
+    type: str | None = None
+    text: str | None = None
+    refusal: str | None = None
 
 
-def _index(data: dict[str, Any], field: str, where: str) -> int | None:
-    value = data.get(field)
-    if value is None:
-        return None
-    if type(value) is not int:
-        raise malformed(ORIGIN, f"{where}.{field}", value)
-    return value
+class _OutputItem(msgspec.Struct, gc=False):
+    """An output item, whatever its type: each type reads its own fields (``summary`` is also kept raw)."""
+
+    type: str | None = None
+    id: str | None = None
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str | None = None
+    content: list[_Part | None] | None = None
+    summary: list[_Part | None] | None = None
+    encrypted_content: str | None = None
+
+
+class _Tokens(msgspec.Struct, gc=False):
+    cached_tokens: Any = None
+    reasoning_tokens: Any = None
+
+
+class _Usage(msgspec.Struct, gc=False):
+    """Counts of any JSON type: read forgivingly (``wire.as_count``)."""
+
+    input_tokens: Any = None
+    output_tokens: Any = None
+    input_tokens_details: _Tokens | None = None
+    output_tokens_details: _Tokens | None = None
+
+
+class _Incomplete(msgspec.Struct, gc=False):
+    reason: str | None = None
+
+
+class _Response(msgspec.Struct, gc=False):
+    """A response: the one ``response.created`` starts, or the final one (its ``output`` items read as
+    :class:`_OutputItem`, and kept as they came)."""
+
+    id: str | None = None
+    model: str | None = None
+    status: str | None = None
+    output: list[dict[str, Any] | None] | None = None
+    usage: _Usage | None = None
+    incomplete_details: _Incomplete | None = None
+    error: Any = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    """A stream event, whatever its type (each type reads its own fields)."""
+
+    type: str | None = None
+    response: dict[str, Any] | None = None
+    output_index: int | None = None
+    content_index: int | None = None
+    summary_index: int | None = None
+    item_id: str | None = None
+    delta: str | None = None
+    text: str | None = None
+    refusal: str | None = None
+    arguments: str | None = None
+    part: dict[str, Any] | None = None
+    item: dict[str, Any] | None = None
+    error: Any = None
+
+
+def _event_prefix(data: Any) -> str:
+    """What a wrong field of an event is named after: the event's type, when it has one."""
+    kind = data.get("type") if type(data) is dict else None
+    return kind if type(kind) is str else "event"
+
+
+class _Known(msgspec.Struct, gc=False):
+    """What is read of every event, whatever its type."""
+
+    response: dict[str, Any] | None = None
+
+
+_EVENT = Shape(_Event, "the event")
+_KNOWN = Shape(_Known, "the event")
+_RESPONSE = Shape(_Response, "the response")
+_ITEM = Shape(_OutputItem, "the item")
+_PART = Shape(_Part, "the part")
+_USAGE = Shape(_Usage, "usage")
 
 
 class _Item:
@@ -126,6 +205,7 @@ class ResponsesDecoder:
     a :class:`~tether.providers.decoding.Decoder`."""
 
     __slots__ = ("_by_id", "_by_index", "_finished", "_items", "_started")
+    provider = ORIGIN
 
     def __init__(self) -> None:
         self._started = False
@@ -134,30 +214,65 @@ class ResponsesDecoder:
         self._by_index: dict[int, _Item] = {}
         self._by_id: dict[str, _Item] = {}
 
+    def feed_json(self, text: str | bytes) -> list[LlmEvent]:
+        """The events of one streamed event's JSON (or of a whole response's, from a server that ignored
+        streaming)."""
+        try:
+            event = _EVENT.of_text(text, ORIGIN, _event_prefix)
+        except InvalidResponse:
+            return self._unshaped(parse_json_text(text, ORIGIN))
+        return self._event(event, lambda: parse_json_text(text, ORIGIN))
+
     def feed(self, data: Any) -> list[LlmEvent]:
-        """The events of one streamed event (or of a whole response, from a server that ignored streaming)."""
+        """The events of one streamed event, parsed (or of a whole response)."""
+        try:
+            event = _EVENT.of(data, ORIGIN, _event_prefix)
+        except InvalidResponse:
+            return self._unshaped(data)
+        return self._event(event, lambda: data)
+
+    def _unshaped(self, data: Any) -> list[LlmEvent]:
+        """An event the shape of events refuses: a whole response (it has no type), an event of a type added
+        after this was written (only its ``response`` is read, as for every event), or a malformed one."""
         if type(data) is not dict:
             raise malformed(ORIGIN, "the event", data)
-        if data.get("type") is None:
+        kind = data.get("type")
+        if kind is None:
             return self.whole(data)
-        kind = _text(data, "type", "event")
+        if type(kind) is str and kind not in _HANDLERS and kind != "error":
+            return [] if self._finished else self._start(_KNOWN.of(data, ORIGIN, kind).response, f"{kind}.response")
+        _EVENT.of(data, ORIGIN, _event_prefix)  # raises, naming the field
+        raise AssertionError("unreachable: the event's shape was refused")
+
+    def _event(self, event: _Event, data: Callable[[], Any]) -> list[LlmEvent]:
+        """The events of ``event``; ``data()`` is its JSON (a whole response's, when it has no type)."""
+        kind = event.type
+        if kind is None:
+            return self.whole(data())
         if self._finished:
             return []  # nothing counts after the final response
-        out = self._start(_object(data, "response", kind))
+        if kind == "error":
+            inner = event.error
+            raise failure(inner if type(inner) is dict else data())
+        out = self._start(event.response, f"{kind}.response")
         handler = _HANDLERS.get(kind)
         if handler is not None:
-            out += handler(self, data, kind)
+            out += handler(self, event, kind)
         return out
+
+    def whole_json(self, body: str | bytes) -> list[LlmEvent]:
+        return self.whole(parse_json_text(body, ORIGIN, "a body"))
 
     def whole(self, data: Any) -> list[LlmEvent]:
         """The events of a whole (non-streamed) response."""
         if type(data) is not dict:
             raise malformed(ORIGIN, "the response", data)
-        if _text(data, "status", "response") == "failed" or (data.get("error") and "output" not in data):
-            raise failure(data.get("error"))
-        if type(data.get("output")) is not list:
+        response = _RESPONSE.of(data, ORIGIN, "response")
+        if response.status == "failed" or (response.error and "output" not in data):
+            raise failure(response.error)
+        if response.output is None:
             raise InvalidResponse(f"{ORIGIN} sent a response without output: {str(data)[:200]}")
-        return self._complete(data)
+        return self._complete(response)
 
     def end(self) -> list[LlmEvent]:
         """After the last event: nothing more, or the error of a stream that stopped before its end."""
@@ -167,12 +282,12 @@ class ResponsesDecoder:
 
     # --- items --------------------------------------------------------------------------------------------
 
-    def _start(self, response: dict[str, Any]) -> list[LlmEvent]:
+    def _start(self, response: dict[str, Any] | None, where: str) -> list[LlmEvent]:
         if self._started:
             return []
         self._started = True
-        model, response_id = _text(response, "model", "response"), _text(response, "id", "response")
-        return [StreamStart(model=model or None, response_id=response_id or None)]
+        read = _RESPONSE.of(response or {}, ORIGIN, "response")
+        return [StreamStart(model=read.model or None, response_id=read.id or None)]
 
     def _find(self, index: int | None, item_id: str, *, new: bool = False) -> _Item:
         """The item at ``index`` (or, without one, named ``item_id``); ``new``: an ``output_item.added``."""
@@ -193,10 +308,10 @@ class ResponsesDecoder:
             item.id = item.id or item_id
         return item
 
-    def _item_of(self, data: dict[str, Any], where: str) -> _Item:
+    def _item_of(self, event: _Event) -> _Item:
         """The item an event is about, by its ``output_index`` or its ``item_id``; an event that names neither
         is about the item told last (or the first)."""
-        index, item_id = _index(data, "output_index", where), _text(data, "item_id", where)
+        index, item_id = event.output_index, event.item_id or ""
         if index is None and not item_id:
             return self._items[-1] if self._items else self._find(0, "")
         return self._find(index, item_id)
@@ -222,13 +337,13 @@ class ResponsesDecoder:
         item.last[field] = part
         return text if last is None or last == part else SUMMARY_SEPARATOR + text
 
-    def _call_started(self, item: _Item, call: dict[str, Any], where: str) -> list[LlmEvent]:
+    def _call_started(self, item: _Item, call: _OutputItem) -> list[LlmEvent]:
         if item.call_id is not None:
             return []
-        item.call_id = call_id = _text(call, "call_id", where) or f"call_{uuid.uuid4().hex[:24]}"
+        item.call_id = call_id = call.call_id or f"call_{uuid.uuid4().hex[:24]}"
         data = {"origin": ORIGIN, "id": item.id} if item.id else None
-        out: list[LlmEvent] = [ToolCallStart(call_id, _text(call, "name", where), item.index, data)]
-        if arguments := _text(call, "arguments", where):
+        out: list[LlmEvent] = [ToolCallStart(call_id, call.name or "", item.index, data)]
+        if arguments := call.arguments:
             item.arguments = True
             out.append(ToolCallDelta(call_id, arguments))
         return out
@@ -249,136 +364,129 @@ class ResponsesDecoder:
         out.append(ToolCallEnd(call_id))
         return out
 
-    def _item_done(self, item: _Item, whole: dict[str, Any], where: str) -> list[LlmEvent]:
-        """A complete output item: what of it was not told yet, and the end of a call or a reasoning block."""
-        kind = _text(whole, "type", where)
+    def _item_done(self, item: _Item, raw: dict[str, Any], whole: _OutputItem) -> list[LlmEvent]:
+        """A complete output item (``raw`` as it came): what of it was not told yet, and the end of a call or a
+        reasoning block."""
         if item.done:
             return []
         item.done = True
-        if kind == "function_call":
-            out = self._call_started(item, whole, where)
-            return out + self._arguments_done(item, _text(whole, "arguments", where))
-        if kind == "reasoning":
-            return self._reasoning_done(item, whole, where)
-        if kind != "message":
+        if whole.type == "function_call":
+            return self._call_started(item, whole) + self._arguments_done(item, whole.arguments or "")
+        if whole.type == "reasoning":
+            return self._reasoning_done(item, raw, whole)
+        if whole.type != "message":
             return []
         out = []
-        for part, raw in enumerate(as_list(whole.get("content"), ORIGIN, f"{where}.content")):
-            content = as_object(raw, ORIGIN, f"{where}.content[{part}]")
-            field = _TEXT_FIELDS.get(_text(content, "type", f"{where}.content[{part}]"))
-            if field is not None and ("content", part) not in item.told:
-                text = _text(content, field, f"{where}.content[{part}]")
-                out += self._said(item, part, text, field == "refusal")
+        for part, content in enumerate(whole.content or ()):
+            field = _TEXT_FIELDS.get(content.type or "") if content is not None else None
+            if content is not None and field is not None and ("content", part) not in item.told:
+                text = content.refusal if field == "refusal" else content.text
+                out += self._said(item, part, text or "", field == "refusal")
         return out
 
-    def _reasoning_done(self, item: _Item, whole: dict[str, Any], where: str) -> list[LlmEvent]:
-        text = reasoning_text(whole, where)
-        text = "" if item.told else text
-        encrypted = _text(whole, "encrypted_content", where)
+    def _reasoning_done(self, item: _Item, raw: dict[str, Any], whole: _OutputItem) -> list[LlmEvent]:
+        text = "" if item.told else reasoning_text(whole)
+        encrypted = whole.encrypted_content or ""
         if not text and not encrypted and not item.told:
             return []  # nothing to show and nothing to send back
-        summary = as_list(whole.get("summary"), ORIGIN, f"{where}.summary")
-        item_id = _text(whole, "id", where) or item.id or None
-        data: dict[str, Any] = {"origin": ORIGIN, "id": item_id, "summary": summary}
+        summary = raw.get("summary") or []
+        data: dict[str, Any] = {"origin": ORIGIN, "id": whole.id or item.id or None, "summary": summary}
         return [ThinkingDelta(text, signature=encrypted, provider_data=data)]
 
-    def _complete(self, response: dict[str, Any]) -> list[LlmEvent]:
+    def _complete(self, response: _Response) -> list[LlmEvent]:
         """The final response: items not told yet, calls left open, then the finish and the usage."""
-        out = self._start(response)
-        for position, raw in enumerate(as_list(response.get("output"), ORIGIN, "response.output")):
-            where = f"response.output[{position}]"
-            whole = as_object(raw, ORIGIN, where)
-            item_id = _text(whole, "id", where)
-            item = self._by_id.get(item_id) if item_id else None
-            out += self._item_done(item or self._find(position, item_id), whole, where)
+        out = self._start(None, "response") if not self._started else []
+        if out:
+            out = [StreamStart(model=response.model or None, response_id=response.id or None)]
+        for position, raw in enumerate(response.output or ()):
+            raw = raw or {}
+            whole = _ITEM.of(raw, ORIGIN, f"response.output[{position}]")
+            item = self._by_id.get(whole.id) if whole.id else None
+            out += self._item_done(item or self._find(position, whole.id or ""), raw, whole)
         finish = finish_reason(response, called=any(item.call_id for item in self._items))
         if finish != "length":
             for item in self._items:
                 if item.call_id is not None and not item.ended:
                     item.ended = True
                     out.append(ToolCallEnd(item.call_id))
-        out.append(StreamEnd(finish, parse_usage(_object(response, "usage", "response"))))
+        out.append(StreamEnd(finish, usage_of(response.usage)))
         self._finished = True
         return out
 
     # --- event handlers (kind -> events) ------------------------------------------------------------------
 
-    def _on_text_delta(self, data: dict[str, Any], kind: str) -> list[LlmEvent]:
-        part = _index(data, "content_index", kind) or 0
-        return self._said(self._item_of(data, kind), part, _text(data, "delta", kind), "refusal" in kind)
+    def _on_text_delta(self, event: _Event, kind: str) -> list[LlmEvent]:
+        part = event.content_index or 0
+        return self._said(self._item_of(event), part, event.delta or "", "refusal" in kind)
 
-    def _on_text_done(self, data: dict[str, Any], kind: str) -> list[LlmEvent]:
-        item, part = self._item_of(data, kind), _index(data, "content_index", kind) or 0
+    def _on_text_done(self, event: _Event, kind: str) -> list[LlmEvent]:
+        item, part = self._item_of(event), event.content_index or 0
         if ("content", part) in item.told:
             return []
         refusal = "refusal" in kind
-        return self._said(item, part, _text(data, "refusal" if refusal else "text", kind), refusal)
+        return self._said(item, part, (event.refusal if refusal else event.text) or "", refusal)
 
-    def _on_part_done(self, data: dict[str, Any], kind: str) -> list[LlmEvent]:
+    def _on_part_done(self, event: _Event, kind: str) -> list[LlmEvent]:
         """``content_part.done`` / ``reasoning_summary_part.done``: a whole part, read if no delta told it."""
-        item, content = self._item_of(data, kind), _object(data, "part", kind)
-        part_type = _text(content, "type", f"{kind}.part")
-        if part_type == "summary_text" or part_type == "reasoning_text":
-            field = "summary" if part_type == "summary_text" else "reasoning"
-            part = _index(data, "summary_index" if field == "summary" else "content_index", kind) or 0
-            return self._thinking_done(item, field, part, _text(content, "text", f"{kind}.part"))
-        text_field = _TEXT_FIELDS.get(part_type)
-        part = _index(data, "content_index", kind) or 0
+        item, content = self._item_of(event), _PART.of(event.part or {}, ORIGIN, f"{kind}.part")
+        if content.type == "summary_text" or content.type == "reasoning_text":
+            field = "summary" if content.type == "summary_text" else "reasoning"
+            part = (event.summary_index if field == "summary" else event.content_index) or 0
+            return self._thinking_done(item, field, part, content.text or "")
+        text_field = _TEXT_FIELDS.get(content.type or "")
+        part = event.content_index or 0
         if text_field is None or ("content", part) in item.told:
             return []
-        return self._said(item, part, _text(content, text_field, f"{kind}.part"), text_field == "refusal")
+        text = content.refusal if text_field == "refusal" else content.text
+        return self._said(item, part, text or "", text_field == "refusal")
 
-    def _on_thinking_delta(self, data: dict[str, Any], kind: str) -> list[LlmEvent]:
+    def _on_thinking_delta(self, event: _Event, kind: str) -> list[LlmEvent]:
         field = "summary" if "summary" in kind else "reasoning"
-        part = _index(data, "summary_index" if field == "summary" else "content_index", kind) or 0
-        return [ThinkingDelta(self._thought(self._item_of(data, kind), field, part, _text(data, "delta", kind)))]
+        part = (event.summary_index if field == "summary" else event.content_index) or 0
+        return [ThinkingDelta(self._thought(self._item_of(event), field, part, event.delta or ""))]
 
-    def _on_thinking_done(self, data: dict[str, Any], kind: str) -> list[LlmEvent]:
+    def _on_thinking_done(self, event: _Event, kind: str) -> list[LlmEvent]:
         field = "summary" if "summary" in kind else "reasoning"
-        part = _index(data, "summary_index" if field == "summary" else "content_index", kind) or 0
-        return self._thinking_done(self._item_of(data, kind), field, part, _text(data, "text", kind))
+        part = (event.summary_index if field == "summary" else event.content_index) or 0
+        return self._thinking_done(self._item_of(event), field, part, event.text or "")
 
     def _thinking_done(self, item: _Item, field: str, part: int, text: str) -> list[LlmEvent]:
         if (field, part) in item.told or not text:
             return []
         return [ThinkingDelta(self._thought(item, field, part, text))]
 
-    def _on_arguments_delta(self, data: dict[str, Any], kind: str) -> list[LlmEvent]:
-        item = self._item_of(data, kind)
+    def _on_arguments_delta(self, event: _Event, kind: str) -> list[LlmEvent]:
+        item = self._item_of(event)
         call_id = self._call_of(item)
         item.arguments = True
-        return [ToolCallDelta(call_id, _text(data, "delta", kind))]
+        return [ToolCallDelta(call_id, event.delta or "")]
 
-    def _on_arguments_done(self, data: dict[str, Any], kind: str) -> list[LlmEvent]:
-        return self._arguments_done(self._item_of(data, kind), _text(data, "arguments", kind))
+    def _on_arguments_done(self, event: _Event, kind: str) -> list[LlmEvent]:
+        return self._arguments_done(self._item_of(event), event.arguments or "")
 
-    def _on_item_added(self, data: dict[str, Any], kind: str) -> list[LlmEvent]:
-        whole, where = _object(data, "item", kind), f"{kind}.item"
-        item = self._find(_index(data, "output_index", kind), _text(whole, "id", where), new=True)
-        if _text(whole, "type", where) != "function_call":
+    def _on_item_added(self, event: _Event, kind: str) -> list[LlmEvent]:
+        whole = _ITEM.of(event.item or {}, ORIGIN, f"{kind}.item")
+        item = self._find(event.output_index, whole.id or "", new=True)
+        if whole.type != "function_call":
             return []
-        return self._call_started(item, whole, where)
+        return self._call_started(item, whole)
 
-    def _on_item_done(self, data: dict[str, Any], kind: str) -> list[LlmEvent]:
-        whole, where = _object(data, "item", kind), f"{kind}.item"
-        item = self._find(_index(data, "output_index", kind), _text(whole, "id", where))
-        return self._item_done(item, whole, where)
+    def _on_item_done(self, event: _Event, kind: str) -> list[LlmEvent]:
+        raw = event.item or {}
+        whole = _ITEM.of(raw, ORIGIN, f"{kind}.item")
+        return self._item_done(self._find(event.output_index, whole.id or ""), raw, whole)
 
-    def _on_completed(self, data: dict[str, Any], kind: str) -> list[LlmEvent]:
-        return self._complete(_object(data, "response", kind))
+    def _on_completed(self, event: _Event, kind: str) -> list[LlmEvent]:
+        return self._complete(_RESPONSE.of(event.response or {}, ORIGIN, "response"))
 
-    def _on_incomplete(self, data: dict[str, Any], kind: str) -> list[LlmEvent]:
-        return self._complete({"status": "incomplete", **_object(data, "response", kind)})
+    def _on_incomplete(self, event: _Event, kind: str) -> list[LlmEvent]:
+        return self._complete(_RESPONSE.of({"status": "incomplete", **(event.response or {})}, ORIGIN, "response"))
 
-    def _on_failed(self, data: dict[str, Any], kind: str) -> list[LlmEvent]:
-        raise failure(_object(data, "response", kind).get("error"))
-
-    def _on_error(self, data: dict[str, Any], kind: str) -> list[LlmEvent]:
-        inner = data.get("error")
-        raise failure(inner if type(inner) is dict else data)
+    def _on_failed(self, event: _Event, kind: str) -> list[LlmEvent]:
+        raise failure(_RESPONSE.of(event.response or {}, ORIGIN, "response").error)
 
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[ResponsesDecoder, _Event, str], list[LlmEvent]]] = {
     "response.output_text.delta": ResponsesDecoder._on_text_delta,
     "response.refusal.delta": ResponsesDecoder._on_text_delta,
     "response.output_text.done": ResponsesDecoder._on_text_done,
@@ -396,44 +504,48 @@ _HANDLERS = {
     "response.completed": ResponsesDecoder._on_completed,
     "response.incomplete": ResponsesDecoder._on_incomplete,
     "response.failed": ResponsesDecoder._on_failed,
-    "error": ResponsesDecoder._on_error,
 }
-"""The events a turn needs; every other event type is ignored (module docstring)."""
+"""The events a turn needs (and ``error``, raised as it comes); every other event type is ignored (module
+docstring)."""
 
 
-def reasoning_text(item: dict[str, Any], where: str = "item") -> str:
+def reasoning_text(item: _OutputItem) -> str:
     """A whole reasoning item's readable text: its summary parts, else its reasoning text, separated alike."""
-    for field, kind in (("summary", "summary_text"), ("content", "reasoning_text")):
-        texts = []
-        for position, raw in enumerate(as_list(item.get(field), ORIGIN, f"{where}.{field}")):
-            part = as_object(raw, ORIGIN, f"{where}.{field}[{position}]")
-            if _text(part, "type", f"{where}.{field}[{position}]") == kind:
-                texts.append(_text(part, "text", f"{where}.{field}[{position}]"))
+    for parts, kind in ((item.summary, "summary_text"), (item.content, "reasoning_text")):
+        texts = [part.text or "" for part in parts or () if part is not None and part.type == kind]
         if any(texts):
             return SUMMARY_SEPARATOR.join(texts)
     return ""
 
 
-def finish_reason(response: dict[str, Any], *, called: bool) -> FinishReason:
+def finish_reason(response: _Response, *, called: bool) -> FinishReason:
     """``length`` or ``content_filter`` for an incomplete response, ``tool_calls`` when it called a function."""
-    status = _text(response, "status", "response")
+    status = response.status or ""
     if status == "incomplete":
-        details = _object(response, "incomplete_details", "response")
-        return _INCOMPLETE.get(_text(details, "reason", "response.incomplete_details"), "other")
+        details = response.incomplete_details
+        return _INCOMPLETE.get(details.reason or "" if details is not None else "", "other")
     if status not in ("", "completed"):
         return "other"
     return "tool_calls" if called else "stop"
 
 
 def parse_usage(usage: dict[str, Any]) -> Usage:
+    """Responses usage from its JSON; a details field that is not an object is ``InvalidResponse``."""
+    return usage_of(_USAGE.of(usage, ORIGIN, "usage"))
+
+
+def usage_of(usage: _Usage | None) -> Usage:
     """Responses usage; cached input tokens counted apart, reasoning tokens as part of the output. Counts are
     read forgivingly (:func:`~tether.providers.wire.as_count`)."""
-    cached = as_count(_object(usage, "input_tokens_details", "usage").get("cached_tokens"))
+    if usage is None:
+        return NO_USAGE
+    cached = as_count(usage.input_tokens_details.cached_tokens if usage.input_tokens_details else None)
+    reasoning = usage.output_tokens_details.reasoning_tokens if usage.output_tokens_details else None
     return Usage(
-        input_tokens=max(as_count(usage.get("input_tokens")) - cached, 0),
-        output_tokens=as_count(usage.get("output_tokens")),
+        input_tokens=max(as_count(usage.input_tokens) - cached, 0),
+        output_tokens=as_count(usage.output_tokens),
         cache_read_tokens=cached,
-        reasoning_tokens=as_count(_object(usage, "output_tokens_details", "usage").get("reasoning_tokens")),
+        reasoning_tokens=as_count(reasoning),
     )
 
 

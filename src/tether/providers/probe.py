@@ -31,7 +31,7 @@ from tether.errors import ConfigInvalid
 if TYPE_CHECKING:
     import aiohttp
 
-    from tether.providers.http import Secret
+    from tether.providers.http.client import Secret
 
 OPENAI = "openai-compatible"
 OLLAMA = "ollama"
@@ -112,7 +112,8 @@ async def probe(url: str, *, timeout: float = 5.0, api_key: str | None = None) -
 
     ``timeout`` bounds each request (connecting included), in seconds; ``api_key`` is sent as a bearer token.
     """
-    from tether.providers.http import Secret, session_for
+    from tether.providers.http.client import Secret
+    from tether.providers.http.pool import session_for
 
     where = endpoints(url)
     key = Secret(api_key) if api_key else None
@@ -238,7 +239,7 @@ def _default_ports() -> str:
 
 
 def _http_problem(url: str, status: int, body: bytes, where: Endpoints) -> str:
-    from tether.providers.http import provider_message
+    from tether.providers.http.errors import provider_message
 
     said, _ = provider_message(body.decode(errors="replace"))
     if status in (401, 403):
@@ -260,7 +261,7 @@ def _http_problem(url: str, status: int, body: bytes, where: Endpoints) -> str:
 
 
 def _redirect_problem(url: str, status: int, location: str | None) -> str:
-    from tether.providers.http import origin_of
+    from tether.providers.http.pool import origin_of
 
     target = origin_of(urljoin(url, location)) if location else "nowhere (no Location)"
     return (

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.errors import ConfigInvalid
+from tether.keys import key_variables
 from tether.providers.base import Provider
-from tether.providers.keys import key_variables
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,7 @@ class Profile:
 
     @property
     def key_variables(self) -> tuple[str, ...]:
-        """The environment variables holding the API key, in order (``tether.providers.keys``)."""
+        """The environment variables holding the API key, in order (``tether.keys``)."""
         return key_variables(self.name)
 
 

@@ -314,7 +314,7 @@ def suggest_title(messages: Sequence[Message], limit: int = 60) -> str:
 MAX_COUNT = 2**63 - 1
 """The largest usage count a store keeps (SQLite's largest integer); larger counts are clamped to it."""
 
-USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Usage))
+USAGE_FIELDS = Usage.__struct_fields__
 
 
 def normalized_usage(usage: Any, source: str) -> Usage:

@@ -10,7 +10,6 @@ JSON has no form for.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -25,7 +24,7 @@ from tether.usage import Usage
 FORMAT_VERSION = 1
 """The version of the session file format; a file from a newer version is refused, not misread."""
 
-_USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Usage))
+_USAGE_FIELDS = Usage.__struct_fields__
 _ENCODE_ERRORS = (ValueError, TypeError, RecursionError, OverflowError)
 """What encoding a hostile value can raise (pydantic's serialization error is a ``ValueError``)."""
 

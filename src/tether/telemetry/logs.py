@@ -16,7 +16,7 @@ steps, and ``-v`` on the command line shows runs while ``-vv`` shows every step.
 ``event`` (one of :data:`EVENTS`), ``turn`` where there is one, and the event's own fields (see
 :data:`FIELDS`). No field shadows an attribute of ``logging.LogRecord``.
 
-**Redaction.** Everything shown passes through the run's :class:`~tether.telemetry.redact.Redaction`: error
+**Redaction.** Everything shown passes through the run's :class:`~tether.redaction.Redaction`: error
 messages and details have known keys and bearer tokens masked; tool arguments, on ``tool_call`` records
 only (DEBUG), have secret-named values hidden. Prompts, answers and tool results are never logged.
 
@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from tether.events import RunResult, ToolCallRecord, TurnRecord
     from tether.messages import Message, ToolCall, ToolResult
     from tether.providers.base import Request
+    from tether.redaction import Redaction
     from tether.telemetry.observer import RunInfo
-    from tether.telemetry.redact import Redaction
 
 __all__ = ["ERROR_STOPS", "EVENTS", "FIELDS", "LOGGERS", "LogObserver", "duration_text", "log_observer"]
 

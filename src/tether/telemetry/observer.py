@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tether.errors import ProviderError
     from tether.events import RunResult, ToolCallRecord, TurnRecord
-    from tether.loop.engine import Run
     from tether.messages import Message, ToolCall, ToolResult
     from tether.providers.base import ModelSettings, Request, ToolDefinition
 
@@ -64,26 +63,6 @@ class RunInfo:
     @property
     def model_string(self) -> str:
         return f"{self.provider}:{self.model}"
-
-    @classmethod
-    def of(cls, run: Run) -> RunInfo:
-        """What an observer is told of ``run`` when it starts."""
-        spec, info = run.spec, run.spec.provider.info
-        return cls(
-            run_id=run.run_id,
-            provider=info.provider,
-            model=info.name,
-            prompt=run.prompt,
-            system=run.system_text,
-            tools=run.definitions,
-            settings=spec.settings,
-            tool_mode=spec.tool_mode,
-            history=tuple(run.transcript[run.body_start : run.first_new]),
-            agent_name=spec.agent_name,
-            session_id=run.session_id,
-            server_address=spec.server[0],
-            server_port=spec.server[1],
-        )
 
 
 class RunObserver:

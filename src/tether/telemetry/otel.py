@@ -100,9 +100,9 @@ if TYPE_CHECKING:
     from tether.events import RunResult, ToolCallRecord, TurnRecord
     from tether.messages import Message, ToolCall, ToolResult
     from tether.providers.base import Request
-    from tether.telemetry import Telemetry
+    from tether.redaction import Redaction
     from tether.telemetry.observer import RunInfo
-    from tether.telemetry.redact import Redaction
+    from tether.telemetry.settings import Telemetry
     from tether.usage import Usage
 
 __all__ = ["ERROR_STOPS", "PROVIDER_NAMES", "otel_observer"]
@@ -144,7 +144,7 @@ def _configured(provider: Any) -> Any:
 def _capture(settings: Telemetry) -> bool:
     if settings.capture_content is not None:
         return settings.capture_content
-    from tether.telemetry import CAPTURE_CONTENT_VARIABLE
+    from tether.telemetry.settings import CAPTURE_CONTENT_VARIABLE
 
     return os.environ.get(CAPTURE_CONTENT_VARIABLE, "").strip().lower() == "true"
 
@@ -153,7 +153,7 @@ def _tracer(provider: Any) -> Any:
     cached = _tracers.get(id(provider))
     if cached is not None and cached[0] is provider:
         return cached[1]
-    from tether import __version__
+    from tether._version import __version__
 
     with _lock:
         tracer = provider.get_tracer(SCOPE, __version__)
@@ -166,7 +166,7 @@ def _instruments_of(provider: Any) -> Instruments:
     cached = _instruments.get(key)
     if cached is not None and cached[0] is provider:
         return cached[1]
-    from tether import __version__
+    from tether._version import __version__
 
     with _lock:
         instruments = Instruments(provider.get_meter(SCOPE, __version__), latest=key[1])

@@ -17,7 +17,7 @@ from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from tether.providers.base import ToolDefinition
-    from tether.telemetry.redact import Redaction
+    from tether.redaction import Redaction
 
 
 _FINISH = {"tool_calls": "tool_call", "other": "stop"}

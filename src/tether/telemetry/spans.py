@@ -78,7 +78,7 @@ class _ChildSpan(AbstractContextManager[Any]):
 def _failed(span: Any, error: BaseException) -> None:
     from opentelemetry.trace import Status, StatusCode
 
-    from tether.telemetry.redact import Redaction
+    from tether.redaction import Redaction
 
     attributes = getattr(span, "attributes", None) or {}
     if "error.type" not in attributes:

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypedDict, TypeVar, Unpack, overload
 
-from tether import jsoncodec
+import msgspec
+
 from tether.errors import ConfigInvalid, ToolError
-from tether.messages import ToolResult
+from tether.messages import JsonObject, ToolResult
 from tether.tools.docstrings import parse_docstring
 from tether.tools.schema import ArgumentValidator, JsonSchemaValidator, SignatureValidator
 from tether.tools.threads import run_in_tool_thread
@@ -126,31 +128,31 @@ class Tool:
         cls,
         name: str,
         description: str,
-        parameters: dict[str, Any],
-        function: Callable[[dict[str, Any]], Any],
+        parameters: JsonObject,
+        function: Callable[[JsonObject], Any],
         **options: Unpack[ToolOptions],
     ) -> Tool:
         """A tool from a raw JSON Schema; ``function`` receives the validated arguments as one dict."""
         return cls(name, description, function, JsonSchemaValidator(name, parameters), **options)
 
     @property
-    def parameters(self) -> dict[str, Any]:
+    def parameters(self) -> JsonObject:
         """The JSON Schema of the arguments, as shown to the model."""
         return self._validator.parameters
 
-    def raw_call(self, text: str) -> dict[str, Any] | None:
+    def raw_call(self, text: str) -> JsonObject | None:
         """The arguments for model arguments ``text`` that are not a JSON object, when this tool takes them
         (``raw_arguments=True``): ``text`` as its one required string parameter (a JSON string's value, when
         ``text`` is one), else ``None``."""
         if self.raw_parameter is None:
             return None
         try:
-            value = jsoncodec.loads(text)
+            value = msgspec.json.decode(text)
         except (ValueError, RecursionError):  # not JSON (or too deep to read): the text as it is
             value = text
         return {self.raw_parameter: value if isinstance(value, str) else text}
 
-    def bind(self, arguments: dict[str, Any]) -> Callable[[], Awaitable[Any]]:
+    def bind(self, arguments: JsonObject) -> Callable[[], Awaitable[Any]]:
         """Validate ``arguments`` and return the call, ready to await; raises ``InvalidArguments``.
 
         A synchronous function is run on a tool thread (``tools/threads.py``), never on the event loop.
@@ -190,7 +192,7 @@ def tool(
     return wrap(function) if function is not None else wrap
 
 
-def _raw_parameter(name: str, parameters: dict[str, Any]) -> str:
+def _raw_parameter(name: str, parameters: JsonObject) -> str:
     """The one required string parameter of a tool taking raw arguments; ``ConfigInvalid`` if it has not
     exactly one (the text needs one unambiguous place to go, and the call must be valid with it alone)."""
     required = parameters.get("required") or []
@@ -268,6 +270,21 @@ def _to_jsonable(value: Any) -> Any:
     return to_jsonable_python(value)
 
 
-_OUTPUT_ENCODER = jsoncodec.stdlib_encoder(ensure_ascii=False, default=_to_jsonable)
-"""``json.dumps(value, ensure_ascii=False, default=_to_jsonable)`` without building an encoder per result; a
-value that holds itself raises ``RecursionError`` and is shown by its ``repr``."""
+def _output_encoder() -> Callable[[Any], str]:
+    """``json.dumps(value, ensure_ascii=False, default=_to_jsonable)`` without building an encoder per result: the
+    text the model reads of a value is the standard library's (``", "`` and ``": "`` between items, as people
+    write JSON), which ``msgspec`` does not write. It does not check for cycles: a value that holds itself
+    raises ``RecursionError`` and is shown by its ``repr``."""
+    encoder = json.JSONEncoder(ensure_ascii=False, default=_to_jsonable, check_circular=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # an interpreter without the C accelerator
+        return encoder.encode
+    iterencode = make(None, encoder.default, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
+
+    def encode(value: Any) -> str:
+        return "".join(iterencode(value, 0))
+
+    return encode
+
+
+_OUTPUT_ENCODER = _output_encoder()

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from mcp.types import CallToolResult, ContentBlock
     from mcp.types import Tool as RemoteTool
 
-    from tether.tools.mcp import MCPServerConfig
+    from tether.tools.mcp_spec import MCPServerConfig
 
 __all__ = ["Connection", "expand", "render_result"]
 
@@ -271,7 +271,7 @@ class Connection:
         from mcp.client.client import Client
         from mcp.types import Implementation
 
-        from tether import __version__
+        from tether._version import __version__
 
         info = Implementation(name="tether", version=__version__)
         config = self.config

@@ -77,7 +77,7 @@ class OutputCache:
     """The outputs a run kept whole (see the module docstring)."""
 
     __slots__ = (
-        "_entries", "_pending", "_referenced", "_size", "_tool", "max_read", "memory_budget", "offered",
+        "_entries", "_pending", "_referenced", "_size", "_tool", "memory_budget", "offered",
         "session_id", "store", "threshold",
     )  # fmt: skip
 
@@ -94,8 +94,6 @@ class OutputCache:
             raise ConfigInvalid("an output cache bound to a store needs the session's id")
         self.threshold = threshold if cap is None else min(threshold, cap)
         """Outputs longer than this (or than a tool's own ``max_output``) are kept and previewed."""
-        self.max_read = max(self.threshold - _READ_HEADER_ROOM, 100)
-        """The most characters one read gives (and the default)."""
         self.store = store
         self.session_id = session_id
         self.memory_budget = memory_budget
@@ -103,10 +101,17 @@ class OutputCache:
         """The run offers the reader to the model (set by the run when it does)."""
         self._entries: dict[str, str] = {}
         """Ref -> output, least recently used first (a dict keeps its order; an ``OrderedDict`` is bigger)."""
-        self._pending: dict[str, str] = {}
+        self._pending: dict[str, str] | None = None
+        """Kept outputs not yet written to the store (made with the first, so a run without a store, or without a
+        long output, keeps no dict for it)."""
         self._size = 0
         self._referenced = False
         self._tool: Tool | None = None
+
+    @property
+    def max_read(self) -> int:
+        """The most characters one read gives (and the default); worked out when asked, not kept by every run."""
+        return max(self.threshold - _READ_HEADER_ROOM, 100)
 
     # --- keeping ----------------------------------------------------------------------------------------
 
@@ -125,6 +130,8 @@ class OutputCache:
             self._entries[ref] = content
             self._size += len(content)
             if self.store is not None:
+                if self._pending is None:
+                    self._pending = {}
                 self._pending[ref] = content
         self._trim()
         return preview(content, ref, self._budget(limit), name=name)
@@ -142,7 +149,7 @@ class OutputCache:
     @property
     def pending(self) -> tuple[str, ...]:
         """Refs not yet written to the store."""
-        return tuple(self._pending)
+        return tuple(self._pending or ())
 
     async def flush(self) -> None:
         """Write the pending outputs to the store (nothing without one); the run calls it before each
@@ -150,9 +157,10 @@ class OutputCache:
         store, session_id = self.store, self.session_id
         if store is None or session_id is None:
             return
-        for ref, content in list(self._pending.items()):
+        pending = self._pending or {}
+        for ref, content in list(pending.items()):
             await store.save_output(session_id, ref, content)
-            self._pending.pop(ref, None)
+            pending.pop(ref, None)
         self._trim()
 
     def _budget(self, limit: int | None) -> int:
@@ -165,7 +173,7 @@ class OutputCache:
         for ref in list(self._entries):
             if self._size <= self.memory_budget:
                 break
-            if ref not in self._pending:
+            if self._pending is None or ref not in self._pending:
                 self._size -= len(self._entries.pop(ref))
 
     # --- reading ----------------------------------------------------------------------------------------

@@ -10,12 +10,12 @@ signatures) is kept or dropped whole: every provider accepts what is left.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from tether.errors import SessionInvalid
-from tether.loop.accumulator import bound_call
-from tether.loop.executor import cancelled_result
-from tether.messages import Message, ToolCall, open_tool_calls, transcript_problems
+from tether.loop.arguments import bound_call
+from tether.messages import Message, ToolCall, cancelled_result, open_tool_calls, transcript_problems
 
 
 def prepare_history(system: str | None, history: Sequence[Message]) -> list[Message]:

@@ -81,10 +81,6 @@ class Plan:
     tokens_before: int
 
 
-def _nothing_fixed() -> int:
-    return 0
-
-
 class ContextWindow:
     """The view of one run's transcript (see the module docstring).
 
@@ -106,7 +102,6 @@ class ContextWindow:
         max_tokens: int | None,
         gauge: TokenGauge | None,
         stub: Stub | None = None,
-        fixed: Callable[[], int] = _nothing_fixed,
     ) -> None:
         self.transcript = transcript
         self.settings = settings
@@ -114,9 +109,6 @@ class ContextWindow:
         self.gauge = gauge
         self.budget = Budget.of(settings, window, max_tokens) if settings is not None and window else None
         self.stub = stub
-        self._fixed = fixed if settings is not None else _nothing_fixed
-        """The characters every request carries besides its messages, measured when a gauge is first needed;
-        never without compaction, so then not kept (it is a callback into the run: 64 bytes a run in flight)."""
         marker = last_compaction(transcript, body_start)
         self.start = body_start if marker is None else marker
         self._head: Sequence[Message] = ()  # shared while empty; a list once a compaction made one
@@ -128,10 +120,6 @@ class ContextWindow:
         """Make the head of the view: ``transcript[start:end]`` as the model sees it after the marker."""
         self._head = view_from(self.transcript[:end], self.start)
         self._verbatim_from = end
-
-    def unlink(self) -> None:
-        """The run is over: drop ``fixed``, a callback into the run (a finished run holds no cycle)."""
-        self._fixed = _nothing_fixed
 
     def view(self) -> list[Message]:
         """The messages the model is sent (without the system prompt), before ``max_history_messages``."""
@@ -151,14 +139,15 @@ class ContextWindow:
     def over_limit(self, view: Sequence[Message]) -> bool:
         return self.budget is not None and self.gauge is not None and self.gauge.estimate(view) > self.budget.limit
 
-    def learn_overflow(self, view: Sequence[Message], detail: str) -> bool:
+    def learn_overflow(self, view: Sequence[Message], detail: str, fixed_chars: int = 0) -> bool:
         """The provider refused ``view`` as too long. Learn the window (from the error, else from the view's
         size, even when a larger one is known: it was not this request's limit) and recalibrate; ``False``
-        when compaction is off, so nothing can be done."""
+        when compaction is off, so nothing can be done. ``fixed_chars``: what every request carries besides its
+        messages (the system prompt, the tools), for a gauge made now."""
         if self.settings is None:
             return False
         if self.gauge is None:
-            self.gauge = TokenGauge(self._fixed())
+            self.gauge = TokenGauge(fixed_chars)
         window = window_in_error(detail)
         if window is None:  # what was refused bounds the window, whatever the model is known to have
             window = int(self.gauge.whole(view) * 0.9)

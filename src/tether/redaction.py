@@ -28,15 +28,14 @@ The name rules (which argument names are secret, and the other kinds of name) li
 Every pattern here runs in time linear in the text, whatever it holds (a log line may carry a tool's whole
 output): a match may start only where its run of name characters starts (a look-behind refuses a start
 inside the run), runs are possessive, names are bounded, and no value can run past the quote or the
-separator that ends it. ``tests/telemetry/test_redact.py`` measures it with a step-counting matcher.
+separator that ends it. ``tests/test_redaction.py`` measures it with a step-counting matcher.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tether.secrets import (
@@ -48,7 +47,6 @@ from tether.secrets import (
 )
 
 if TYPE_CHECKING:
-    from tether.messages import Message, ToolCall
     from tether.secrets import Masker
 
 __all__ = [
@@ -151,22 +149,6 @@ class Redaction:
         if isinstance(value, list | tuple):
             return [self.value(item, depth + 1) for item in value]
         return value
-
-    def tool_call(self, call: ToolCall) -> ToolCall:
-        """A copy of ``call`` fit to show: its arguments and raw arguments redacted."""
-        raw = call.raw_arguments
-        return replace(
-            call, arguments=self.arguments(call.arguments), raw_arguments=None if raw is None else self.text(raw)
-        )
-
-    def messages(self, messages: Sequence[Message]) -> list[Message]:
-        """Copies of ``messages`` fit to show: every tool call redacted (results are masked when recorded)."""
-        return [
-            replace(m, parts=tuple(self.tool_call(p) if p.kind == "tool_call" else p for p in m.parts))
-            if any(p.kind == "tool_call" for p in m.parts)
-            else m
-            for m in messages
-        ]
 
     def hide_values(self, text: str, arguments: Mapping[str, Any] | None) -> str:
         """``text`` (a message about a call, such as a validation error quoting its input) with the values of

@@ -17,14 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether import jsoncodec
+import msgspec
+
 from tether.errors import ConfigInvalid, InvalidResponse
-from tether.providers.sse import DEFAULT_MAX_EVENT_BYTES
+from tether.providers.http.sse import DEFAULT_MAX_EVENT_BYTES
 
 if TYPE_CHECKING:
     import aiohttp
 
-    from tether.providers.stall import Stall
+    from tether.alarms import Deadline
 
 MIB = 1024 * 1024
 
@@ -65,10 +66,10 @@ def too_large(provider: str, what: str, setting: str, limit: int) -> InvalidResp
 
 
 async def read_body(
-    response: aiohttp.ClientResponse, limit: int, *, provider: str, setting: str, stall: Stall | None = None
+    response: aiohttp.ClientResponse, limit: int, *, provider: str, setting: str, wait: Deadline | None = None
 ) -> bytearray:
     """The whole body, read piece by piece; ``InvalidResponse`` as soon as it passes ``limit`` bytes (or its
-    ``Content-Length`` says it will). ``stall``, when given, bounds the wait for each piece; what has already
+    ``Content-Length`` says it will). ``wait``, when given, bounds the wait for each piece; what has already
     arrived is taken without one (no deadline is set and withdrawn for bytes that are there). The response is
     released, its connection back to the pool, when the body was read to its end, and closed otherwise."""
     reusable = False
@@ -83,13 +84,13 @@ async def read_body(
             if not piece:
                 if content.at_eof():
                     break
-                if stall is not None:
-                    stall.start()
+                if wait is not None:
+                    wait.start()
                 try:
                     piece = await content.readany()
                 finally:
-                    if stall is not None:
-                        stall.stop()
+                    if wait is not None:
+                        wait.stop()
                 if not piece:
                     break
             data += piece
@@ -124,6 +125,6 @@ def parse_json(data: bytes | bytearray, provider: str) -> Any:
     """A whole body's JSON; ``InvalidResponse`` for bytes that are not UTF-8 or text that is not JSON."""
     text = decode_text(data, provider)
     try:
-        return jsoncodec.loads(text)
+        return msgspec.json.decode(text)
     except ValueError:
         raise InvalidResponse(f"{provider} sent a body that is not JSON: {text[:200]!r}") from None

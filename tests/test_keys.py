@@ -1,4 +1,4 @@
-"""The one table of provider key variables (tether.providers.keys): the providers, the CLI's model choice and
+"""The one table of provider key variables (tether.keys): the providers, the CLI's model choice and
 catalog, and the secret rules all read it, in its order."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from aiohttp import web
 
 from tether import Agent
 from tether.cli.catalog import catalog
-from tether.cli.choose import KEYED_DEFAULTS, choose_model
 from tether.errors import ConfigInvalid
-from tether.providers.keys import ALL_KEY_VARIABLES, KEY_VARIABLES, find_key, key_variables, missing_key
+from tether.keys import ALL_KEY_VARIABLES, KEY_VARIABLES, find_key, key_variables, missing_key
+from tether.providers.default_model import KEYED_DEFAULTS, choose_model
 from tether.providers.registry import PROFILES, over_http, prefixes
 from tether.secrets import is_secret_name, secret_values
 

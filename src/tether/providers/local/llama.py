@@ -19,8 +19,8 @@ from llama_cpp import Llama
 from llama_cpp.llama_grammar import LlamaGrammar
 
 from tether._logging import get_logger
-from tether.providers.local_prompt_cache import MIN_SAVED_TOKENS, PromptCache, Snapshot, model_key
-from tether.providers.local_sampling import GrammarLastSampler
+from tether.providers.local.prompt_cache import MIN_SAVED_TOKENS, PromptCache, Snapshot, model_key
+from tether.providers.local.sampling import GrammarLastSampler
 
 logger = get_logger(__name__)
 
@@ -34,7 +34,7 @@ class CountingLlama(Llama):
     prompt_reused: int = 0
     """Prompt tokens the last generation took from the model's context without evaluating them."""
     prompt_cache: PromptCache | None = None
-    """Where the context after a long prompt is kept for the next process (``local_prompt_cache.py``)."""
+    """Where the context after a long prompt is kept for the next process (``providers/local/prompt_cache.py``)."""
     _prompt_length: int | None = None
     _restore_pending = True
 
@@ -84,7 +84,7 @@ class CountingLlama(Llama):
 
     def _init_sampler(self, *args: Any, grammar: LlamaGrammar | None = None, **kwargs: Any) -> Any:
         # llama-cpp-python asks the grammar about every token of the vocabulary before each token; check only
-        # the token chosen instead (local_sampling.py): the same tokens, at nearly the unconstrained speed
+        # the token chosen instead (providers/local/sampling.py): the same tokens, at nearly the unconstrained speed
         chain = super()._init_sampler(*args, **kwargs)
         if grammar is None:
             return chain

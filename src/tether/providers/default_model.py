@@ -10,13 +10,13 @@ import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tether.providers.keys import find_key, key_variables
+from tether.keys import find_key, key_variables
 
 LOCAL_MODEL = "local:smollm2"
 EXAMPLE_SETTING = "tether config set runtime.model openai:gpt-4o-mini"
 
 KEYED_DEFAULTS: Sequence[str] = ("openai:gpt-4o-mini", "anthropic:claude-haiku-4-5", "gemini:gemini-2.5-flash")
-"""Checked in this order: the first model whose provider's key variable (``tether.providers.keys``) is set
+"""Checked in this order: the first model whose provider's key variable (``tether.keys``) is set
 (and not empty) is used."""
 
 _DEFAULT_KEYS = [key_variables(model.partition(":")[0])[0] for model in KEYED_DEFAULTS]

@@ -1,4 +1,4 @@
-"""The rules of ``telemetry/redact.py``: what text masking hides and keeps (which names are secret is
+"""The rules of ``redaction.py``: what text masking hides and keeps (which names are secret is
 ``tests/test_secrets.py``),
 and that every pattern does work linear in its input, whatever the input holds.
 
@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.config.regex_steps import spans, steps
+from tether import redaction as redact
 from tether import secrets
+from tether.redaction import MASK, Redaction
 from tether.secrets import Masker, connection_password
-from tether.telemetry import redact
-from tether.telemetry.redact import MASK, Redaction
 
 PATTERNS = {
     f"{module.__name__}.{name}": value

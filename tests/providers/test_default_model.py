@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether.cli.choose import ModelChoice, choose_model
+from tether.providers.default_model import ModelChoice, choose_model
 
 
 def never() -> bool:
@@ -70,7 +70,7 @@ def test_without_keys_or_local_model_two_lines_say_how_to_configure_or_install()
 
 
 def test_the_local_check_is_looked_up_when_called(monkeypatch: pytest.MonkeyPatch) -> None:
-    import tether.cli.choose as choose
+    import tether.providers.default_model as choose
 
     monkeypatch.setattr(choose, "local_model_installed", never)
     assert choose_model(None, {}).model is None

@@ -1,0 +1,301 @@
+"""One provider call, as the loop makes it: streamed under its deadlines, folded into a turn, counted and recorded.
+
+A :class:`ProviderCall` is made per call, one of the run's :class:`Calls`. Iterating :meth:`ProviderCall.deltas`
+makes the call: the provider's events are awaited through the run's interrupter (``interrupts.py``: a cancel or
+a deadline interrupts the wait, never the host's code), folded by a ``StreamAccumulator``, and the text and
+thinking deltas are handed on as they come (not in JSON action mode, whose text is an action, nor for a call
+whose text is not the run's answer). When the stream is over, however it ended, :attr:`ProviderCall.outcome`
+holds what the call gave (:class:`CallOutcome`), and its usage has been counted: in the run's guard (turns,
+budget), per call (``RunResult.turn_usage``), in its record and in the token gauge.
+
+A malformed answer (``InvalidResponse``) is not an exception out of the call: it is the outcome's ``problem``
+(the loop corrects and retries it). Every other failure (a provider error, an interrupt) is raised, with known
+keys masked, after the outcome is kept. :meth:`Calls.completed` and :meth:`Calls.failed` make the
+``TurnCompleted`` every started call gets, and keep its record; :meth:`Calls.read` decides whether an answer
+is usable.
+
+In a durable run the call is a step (``steps.py``): it runs to its end inside the step, its deltas reaching the
+sinks as they come, and the turn is the step's result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from tether.errors import InvalidResponse, TetherError
+from tether.events import LlmEvent, RunEvent, TextDelta, ThinkingDelta, TurnCompleted, TurnStatus
+from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator, rejection, without_calls
+from tether.loop.actions import ActionProtocol, Interpreted
+from tether.loop.guard import LoopGuard
+from tether.loop.interrupts import Interrupted, Interrupter, Picker, deadline_passed
+from tether.loop.records import CallRecorder, close_stream, within
+from tether.messages import Message, Text, Thinking
+from tether.providers.base import Request
+from tether.secrets import mask_exception_in_place
+from tether.usage import NO_USAGE, Usage
+
+if TYPE_CHECKING:
+    from tether.errors import ProviderError
+    from tether.loop.context.tokens import TokenGauge
+    from tether.loop.spec import RunSpec
+    from tether.loop.steps import StepRunner
+    from tether.telemetry.observer import RunObserver
+
+ONE_REQUEST = Usage(requests=1)
+"""What a call adds to its own usage: the request itself (one shared instance)."""
+NOTHING = AccumulatedTurn(Message("assistant", ()), (), (), "error", NO_USAGE, ended=False)
+"""The turn of a call that could not even be assembled."""
+
+Notify = Callable[[RunEvent], None]
+
+
+class CallOutcome(msgspec.Struct, frozen=True):
+    """What one provider call gave."""
+
+    turn: AccumulatedTurn
+    """The answer as far as it came (complete, cut short, or empty when nothing came)."""
+    usage: Usage
+    """The call's usage, its request included when the provider was asked."""
+    problem: str | None = None
+    """Why the answer cannot be used when the provider sent a malformed one."""
+    error: InvalidResponse | None = None
+    """That malformed answer's error."""
+
+
+class Calls:
+    """Makes the provider calls of one run and keeps what they count (see the module docstring)."""
+
+    __slots__ = (
+        "gauge", "guard", "interrupter", "last_text", "notify", "observer", "recorder", "spec", "steps", "turn_usage",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        interrupter: Interrupter,
+        guard: LoopGuard,
+        observer: RunObserver | None,
+        notify: Notify,
+        steps: StepRunner | None,
+    ) -> None:
+        self.spec = spec
+        self.interrupter = interrupter
+        self.guard = guard
+        self.observer = observer
+        self.notify = notify
+        """Hands an event to the run's sinks: a call's deltas reach them as they come."""
+        self.steps = steps
+        self.recorder = CallRecorder()
+        self.turn_usage: list[Usage] = []
+        """Each call's usage, in order."""
+        self.gauge: TokenGauge | None = None
+        """The run's token gauge, which each call's reported input calibrates (set by the compactor)."""
+        self.last_text = ""
+        """The last text a call gave, however it ended: the answer of a run stopped before it answered."""
+
+    def retried(self, error: ProviderError, attempt: int, wait: float) -> None:
+        """The provider retries the current call (``Request.on_retry``)."""
+        self.recorder.retries += 1
+        if self.observer is not None:
+            mask_exception_in_place(error, self.spec.masker)  # a provider may quote the key in its error body
+            self.observer.retry(error, attempt, wait)
+
+    def counted(self, call: ProviderCall, turn: AccumulatedTurn, requested: bool, first: float) -> Usage:
+        """What the call used, counted everywhere it counts; its text kept as the last written."""
+        if turn.message.parts and (text := turn.text):
+            self.last_text = text
+        usage = turn.usage
+        if requested:
+            usage = usage + ONE_REQUEST
+            self.turn_usage.append(usage)
+            self.guard.record_call(usage)
+            if self.gauge is not None and call.view is not None:
+                self.gauge.observe(call.view, turn.usage)
+        self.recorder.end_call(first, usage)
+        return usage
+
+    def read(self, outcome: CallOutcome, *, final: bool, actions: ActionProtocol | None) -> Interpreted:
+        """The answer as the loop can use it, or why it cannot be used.
+
+        ``final`` (tools were off: the summary call, the answer asked for after a repeated call, or any turn of
+        a run whose tool choice is ``"none"``): only an answer counts, so tool calls a provider sent anyway are
+        dropped, and in JSON action mode any text is the answer (a ``final`` action is unwrapped).
+        """
+        turn = outcome.turn
+        if outcome.problem is not None:
+            return Interpreted(turn, problem=outcome.problem)
+        final = final or self.spec.tool_choice == "none"
+        if final:
+            turn = without_calls(turn)
+        if (problem := rejection(turn)) is not None:
+            return Interpreted(turn, problem=problem)
+        if actions is not None:
+            return actions.interpret(turn, final=final)
+        return Interpreted(turn)
+
+    def completed(
+        self,
+        call: ProviderCall,
+        turn: AccumulatedTurn,
+        rejected: str | None,
+        failure: BaseException | None = None,
+        *,
+        compaction: bool = False,
+    ) -> TurnCompleted:
+        """The ``TurnCompleted`` of ``call``, with its record kept and observed (a compaction's call is recorded
+        and observed too; its ``TurnCompleted`` is not emitted)."""
+        recorder = self.recorder
+        recorder.record(call.turn, call.attempt, call.final, turn, rejected, failure, compaction=compaction)
+        if self.observer is not None:
+            self.observer.call_ended(recorder.last(), turn.message, failure)
+        status: TurnStatus = "failed" if failure is not None else "rejected" if rejected is not None else "completed"
+        return TurnCompleted(call.turn, turn.message, turn.usage, turn.finish_reason, rejected, status)
+
+    def failed(self, call: ProviderCall, failure: Exception, *, compaction: bool = False) -> TurnCompleted:
+        """The ``TurnCompleted`` of a call that failed or was interrupted: every call that starts ends."""
+        turn = call.outcome.turn if call.outcome is not None else NOTHING
+        why = failure.interrupt.detail if isinstance(failure, Interrupted) else f"{type(failure).__name__}: {failure}"
+        return self.completed(call, turn, why, failure, compaction=compaction)
+
+
+class ProviderCall:
+    """One provider call (see the module docstring): iterate :meth:`deltas`, then read :attr:`outcome`."""
+
+    __slots__ = ("_accumulator", "_calls", "attempt", "final", "outcome", "quiet", "request", "turn", "view")
+
+    def __init__(
+        self,
+        calls: Calls,
+        request: Request,
+        turn: int,
+        attempt: int,
+        *,
+        final: bool,
+        view: tuple[Message, ...] | None = None,
+        quiet: bool = False,
+    ) -> None:
+        """The call for ``request``, one of ``calls``; nothing is sent before its deltas are asked for. ``view``:
+        the history it sends, when it is exactly the model's view (the gauge anchors on it). ``quiet``: its deltas
+        are not handed on (a compaction's summary)."""
+        calls.recorder.begin_call()
+        self._calls = calls
+        self.request = request
+        self.turn = turn
+        self.attempt = attempt
+        self.final = final
+        """Tools were off: only an answer is accepted."""
+        self.view = view
+        self.quiet = quiet
+        self.outcome: CallOutcome | None = None
+        """What the call gave, once its stream is over (also when it failed)."""
+        self._accumulator = StreamAccumulator()
+
+    async def deltas(self, actions: ActionProtocol | None) -> AsyncGenerator[TextDelta | ThinkingDelta, None]:
+        """Make the call: its text and thinking as they stream (none in JSON action mode, whose text is an
+        action, or for a quiet call); :attr:`outcome` is set when it is over, however it ended."""
+        calls = self._calls
+        spec, interrupter, observer = calls.spec, calls.interrupter, calls.observer
+        context = None
+        if observer is not None:
+            observer.call_started(self.turn, self.attempt, self.final, self.request)
+            context = observer.call_context()
+        alarm, seconds = interrupter.alarm, spec.limits.step_timeout
+        if seconds is not None:  # keyed by the interrupter: a run makes one provider call at a time
+            alarm.set(interrupter, alarm.time() + seconds, self._timed_out)
+        passthrough = actions is None and not self.quiet
+        stepped: AccumulatedTurn | None = None
+        problem: str | None = None
+        error: InvalidResponse | None = None
+        stream: AsyncIterator[LlmEvent] | None = None
+        requested = interrupter.pending is None  # with an interrupt pending, nothing is sent
+        try:
+            if calls.steps is not None:
+                stepped, live = await self._as_step(context, passthrough)
+                for delta in _deltas(stepped.message) if passthrough else ():
+                    if not live:  # replayed: its deltas reach the sinks now
+                        calls.notify(delta)
+                    yield delta
+                return
+            stream = spec.provider.stream(self.request)
+            if context is not None:
+                stream = within(stream, context)
+            accumulator = self._accumulator
+            picker: Picker[LlmEvent, TextDelta | ThinkingDelta] = accumulator if passthrough else _Quiet(accumulator)
+            watched = interrupter.watch(stream, picker)
+            while (shown := await watched.next()) is not None:
+                calls.notify(shown)
+                yield shown
+        except InvalidResponse as malformed:
+            mask_exception_in_place(malformed, spec.masker)
+            problem, error = f"the provider sent a malformed answer ({malformed.message})", malformed
+        except TetherError as failure:  # a provider may quote the key back in its error
+            mask_exception_in_place(failure, spec.masker)
+            raise
+        finally:
+            if seconds is not None:
+                alarm.clear(interrupter)
+            if stream is not None:
+                await close_stream(stream)
+            turn = self._accumulator.finish() if stepped is None else stepped
+            usage = calls.counted(self, turn, requested, self._accumulator.first_event)
+            self.outcome = CallOutcome(turn, usage, problem, error)
+
+    def _timed_out(self) -> None:
+        """The step deadline passed (the alarm's callback: a bound method of the call, so that the run keeps no
+        reference to itself for it)."""
+        limits = self._calls.spec.limits
+        self._calls.interrupter.request(deadline_passed("step_timeout", limits.step_timeout))
+
+    async def _as_step(self, context: Any, passthrough: bool) -> tuple[AccumulatedTurn, bool]:
+        """The call as a durable step, named by its turn and attempt, and whether it ran here (its deltas then
+        reached the sinks as they came) or was replayed."""
+        calls = self._calls
+        assert calls.steps is not None
+        name = f"{'compaction' if self.quiet else 'model'}:{self.turn}.{self.attempt}"
+        live: list[bool] = []
+        turn = await calls.interrupter.wait(calls.steps.step(name, lambda: self._stepped(context, passthrough, live)))
+        return turn, bool(live)
+
+    async def _stepped(self, context: Any, passthrough: bool, live: list[bool]) -> AccumulatedTurn:
+        """The call run to its end inside a step; a malformed stream is raised (``InvalidResponse``) and kept by
+        the runner like the turn."""
+        live.append(True)
+        calls = self._calls
+        accumulator = StreamAccumulator()
+        stream: AsyncIterator[LlmEvent] = calls.spec.provider.stream(self.request)
+        if context is not None:
+            stream = within(stream, context)
+        try:
+            async for event in stream:
+                shown = accumulator.add(event)
+                if shown is not None and passthrough:
+                    calls.notify(shown)
+        finally:
+            await close_stream(stream)
+        return accumulator.finish()
+
+
+class _Quiet:
+    """A watch's picker that folds every event and hands none on (a call whose text is not shown as it comes)."""
+
+    __slots__ = ("_accumulator",)
+
+    def __init__(self, accumulator: StreamAccumulator) -> None:
+        self._accumulator = accumulator
+
+    def pick(self, event: LlmEvent) -> None:
+        self._accumulator.add(event)
+
+
+def _deltas(message: Message) -> Sequence[TextDelta | ThinkingDelta]:
+    """The text and thinking of a turn taken in a step, as the deltas the run's events carry (one a part)."""
+    deltas: list[TextDelta | ThinkingDelta] = []
+    for part in message.parts:
+        if type(part) is Text and part.text:
+            deltas.append(TextDelta(part.text))
+        elif type(part) is Thinking and part.text:
+            deltas.append(ThinkingDelta(part.text))
+    return deltas

@@ -1,0 +1,95 @@
+"""What a run offers the model (its tools, natively or as JSON actions) and the requests that carry the offer.
+
+Every request of a run is made here: a turn's (the model's view of the transcript, shaped to
+``Limits.max_history_messages``, with a correction after an unusable answer or the summary request after a
+step limit) and a compaction's summary call. In native mode the tools go as definitions with the tool choice
+the turn allows; in JSON action mode (``actions.py``) the protocol goes in the system prompt and the history as
+text. The tool-output reader (``tools/output_cache.py``) joins the offer once there is something to read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from tether.loop.actions import ActionProtocol
+from tether.loop.choice import choice_for_turn
+from tether.loop.context import shape_history
+from tether.loop.context.tokens import fixed_chars
+from tether.loop.spec import RunSpec
+from tether.messages import Message
+from tether.providers.base import ModelSettings, OnRetry, Request, ToolChoice, ToolDefinition
+
+
+class Offer:
+    """The tools a run shows the model and the requests that carry them (see the module docstring)."""
+
+    __slots__ = ("_calls_read", "actions", "deadline", "definitions", "on_retry", "run_id", "spec", "system_text")
+
+    def __init__(self, spec: RunSpec, system_text: str | None, run_id: str, on_retry: OnRetry) -> None:
+        self.spec = spec
+        self.system_text = system_text
+        self.run_id = run_id
+        self.on_retry = on_retry
+        """Told of every retry a provider makes (the run's records and observer)."""
+        self.deadline: float | None = None
+        """``loop.time()`` when the run must stop: providers cap their retries by it (set when the run starts)."""
+        self._calls_read = 0
+        self.definitions: tuple[ToolDefinition, ...] = ()
+        self.actions: ActionProtocol | None = None
+        """The JSON action protocol, in JSON action mode; ``None``: native tool calls."""
+        self.show(spec.offered)
+
+    def show(self, definitions: tuple[ToolDefinition, ...]) -> None:
+        """The tools the model is shown from now on, natively or in the JSON action protocol."""
+        self.definitions = definitions
+        if self.spec.tool_mode == "json":
+            schema = self.spec.provider.info.supports_json_schema
+            self.actions = ActionProtocol(self.system_text, definitions, use_schema=schema, call_id=self._call_id)
+
+    def fixed_chars(self) -> int:
+        """The characters every request carries whatever the history: the system prompt and the tools."""
+        return fixed_chars(self.system_text, self.definitions)
+
+    def turn(
+        self, view: Sequence[Message], extra: Message | None, *, final: bool, called: bool
+    ) -> tuple[Request, tuple[Message, ...] | None]:
+        """A turn's request, and the history it sends when that is exactly the model's view (no ``extra``
+        message): what the token gauge anchors on. ``final``: tools off, only an answer; ``called``: the run
+        has used a turn, so a required tool choice has been kept."""
+        spec = self.spec
+        limits = spec.limits
+        history = shape_history(view, limits.max_history_messages)
+        choice: ToolChoice = "none" if final else choice_for_turn(spec.tool_choice, called=called)
+        if self.actions is not None:
+            request = self.actions.request(
+                history, extra, final=final, choice=choice, settings=spec.settings,
+                timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry,
+            )  # fmt: skip
+        else:
+            request = Request(
+                messages=history if extra is None else (*history, extra), system=self.system_text,
+                tools=self.definitions, tool_choice=choice, settings=spec.settings,
+                timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry,
+            )  # fmt: skip
+        return request, history if extra is None else None
+
+    def summary(self, summarized: tuple[Message, ...], ask: Message, settings: ModelSettings) -> Request:
+        """The request of a compaction's summary call: ``summarized`` and the request ``ask``, tools off."""
+        limits = self.spec.limits
+        if self.actions is not None:
+            return self.actions.request(
+                summarized, None, final=True, ask=ask, settings=settings, timeout=limits.request_timeout,
+                deadline=self.deadline, on_retry=self.on_retry,
+            )  # fmt: skip
+        return Request(
+            messages=(*summarized, ask), system=self.system_text, tools=self.definitions, tool_choice="none",
+            settings=settings, timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry,
+        )  # fmt: skip
+
+    def _call_id(self) -> str:
+        """The id of the next call read from a JSON action: the run id and a count, so unique in the run and
+        the same when a durable run is executed again (its tool steps are named by call id)."""
+        self._calls_read += 1
+        digest = hashlib.sha256(f"{self.run_id}:{self._calls_read}".encode()).hexdigest()
+        return f"call_{digest[:24]}"

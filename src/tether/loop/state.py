@@ -1,0 +1,78 @@
+"""What a run has so far: its transcript, the turn under way and the tool calls in flight.
+
+A :class:`RunState` is the run's one piece of mutable state besides the guard's counts (``guard.py``) and the
+records (``records.py``). The loop appends to the transcript (an answer, a turn's results), a compaction inserts
+markers into it (``compactor.py``), and whatever stops the run, :meth:`RunState.close_open_calls` answers every
+call that has no result: the transcript is valid at every stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from tether.loop.context import prepare_history
+from tether.loop.executor import ToolBatch
+from tether.loop.repeats import Repeat
+from tether.messages import Message, ToolCall, ToolResult, cancelled_result, open_tool_calls
+
+
+class RunState:
+    """A run's transcript and what is under way in it (see the module docstring)."""
+
+    __slots__ = ("batch", "body_start", "first_new", "system_text", "transcript", "turn")
+
+    def __init__(self, system: str | None, history: Sequence[Message], prompt: str) -> None:
+        transcript = prepare_history(system, history)
+        self.body_start = 1 if transcript and transcript[0].role == "system" else 0
+        """Where the conversation starts, after the system prompt."""
+        self.system_text = transcript[0].text if self.body_start else None
+        self.first_new = len(transcript)
+        """Where the run's own messages start (its prompt); a compaction before it moves it."""
+        transcript.append(Message.user(prompt))
+        self.transcript = transcript
+        """Every message of the conversation, the system prompt first: the run appends, compaction inserts."""
+        self.turn = 0
+        """The number of the turn under way (0 before the first)."""
+        self.batch: ToolBatch | None = None
+        """The tool calls in flight, until their results join the transcript."""
+
+    @property
+    def prompt(self) -> str:
+        return self.transcript[self.first_new].text
+
+    def history(self) -> tuple[Message, ...]:
+        """The conversation the run continues from, the system prompt aside."""
+        return tuple(self.transcript[self.body_start : self.first_new])
+
+    def answered(self, message: Message) -> None:
+        """The model's usable answer joins the transcript."""
+        self.transcript.append(message)
+
+    def start_batch(self, calls: Sequence[ToolCall], verdicts: Sequence[str | Repeat | None]) -> ToolBatch:
+        """A turn's tool calls are in flight from now on; ``verdicts`` say which may run (``guard.admit``)."""
+        self.batch = ToolBatch(calls, verdicts)
+        return self.batch
+
+    def end_batch(self, batch: ToolBatch) -> list[ToolResult]:
+        """A turn's tool calls were all answered: their results join the transcript, in the model's order."""
+        results = batch.ordered_results("the run was cancelled")
+        self.transcript.append(Message("tool", tuple(results)))
+        self.batch = None
+        return results
+
+    def close_open_calls(self, why: str) -> tuple[list[ToolResult], list[ToolResult], Mapping[str, float] | None]:
+        """Answer every call that has no result, with ``why`` (the transcript must stay valid). Returns the
+        results written, those of them whose start was announced but not their result (each
+        ``ToolCallStarted`` gets its result event), and how long the calls in flight that ran took (``None``:
+        none was in flight; the calls answered were left open by an earlier run)."""
+        batch, self.batch = self.batch, None
+        if batch is not None:
+            results = batch.ordered_results(why)
+            announced = [r for r in results if r.call_id in batch.started and r.call_id not in batch.reported]
+            durations: Mapping[str, float] | None = batch.durations
+        else:
+            results = [cancelled_result(call, why) for call in open_tool_calls(self.transcript)]
+            announced, durations = [], None
+        if results:
+            self.transcript.append(Message("tool", tuple(results)))
+        return results, announced, durations

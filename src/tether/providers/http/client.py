@@ -1,0 +1,399 @@
+"""The HTTP layer of every wire provider: the layers composed into one client per API.
+
+The contract
+------------
+* **Connections.** One ``aiohttp.ClientSession`` per event loop and origin (scheme, host, port), shared by
+  every provider and run on that loop, with a pool sized for thousands of concurrent runs (``pool.py``).
+  Sessions live as long as their loop: ``asyncio.run()`` (and any runner that shuts down async generators)
+  closes them; a host managing its own loop calls :func:`~tether.providers.http.pool.close_sessions` first.
+* **Timeouts.** ``Request.timeout`` bounds connecting, the wait for the first byte and every wait between
+  chunks; a stream that goes quiet that long fails with ``timeout``. The time the consumer spends between
+  events does not count. The waits are kept on the event loop's one lazily re-armed timer
+  (:class:`tether.alarms.Deadline`), not on a loop timer per chunk.
+* **Redirects are never followed** (``attempt.py``).
+* **Limits.** An answer is read piece by piece within :class:`~tether.providers.http.body.ResponseLimits` (a
+  whole body, one event, a whole stream); past a cap it is ``invalid_response`` naming the limit, and the
+  connection is dropped. A whole body is decoded as strict UTF-8 (JSON's encoding, whatever ``charset`` the
+  server claims); bytes that are not are ``invalid_response``.
+* **Retries** (``retry.py``): one ladder for streamed and whole answers. **A stream is never retried once an
+  event has been delivered**: the consumer has acted on it, and a replay would duplicate output.
+* **Errors.** Every failure is a :class:`~tether.errors.ProviderError` subclass with a stable code and the
+  HTTP status, the provider's own message and its request id (``errors.py``: the one mapping HTTP errors and
+  in-stream errors share). A context-length error is ``context_overflow``.
+* **Secrets.** API keys are held in :class:`Secret` and only ever written into request headers: no message,
+  repr or log line contains one.
+
+The layers, each its own module: an attempt (``attempt.py``: post once, map the status), the retry ladder
+around attempts (``retry.py``), server-sent events framed from a stream (``sse.py``, ``stream.py``), and the
+protocol's decoder (``providers/decoding.py``) fed each event's JSON where the bytes are read: one generator
+for the whole answer, however many layers it passes through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.parse
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import msgspec
+
+from tether.alarms import Alarm, Deadline, shared_alarm
+from tether.errors import InvalidResponse, ProviderError
+from tether.events import LlmEvent
+from tether.providers.base import OnRetry, Request, Server
+from tether.providers.http.attempt import client_timeout, refused, transport_error
+from tether.providers.http.body import ResponseLimits, decode_text, parse_json, read_body
+from tether.providers.http.pool import session_for
+from tether.providers.http.retry import RetryPolicy, retrying
+from tether.providers.http.sse import ServerSentEvent
+from tether.providers.http.stream import EventStream, open_events
+from tether.providers.memo import exact
+from tether.providers.wire import decoded
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from tether.providers.decoding import Decoder
+
+__all__ = ["HttpClient", "OverHttp", "RetryPolicy", "Secret", "WholeAnswer", "parse_event_json"]
+
+T = TypeVar("T")
+Item = TypeVar("Item")
+_Pooled = tuple["weakref.ref[asyncio.AbstractEventLoop]", "aiohttp.ClientSession", Alarm]
+
+
+class Secret:
+    """A credential that never shows itself: its repr and str are ``***``; :meth:`reveal` gives the value."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+
+class HttpClient:
+    """JSON requests to one API, answered with JSON or a stream of server-sent events, read within ``limits``."""
+
+    __slots__ = ("_api_key", "_headers", "_pooled", "_urls", "base_url", "limits", "provider", "retry")
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        provider: str,
+        api_key: Secret | None = None,
+        auth_header: str = "Authorization",
+        auth_prefix: str = "Bearer ",
+        headers: dict[str, str] | None = None,
+        retry: RetryPolicy | None = None,
+        limits: ResponseLimits | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.provider = provider
+        self.retry = retry or RetryPolicy()
+        self.limits = limits or ResponseLimits()
+        self._api_key = api_key
+        self._headers = {"Content-Type": "application/json", **(headers or {})}
+        if api_key is not None:
+            self._headers[auth_header] = auth_prefix + api_key.reveal()
+        self._urls: dict[str, str] = {}
+        self._pooled: _Pooled | None = None
+        """The running loop, the session ``session_for`` gave for it, and that loop's alarm, which keeps this
+        client's request timeouts."""
+
+    def __repr__(self) -> str:
+        return f"HttpClient({self.base_url!r}, provider={self.provider!r})"
+
+    def credentials(self) -> tuple[str, ...]:
+        """The key sent with every request; ``()`` without one."""
+        return (self._api_key.reveal(),) if self._api_key is not None else ()
+
+    @property
+    def server(self) -> Server:
+        """Host and port of the API (``server.address``), from its base URL."""
+        try:
+            parts = urllib.parse.urlsplit(self.base_url)
+            return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            return None, None
+
+    # --- what providers ask for ---------------------------------------------------------------------------
+
+    def answer(
+        self,
+        path: str,
+        body: bytes,
+        decoder: Decoder,
+        request: Request,
+        *,
+        streaming: bool,
+        end_marker: str | None = None,
+    ) -> AsyncIterator[LlmEvent]:
+        """``request``'s events, streamed or read whole (:class:`WholeAnswer`): what a provider's ``stream()``
+        returns as it is, with no generator of its own around it. Nothing is sent before the first event is
+        asked for; the response is released or closed however the consumer leaves. The body is held as long as
+        the answer is awaited: at its size (``memo.exact``)."""
+        body = exact(body)
+        if not streaming:
+            return WholeAnswer(self, path, body, decoder, request)
+        reading = _Decoding(decoder, self.provider)
+        return self._stream(path, body, request.timeout, request.deadline, request.on_retry, end_marker, reading)
+
+    def post_json(
+        self, path: str, body: dict[str, Any] | bytes, *, timeout: float | None, deadline: float | None,
+        on_retry: OnRetry | None = None,
+    ) -> Coroutine[Any, Any, Any]:  # fmt: skip
+        """POST ``body`` (a dict, or JSON already encoded); the response's JSON, parsed."""
+        return self._parsed(path, _payload(body), timeout, deadline, on_retry)
+
+    def stream_events(
+        self, path: str, body: dict[str, Any] | bytes, *, timeout: float | None, deadline: float | None,
+        end_marker: str | None = None, on_retry: OnRetry | None = None,
+    ) -> AsyncGenerator[ServerSentEvent, None]:  # fmt: skip
+        """POST ``body`` and yield the response's server-sent events as they arrive (an answer that is not an
+        event stream, as one event of its whole body); an event whose data is ``end_marker`` ends the stream."""
+        return self._stream(path, _payload(body), timeout, deadline, on_retry, end_marker, _RAW)
+
+    # --- the layers composed ------------------------------------------------------------------------------
+
+    async def _stream(
+        self,
+        path: str,
+        payload: bytes,
+        timeout: float | None,
+        deadline: float | None,
+        on_retry: OnRetry | None,
+        end_marker: str | None,
+        reading: _Reading[Item],
+    ) -> AsyncGenerator[Item, None]:
+        """What ``reading`` makes of each event of the answer, then of its end."""
+        opened = await retrying(self._attempt, (path, payload, timeout, self._open), self.retry, deadline, on_retry)
+        if isinstance(opened, str):  # a whole answer where a stream was asked for
+            for item in reading.whole(opened):
+                yield item
+        else:
+            try:
+                events: list[ServerSentEvent] | None = opened.first
+                ended = False
+                while events is not None and not ended:
+                    for event in events:
+                        if event.data == end_marker:
+                            ended = True
+                            break
+                        for item in reading.event(event):
+                            yield item
+                    events = None if ended else await opened.read_on()
+                if ended:
+                    await opened.finish()
+            finally:
+                opened.close()
+        for item in reading.end():
+            yield item
+
+    async def _parsed(
+        self, path: str, payload: bytes, timeout: float | None, deadline: float | None, on_retry: OnRetry | None
+    ) -> Any:
+        data = await retrying(self._attempt, (path, payload, timeout, self._read), self.retry, deadline, on_retry)
+        return parse_json(data, self.provider)
+
+    async def _attempt(
+        self,
+        path: str,
+        payload: bytes,
+        timeout: float | None,
+        read: Callable[[aiohttp.ClientResponse, Deadline], Awaitable[T]],
+    ) -> T:
+        """One attempt: post, then ``read`` what the answer starts with, its waits bounded by ``timeout``; a
+        failure of the connection (or a wait past the timeout) is a ``transport`` (``timeout``) error."""
+        pooled = self._ready_pool() or await self._pool()
+        wait, url = Deadline(pooled[2], timeout), self._url(path)
+        try:
+            wait.start()
+            try:
+                response = await pooled[1].post(
+                    url, data=payload, headers=self._headers, allow_redirects=False, timeout=client_timeout(timeout)
+                )
+            finally:
+                wait.stop()
+            if response.status >= 300:
+                secret = self._api_key.reveal() if self._api_key is not None else None
+                raise await refused(response, url, wait, provider=self.provider, secret=secret)
+            return await read(response, wait)
+        except ProviderError:
+            raise
+        except asyncio.CancelledError:
+            if not wait.expired():
+                raise
+            raise transport_error(self.provider, TimeoutError(), timeout, mid_stream=False) from None
+        except Exception as exc:
+            raise transport_error(self.provider, exc, timeout, mid_stream=False) from exc
+
+    def _read(self, response: aiohttp.ClientResponse, wait: Deadline) -> Awaitable[bytearray]:
+        """A whole answer's body (its reading, awaited by the attempt itself: no frame of its own)."""
+        max_body = self.limits.max_body_bytes
+        return read_body(response, max_body, provider=self.provider, setting="max_body_bytes", wait=wait)
+
+    def _open(self, response: aiohttp.ClientResponse, wait: Deadline) -> Awaitable[EventStream | str]:
+        """A stream's answer up to its first event (``stream.open_events``)."""
+        return open_events(response, wait, self.limits, self.provider)
+
+    def _url(self, path: str) -> str:
+        return self._urls.get(path) or self._urls.setdefault(path, self.base_url + path)  # one string per path
+
+    def _ready_pool(self) -> _Pooled | None:
+        """This loop's session and alarm when they are kept and the session is open (every request but a
+        loop's first): no coroutine is made for them."""
+        pooled = self._pooled
+        if pooled is not None and pooled[0]() is asyncio.get_running_loop() and not pooled[1].closed:
+            return pooled
+        return None
+
+    async def _pool(self) -> _Pooled:
+        """The running loop's session for this client's origin, and the alarm that keeps this client's request
+        timeouts on that loop (kept, so that a request does not look them up again)."""
+        pooled = self._ready_pool()
+        if pooled is None:  # the first request on this event loop, or after its session was closed
+            loop = asyncio.get_running_loop()
+            pooled = self._pooled = (weakref.ref(loop), await session_for(self.base_url), shared_alarm(loop))
+        return pooled
+
+
+class OverHttp:
+    """What every HTTP provider is, as a :class:`~tether.providers.base.ServedProvider`: its credentials and
+    server are its client's."""
+
+    __slots__ = ()
+
+    _client: HttpClient
+
+    def credentials(self) -> tuple[str, ...]:
+        """The secrets sent with each request: the API key."""
+        return self._client.credentials()
+
+    @property
+    def server(self) -> Server:
+        """The host and port of the provider's API."""
+        return self._client.server
+
+
+class _Reading(Protocol[Item]):
+    """What an answer's events are read as: decoded events, or the events themselves."""
+
+    def event(self, event: ServerSentEvent) -> list[Item]: ...
+
+    def whole(self, text: str) -> list[Item]: ...
+
+    def end(self) -> list[Item]: ...
+
+
+class _Decoding:
+    """Each event's JSON fed to a protocol's decoder, where the bytes are read; a shape the decoder does not
+    expect is ``invalid_response`` (``wire.decoded``)."""
+
+    __slots__ = ("_decoder", "_provider")
+
+    def __init__(self, decoder: Decoder, provider: str) -> None:
+        self._decoder, self._provider = decoder, provider
+
+    def event(self, event: ServerSentEvent) -> list[LlmEvent]:
+        return decoded(self._decoder.feed_json, event.data, self._provider)
+
+    def whole(self, text: str) -> list[LlmEvent]:
+        return decoded(self._decoder.feed_json, text, self._provider)
+
+    def end(self) -> list[LlmEvent]:
+        return decoded(_call, self._decoder.end, self._provider)
+
+
+class _RawEvents:
+    """The events as they came, an answer that is not a stream as one event of its body, and nothing at the end."""
+
+    __slots__ = ()
+
+    def event(self, event: ServerSentEvent) -> list[ServerSentEvent]:
+        return [event]
+
+    def whole(self, text: str) -> list[ServerSentEvent]:
+        return [ServerSentEvent(text)]
+
+    def end(self) -> list[ServerSentEvent]:
+        return []
+
+
+_RAW = _RawEvents()
+
+_NONE_LEFT: Iterator[LlmEvent] = iter(())
+"""An iterator with nothing left, shared (it stays exhausted): a :class:`WholeAnswer` with no events to hand out."""
+
+
+class WholeAnswer:
+    """A non-streamed answer as an async iterator of its events: the request is made when the first event is
+    asked for (an iterator that is closed unread sends nothing), then the events of the whole body are handed
+    out one by one. Lighter than an async generator, which asyncio also tracks in a weak set."""
+
+    __slots__ = ("_body", "_client", "_decoder", "_events", "_path", "_request")
+
+    def __init__(self, client: HttpClient, path: str, body: bytes, decoder: Decoder, request: Request) -> None:
+        self._client, self._path, self._body, self._decoder, self._request = client, path, body, decoder, request
+        self._events: Iterator[LlmEvent] | None = None
+
+    def __aiter__(self) -> WholeAnswer:
+        return self
+
+    def __anext__(self) -> Coroutine[Any, Any, LlmEvent]:
+        if self._events is not None:
+            return self._next()
+        self._events = _NONE_LEFT  # asked once: a failed request is not made again by the next ask
+        client, request = self._client, self._request
+        return retrying(self._attempt, (), client.retry, request.deadline, request.on_retry)
+
+    def _attempt(self) -> Coroutine[Any, Any, LlmEvent]:
+        """One attempt (the client's), read by :meth:`_first`; no arguments for the ladder to keep."""
+        return self._client._attempt(self._path, self._body, self._request.timeout, self._first)
+
+    async def _first(self, response: aiohttp.ClientResponse, wait: Deadline) -> LlmEvent:
+        """An attempt's reading: the body read whole and decoded (a shape the decoder does not expect is
+        ``invalid_response`` at once: not retried), and the first of its events. The reading of the attempt,
+        not a frame around the retries: while the answer is awaited, no frame of this answer's is."""
+        client = self._client
+        text = decode_text(await client._read(response, wait), client.provider)
+        self._events = rest = iter(decoded(self._decoder.whole_json, text, client.provider))
+        for event in rest:
+            return event
+        raise InvalidResponse(f"{client.provider} sent an answer without any event")
+
+    async def _next(self) -> LlmEvent:
+        for event in self._events or ():
+            return event
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Nothing is held open between events (the body was read whole); no event is handed out after this."""
+        self._events = _NONE_LEFT
+
+
+def _call(function: Callable[[], list[LlmEvent]]) -> list[LlmEvent]:
+    return function()
+
+
+def _payload(body: dict[str, Any] | bytes) -> bytes:
+    return body if isinstance(body, bytes) else msgspec.json.encode(body)
+
+
+def parse_event_json(data: str | bytes, provider: str) -> Any:
+    """The JSON an event of a stream carries; ``InvalidResponse`` when it is not JSON."""
+    try:
+        return msgspec.json.decode(data)
+    except ValueError:
+        shown = data if isinstance(data, str) else data.decode(errors="replace")
+        raise InvalidResponse(f"{provider} sent an event that is not JSON: {shown[:200]!r}") from None

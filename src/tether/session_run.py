@@ -1,0 +1,103 @@
+"""A run in a stored session: the session loaded before the run starts, saved after every turn and at its end.
+
+A :class:`SessionRun` is what ``agent.stream(..., session=ID)`` iterates: it loads the session from the agent's
+store (a new one when it does not exist yet), runs the loop on its messages, and hands the run a checkpoint that
+saves the transcript and the usage added to the session's, so a killed process loses at most the turn in flight.
+A store that also keeps tool outputs (``sessions.OutputStore``) keeps the run's long ones.
+
+In a durable run (``loop/steps.py``) the load and each save are steps of their own: an execution of the run
+again sees the session as the first one did, and never saves an older transcript over a newer one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from typing import TYPE_CHECKING
+
+from tether.events import RunEvent, RunResult
+from tether.loop.engine import Run
+from tether.loop.interrupts import Interrupter
+from tether.loop.sinks import EventSink
+from tether.loop.spec import RunSpec
+from tether.messages import Message
+from tether.usage import Usage
+
+if TYPE_CHECKING:
+    from tether.loop.steps import StepRunner
+    from tether.sessions import Session, SessionStore
+
+
+class SessionRun:
+    """One run continuing a stored session (see the module docstring); iterate :meth:`events` once."""
+
+    __slots__ = (
+        "_interrupter", "_latest", "_loaded", "_prompt", "_run", "_saves", "_sinks", "_spec", "_steps", "_store", "id",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        prompt: str,
+        store: SessionStore,
+        session_id: str,
+        interrupter: Interrupter,
+        sinks: Sequence[EventSink],
+        steps: StepRunner | None = None,
+    ) -> None:
+        self._spec, self._prompt, self._store, self.id = spec, prompt, store, session_id
+        self._interrupter, self._sinks, self._steps = interrupter, sinks, steps
+        self._run: Run | None = None
+        self._latest: Session | None = None
+        """The session as last loaded or saved."""
+        self._loaded = Usage()
+        """What the session had used when it was loaded: the run's usage is added to it."""
+        self._saves = 0
+
+    @property
+    def result(self) -> RunResult | None:
+        """The run's result once it has completed."""
+        return self._run.result if self._run is not None else None
+
+    async def events(self) -> AsyncGenerator[RunEvent, None]:
+        """The run's events, the session loaded before the first."""
+        from tether.sessions import OutputStore
+
+        stored = await (self._load() if self._steps is None else self._steps.step("session:load", self._load))
+        self._latest, self._loaded = stored, stored.usage
+        outputs = self._store if isinstance(self._store, OutputStore) else None  # else kept for this run only
+        self._run = Run(
+            self._spec, self._prompt, stored.messages, self._interrupter, self._sinks, self._checkpoint,
+            session_id=self.id, output_store=outputs, steps=self._steps,
+        )  # fmt: skip
+        events = self._run.events()
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
+
+    async def _load(self) -> Session:
+        from tether.sessions import Session, SessionNotFound
+
+        try:
+            return await self._store.load(self.id)
+        except SessionNotFound:
+            return Session.new(id=self.id, model=self._spec.provider.info.model_string)
+
+    async def _checkpoint(self, messages: Sequence[Message], usage: Usage) -> None:
+        """The run's checkpoint: save the transcript so far, its usage added to what the session had used."""
+        if self._steps is None:
+            return await self._save(messages, usage)
+        self._saves += 1  # a durable run's saves are steps: an execution again does not save an older transcript
+        return await self._steps.step(f"session:save:{self._saves}", lambda: self._save(messages, usage))
+
+    async def _save(self, messages: Sequence[Message], usage: Usage) -> None:
+        from tether.sessions import suggest_title
+
+        latest = self._latest
+        assert latest is not None, "a session is saved by its run, after it was loaded"
+        title = latest.title or suggest_title(messages)
+        model = self._spec.provider.info.model_string
+        updated = latest.updated(messages=messages, usage=self._loaded + usage, model=model, title=title)
+        await self._store.save(updated)
+        self._latest = updated

@@ -1,0 +1,130 @@
+"""The order of a run's events, as ARCHITECTURE.md states it, holds for runs of every kind.
+
+The map's ``event-order`` block is a regular expression over event names; each run below (an answer, tool calls
+one by one and together, a corrected answer, a failed call recovered by compaction, a step limit and its summary,
+a tool that ends the run, a cancel in the middle of a tool) must match it whole, and an order the map forbids
+must not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from tether import Agent, Compaction, Done, Limits, RunEvent, RunResult, tool
+from tether.errors import ContextOverflow
+from tether.providers import ScriptedProvider, call, empty, fail, parallel, reply
+
+MAP = Path(__file__).resolve().parents[2] / "ARCHITECTURE.md"
+
+
+@cache
+def order() -> re.Pattern[str]:
+    """The map's event order as a pattern over ``"Name,Name,..."``."""
+    (block,) = re.findall(r"```event-order\n(.*?)\n```", MAP.read_text(), re.DOTALL)
+    expression = "".join(block.split())
+    return re.compile(re.sub(r"([A-Z][A-Za-z]+)", r"(?:\1,)", expression))
+
+
+def names(events: Sequence[RunEvent]) -> str:
+    return "".join(f"{type(event).__name__}," for event in events)
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool(concurrent=True)
+async def fetch(key: str) -> str:
+    """Fetch a value."""
+    return key.upper()
+
+
+@tool
+def finish(answer: str) -> str:
+    """End the run with an answer."""
+    raise Done(answer)
+
+
+@tool
+async def slow(key: str) -> str:
+    """A tool that takes its time."""
+    await asyncio.sleep(30)
+    return key
+
+
+async def collected(agent: Agent, prompt: str = "go") -> list[RunEvent]:
+    return [event async for event in agent.stream(prompt)]
+
+
+RUNS = {
+    "an answer": lambda: Agent(ScriptedProvider([reply("Hi.")])),
+    "calls one by one": lambda: Agent(
+        ScriptedProvider([parallel(call("add", {"a": 1, "b": 2}), call("add", {"a": 3, "b": 4})), reply("3, 7")]),
+        tools=[add],
+    ),
+    "calls together": lambda: Agent(
+        ScriptedProvider([parallel(call("fetch", {"key": "a"}), call("fetch", {"key": "b"})), reply("A, B")]),
+        tools=[fetch],
+    ),
+    "a corrected answer": lambda: Agent(ScriptedProvider([empty(), reply("Now an answer.")])),
+    "a step limit and its summary": lambda: Agent(
+        ScriptedProvider([call("add", {"a": 1, "b": 1}), reply("2 so far.")]), tools=[add], limits=Limits(max_turns=1)
+    ),
+    "a tool that ends the run": lambda: Agent(ScriptedProvider([call("finish", {"answer": "42"})]), tools=[finish]),
+    "a failed call, compacted and made again": lambda: Agent(
+        ScriptedProvider(
+            [
+                reply("First."),
+                fail(ContextOverflow("maximum context length is 2000 tokens")),
+                reply("A summary of it all."),
+                reply("Second."),
+            ]
+        ),
+        compaction=Compaction(context_window=100_000),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", RUNS)
+async def test_every_kind_of_run_emits_its_events_in_the_order_the_map_states(kind: str) -> None:
+    agent = RUNS[kind]()
+    if kind == "a failed call, compacted and made again":
+        first = await agent.run("one")
+        events = [event async for event in agent.stream("two " * 400, history=first.messages)]
+    else:
+        events = await collected(agent)
+    assert order().fullmatch(names(events)), names(events)
+
+
+async def test_a_run_cancelled_in_the_middle_of_a_tool_answers_its_open_call_before_it_completes() -> None:
+    stream = Agent(ScriptedProvider([call("slow", {"key": "k"})]), tools=[slow]).stream("go")
+    events: list[RunEvent] = []
+    async for event in stream:
+        events.append(event)
+        if type(event).__name__ == "ToolCallStarted":
+            stream.cancel()
+    result = events[-1].result  # type: ignore[union-attr]
+    assert isinstance(result, RunResult)
+    assert result.stop_reason == "cancelled"
+    assert order().fullmatch(names(events)), names(events)
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        "TurnStarted,RunStarted,RunCompleted,",
+        "RunStarted,TurnStarted,ToolCallStarted,ToolResultReceived,TurnCompleted,RunCompleted,",
+        "RunStarted,TurnStarted,TextDelta,TurnCompleted,",
+        "RunStarted,TurnStarted,TurnCompleted,RunCompleted,ToolResultReceived,",
+    ],
+)
+def test_an_order_the_map_forbids_is_refused(wrong: str) -> None:
+    assert order().fullmatch(wrong) is None
