@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     "Tool": "tether.tools.base",
     "tool": "tether.tools.base",
     "Done": "tether.tools.base",
+    "RunContext": "tether.run_context",
     "Usage": "tether.usage",
     "Price": "tether.usage",
     "Tier": "tether.usage",
@@ -101,6 +102,7 @@ if TYPE_CHECKING:
     )
     from tether.providers.base import ModelSettings as ModelSettings
     from tether.providers.base import Provider as Provider
+    from tether.run_context import RunContext as RunContext
     from tether.telemetry import Telemetry as Telemetry
     from tether.tools.base import Done as Done
     from tether.tools.base import Tool as Tool

@@ -9,9 +9,9 @@ a conversation. See ``loop/interrupts.py`` for what cancellation guarantees.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Generator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol
 
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunEvent, RunResult
@@ -20,12 +20,14 @@ from tether.loop.choice import ToolChoiceOption, resolve_tool_choice
 from tether.loop.engine import Run
 from tether.loop.executor import DEFAULT_MAX_OUTPUT
 from tether.loop.interrupts import Interrupt, Interrupter
+from tether.loop.progress import joined_instructions
 from tether.loop.sinks import EventSink
 from tether.loop.spec import RunSpec
 from tether.messages import Message
 from tether.pricing import price_for
 from tether.providers.base import ModelSettings, Provider, ServedProvider
 from tether.providers.registry import resolve
+from tether.run_context import DepsT, RunContext, check_deps
 from tether.secrets import Masker, connection_password
 from tether.session_run import SessionRun
 from tether.telemetry import DISABLED, Telemetry, observer_for
@@ -41,15 +43,19 @@ if TYPE_CHECKING:
     from tether.telemetry.observer import RunObserver
 
 
-class Agent:
-    """An LLM agent: ``Agent("provider:model", tools=[...], system="...", limits=Limits(...))``."""
+class Agent(Generic[DepsT]):
+    """An LLM agent: ``Agent("provider:model", tools=[...], system="...", limits=Limits(...))``.
+
+    ``Agent[Deps]`` is an agent whose runs are given ``deps`` of type ``Deps`` (``deps_type=Deps``), which its
+    tools and its system function read from their ``RunContext[Deps]``."""
 
     def __init__(
         self,
         model: str | Provider,
         *,
         tools: Iterable[Tool | Callable[..., Any]] = (),
-        system: str | None = None,
+        system: str | Callable[[RunContext[DepsT]], str | Awaitable[str | None] | None] | None = None,
+        deps_type: type[DepsT] | None = None,
         limits: Limits | None = None,
         settings: ModelSettings | None = None,
         price: Price | None = None,
@@ -75,7 +81,12 @@ class Agent:
         Args:
             model: a ``provider:model`` string or a Provider instance.
             tools: Tools, or plain typed functions (wrapped with ``Tool.from_function``).
-            system: the system prompt, sent once at the head of every request.
+            system: the system prompt, sent once at the head of every request; or a function of the run's
+                context (``RunContext[Deps]``, sync or async) that gives it, evaluated when each run starts.
+                Either replaces a system prompt stored in a run's history.
+            deps_type: the type of the ``deps`` each run is given (``run(..., deps=...)``), checked when a run
+                starts; it makes the agent an ``Agent[Deps]`` for a type checker. Tools that declare
+                ``ctx: RunContext[T]`` have their ``T`` checked too, and must agree with it.
             limits: the guards' settings; ``Limits()`` when not given.
             settings: sampling settings (temperature, max_tokens, ...).
             price: the model's price, for cost and ``max_cost_usd``; when not given, looked up in
@@ -133,6 +144,10 @@ class Agent:
         if max_concurrency < 1:
             raise ConfigInvalid(f"max_concurrency must be >= 1, not {max_concurrency!r}")
         _check_cache(cache_tool_outputs, registry)
+        self._deps_checks = _deps_checks(deps_type, registry)
+        if system is not None and not isinstance(system, str) and not callable(system):
+            kind = type(system).__name__
+            raise ConfigInvalid(f"system must be a string or a function of the run context, not {kind}")
         permissions = Permissions.of(mode, deny, can_use_tool, approve)
         if unknown := sorted(set(permissions.deny) - set(registry.names)):
             raise ConfigInvalid(f"deny names tools this agent does not have: {', '.join(unknown)}")
@@ -143,11 +158,13 @@ class Agent:
         self.store = store
         self.tools = registry
         self.system = system
+        self.deps_type = deps_type
         self.limits = limits
         self._spec = RunSpec(
             provider=provider,
             tools=registry,
-            system=system,
+            system=system if isinstance(system, str) else None,
+            system_function=None if isinstance(system, str) or system is None else system,
             limits=limits,
             settings=settings or ModelSettings(),
             price=price,
@@ -227,14 +244,18 @@ class Agent:
         on_event: EventSink | None = None,
         session: str | None = None,
         tool_choice: ToolChoiceOption | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
+        instructions: str | None = None,
     ) -> RunStream:
         """Start a run and iterate its events; ``cancel()`` on the returned stream stops it.
 
         With ``session=ID`` (and ``Agent(store=...)``) the run continues that session (or starts it) and
         saves it after every turn and at its end, so a killed process loses at most the turn in flight.
-        ``tool_choice`` overrides the agent's for this run.
+        ``tool_choice`` overrides the agent's for this run. ``deps`` is what the run's tools and system
+        function read as ``ctx.deps`` (checked against ``deps_type`` now: ``ConfigInvalid`` before any request);
+        ``instructions`` are added to the system prompt for this run only, after it.
         """
-        return self._open(prompt, history, on_event, session, tool_choice, None)
+        return self._open(prompt, history, on_event, session, tool_choice, None, deps, instructions)
 
     def _open(
         self,
@@ -244,24 +265,36 @@ class Agent:
         session: str | None,
         tool_choice: ToolChoiceOption | None,
         steps: StepRunner | None,
+        deps: Any = None,
+        instructions: str | None = None,
     ) -> RunStream:
         """Every run's one entry: a run of ``prompt`` (in ``session``, or from ``history``), its provider and
         tool calls the steps of ``steps`` when it is durable (:func:`stream_with_steps`)."""
+        for expected, where in self._deps_checks:
+            check_deps(deps, expected, where)
         sinks = self._sinks + ((on_event,) if on_event is not None else ())
-        spec = self._run_spec(tool_choice)
+        spec = self._run_spec(tool_choice, instructions)
         interrupter = Interrupter()
         if session is None:
-            run = Run(spec, prompt, history, interrupter, sinks, steps=steps)
+            run = Run(spec, prompt, history, interrupter, sinks, steps=steps, deps=deps)
             return RunStream(run.events(), run, interrupter)
         store = check_session(self, history)
-        stored = SessionRun(spec, prompt, store, session, interrupter, sinks, steps)
+        stored = SessionRun(spec, prompt, store, session, interrupter, sinks, steps, deps)
         return RunStream(stored.events(), stored, interrupter)
 
-    def _run_spec(self, tool_choice: ToolChoiceOption | None) -> RunSpec:
+    def _run_spec(self, tool_choice: ToolChoiceOption | None, instructions: str | None = None) -> RunSpec:
         """The spec of the next run: the agent's, with the run's tool choice (else the agent's), checked against
-        the tools offered now (the mode may have changed) and what the model can keep."""
+        the tools offered now (the mode may have changed) and what the model can keep; and with the run's own
+        instructions, joined to a plain system prompt now or kept for the system function's."""
         option = self.tool_choice if tool_choice is None else tool_choice
         spec = self._spec
+        if instructions is not None:
+            if not isinstance(instructions, str):
+                raise ConfigInvalid(f"instructions must be a string, not {type(instructions).__name__}")
+            if spec.system_function is None:
+                spec = replace(spec, system=joined_instructions(spec.system, instructions))
+            else:
+                spec = replace(spec, instructions=instructions)
         if option == "auto":
             return spec
         offered = [t.name for t in spec.tools if spec.permissions.offers(t)]
@@ -276,10 +309,13 @@ class Agent:
         on_event: EventSink | None = None,
         session: str | None = None,
         tool_choice: ToolChoiceOption | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
+        instructions: str | None = None,
     ) -> RunResult:
-        """Run to the end and return the result; never raises for a run that went wrong, it reports it."""
+        """Run to the end and return the result; never raises for a run that went wrong, it reports it (see
+        :meth:`stream` for the arguments)."""
         result: RunResult | None = None
-        stream = self.stream(prompt, history=history, on_event=on_event, session=session, tool_choice=tool_choice)
+        stream = self._open(prompt, history, on_event, session, tool_choice, None, deps, instructions)
         async for event in stream:
             if type(event) is RunCompleted:
                 result = event.result
@@ -294,12 +330,17 @@ class Agent:
         on_event: EventSink | None = None,
         session: str | None = None,
         tool_choice: ToolChoiceOption | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
+        instructions: str | None = None,
     ) -> RunResult:
         """``run()`` for code that is not async; it runs its own event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            run = self.run(prompt, history=history, on_event=on_event, session=session, tool_choice=tool_choice)
+            run = self.run(
+                prompt, history=history, on_event=on_event, session=session, tool_choice=tool_choice, deps=deps,
+                instructions=instructions,
+            )  # fmt: skip
             return asyncio.run(run)
         raise RuntimeError("run_sync() cannot be called from async code: use 'await agent.run(...)'")
 
@@ -311,13 +352,15 @@ class Agent:
         on_event: EventSink | None = None,
         session: str | None = None,
         tool_choice: ToolChoiceOption | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
+        instructions: str | None = None,
     ) -> RunHandle:
         """Start a run in the background on the running event loop; await the handle for the result."""
-        stream = self.stream(prompt, history=history, on_event=on_event, session=session, tool_choice=tool_choice)
+        stream = self._open(prompt, history, on_event, session, tool_choice, None, deps, instructions)
         return RunHandle(stream)
 
 
-def check_session(agent: Agent, history: Sequence[Message]) -> SessionStore:
+def check_session(agent: Agent[Any], history: Sequence[Message]) -> SessionStore:
     """The store a run of ``agent`` in a session keeps it in; ``ConfigInvalid`` when it has none, or when a
     history is given too (a session brings its own). A durable run checks it before it is started."""
     if agent.store is None:
@@ -328,7 +371,7 @@ def check_session(agent: Agent, history: Sequence[Message]) -> SessionStore:
 
 
 def stream_with_steps(
-    agent: Agent,
+    agent: Agent[Any],
     prompt: str,
     steps: StepRunner,
     *,
@@ -336,12 +379,33 @@ def stream_with_steps(
     on_event: EventSink | None = None,
     tool_choice: ToolChoiceOption | None = None,
     session: str | None = None,
+    deps: Any = None,
 ) -> RunStream:
     """The entry of durable runs (``tether.durable``): ``agent.stream(...)`` whose provider and tool calls are
     the steps of ``steps`` (``loop/steps.py``), and whose run id is the runner's. With ``session=``, loading the
     session and each save of it are steps too, so that an execution of the run again sees the session as the
     first one did. Not part of the public API: a durable engine's seam."""
-    return agent._open(prompt, history, on_event, session, tool_choice, steps)
+    return agent._open(prompt, history, on_event, session, tool_choice, steps, deps)
+
+
+def _deps_checks(deps_type: Any, tools: ToolRegistry) -> tuple[tuple[Any, str], ...]:
+    """What a run's ``deps`` is checked against when it starts: the agent's ``deps_type`` and the ``Deps`` of each
+    tool's ``ctx: RunContext[Deps]``; ``ConfigInvalid`` now when a tool's cannot hold the agent's."""
+    checks: list[tuple[Any, str]] = []
+    if deps_type is not None:
+        checks.append((deps_type, "this agent"))
+    for tool in tools:
+        declared = tool.deps_type
+        if declared is None or declared is Any:
+            continue
+        expected, given = getattr(declared, "__origin__", declared), getattr(deps_type, "__origin__", deps_type)
+        if isinstance(expected, type) and isinstance(given, type) and not issubclass(given, expected):
+            raise ConfigInvalid(
+                f"tool {tool.name!r} takes RunContext[{expected.__qualname__}] but the agent's deps_type is "
+                f"{given.__qualname__}"
+            )
+        checks.append((declared, f"tool {tool.name!r}"))
+    return tuple(checks)
 
 
 def _compaction(settings: Compaction | bool | None) -> Compaction | None:

@@ -12,7 +12,7 @@ again sees the session as the first one did, and never saves an older transcript
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tether.events import RunEvent, RunResult
 from tether.loop.engine import Run
@@ -31,7 +31,8 @@ class SessionRun:
     """One run continuing a stored session (see the module docstring); iterate :meth:`events` once."""
 
     __slots__ = (
-        "_interrupter", "_latest", "_loaded", "_prompt", "_run", "_saves", "_sinks", "_spec", "_steps", "_store", "id",
+        "_deps", "_interrupter", "_latest", "_loaded", "_prompt", "_run", "_saves", "_sinks", "_spec", "_steps",
+        "_store", "id",
     )  # fmt: skip
 
     def __init__(
@@ -43,8 +44,10 @@ class SessionRun:
         interrupter: Interrupter,
         sinks: Sequence[EventSink],
         steps: StepRunner | None = None,
+        deps: Any = None,
     ) -> None:
         self._spec, self._prompt, self._store, self.id = spec, prompt, store, session_id
+        self._deps = deps
         self._interrupter, self._sinks, self._steps = interrupter, sinks, steps
         self._run: Run | None = None
         self._latest: Session | None = None
@@ -67,7 +70,7 @@ class SessionRun:
         outputs = self._store if isinstance(self._store, OutputStore) else None  # else kept for this run only
         self._run = Run(
             self._spec, self._prompt, stored.messages, self._interrupter, self._sinks, self._checkpoint,
-            session_id=self.id, output_store=outputs, steps=self._steps,
+            session_id=self.id, output_store=outputs, steps=self._steps, deps=self._deps,
         )  # fmt: skip
         events = self._run.events()
         try:

@@ -16,7 +16,9 @@ from tether.agent import Agent
 from tether.cli.build import (
     NoModel,
     WriteGate,
+    agents_md,
     directory_overview,
+    instructions,
     load_setup,
     open_store,
     pick_session,
@@ -25,7 +27,7 @@ from tether.cli.build import (
 from tether.cli.chat_terminal import ChatOptions
 from tether.cli.paths import data_dir, default_session_path, history_path, state_dir
 from tether.cli.runner import RunOptions, result_json
-from tether.config import SessionConfig
+from tether.config import AgentConfig, SessionConfig
 from tether.messages import ToolCall, messages_from_jsonable
 from tether.providers.scripted import ScriptedProvider, call, reply
 from tether.sessions import FileSessionStore, MemorySessionStore, Session, SQLiteSessionStore
@@ -81,6 +83,8 @@ def test_flags_map_to_configuration_keys() -> None:
         "runtime.limits.max_turns": 3,
         "compaction.enabled": None,
         "compaction.context_window": None,
+        "agent.instructions": None,
+        "agent.agents_md": None,
     }
     compacting = RunOptions("p", no_compact=True, context_window=32000).flags()
     assert (compacting["compaction.enabled"], compacting["compaction.context_window"]) == (False, 32000)
@@ -89,7 +93,11 @@ def test_flags_map_to_configuration_keys() -> None:
         "tools.mode": None,
         "compaction.enabled": False,
         "compaction.context_window": 32000,
+        "agent.instructions": None,
+        "agent.agents_md": None,
     }
+    told = RunOptions("p", system="Be terse.", no_agents_md=True).flags()
+    assert (told["agent.instructions"], told["agent.agents_md"]) == ("Be terse.", False)
     assert set(RunOptions("p").flags().values()) == {None}
 
 
@@ -415,3 +423,58 @@ def test_the_config_defaults_of_the_tool_output_cache_are_the_agents() -> None:
 
     assert schema.CACHE_TOOL_OUTPUTS == output_cache.DEFAULT_THRESHOLD
     assert schema.MIN_CACHE_TOOL_OUTPUTS == output_cache.MIN_THRESHOLD
+
+
+def test_the_commands_prompt_adds_agents_md_then_the_configured_instructions(tmp_path: Path) -> None:
+    base = system_prompt(tmp_path)
+    assert instructions(tmp_path, AgentConfig()) == base, "no AGENTS.md, no instructions: tether's own prompt"
+    (tmp_path / "AGENTS.md").write_text("# Rules\n\nRun `make test` before committing.\n")
+    base = system_prompt(tmp_path)
+    told = instructions(tmp_path, AgentConfig(instructions="Answer in French."))
+    assert told.startswith(base + "\n\nThe workspace's AGENTS.md")
+    assert "Run `make test` before committing." in told
+    assert told.endswith("\n\nAnswer in French.")
+    assert instructions(tmp_path, AgentConfig(agents_md=False)) == base
+    (tmp_path / "AGENTS.md").write_text("x" * 50)
+    cut = agents_md(tmp_path, limit=10)
+    assert cut is not None
+    assert cut.endswith("x" * 10 + "\n[AGENTS.md is cut here: it is longer than 10 characters.]")
+    (tmp_path / "AGENTS.md").write_text("  \n")
+    assert agents_md(tmp_path) is None, "an empty file says nothing"
+    (tmp_path / "AGENTS.md").unlink()
+    (tmp_path / "AGENTS.md").mkdir()
+    assert agents_md(tmp_path) is None, "not a file"
+
+
+def _system_of(completed: subprocess.CompletedProcess[str]) -> str:
+    assert completed.returncode == 0, completed.stderr
+    [system] = [m for m in json.loads(completed.stdout)["messages"] if m["role"] == "system"]
+    return "".join(part["text"] for part in system["parts"])
+
+
+def test_run_is_told_what_to_do_by_system_a_file_agents_md_and_the_configuration(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("Always cite the file you read.\n")
+    (tmp_path / "brief.md").write_text("Be brief.\nUse metric units.\n")
+    run = ("run", "--model", "scripted:echo", "--json")
+    plain = _system_of(tether(tmp_path, *run, "hi"))
+    assert "Always cite the file you read." in plain
+    told = _system_of(tether(tmp_path, *run, "--system", "Answer in French.", "hi"))
+    assert told.endswith("Always cite the file you read.\n\nAnswer in French.")
+    from_file = _system_of(tether(tmp_path, *run, "--system", "@brief.md", "--no-agents-md", "hi"))
+    assert from_file.endswith("\n\nBe brief.\nUse metric units.")
+    assert "Always cite" not in from_file
+    (tmp_path / "agent.toml").write_text('[agent]\ninstructions = "From the file."\nagents_md = false\n')
+    configured = _system_of(tether(tmp_path, *run, "hi"))
+    assert configured.endswith("\n\nFrom the file.")
+    assert "Always cite" not in configured
+    assert _system_of(tether(tmp_path, *run, "--system", "From the flag.", "hi")).endswith("\n\nFrom the flag.")
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"), [("@missing.md", "cannot read 'missing.md'"), ("  ", "the instructions are empty")]
+)
+def test_system_instructions_that_cannot_be_read_are_a_usage_error(tmp_path: Path, value: str, problem: str) -> None:
+    completed = tether(tmp_path, "run", "--model", "scripted:echo", "--system", value, "hi")
+    assert completed.returncode == 2
+    assert problem in completed.stderr
+    assert completed.stdout == ""

@@ -297,6 +297,7 @@ def test_init_creates_the_user_config_directory(tmp_path: Path) -> None:
 
     assert tomllib.loads(path.read_text()) == {
         "runtime": {"limits": {}},
+        "agent": {},
         "compaction": {},
         "providers": {},
         "tools": {"bash": {}},

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tether import Agent
+from tether import Agent, RunContext, tool
 from tether.errors import ConfigInvalid
-from tether.providers.scripted import ScriptedProvider, reply
+from tether.providers.scripted import ScriptedProvider, call, reply
 
 
 def test_importing_tether_durable_and_the_loop_loads_no_dbos() -> None:
@@ -66,3 +67,40 @@ async def test_a_durable_run_in_a_session_needs_a_store_and_no_history(tmp_path:
             await stored.enqueue("hello", queue=Queue("q"), session="s1", history=[Message.user("earlier")])
     finally:
         shutdown()
+
+
+@dataclass
+class Handle:
+    serial: int
+    secret: str = "deps-only-c0ffee"
+
+
+made: list[Handle] = []
+
+
+def make_handle() -> Handle:
+    made.append(Handle(len(made) + 1))
+    return made[-1]
+
+
+@tool
+def which(ctx: RunContext[Handle]) -> str:
+    """Which handle this run holds."""
+    return f"handle {ctx.deps.serial}"
+
+
+async def test_a_durable_runs_deps_are_made_where_it_runs_and_never_stored(tmp_path: Path) -> None:
+    from tether.durable import DurableAgent, launch, shutdown
+
+    model = ScriptedProvider([call("which", {}), reply("one"), call("which", {}), reply("two")])
+    durable = DurableAgent(Agent(model, tools=[which], deps_type=Handle), name="with-deps", deps=make_handle)
+    with pytest.raises(ConfigInvalid, match="deps must be a function"):
+        DurableAgent(Agent(ScriptedProvider([])), name="bad-deps", deps=Handle(0))  # type: ignore[arg-type]
+    launch(tmp_path / "runs.sqlite")
+    try:
+        first = await durable.run("which?")
+        second = await durable.run("which?")
+    finally:
+        shutdown()
+    assert [r.messages[2].tool_results[0].content for r in (first, second)] == ["handle 1", "handle 2"]
+    assert b"deps-only-c0ffee" not in (tmp_path / "runs.sqlite").read_bytes(), "the deps are not in its records"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -134,6 +135,39 @@ def _compaction_options(command: Any) -> Any:
     )(command)
 
 
+def _instruction_options(command: Any) -> Any:
+    """``--system TEXT|@FILE`` and ``--no-agents-md``, shared by ``run`` and ``chat`` (``[agent]``)."""
+    command = click.option(
+        "--no-agents-md",
+        is_flag=True,
+        help="Leave the workspace's AGENTS.md out of the system prompt (agent.agents_md).",
+    )(command)
+    return click.option(
+        "--system",
+        metavar="TEXT|@FILE",
+        callback=_system_text,
+        help="Instructions added to the system prompt for this command; @FILE reads them from FILE "
+        "(agent.instructions).",
+    )(command)
+
+
+def _system_text(context: click.Context, parameter: click.Parameter, value: str | None) -> str | None:
+    """``--system``'s instructions: the text, or ``@FILE``'s contents (UTF-8); a usage error when empty or when
+    the file cannot be read."""
+    if value is None:
+        return None
+    if value.startswith("@"):
+        path = Path(value[1:]).expanduser()
+        try:
+            value = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            raise click.BadParameter(f"cannot read {str(path)!r}: {reason}", context, parameter) from None
+    if not value.strip():
+        raise click.BadParameter("the instructions are empty", context, parameter)
+    return value
+
+
 def _check_session_options(session: str | None, continue_last: bool) -> None:
     if session is not None and continue_last:
         raise click.UsageError("--session and --continue cannot be used together")
@@ -167,6 +201,7 @@ def _read_prompt(prompt: str | None) -> str:
 @click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
 @click.option("--max-turns", type=click.IntRange(min=1), metavar="N", help="Stop after N model turns.")
 @click.option("--trace", is_flag=True, help="After the answer, print its model and tool calls as a tree on stderr.")
+@_instruction_options
 @_compaction_options
 @_verbose_option
 @_config_option
@@ -180,6 +215,8 @@ def run(
     mode: str | None,
     max_turns: int | None,
     trace: bool,
+    system: str | None,
+    no_agents_md: bool,
     no_compact: bool,
     context_window: int | None,
     verbose: int,
@@ -218,6 +255,8 @@ def run(
         trace,
         no_compact=no_compact,
         context_window=context_window,
+        system=system,
+        no_agents_md=no_agents_md,
     )
     configure_logging(verbose)
     sys.exit(run_main(options))
@@ -228,6 +267,7 @@ def run(
 @_session_options
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands without asking.")
 @click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
+@_instruction_options
 @_compaction_options
 @_verbose_option
 @_config_option
@@ -237,6 +277,8 @@ def chat(
     continue_last: bool,
     yes: bool,
     mode: str | None,
+    system: str | None,
+    no_agents_md: bool,
     no_compact: bool,
     context_window: int | None,
     verbose: int,
@@ -254,8 +296,9 @@ def chat(
 
     configure_logging(verbose)
     options = ChatOptions(
-        model, session, continue_last, yes, mode, config_file, no_compact=no_compact, context_window=context_window
-    )
+        model, session, continue_last, yes, mode, config_file, no_compact=no_compact, context_window=context_window,
+        system=system, no_agents_md=no_agents_md,
+    )  # fmt: skip
     sys.exit(chat_main(options))
 
 

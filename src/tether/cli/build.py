@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from tether.agent import Agent
 from tether.cli.paths import default_session_path
-from tether.config import Config, SessionConfig, load, model_target
+from tether.config import AgentConfig, Config, SessionConfig, load, model_target
 from tether.errors import ConfigInvalid
 from tether.messages import ToolCall
 from tether.providers.default_model import ModelChoice, choose_model
@@ -52,6 +52,37 @@ def system_prompt(root: Path) -> str:
     about ``notes.txt`` reads ``notes.txt`` once it has seen the name among the files, not a path it made up.
     """
     return SYSTEM.format(root=root) + "\n" + directory_overview(root)
+
+
+AGENTS_MD = "AGENTS.md"
+"""The instructions file coding agents share, read from the workspace's root."""
+MAX_AGENTS_MD = 32_000
+"""Characters of AGENTS.md put in the system prompt; a longer file is cut there, and the prompt says so."""
+
+
+def instructions(root: Path, agent: AgentConfig) -> str:
+    """The command's system prompt: :func:`system_prompt`, then the workspace's AGENTS.md (unless
+    ``agent.agents_md`` is false), then ``[agent] instructions`` (or ``--system``), each after a blank line."""
+    parts = [system_prompt(root)]
+    if agent.agents_md and (project := agents_md(root)) is not None:
+        parts.append(project)
+    if agent.instructions:
+        parts.append(agent.instructions.strip())
+    return "\n\n".join(parts)
+
+
+def agents_md(root: Path, limit: int = MAX_AGENTS_MD) -> str | None:
+    """The workspace's AGENTS.md as the system prompt quotes it; ``None`` when there is none (or it is empty, or
+    not a file that can be read)."""
+    try:
+        text = (root / AGENTS_MD).read_bytes().decode("utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    if not text:
+        return None
+    if len(text) > limit:
+        text = f"{text[:limit]}\n[AGENTS.md is cut here: it is longer than {limit:,} characters.]"
+    return f"The workspace's AGENTS.md (its instructions for agents working in it):\n\n{text}"
 
 
 def directory_overview(root: Path, limit: int = LISTED_ENTRIES) -> str:
@@ -140,7 +171,7 @@ class Setup:
         return Agent(
             model_target(config, self.env).provider(),
             tools=tools,
-            system=system_prompt(self.workspace.root),
+            system=instructions(self.workspace.root, config.agent),
             limits=config.runtime.limits.to_limits(),
             mode=mode or self.tool_mode(model or self.model, yes=yes),
             deny=config.tools.deny,
@@ -193,6 +224,11 @@ async def mcp_tools(setup: Setup) -> AsyncIterator[Setup]:
     ]
     async with MCPTools(configs) as connected:
         yield dataclasses.replace(setup, extra_tools=tuple(connected.tools))
+
+
+def agent_flags(*, system: str | None, no_agents_md: bool) -> dict[str, object]:
+    """The ``[agent]`` keys ``--system`` and ``--no-agents-md`` set (``None``: not given)."""
+    return {"agent.instructions": system, "agent.agents_md": False if no_agents_md else None}
 
 
 def compaction_flags(*, no_compact: bool, context_window: int | None) -> dict[str, object]:

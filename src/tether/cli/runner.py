@@ -29,6 +29,7 @@ from tether.cli import eventloop, exits
 from tether.cli.build import (
     NoModel,
     Setup,
+    agent_flags,
     close_store,
     compaction_flags,
     config_problem,
@@ -67,6 +68,10 @@ class RunOptions:
     """``--no-compact``: ``compaction.enabled = false`` for this run."""
     context_window: int | None = None
     """``--context-window N``: ``compaction.context_window``."""
+    system: str | None = None
+    """``--system``: ``agent.instructions`` (a file's text already read, for ``@FILE``)."""
+    no_agents_md: bool = False
+    """``--no-agents-md``: ``agent.agents_md = false``."""
 
     def flags(self) -> dict[str, object]:
         """The configuration keys the flags set (``None``: not given)."""
@@ -75,6 +80,7 @@ class RunOptions:
             "tools.mode": self.mode,
             "runtime.limits.max_turns": self.max_turns,
             **compaction_flags(no_compact=self.no_compact, context_window=self.context_window),
+            **agent_flags(system=self.system, no_agents_md=self.no_agents_md),
         }
 
 

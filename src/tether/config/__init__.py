@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from tether.config.load import Loaded, load, load_config, parse_value, project_path, user_path
 from tether.config.schema import (
+    AgentConfig,
     BashConfig,
     CliConfig,
     CompactionConfig,
@@ -35,6 +36,7 @@ from tether.config.schema import (
 from tether.config.target import ModelTarget, build_provider, model_target
 
 __all__ = [
+    "AgentConfig",
     "BashConfig",
     "CliConfig",
     "CompactionConfig",

@@ -362,6 +362,24 @@ class SessionConfig(Section):
         return value
 
 
+class AgentConfig(Section):
+    """``[agent]``: what the command's agent is told to do, besides what tether tells it of its workspace."""
+
+    instructions: str | None = None
+    """Instructions added to tether's own system prompt (where the agent works, with which tools) for every run:
+    what this project wants of the agent. ``--system`` gives them for one command."""
+    agents_md: bool = True
+    """Read the workspace's AGENTS.md (the instructions file coding agents share) into the system prompt;
+    ``false`` leaves it out (``--no-agents-md`` for one command)."""
+
+    @field_validator("instructions")
+    @classmethod
+    def _instructions(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be empty: remove the key for no instructions")
+        return value
+
+
 class CliConfig(Section):
     """``[cli]``: how the ``tether`` command shows a run."""
 
@@ -387,3 +405,5 @@ class Config(Section):
     """``[session]``"""
     cli: CliConfig = Field(default_factory=CliConfig)
     """``[cli]``"""
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    """``[agent]``"""

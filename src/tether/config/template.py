@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from tether.config.schema import (
     OFF,
+    AgentConfig,
     BashConfig,
     CliConfig,
     CompactionConfig,
@@ -42,6 +43,7 @@ HEADER = """\
 _EXAMPLES: dict[tuple[str, str], str] = {
     ("runtime", "model"): '"openai:gpt-4o-mini"',
     ("session", "path"): '".tether/sessions.sqlite"',
+    ("agent", "instructions"): '"Answer in French. Run the tests before you say a change is done."',
     ("compaction", "context_window"): "128000",
     ("compaction", "summary_tokens"): "2048",
     ("compaction", "instructions"): '"Summarize the conversation so far: goals, decisions, findings, next steps."',
@@ -86,6 +88,7 @@ def default_file() -> str:
         HEADER,
         _section("runtime", RuntimeConfig, skip={"limits"}),
         _section("runtime.limits", LimitsConfig),
+        _section("agent", AgentConfig),
         _section("compaction", CompactionConfig),
         PROVIDERS,
         _section("tools", ToolsConfig, skip={"bash"}),

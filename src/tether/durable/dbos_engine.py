@@ -15,6 +15,9 @@ Contract:
 * Results are kept with DBOS's serializer (pickle): a ``RunResult`` whose ``error`` cannot be pickled is kept
   with ``error=None`` (its ``detail`` still says what happened). The host's ``on_event`` sink lives in the
   process that started the run only; a recovered run has none.
+* A run's ``deps`` are never stored: ``DurableAgent(agent, deps=make)`` calls ``make()`` in the process that
+  executes the run (the one that started it, a worker, or the one that recovers it) when the run starts there,
+  so a database handle or a client is made where it is used and deps of any size cost the workflow nothing.
 * Queues: a tether :class:`~tether.durable.records.Queue` becomes a DBOS queue registered (``register_queue``,
   after launch) when a process first enqueues on it or serves it. :func:`launch` listens to the queues it is
   given and to no other; :func:`serve` is launch plus waiting for SIGTERM/SIGINT. A worker's id is its DBOS
@@ -100,7 +103,8 @@ class DBOSSteps:
 class DurableAgent:
     """``agent``'s runs as DBOS workflows (see the module docstring); make it before :func:`launch`."""
 
-    def __init__(self, agent: Agent, *, name: str = "agent") -> None:
+    def __init__(self, agent: Agent[Any], *, name: str = "agent", deps: Callable[[], Any] | None = None) -> None:
+        """``deps``: makes the ``deps`` of each run, in the process that executes it (see the module docstring)."""
         if not _NAME.fullmatch(name):
             raise ConfigInvalid(f"durable agent name {name!r} must be 1-64 letters, digits, '_', '.' or '-'")
         if _launched():
@@ -110,7 +114,9 @@ class DurableAgent:
             )
         self.agent = agent
         self.name = name
-        self._workflow = DBOS.workflow(name=f"tether.run.{name}")(_workflow_of(agent))
+        if deps is not None and not callable(deps):
+            raise ConfigInvalid(f"deps must be a function that makes a run's deps, not a {type(deps).__name__}")
+        self._workflow = DBOS.workflow(name=f"tether.run.{name}")(_workflow_of(agent, deps))
 
     async def start(
         self,
@@ -241,7 +247,7 @@ Workflow = Callable[
 ]
 
 
-def _workflow_of(agent: Agent) -> Workflow:
+def _workflow_of(agent: Agent[Any], make_deps: Callable[[], Any] | None) -> Workflow:
     async def tether_run(
         prompt: str, history: tuple[Message, ...], tool_choice: ToolChoiceOption | None, session: str | None
     ) -> RunResult:
@@ -251,8 +257,9 @@ def _workflow_of(agent: Agent) -> Workflow:
         sink = _sinks.get(run_id)
         from tether.agent import stream_with_steps
 
+        deps = make_deps() if make_deps is not None else None
         stream = stream_with_steps(
-            agent, prompt, steps, history=history, on_event=sink, tool_choice=tool_choice, session=session
+            agent, prompt, steps, history=history, on_event=sink, tool_choice=tool_choice, session=session, deps=deps
         )
         steps.on_cancel = stream.cancel
         result: RunResult | None = None

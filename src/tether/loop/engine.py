@@ -29,7 +29,7 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec.structs import replace
@@ -54,6 +54,7 @@ from tether.loop.executor import ToolBatch, ToolExecutor
 from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter, deadline_passed
 from tether.loop.offer import Offer
+from tether.loop.progress import RunProgress, system_text
 from tether.loop.repeats import answer_from_results
 from tether.loop.sinks import NO_SINKS, EventSink, Sinks
 from tether.loop.spec import RunSpec
@@ -99,7 +100,7 @@ class Run:
 
     __slots__ = (
         "__weakref__", "calls", "checkpoint", "compactor", "executor", "guard", "interrupter", "observer",
-        "offer", "outputs", "result", "run_id", "session_id", "sinks", "spec", "state", "steps",
+        "offer", "outputs", "progress", "result", "run_id", "session_id", "sinks", "spec", "state", "steps",
     )  # fmt: skip
     """Slots, not a dict: a run in flight is a few hundred bytes smaller and its attributes quicker to read."""
 
@@ -114,6 +115,7 @@ class Run:
         session_id: str | None = None,
         output_store: OutputStore | None = None,
         steps: StepRunner | None = None,
+        deps: Any = None,
     ) -> None:
         self.spec = spec
         self.steps = steps
@@ -124,6 +126,12 @@ class Run:
         self.run_id = steps.run_id if steps is not None else new_run_id()
         self.state = RunState(spec.system, history, prompt)
         self.guard = LoopGuard(spec.limits, spec.price, repeatable=spec.is_repeatable)
+        self.progress = (
+            RunProgress(self.run_id, deps, self.state, self.guard)
+            if spec.takes_context or spec.system_function is not None
+            else None
+        )
+        """The run as a tool's or the instructions' context reads it; ``None`` when nothing asks for a context."""
         self.observer: RunObserver | None = spec.observe() if spec.observe is not None else None
         self.outputs = (
             OutputCache(spec.cache_tool_outputs, cap=spec.max_tool_output, store=output_store, session_id=session_id)
@@ -135,6 +143,7 @@ class Run:
             spec.tools, interrupter, timeout=spec.limits.tool_timeout, concurrent_tools=spec.concurrent_tools,
             max_concurrency=spec.max_concurrency, permissions=spec.permissions, max_output=spec.max_tool_output,
             masker=spec.masker, observer=self.observer, redaction=spec.redaction, outputs=self.outputs, steps=steps,
+            contexts=self.progress,
         )  # fmt: skip
         self.sinks = Sinks(sinks) if sinks else NO_SINKS
         self.calls = Calls(spec, interrupter, self.guard, self.observer, self.sinks, steps)
@@ -156,7 +165,7 @@ class Run:
             if self.observer is not None:
                 self.observer.run_started(self._info())
             yield self._emit(RunStarted(self.run_id, self.spec.provider.info.model_string, self.state.prompt))
-            turns = self._turns()
+            turns = self._turns() if self.spec.system_function is None else self._instructed()
             try:
                 async for item in turns:
                     if isinstance(item, Decided):
@@ -211,6 +220,20 @@ class Run:
         if self.checkpoint is not None:
             stop = await self._save() or stop
         yield self._emit(RunCompleted(self._finish(stop, answer)))
+
+    async def _instructed(self) -> AsyncGenerator[RunEvent | Decided, None]:
+        """The turns of a run whose system prompt is a function of its context: the function first."""
+        assert self.progress is not None, "a run with a system function has a progress"
+        system = await self.interrupter.wait(system_text(self.spec, self.progress.context()))
+        self.state.instruct(system)
+        self.offer.instruct(system)
+        self.compactor = Compactor(self.state, self.offer, self.calls)  # nothing was sent: its window starts anew
+        turns = self._turns()
+        try:
+            async for item in turns:
+                yield item
+        finally:
+            await turns.aclose()
 
     def _arm_run_deadline(self) -> bool:
         """Keep ``run_timeout`` on the loop's one alarm, under the run's own key; whether there is one."""

@@ -52,7 +52,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from msgspec.structs import replace
 
@@ -74,6 +74,7 @@ from tether.tools.threads import RaisedInThread
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
     from tether.redaction import Redaction
+    from tether.run_context import RunContext
     from tether.telemetry.observer import RunObserver
     from tether.tools.output_cache import OutputCache
 
@@ -126,12 +127,18 @@ def error_result(call: ToolCall, error: TetherError) -> ToolResult:
     return ToolResult(call.id, call.name, error.message, is_error=True, code=error.code)
 
 
+class Contexts(Protocol):
+    """What makes a tool call's run context (the run's ``RunProgress``)."""
+
+    def context(self, call: ToolCall) -> RunContext[Any]: ...
+
+
 class ToolExecutor:
     """Runs tool calls for one run (see the module docstring)."""
 
     __slots__ = (
-        "_redaction", "concurrent_tools", "interrupter", "masker", "max_concurrency", "max_output", "observer",
-        "outputs", "permissions", "registry", "steps", "timeout",
+        "_redaction", "concurrent_tools", "contexts", "interrupter", "masker", "max_concurrency", "max_output",
+        "observer", "outputs", "permissions", "registry", "steps", "timeout",
     )  # fmt: skip
 
     def __init__(
@@ -149,8 +156,12 @@ class ToolExecutor:
         redaction: Redaction | None = None,
         outputs: OutputCache | None = None,
         steps: StepRunner | None = None,
+        contexts: Contexts | None = None,
     ) -> None:
         self.registry = registry
+        self.contexts = contexts
+        """Makes the run context a tool that takes one is called with (``loop/progress.py``); ``None``: such a tool
+        is handed ``None``."""
         self.steps = steps
         """Runs each call as a durable step (``loop/steps.py``); ``None``: directly."""
         self.outputs = outputs
@@ -240,7 +251,8 @@ class ToolExecutor:
             if arguments is None:
                 return _Plan(call, answer=error_result(call, self._unreadable(call.name, raw)))
         try:
-            return _Plan(call, tool=tool, invoke=tool.bind(arguments))
+            context = self.contexts.context(call) if tool.takes_context and self.contexts is not None else None
+            return _Plan(call, tool=tool, invoke=tool.bind(arguments, context))
         except InvalidArguments as error:
             shown = InvalidArguments(self.redaction.hide_values(error.message, arguments), details=error.details)
             return _Plan(call, answer=error_result(call, shown))

@@ -47,6 +47,11 @@ class Offer:
             schema = self.spec.provider.info.supports_json_schema
             self.actions = ActionProtocol(self.system_text, definitions, use_schema=schema, call_id=self._call_id)
 
+    def instruct(self, system_text: str | None) -> None:
+        """The system prompt every request carries from now on (set before the first)."""
+        self.system_text = system_text
+        self.show(self.definitions)
+
     def fixed_chars(self) -> int:
         """The characters every request carries whatever the history: the system prompt and the tools."""
         return fixed_chars(self.system_text, self.definitions)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tether.limits import Compaction, Limits
 from tether.loop.executor import DEFAULT_MAX_OUTPUT
@@ -22,6 +22,7 @@ from tether.usage import Price
 
 if TYPE_CHECKING:
     from tether.redaction import Redaction
+    from tether.run_context import SystemFunction
     from tether.telemetry.observer import RunObserver
 
 
@@ -59,11 +60,22 @@ class RunSpec:
     the default rules with ``masker``'s keys."""
     compaction: Compaction | None = field(default_factory=Compaction)
     """When and how the history is compacted (``loop/context/window.py``); ``None``: never."""
+    system_function: SystemFunction | None = None
+    """``system=`` given as a function of the run's context, evaluated when a run starts (``system`` is then
+    ``None``); ``loop/progress.py``."""
+    instructions: str | None = None
+    """A run's own instructions, after what ``system_function`` gives (``run(..., instructions=...)``; with a
+    plain ``system`` they are joined into it before the run)."""
+    deps_type: Any = None
+    """The type a run's ``deps`` must be (``Agent(deps_type=...)``, or the one its tools' contexts declare),
+    checked when a run starts; ``None``: not checked."""
     offered: tuple[ToolDefinition, ...] = field(init=False, repr=False, compare=False)
     """The definitions of the tools the model is shown (the permissions' mode and deny list allow them), made
     once per spec: every run of an agent shares them."""
     is_repeatable: Callable[[str], bool] = field(init=False, repr=False, compare=False)
     """``tools.is_repeatable``, bound once per spec rather than once per run (each run's guard asks it)."""
+    takes_context: bool = field(init=False, repr=False, compare=False)
+    """Some tool takes the run's context: a run makes its ``RunProgress``."""
 
     def __post_init__(self) -> None:
         offered = tuple(
@@ -71,3 +83,4 @@ class RunSpec:
         )
         object.__setattr__(self, "offered", offered)
         object.__setattr__(self, "is_repeatable", self.tools.is_repeatable)
+        object.__setattr__(self, "takes_context", any(t.takes_context for t in self.tools))

@@ -36,6 +36,18 @@ class RunState:
         self.batch: ToolBatch | None = None
         """The tool calls in flight, until their results join the transcript."""
 
+    def instruct(self, system: str | None) -> None:
+        """The system prompt set before the first request (``system=`` given as a function): the head of the
+        transcript replaced, added or removed, whatever a stored history had there."""
+        if self.body_start:
+            del self.transcript[0]
+        if system is not None:
+            self.transcript.insert(0, Message.system(system))
+        shift = (system is not None) - self.body_start
+        self.body_start += shift
+        self.first_new += shift
+        self.system_text = system
+
     @property
     def prompt(self) -> str:
         return self.transcript[self.first_new].text

@@ -1,6 +1,7 @@
 """Tools: what the model may call (docs/tools.md).
 
-This face hands on what a user of tools needs, loaded on first use: ``Tool`` and ``@tool`` with ``Done``, the
+This face hands on what a user of tools needs, loaded on first use: ``Tool`` and ``@tool`` with ``Done`` and
+``RunContext`` (what a tool taking ``ctx: RunContext[Deps]`` first is handed, ``tether.run_context``), the
 permission decisions (``Allow``, ``Deny``, ``Ask``, ``Mode``), and MCP servers as tools (``MCPServerConfig``,
 ``MCPTools``).
 
@@ -22,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "Tool": "tether.tools.base",
     "tool": "tether.tools.base",
     "Done": "tether.tools.base",
+    "RunContext": "tether.run_context",
     "Allow": "tether.tools.permissions",
     "Deny": "tether.tools.permissions",
     "Ask": "tether.tools.permissions",
@@ -34,6 +36,7 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_face(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
+    from tether.run_context import RunContext as RunContext
     from tether.tools.base import Done as Done
     from tether.tools.base import Tool as Tool
     from tether.tools.base import tool as tool

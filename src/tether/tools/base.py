@@ -4,6 +4,9 @@
 from the signature and its descriptions from the docstring. :meth:`Tool.from_schema` wraps a raw JSON Schema
 and a callable that takes the arguments as one dict, which is how tools from elsewhere (MCP) arrive.
 
+A function whose first parameter is annotated ``RunContext[Deps]`` is called with the run's context first
+(``tether.run_context``): that parameter is not in the schema, so the model neither sees nor sets it.
+
 A tool ends the run by raising (or returning) :class:`Done`; it sends the model a plain error message by
 raising :class:`~tether.errors.ToolError`. Any other exception becomes an error result naming its type.
 :func:`render_output` turns any return value into the text the model reads, or says why it cannot.
@@ -22,6 +25,7 @@ import msgspec
 
 from tether.errors import ConfigInvalid, ToolError
 from tether.messages import JsonObject, ToolResult
+from tether.run_context import Done, RunContext
 from tether.tools.docstrings import parse_docstring
 from tether.tools.schema import ArgumentValidator, JsonSchemaValidator, SignatureValidator
 from tether.tools.threads import run_in_tool_thread
@@ -31,14 +35,6 @@ __all__ = ["Done", "Tool", "ToolResult", "tool"]
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class Done(Exception):
-    """Raise or return this from a tool to end the run; ``message`` becomes the run's final text."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class ToolOptions(TypedDict, total=False):
@@ -152,13 +148,28 @@ class Tool:
             value = text
         return {self.raw_parameter: value if isinstance(value, str) else text}
 
-    def bind(self, arguments: JsonObject) -> Callable[[], Awaitable[Any]]:
-        """Validate ``arguments`` and return the call, ready to await; raises ``InvalidArguments``.
+    @property
+    def takes_context(self) -> bool:
+        """The function's first parameter is a ``RunContext``: each call is handed the run's."""
+        return self._validator.context is not None
+
+    @property
+    def deps_type(self) -> Any:
+        """``Deps`` of the function's ``ctx: RunContext[Deps]`` (``None``: no context, or an untyped one)."""
+        context = self._validator.context
+        return context.deps_type if context is not None else None
+
+    def bind(self, arguments: JsonObject, context: RunContext[Any] | None = None) -> Callable[[], Awaitable[Any]]:
+        """Validate ``arguments`` and return the call, ready to await; raises ``InvalidArguments``. A tool that
+        :attr:`takes_context` is called with ``context`` first.
 
         A synchronous function is run on a tool thread (``tools/threads.py``), never on the event loop.
         """
         bound = self._validator.validate(self.name, arguments)
-        call = functools.partial(self.function, *bound.args, **bound.kwargs)  # one object, called in C
+        if self._validator.context is not None:
+            call = functools.partial(self.function, context, *bound.args, **bound.kwargs)
+        else:
+            call = functools.partial(self.function, *bound.args, **bound.kwargs)  # one object, called in C
         if self.is_async:
             return call
         return functools.partial(run_in_tool_thread, call)

@@ -45,7 +45,7 @@ from tether.errors import ConfigInvalid, InvalidArguments
 from tether.messages import Message, ToolResult
 from tether.sessions.base import output_ref
 from tether.tools.base import Tool
-from tether.tools.schema import BoundArguments
+from tether.tools.schema import BoundArguments, ContextParameter
 
 if TYPE_CHECKING:
     from tether.sessions.base import OutputStore
@@ -402,6 +402,8 @@ class _ReaderArguments:
     mistake (a negative offset, a number given as a fraction or a boolean, a field it does not take)."""
 
     __slots__ = ("parameters",)
+    context: ContextParameter | None = None
+    """The reader takes no run context."""
 
     def __init__(self, max_read: int) -> None:
         self.parameters: dict[str, Any] = {

@@ -26,6 +26,10 @@ class ArgumentValidator(Protocol):
     parameters: dict[str, Any]
     """The JSON Schema shown to the model."""
 
+    @property
+    def context(self) -> ContextParameter | None:
+        """The run context the tool's function takes first, if it takes one."""
+
     def validate(self, tool_name: str, arguments: dict[str, Any]) -> BoundArguments: ...
 
 
@@ -50,10 +54,14 @@ class SignatureValidator:
         self._invalid = ValidationError
         signature = inspect.signature(function)
         hints = typing.get_type_hints(function, include_extras=True)
+        self.context = context_parameter(tool_name, signature, hints)
+        """The run context the function takes first (``ctx: RunContext[Deps]``), left out of the schema; ``None``:
+        it takes none."""
+        parameters = list(signature.parameters.items())[1 if self.context is not None else 0 :]
         fields: dict[str, Any] = {}
         self._positional: list[str] = []
         self._keyword: list[str] = []
-        for index, (name, param) in enumerate(signature.parameters.items()):
+        for index, (name, param) in enumerate(parameters):
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 stars = "*" if param.kind is param.VAR_POSITIONAL else "**"
                 raise ConfigInvalid(
@@ -70,7 +78,7 @@ class SignatureValidator:
                 field = Field(default, alias=name, description=descriptions[name])
             fields[field_name] = (hints.get(name, Any), field)
             (self._positional if param.kind is param.POSITIONAL_ONLY else self._keyword).append(name)
-        fields_of = {name: f"p{i}" for i, name in enumerate(signature.parameters)}
+        fields_of = {name: f"p{i}" for i, (name, _) in enumerate(parameters)}
         self._positional_fields = tuple(fields_of[name] for name in self._positional)
         self._keyword_fields = tuple((fields_of[name], name) for name in self._keyword)
         self._model = create_model(
@@ -99,6 +107,38 @@ class SignatureValidator:
             tuple([model_values[field] for field in self._positional_fields]),
             {name: model_values[field] for field, name in self._keyword_fields},
         )
+
+
+@dataclass(frozen=True, slots=True)
+class ContextParameter:
+    """A tool function's first parameter when it is annotated ``RunContext`` (or ``RunContext[Deps]``)."""
+
+    name: str
+    deps_type: Any
+    """``Deps`` of ``RunContext[Deps]``; ``None`` for a bare ``RunContext``."""
+
+
+def context_parameter(tool_name: str, signature: inspect.Signature, hints: dict[str, Any]) -> ContextParameter | None:
+    """The function's run-context parameter, when its first parameter is one; ``ConfigInvalid`` when a later
+    parameter is annotated ``RunContext`` (the context is passed first, positionally, and is never the model's
+    to set)."""
+    from tether.run_context import RunContext
+
+    found = None
+    for position, (name, param) in enumerate(signature.parameters.items()):
+        hint = hints.get(name)
+        if typing.get_origin(hint) is typing.Annotated:
+            hint = typing.get_args(hint)[0]
+        if hint is not RunContext and typing.get_origin(hint) is not RunContext:
+            continue
+        if position != 0 or param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            raise ConfigInvalid(
+                f"tool {tool_name!r}: the run context ({name}: RunContext) must be the function's first "
+                "parameter, before any keyword-only marker"
+            )
+        arguments = typing.get_args(hint)
+        found = ContextParameter(name, arguments[0] if arguments else None)
+    return found
 
 
 def _fields_validator(model: Any, names: dict[str, str]) -> Callable[[Any], tuple[dict[str, Any], Any, Any]] | None:
@@ -156,6 +196,7 @@ class JsonSchemaValidator:
         except SchemaError as exc:
             raise ConfigInvalid(f"tool {tool_name!r}: invalid JSON Schema: {exc.message}") from None
         self._validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        self.context: ContextParameter | None = None  # the function receives the arguments alone
         # What the model is shown: always an object with properties, which every provider accepts.
         self.parameters: dict[str, Any] = {"type": "object", "properties": {}, **schema}
 

@@ -27,7 +27,7 @@ from tether.tools.python_runtime.values import (
     short_type_name,
     type_info,
 )
-from tether.tools.schema import BoundArguments
+from tether.tools.schema import BoundArguments, ContextParameter
 
 Envelope = dict[str, Any]
 T = TypeVar("T")
@@ -73,6 +73,9 @@ class _PythonFailure(Exception):
 class _EnvelopeArguments:
     """Shows the model a capability's schema but passes any arguments through: the runtime checks them and
     answers a bad call with its own ``invalid_args`` envelope."""
+
+    context: ContextParameter | None = None
+    """A capability takes no run context."""
 
     def __init__(self, parameters: dict[str, Any]) -> None:
         self.parameters = parameters
