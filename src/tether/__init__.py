@@ -17,8 +17,8 @@ _EXPORTS: dict[str, str] = {
     "Assistant": "tether.assistant",
     "ask": "tether.assistant",
     "ask_async": "tether.assistant",
-    "RunHandle": "tether.agent",
-    "RunStream": "tether.agent",
+    "RunHandle": "tether.run_handles",
+    "RunStream": "tether.run_handles",
     "Limits": "tether.limits",
     "StopReason": "tether.limits",
     "Compaction": "tether.limits",
@@ -61,8 +61,6 @@ __all__ = sorted(name for name in _EXPORTS if not name.startswith("__"))
 if TYPE_CHECKING:
     from tether._version import __version__ as __version__
     from tether.agent import Agent as Agent
-    from tether.agent import RunHandle as RunHandle
-    from tether.agent import RunStream as RunStream
     from tether.assistant import Assistant as Assistant
     from tether.assistant import ask as ask
     from tether.assistant import ask_async as ask_async
@@ -103,6 +101,8 @@ if TYPE_CHECKING:
     from tether.providers.base import ModelSettings as ModelSettings
     from tether.providers.base import Provider as Provider
     from tether.run_context import RunContext as RunContext
+    from tether.run_handles import RunHandle as RunHandle
+    from tether.run_handles import RunStream as RunStream
     from tether.telemetry import Telemetry as Telemetry
     from tether.tools.base import Done as Done
     from tether.tools.base import Tool as Tool

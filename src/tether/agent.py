@@ -9,17 +9,17 @@ a conversation. See ``loop/interrupts.py`` for what cancellation guarantees.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from tether.errors import ConfigInvalid
-from tether.events import RunCompleted, RunEvent, RunResult
-from tether.limits import Compaction, Limits, StopReason
+from tether.events import OutputT, RunCompleted, RunResult
+from tether.limits import Compaction, Limits
 from tether.loop.choice import ToolChoiceOption, resolve_tool_choice
 from tether.loop.engine import Run
 from tether.loop.executor import DEFAULT_MAX_OUTPUT
-from tether.loop.interrupts import Interrupt, Interrupter
+from tether.loop.interrupts import Interrupter
 from tether.loop.progress import joined_instructions
 from tether.loop.sinks import EventSink
 from tether.loop.spec import RunSpec
@@ -28,6 +28,7 @@ from tether.pricing import price_for
 from tether.providers.base import ModelSettings, Provider, ServedProvider
 from tether.providers.registry import resolve
 from tether.run_context import DepsT, RunContext, check_deps
+from tether.run_handles import RunHandle, RunStream
 from tether.secrets import Masker, connection_password
 from tether.session_run import SessionRun
 from tether.telemetry import DISABLED, Telemetry, observer_for
@@ -39,15 +40,17 @@ from tether.usage import Price
 
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
+    from tether.output import OutputSchema
     from tether.sessions import SessionStore
     from tether.telemetry.observer import RunObserver
 
 
-class Agent(Generic[DepsT]):
+class Agent(Generic[DepsT, OutputT]):
     """An LLM agent: ``Agent("provider:model", tools=[...], system="...", limits=Limits(...))``.
 
-    ``Agent[Deps]`` is an agent whose runs are given ``deps`` of type ``Deps`` (``deps_type=Deps``), which its
-    tools and its system function read from their ``RunContext[Deps]``."""
+    ``Agent[Deps, Output]`` is an agent whose runs are given ``deps`` of type ``Deps`` (``deps_type=Deps``), which
+    its tools and its system function read from their ``RunContext[Deps]``, and whose ``result.output`` is an
+    ``Output`` (``output_type=Output``; ``str``, the answer's text, by default)."""
 
     def __init__(
         self,
@@ -76,6 +79,8 @@ class Agent(Generic[DepsT]):
         telemetry: Telemetry | bool | None = None,
         compaction: Compaction | bool | None = None,
         tool_choice: ToolChoiceOption = "auto",
+        output_type: type[OutputT] | Callable[..., Awaitable[OutputT]] | Callable[..., OutputT] | OutputSchema = str,  # type: ignore[assignment]  # str is the default of OutputT
+        output_mode: OutputMode | None = None,
     ) -> None:
         """
         Args:
@@ -131,6 +136,15 @@ class Agent(Generic[DepsT]):
                 a mode): the model must call a tool (that tool) until it has called one in the run, then
                 ``"auto"``. A run's own ``tool_choice=`` wins. Checked when the agent is built and when each
                 run starts (``loop/choice.py``).
+            output_type: what ``result.output`` is (docs/output.md): ``str`` (the answer's text, the default), a
+                pydantic model, a dataclass, a ``TypedDict``, a primitive, a list or dict of one, a union (or list)
+                of several, a function whose typed parameters are the output (its return value is the result), or
+                an ``OutputSchema`` (a raw JSON Schema). An answer that fails its validation is sent back with the
+                errors, up to ``Limits.output_retries`` times; then the run stops as ``invalid_output``.
+            output_mode: how the output is asked for: ``"tool"`` (output tools the model calls; the default for
+                a model that calls tools), ``"native"`` (the provider's JSON Schema output, or the embedded
+                model's grammar; the default for a model that cannot call tools but has it), ``"prompted"`` (the
+                schema in the instructions and JSON mode; the default otherwise).
         """
         provider = resolve(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
@@ -181,6 +195,8 @@ class Agent(Generic[DepsT]):
         self.telemetry = telemetry  # the setter takes a bool or None too
         self.tool_choice = tool_choice
         """The tool choice of the next runs (see ``tool_choice=`` above); a run's own wins."""
+        self._output_mode = _checked_mode(output_mode)
+        self._spec = _with_output(self._spec, output_type, output_mode)
         self._run_spec(None)  # a choice this agent can never keep is refused now, not at its first run
 
     @property
@@ -246,6 +262,7 @@ class Agent(Generic[DepsT]):
         tool_choice: ToolChoiceOption | None = None,
         deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
         instructions: str | None = None,
+        output_type: Any = None,
     ) -> RunStream:
         """Start a run and iterate its events; ``cancel()`` on the returned stream stops it.
 
@@ -253,9 +270,11 @@ class Agent(Generic[DepsT]):
         saves it after every turn and at its end, so a killed process loses at most the turn in flight.
         ``tool_choice`` overrides the agent's for this run. ``deps`` is what the run's tools and system
         function read as ``ctx.deps`` (checked against ``deps_type`` now: ``ConfigInvalid`` before any request);
-        ``instructions`` are added to the system prompt for this run only, after it.
+        ``instructions`` are added to the system prompt for this run only, after it; ``output_type`` replaces the
+        agent's for this run (``result.output``; a type checker sees the agent's: give the agent the type for a
+        typed result).
         """
-        return self._open(prompt, history, on_event, session, tool_choice, None, deps, instructions)
+        return self._open(prompt, history, on_event, session, tool_choice, None, deps, instructions, output_type)
 
     def _open(
         self,
@@ -267,13 +286,14 @@ class Agent(Generic[DepsT]):
         steps: StepRunner | None,
         deps: Any = None,
         instructions: str | None = None,
+        output_type: Any = None,
     ) -> RunStream:
         """Every run's one entry: a run of ``prompt`` (in ``session``, or from ``history``), its provider and
         tool calls the steps of ``steps`` when it is durable (:func:`stream_with_steps`)."""
         for expected, where in self._deps_checks:
             check_deps(deps, expected, where)
         sinks = self._sinks + ((on_event,) if on_event is not None else ())
-        spec = self._run_spec(tool_choice, instructions)
+        spec = self._run_spec(tool_choice, instructions, output_type)
         interrupter = Interrupter()
         if session is None:
             run = Run(spec, prompt, history, interrupter, sinks, steps=steps, deps=deps)
@@ -282,12 +302,17 @@ class Agent(Generic[DepsT]):
         stored = SessionRun(spec, prompt, store, session, interrupter, sinks, steps, deps)
         return RunStream(stored.events(), stored, interrupter)
 
-    def _run_spec(self, tool_choice: ToolChoiceOption | None, instructions: str | None = None) -> RunSpec:
+    def _run_spec(
+        self, tool_choice: ToolChoiceOption | None, instructions: str | None = None, output_type: Any = None
+    ) -> RunSpec:
         """The spec of the next run: the agent's, with the run's tool choice (else the agent's), checked against
-        the tools offered now (the mode may have changed) and what the model can keep; and with the run's own
-        instructions, joined to a plain system prompt now or kept for the system function's."""
+        the tools offered now (the mode may have changed) and what the model can keep; with the run's own
+        instructions, joined to a plain system prompt now or kept for the system function's; and with the run's
+        output type."""
         option = self.tool_choice if tool_choice is None else tool_choice
         spec = self._spec
+        if output_type is not None:
+            spec = _with_output(spec, output_type, self._output_mode)
         if instructions is not None:
             if not isinstance(instructions, str):
                 raise ConfigInvalid(f"instructions must be a string, not {type(instructions).__name__}")
@@ -311,16 +336,27 @@ class Agent(Generic[DepsT]):
         tool_choice: ToolChoiceOption | None = None,
         deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
         instructions: str | None = None,
-    ) -> RunResult:
+        output_type: Any = None,
+    ) -> RunResult[OutputT]:
         """Run to the end and return the result; never raises for a run that went wrong, it reports it (see
         :meth:`stream` for the arguments)."""
-        result: RunResult | None = None
-        stream = self._open(prompt, history, on_event, session, tool_choice, None, deps, instructions)
+        result: RunResult[Any] | None = None
+        stream = self._open(prompt, history, on_event, session, tool_choice, None, deps, instructions, output_type)
         async for event in stream:
             if type(event) is RunCompleted:
                 result = event.result
         assert result is not None, "a run always ends with RunCompleted"
         return result
+
+    def output_validator(self, function: V) -> V:
+        """Add a check of the typed output, run after its type's, in the order added: ``function(output)`` or
+        ``function(ctx, output)`` (sync, on a worker thread, or async) returns the output to keep (the same, or
+        changed) or raises ``ModelRetry(message)`` to send the model ``message`` and ask again (an output retry).
+        Usable as a decorator."""
+        if not callable(function):
+            raise ConfigInvalid(f"an output validator must be a function, not {type(function).__name__}")
+        self._spec = replace(self._spec, output_validators=(*self._spec.output_validators, function))
+        return function
 
     def run_sync(
         self,
@@ -332,14 +368,15 @@ class Agent(Generic[DepsT]):
         tool_choice: ToolChoiceOption | None = None,
         deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
         instructions: str | None = None,
-    ) -> RunResult:
+        output_type: Any = None,
+    ) -> RunResult[OutputT]:
         """``run()`` for code that is not async; it runs its own event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             run = self.run(
                 prompt, history=history, on_event=on_event, session=session, tool_choice=tool_choice, deps=deps,
-                instructions=instructions,
+                instructions=instructions, output_type=output_type,
             )  # fmt: skip
             return asyncio.run(run)
         raise RuntimeError("run_sync() cannot be called from async code: use 'await agent.run(...)'")
@@ -354,13 +391,14 @@ class Agent(Generic[DepsT]):
         tool_choice: ToolChoiceOption | None = None,
         deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
         instructions: str | None = None,
-    ) -> RunHandle:
+        output_type: Any = None,
+    ) -> RunHandle[OutputT]:
         """Start a run in the background on the running event loop; await the handle for the result."""
-        stream = self._open(prompt, history, on_event, session, tool_choice, None, deps, instructions)
+        stream = self._open(prompt, history, on_event, session, tool_choice, None, deps, instructions, output_type)
         return RunHandle(stream)
 
 
-def check_session(agent: Agent[Any], history: Sequence[Message]) -> SessionStore:
+def check_session(agent: Agent[Any, Any], history: Sequence[Message]) -> SessionStore:
     """The store a run of ``agent`` in a session keeps it in; ``ConfigInvalid`` when it has none, or when a
     history is given too (a session brings its own). A durable run checks it before it is started."""
     if agent.store is None:
@@ -371,7 +409,7 @@ def check_session(agent: Agent[Any], history: Sequence[Message]) -> SessionStore
 
 
 def stream_with_steps(
-    agent: Agent[Any],
+    agent: Agent[Any, Any],
     prompt: str,
     steps: StepRunner,
     *,
@@ -386,6 +424,33 @@ def stream_with_steps(
     session and each save of it are steps too, so that an execution of the run again sees the session as the
     first one did. Not part of the public API: a durable engine's seam."""
     return agent._open(prompt, history, on_event, session, tool_choice, steps, deps)
+
+
+OutputMode = Literal["tool", "native", "prompted"]
+V = TypeVar("V", bound=Callable[..., Any])
+
+
+def _checked_mode(mode: str | None) -> OutputMode | None:
+    if mode not in (None, "tool", "native", "prompted"):
+        raise ConfigInvalid(f"output_mode must be 'tool', 'native' or 'prompted', not {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+def _with_output(spec: RunSpec, output_type: Any, mode: OutputMode | None) -> RunSpec:
+    """``spec`` asking for ``output_type`` (``str``: text), as ``mode`` says or as the model allows best: output
+    tools for a model that calls tools natively, else its JSON Schema output, else the schema in the prompt."""
+    from tether.output import OutputSpec
+
+    output = OutputSpec.of(output_type)
+    if output is None:
+        return replace(spec, output=None) if spec.output is not None else spec
+    info = spec.provider.info
+    if mode is None:
+        mode = "tool" if spec.tool_mode == "native" and info.supports_tools else "prompted"
+        mode = "native" if mode == "prompted" and info.supports_output_schema else mode
+    if mode == "tool" and (taken := sorted({c.name for c in output.choices} & set(spec.tools.names))):
+        raise ConfigInvalid(f"a tool is named {taken[0]!r}, the name of an output tool: rename it")
+    return replace(spec, output=output, output_mode=mode)
 
 
 def _deps_checks(deps_type: Any, tools: ToolRegistry) -> tuple[tuple[Any, str], ...]:
@@ -464,73 +529,3 @@ def _tool_mode(asked: str, provider: Provider, tools: ToolRegistry) -> Literal["
     if asked == "auto":
         return "native" if native else "json"
     return "json" if asked == "json" else "native"
-
-
-class Finishing(Protocol):
-    """What a run's events come from: its result once it has completed, else ``None``."""
-
-    @property
-    def result(self) -> RunResult | None: ...
-
-
-class RunStream:
-    """The events of one run, as an async iterator, with :meth:`cancel`. Iterate it once."""
-
-    __slots__ = ("_events", "_interrupter", "_source")
-
-    def __init__(self, events: AsyncGenerator[RunEvent, None], source: Finishing, interrupter: Interrupter) -> None:
-        self._events = events
-        self._source = source
-        """What makes the events (a ``Run`` or a ``SessionRun``): its ``result`` is the run's once it completed."""
-        self._interrupter = interrupter
-
-    def __aiter__(self) -> AsyncGenerator[RunEvent, None]:
-        return self._events
-
-    async def __anext__(self) -> RunEvent:
-        return await self._events.__anext__()
-
-    def cancel(self, *, after_turn: bool = False) -> None:
-        """Stop the run now, or after the current turn; it still ends with ``RunCompleted``. Thread-safe."""
-        detail = "cancelled after the turn by the host" if after_turn else "cancelled by the host"
-        self._interrupter.request(Interrupt(StopReason.CANCELLED, detail), after_turn=after_turn)
-
-    @property
-    def result(self) -> RunResult | None:
-        """The result, once the run has completed."""
-        return self._source.result
-
-    async def aclose(self) -> None:
-        """Stop iterating; the run is closed as cancelled (its transcript stays valid)."""
-        await self._events.aclose()
-
-
-class RunHandle:
-    """A run going on in the background. ``await handle`` (or ``await handle.result()``) gives its result."""
-
-    __slots__ = ("_stream", "_task")
-
-    def __init__(self, stream: RunStream) -> None:
-        self._stream = stream
-        self._task: asyncio.Task[RunResult] = asyncio.get_running_loop().create_task(self._drive())
-
-    async def _drive(self) -> RunResult:
-        result: RunResult | None = None
-        async for event in self._stream:
-            if type(event) is RunCompleted:
-                result = event.result
-        assert result is not None, "a run always ends with RunCompleted"
-        return result
-
-    def cancel(self, *, after_turn: bool = False) -> None:
-        """Stop the run now (or after the current turn); awaiting the handle then gives a cancelled result."""
-        self._stream.cancel(after_turn=after_turn)
-
-    def done(self) -> bool:
-        return self._task.done()
-
-    async def result(self) -> RunResult:
-        return await self._task
-
-    def __await__(self) -> Generator[Any, None, RunResult]:
-        return self._task.__await__()

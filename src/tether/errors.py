@@ -20,6 +20,7 @@ ErrorCode = Literal[
     "timeout",
     "transport",
     "invalid_response",
+    "invalid_output",
     "tool_not_found",
     "invalid_arguments",
     "tool_failed",
@@ -161,6 +162,26 @@ class PermissionDenied(ToolError):
     """A tool call was refused: a permission decision, a limit, or a path outside the workspace."""
 
     code: ClassVar[ErrorCode] = "permission_denied"
+
+
+class InvalidOutput(TetherError):
+    """A typed output failed its validation after every retry: the run's error when it stops as
+    ``invalid_output``, never raised out of a run. ``raw`` is the model's last answer (the JSON or the text it
+    gave), ``errors`` what was wrong with it, one line each."""
+
+    code: ClassVar[ErrorCode] = "invalid_output"
+
+    def __init__(self, message: str, *, raw: str, errors: tuple[str, ...]) -> None:
+        super().__init__(message, details={"raw": raw, "errors": list(errors)})
+        self.raw = raw
+        self.errors = errors
+
+    def __reduce__(self) -> tuple[Any, ...]:  # kept by a durable run's result: pickled with its keywords
+        return (_invalid_output, (self.message, self.raw, self.errors))
+
+
+def _invalid_output(message: str, raw: str, errors: tuple[str, ...]) -> InvalidOutput:
+    return InvalidOutput(message, raw=raw, errors=errors)
 
 
 # --- host errors: configuration and stored state -------------------------------------------------------------

@@ -12,13 +12,17 @@ has the whole message and its usage before the turn's tools run, however long th
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, TypeAlias
+from typing import Any, ClassVar, Generic, Literal, TypeAlias
 
 import msgspec
+from typing_extensions import TypeVar
 
 from tether.limits import StopReason
 from tether.messages import JsonObject, Message, ToolCall, ToolResult, model_view
 from tether.usage import Cost, Usage
+
+OutputT = TypeVar("OutputT", default=str)
+"""The type of a run's output (``Agent[Deps, Output]``, ``RunResult[Output]``); ``str``, its text, by default."""
 
 FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "error", "other"]
 """Why the model stopped writing, normalized across providers."""
@@ -138,7 +142,7 @@ class TurnRecord(msgspec.Struct, frozen=True, gc=False):
 # --- RunEvent: run -> host ----------------------------------------------------------------------------------
 
 
-class RunResult(msgspec.Struct, frozen=True):
+class RunResult(msgspec.Struct, Generic[OutputT], frozen=True):
     """How a run ended. Every run produces one, whatever happened.
 
     ``text`` is the answer (best effort when ``degraded``); ``messages`` the whole transcript, valid even when
@@ -166,6 +170,9 @@ class RunResult(msgspec.Struct, frozen=True):
     outcome of each tool call it asked for (:class:`TurnRecord`)."""
     duration_ms: float = 0.0
     """The run's wall time, from its start to its result."""
+    output: OutputT = None  # type: ignore[assignment]  # every run sets it; None only where one gave no output
+    """The run's output: its text, or, when an output type was asked for (``output_type=``), the validated value
+    (``None`` when the run stopped without one: see ``stop_reason``, ``invalid_output`` among others)."""
 
     @property
     def new_messages(self) -> tuple[Message, ...]:
@@ -251,7 +258,7 @@ class Compacted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="co
 
 
 class RunCompleted(msgspec.Struct, frozen=True, tag_field="kind", tag="run_completed"):
-    result: RunResult
+    result: RunResult[Any]
     kind: ClassVar[Literal["run_completed"]] = "run_completed"
 
 

@@ -36,6 +36,9 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
     INVALID_RESPONSE = "invalid_response"
     """The model kept answering with nothing usable after the corrective retries."""
+    INVALID_OUTPUT = "invalid_output"
+    """A typed output was asked for and the model's last answers failed its validation after
+    ``Limits.output_retries`` retries; ``result.text`` is the last raw answer, ``result.error`` the errors."""
     BUDGET = "budget"
     """``max_cost_usd`` was reached."""
     ERROR = "error"
@@ -66,6 +69,9 @@ class Limits:
     """The whole run, tools and model calls included."""
     invalid_response_retries: int = 1
     """Corrective re-prompts after an empty or unusable answer before the run stops as degraded."""
+    output_retries: int = 2
+    """Times a typed output that failed its validation (or an answer without one) is sent back to the model with
+    the errors before the run stops as ``invalid_output``."""
     max_cost_usd: float | None = None
     """Stop once the run has cost this much; needs a known price for the model."""
     max_history_messages: int | None = None
@@ -81,15 +87,15 @@ class Limits:
 COUNTS = frozenset(
     {"max_turns", "max_tool_calls_per_turn", "max_tool_calls", "max_consecutive_errors", "max_history_messages"}
 )
-"""The limits that count (whole numbers); the others but ``invalid_response_retries`` are seconds or dollars."""
-ALWAYS_ON = "invalid_response_retries"
-"""The one limit that cannot be switched off."""
+"""The limits that count (whole numbers); the others but :data:`ALWAYS_ON` are seconds or dollars."""
+ALWAYS_ON = frozenset({"invalid_response_retries", "output_retries"})
+"""The limits that cannot be switched off (whole numbers, 0 or more)."""
 
 
 def limit_problem(name: str, value: object, *, off: str = "None") -> str | None:
     """What is wrong with ``value`` as the limit ``name`` (``"must be ..."``, ``off`` naming the spelling of
     "no limit"), or ``None`` when it is a valid value."""
-    if name == ALWAYS_ON:
+    if name in ALWAYS_ON:
         return None if is_int(value) and value >= 0 else "must be a whole number >= 0"
     if value is None:
         return None

@@ -8,11 +8,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from tether import Agent, tool
-from tether.agent import RunStream, stream_with_steps
+from tether.agent import stream_with_steps
 from tether.events import RunCompleted, RunEvent, RunResult, TextDelta
 from tether.loop.steps import StepRunner
 from tether.messages import ToolResult
 from tether.providers.scripted import ScriptedProvider, call, reply
+from tether.run_handles import RunStream
 
 T = TypeVar("T")
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any, Literal
 
-from tether.agent import Agent, RunStream
+from tether.agent import Agent
 from tether.assistant.bridge import Bridge, Envelope
 from tether.assistant.defaults import ASK_LIMITS, system_prompt
 from tether.assistant.findings import CallLog, soft_fail
@@ -36,6 +36,7 @@ from tether.events import RunCompleted, RunEvent, RunResult, TextDelta
 from tether.limits import Limits
 from tether.providers.base import Provider
 from tether.providers.registry import resolve
+from tether.run_handles import RunStream
 
 if TYPE_CHECKING:
     from tether.loop.sinks import EventSink

@@ -168,6 +168,18 @@ def _system_text(context: click.Context, parameter: click.Parameter, value: str 
     return value
 
 
+def _schema_option(context: click.Context, parameter: click.Parameter, value: str | None) -> object:
+    """``--schema``'s output type (``cli/schemas.py``); a usage error when it cannot be used."""
+    if value is None:
+        return None
+    from tether.cli.schemas import output_type_of
+
+    try:
+        return output_type_of(value, Path.cwd())
+    except ValueError as error:
+        raise click.BadParameter(str(error), context, parameter) from None
+
+
 def _check_session_options(session: str | None, continue_last: bool) -> None:
     if session is not None and continue_last:
         raise click.UsageError("--session and --continue cannot be used together")
@@ -201,6 +213,12 @@ def _read_prompt(prompt: str | None) -> str:
 @click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
 @click.option("--max-turns", type=click.IntRange(min=1), metavar="N", help="Stop after N model turns.")
 @click.option("--trace", is_flag=True, help="After the answer, print its model and tool calls as a tree on stderr.")
+@click.option(
+    "--schema",
+    metavar="FILE|JSON|MODULE:NAME",
+    callback=_schema_option,
+    help="Answer as JSON valid under this JSON Schema (a file or JSON text) or type; print that JSON.",
+)
 @_instruction_options
 @_compaction_options
 @_verbose_option
@@ -215,6 +233,7 @@ def run(
     mode: str | None,
     max_turns: int | None,
     trace: bool,
+    schema: object,
     system: str | None,
     no_agents_md: bool,
     no_compact: bool,
@@ -257,6 +276,7 @@ def run(
         context_window=context_window,
         system=system,
         no_agents_md=no_agents_md,
+        schema=schema,
     )
     configure_logging(verbose)
     sys.exit(run_main(options))

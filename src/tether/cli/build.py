@@ -26,6 +26,7 @@ from tether.errors import ConfigInvalid
 from tether.messages import ToolCall
 from tether.providers.default_model import ModelChoice, choose_model
 from tether.tools.base import Tool
+from tether.tools.calculator import calculator_tool
 from tether.tools.files import file_tools
 from tether.tools.permissions import Allow, Approver, Ask, Decision, Deny
 from tether.tools.shell import bash_tool
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
 
 SYSTEM = (
     "You are tether, an assistant working in the directory {root}. With your tools you can read, write and "
-    "edit files there and run bash commands. Look before you change anything, do what was asked and no more, "
-    "and answer briefly."
+    "edit files there, run bash commands and calculate exactly. Look before you change anything, do what was "
+    "asked and no more, and answer briefly."
 )
 
 LISTED_ENTRIES = 40
@@ -135,8 +136,8 @@ class Setup:
         return self.choice.model
 
     def tools(self) -> list[Tool]:
-        """The workspace tools (``read``, ``write``, ``edit``, ``bash`` as ``[tools.bash]`` says) and the MCP
-        servers' tools."""
+        """The workspace tools (``read``, ``write``, ``edit``, ``bash`` as ``[tools.bash]`` says), ``calculate``
+        (``tools/calculator.py``: exact arithmetic, which small models cannot do) and the MCP servers' tools."""
         bash = self.config.tools.bash
         shell = bash_tool(
             self.workspace,
@@ -146,7 +147,7 @@ class Setup:
             pass_env=bash.pass_env,
             read_only_paths=bash.read_only_paths,
         )
-        return [*file_tools(self.workspace), shell, *self.extra_tools]
+        return [*file_tools(self.workspace), shell, calculator_tool(), *self.extra_tools]
 
     def tool_mode(self, model: str, *, yes: bool) -> str:
         """``tools.mode``, except for the embedded model tether chose itself (:attr:`ModelChoice.read_only`):

@@ -2,8 +2,8 @@
 
 0: the run answered (``complete``, ``done_tool``, ``ask_user``); 1: a configuration problem (the message names
 the key and where it was set); 2: a usage error (click's); 3: a guard stopped the run (``max_turns``,
-``max_tool_calls``, ``consecutive_errors``, ``invalid_response``, ``budget``, ``timeout``); 4: the run failed
-(``error``); 130: cancelled (Ctrl-C), as a shell reports a process ended by SIGINT.
+``max_tool_calls``, ``consecutive_errors``, ``invalid_response``, ``invalid_output``, ``budget``, ``timeout``);
+4: the run failed (``error``); 130: cancelled (Ctrl-C), as a shell reports a process ended by SIGINT.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ _BY_STOP = {
     "max_tool_calls": GUARD,
     "consecutive_errors": GUARD,
     "invalid_response": GUARD,
+    "invalid_output": GUARD,
     "budget": GUARD,
     "timeout": GUARD,
     "error": ERROR,

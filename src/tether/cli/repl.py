@@ -27,7 +27,8 @@ from tether.sessions import SessionNotFound, new_session_id
 from tether.usage import Cost, Usage
 
 if TYPE_CHECKING:
-    from tether.agent import Agent, RunStream
+    from tether.agent import Agent
+    from tether.run_handles import RunStream
     from tether.sessions import SessionStore
 
 AgentBuilder = Callable[[str, str], "Agent"]

@@ -72,6 +72,8 @@ class RunOptions:
     """``--system``: ``agent.instructions`` (a file's text already read, for ``@FILE``)."""
     no_agents_md: bool = False
     """``--no-agents-md``: ``agent.agents_md = false``."""
+    schema: Any = None
+    """``--schema``: the run's output type (``cli/schemas.py``); ``None``: the answer's text."""
 
     def flags(self) -> dict[str, object]:
         """The configuration keys the flags set (``None``: not given)."""
@@ -125,8 +127,9 @@ async def run(setup: Setup, options: RunOptions, out: Console, err: Console) -> 
 async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) -> int:
     interactive = sys.stdin.isatty()
     renderer = Renderer(
-        out, err, text=not options.as_json, stream=setup.config.cli.stream, thinking=err.is_terminal, spinner=True
-    )
+        out, err, text=not options.as_json and options.schema is None, stream=setup.config.cli.stream,
+        thinking=err.is_terminal, spinner=True,
+    )  # fmt: skip
     try:
         session_id, note = await pick_session(setup.store, options.session, options.continue_last)
     except SessionInvalid as error:  # a malformed --session id (usage), or a store that cannot be read
@@ -145,7 +148,7 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
         err.print(Text(f"error: {error.message}", style="red"))
         return exits.CONFIG
     renderer.redaction = agent.redaction
-    stream = agent.stream(options.prompt, session=session_id)
+    stream = agent.stream(options.prompt, session=session_id, output_type=options.schema)
     task = asyncio.current_task()
     assert task is not None
 
@@ -175,10 +178,20 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
         shown = result_json(result, session_id=session_id, model=model, redaction=agent.redaction)
         out.file.write(json.dumps(shown, indent=2) + "\n")
         out.file.flush()
+    elif options.schema is not None and result.stop_reason == "complete":
+        out.file.write(output_json(result.output) + "\n")
+        out.file.flush()
     err.print(Text(f"{usage_line(result.usage, result.cost)} · session {session_id} · {model}", style="dim"))
     if options.trace:
         print_trace(err, result, model, agent.redaction)
     return exits.exit_code(result.stop_reason)
+
+
+def output_json(output: Any) -> str:
+    """A run's output as JSON text: a validated model, dataclass or plain value (what ``--schema`` prints)."""
+    from pydantic_core import to_jsonable_python
+
+    return json.dumps(to_jsonable_python(output), ensure_ascii=False)
 
 
 def result_json(
@@ -216,6 +229,7 @@ def result_json(
         "model": model,
         "exit_code": exits.exit_code(result.stop_reason),
         "duration_ms": result.duration_ms,
+        "output": json.loads(output_json(result.output)),
         "turn_records": msgspec.to_builtins(result.turn_records),
         "messages": messages_to_jsonable(redacted_messages(result.messages, redaction)),
     }

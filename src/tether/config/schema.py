@@ -62,13 +62,13 @@ class Section(BaseModel):
 def _number_or_off(name: str, value: object) -> int | float | None:
     """``"off"``/``false`` -> ``None``; otherwise the rules of :func:`tether.limits.limit_problem` (a time or
     a cost is kept as a float)."""
-    if name != ALWAYS_ON and (value is False or value == OFF):
+    if name not in ALWAYS_ON and (value is False or value == OFF):
         return None
     if (problem := limit_problem(name, value, off=f'"{OFF}"')) is not None:
         raise ValueError(problem)
     if not is_number(value):
         return None  # only None passes the rules without being a number
-    return value if name in COUNTS or name == ALWAYS_ON else float(value)
+    return value if name in COUNTS or name in ALWAYS_ON else float(value)
 
 
 class LimitsConfig(Section):
@@ -92,6 +92,8 @@ class LimitsConfig(Section):
     """The whole run, tools and model calls included."""
     invalid_response_retries: int = _DEFAULTS.invalid_response_retries
     """Corrective re-prompts after an empty or unusable answer (cannot be "off")."""
+    output_retries: int = _DEFAULTS.output_retries
+    """Times a typed output that failed validation is sent back with the errors (cannot be "off")."""
     max_cost_usd: float | None = _DEFAULTS.max_cost_usd
     """Stop once the run has cost this many dollars; needs a known price for the model."""
     max_history_messages: int | None = _DEFAULTS.max_history_messages

@@ -19,7 +19,9 @@ The contract
   results as a ``tool`` message, so the history can be continued by any provider. Only what the model is
   sent changes (:func:`as_text`): calls become the JSON it wrote, results become user messages it can read.
 * ``final`` ends the run with its text; ``ask_user`` ends it with ``StopReason.ASK_USER`` and the question as
-  the text. Guards, events and sessions are those of native mode.
+  the text. Guards, events and sessions are those of native mode. A run with a typed output (``output.py``)
+  asks for ``{"type": "final", "output": {...}}`` instead, ``output`` under the output's schema, and the
+  answer's text is that JSON, read and validated as a typed output is.
 * When only an answer is possible (the tools-off call after a limit, the answer asked for after a repeated
   call, or a run whose tool choice is ``"none"``), the prompt and the schema allow ``final`` alone, and any
   text is the answer: a ``final`` action is unwrapped, anything else that is not a ``tool_call`` action is
@@ -72,11 +74,22 @@ class ActionError(ValueError):
 
 
 def action_schema(
-    tools: Sequence[ToolDefinition], *, final_only: bool = False, calls_only: bool = False
+    tools: Sequence[ToolDefinition],
+    *,
+    final_only: bool = False,
+    calls_only: bool = False,
+    output: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON Schema of one action: ``final``, ``ask_user`` and one ``tool_call`` variant per tool; or, when
-    only an answer is possible, ``final`` alone; or, when a call is required, the ``tool_call`` variants alone."""
-    final = _object({"type": {"const": "final"}, "text": {"type": "string"}})
+    only an answer is possible, ``final`` alone; or, when a call is required, the ``tool_call`` variants alone.
+    ``output``: the schema of a typed output, which ``final`` then carries as ``output`` instead of a text."""
+    if output is not None:
+        body = {key: value for key, value in output.items() if key != "$defs"}
+        final = _object({"type": {"const": "final"}, "output": body})
+        if "$defs" in output:
+            final["$defs"] = output["$defs"]
+    else:
+        final = _object({"type": {"const": "final"}, "text": {"type": "string"}})
     if final_only:
         return {"anyOf": [final]}
     variants = [] if calls_only else [final, _object({"type": {"const": "ask_user"}, "question": {"type": "string"}})]
@@ -98,9 +111,13 @@ def system_prompt(
     *,
     final_only: bool = False,
     must_call: ToolChoice = "auto",
+    output: dict[str, Any] | None = None,
 ) -> str:
     """The system prompt with the protocol and the tools appended; ``must_call`` (``"required"`` or a forced
-    tool) adds that this answer must be a call (to that tool)."""
+    tool) adds that this answer must be a call (to that tool); ``output``, a typed output's schema, that the final
+    answer is an object under it."""
+    if output is not None:
+        return _typed_prompt(system, tools, final_only=final_only, must_call=must_call, output=output)
     if final_only:
         # no placeholder such as "<your answer>" in the example: a small model copies it as its answer
         protocol = (
@@ -130,6 +147,31 @@ def system_prompt(
     return f"{system}\n\n{protocol}" if system else protocol
 
 
+def _typed_prompt(
+    system: str | None,
+    tools: Sequence[ToolDefinition],
+    *,
+    final_only: bool,
+    must_call: ToolChoice,
+    output: dict[str, Any],
+) -> str:
+    """:func:`system_prompt` for a run with a typed output: ``final`` carries ``output``, an object under its
+    schema."""
+    schema = json.dumps(output, ensure_ascii=False, separators=(", ", ": "))
+    if final_only:
+        protocol = (
+            'Reply with exactly one JSON object and nothing else: {"type": "final", "output": {...}}, "output" '
+            f"being your answer as an object matching this JSON Schema: {schema}"
+        )
+        return f"{system}\n\n{protocol}" if system else protocol
+    base = system_prompt(system, tools, must_call=must_call)
+    return base.replace(
+        '{"type": "final", "text": "<your answer>"} to give the user your final answer;',
+        '{"type": "final", "output": {...}} to give your final answer, "output" being an object that matches '
+        f"this JSON Schema: {schema};",
+    )
+
+
 def read_action(text: str) -> Action:
     """The action in a model's answer; raises :class:`ActionError` saying what is wrong."""
     data = _first_object(text)
@@ -143,6 +185,8 @@ def read_action(text: str) -> Action:
             raise ActionError('the "arguments" of a "tool_call" action must be a JSON object')
         return CallAction(name, arguments)
     if kind == "final":
+        if "output" in data:  # a typed output: its JSON is the answer's text, validated as the output
+            return FinalAction(json.dumps(data["output"], ensure_ascii=False))
         if not isinstance(data.get("text"), str):
             raise ActionError('a "final" action needs a "text" string')
         return FinalAction(data["text"])
@@ -157,7 +201,7 @@ def _first_object(text: str) -> dict[str, Any]:
     """The first JSON object in ``text``: inside a code fence if there is one, after any prose."""
     fenced = _FENCE.search(text)
     source = fenced.group(1) if fenced else text
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(strict=False)  # a raw line break in a string: llama.cpp's JSON grammar allows it
     for start in (i for i, char in enumerate(source) if char == "{"):
         try:
             value, _ = decoder.raw_decode(source, start)
@@ -190,7 +234,7 @@ def cut_final_text(text: str) -> str | None:
     body = body[: end.end() - 1] if end else body
     for trim in range(min(len(body), 6) + 1):  # an escape cut in the middle (\u00) is dropped
         try:
-            decoded: str = json.loads(f'"{body[: len(body) - trim]}"')
+            decoded: str = json.loads(f'"{body[: len(body) - trim]}"', strict=False)
         except ValueError:
             continue
         return decoded.strip() or None
@@ -240,7 +284,7 @@ class Interpreted:
 class ActionProtocol:
     """Builds the requests of a run in JSON action mode and reads its answers as actions."""
 
-    __slots__ = ("_call_id", "_system", "_tools", "_use_schema", "_variants")
+    __slots__ = ("_call_id", "_output", "_system", "_tools", "_use_schema", "_variants")
 
     def __init__(
         self,
@@ -249,8 +293,11 @@ class ActionProtocol:
         *,
         use_schema: bool,
         call_id: Callable[[], str] | None = None,
+        output: dict[str, Any] | None = None,
     ) -> None:
         self._system = system
+        self._output = output
+        """A typed output's schema: ``final`` carries it (``None``: a text)."""
         self._call_id = call_id or _random_call_id
         """Makes the id of each call read from an action (the run's: the same on every execution of a durable
         run)."""
@@ -293,12 +340,19 @@ class ActionProtocol:
             tools, system = self._tools, self._system
             if isinstance(choice, ForceTool):
                 tools = tuple(tool for tool in tools if tool.name == choice.name)
+            output = self._output
             if choice == "none":
-                made = system_prompt(system, tools, final_only=True), action_schema(tools, final_only=True)
+                made = (
+                    system_prompt(system, tools, final_only=True, output=output),
+                    action_schema(tools, final_only=True, output=output),
+                )
             elif choice == "auto":
-                made = system_prompt(system, tools), action_schema(tools)
+                made = system_prompt(system, tools, output=output), action_schema(tools, output=output)
             else:
-                made = system_prompt(system, self._tools, must_call=choice), action_schema(tools, calls_only=True)
+                made = (
+                    system_prompt(system, self._tools, must_call=choice, output=output),
+                    action_schema(tools, calls_only=True, output=output),
+                )
             self._variants[choice] = made
         return made
 

@@ -54,12 +54,13 @@ from tether.loop.executor import ToolBatch, ToolExecutor
 from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter, deadline_passed
 from tether.loop.offer import Offer
+from tether.loop.outputs import OutputJudge
 from tether.loop.progress import RunProgress, system_text
-from tether.loop.repeats import answer_from_results
+from tether.loop.repeats import Verdict, answer_from_results
 from tether.loop.sinks import NO_SINKS, EventSink, Sinks
 from tether.loop.spec import RunSpec
 from tether.loop.state import RunState
-from tether.messages import Message, ToolResult
+from tether.messages import Message, ToolCall, ToolResult
 from tether.providers.base import ToolDefinition
 from tether.secrets import mask_exception_in_place
 from tether.telemetry.observer import RunInfo
@@ -99,8 +100,25 @@ class Run:
     """One run of an agent; iterate :meth:`events` once."""
 
     __slots__ = (
-        "__weakref__", "calls", "checkpoint", "compactor", "executor", "guard", "interrupter", "observer",
-        "offer", "outputs", "progress", "result", "run_id", "session_id", "sinks", "spec", "state", "steps",
+        "__weakref__",
+        "calls",
+        "checkpoint",
+        "compactor",
+        "executor",
+        "guard",
+        "interrupter",
+        "judge",
+        "observer",
+        "offer",
+        "outputs",
+        "progress",
+        "result",
+        "run_id",
+        "session_id",
+        "sinks",
+        "spec",
+        "state",
+        "steps",
     )  # fmt: skip
     """Slots, not a dict: a run in flight is a few hundred bytes smaller and its attributes quicker to read."""
 
@@ -128,10 +146,12 @@ class Run:
         self.guard = LoopGuard(spec.limits, spec.price, repeatable=spec.is_repeatable)
         self.progress = (
             RunProgress(self.run_id, deps, self.state, self.guard)
-            if spec.takes_context or spec.system_function is not None
+            if spec.takes_context or spec.system_function is not None or spec.output is not None
             else None
         )
         """The run as a tool's or the instructions' context reads it; ``None`` when nothing asks for a context."""
+        self.judge = OutputJudge(spec, self.progress) if spec.output is not None and self.progress else None
+        """The run's typed output, found and validated (``outputs.py``); ``None``: the answer's text."""
         self.observer: RunObserver | None = spec.observe() if spec.observe is not None else None
         self.outputs = (
             OutputCache(spec.cache_tool_outputs, cap=spec.max_tool_output, store=output_store, session_id=session_id)
@@ -287,6 +307,7 @@ class Run:
             degraded=degraded, detail=stop.detail, error=stop.error, turns=guard.turns,
             turn_usage=tuple(self.calls.turn_usage), cost=guard.cost, run_id=self.run_id,
             first_new_message=self.state.first_new, turn_records=recorder.records(), duration_ms=recorder.run_ms(),
+            output=text if self.judge is None else self.judge.output,
         )  # fmt: skip
         if self.observer is not None:
             self.observer.run_ended(self.result)
@@ -319,12 +340,8 @@ class Run:
     # --- a turn: ask, then act ---------------------------------------------------------------------------
 
     async def _turns(self) -> AsyncGenerator[RunEvent | Decided, None]:
-        """Turn after turn, until one decides that the run stops (its last item). A turn asks until its answer is
-        usable (an unusable one is asked again with a correction, :meth:`_rejected`; a ``context_overflow`` is
-        compacted and the call made once more, :meth:`_recovered`), then acts on it: its tool calls in the model's
-        order, in groups (consecutive concurrent calls together). One generator for the whole run, not one a turn
-        or a call: asyncio tracks every async generator (a hook and a weak set), and each frame is memory a run in
-        flight holds."""
+        """Turn after turn, until one decides that the run stops (its last item): each asks until its answer is
+        usable, then acts on it (see the module docstring). One generator for the whole run: asyncio tracks each."""
         guard, state, calls, offer, compactor = self.guard, self.state, self.calls, self.offer, self.compactor
         while True:
             turn_no = state.turn = guard.turns + 1
@@ -362,9 +379,13 @@ class Run:
             guard.record_turn()
             state.answered(read.turn.message)
             if not read.turn.tool_calls or read.asks_user:
-                yield _answered(read)
-                return
-            batch = state.start_batch(read.turn.tool_calls, guard.admit(read.turn.tool_calls))
+                decided = _answered(read) if self.judge is None or read.asks_user else await self._output_of(read)
+                if decided.stop is not None:
+                    yield decided
+                    return
+                continue
+            asked = read.turn.tool_calls  # a typed output's calls are answered first: the executor runs the others
+            batch = state.start_batch(asked, guard.admit(asked) if self.judge is None else await self._verdicts(asked))
             for group in (executor := self.executor).groups(batch):
                 for started in executor.starting(batch, group, turn_no):
                     yield self._emit(started)
@@ -374,7 +395,7 @@ class Run:
             decided = await self._acted(batch)
             # this frame lives as long as the run: while it waits for its next answer it keeps nothing of this turn
             # (the transcript has what matters). All are bound: a turn with calls has a group and an event of each.
-            del read, batch, group, started, reported
+            del read, asked, batch, group, started, reported
             if decided.stop is not None:
                 yield decided
                 return
@@ -419,10 +440,36 @@ class Run:
         assert call.outcome is not None, "a call's outcome is set when its stream is over"
         return call.outcome
 
+    async def _verdicts(self, calls: Sequence[ToolCall]) -> list[Verdict]:
+        """The guard's verdicts on a turn's calls, with the typed output's calls answered by the judge."""
+        assert self.judge is not None, "only a run with a typed output has output calls"
+        return await self.interrupter.wait(self.judge.verdicts(calls, self.guard.admit(calls)))
+
+    async def _output_of(self, read: Interpreted) -> Decided:
+        """A final answer read as the run's typed output: the run stops with it, or with ``invalid_output`` once
+        the retries are spent; else the errors join the transcript and the run goes on (the guard's checks and the
+        save of a tool turn, then the next turn)."""
+        judge = self.judge
+        assert judge is not None, "only a run with a typed output reads one"
+        correction = await self.interrupter.wait(judge.answered(read.turn.message.text))
+        if correction is None:
+            return Decided(Stop(StopReason.COMPLETE, "the model gave its output"), judge.raw)
+        if (stop := judge.stop()) is not None:
+            return Decided(stop, judge.raw)
+        self.state.answered(correction)
+        stop = self.guard.after_turn() or self.sinks.stop()
+        if stop is None and self.checkpoint is not None:
+            stop = await self._save()
+        return Decided(stop)
+
     def _after_tools(self, batch: ToolBatch) -> tuple[Stop | None, str | None]:
         """Whether the run stops once a turn's tool calls are all answered, and the answer it stops with."""
         if batch.done is not None:
             return Stop(StopReason.DONE_TOOL, f"tool {batch.done_by!r} ended the run"), batch.done.message
+        if (judge := self.judge) is not None and judge.found:
+            return Stop(StopReason.COMPLETE, "the model gave its output"), judge.raw
+        if judge is not None and (stop := judge.stop()) is not None:
+            return stop, judge.raw
         if after_turn := self.interrupter.after_turn:
             return _stop_for(after_turn), None
         return self.guard.after_turn(), None

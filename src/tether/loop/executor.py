@@ -62,7 +62,7 @@ from tether.events import ToolCallStarted, ToolResultReceived
 from tether.loop.arguments import TOO_DEEP_MARK, arguments_problem
 from tether.loop.interrupts import Interrupter
 from tether.loop.records import tool_record
-from tether.loop.repeats import Repeat, repeated_result
+from tether.loop.repeats import Repeat, Verdict, repeated_result
 from tether.loop.steps import INTERRUPTED, ToolOutcome, at_most_once
 from tether.messages import ToolCall, ToolResult, cancelled_result
 from tether.secrets import Masker, mask_exception_in_place
@@ -90,10 +90,11 @@ class ToolBatch:
 
     __slots__ = ("calls", "done", "done_by", "durations", "exceptions", "reported", "results", "started", "verdicts")
 
-    def __init__(self, calls: Sequence[ToolCall], verdicts: Sequence[str | Repeat | None]) -> None:
+    def __init__(self, calls: Sequence[ToolCall], verdicts: Sequence[Verdict]) -> None:
         self.calls = calls
         self.verdicts = verdicts
-        """Per call, from the guard: ``None`` to run it, a :class:`Repeat`, or why it may not run."""
+        """Per call, from the guard and the output judge: ``None`` to run it, a :class:`Repeat`, why it may not
+        run, or its result already."""
         self.results: dict[str, ToolResult] = {}
         self.exceptions: dict[str, BaseException] = {}
         self.started: list[str] = []
@@ -232,7 +233,9 @@ class ToolExecutor:
             events.append(ToolResultReceived(batch.results[call_id], turn, batch.exceptions.get(call_id)))
         return events
 
-    def _plan(self, call: ToolCall, verdict: str | Repeat | None) -> _Plan:
+    def _plan(self, call: ToolCall, verdict: Verdict) -> _Plan:
+        if isinstance(verdict, ToolResult):
+            return _Plan(call, answer=verdict)
         if isinstance(verdict, Repeat):
             return _Plan(call, answer=repeated_result(call, verdict))
         if verdict is not None:

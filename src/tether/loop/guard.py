@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from tether.limits import Limits, StopReason
-from tether.loop.repeats import Repeat, RepeatTracker
+from tether.loop.repeats import RepeatTracker, Verdict
 from tether.messages import ToolCall, ToolResult
 from tether.usage import NO_COST, Cost, Price, Usage, cost_of
 
@@ -114,7 +114,7 @@ class LoopGuard:
         self.turns += 1
         self.invalid_in_a_row = 0
 
-    def admit(self, calls: Sequence[ToolCall]) -> list[str | Repeat | None]:
+    def admit(self, calls: Sequence[ToolCall]) -> list[Verdict]:
         """For each call in order: ``None`` to run it, a :class:`Repeat` (answered with an earlier result), or
         the reason it may not run. Counts the calls it lets run."""
         repeats = self.repeats.check(calls)
@@ -123,7 +123,7 @@ class LoopGuard:
             return list(repeats)
         per_turn = self.limits.max_tool_calls_per_turn
         total = self.limits.max_tool_calls
-        verdicts: list[str | Repeat | None] = []
+        verdicts: list[Verdict] = []
         for position, _call in enumerate(calls):
             if per_turn is not None and position >= per_turn:
                 verdicts.append(

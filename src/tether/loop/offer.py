@@ -5,6 +5,10 @@ Every request of a run is made here: a turn's (the model's view of the transcrip
 step limit) and a compaction's summary call. In native mode the tools go as definitions with the tool choice
 the turn allows; in JSON action mode (``actions.py``) the protocol goes in the system prompt and the history as
 text. The tool-output reader (``tools/output_cache.py``) joins the offer once there is something to read.
+
+A typed output (``output.py``) is offered as its mode says: its output tools among the definitions (``tool``),
+the answer asked for under its schema (``native``: ``Request.output``), or its schema in the system prompt with
+the provider's JSON mode (``prompted``). In JSON action mode the ``final`` action carries it whatever the mode.
 """
 
 from __future__ import annotations
@@ -18,17 +22,22 @@ from tether.loop.context import shape_history
 from tether.loop.context.tokens import fixed_chars
 from tether.loop.spec import RunSpec
 from tether.messages import Message
-from tether.providers.base import ModelSettings, OnRetry, Request, ToolChoice, ToolDefinition
+from tether.providers.base import ModelSettings, OnRetry, OutputFormat, Request, ToolChoice, ToolDefinition
 
 
 class Offer:
     """The tools a run shows the model and the requests that carry them (see the module docstring)."""
 
-    __slots__ = ("_calls_read", "actions", "deadline", "definitions", "on_retry", "run_id", "spec", "system_text")
+    __slots__ = (
+        "_calls_read", "actions", "deadline", "definitions", "on_retry", "output", "run_id", "spec", "system_text",
+    )  # fmt: skip
 
     def __init__(self, spec: RunSpec, system_text: str | None, run_id: str, on_retry: OnRetry) -> None:
         self.spec = spec
-        self.system_text = system_text
+        self.system_text: str | None = None
+        self.output: OutputFormat | None = None
+        """The answer as JSON, on every request of a run whose typed output is ``native`` or ``prompted``."""
+        self._instructions(system_text)
         self.run_id = run_id
         self.on_retry = on_retry
         """Told of every retry a provider makes (the run's records and observer)."""
@@ -40,16 +49,33 @@ class Offer:
         """The JSON action protocol, in JSON action mode; ``None``: native tool calls."""
         self.show(spec.offered)
 
+    def _instructions(self, system_text: str | None) -> None:
+        """The system prompt the requests carry, and how they ask for a typed output (see the module docstring):
+        the ``prompted`` mode's schema joins the prompt."""
+        output, mode = self.spec.output, self.spec.output_mode
+        self.system_text = system_text
+        if output is None or mode == "tool" or self.spec.tool_mode == "json":
+            return
+        if mode == "native":
+            strict = output.strict
+            self.output = OutputFormat(output.native_name, strict or output.native_schema, strict is not None)
+            return
+        self.output = OutputFormat(output.native_name)
+        self.system_text = f"{system_text}\n\n{output.prompt()}" if system_text else output.prompt()
+
     def show(self, definitions: tuple[ToolDefinition, ...]) -> None:
         """The tools the model is shown from now on, natively or in the JSON action protocol."""
         self.definitions = definitions
         if self.spec.tool_mode == "json":
             schema = self.spec.provider.info.supports_json_schema
-            self.actions = ActionProtocol(self.system_text, definitions, use_schema=schema, call_id=self._call_id)
+            output = self.spec.output.native_schema if self.spec.output is not None else None
+            self.actions = ActionProtocol(
+                self.system_text, definitions, use_schema=schema, call_id=self._call_id, output=output
+            )
 
     def instruct(self, system_text: str | None) -> None:
         """The system prompt every request carries from now on (set before the first)."""
-        self.system_text = system_text
+        self._instructions(system_text)
         self.show(self.definitions)
 
     def fixed_chars(self) -> int:
@@ -75,7 +101,7 @@ class Offer:
             request = Request(
                 messages=history if extra is None else (*history, extra), system=self.system_text,
                 tools=self.definitions, tool_choice=choice, settings=spec.settings,
-                timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry,
+                timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry, output=self.output,
             )  # fmt: skip
         return request, history if extra is None else None
 

@@ -37,6 +37,11 @@ class Repeat(msgspec.Struct, frozen=True, gc=False):
     earlier: ToolResult
 
 
+Verdict = str | Repeat | ToolResult | None
+"""What a run decided of a call before the executor runs it: ``None`` to run it, a :class:`Repeat`, why it may
+not run (the guard's), or its result already (a typed output's call, ``loop/outputs.py``)."""
+
+
 _CANONICAL = msgspec.json.Encoder(order="sorted", enc_hook=str).encode
 """Arguments as one text whatever their key order (arguments read from JSON hold no cycle)."""
 

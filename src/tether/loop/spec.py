@@ -21,6 +21,7 @@ from tether.tools.registry import ToolRegistry
 from tether.usage import Price
 
 if TYPE_CHECKING:
+    from tether.output import OutputSpec, OutputValidator
     from tether.redaction import Redaction
     from tether.run_context import SystemFunction
     from tether.telemetry.observer import RunObserver
@@ -66,6 +67,12 @@ class RunSpec:
     instructions: str | None = None
     """A run's own instructions, after what ``system_function`` gives (``run(..., instructions=...)``; with a
     plain ``system`` they are joined into it before the run)."""
+    output: OutputSpec | None = None
+    """The run's typed output (``output.py``); ``None``: the answer's text."""
+    output_mode: Literal["tool", "native", "prompted"] = "tool"
+    """How the typed output is asked for (``loop/offer.py``), already chosen for the model."""
+    output_validators: tuple[OutputValidator, ...] = ()
+    """Checks of a typed output after its type's (``@agent.output_validator``), in order."""
     deps_type: Any = None
     """The type a run's ``deps`` must be (``Agent(deps_type=...)``, or the one its tools' contexts declare),
     checked when a run starts; ``None``: not checked."""
@@ -81,6 +88,8 @@ class RunSpec:
         offered = tuple(
             ToolDefinition(t.name, t.description, t.parameters) for t in self.tools if self.permissions.offers(t)
         )
+        if self.output is not None and self.output_mode == "tool":
+            offered += tuple(ToolDefinition(c.name, c.description, c.schema) for c in self.output.choices)
         object.__setattr__(self, "offered", offered)
         object.__setattr__(self, "is_repeatable", self.tools.is_repeatable)
         object.__setattr__(self, "takes_context", any(t.takes_context for t in self.tools))

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from tether.loop.context import prepare_history
 from tether.loop.executor import ToolBatch
-from tether.loop.repeats import Repeat
+from tether.loop.repeats import Verdict
 from tether.messages import Message, ToolCall, ToolResult, cancelled_result, open_tool_calls
 
 
@@ -60,7 +60,7 @@ class RunState:
         """The model's usable answer joins the transcript."""
         self.transcript.append(message)
 
-    def start_batch(self, calls: Sequence[ToolCall], verdicts: Sequence[str | Repeat | None]) -> ToolBatch:
+    def start_batch(self, calls: Sequence[ToolCall], verdicts: Sequence[Verdict]) -> ToolBatch:
         """A turn's tool calls are in flight from now on; ``verdicts`` say which may run (``guard.admit``)."""
         self.batch = ToolBatch(calls, verdicts)
         return self.batch

@@ -107,6 +107,7 @@ class AnthropicProvider(OverHttp):
             model,
             supports_tools=not model.startswith(CANNOT_CALL_TOOLS),
             supports_thinking=not model.startswith(NO_THINKING),
+            supports_output_schema=True,
             context_window=checked_window(context_window, f"'anthropic:{model}'") or context_window_for(ORIGIN, model),
         )
         self._client = HttpClient(
@@ -167,6 +168,8 @@ class AnthropicProvider(OverHttp):
             budget = _thinking_budget(body)
             if budget is not None and budget >= body["max_tokens"]:
                 body["max_tokens"] = budget + self.max_tokens_default
+        if (output := request.output) is not None and output.schema is not None:  # JSON mode: the prompt alone
+            body["output_config"] = {"format": {"type": "json_schema", "schema": output.schema}}
         if request.tools and request.tool_choice == "none":
             body["tool_choice"] = {"type": "none"}  # the loop's tools-off call: an extra default must not undo it
         elif request.tools and request.tool_choice != "auto" and _thinks(body):

@@ -85,6 +85,16 @@ class ModelSettings(msgspec.Struct, frozen=True):
     """Provider-specific body fields, merged into the request as given."""
 
 
+class OutputFormat(msgspec.Struct, frozen=True, gc=False):
+    """An answer asked for as JSON (a typed output's ``native`` and ``prompted`` modes): under ``schema`` when
+    it is given (the provider's structured output; ``strict`` where the schema allows), else any JSON object
+    (the provider's JSON mode, where it has one)."""
+
+    name: str
+    schema: JsonObject | None = None
+    strict: bool = False
+
+
 class Request(msgspec.Struct, frozen=True):
     """One provider call: the conversation so far, the tools on offer and how to answer."""
 
@@ -100,6 +110,9 @@ class Request(msgspec.Struct, frozen=True):
     """``loop.time()`` after which the run stops; providers cap their retries by it."""
     json_schema: JsonObject | None = None
     """Constrain the answer to this JSON Schema (JSON action mode), when ``ModelInfo.supports_json_schema``."""
+    output: OutputFormat | None = None
+    """The answer as JSON, to be read as a typed output (when the request has no tools to call, or as the
+    provider allows beside them)."""
     on_retry: OnRetry | None = None
     """Called before each retry the provider makes (for the run's records, logs and spans); must not raise."""
 
@@ -114,6 +127,9 @@ class ModelInfo(msgspec.Struct, frozen=True, gc=False):
     supports_thinking: bool = False
     supports_json_schema: bool = False
     """Can generate under a JSON Schema (``Request.json_schema``): grammar-constrained decoding."""
+    supports_output_schema: bool = False
+    """Honours ``Request.output``'s schema (the API's structured output): a typed output's ``native`` mode is
+    its default when the model cannot call tools."""
     context_window: int | None = None
     tool_choices: frozenset[str] = TOOL_CHOICES
     """The ``Request.tool_choice`` values the provider honours (of :data:`TOOL_CHOICES`): ``"auto"`` and

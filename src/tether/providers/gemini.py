@@ -104,6 +104,7 @@ class GeminiProvider(OverHttp):
             name,
             supports_tools=not name.startswith(NO_TOOLS_PREFIXES),
             supports_thinking=_thinks(name),
+            supports_output_schema=True,
             context_window=checked_window(context_window, f"'gemini:{model}'") or context_window_for(PROVIDER, name),
         )
         self._path = "/" + (name if name.startswith("tunedModels/") else f"models/{name}")
@@ -195,7 +196,7 @@ class GeminiProvider(OverHttp):
         if request.tools:
             body["toolConfig"] = {"functionCallingConfig": encode_tool_choice(request.tool_choice)}
         settings = request.settings
-        config = {
+        config: dict[str, Any] = {
             key: value
             for key, value in (
                 ("maxOutputTokens", settings.max_tokens),
@@ -204,6 +205,10 @@ class GeminiProvider(OverHttp):
             )
             if value is not None
         }
+        if (output := request.output) is not None:
+            config["responseMimeType"] = "application/json"
+            if output.schema is not None:
+                config["responseJsonSchema"] = output.schema
         if config:
             body["generationConfig"] = config
         merge_extra(body, settings.extra)

@@ -22,7 +22,7 @@ from tether.events import LlmEvent
 from tether.keys import missing_key, read_key
 from tether.message_memo import MessageMemo
 from tether.messages import Message, ToolCall, ToolResult
-from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
+from tether.providers.base import ForceTool, ModelInfo, OutputFormat, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http.body import ResponseLimits
 from tether.providers.http.client import HttpClient, OverHttp, Secret
 from tether.providers.http.retry import RetryPolicy
@@ -80,6 +80,7 @@ class OpenAIChatProvider(OverHttp):
             model,
             supports_tools=profile.supports_tools and model not in CANNOT_CALL_TOOLS,
             supports_json_schema=profile.json_schema,
+            supports_output_schema=profile.json_schema,
             tool_choices=honoured_choices(profile),
             context_window=checked_window(context_window, f"'{profile.name}:{model}'")
             or context_window_for(profile.name, model),
@@ -152,6 +153,8 @@ class OpenAIChatProvider(OverHttp):
         if request.json_schema is not None and profile.json_schema:
             schema = {"name": "answer", "schema": request.json_schema}
             body["response_format"] = {"type": "json_schema", "json_schema": schema}
+        elif (output := request.output) is not None:
+            body["response_format"] = response_format(output, profile.json_schema)
         settings = request.settings
         if settings.max_tokens is not None:
             body[profile.max_tokens_field] = settings.max_tokens
@@ -167,6 +170,17 @@ class OpenAIChatProvider(OverHttp):
                 for key in ("tools", "tool_choice", "parallel_tool_calls"):
                     body.pop(key, None)
         return body
+
+
+def response_format(output: OutputFormat, json_schema: bool) -> dict[str, Any]:
+    """``response_format`` for an answer as JSON: the schema (``strict`` when the schema allows), or JSON mode
+    (``json_object``) when there is none or the server cannot take one (``Profile.json_schema``)."""
+    if output.schema is None or not json_schema:
+        return {"type": "json_object"}
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": output.name, "schema": output.schema, "strict": output.strict},
+    }
 
 
 _MEMO: MessageMemo[bytes] = MessageMemo()

@@ -42,7 +42,7 @@ from tether.events import LlmEvent
 from tether.keys import missing_key, read_key
 from tether.message_memo import MessageMemo
 from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
-from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
+from tether.providers.base import ForceTool, ModelInfo, OutputFormat, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http.body import ResponseLimits
 from tether.providers.http.client import HttpClient, OverHttp, Secret
 from tether.providers.http.retry import RetryPolicy
@@ -123,6 +123,7 @@ class OpenAIResponsesProvider(OverHttp):
             model,
             supports_tools=model not in CANNOT_CALL_TOOLS,
             supports_thinking=self.reasoning,
+            supports_output_schema=True,
             context_window=checked_window(context_window, f"'{ORIGIN}:{model}'") or context_window_for(ORIGIN, model),
         )
         self._client = HttpClient(
@@ -179,9 +180,18 @@ class OpenAIResponsesProvider(OverHttp):
         if settings.top_p is not None:
             body["top_p"] = settings.top_p
         merge_extra(body, settings.extra)
+        if (output := request.output) is not None:
+            body["text"] = {"format": text_format(output)}
         if request.tools and request.tool_choice == "none":
             body["tool_choice"] = "none"  # the loop's tools-off call: an extra default must not undo it
         return body
+
+
+def text_format(output: OutputFormat) -> dict[str, Any]:
+    """``text.format`` for an answer as JSON: a ``json_schema`` format, or JSON mode (``json_object``)."""
+    if output.schema is None:
+        return {"type": "json_object"}
+    return {"type": "json_schema", "name": output.name, "schema": output.schema, "strict": output.strict}
 
 
 # --- requests -----------------------------------------------------------------------------------------------

@@ -181,6 +181,7 @@ class ScriptedProvider:
         model: str = "scripted",
         supports_tools: bool = True,
         supports_json_schema: bool = False,
+        supports_output_schema: bool = False,
         repeat_last: bool = False,
         context_window: int | None = None,
     ) -> None:
@@ -192,6 +193,7 @@ class ScriptedProvider:
             model,
             supports_tools=supports_tools,
             supports_json_schema=supports_json_schema,
+            supports_output_schema=supports_output_schema,
             context_window=context_window,
         )
         self.requests: list[Request] = []

@@ -179,7 +179,10 @@ class LocalProvider:
         self.prompt_cache: Path | None = (
             None if prompt_cache is False else default_directory() if prompt_cache is True else Path(prompt_cache)
         )
-        self.info = ModelInfo("local", model, supports_tools=False, supports_json_schema=True, context_window=n_ctx)
+        self.info = ModelInfo(
+            "local", model, supports_tools=False, supports_json_schema=True, supports_output_schema=True,
+            context_window=n_ctx,
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         return f"LocalProvider({self.info.name!r}, path={str(self.path)!r})"
@@ -233,8 +236,11 @@ class LocalProvider:
         }
         if settings.top_p is not None:
             options["top_p"] = settings.top_p
-        if request.json_schema is not None:
-            options["grammar"] = _grammar(json.dumps(request.json_schema))
+        schema = request.json_schema
+        if schema is None and request.output is not None:  # an answer as JSON: under its schema, or any object
+            schema = request.output.schema or {"type": "object"}
+        if schema is not None:
+            options["grammar"] = _grammar(json.dumps(schema))
         merge_extra(options, settings.extra)
         return options
 
