@@ -241,14 +241,19 @@ async def test_a_session_run_hands_its_tools_the_deps() -> None:
     assert result.messages[2].tool_results[0].content == "hey, eve"
 
 
-def test_a_type_checker_knows_the_deps_type(tmp_path: Path) -> None:
-    """``Agent[Deps]`` and ``RunContext[Deps]`` under ``mypy --strict``, as a user's file is checked."""
+def test_a_type_checker_knows_the_deps_and_the_output_type(tmp_path: Path) -> None:
+    """``Agent[Deps, Output]``, ``RunContext[Deps]`` and ``RunResult[Output]`` under ``mypy --strict``, as a user's
+    file is checked."""
     user_file = tmp_path / "user_code.py"
     user_file.write_text(
         textwrap.dedent(
             """
             from dataclasses import dataclass
+            from pydantic import BaseModel
             from tether import Agent, RunContext, tool
+
+            class Invoice(BaseModel):
+                total: float
 
             @dataclass
             class Shop:
@@ -272,6 +277,11 @@ def test_a_type_checker_knows_the_deps_type(tmp_path: Path) -> None:
             agent.run_sync("hi", deps=3)
             plain = Agent("scripted:x")
             reveal_type(plain)
+            typed = Agent("scripted:x", output_type=Invoice)
+            reveal_type(typed.run_sync("x").output)
+            total: float = typed.run_sync("x").output.total
+            reveal_type(plain.run_sync("x").output)
+            wrong_total: str = typed.run_sync("x").output.total
             """
         )
     )
@@ -285,9 +295,12 @@ def test_a_type_checker_knows_the_deps_type(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     lines = checked.stdout.splitlines()
-    assert any('Revealed type is "tether.agent.Agent[user_code.Shop]"' in line for line in lines), lines
-    assert any('Revealed type is "tether.agent.Agent[None]"' in line for line in lines), lines
+    revealed = [line.split('Revealed type is "')[1].rstrip('"') for line in lines if "Revealed type" in line]
+    assert revealed == [
+        "tether.agent.Agent[user_code.Shop, str]", "tether.agent.Agent[None, str]", "user_code.Invoice", "str",
+    ], lines  # fmt: skip
     errors = [line for line in lines if line.startswith("user_code.py") and ": error:" in line]
-    assert len(errors) == 2, lines
+    assert len(errors) == 3, lines
     assert '"Shop" has no attribute "address"' in errors[0]
     assert 'Argument "deps" to "run_sync" of "Agent" has incompatible type "int"; expected "Shop"' in errors[1]
+    assert 'Incompatible types in assignment (expression has type "float", variable has type "str")' in errors[2]

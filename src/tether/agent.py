@@ -40,7 +40,7 @@ from tether.usage import Price
 
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
-    from tether.output import OutputSchema
+    from tether.output import OutputType
     from tether.sessions import SessionStore
     from tether.telemetry.observer import RunObserver
 
@@ -79,7 +79,7 @@ class Agent(Generic[DepsT, OutputT]):
         telemetry: Telemetry | bool | None = None,
         compaction: Compaction | bool | None = None,
         tool_choice: ToolChoiceOption = "auto",
-        output_type: type[OutputT] | Callable[..., Awaitable[OutputT]] | Callable[..., OutputT] | OutputSchema = str,  # type: ignore[assignment]  # str is the default of OutputT
+        output_type: OutputType[OutputT] = str,  # type: ignore[assignment]  # str is the default of OutputT
         output_mode: OutputMode | None = None,
     ) -> None:
         """
@@ -427,6 +427,7 @@ def stream_with_steps(
 
 
 OutputMode = Literal["tool", "native", "prompted"]
+
 V = TypeVar("V", bound=Callable[..., Any])
 
 

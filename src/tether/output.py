@@ -23,8 +23,8 @@ import json
 import re
 import types
 import typing
-from collections.abc import Callable, Sequence
-from typing import Any, Union
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Union
 
 from tether.errors import ConfigInvalid
 from tether.events import OutputT
@@ -38,6 +38,7 @@ __all__ = [
     "OutputSchema",
     "OutputSpec",
     "OutputT",
+    "OutputType",
     "read_json_answer",
     "strict_schema",
 ]
@@ -88,6 +89,18 @@ class OutputSchema:
 
     def __repr__(self) -> str:
         return f"OutputSchema({self.schema!r}, name={self.name!r})"
+
+    if TYPE_CHECKING:  # for a type checker, an output schema gives what a function of no arguments returning JSON would
+
+        def __call__(self) -> JsonObject: ...
+
+
+OutputType = (
+    type[OutputT] | Callable[..., Awaitable[OutputT]] | Callable[..., OutputT] | Sequence[Any] | types.UnionType
+)
+"""What ``output_type=`` takes (an ``OutputSchema`` is, for a type checker, a function giving a JSON object). A type
+checker reads the output's type off a class, a function or a schema; for a union or an async function, annotate
+the agent: ``agent: Agent[None, A | B] = Agent(..., output_type=[A, B])``."""
 
 
 class OutputChoice:

@@ -62,14 +62,14 @@ async def run_events(agent: Agent, prompt: str, history: Sequence[Message] = ())
     return [event async for event in agent.stream(prompt, history=history)]
 
 
-def result_of(events: Sequence[RunEvent]) -> RunResult:
+def result_of(events: Sequence[RunEvent]) -> RunResult[Any]:
     """The result the run's last event (its ``RunCompleted``) carries."""
     last = events[-1]
     assert isinstance(last, RunCompleted), f"the last event is {last!r}, not RunCompleted"
     return last.result
 
 
-def assert_valid_transcript(result: RunResult) -> None:
+def assert_valid_transcript(result: RunResult[Any]) -> None:
     """The run's transcript is valid: every tool call has exactly one result, and each result its call."""
     problems = transcript_problems(result.messages)
     assert problems == [], f"the transcript is not valid: {problems}"

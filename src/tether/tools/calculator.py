@@ -11,6 +11,7 @@ rest is read kindly: ``×``, ``÷`` and ``^`` are ``*``, ``/`` and ``**``, and `
 from __future__ import annotations
 
 import ast
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -70,7 +71,9 @@ def _normalized(expression: str) -> str:
 
 
 def _value(node: ast.expr) -> Fraction:
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
+        if not math.isfinite(node.value):
+            raise ToolError(f"The number {ast.unparse(node)} is too large.")
         return _checked(Fraction(node.value))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.UAdd | ast.USub):
         value = _value(node.operand)
