@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tether.events import (
+    PartialOutput,
     RunCompleted,
     RunEvent,
     RunStarted,
@@ -20,7 +21,8 @@ __all__ = ["assert_valid", "check_order", "describe", "result_of", "run_events"]
 
 
 def check_order(events: list[RunEvent]) -> None:
-    """The order of ARCHITECTURE.md §4: RunStarted; per turn TurnStarted, deltas, TurnCompleted, then per call
+    """The order of ARCHITECTURE.md §4: RunStarted; per turn TurnStarted, deltas (partial outputs among them),
+    TurnCompleted, then per call
     ToolCallStarted and its ToolResultReceived; RunCompleted once, last. Every started turn and call ends."""
     assert isinstance(events[0], RunStarted)
     assert isinstance(events[-1], RunCompleted)
@@ -32,7 +34,7 @@ def check_order(events: list[RunEvent]) -> None:
             assert not in_turn, name
             assert not open_calls, name
             in_turn = True
-        elif isinstance(event, TextDelta | ThinkingDelta):
+        elif isinstance(event, TextDelta | ThinkingDelta | PartialOutput):
             assert in_turn, name
         elif isinstance(event, TurnCompleted):
             assert in_turn, name

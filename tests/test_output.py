@@ -12,8 +12,8 @@ import pytest
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from tests.helpers import assert_valid
-from tether import Agent, Limits, RunContext, StopReason, tool
+from tests.helpers import assert_valid, check_order
+from tether import Agent, Limits, PartialOutput, RunCompleted, RunContext, StopReason, TextDelta, tool
 from tether.errors import ConfigInvalid, InvalidOutput
 from tether.output import ModelRetry, OutputInvalid, OutputSchema, OutputSpec, read_json_answer, strict_schema
 from tether.providers.scripted import ScriptedProvider, call, parallel, reply
@@ -319,3 +319,30 @@ def test_str_is_text_and_a_union_with_str_is_refused() -> None:
     assert OutputSpec.of(str) is None
     with pytest.raises(ConfigInvalid, match="str cannot be a member"):
         OutputSpec([str, int])
+
+
+# --- streaming ----------------------------------------------------------------------------------------------
+
+
+async def test_a_native_output_streams_as_partial_outputs_in_place_of_its_json() -> None:
+    model = text_model(reply('{"number": "INV-2026-0042", "total": 12.5}', chunk_size=6))
+    events = [event async for event in Agent(model, output_type=Invoice).stream("x")]
+    check_order(events)
+    partials = [e for e in events if isinstance(e, PartialOutput)]
+    assert not any(isinstance(e, TextDelta) for e in events), "the raw JSON is not streamed as text"
+    assert {"number": "INV-20"} in [p.data for p in partials], "a string cut short is kept as far as it goes"
+    assert all(p.output is None for p in partials if "total" not in p.data), "a required field is still missing"
+    assert partials[-1].output == Invoice(number="INV-2026-0042", total=12.5)
+    completed = events[-1]
+    assert isinstance(completed, RunCompleted)
+    assert completed.result.output == Invoice(number="INV-2026-0042", total=12.5)
+
+
+async def test_an_output_calls_arguments_stream_as_partial_outputs() -> None:
+    model = ScriptedProvider([call("final_result", {"number": "A1", "total": 3}, chunk_size=5)])
+    events = [event async for event in Agent(model, output_type=Invoice).stream("x")]
+    check_order(events)
+    partials = [e for e in events if isinstance(e, PartialOutput)]
+    assert len(partials) >= 3
+    assert partials[-1].data == {"number": "A1", "total": 3}
+    assert partials[-1].turn == 1

@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "RunStarted": "tether.events",
     "TurnStarted": "tether.events",
     "TextDelta": "tether.events",
+    "PartialOutput": "tether.events",
     "ThinkingDelta": "tether.events",
     "ToolCallStarted": "tether.events",
     "ToolResultReceived": "tether.events",
@@ -45,6 +46,9 @@ _EXPORTS: dict[str, str] = {
     "tool": "tether.tools.base",
     "Done": "tether.tools.base",
     "RunContext": "tether.run_context",
+    "ModelRetry": "tether.output",
+    "OutputSchema": "tether.output",
+    "InvalidOutput": "tether.errors",
     "Usage": "tether.usage",
     "Price": "tether.usage",
     "Tier": "tether.usage",
@@ -64,9 +68,11 @@ if TYPE_CHECKING:
     from tether.assistant import Assistant as Assistant
     from tether.assistant import ask as ask
     from tether.assistant import ask_async as ask_async
+    from tether.errors import InvalidOutput as InvalidOutput
     from tether.errors import TetherError as TetherError
     from tether.errors import ToolError as ToolError
     from tether.events import Compacted as Compacted
+    from tether.events import PartialOutput as PartialOutput
     from tether.events import RunCompleted as RunCompleted
     from tether.events import RunEvent as RunEvent
     from tether.events import RunResult as RunResult
@@ -98,6 +104,8 @@ if TYPE_CHECKING:
     from tether.messages import (
         ToolResult as ToolResult,
     )
+    from tether.output import ModelRetry as ModelRetry
+    from tether.output import OutputSchema as OutputSchema
     from tether.providers.base import ModelSettings as ModelSettings
     from tether.providers.base import Provider as Provider
     from tether.run_context import RunContext as RunContext

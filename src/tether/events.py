@@ -203,6 +203,18 @@ class TurnStarted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="
     kind: ClassVar[Literal["turn_started"]] = "turn_started"
 
 
+class PartialOutput(msgspec.Struct, frozen=True, tag_field="kind", tag="partial_output"):
+    """A typed output as the model has written it so far (``output.py``), in place of its raw JSON's deltas:
+    ``data`` is the JSON parsed so far (a string cut short is kept as far as it goes), ``output`` the type's
+    validation of it when what is there already passes (``None`` while a required field is still missing, and for
+    a union). Not final: output validators have not seen it, and the run's ``result.output`` is the one to keep."""
+
+    data: Any
+    output: Any = None
+    turn: int = 0
+    kind: ClassVar[Literal["partial_output"]] = "partial_output"
+
+
 class ToolCallStarted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="tool_call_started"):
     call: ToolCall
     turn: int
@@ -267,6 +279,7 @@ RunEvent: TypeAlias = (
     | TurnStarted
     | ThinkingDelta
     | TextDelta
+    | PartialOutput
     | ToolCallStarted
     | ToolResultReceived
     | TurnCompleted

@@ -144,7 +144,7 @@ class OutputChoice:
 class OutputSpec:
     """A run's typed output: its choices and how each is checked (see the module docstring)."""
 
-    __slots__ = ("choices", "native_name", "native_schema", "output_type", "strict")
+    __slots__ = ("_adapter", "choices", "native_name", "native_schema", "output_type", "strict")
 
     def __init__(self, output_type: Any) -> None:
         self.output_type = output_type
@@ -164,6 +164,8 @@ class OutputSpec:
             union: JsonObject = {"anyOf": members}
             self.native_name, self.native_schema = "result", _object({"result": {**union, "$defs": defs}})
         self.strict = strict_schema(self.native_schema)
+        self._adapter: Any = _adapter(members[0]) if len(members) == 1 else None
+        """The type's validator, for partial outputs (``None``: a function, a raw schema or a union)."""
         """The native schema as a strict one (every property required, no other), or ``None`` when the type has
         optional or free-form fields: strict where the schema allows it, otherwise checked here alone."""
 
@@ -201,6 +203,21 @@ class OutputSpec:
         args, kwargs = checked
         result = choice.function(*args, **kwargs)
         return await result if inspect.isawaitable(result) else result
+
+    def partial(self, data: Any) -> Any:
+        """The output ``data`` (an incomplete answer's JSON, parsed so far) already stands for, validated as far
+        as it goes (pydantic's partial mode: a string cut short passes); ``None`` when it does not pass yet, for a
+        union, a function or a raw schema."""
+        if len(self.choices) != 1 or self._adapter is None:
+            return None
+        if self.choices[0].wrapped:
+            if not isinstance(data, dict) or "result" not in data:
+                return None
+            data = data["result"]
+        try:
+            return self._adapter.validate_python(data, experimental_allow_partial="trailing-strings")
+        except Exception:  # noqa: BLE001 - not yet: a required field is still to come
+            return None
 
     def prompt(self) -> str:
         """The instructions of the ``prompted`` mode: answer with JSON matching the schema, and nothing else."""
@@ -305,6 +322,14 @@ def _schema_choice(name: str, output: OutputSchema) -> OutputChoice:
 
     description = output.description or "Give the final answer."
     return OutputChoice(name, description, _object({"result": schema}) if wrapped else schema, check, wrapped=wrapped)
+
+
+def _adapter(member: Any) -> Any:
+    if isinstance(member, OutputSchema) or _is_function(member):
+        return None
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(member)
 
 
 def _is_function(member: Any) -> bool:

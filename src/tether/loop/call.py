@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from tether.errors import InvalidResponse, TetherError
-from tether.events import LlmEvent, RunEvent, TextDelta, ThinkingDelta, TurnCompleted, TurnStatus
+from tether.events import LlmEvent, PartialOutput, RunEvent, TextDelta, ThinkingDelta, TurnCompleted, TurnStatus
 from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator, rejection, without_calls
 from tether.loop.actions import ActionProtocol, Interpreted
 from tether.loop.guard import LoopGuard
 from tether.loop.interrupts import Interrupted, Interrupter, Picker, deadline_passed
+from tether.loop.outputs import PartialOutputs
 from tether.loop.records import CallRecorder, close_stream, within
 from tether.messages import Message, Text, Thinking
 from tether.providers.base import Request
@@ -193,7 +194,9 @@ class ProviderCall:
         """What the call gave, once its stream is over (also when it failed)."""
         self._accumulator = StreamAccumulator()
 
-    async def deltas(self, actions: ActionProtocol | None) -> AsyncGenerator[TextDelta | ThinkingDelta, None]:
+    async def deltas(
+        self, actions: ActionProtocol | None
+    ) -> AsyncGenerator[TextDelta | ThinkingDelta | PartialOutput, None]:
         """Make the call: its text and thinking as they stream (none in JSON action mode, whose text is an
         action, or for a quiet call); :attr:`outcome` is set when it is over, however it ended."""
         calls = self._calls
@@ -222,9 +225,7 @@ class ProviderCall:
             stream = spec.provider.stream(self.request)
             if context is not None:
                 stream = within(stream, context)
-            accumulator = self._accumulator
-            picker: Picker[LlmEvent, TextDelta | ThinkingDelta] = accumulator if passthrough else _Quiet(accumulator)
-            watched = interrupter.watch(stream, picker)
+            watched = interrupter.watch(stream, self._picker(passthrough))
             while (shown := await watched.next()) is not None:
                 calls.notify(shown)
                 yield shown
@@ -242,6 +243,16 @@ class ProviderCall:
             turn = self._accumulator.finish() if stepped is None else stepped
             usage = calls.counted(self, turn, requested, self._accumulator.first_event)
             self.outcome = CallOutcome(turn, usage, problem, error)
+
+    def _picker(self, passthrough: bool) -> Picker[LlmEvent, TextDelta | ThinkingDelta | PartialOutput]:
+        """What the watch hands on of each event: its text and thinking (the accumulator itself), nothing (a call
+        whose text is not shown as it comes), or, in a run with a typed output, the output as written so far."""
+        accumulator, spec = self._accumulator, self._calls.spec
+        if not passthrough:
+            return _Quiet(accumulator)
+        if spec.output is None:
+            return accumulator
+        return PartialOutputs(accumulator, spec.output, tool_mode=spec.output_mode == "tool", turn=self.turn)
 
     def _timed_out(self) -> None:
         """The step deadline passed (the alarm's callback: a bound method of the call, so that the run keeps no

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import InvalidOutput
+from tether.events import LlmEvent, PartialOutput, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallStart
 from tether.limits import StopReason
 from tether.loop.guard import Stop
 from tether.loop.repeats import Verdict
@@ -31,6 +32,7 @@ from tether.output import ModelRetry, OutputChoice, OutputInvalid, OutputSpec
 from tether.tools.threads import run_in_tool_thread
 
 if TYPE_CHECKING:
+    from tether.loop.accumulator import StreamAccumulator
     from tether.loop.progress import RunProgress
     from tether.loop.spec import RunSpec
 
@@ -142,3 +144,44 @@ class OutputJudge:
         self.raw, self.errors = raw, tuple(errors)
         lines = "\n".join(f"- {line}" for line in errors)
         return f"The output is not valid:\n{lines}\nFix these and give the whole output again."
+
+
+class PartialOutputs:
+    """A watch's picker for a call of a run with a typed output (``interrupts.Picker``): it folds every event into
+    the call's accumulator, as the plain picker does, and hands on the output as written so far
+    (:class:`~tether.events.PartialOutput`) in place of the deltas of its raw JSON: the text of a ``native`` or
+    ``prompted`` answer, or the arguments of an output tool's call."""
+
+    __slots__ = ("_accumulator", "_calls", "_spec", "_text", "_tool_mode", "_turn")
+
+    def __init__(self, accumulator: StreamAccumulator, spec: OutputSpec, *, tool_mode: bool, turn: int) -> None:
+        self._accumulator = accumulator
+        self._spec = spec
+        self._tool_mode = tool_mode
+        self._turn = turn
+        self._text: list[str] = []
+        self._calls: dict[str, list[str]] = {}
+        """The argument deltas of each output call so far, by call id."""
+
+    def pick(self, event: LlmEvent) -> TextDelta | ThinkingDelta | PartialOutput | None:
+        shown = self._accumulator.add(event)
+        if self._tool_mode:
+            if isinstance(event, ToolCallStart) and self._spec.choice(event.name) is not None:
+                self._calls[event.id] = []
+            elif isinstance(event, ToolCallDelta) and (pieces := self._calls.get(event.id)) is not None:
+                pieces.append(event.arguments_delta)
+                return self._partial("".join(pieces))
+            return shown
+        if isinstance(event, TextDelta):
+            self._text.append(event.text)
+            return self._partial("".join(self._text))
+        return shown
+
+    def _partial(self, text: str) -> PartialOutput | None:
+        from pydantic_core import from_json
+
+        try:
+            data = from_json(text, allow_partial="trailing-strings")
+        except ValueError:  # not JSON (yet, or at all): nothing to show
+            return None
+        return PartialOutput(data, self._spec.partial(data), self._turn)

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.events import (
+    Compacted,
+    PartialOutput,
     RunCompleted,
     RunEvent,
     RunResult,
@@ -46,6 +48,10 @@ def describe(event: RunEvent) -> str:
         return f"Text({event.text!r})"
     if isinstance(event, ThinkingDelta):
         return f"Thinking({event.text!r})"
+    if isinstance(event, PartialOutput):
+        return f"PartialOutput({event.data!r})"
+    if isinstance(event, Compacted):
+        return f"Compacted({event.turn} {event.reason})"
     if isinstance(event, ToolCallStarted):
         return f"ToolCall({event.call.name})"
     if isinstance(event, ToolResultReceived):
@@ -57,7 +63,7 @@ def describe(event: RunEvent) -> str:
     return f"RunCompleted({event.result.stop_reason})"
 
 
-async def run_events(agent: Agent, prompt: str, history: Sequence[Message] = ()) -> list[RunEvent]:
+async def run_events(agent: Agent[Any, Any], prompt: str, history: Sequence[Message] = ()) -> list[RunEvent]:
     """Every event of one run of ``agent``, ``RunCompleted`` last; :func:`result_of` gives its result."""
     return [event async for event in agent.stream(prompt, history=history)]
 
