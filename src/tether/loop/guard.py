@@ -142,11 +142,14 @@ class LoopGuard:
         self.repeats.record(calls, results)
         if not results:
             return
+        counted = False  # a typed output's invalid tries count against Limits.output_retries instead
         for result in results:  # a loop, not all(...): a generator per tool turn costs more than the test
             if not result.is_error:
                 self.error_turns = 0
                 return
-        self.error_turns += 1
+            counted = counted or result.code != "invalid_output"
+        if counted:
+            self.error_turns += 1
 
     def after_turn(self) -> Stop | None:
         """Whether the run must stop after a turn whose tool calls have all been answered."""

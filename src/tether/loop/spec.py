@@ -91,5 +91,12 @@ class RunSpec:
         if self.output is not None and self.output_mode == "tool":
             offered += tuple(ToolDefinition(c.name, c.description, c.schema) for c in self.output.choices)
         object.__setattr__(self, "offered", offered)
-        object.__setattr__(self, "is_repeatable", self.tools.is_repeatable)
+        repeatable = self.tools.is_repeatable
+        if self.output is not None and self.output_mode == "tool":  # the output may be asked for again and again
+            names = frozenset(choice.name for choice in self.output.choices)
+
+            def repeatable(name: str, tools: ToolRegistry = self.tools) -> bool:
+                return name in names or tools.is_repeatable(name)
+
+        object.__setattr__(self, "is_repeatable", repeatable)
         object.__setattr__(self, "takes_context", any(t.takes_context for t in self.tools))
