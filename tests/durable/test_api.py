@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from tether import Agent, RunContext, tool
 from tether.errors import ConfigInvalid
@@ -104,3 +105,22 @@ async def test_a_durable_runs_deps_are_made_where_it_runs_and_never_stored(tmp_p
         shutdown()
     assert [r.messages[2].tool_results[0].content for r in (first, second)] == ["handle 1", "handle 2"]
     assert b"deps-only-c0ffee" not in (tmp_path / "runs.sqlite").read_bytes(), "the deps are not in its records"
+
+
+class Total(BaseModel):
+    amount: int
+
+
+async def test_a_durable_run_returns_its_typed_output(tmp_path: Path) -> None:
+    from tether.durable import DurableAgent, launch, shutdown
+
+    model = ScriptedProvider([call("final_result", {"amount": "x"}), call("final_result", {"amount": 12})])
+    durable = DurableAgent(Agent(model, output_type=Total), name="typed")
+    launch(tmp_path / "runs.sqlite")
+    try:
+        result = await durable.run("How much?", workflow_id="typed-1")
+        again = await durable.result("typed-1")
+    finally:
+        shutdown()
+    assert result.output == Total(amount=12)
+    assert again.output == Total(amount=12), "the kept result holds the output, typed"
