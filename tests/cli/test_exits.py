@@ -15,6 +15,7 @@ EXPECTED = {
     StopReason.MAX_TOOL_CALLS: 3,
     StopReason.CONSECUTIVE_ERRORS: 3,
     StopReason.INVALID_RESPONSE: 3,
+    StopReason.INVALID_OUTPUT: 3,
     StopReason.BUDGET: 3,
     StopReason.TIMEOUT: 3,
     StopReason.ERROR: 4,
