@@ -103,7 +103,7 @@ class DBOSSteps:
 class DurableAgent:
     """``agent``'s runs as DBOS workflows (see the module docstring); make it before :func:`launch`."""
 
-    def __init__(self, agent: Agent[Any], *, name: str = "agent", deps: Callable[[], Any] | None = None) -> None:
+    def __init__(self, agent: Agent[Any, Any], *, name: str = "agent", deps: Callable[[], Any] | None = None) -> None:
         """``deps``: makes the ``deps`` of each run, in the process that executes it (see the module docstring)."""
         if not _NAME.fullmatch(name):
             raise ConfigInvalid(f"durable agent name {name!r} must be 1-64 letters, digits, '_', '.' or '-'")
@@ -139,7 +139,7 @@ class DurableAgent:
         run_id: str,
         tool_choice: ToolChoiceOption | None,
         session: str | None,
-    ) -> WorkflowHandleAsync[RunResult]:
+    ) -> WorkflowHandleAsync[RunResult[Any]]:
         _require_launch()
         self._check(history, session)
         with SetWorkflowID(run_id):
@@ -154,7 +154,7 @@ class DurableAgent:
         on_event: EventSink | None = None,
         tool_choice: ToolChoiceOption | None = None,
         session: str | None = None,
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         """Run to the end, durably, and return the result (the kept one, for a run that had already ended)."""
         _require_launch()
         run_id = workflow_id or uuid.uuid4().hex
@@ -185,7 +185,7 @@ class DurableAgent:
         dbos_queue = await asyncio.to_thread(_register, queue)
         run_id = workflow_id or uuid.uuid4().hex
         with SetWorkflowID(run_id):
-            handle: WorkflowHandleAsync[RunResult] = await dbos_queue.enqueue_async(
+            handle: WorkflowHandleAsync[RunResult[Any]] = await dbos_queue.enqueue_async(
                 self._workflow, prompt, tuple(history), None, session
             )
         return DurableRun(handle.workflow_id)
@@ -196,16 +196,16 @@ class DurableAgent:
 
             check_session(self.agent, history)
 
-    async def result(self, run_id: str) -> RunResult:
+    async def result(self, run_id: str) -> RunResult[Any]:
         """Wait for the run ``run_id`` (started here, recovered here or run by another process) and return its
         result."""
         return await DurableRun(run_id).result()
 
 
-async def _awaited(handle: WorkflowHandleAsync[RunResult], run_id: str) -> RunResult:
+async def _awaited(handle: WorkflowHandleAsync[RunResult[Any]], run_id: str) -> RunResult[Any]:
     """The result a workflow handle gives, its errors told in tether's terms."""
     try:
-        result: RunResult = await handle.get_result()
+        result: RunResult[Any] = await handle.get_result()
     except DBOSNonExistentWorkflowError:
         raise ConfigInvalid(f"there is no durable run with id {run_id!r}") from None
     except DBOSAwaitedWorkflowCancelledError:
@@ -224,12 +224,12 @@ class DurableRun:
     def __repr__(self) -> str:
         return f"DurableRun({self.run_id!r})"
 
-    async def result(self) -> RunResult:
+    async def result(self) -> RunResult[Any]:
         """Wait for the run to end and return its result. Raises ``Cancelled`` for a run cancelled with
         :func:`cancel_run`, ``ConfigInvalid`` when there is no run with this id."""
         _require_launch()
         try:
-            handle: WorkflowHandleAsync[RunResult] = await DBOS.retrieve_workflow_async(self.run_id)
+            handle: WorkflowHandleAsync[RunResult[Any]] = await DBOS.retrieve_workflow_async(self.run_id)
         except DBOSNonExistentWorkflowError:
             raise ConfigInvalid(f"there is no durable run with id {self.run_id!r}") from None
         return await _awaited(handle, self.run_id)
@@ -243,14 +243,14 @@ class DurableRun:
 
 
 Workflow = Callable[
-    [str, tuple["Message", ...], "ToolChoiceOption | None", "str | None"], Coroutine[Any, Any, RunResult]
+    [str, tuple["Message", ...], "ToolChoiceOption | None", "str | None"], Coroutine[Any, Any, RunResult[Any]]
 ]
 
 
-def _workflow_of(agent: Agent[Any], make_deps: Callable[[], Any] | None) -> Workflow:
+def _workflow_of(agent: Agent[Any, Any], make_deps: Callable[[], Any] | None) -> Workflow:
     async def tether_run(
         prompt: str, history: tuple[Message, ...], tool_choice: ToolChoiceOption | None, session: str | None
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         run_id = DBOS.workflow_id
         assert run_id is not None
         steps = DBOSSteps(run_id)
@@ -262,7 +262,7 @@ def _workflow_of(agent: Agent[Any], make_deps: Callable[[], Any] | None) -> Work
             agent, prompt, steps, history=history, on_event=sink, tool_choice=tool_choice, session=session, deps=deps
         )
         steps.on_cancel = stream.cancel
-        result: RunResult | None = None
+        result: RunResult[Any] | None = None
         async for event in stream:
             if type(event) is RunCompleted:
                 result = event.result
@@ -272,7 +272,7 @@ def _workflow_of(agent: Agent[Any], make_deps: Callable[[], Any] | None) -> Work
     return tether_run
 
 
-def _portable(result: RunResult) -> RunResult:
+def _portable(result: RunResult[Any]) -> RunResult[Any]:
     """``result`` as it can be kept: without an ``error`` that pickle cannot carry."""
     if result.error is None:
         return result
