@@ -23,8 +23,9 @@ from tether.loop.interrupts import Interrupter
 from tether.loop.progress import joined_instructions
 from tether.loop.sinks import EventSink
 from tether.loop.spec import RunSpec
-from tether.messages import Message
+from tether.messages import Message, Prompt, user_message
 from tether.pricing import price_for
+from tether.providers.attachments import refuse_unreadable
 from tether.providers.base import ModelSettings, Provider, ServedProvider
 from tether.providers.registry import resolve
 from tether.run_context import DepsT, RunContext, check_deps
@@ -254,7 +255,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def stream(
         self,
-        prompt: str,
+        prompt: Prompt,
         *,
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
@@ -278,7 +279,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def _open(
         self,
-        prompt: str,
+        prompt: Prompt,
         history: Sequence[Message],
         on_event: EventSink | None,
         session: str | None,
@@ -292,6 +293,8 @@ class Agent(Generic[DepsT, OutputT]):
         tool calls the steps of ``steps`` when it is durable (:func:`stream_with_steps`)."""
         for expected, where in self._deps_checks:
             check_deps(deps, expected, where)
+        if not isinstance(prompt, str) or history:  # an attachment the model cannot read is refused before sending
+            refuse_unreadable((*history, user_message(prompt)), self.provider.info, "the run's prompt or history")
         sinks = self._sinks + ((on_event,) if on_event is not None else ())
         spec = self._run_spec(tool_choice, instructions, output_type)
         interrupter = Interrupter()
@@ -328,7 +331,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     async def run(
         self,
-        prompt: str,
+        prompt: Prompt,
         *,
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
@@ -360,7 +363,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def run_sync(
         self,
-        prompt: str,
+        prompt: Prompt,
         *,
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
@@ -383,7 +386,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def start(
         self,
-        prompt: str,
+        prompt: Prompt,
         *,
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
@@ -410,7 +413,7 @@ def check_session(agent: Agent[Any, Any], history: Sequence[Message]) -> Session
 
 def stream_with_steps(
     agent: Agent[Any, Any],
-    prompt: str,
+    prompt: Prompt,
     steps: StepRunner,
     *,
     history: Sequence[Message] = (),

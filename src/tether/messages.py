@@ -20,14 +20,17 @@ starts at the last marker (docs/context.md).
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from os import PathLike
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 
 import msgspec
 from msgspec.structs import replace
 
-from tether.errors import SessionInvalid
+from tether.errors import ConfigInvalid, SessionInvalid
 
 if TYPE_CHECKING:
     from tether.redaction import Redaction
@@ -90,12 +93,14 @@ class ToolCall(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="too
         return replace(self, arguments=arguments, raw_arguments=None if raw is None else redaction.text(raw))
 
 
-class ToolResult(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="tool_result"):
+class ToolResult(msgspec.Struct, frozen=True, gc=False, omit_defaults=True, tag_field="kind", tag="tool_result"):
     """What a tool call produced, as the model will read it.
 
     ``code`` is the stable error code (``tool_not_found``, ``invalid_arguments``, ...) when ``is_error``;
     on a successful result it is ``None``, or ``repeated`` for a call not run again because the model already
-    had its result (``loop/repeats.py``).
+    had its result (``loop/repeats.py``). ``attachments``: images, documents or audio the tool returned with its
+    text (each provider sends them as its API allows: in the result, or in a message right after the results).
+    Its JSON leaves out the fields at their defaults.
     """
 
     call_id: str
@@ -103,10 +108,116 @@ class ToolResult(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="t
     content: str
     is_error: bool = False
     code: str | None = None
+    attachments: tuple[Attachment, ...] = ()
     kind: ClassVar[Literal["tool_result"]] = "tool_result"
 
 
-Part: TypeAlias = Text | Thinking | ToolCall | ToolResult
+class Attachment(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="attachment"):
+    """Binary content in a message: an image, a document (a PDF, or text) or audio; inline (``data``) or by
+    ``url``, with its media type. Make one with :meth:`from_path`, :meth:`from_bytes` or :meth:`from_url`.
+
+    A model reads it as its provider's API has it (``providers/``: data URLs, file inputs, image and document
+    blocks, inline data); a model that cannot read its kind is refused it before anything is sent
+    (``ModelInfo.input_kinds``). Its ``repr`` names it and its size, never its bytes.
+    """
+
+    media_type: str
+    data: bytes | None = None
+    url: str | None = None
+    name: str | None = None
+    """A file name, shown to the model where an API takes one (a document's)."""
+    kind: ClassVar[Literal["attachment"]] = "attachment"
+
+    @property
+    def category(self) -> AttachmentKind:
+        """``image``, ``document`` (PDF or text) or ``audio``, from the media type."""
+        return attachment_kind(self.media_type)
+
+    @property
+    def size(self) -> int:
+        """Bytes of inline data (0 for a URL)."""
+        return len(self.data) if self.data is not None else 0
+
+    @classmethod
+    def from_bytes(cls, data: bytes, media_type: str | None = None, *, name: str | None = None) -> Attachment:
+        """Inline ``data``; its media type sniffed from its first bytes when not given."""
+        kind = media_type or sniff_media_type(data) or (guess_media_type(name) if name else None)
+        if kind is None:
+            raise ConfigInvalid(f"the media type of {name or 'these bytes'} is not known: pass media_type=")
+        attachment_kind(kind)
+        return cls(kind, bytes(data), None, name)
+
+    @classmethod
+    def from_path(cls, path: str | PathLike[str], media_type: str | None = None) -> Attachment:
+        """A file's bytes, its media type from its name (else its first bytes)."""
+        file = Path(path)
+        try:
+            data = file.read_bytes()
+        except OSError as error:
+            raise ConfigInvalid(f"cannot read the attachment {str(file)!r}: {error.strerror or error}") from None
+        return cls.from_bytes(data, media_type or guess_media_type(file.name) or sniff_media_type(data), name=file.name)
+
+    @classmethod
+    def from_url(cls, url: str, media_type: str | None = None) -> Attachment:
+        """Content at ``url`` (``https://``, or a ``data:`` URL), sent by reference where the API takes one."""
+        if url.startswith("data:"):
+            header, _, payload = url.partition(",")
+            if not header.endswith(";base64"):
+                raise ConfigInvalid("a data: URL attachment must be base64 (data:TYPE;base64,...)")
+            return cls.from_bytes(base64.b64decode(payload), media_type or header[5:-7] or None)
+        if not url.startswith(("https://", "http://")):
+            raise ConfigInvalid(f"an attachment URL must be http(s):// or data:, not {url[:40]!r}")
+        kind = media_type or guess_media_type(url.split("?", 1)[0])
+        if kind is None:
+            raise ConfigInvalid(f"the media type of {url[:80]!r} is not known from its name: pass media_type=")
+        attachment_kind(kind)
+        return cls(kind, None, url, None)
+
+    def __repr__(self) -> str:
+        where = f"url={self.url!r}" if self.url is not None else f"{self.size:,} bytes"
+        return f"Attachment({self.media_type!r}, {where}{f', name={self.name!r}' if self.name else ''})"
+
+
+AttachmentKind: TypeAlias = Literal["image", "document", "audio"]
+_TEXT_DOCUMENTS = frozenset({"text/plain", "text/markdown", "text/csv", "text/html", "application/json"})
+
+
+def attachment_kind(media_type: str) -> AttachmentKind:
+    """What a media type is as an attachment; ``ConfigInvalid`` for one no model takes."""
+    if media_type.startswith("image/"):
+        return "image"
+    if media_type.startswith("audio/"):
+        return "audio"
+    if media_type == "application/pdf" or media_type in _TEXT_DOCUMENTS:
+        return "document"
+    raise ConfigInvalid(f"media type {media_type!r} cannot be an attachment: images, audio, PDF and text documents can")
+
+
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"), (b"%PDF-", "application/pdf"), (b"ID3", "audio/mpeg"), (b"\xff\xfb", "audio/mpeg"),
+    (b"OggS", "audio/ogg"), (b"fLaC", "audio/flac"),
+)  # fmt: skip
+
+
+def sniff_media_type(data: bytes) -> str | None:
+    """The media type ``data`` starts like (PNG, JPEG, GIF, WebP, PDF, MP3, WAV, Ogg, FLAC), else ``None``."""
+    for magic, media_type in _MAGIC:
+        if data.startswith(magic):
+            return media_type
+    if data[:4] == b"RIFF" and data[8:12] in (b"WEBP", b"WAVE"):
+        return "image/webp" if data[8:12] == b"WEBP" else "audio/wav"
+    return None
+
+
+def guess_media_type(name: str) -> str | None:
+    import mimetypes
+
+    guessed = mimetypes.guess_type(name)[0]
+    return {"audio/x-wav": "audio/wav", "audio/mp3": "audio/mpeg"}.get(guessed or "", guessed)
+
+
+Part: TypeAlias = Text | Thinking | ToolCall | ToolResult | Attachment
 
 
 class Message(msgspec.Struct, frozen=True, weakref=True):
@@ -151,6 +262,31 @@ class Message(msgspec.Struct, frozen=True, weakref=True):
     @property
     def tool_results(self) -> tuple[ToolResult, ...]:
         return tuple(p for p in self.parts if type(p) is ToolResult)
+
+    @property
+    def attachments(self) -> tuple[Attachment, ...]:
+        return tuple(p for p in self.parts if type(p) is Attachment)
+
+
+Prompt: TypeAlias = "str | Sequence[str | Attachment]"
+"""What a run is asked: a string, or strings and attachments in order (``agent.run(["Describe:", image])``)."""
+
+
+def user_message(prompt: Prompt) -> Message:
+    """The user message of a run's prompt; ``ConfigInvalid`` for anything but strings and attachments."""
+    if isinstance(prompt, str):
+        return Message.user(prompt)
+    parts: list[Text | Attachment] = []
+    for item in prompt:
+        if isinstance(item, str):
+            parts.append(Text(item))
+        elif isinstance(item, Attachment):
+            parts.append(item)
+        else:
+            raise ConfigInvalid(f"a prompt holds strings and Attachments, not {type(item).__name__}")
+    if not parts:
+        raise ConfigInvalid("the prompt is empty: give a string or at least one part")
+    return Message("user", tuple(parts))
 
 
 def redacted_messages(messages: Sequence[Message], redaction: Redaction) -> list[Message]:

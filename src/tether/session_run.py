@@ -19,7 +19,8 @@ from tether.loop.engine import Run
 from tether.loop.interrupts import Interrupter
 from tether.loop.sinks import EventSink
 from tether.loop.spec import RunSpec
-from tether.messages import Message
+from tether.messages import Message, Prompt
+from tether.providers.attachments import refuse_unreadable
 from tether.usage import Usage
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ class SessionRun:
     def __init__(
         self,
         spec: RunSpec,
-        prompt: str,
+        prompt: Prompt,
         store: SessionStore,
         session_id: str,
         interrupter: Interrupter,
@@ -67,6 +68,7 @@ class SessionRun:
 
         stored = await (self._load() if self._steps is None else self._steps.step("session:load", self._load))
         self._latest, self._loaded = stored, stored.usage
+        refuse_unreadable(stored.messages, self._spec.provider.info, f"the session {self.id!r}")
         outputs = self._store if isinstance(self._store, OutputStore) else None  # else kept for this run only
         self._run = Run(
             self._spec, self._prompt, stored.messages, self._interrupter, self._sinks, self._checkpoint,

@@ -13,7 +13,7 @@ from tests.helpers import assert_valid
 from tests.mcp.conftest import everything, filesystem, py_server
 from tether import Agent
 from tether.errors import InvalidArguments
-from tether.messages import ToolResult
+from tether.messages import Attachment, ToolResult
 from tether.providers.scripted import ScriptedProvider, call, reply
 from tether.tools.mcp import MCPTools
 
@@ -52,15 +52,14 @@ async def test_structured_content_reaches_the_model_as_json(node_modules: Path) 
     assert json.loads(text) == {"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82}
 
 
-async def test_an_image_is_a_short_note_with_its_type_and_size(node_modules: Path) -> None:
+async def test_an_image_is_an_attachment_between_its_texts(node_modules: Path) -> None:
     async with MCPTools([everything(node_modules)]) as mcp:
         image = mcp.get("get-tiny-image")
         assert image is not None
-        text = await image({})
-    image_bytes = tiny_image(node_modules)
-    assert text.splitlines() == [
+        parts = await image({})
+    assert parts == [
         "Here's the image you requested:",
-        f"[image: image/png, {len(image_bytes)} bytes]",
+        Attachment("image/png", tiny_image(node_modules)),
         "The image above is the MCP logo.",
     ]
 

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from mcp.types import (
+    AudioContent,
     BlobResourceContents,
     CallToolResult,
     EmbeddedResource,
@@ -18,6 +19,7 @@ from mcp.types import (
 )
 
 from tether.errors import ConfigInvalid, ToolError
+from tether.messages import Attachment
 from tether.tools.mcp import exposed_names
 from tether.tools.mcp_connection import expand, render_result
 
@@ -70,7 +72,7 @@ def test_names_that_still_collide_or_run_long_get_a_stable_hash_suffix() -> None
 # --- results ------------------------------------------------------------------------------------------------
 
 
-def test_text_blocks_are_joined_and_other_blocks_become_notes() -> None:
+def test_images_audio_and_binary_documents_are_attachments_and_other_blocks_notes() -> None:
     result = CallToolResult(
         content=[
             TextContent(text="Here:"),
@@ -78,16 +80,23 @@ def test_text_blocks_are_joined_and_other_blocks_become_notes() -> None:
             ResourceLink(name="report", uri="file:///r.pdf", mime_type="application/pdf"),
             EmbeddedResource(resource=TextResourceContents(uri="file:///a.txt", text="hello", mime_type="text/plain")),
             EmbeddedResource(resource=BlobResourceContents(uri="file:///b.bin", blob="AAAAAA==")),
+            EmbeddedResource(
+                resource=BlobResourceContents(uri="file:///c.pdf", blob="JVBERg==", mime_type="application/pdf")
+            ),
+            AudioContent(data="not base64!", mime_type="audio/wav"),
         ]
     )
-    assert render_result(result).splitlines() == [
+    assert render_result(result) == [
         "Here:",
-        "[image: image/png, 3 bytes]",
+        Attachment("image/png", b"\x00\x00\x00"),
         "[resource link: report <file:///r.pdf>, application/pdf]",
-        "[resource: file:///a.txt, text/plain]",
-        "hello",
+        "[resource: file:///a.txt, text/plain]\nhello",
         "[resource: file:///b.bin, 4 bytes]",
+        Attachment("application/pdf", b"%PDF"),
+        "[audio: audio/wav, 8 bytes]",
     ]
+    only_text = CallToolResult(content=[TextContent(text="a"), TextContent(text="b")])
+    assert render_result(only_text) == "a\nb"
 
 
 def test_structured_content_comes_first_as_json_unless_a_text_block_restates_it() -> None:

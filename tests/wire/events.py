@@ -25,7 +25,7 @@ from tether.events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from tether.messages import Message, Text, Thinking, ToolCall
+from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import Provider, Request
 from tether.usage import Usage
 
@@ -165,6 +165,8 @@ def parts_of(message: Message) -> list[str]:
             lines.append(f"Thinking({part.text[:40]!r})")
         elif isinstance(part, ToolCall):
             lines.append(f"ToolCall({part.id}, {part.name}, {part.arguments})")
-        else:
+        elif isinstance(part, ToolResult):
             lines.append(f"ToolResult({part.call_id}, {part.content!r}{', error' if part.is_error else ''})")
+        else:
+            lines.append(f"Attachment({part.media_type}, {part.size} bytes)")
     return lines

@@ -60,7 +60,7 @@ from tether.loop.repeats import Verdict, answer_from_results
 from tether.loop.sinks import NO_SINKS, EventSink, Sinks
 from tether.loop.spec import RunSpec
 from tether.loop.state import RunState
-from tether.messages import Message, ToolCall, ToolResult
+from tether.messages import Message, Prompt, ToolCall, ToolResult
 from tether.providers.base import ToolDefinition
 from tether.secrets import mask_exception_in_place
 from tether.telemetry.observer import RunInfo
@@ -125,7 +125,7 @@ class Run:
     def __init__(
         self,
         spec: RunSpec,
-        prompt: str,
+        prompt: Prompt,
         history: Sequence[Message],
         interrupter: Interrupter,
         sinks: Sequence[EventSink] = (),
@@ -163,7 +163,7 @@ class Run:
             spec.tools, interrupter, timeout=spec.limits.tool_timeout, concurrent_tools=spec.concurrent_tools,
             max_concurrency=spec.max_concurrency, permissions=spec.permissions, max_output=spec.max_tool_output,
             masker=spec.masker, observer=self.observer, redaction=spec.redaction, outputs=self.outputs, steps=steps,
-            contexts=self.progress,
+            contexts=self.progress, reads=spec.provider.info.input_kinds,
         )  # fmt: skip
         self.sinks = Sinks(sinks) if sinks else NO_SINKS
         self.calls = Calls(spec, interrupter, self.guard, self.observer, self.sinks, steps)

@@ -66,7 +66,7 @@ from tether.loop.repeats import Repeat, Verdict, repeated_result
 from tether.loop.steps import INTERRUPTED, ToolOutcome, at_most_once
 from tether.messages import ToolCall, ToolResult, cancelled_result
 from tether.secrets import Masker, mask_exception_in_place
-from tether.tools.base import Done, Tool, render_output, utf8_safe
+from tether.tools.base import Done, Tool, render_output, utf8_safe, with_attachments
 from tether.tools.permissions import Permissions
 from tether.tools.registry import ToolRegistry
 from tether.tools.threads import RaisedInThread
@@ -139,7 +139,7 @@ class ToolExecutor:
 
     __slots__ = (
         "_redaction", "concurrent_tools", "contexts", "interrupter", "masker", "max_concurrency", "max_output",
-        "observer", "outputs", "permissions", "registry", "steps", "timeout",
+        "observer", "outputs", "permissions", "reads", "registry", "steps", "timeout",
     )  # fmt: skip
 
     def __init__(
@@ -158,8 +158,11 @@ class ToolExecutor:
         outputs: OutputCache | None = None,
         steps: StepRunner | None = None,
         contexts: Contexts | None = None,
+        reads: frozenset[str] | None = None,
     ) -> None:
         self.registry = registry
+        self.reads = reads
+        """What the model reads of what tools return (``ModelInfo.input_kinds``); ``None``: every kind."""
         self.contexts = contexts
         """Makes the run context a tool that takes one is called with (``loop/progress.py``); ``None``: such a tool
         is handed ``None``."""
@@ -386,6 +389,10 @@ class ToolExecutor:
                         value = await invoke()
             if isinstance(value, Done):
                 raise value
+            if type(value) is not str and (attached := with_attachments(value, self.reads)) is not None:
+                return ToolOutcome(
+                    ToolResult(call.id, call.name, attached[0], attachments=attached[1]), _since(started)
+                )
             text = render_output(value)
         except TimeoutError as exc:
             ran = _since(started)

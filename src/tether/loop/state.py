@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from tether.loop.context import prepare_history
 from tether.loop.executor import ToolBatch
 from tether.loop.repeats import Verdict
-from tether.messages import Message, ToolCall, ToolResult, cancelled_result, open_tool_calls
+from tether.messages import Message, Prompt, ToolCall, ToolResult, cancelled_result, open_tool_calls, user_message
 
 
 class RunState:
@@ -21,14 +21,14 @@ class RunState:
 
     __slots__ = ("batch", "body_start", "first_new", "system_text", "transcript", "turn")
 
-    def __init__(self, system: str | None, history: Sequence[Message], prompt: str) -> None:
+    def __init__(self, system: str | None, history: Sequence[Message], prompt: Prompt) -> None:
         transcript = prepare_history(system, history)
         self.body_start = 1 if transcript and transcript[0].role == "system" else 0
         """Where the conversation starts, after the system prompt."""
         self.system_text = transcript[0].text if self.body_start else None
         self.first_new = len(transcript)
         """Where the run's own messages start (its prompt); a compaction before it moves it."""
-        transcript.append(Message.user(prompt))
+        transcript.append(user_message(prompt))
         self.transcript = transcript
         """Every message of the conversation, the system prompt first: the run appends, compaction inserts."""
         self.turn = 0

@@ -46,8 +46,9 @@ from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
 from tether.keys import missing_key, read_key
 from tether.message_memo import MessageMemo
-from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
+from tether.messages import Attachment, Message, Text, Thinking, ToolCall, ToolResult
 from tether.providers.anthropic_stream import ORIGIN, AnthropicDecoder, anchors_of
+from tether.providers.attachments import MB, base64_of, check_inline, is_text_document
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http.body import ResponseLimits
 from tether.providers.http.client import HttpClient, OverHttp, Secret
@@ -108,6 +109,7 @@ class AnthropicProvider(OverHttp):
             supports_tools=not model.startswith(CANNOT_CALL_TOOLS),
             supports_thinking=not model.startswith(NO_THINKING),
             supports_output_schema=True,
+            input_kinds=frozenset({"text", "image", "document"}),
             context_window=checked_window(context_window, f"'anthropic:{model}'") or context_window_for(ORIGIN, model),
         )
         self._client = HttpClient(
@@ -264,13 +266,47 @@ def user_blocks(message: Message) -> list[dict[str, Any]]:
     for part in message.parts:
         if type(part) is ToolResult:
             result: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.call_id}
-            if part.content:  # the API takes a result without content, not an empty text
+            if part.attachments:  # a result's content may hold image and document blocks
+                text = [{"type": "text", "text": part.content}] if part.content else []
+                result["content"] = text + [attachment_block(a) for a in part.attachments]
+            elif part.content:  # the API takes a result without content, not an empty text
                 result["content"] = part.content
             result["is_error"] = part.is_error
             blocks.append(result)
         elif type(part) is Text and part.text:
             blocks.append({"type": "text", "text": part.text})
+        elif type(part) is Attachment:
+            blocks.append(attachment_block(part))
     return blocks
+
+
+IMAGE_LIMIT = 5 * MB
+"""An image, base64 as sent (Anthropic measures the encoded string)."""
+DOCUMENT_LIMIT = 32 * MB
+"""A request with PDFs."""
+
+
+def attachment_block(attachment: Attachment) -> dict[str, Any]:
+    """An ``image`` or ``document`` block: by ``url``, base64, or (a text document) as ``text``."""
+    if attachment.category == "audio":
+        raise ConfigInvalid(f"Anthropic's Messages API takes no audio ({attachment.media_type})")
+    kind = "image" if attachment.category == "image" else "document"
+    if attachment.url is not None:
+        return {"type": kind, "source": {"type": "url", "url": attachment.url}}
+    if is_text_document(attachment):
+        assert attachment.data is not None
+        text = attachment.data.decode("utf-8", errors="replace")
+        block: dict[str, Any] = {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": text},
+        }
+    else:
+        check_inline(attachment, IMAGE_LIMIT if kind == "image" else DOCUMENT_LIMIT, f"Anthropic (an {kind})")
+        source = {"type": "base64", "media_type": attachment.media_type, "data": base64_of(attachment)}
+        block = {"type": kind, "source": source}
+    if kind == "document" and attachment.name:
+        block["title"] = attachment.name
+    return block
 
 
 def assistant_blocks(message: Message) -> list[dict[str, Any]]:

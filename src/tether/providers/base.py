@@ -127,6 +127,9 @@ class ModelInfo(msgspec.Struct, frozen=True, gc=False):
     supports_thinking: bool = False
     supports_json_schema: bool = False
     """Can generate under a JSON Schema (``Request.json_schema``): grammar-constrained decoding."""
+    input_kinds: frozenset[str] = frozenset({"text"})
+    """What the model reads besides text (``image``, ``document``, ``audio``: ``messages.Attachment``); a part of
+    another kind is refused before anything is sent."""
     supports_output_schema: bool = False
     """Honours ``Request.output``'s schema (the API's structured output): a typed output's ``native`` mode is
     its default when the model cannot call tools."""

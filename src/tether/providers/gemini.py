@@ -41,7 +41,8 @@ from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
 from tether.keys import missing_key, read_key
 from tether.message_memo import MessageMemo
-from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
+from tether.messages import Attachment, Message, Part, Text, Thinking, ToolCall, ToolResult
+from tether.providers.attachments import ALL_KINDS, MB, base64_of, check_inline, document_text, is_text_document
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.gemini_schema import to_gemini_schema
 from tether.providers.gemini_stream import PROVIDER, GeminiDecoder, kept_parts_of, parse_usage
@@ -105,6 +106,7 @@ class GeminiProvider(OverHttp):
             supports_tools=not name.startswith(NO_TOOLS_PREFIXES),
             supports_thinking=_thinks(name),
             supports_output_schema=True,
+            input_kinds=ALL_KINDS,
             context_window=checked_window(context_window, f"'gemini:{model}'") or context_window_for(PROVIDER, name),
         )
         self._path = "/" + (name if name.startswith("tunedModels/") else f"models/{name}")
@@ -266,6 +268,9 @@ def encode_contents(messages: Iterable[Message]) -> list[dict[str, Any]]:
             parts = model_parts(message)
         else:
             parts = [part for item in message.parts if (part := encode_part(item, role)) is not None]
+            parts += [
+                encode_attachment(a) for item in message.parts if type(item) is ToolResult for a in item.attachments
+            ]
         if not parts:
             continue
         if contents and contents[-1]["role"] == role:
@@ -301,9 +306,11 @@ def _kept_json(message: Message, position: int = 0) -> _Kept:
     return role, plain, opening + plain + b"]}", True, (signed, opening + signed + b"]}")
 
 
-def encode_part(part: Text | Thinking | ToolCall | ToolResult, role: str = "model") -> dict[str, Any] | None:
+def encode_part(part: Part, role: str = "model") -> dict[str, Any] | None:
     """One tether part as a Gemini part, or ``None`` when it is not sent: foreign thinking, and the model's
     empty text (a user's empty prompt is sent: it may be all there is)."""
+    if isinstance(part, Attachment):
+        return encode_attachment(part)
     if isinstance(part, ToolResult):
         return {"functionResponse": {"id": part.call_id, "name": part.name, "response": result_envelope(part)}}
     if isinstance(part, ToolCall):
@@ -317,6 +324,20 @@ def encode_part(part: Text | Thinking | ToolCall | ToolResult, role: str = "mode
     if not part.text and signature is None and role == "model":
         return None
     return _signed({"text": part.text}, signature)
+
+
+INLINE_LIMIT = 20 * MB
+"""Inline data in one request (Gemini's documented limit; larger files go through its Files API)."""
+
+
+def encode_attachment(attachment: Attachment) -> dict[str, Any]:
+    """An attachment as ``inlineData`` (base64), ``fileData`` (by URI), or a text document's text."""
+    if is_text_document(attachment):
+        return {"text": document_text(attachment)}
+    if attachment.url is not None:
+        return {"fileData": {"mimeType": attachment.media_type, "fileUri": attachment.url}}
+    check_inline(attachment, INLINE_LIMIT, "Gemini's inline data")
+    return {"inlineData": {"mimeType": attachment.media_type, "data": base64_of(attachment)}}
 
 
 def model_parts(message: Message) -> list[dict[str, Any]]:

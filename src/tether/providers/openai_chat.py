@@ -21,7 +21,17 @@ from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
 from tether.keys import missing_key, read_key
 from tether.message_memo import MessageMemo
-from tether.messages import Message, ToolCall, ToolResult
+from tether.messages import Attachment, Message, Part, Text, Thinking, ToolCall, ToolResult
+from tether.providers.attachments import (
+    ALL_KINDS,
+    MB,
+    base64_of,
+    check_inline,
+    data_url,
+    document_text,
+    is_text_document,
+    refuse_url,
+)
 from tether.providers.base import ForceTool, ModelInfo, OutputFormat, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http.body import ResponseLimits
 from tether.providers.http.client import HttpClient, OverHttp, Secret
@@ -81,6 +91,7 @@ class OpenAIChatProvider(OverHttp):
             supports_tools=profile.supports_tools and model not in CANNOT_CALL_TOOLS,
             supports_json_schema=profile.json_schema,
             supports_output_schema=profile.json_schema,
+            input_kinds=ALL_KINDS if profile.name == "openai" else frozenset({"text", "image"}),
             tool_choices=honoured_choices(profile),
             context_window=checked_window(context_window, f"'{profile.name}:{model}'")
             or context_window_for(profile.name, model),
@@ -212,10 +223,18 @@ def encode_message(message: Message, origin: str = "") -> list[dict[str, Any]]:
     """One tether message as Chat Completions messages (a tool message becomes one per result). ``origin`` is
     the profile name of the server it goes to: a tool call's ``extra_content`` goes back to that server only."""
     if message.role == "tool":
-        return [
+        items: list[dict[str, Any]] = [
             {"role": "tool", "tool_call_id": part.call_id, "content": part.content}
             for part in message.parts
             if type(part) is ToolResult
+        ]
+        attached = [part for part in message.parts if type(part) is ToolResult and part.attachments]
+        if attached:  # a tool message holds text only: the attachments follow the results, in a user message
+            items.append({"role": "user", "content": _attached_content(attached)})
+        return items
+    if message.role == "user" and any(type(part) is Attachment for part in message.parts):
+        return [
+            {"role": "user", "content": [_content_part(part) for part in message.parts if type(part) is not Thinking]}
         ]
     text = message.plain_text
     if message.role != "assistant":
@@ -226,6 +245,44 @@ def encode_message(message: Message, origin: str = "") -> list[dict[str, Any]]:
         late = _own(message.provider_data, origin).get(CALL_EXTRA)
         encoded["tool_calls"] = [_call(c, origin, late if isinstance(late, dict) else {}) for c in calls]
     return [encoded]
+
+
+IMAGE_LIMIT = 20 * MB
+"""An image in a Chat Completions request (OpenAI's documented limit per image)."""
+FILE_LIMIT = 32 * MB
+"""A file (a PDF) in a Chat Completions request."""
+AUDIO_FORMATS = {"audio/wav": "wav", "audio/mpeg": "mp3"}
+"""The audio ``input_audio`` takes: WAV and MP3."""
+
+
+def _content_part(part: Part) -> dict[str, Any]:
+    """A user message's part as a Chat Completions content part: text, ``image_url`` (a URL or a data URL),
+    ``file`` (a PDF, inline), ``input_audio`` (WAV or MP3, inline); a text document as its text."""
+    if type(part) is Text:
+        return {"type": "text", "text": part.text}
+    assert isinstance(part, Attachment), f"a user message holds text and attachments, not {part!r}"
+    if is_text_document(part):
+        return {"type": "text", "text": document_text(part)}
+    if part.category == "image":
+        check_inline(part, IMAGE_LIMIT, "Chat Completions (an image)")
+        return {"type": "image_url", "image_url": {"url": data_url(part)}}
+    refuse_url(part, "Chat Completions")
+    if part.category == "document":
+        check_inline(part, FILE_LIMIT, "Chat Completions (a file)")
+        return {"type": "file", "file": {"filename": part.name or "document.pdf", "file_data": data_url(part)}}
+    audio = AUDIO_FORMATS.get(part.media_type)
+    if audio is None:
+        raise ConfigInvalid(f"Chat Completions takes WAV or MP3 audio, not {part.media_type}")
+    return {"type": "input_audio", "input_audio": {"data": base64_of(part), "format": audio}}
+
+
+def _attached_content(results: list[ToolResult]) -> list[dict[str, Any]]:
+    """What tools returned besides their text, as one user message's content, each group named by its call."""
+    content: list[dict[str, Any]] = []
+    for result in results:
+        content.append({"type": "text", "text": f"Attached to the result of {result.name} ({result.call_id}):"})
+        content += [_content_part(attachment) for attachment in result.attachments]
+    return content
 
 
 def _own(provider_data: dict[str, Any] | None, origin: str) -> dict[str, Any]:

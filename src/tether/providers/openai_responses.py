@@ -41,7 +41,8 @@ from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
 from tether.keys import missing_key, read_key
 from tether.message_memo import MessageMemo
-from tether.messages import Message, Part, Text, Thinking, ToolCall, ToolResult
+from tether.messages import Attachment, Message, Part, Text, Thinking, ToolCall, ToolResult
+from tether.providers.attachments import MB, check_inline, data_url, document_text, is_text_document
 from tether.providers.base import ForceTool, ModelInfo, OutputFormat, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http.body import ResponseLimits
 from tether.providers.http.client import HttpClient, OverHttp, Secret
@@ -124,6 +125,7 @@ class OpenAIResponsesProvider(OverHttp):
             supports_tools=model not in CANNOT_CALL_TOOLS,
             supports_thinking=self.reasoning,
             supports_output_schema=True,
+            input_kinds=frozenset({"text", "image", "document"}),
             context_window=checked_window(context_window, f"'{ORIGIN}:{model}'") or context_window_for(ORIGIN, model),
         )
         self._client = HttpClient(
@@ -205,13 +207,47 @@ def encode_input(messages: Iterable[Message]) -> list[dict[str, Any]]:
             items += encode_assistant(message.parts)
         elif message.role == "tool":
             items += (
-                {"type": "function_call_output", "call_id": part.call_id, "output": part.content}
+                {"type": "function_call_output", "call_id": part.call_id, "output": _output(part)}
                 for part in message.parts
                 if type(part) is ToolResult
             )
+        elif message.role == "user" and any(type(part) is Attachment for part in message.parts):
+            content = [_input_part(part) for part in message.parts if type(part) is not Thinking]
+            items.append({"role": "user", "content": content})
         else:
             items.append({"role": message.role, "content": message.plain_text})
     return items
+
+
+def _output(result: ToolResult) -> str | list[dict[str, Any]]:
+    """A call's ``output``: its text, or, with attachments, a list of input content (text, images, files)."""
+    if not result.attachments:
+        return result.content
+    return [{"type": "input_text", "text": result.content}, *(_input_part(a) for a in result.attachments)]
+
+
+IMAGE_LIMIT = 20 * MB
+FILE_LIMIT = 32 * MB
+"""An image and a file (a PDF) in a Responses request, as OpenAI documents them."""
+
+
+def _input_part(part: Part) -> dict[str, Any]:
+    """A user message's part as Responses content: ``input_text``, ``input_image`` (a URL or a data URL),
+    ``input_file`` (a PDF, by ``file_url`` or inline ``file_data``); a text document as its text."""
+    if type(part) is Text:
+        return {"type": "input_text", "text": part.text}
+    assert isinstance(part, Attachment), f"a user message holds text and attachments, not {part!r}"
+    if is_text_document(part):
+        return {"type": "input_text", "text": document_text(part)}
+    if part.category == "image":
+        check_inline(part, IMAGE_LIMIT, "Responses (an image)")
+        return {"type": "input_image", "image_url": data_url(part)}
+    if part.category == "document":
+        if part.url is not None:
+            return {"type": "input_file", "file_url": part.url}
+        check_inline(part, FILE_LIMIT, "Responses (a file)")
+        return {"type": "input_file", "filename": part.name or "document.pdf", "file_data": data_url(part)}
+    raise ConfigInvalid(f"Responses takes no audio input ({part.media_type})")
 
 
 _MEMO: MessageMemo[bytes] = MessageMemo()

@@ -42,7 +42,8 @@ from tether.events import (
     ToolCallEnd,
     ToolCallStart,
 )
-from tether.messages import Text, Thinking, ToolCall, ToolResult
+from tether.media import attachment_tokens
+from tether.messages import Attachment, Part, ToolCall, ToolResult
 from tether.providers.base import ModelInfo, Request
 from tether.usage import Usage
 
@@ -182,6 +183,7 @@ class ScriptedProvider:
         supports_tools: bool = True,
         supports_json_schema: bool = False,
         supports_output_schema: bool = False,
+        input_kinds: Iterable[str] = ("text", "image", "document", "audio"),
         repeat_last: bool = False,
         context_window: int | None = None,
     ) -> None:
@@ -194,6 +196,7 @@ class ScriptedProvider:
             supports_tools=supports_tools,
             supports_json_schema=supports_json_schema,
             supports_output_schema=supports_output_schema,
+            input_kinds=frozenset(input_kinds),
             context_window=context_window,
         )
         self.requests: list[Request] = []
@@ -328,7 +331,9 @@ def _estimate(request: Request, step: Step) -> Usage:
     return Usage(input_tokens=input_tokens(request), output_tokens=(received + 3) // 4)
 
 
-def _chars(part: Text | Thinking | ToolCall | ToolResult) -> int:
+def _chars(part: Part) -> int:
+    if isinstance(part, Attachment):
+        return 4 * attachment_tokens(part)
     if isinstance(part, ToolCall):
         return len(part.name) + len(part.raw_arguments or "")
     if isinstance(part, ToolResult):

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
+from tether.messages import Attachment, Message, Part, Text, Thinking, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from tether.providers.base import ToolDefinition
@@ -60,8 +60,12 @@ def _message(message: Message, redaction: Redaction) -> dict[str, Any]:
     return {"role": message.role, "parts": [_part(part, redaction) for part in message.parts]}
 
 
-def _part(part: Text | Thinking | ToolCall | ToolResult, redaction: Redaction) -> dict[str, Any]:
+def _part(part: Part, redaction: Redaction) -> dict[str, Any]:
     kind = type(part)
+    if kind is Attachment:  # a reference, never the bytes
+        assert isinstance(part, Attachment)
+        where: dict[str, Any] = {"type": "uri", "uri": part.url} if part.url is not None else {"type": "blob"}
+        return {**where, "mime_type": part.media_type, "modality": part.category, "size": part.size}
     if kind is Text or kind is Thinking:
         assert isinstance(part, Text | Thinking)
         return {"type": "text" if kind is Text else "reasoning", "content": redaction.text(part.text)}

@@ -24,7 +24,7 @@ from typing import Any, TypedDict, TypeVar, Unpack, overload
 import msgspec
 
 from tether.errors import ConfigInvalid, ToolError
-from tether.messages import JsonObject, ToolResult
+from tether.messages import Attachment, JsonObject, ToolResult
 from tether.run_context import Done, RunContext
 from tether.tools.docstrings import parse_docstring
 from tether.tools.schema import ArgumentValidator, JsonSchemaValidator, SignatureValidator
@@ -247,6 +247,26 @@ def render_output(value: Any) -> str:
             f"The tool returned a value of type {_type_name(value)} that cannot be shown as text "
             f"(as JSON: {_reason(failure)}; as repr: {_reason(error)}). Return a string or plain JSON data."
         ) from None
+
+
+def with_attachments(value: Any, reads: frozenset[str] | None = None) -> tuple[str, tuple[Attachment, ...]] | None:
+    """A tool's return value that holds attachments (an :class:`~tether.messages.Attachment`, or a list or tuple of
+    them and other values) as the text the model reads (the other values, rendered, a line each) and the
+    attachments; ``None`` when it holds none. An attachment whose kind the model does not read (``reads``: its
+    ``ModelInfo.input_kinds``) becomes a line of text saying so, never a silent drop."""
+    items = [value] if type(value) is Attachment else list(value) if isinstance(value, list | tuple) else None
+    if items is None or not any(type(item) is Attachment for item in items):
+        return None
+    lines: list[str] = []
+    attachments: list[Attachment] = []
+    for item in items:
+        if type(item) is not Attachment:
+            lines.append(render_output(item))
+        elif reads is None or item.category in reads:
+            attachments.append(item)
+        else:
+            lines.append(f"[{item!r}: not shown, the model cannot read {item.category}s]")
+    return "\n".join(lines) or f"({len(attachments)} attached)", tuple(attachments)
 
 
 def utf8_safe(text: str) -> str:

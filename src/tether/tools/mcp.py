@@ -15,9 +15,10 @@ The contract, before the code:
   server's ``tool_timeout`` (300 s unless set), which overrides ``Limits.tool_timeout``: a slow server is
   given the time its configuration grants, and a call past it is cancelled on the server
   (``notifications/cancelled``) and answered ``tool_timeout``.
-* **Results.** The content blocks in order: text as it is, images and audio as notes like
-  ``[image: image/png, 1234 bytes]``, resource links as ``[resource link: name <uri>]``, embedded resources
-  as a ``[resource: uri]`` line (followed by their text, for text resources). Structured content comes
+* **Results.** The content blocks in order: text as it is, images and audio as attachments the model sees
+  (``messages.Attachment``; a model that cannot read their kind is told so in a line of text), resource links
+  as ``[resource link: name <uri>]``, embedded resources as a ``[resource: uri]`` line (followed by their text,
+  for text resources; an image, audio or PDF blob is attached). Structured content comes
   first, as JSON, unless a text block already restates it (servers are asked to send both; a one-key
   wrapper such as the Python SDK's ``{"result": x}`` counts as restated by a text block holding x).
   ``isError: true`` raises ``ToolError`` with that text: the model gets a ``tool_failed`` result. A
@@ -64,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether._logging import get_logger
 from tether.errors import ConfigInvalid
+from tether.messages import Attachment
 from tether.tools.base import Tool
 from tether.tools.mcp_spec import MCPServerConfig, duplicate_ids
 
@@ -209,7 +211,7 @@ def _description(remote: RemoteTool) -> str:
 def _make_tool(connection: Connection, remote: RemoteTool, name: str) -> Tool:
     remote_name = remote.name
 
-    async def call(arguments: dict[str, Any]) -> str:
+    async def call(arguments: dict[str, Any]) -> str | list[str | Attachment]:
         return await connection.call(remote_name, arguments)
 
     return Tool.from_schema(

@@ -13,6 +13,8 @@ Calls may come from any task: the SDK multiplexes requests over the one connecti
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import json
 import os
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether._logging import get_logger
 from tether.errors import ConfigInvalid, TetherError, TimeoutExceeded, ToolError, ToolTimeout, TransportError
+from tether.messages import Attachment
 from tether.telemetry.spans import child_span, tracing
 
 if TYPE_CHECKING:
@@ -197,8 +200,9 @@ class Connection:
 
     # --- calls ----------------------------------------------------------------------------------------------
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> str:
-        """Call tool ``name``; its result as the text the model reads. Failures raise ``ToolError``s."""
+    async def call(self, name: str, arguments: dict[str, Any]) -> str | list[str | Attachment]:
+        """Call tool ``name``; its result as the text the model reads, with its attachments when it has any.
+        Failures raise ``ToolError``s."""
         server = self.config.id
         if self._needs_restart():
             await self._restart()
@@ -366,22 +370,44 @@ def expand(value: str, where: str) -> str:
 # --- results ------------------------------------------------------------------------------------------------
 
 
-def render_result(result: CallToolResult) -> str:
-    """A ``tools/call`` result as the text the model reads; ``isError`` raises ``ToolError`` with that text.
+def render_result(result: CallToolResult) -> str | list[str | Attachment]:
+    """A ``tools/call`` result as the text the model reads, and its attachments; ``isError`` raises ``ToolError``
+    with its text.
 
-    The content blocks in order: text as it is, images, audio and resources as short notes. Structured
-    content comes first as JSON, unless a text block already restates it (servers are asked to send both).
+    The content blocks in order: text as it is, images and audio (and image, audio or PDF blobs of embedded
+    resources) as attachments, other resources as short notes. Structured content comes first as JSON, unless a
+    text block already restates it (servers are asked to send both). Without attachments, the text alone.
     """
     structured = result.structured_content
-    parts = [block.text if block.type == "text" else _note(block) for block in result.content]
+    parts: list[str | Attachment] = [block.text if block.type == "text" else _part(block) for block in result.content]
     if structured is not None and not any(
         block.type == "text" and _repeats(block.text, structured) for block in result.content
     ):
         parts.insert(0, json.dumps(structured, ensure_ascii=False))
-    text = "\n".join(parts)
+    texts = [part for part in parts if isinstance(part, str)]
     if result.is_error:
-        raise ToolError(text or "The tool reported an error without a message.")
-    return text or "(no output)"
+        raise ToolError("\n".join(texts) or "The tool reported an error without a message.")
+    if len(texts) < len(parts):
+        return parts
+    return "\n".join(texts) or "(no output)"
+
+
+def _part(block: ContentBlock) -> str | Attachment:
+    """An image, audio or binary resource block as an attachment, when its data and media type make one; else
+    its note (:func:`_note`)."""
+    from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent
+
+    data, media_type = None, None
+    if isinstance(block, ImageContent | AudioContent):
+        data, media_type = block.data, block.mime_type
+    elif isinstance(block, EmbeddedResource) and isinstance(block.resource, BlobResourceContents):
+        data, media_type = block.resource.blob, block.resource.mime_type
+    if data is None or media_type is None:
+        return _note(block)
+    try:
+        return Attachment.from_bytes(base64.b64decode(data, validate=True), media_type)
+    except (binascii.Error, ValueError, ConfigInvalid):  # not base64, or a kind no model reads: its note
+        return _note(block)
 
 
 def _repeats(text: str, structured: Any) -> bool:

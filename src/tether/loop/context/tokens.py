@@ -18,7 +18,8 @@ import json
 from collections.abc import Sequence
 from operator import is_
 
-from tether.messages import Message, Text, Thinking, ToolCall, ToolResult
+from tether.media import attachment_tokens
+from tether.messages import Attachment, Message, Part, Text, Thinking, ToolCall, ToolResult
 from tether.providers.base import ToolDefinition
 from tether.usage import Usage
 
@@ -30,10 +31,13 @@ MIN_RATIO, MAX_RATIO = 0.5, 4.0
 """Bounds of the calibration factor: one odd report cannot make the gauge wildly wrong."""
 
 
-def part_chars(part: Text | Thinking | ToolCall | ToolResult) -> int:
-    """Characters a part puts in a request (a signature or encrypted reasoning rides along, so it counts)."""
+def part_chars(part: Part) -> int:
+    """Characters a part puts in a request (a signature or encrypted reasoning rides along, so it counts; an
+    attachment counts as the characters of the tokens it stands for, ``media.py``)."""
     if type(part) is Text:
         return len(part.text) + MESSAGE_OVERHEAD
+    if type(part) is Attachment:
+        return int(attachment_tokens(part) * CHARS_PER_TOKEN) + MESSAGE_OVERHEAD
     if type(part) is ToolResult:
         return len(part.content) + len(part.name) + MESSAGE_OVERHEAD
     if type(part) is ToolCall:
