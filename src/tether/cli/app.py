@@ -180,6 +180,17 @@ def _schema_option(context: click.Context, parameter: click.Parameter, value: st
         raise click.BadParameter(str(error), context, parameter) from None
 
 
+def _attachments_option(context: click.Context, parameter: click.Parameter, value: tuple[str, ...]) -> object:
+    """``-a``'s files, read (a usage error when one cannot be read or is of no kind a model takes)."""
+    from tether.errors import ConfigInvalid
+    from tether.messages import Attachment
+
+    try:
+        return tuple(Attachment.from_path(Path(path).expanduser()) for path in value)
+    except ConfigInvalid as error:
+        raise click.BadParameter(error.message, context, parameter) from None
+
+
 def _check_session_options(session: str | None, continue_last: bool) -> None:
     if session is not None and continue_last:
         raise click.UsageError("--session and --continue cannot be used together")
@@ -214,6 +225,15 @@ def _read_prompt(prompt: str | None) -> str:
 @click.option("--max-turns", type=click.IntRange(min=1), metavar="N", help="Stop after N model turns.")
 @click.option("--trace", is_flag=True, help="After the answer, print its model and tool calls as a tree on stderr.")
 @click.option(
+    "--attach",
+    "-a",
+    "attachments",
+    multiple=True,
+    metavar="PATH",
+    callback=_attachments_option,
+    help="Attach a file to the prompt: an image, a PDF, audio or a text file (repeatable).",
+)
+@click.option(
     "--schema",
     metavar="FILE|JSON|MODULE:NAME",
     callback=_schema_option,
@@ -233,6 +253,7 @@ def run(
     mode: str | None,
     max_turns: int | None,
     trace: bool,
+    attachments: tuple[Any, ...],
     schema: object,
     system: str | None,
     no_agents_md: bool,
@@ -277,6 +298,7 @@ def run(
         system=system,
         no_agents_md=no_agents_md,
         schema=schema,
+        attachments=attachments,
     )
     configure_logging(verbose)
     sys.exit(run_main(options))

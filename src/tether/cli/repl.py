@@ -12,7 +12,9 @@ prompt simply goes on from it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Collection
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -22,7 +24,7 @@ from tether.cli.table import aligned
 from tether.cli.transcript import summary_table, summary_text
 from tether.errors import TetherError
 from tether.events import RunCompleted, RunResult
-from tether.messages import compaction_of
+from tether.messages import Attachment, compaction_of
 from tether.sessions import SessionNotFound, new_session_id
 from tether.usage import Cost, Usage
 
@@ -47,6 +49,7 @@ and press Enter. Up and Down go through earlier inputs.
   /sessions         the saved sessions, most recent first
   /resume ID        continue session ID
   /new              start a new session
+  /attach PATH      attach a file (an image, a PDF, audio, a text file) to the next message
   /usage            tokens and cost so far
   /trace            the last answer's provider calls and tool calls, as a tree with their times
   /exit             leave (or Ctrl-D)
@@ -87,8 +90,11 @@ class Chat:
         self._last_agent: Agent | None = None
         """The agent that ran ``last`` (``/model`` may have changed it since)."""
         self._stream: RunStream | None = None
+        self.attached: list[Attachment] = []
+        """Files attached to the next message (``/attach``)."""
         self._commands: dict[str, Callable[[str], Awaitable[bool]]] = {
             "help": self._help,
+            "attach": self._attach,
             "model": self._model,
             "tools": self._tools,
             "mode": self._mode,
@@ -139,7 +145,8 @@ class Chat:
         result: RunResult | None = None
         agent = self.agent
         self.renderer.redaction = agent.redaction  # the agent may have changed (/model)
-        self._stream = agent.stream(prompt, session=self.session_id)
+        attached, self.attached = self.attached, []
+        self._stream = agent.stream([prompt, *attached] if attached else prompt, session=self.session_id)
         try:
             async for event in self._stream:
                 self.renderer(event)
@@ -169,6 +176,22 @@ class Chat:
         return f"tether chat · {self.model} · {self.mode} · session {self.session_id} · /help, Ctrl-D to leave"
 
     # --- commands -----------------------------------------------------------------------------------------
+
+    async def _attach(self, argument: str) -> bool:
+        if not argument:
+            shown = ", ".join(repr(a) for a in self.attached) or "nothing"
+            self.say(f"attached to the next message: {shown}")
+            return True
+        from tether.errors import ConfigInvalid
+
+        try:
+            attachment = await asyncio.to_thread(_attachment, argument)
+        except ConfigInvalid as error:
+            self.say(f"error: {error.message}", "red")
+            return True
+        self.attached.append(attachment)
+        self.say(f"attached {argument} ({attachment.media_type}, {attachment.size:,} bytes) to the next message")
+        return True
 
     async def _help(self, argument: str) -> bool:
         self.renderer.end_lines()
@@ -288,3 +311,8 @@ class Chat:
 
     async def _exit(self, argument: str) -> bool:
         return False
+
+
+def _attachment(path: str) -> Attachment:
+    """``/attach``'s file, read (on a worker thread: a file may be large)."""
+    return Attachment.from_path(Path(path).expanduser())

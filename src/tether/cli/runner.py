@@ -44,7 +44,7 @@ from tether.cli.terminal import Interrupts, terminal_approver
 from tether.cli.trace import print_trace
 from tether.errors import ConfigInvalid, SessionInvalid, TetherError
 from tether.events import RunCompleted, RunResult
-from tether.messages import messages_to_jsonable, redacted_messages
+from tether.messages import Attachment, Prompt, messages_to_jsonable, redacted_messages
 from tether.redaction import Redaction, default_redaction
 
 
@@ -74,6 +74,8 @@ class RunOptions:
     """``--no-agents-md``: ``agent.agents_md = false``."""
     schema: Any = None
     """``--schema``: the run's output type (``cli/schemas.py``); ``None``: the answer's text."""
+    attachments: tuple[Attachment, ...] = ()
+    """``-a``: files attached to the prompt."""
 
     def flags(self) -> dict[str, object]:
         """The configuration keys the flags set (``None``: not given)."""
@@ -148,7 +150,12 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
         err.print(Text(f"error: {error.message}", style="red"))
         return exits.CONFIG
     renderer.redaction = agent.redaction
-    stream = agent.stream(options.prompt, session=session_id, output_type=options.schema)
+    prompt: Prompt = [options.prompt, *options.attachments] if options.attachments else options.prompt
+    try:
+        stream = agent.stream(prompt, session=session_id, output_type=options.schema)
+    except ConfigInvalid as error:  # an attachment the model cannot read
+        err.print(Text(f"error: {error.message}", style="red"))
+        return exits.CONFIG
     task = asyncio.current_task()
     assert task is not None
 
