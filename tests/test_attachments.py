@@ -3,6 +3,7 @@ to a model that cannot read them, costed for compaction, shown to telemetry by r
 
 from __future__ import annotations
 
+import asyncio
 import json
 import struct
 from pathlib import Path
@@ -145,3 +146,34 @@ def test_an_image_costs_tokens_by_its_size_and_a_document_by_its_bytes() -> None
 def test_telemetry_records_a_reference_never_the_bytes() -> None:
     shown = json.loads(input_messages([user_message(["Look", IMAGE])], default_redaction()))
     assert shown[0]["parts"][1] == {"type": "blob", "mime_type": "image/png", "modality": "image", "size": 44}
+
+
+async def test_a_20_mb_image_in_a_10_turn_session_is_stored_once(tmp_path: Path) -> None:
+    """SQLite writes each message once, when a save first holds it: the image's message is not written again by
+    the nine saves after it."""
+    import base64
+    import random
+
+    from tether.sessions import SQLiteSessionStore
+
+    image = Attachment.from_bytes(png(4000, 3000) + random.Random(7).randbytes(20 * 1024 * 1024))
+    store = SQLiteSessionStore(tmp_path / "sessions.db")
+    model = ScriptedProvider([reply(f"turn {n}") for n in range(10)])
+    agent = Agent(model, store=store)
+    await agent.run(["Remember this image.", image], session="s")
+    for n in range(1, 10):
+        await agent.run(f"Turn {n}: still there?", session="s")
+    store.close()
+    stored = await asyncio.to_thread(_files_of, tmp_path)
+    encoded = base64.b64encode(image.data or b"")
+    markers = [encoded[at : at + 48] for at in range(0, len(encoded), len(encoded) // 10)]  # short: within a page
+    counts = [stored.count(marker) for marker in markers]
+    assert max(counts) == 1, counts
+    assert sum(counts) >= len(markers) - 2, "a marker may straddle a page of the database, not most of them"
+    assert len(stored) < 1.2 * len(encoded)
+    assert (await SQLiteSessionStore(tmp_path / "sessions.db").load("s")).messages[0].attachments == (image,)
+
+
+def _files_of(folder: Path) -> bytes:
+    """Everything the store wrote in ``folder``, joined."""
+    return b"".join(path.read_bytes() for path in sorted(folder.iterdir()))
