@@ -165,7 +165,7 @@ def test_with_a_provider_key_and_no_model_the_agent_runs_on_that_provider(
     assert setup.choice.notice is not None
     agent = setup.agent()
     assert agent.provider.info.model_string == "anthropic:claude-haiku-4-5"
-    assert sorted(agent.tools.names) == ["bash", "edit", "read", "write"]
+    assert sorted(agent.tools.names) == ["bash", "calculate", "edit", "read", "write"]
 
 
 def test_no_model_and_no_local_model_is_a_configuration_problem(

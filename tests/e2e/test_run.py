@@ -16,7 +16,7 @@ from tests.e2e.test_chat import load_sessions
 from tether.messages import transcript_problems
 
 JSON_KEYS = {"text", "stop_reason", "degraded", "detail", "error", "usage", "cost", "turns", "session_id", "model",
-             "exit_code", "duration_ms", "turn_records", "messages"}  # fmt: skip
+             "exit_code", "duration_ms", "turn_records", "messages", "output"}  # fmt: skip
 
 
 def test_json_prints_the_whole_result_on_stdout_and_nothing_else(project: Project) -> None:
@@ -122,7 +122,7 @@ def test_read_only_mode_does_not_offer_write_tools(project: Project) -> None:
         completed = project.run("run", "Hi", "--mode", "read-only")
 
     assert completed.returncode == 0, completed.stderr
-    assert [tool["function"]["name"] for tool in server.requests[0]["tools"]] == ["read"]
+    assert [tool["function"]["name"] for tool in server.requests[0]["tools"]] == ["read", "calculate"]
 
 
 def test_a_session_is_continued_by_id_and_by_continue(project: Project) -> None:
