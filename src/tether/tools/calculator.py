@@ -5,7 +5,7 @@ evaluated: nothing is executed, no name is looked up. Integers stay exact; ``/``
 is whole is an integer; otherwise a decimal). Powers and results are bounded, so a call cannot take the
 process's time or memory. The argument's schema allows only the characters of arithmetic (:data:`PATTERN`), so
 a model that generates under a grammar (the embedded one) cannot wander off into prose inside the string; the
-rest is read kindly: ``×``, ``÷`` and ``^`` are ``*``, ``/`` and ``**``, and ``,`` between digits groups thousands.
+rest is read kindly: ``×``, ``÷`` and ``^`` are ``*``, ``/`` and ``**``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import math
 import operator
-import re
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Annotated
@@ -23,8 +22,9 @@ from pydantic import Field
 from tether.errors import ToolError
 from tether.tools.base import Tool
 
-PATTERN = r"^[0-9 .,+*/%^()×÷−eE-]+$"
-"""What an expression may hold: digits, a decimal point, exponents (``1e6``), operators, parentheses, spaces."""
+PATTERN = r"^[0-9 .+*/%^()×÷−eE-]+$"
+"""What an expression may hold: digits, a decimal point, exponents (``1e6``), operators, parentheses, spaces (no
+comma: a grammar-bound model would use one to wander)."""
 MAX_EXPRESSION = 500
 """Characters of an expression."""
 MAX_DIGITS = 1_000
@@ -39,7 +39,6 @@ _BINARY: dict[type[ast.operator], Callable[[Fraction, Fraction], Fraction]] = {
     ast.FloorDiv: lambda a, b: Fraction(a // b),
     ast.Mod: operator.mod,
 }
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
 
 
 def calculate(expression: Annotated[str, Field(pattern=PATTERN, max_length=MAX_EXPRESSION)]) -> str:
@@ -66,8 +65,7 @@ def calculator_tool() -> Tool:
 
 
 def _normalized(expression: str) -> str:
-    text = expression.replace("×", "*").replace("÷", "/").replace("^", "**").replace("−", "-")
-    return _THOUSANDS.sub("", text).strip()
+    return expression.replace("×", "*").replace("÷", "/").replace("^", "**").replace("−", "-").strip()
 
 
 def _value(node: ast.expr) -> Fraction:
