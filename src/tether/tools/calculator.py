@@ -22,9 +22,12 @@ from pydantic import Field
 from tether.errors import ToolError
 from tether.tools.base import Tool
 
-PATTERN = r"^[0-9 .+*/%^()×÷−eE-]+$"
-"""What an expression may hold: digits, a decimal point, exponents (``1e6``), operators, parentheses, spaces (no
-comma: a grammar-bound model would use one to wander)."""
+_NUMBER = r"-?[0-9]+(\.[0-9]+)?([eE]-?[0-9]+)?"
+_OPERAND = rf" *\(* *{_NUMBER} *\)*"
+PATTERN = rf"^{_OPERAND}( *(\*\*|//|[-+*/%^×÷]){_OPERAND})* *$"
+"""What an expression may look like: numbers (``12``, ``-3.5``, ``1e6``) between operators, with parentheses and
+spaces. A grammar-bound model (the embedded one) writes under it, so it cannot start with an operator or wander into
+prose inside the string; the parentheses' balance is checked when the expression is read."""
 MAX_EXPRESSION = 500
 """Characters of an expression."""
 MAX_DIGITS = 1_000
