@@ -24,7 +24,7 @@ from tether.tools.base import Tool
 
 _NUMBER = r"-?[0-9]+(\.[0-9]+)?([eE]-?[0-9]+)?"
 _OPERAND = rf" *\(* *{_NUMBER} *\)*"
-PATTERN = rf"^{_OPERAND}( *(\*\*|//|[-+*/%^×÷]){_OPERAND})* *$"
+PATTERN = rf"^{_OPERAND}( *(\*\*|//|[-+*/%^]){_OPERAND})* *$"
 """What an expression may look like: numbers (``12``, ``-3.5``, ``1e6``) between operators, with parentheses and
 spaces. A grammar-bound model (the embedded one) writes under it, so it cannot start with an operator or wander into
 prose inside the string; the parentheses' balance is checked when the expression is read."""
