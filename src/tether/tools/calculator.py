@@ -22,7 +22,7 @@ from pydantic import Field
 from tether.errors import ToolError
 from tether.tools.base import Tool
 
-_NUMBER = r"-?[0-9]+(\.[0-9]+)?([eE]-?[0-9]+)?"
+_NUMBER = r"-?[0-9]+([.][0-9]+)?([eE]-?[0-9]+)?"  # [.], not \.: llama.cpp's grammar has no such escape
 _OPERAND = rf" *\(* *{_NUMBER} *\)*"
 PATTERN = rf"^{_OPERAND}( *(\*\*|//|[-+*/%^]){_OPERAND})* *$"
 """What an expression may look like: numbers (``12``, ``-3.5``, ``1e6``) between operators, with parentheses and
