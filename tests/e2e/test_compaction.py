@@ -26,10 +26,10 @@ OVERFLOW_LINE = re.compile(
     r"context compacted after the model's context overflowed: [\d,]+ → [\d,]+ tokens \(\d+ messages? summarized\)"
 )
 WINDOW = 4000
-"""The mock's window in the overflow tests. A request to read the files is about 1,200 tokens (the system
+"""The mock's window in the overflow tests. A request to read the files is about 1,300 tokens (the system
 prompt and the tools' definitions, mostly), and each file read adds about 630: the sixth request does not
 fit."""
-GIVEN = "4000"
+GIVEN = "4300"
 """The window ``--context-window`` and ``[compaction]`` give: the fifth request would pass 80% of it."""
 
 
