@@ -47,6 +47,45 @@ result = Agent("scripted:echo").run_sync("hi")
 wrong = result.text + 1
 """
 
+USER_TYPED = """
+from dataclasses import dataclass
+from pydantic import BaseModel
+from tether import Agent, RunContext, tool
+
+class Invoice(BaseModel):
+    total: float
+
+@dataclass
+class Shop:
+    name: str
+
+@tool
+def where(ctx: RunContext[Shop]) -> str:
+    '''Where we are.'''
+    return ctx.deps.name
+
+def system(ctx: RunContext[Shop]) -> str:
+    return ctx.deps.name.upper()
+
+agent = Agent("scripted:x", tools=[where], deps_type=Shop, system=system)
+reveal_type(agent)
+agent.run_sync("hi", deps=Shop("corner"))
+
+def wrong(ctx: RunContext[Shop]) -> str:
+    return str(ctx.deps.address)
+
+agent.run_sync("hi", deps=3)
+plain = Agent("scripted:x")
+reveal_type(plain)
+typed = Agent("scripted:x", output_type=Invoice)
+reveal_type(typed.run_sync("x").output)
+total: float = typed.run_sync("x").output.total
+reveal_type(plain.run_sync("x").output)
+wrong_total: str = typed.run_sync("x").output.total
+"""
+"""A user's file with ``Agent[Deps, Output]``, ``RunContext[Deps]`` and ``RunResult[Output]``: what a type checker
+must know (revealed types), and the three mistakes it must catch."""
+
 USER_TESTS = """
 from collections.abc import Callable
 
@@ -159,6 +198,23 @@ def test_a_users_mypy_strict_reads_tethers_types(venv: Venv, tmp_path: Path) -> 
         checked.stdout + checked.stderr
     )
     assert checked.returncode == 1
+
+
+def test_a_users_mypy_strict_knows_the_deps_and_the_output_types(venv: Venv, tmp_path: Path) -> None:
+    (tmp_path / "user_code.py").write_text(USER_TYPED)
+    checked = venv.run(
+        "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / ".mypy_cache"), "user_code.py", cwd=tmp_path
+    )
+    lines = checked.stdout.splitlines()
+    revealed = [line.split('Revealed type is "')[1].rstrip('"') for line in lines if "Revealed type" in line]
+    assert revealed == [
+        "tether.agent.Agent[user_code.Shop, str]", "tether.agent.Agent[None, str]", "user_code.Invoice", "str",
+    ], lines  # fmt: skip
+    errors = [line for line in lines if ": error:" in line]
+    assert len(errors) == 3, lines
+    assert '"Shop" has no attribute "address"' in errors[0]
+    assert 'Argument "deps" to "run_sync" of "Agent" has incompatible type "int"; expected "Shop"' in errors[1]
+    assert 'Incompatible types in assignment (expression has type "float", variable has type "str")' in errors[2]
 
 
 def test_a_users_pytest_gets_the_plugin_and_runs_the_conformance_suite(venv: Venv, tmp_path: Path) -> None:

@@ -3,12 +3,7 @@ instructions given per run."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -239,68 +234,3 @@ async def test_a_session_run_hands_its_tools_the_deps() -> None:
     agent = Agent(model, tools=[whoami], store=MemorySessionStore(), deps_type=User)
     result = await agent.run("x", session="s1", deps=User("eve"))
     assert result.messages[2].tool_results[0].content == "hey, eve"
-
-
-def test_a_type_checker_knows_the_deps_and_the_output_type(tmp_path: Path) -> None:
-    """``Agent[Deps, Output]``, ``RunContext[Deps]`` and ``RunResult[Output]`` under ``mypy --strict``, as a user's
-    file is checked."""
-    user_file = tmp_path / "user_code.py"
-    user_file.write_text(
-        textwrap.dedent(
-            """
-            from dataclasses import dataclass
-            from pydantic import BaseModel
-            from tether import Agent, RunContext, tool
-
-            class Invoice(BaseModel):
-                total: float
-
-            @dataclass
-            class Shop:
-                name: str
-
-            @tool
-            def where(ctx: RunContext[Shop]) -> str:
-                '''Where we are.'''
-                return ctx.deps.name
-
-            def system(ctx: RunContext[Shop]) -> str:
-                return ctx.deps.name.upper()
-
-            agent = Agent("scripted:x", tools=[where], deps_type=Shop, system=system)
-            reveal_type(agent)
-            agent.run_sync("hi", deps=Shop("corner"))
-
-            def wrong(ctx: RunContext[Shop]) -> str:
-                return str(ctx.deps.address)
-
-            agent.run_sync("hi", deps=3)
-            plain = Agent("scripted:x")
-            reveal_type(plain)
-            typed = Agent("scripted:x", output_type=Invoice)
-            reveal_type(typed.run_sync("x").output)
-            total: float = typed.run_sync("x").output.total
-            reveal_type(plain.run_sync("x").output)
-            wrong_total: str = typed.run_sync("x").output.total
-            """
-        )
-    )
-    source = Path(str(__import__("tether").__file__)).parent.parent  # the tether this test imports, wherever it is
-    env = {**os.environ, "MYPYPATH": str(source)}
-    checked = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", os.devnull, str(user_file)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
-    lines = checked.stdout.splitlines()
-    revealed = [line.split('Revealed type is "')[1].rstrip('"') for line in lines if "Revealed type" in line]
-    assert revealed == [
-        "tether.agent.Agent[user_code.Shop, str]", "tether.agent.Agent[None, str]", "user_code.Invoice", "str",
-    ], lines  # fmt: skip
-    errors = [line for line in lines if line.startswith("user_code.py") and ": error:" in line]
-    assert len(errors) == 3, lines
-    assert '"Shop" has no attribute "address"' in errors[0]
-    assert 'Argument "deps" to "run_sync" of "Agent" has incompatible type "int"; expected "Shop"' in errors[1]
-    assert 'Incompatible types in assignment (expression has type "float", variable has type "str")' in errors[2]
