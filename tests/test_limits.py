@@ -105,6 +105,7 @@ def test_stop_reasons_are_exactly_those_of_the_design() -> None:
         "timeout",
         "cancelled",
         "invalid_response",
+        "invalid_output",
         "budget",
         "error",
     }
