@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "Thinking": "tether.messages",
     "ToolCall": "tether.messages",
     "ToolResult": "tether.messages",
+    "Attachment": "tether.messages",
     "Tool": "tether.tools.base",
     "tool": "tether.tools.base",
     "Done": "tether.tools.base",
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
     from tether.limits import Compaction as Compaction
     from tether.limits import Limits as Limits
     from tether.limits import StopReason as StopReason
+    from tether.messages import Attachment as Attachment
     from tether.messages import JsonObject as JsonObject
     from tether.messages import (
         Message as Message,

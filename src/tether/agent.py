@@ -265,7 +265,8 @@ class Agent(Generic[DepsT, OutputT]):
         instructions: str | None = None,
         output_type: Any = None,
     ) -> RunStream:
-        """Start a run and iterate its events; ``cancel()`` on the returned stream stops it.
+        """Start a run and iterate its events; ``cancel()`` on the returned stream stops it. ``prompt`` is a string,
+        or strings and attachments (``Attachment``: images, documents, audio) in order.
 
         With ``session=ID`` (and ``Agent(store=...)``) the run continues that session (or starts it) and
         saves it after every turn and at its end, so a killed process loses at most the turn in flight.
