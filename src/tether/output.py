@@ -252,7 +252,7 @@ def _members(output_type: Any) -> list[Any]:
 
 def _choice(name: str, member: Any) -> OutputChoice:
     if isinstance(member, OutputSchema):
-        return _schema_choice(name if name != OUTPUT_TOOL else OUTPUT_TOOL, member)
+        return _schema_choice(name, member)
     if _is_function(member):
         return _function_choice(name, member)
     return _type_choice(name, member)
