@@ -68,9 +68,6 @@ class OutputJudge:
 
     # --- tool mode ------------------------------------------------------------------------------------------
 
-    def is_output_call(self, call: ToolCall) -> bool:
-        return self._spec.output_mode == "tool" and self.spec.choice(call.name) is not None
-
     async def verdicts(self, calls: Sequence[ToolCall], verdicts: list[Verdict]) -> list[Verdict]:
         """The turn's verdicts with each admitted output call answered (see the module docstring)."""
         for position, call in enumerate(calls):
