@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias
 import msgspec
 from msgspec.structs import replace
 
+from tether.bounded import read_bounded
 from tether.errors import ConfigInvalid, SessionInvalid
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ class Attachment(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="a
         """A file's bytes, its media type from its name (else its first bytes)."""
         file = Path(path)
         try:
-            data = file.read_bytes()
+            data = read_bounded(file, MAX_ATTACHMENT_BYTES)
         except OSError as error:
             raise ConfigInvalid(f"cannot read the attachment {str(file)!r}: {error.strerror or error}") from None
         return cls.from_bytes(data, media_type or guess_media_type(file.name) or sniff_media_type(data), name=file.name)
@@ -178,6 +179,8 @@ class Attachment(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="a
         return f"Attachment({self.media_type!r}, {where}{f', name={self.name!r}' if self.name else ''})"
 
 
+MAX_ATTACHMENT_BYTES = 100 * 1024 * 1024
+"""The largest file :meth:`Attachment.from_path` reads: past any API's limit, well short of a device's endless data."""
 AttachmentKind: TypeAlias = Literal["image", "document", "audio"]
 _TEXT_DOCUMENTS = frozenset({"text/plain", "text/markdown", "text/csv", "text/html", "application/json"})
 

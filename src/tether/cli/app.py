@@ -151,6 +151,10 @@ def _instruction_options(command: Any) -> Any:
     )(command)
 
 
+MAX_INSTRUCTIONS_BYTES = 1024 * 1024
+"""The largest ``--system @FILE`` read."""
+
+
 def _system_text(context: click.Context, parameter: click.Parameter, value: str | None) -> str | None:
     """``--system``'s instructions: the text, or ``@FILE``'s contents (UTF-8); a usage error when empty or when
     the file cannot be read."""
@@ -158,8 +162,10 @@ def _system_text(context: click.Context, parameter: click.Parameter, value: str 
         return None
     if value.startswith("@"):
         path = Path(value[1:]).expanduser()
+        from tether.bounded import read_bounded
+
         try:
-            value = path.read_text(encoding="utf-8")
+            value = read_bounded(path, MAX_INSTRUCTIONS_BYTES).decode("utf-8")
         except (OSError, UnicodeDecodeError) as error:
             reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
             raise click.BadParameter(f"cannot read {str(path)!r}: {reason}", context, parameter) from None

@@ -25,6 +25,7 @@ from typing import IO, Any
 
 import msgspec
 
+from tether.bounded import read_bounded
 from tether.errors import ConfigInvalid
 from tether.events import RunResult
 from tether.redaction import Redaction, default_redaction
@@ -39,10 +40,14 @@ class BatchItem:
     workflow_id: str
 
 
+MAX_PROMPTS_BYTES = 256 * 1024 * 1024
+"""The largest prompts file read."""
+
+
 def read_prompts(path: Path) -> list[BatchItem]:
     """The items of the prompts file at ``path``, in order (see the module docstring)."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_bounded(path, MAX_PROMPTS_BYTES).decode("utf-8").splitlines()
     except UnicodeDecodeError as error:
         raise ConfigInvalid(f"{path}: not UTF-8 text (byte {error.start})") from None
     except OSError as error:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.agent import Agent
+from tether.bounded import read_bounded
 from tether.cli.paths import default_session_path
 from tether.config import AgentConfig, Config, SessionConfig, load, model_target
 from tether.errors import ConfigInvalid
@@ -75,8 +76,8 @@ def instructions(root: Path, agent: AgentConfig) -> str:
 def agents_md(root: Path, limit: int = MAX_AGENTS_MD) -> str | None:
     """The workspace's AGENTS.md as the system prompt quotes it; ``None`` when there is none (or it is empty, or
     not a file that can be read)."""
-    try:
-        text = (root / AGENTS_MD).read_bytes().decode("utf-8", errors="replace").strip()
+    try:  # its head: a file of any size (or a symlink to a device) costs a bounded read
+        text = read_bounded(root / AGENTS_MD, 4 * limit + 4, head=True).decode("utf-8", errors="replace").strip()
     except OSError:
         return None
     if not text:

@@ -14,8 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tether.bounded import read_bounded
 from tether.errors import ConfigInvalid
 
+MAX_SCHEMA_BYTES = 1024 * 1024
+"""The largest schema file read."""
 _IMPORTABLE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
@@ -24,11 +27,12 @@ def output_type_of(value: str, cwd: Path) -> Any:
     with ``cwd`` on the path, as ``python -m`` would). ``ValueError`` says why it cannot be used."""
 
     path = Path(value).expanduser()
-    if not value.lstrip().startswith("{") and (cwd / path).is_file():
+    if not value.lstrip().startswith("{") and (cwd / path).exists():
         try:
-            text = (cwd / path).read_text(encoding="utf-8")
+            text = read_bounded(cwd / path, MAX_SCHEMA_BYTES).decode("utf-8")
         except (OSError, UnicodeDecodeError) as error:
-            raise ValueError(f"cannot read {value!r}: {error}") from None
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            raise ValueError(f"cannot read {value!r}: {reason}") from None
         return _schema(text, f"the file {value!r}")
     if value.lstrip().startswith("{"):
         return _schema(value, "the JSON")

@@ -24,8 +24,9 @@ from tomlkit.items import AoT, Array, Comment, InlineTable, Item, Table, Whitesp
 from tomlkit.toml_document import TOMLDocument
 
 from tether.atomic import BACKUP_SUFFIX, replace_file
-from tether.config.issues import dotted
-from tether.config.load import Layer, parse_text, split_key, validate
+from tether.bounded import read_bounded
+from tether.config.issues import Issue, dotted, fail
+from tether.config.load import MAX_CONFIG_BYTES, Layer, parse_text, split_key, validate
 from tether.config.template import default_file
 from tether.errors import ConfigInvalid
 
@@ -35,6 +36,16 @@ NEW_FILE_MODE = 0o644
 def backup_path(path: Path) -> Path:
     """Where the previous content of ``path`` is kept: ``agent.toml`` -> ``agent.toml.bak``."""
     return path.with_name(path.name + BACKUP_SUFFIX)
+
+
+def _current(path: Path) -> bytes:
+    """The file's bytes (none when it does not exist yet), read as configuration is read: regular and bounded."""
+    try:
+        return read_bounded(path, MAX_CONFIG_BYTES)
+    except FileNotFoundError:
+        return b""
+    except OSError as error:
+        raise fail([Issue("", f"cannot be read: {error.strerror}", str(path))]) from None
 
 
 def set_value(
@@ -48,7 +59,7 @@ def set_value(
     """Set dotted ``key`` to ``value`` (read as a TOML value when it is one, else as a string) in the file
     at ``path`` (created when missing), validated with the layers ``below`` it; returns the new text."""
     parts = split_key(key)
-    old = path.read_bytes() if path.exists() else b""
+    old = _current(path)
     parse_text(old, path)  # a broken file is reported with its line before tomlkit sees it
     newline = "\r\n" if b"\r\n" in old else "\n"
     document = tomlkit.parse(old.decode("utf-8"))

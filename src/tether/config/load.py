@@ -44,6 +44,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tether.bounded import read_bounded
 from tether.config import issues as _issues
 from tether.config import older
 from tether.config.issues import MAX_ISSUES, Issue, Loc, fail
@@ -213,11 +214,15 @@ def load_config(
     return load(cwd, env, flags, config_file=config_file).config
 
 
+MAX_CONFIG_BYTES = 1024 * 1024
+"""The largest configuration file read: a file past it (or a symlink to a device) is refused, not read on."""
+
+
 def read_file(path: Path, *, given_by: str | None = None) -> Layer | None:
     """The layer of a TOML file, ``None`` when there is no such file, unless it was named (``given_by``
     ``--config`` or ``TETHER_CONFIG``): then its absence is an error naming it."""
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         if given_by is None:
             return None

@@ -32,9 +32,10 @@ from tomlkit.container import Container
 from tomlkit.items import AoT, Comment, InlineTable, Item, Null, Table, Trivia
 from tomlkit.toml_document import TOMLDocument
 
+from tether.bounded import read_bounded
 from tether.config.edit import assign, atomic_write
 from tether.config.issues import Issue, dotted, fail
-from tether.config.load import Layer, parse_text, validate
+from tether.config.load import MAX_CONFIG_BYTES, Layer, parse_text, validate
 from tether.config.older import OLDER_SECTIONS, Move, unchanged
 
 
@@ -63,7 +64,7 @@ def migrate_file(path: Path, *, below: Sequence[Layer] = (), env: Mapping[str, s
     """Rewrite the file at ``path`` in tether's layout (see the module docstring), validated with the layers
     ``below`` it; a missing file, or one that is invalid before or after, raises ``ConfigInvalid``."""
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         raise fail([Issue("", "no such file", str(path))]) from None
     except OSError as error:
