@@ -3,6 +3,7 @@ through a real (memory) session store."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 from typing import Any
@@ -368,3 +369,47 @@ async def test_without_a_store_every_output_stays_in_memory_and_flush_does_nothi
 
     assert cache.pending == ()
     assert [len(await cache.read(ref, 0, 3)) for ref in refs if ref is not None] == [3, 3, 3]
+
+
+# --- find: linear, and off the event loop -------------------------------------------------------------------
+
+
+async def test_find_is_linear_whatever_the_pattern_and_runs_off_the_event_loop_when_long() -> None:
+    """A 3,000-character pattern over a 500,000-character output: a regular expression of the literal is
+    quadratic there (seconds, and it ran on the event loop below 1,000,000 characters); the search is a
+    lower-cased ``str.find`` on a worker thread, so another task of the loop runs while it searches."""
+    content = "a" * 499_999 + "\n"
+    cache = OutputCache(8_000)
+    ref = reference_in(cache.put(content, name="t"))
+    assert ref is not None
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    try:
+        await asyncio.sleep(0)
+        before = ticks
+        found = await cache.find(ref, "a" * 2_999 + "b")
+        assert ticks > before, "the loop ran other tasks while the output was searched"
+    finally:
+        task.cancel()
+    assert found.startswith(f"[{ref}: 0 lines containing")
+
+
+async def test_find_ignores_case_and_keeps_offsets_where_lower_case_is_longer() -> None:
+    cache = OutputCache(1_000)
+    plain = "".join(f"line {n}: value\n" for n in range(200)) + "Needle here\n"
+    ref = reference_in(cache.put(plain, name="t"))
+    assert ref is not None
+    found = await cache.find(ref, "NEEDLE")
+    assert f"offset={plain.index('Needle')} line=201: Needle here" in found
+    widened = "İstanbul\n" * 200 + "the NEEDLE\n"  # "İ" lowers to two characters: the offsets must still hold
+    ref = reference_in(cache.put(widened, name="t"))
+    assert ref is not None
+    found = await cache.find(ref, "needle")
+    assert f"offset={widened.index('the NEEDLE')} line=201: the NEEDLE" in found

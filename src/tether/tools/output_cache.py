@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigInvalid, InvalidArguments
@@ -222,7 +222,7 @@ class OutputCache:
         if not text:
             raise InvalidArguments(f"Invalid arguments for tool {READ_TOOL!r}: find must not be empty.")
         budget = self._limit(limit)
-        if len(content) - offset < 1_000_000:
+        if len(content) - offset < ON_LOOP_FIND:
             return _matches(ref, content, text, offset, budget)
         return await asyncio.to_thread(_matches, ref, content, text, offset, budget)
 
@@ -362,15 +362,21 @@ def _check_offset(ref: str, offset: int, total: int) -> None:
         )
 
 
+ON_LOOP_FIND = 65_536
+"""Characters searched on the event loop; a longer search runs on a worker thread, so no run waits on it."""
+
+
 def _matches(ref: str, content: str, text: str, offset: int, budget: int) -> str:
-    """The listing ``find`` returns (see :meth:`OutputCache.find`); may run in a worker thread."""
-    pattern = re.compile(re.escape(text), re.IGNORECASE)
+    """The listing ``find`` returns (see :meth:`OutputCache.find`); may run in a worker thread. The search is
+    linear in the output whatever the pattern (``str.find`` on lower-cased text; a regular expression of a long
+    literal is quadratic)."""
     lines: list[str] = []
     used, line_no, counted = 0, content.count("\n", 0, offset) + 1, offset
     position, resume = offset, None
-    while (match := pattern.search(content, position)) is not None:
-        start = content.rfind("\n", 0, match.start()) + 1
-        end = content.find("\n", match.end())
+    search = _searcher(content, text)
+    while (found := search(position)) is not None:
+        start = content.rfind("\n", 0, found[0]) + 1
+        end = content.find("\n", found[1])
         end = len(content) if end < 0 else end
         line_no += content.count("\n", counted, start)
         counted = start
@@ -386,6 +392,27 @@ def _matches(ref: str, content: str, text: str, offset: int, budget: int) -> str
     head = f"[{ref}: {len(lines)} lines containing {text[:80]!r} (any case) from offset {offset}"
     tail = f"; more: find again with offset={resume}]" if resume is not None else "; no more]"
     return "\n".join([head + tail, *lines])
+
+
+def _searcher(content: str, text: str) -> Callable[[int], tuple[int, int] | None]:
+    """Where ``text`` next occurs in ``content`` from a position, ignoring case: ``(start, end)`` or ``None``.
+    Both are lower-cased once and searched with ``str.find``; where lower-casing changes the length of the text
+    (a few characters, such as "İ", lower to two), the case-insensitive regular expression keeps the offsets."""
+    haystack, needle = content.lower(), text.lower()
+    if len(haystack) == len(content) and len(needle) == len(text):
+
+        def lowered(position: int) -> tuple[int, int] | None:
+            at = haystack.find(needle, position)
+            return None if at < 0 else (at, at + len(needle))
+
+        return lowered
+    pattern = re.compile(re.escape(text), re.IGNORECASE)
+
+    def matched(position: int) -> tuple[int, int] | None:
+        match = pattern.search(content, position)
+        return None if match is None else match.span()
+
+    return matched
 
 
 def _description(max_read: int) -> str:
