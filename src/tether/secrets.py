@@ -228,31 +228,52 @@ class Masker:
         return cls(known_secrets(environ, extra=extra))
 
 
-_MASKED_LINKS = 8
-"""Exceptions of a ``__cause__``/``__context__`` chain whose messages are masked."""
+_MASKED_LINKS = 64
+"""Exceptions of a chain (``__cause__``, ``__context__``, an exception group's members) whose texts are masked."""
 
 
 def mask_exception_in_place(exc: BaseException, masker: Masker) -> None:
-    """Mask known keys in ``exc`` and the exceptions it was raised from: their ``args``, and a tether error's
-    ``message``, ``provider_message`` and string ``details``. A provider may quote the key back in an error
-    body or an error event; the error then travels into results, events, logs and the CLI's output."""
+    """Mask known keys in ``exc`` and every exception linked to it (``__cause__``, ``__context__``, an exception
+    group's members, up to :data:`_MASKED_LINKS`): their ``args``, their ``__notes__``, and a tether error's
+    ``message``, ``provider_message`` and string ``details``. A provider may quote the key back in an error body or
+    an error event, and a tool's exception may carry it anywhere in its chain; ``logger.exception`` and the CLI
+    print the whole chain."""
     if not len(masker):
         return
-    link: BaseException | None = exc
-    for _ in range(_MASKED_LINKS):
-        if link is None:
-            break
-        try:
-            link.args = tuple(masker.mask(a) if isinstance(a, str) else a for a in link.args)
-            for name in ("message", "provider_message"):
-                value = getattr(link, name, None)
+    for link in chain_links(exc):
+        _mask_one(link, masker)
+
+
+def chain_links(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions linked to it, each once, nearest first (at most :data:`_MASKED_LINKS`)."""
+    seen: dict[int, BaseException] = {}
+    waiting: list[BaseException] = [exc]
+    while waiting and len(seen) < _MASKED_LINKS:
+        link = waiting.pop(0)
+        if id(link) in seen:
+            continue
+        seen[id(link)] = link
+        waiting += [e for e in (link.__cause__, link.__context__) if e is not None]
+        if isinstance(link, BaseExceptionGroup):
+            waiting += list(link.exceptions)
+    return list(seen.values())
+
+
+def _mask_one(link: BaseException, masker: Masker) -> None:
+    """Mask one exception's texts in place (what cannot be set is left: callers check what is left)."""
+    try:
+        link.args = tuple(masker.mask(a) if isinstance(a, str) else a for a in link.args)
+        for name in ("message", "provider_message"):
+            value = getattr(link, name, None)
+            if isinstance(value, str):
+                setattr(link, name, masker.mask(value))
+        details = getattr(link, "details", None)
+        if isinstance(details, dict):
+            for key, value in details.items():
                 if isinstance(value, str):
-                    setattr(link, name, masker.mask(value))
-            details = getattr(link, "details", None)
-            if isinstance(details, dict):
-                for key, value in details.items():
-                    if isinstance(value, str):
-                        details[key] = masker.mask(value)
-        except Exception:  # noqa: BLE001 - attributes that cannot be set: callers check what is left
-            pass
-        link = link.__cause__ or link.__context__
+                    details[key] = masker.mask(value)
+        notes = getattr(link, "__notes__", None)
+        if isinstance(notes, list):
+            link.__notes__ = [masker.mask(note) if isinstance(note, str) else note for note in notes]
+    except Exception:  # noqa: BLE001 - attributes that cannot be set
+        pass

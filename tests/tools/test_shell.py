@@ -20,7 +20,7 @@ from tether import Agent
 from tether.errors import ToolError, ToolTimeout
 from tether.providers.scripted import ScriptedProvider, call, reply
 from tether.tools.base import Tool
-from tether.tools.shell import TOOL_ACCESS, HeadTail
+from tether.tools.shell import MASK_MARGIN, TOOL_ACCESS, HeadTail
 from tether.tools.shell import bash_tool as sandboxable_bash_tool
 from tether.tools.workspace import Workspace
 
@@ -102,11 +102,13 @@ def test_head_tail_keeps_the_exact_start_and_end_and_counts_the_middle(chunks: l
         buffer.feed(chunk)
     data = b"".join(chunks)
     kept = len(buffer.head) + len(buffer.tail)
-    assert kept == min(len(data), limit)
+    assert kept == min(len(data), limit + 2 * MASK_MARGIN), "each end keeps a margin for masking"
     assert data.startswith(bytes(buffer.head))
     assert data.endswith(bytes(buffer.tail))
-    assert buffer.elided == len(data) - kept
+    assert buffer.elided == max(0, len(data) - limit)
     assert ("bytes elided" in buffer.text()) == (len(data) > limit)
+    if len(data) <= limit:
+        assert buffer.text() == data.decode("utf-8", "replace")
 
 
 async def test_stdin_is_empty_so_a_reader_does_not_hang(ws: Workspace) -> None:

@@ -26,6 +26,7 @@ from tether.config import AgentConfig, Config, SessionConfig, load, model_target
 from tether.errors import ConfigInvalid
 from tether.messages import ToolCall
 from tether.providers.default_model import ModelChoice, choose_model
+from tether.secrets import Masker
 from tether.tools.base import Tool
 from tether.tools.calculator import calculator_tool
 from tether.tools.files import file_tools
@@ -147,6 +148,7 @@ class Setup:
             bwrap=bash.bwrap,
             pass_env=bash.pass_env,
             read_only_paths=bash.read_only_paths,
+            masker=Masker.from_environment(self.env),
         )
         return [*file_tools(self.workspace), shell, calculator_tool(), *self.extra_tools]
 

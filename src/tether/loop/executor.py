@@ -65,7 +65,7 @@ from tether.loop.records import tool_record
 from tether.loop.repeats import Repeat, Verdict, repeated_result
 from tether.loop.steps import INTERRUPTED, ToolOutcome, at_most_once
 from tether.messages import ToolCall, ToolResult, cancelled_result
-from tether.secrets import Masker, mask_exception_in_place
+from tether.secrets import Masker, chain_links, mask_exception_in_place
 from tether.tools.base import Done, Tool, render_output, utf8_safe, with_attachments
 from tether.tools.permissions import Permissions
 from tether.tools.registry import ToolRegistry
@@ -505,13 +505,17 @@ def mask_exception(exc: BaseException, masker: Masker) -> BaseException:
     if not len(masker):
         return exc
     mask_exception_in_place(exc, masker)
-    described = describe_exception(exc)
-    masked = masker.mask(described)
-    if masked == described:
+    chain = [describe_exception(link) for link in chain_links(exc)]
+    if all(masker.mask(text) == text for text in chain) and all(masker.mask(note) == note for note in _notes(exc)):
         return exc
-    stand_in = ToolError(masked)
+    stand_in = ToolError(masker.mask(chain[0]))  # a text of its own still shows a key: the chain is not kept
     stand_in.__suppress_context__ = True
     return stand_in
+
+
+def _notes(exc: BaseException) -> list[str]:
+    notes = getattr(exc, "__notes__", None)
+    return [note for note in notes if isinstance(note, str)] if isinstance(notes, list) else []
 
 
 def _timeout_result(call: ToolCall, tool: Tool, timeout: float | None) -> ToolResult:

@@ -43,11 +43,12 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from tether.errors import ConfigInvalid, ToolError, ToolTimeout
+from tether.secrets import Masker
 from tether.tools.base import Tool
 from tether.tools.sandbox import DEFAULT_BWRAP, PROBE_TIMEOUT, Sandbox, SandboxMode
 from tether.tools.workspace import Access, Workspace
@@ -73,8 +74,15 @@ _BACKSTOP_SLACK = 5.0
 # --- output capture --------------------------------------------------------------------------------------------
 
 
+MASK_MARGIN = 1024
+"""Bytes kept beyond each cut of a long output, so that a key lying across a cut is whole when it is masked."""
+
+
 class HeadTail:
-    """Keeps the first and the last bytes of a stream, up to ``limit`` in all, and counts the rest."""
+    """Keeps the first and the last bytes of a stream, up to ``limit`` in all, and counts the rest.
+
+    Each end keeps :data:`MASK_MARGIN` bytes more than it shows: :meth:`text` masks known keys first and cuts
+    after, so a key that the cut would split is masked whole rather than shown but for its last characters."""
 
     __slots__ = ("head", "head_limit", "tail", "tail_limit", "total")
 
@@ -87,26 +95,36 @@ class HeadTail:
 
     def feed(self, data: bytes) -> None:
         self.total += len(data)
-        room = self.head_limit - len(self.head)
+        room = self.head_limit + MASK_MARGIN - len(self.head)
         if room > 0:
             self.head += data[:room]
             data = data[room:]
-        if data and self.tail_limit:
-            self.tail += data[-self.tail_limit :]
-            if len(self.tail) > self.tail_limit:
-                del self.tail[: len(self.tail) - self.tail_limit]
+        keep = self.tail_limit + MASK_MARGIN if self.tail_limit else 0
+        if data and keep:
+            self.tail += data[-keep:]
+            if len(self.tail) > keep:
+                del self.tail[: len(self.tail) - keep]
 
     @property
     def elided(self) -> int:
-        return self.total - len(self.head) - len(self.tail)
+        """Bytes not shown between the head and the tail."""
+        return max(0, self.total - self.head_limit - self.tail_limit)
 
-    def text(self) -> str:
-        head = self.head.decode("utf-8", "replace")
-        tail = self.tail.decode("utf-8", "replace")
+    def text(self, mask: Callable[[str], str] | None = None) -> str:
+        """What was kept, known keys masked (``mask``) before the cut: the whole stream, or its head, a line
+        saying how much was elided, and its tail."""
+        show = mask or _unmasked
         if not self.elided:
-            return (self.head + self.tail).decode("utf-8", "replace")
+            return show((self.head + self.tail).decode("utf-8", "replace"))
+        head = show(self.head.decode("utf-8", "replace"))[: self.head_limit]
+        tail = show(self.tail.decode("utf-8", "replace"))
+        tail = tail[len(tail) - self.tail_limit :] if self.tail_limit else ""
         before = "" if head.endswith("\n") else "\n"
         return f"{head}{before}[... {self.elided} bytes elided ...]\n{tail}"
+
+
+def _unmasked(text: str) -> str:
+    return text
 
 
 class _Capture(asyncio.Protocol):
@@ -167,10 +185,12 @@ async def run_command(
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
     kill_grace: float = DEFAULT_KILL_GRACE,
     prefix: Sequence[str] = (),
+    mask: Callable[[str], str] | None = None,
 ) -> CommandOutcome:
     """Run ``command`` with ``/bin/bash -c`` in its own process group, killed as the module docstring says.
 
-    ``prefix`` goes before ``/bin/bash`` on the command line: the sandbox's ``bwrap ... --``.
+    ``prefix`` goes before ``/bin/bash`` on the command line: the sandbox's ``bwrap ... --``. ``mask`` masks
+    known keys in the output before it is cut to its limit (:class:`HeadTail`).
     """
     loop = asyncio.get_running_loop()
     captures = (_Capture(max_output_bytes), _Capture(max_output_bytes))
@@ -205,8 +225,8 @@ async def run_command(
             reader.close()
     return CommandOutcome(
         returncode=None if timed_out else process.returncode,
-        stdout=captures[0].buffer.text(),
-        stderr=captures[1].buffer.text(),
+        stdout=captures[0].buffer.text(mask),
+        stderr=captures[1].buffer.text(mask),
         timed_out=timed_out,
     )
 
@@ -319,6 +339,7 @@ def bash_tool(
     network: bool = False,
     bwrap: str = DEFAULT_BWRAP,
     read_only_paths: Collection[str] = (),
+    masker: Masker | None = None,
 ) -> Tool:
     """The ``bash`` tool: runs a command in ``workspace.root`` (see the module docstring).
 
@@ -335,12 +356,16 @@ def bash_tool(
         network: Let sandboxed commands use the network.
         bwrap: The bubblewrap program, a name on ``PATH`` or a path.
         read_only_paths: More host paths a sandboxed command may read (absolute).
+        masker: Keys masked in the output before it is cut to its limit, so that a key across the cut is masked
+            whole (an agent masks every result again, but after the cut only part of such a key is left to see);
+            give the agent's keys, ``Masker.from_environment()`` at least. ``None``: no masking here.
     """
     _check_settings(timeout=timeout, max_timeout=max_timeout, kill_grace=kill_grace, max_output=max_output_bytes)
     confinement = Sandbox(sandbox, network=network, bwrap=bwrap, read_only_paths=tuple(read_only_paths))
     default_timeout = min(timeout, max_timeout)
     extra = dict(env or {})
     passed = tuple(pass_env)
+    mask = masker.mask if masker is not None and len(masker) else None
 
     async def bash(command: str, timeout: float | None = None) -> str:
         """Run a bash command in the workspace root.
@@ -361,7 +386,7 @@ def bash_tool(
         prefix = confinement.prefix(bwrap_path, workspace=workspace.root) if bwrap_path else ()
         outcome = await run_command(
             command, cwd=workspace.root, env=environ, timeout=seconds, max_output_bytes=max_output_bytes,
-            kill_grace=kill_grace, prefix=prefix,
+            kill_grace=kill_grace, prefix=prefix, mask=mask,
         )  # fmt: skip
         if outcome.timed_out:
             raise ToolTimeout(
