@@ -218,7 +218,7 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary_file(
 
     monkeypatch.setattr(os, "replace", replace_fails_for_the_file_itself)
 
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(ConfigInvalid, match=r"cannot be written \(No space left on device"):
         set_value(path, "session.store", "memory")
 
     assert path.read_text() == COMMENTED

@@ -180,6 +180,10 @@ SHAPES = {
         '[[mcp.servers]]\nid = "a"\ncommand = "x"\ntool_timeout_ms = 100\n\n'
         '[[mcp.servers]]\nid = "b"\ncommand = "y"\ntool_timeout_ms = "off"\n'
     ),
+    "a table before its parent": '[runtime.limits]\nmax_turns = 5\n\n[runtime]\ndefault_model = "openai:x"\n',
+    "dotted keys in a table written in pieces": (
+        'runtime.max_steps = 5\nruntime.default_model = "openai:x"\n\n[runtime.limits]\nrun_timeout = 9\n'
+    ),
     "a multi-line string": (
         '[runtime]\nmax_steps = 2\n\n[[mcp.servers]]\nid = "a"\ncommand = """x\n\n\n\ny"""\n\n\n[llm]\nretry_max = 0\n'
     ),
@@ -200,3 +204,13 @@ def test_every_shape_of_file_migrates_to_the_same_configuration(text: str) -> No
         assert "\n" not in rewritten.replace("\r\n", ""), "the file's line ends are kept"
     assert "[llm]" not in rewritten
     assert "policy" not in tomllib.loads(rewritten)
+
+
+def test_a_backup_path_that_is_a_directory_is_an_error_and_the_file_is_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text("[runtime]\nmax_steps = 7\n")
+    backup_path(path).mkdir()
+    with pytest.raises(ConfigInvalid, match=r"cannot be written \(Is a directory: .*agent\.toml\.bak\)"):
+        migrate_file(path)
+    assert path.read_text() == "[runtime]\nmax_steps = 7\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.toml", "agent.toml.bak"], "no staging file is left"

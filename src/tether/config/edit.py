@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
+from tomlkit.container import OutOfOrderTableProxy
 from tomlkit.exceptions import ParseError
 from tomlkit.items import AoT, Array, Comment, InlineTable, Item, Table, Whitespace
 from tomlkit.toml_document import TOMLDocument
@@ -104,7 +105,7 @@ def assign(document: TOMLDocument, parts: list[str], item: Item) -> None:
             node = _element(node, part, here)
         elif part in node:
             node = node[part]
-            if not isinstance(node, Table | InlineTable | AoT | TOMLDocument):
+            if not isinstance(node, Table | InlineTable | AoT | TOMLDocument | OutOfOrderTableProxy):
                 raise ConfigInvalid(f"{here} is a value, not a table: set {here} itself")
         else:
             remaining = len(parts) - depth - 1
@@ -155,7 +156,12 @@ def _element(node: AoT | Array, part: str, here: str) -> Any:
 def atomic_write(path: Path, data: bytes, *, backup: bool = True) -> None:
     """Replace ``path``'s content with ``data`` by :func:`tether.atomic.replace_file`, keeping the old content
     as ``<name>.bak``. A symbolic link is followed: its target is replaced, the link stays. The file keeps
-    its mode; a new one is readable by all (``0o644``), as a configuration file is."""
+    its mode; a new one is readable by all (``0o644``), as a configuration file is. A failure (the backup's path
+    is a directory, the folder is read-only) is ``config_invalid`` naming it; the file is left as it was."""
     path = Path(os.path.realpath(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    replace_file(path, data, new_mode=NEW_FILE_MODE, backup=backup)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(path, data, new_mode=NEW_FILE_MODE, backup=backup)
+    except OSError as error:  # a backup path that is a directory, a read-only folder: the file is as it was
+        where = next((str(f) for f in (error.filename2, error.filename) if isinstance(f, str)), str(path))
+        raise fail([Issue("", f"cannot be written ({error.strerror}: {where}); it is unchanged", str(path))]) from None

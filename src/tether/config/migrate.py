@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
-from tomlkit.container import Container
+from tomlkit.container import Container, OutOfOrderTableProxy
 from tomlkit.items import AoT, Comment, InlineTable, Item, Null, Table, Trivia
 from tomlkit.toml_document import TOMLDocument
 
@@ -112,6 +112,17 @@ def _tidy(new: str, old: str, newline: str) -> str:
     return tidy if same else new
 
 
+def _move_between_pieces(document: TOMLDocument, holder: OutOfOrderTableProxy, move: Move) -> None:
+    """A move out of a table written in pieces: tomlkit reads and deletes its keys through a proxy, with no
+    place to keep a comment by; the value goes to its new key."""
+    key = str(move.old[-1])
+    old = holder[key]
+    assert isinstance(old, Item), f"a key holds an item, not {type(old).__name__}"
+    item = old if move.rename.convert is unchanged else _converted(old, move.value)
+    del holder[key]
+    assign(document, [str(part) for part in move.new], item)
+
+
 def _container(node: Any) -> Container:
     if isinstance(node, Container):
         return node
@@ -123,6 +134,9 @@ def _move(document: TOMLDocument, move: Move, newline: str) -> None:
     holder: Any = document
     for part in move.old[:-1]:
         holder = holder[part]
+    if isinstance(holder, OutOfOrderTableProxy):  # a table written in pieces (``[a.b]`` before ``[a]``, ``a.x =``)
+        _move_between_pieces(document, holder, move)
+        return
     container = _container(holder)
     key, new_key = str(move.old[-1]), str(move.new[-1])
     old = container.item(key)
