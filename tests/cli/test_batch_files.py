@@ -4,9 +4,12 @@ file whose last line was cut short, and ``--db`` with its password kept off the 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tether.cli.batch_files import finished_ids, read_prompts
 from tether.cli.runs_db import runs_database
@@ -96,3 +99,49 @@ def test_db_of_another_kind_is_refused_without_printing_its_password(tmp_path: P
     with pytest.raises(ConfigInvalid, match="postgresql://") as raised:
         runs_database("mysql://root:pa55word-x@host/db", tmp_path, {})
     assert "pa55word-x" not in raised.value.message
+
+
+# --- any text, any line separator ---------------------------------------------------------------------------
+
+SEPARATORS = ["\u2028", "\u2029", "\u0085", "\x1c", "\x1d", "\x1e", "\x0b", "\x0c", "\r"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    prompts=st.lists(
+        st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from(SEPARATORS), min_size=1).filter(str.strip),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_any_text_round_trips_through_prompts_and_results_files(prompts: list[str]) -> None:
+    """Raw U+2028 (and every other character ``str.splitlines`` splits at) in a prompt or an answer is valid
+    JSON Lines: the files are split at line feeds only."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "p.jsonl"
+        lines = [json.dumps({"id": f"i{n}", "prompt": p}, ensure_ascii=False) for n, p in enumerate(prompts)]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        assert [item.prompt for item in read_prompts(path)] == prompts
+        results = Path(folder) / "r.jsonl"
+        answers = [json.dumps({"id": f"i{n}", "text": p}, ensure_ascii=False) for n, p in enumerate(prompts)]
+        results.write_text("\n".join(answers) + "\n", encoding="utf-8")
+        assert finished_ids(results) == {f"i{n}" for n in range(len(prompts))}
+
+
+def test_a_file_that_is_not_a_results_file_keeps_its_last_line_when_refused(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"some notes\nlast line, no line end")
+    with pytest.raises(ConfigInvalid, match="not a result line"):
+        finished_ids(path)
+    assert path.read_bytes() == b"some notes\nlast line, no line end"
+
+
+def test_a_line_nested_too_deeply_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text('"first"\n{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    with pytest.raises(ConfigInvalid, match=r"p\.jsonl:2: JSON nested too deeply"):
+        read_prompts(path)
+    results = tmp_path / "r.jsonl"
+    results.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(ConfigInvalid, match="not a result line"):
+        finished_ids(results)

@@ -47,7 +47,7 @@ MAX_PROMPTS_BYTES = 256 * 1024 * 1024
 def read_prompts(path: Path) -> list[BatchItem]:
     """The items of the prompts file at ``path``, in order (see the module docstring)."""
     try:
-        lines = read_bounded(path, MAX_PROMPTS_BYTES).decode("utf-8").splitlines()
+        lines = json_lines(read_bounded(path, MAX_PROMPTS_BYTES).decode("utf-8"))
     except UnicodeDecodeError as error:
         raise ConfigInvalid(f"{path}: not UTF-8 text (byte {error.start})") from None
     except OSError as error:
@@ -76,6 +76,8 @@ def _parse_line(path: Path, number: int, line: str) -> tuple[str, str]:
         value = json.loads(line)
     except json.JSONDecodeError as error:
         raise ConfigInvalid(f"{where}: not JSON ({error.msg}); a line is a JSON string or an object") from None
+    except RecursionError:
+        raise ConfigInvalid(f"{where}: JSON nested too deeply to read; a line is a JSON string or an object") from None
     item_id: object = None
     if isinstance(value, dict):
         unknown = sorted(set(value) - {"prompt", "id"})
@@ -102,21 +104,29 @@ def finished_ids(path: Path) -> set[str]:
         return set()
     except OSError as error:
         raise ConfigInvalid(f"{path}: cannot be read ({error.strerror})") from None
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        with path.open("r+b") as file:
-            file.truncate(cut)
-        data = data[:cut]
+    cut = data.rfind(b"\n") + 1  # a last line cut short (a crash mid-write) is dropped, once the rest is checked
     done: set[str] = set()
-    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+    for number, line in enumerate(json_lines(data[:cut].decode("utf-8", errors="replace")), start=1):
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             raise ConfigInvalid(f"{path}:{number}: not a result line; is it a results file of tether batch?") from None
         if not isinstance(record, dict) or not isinstance(record.get("id"), str):
             raise ConfigInvalid(f"{path}:{number}: a result line without an 'id'")
         done.add(record["id"])
+    if cut < len(data):
+        with path.open("r+b") as file:
+            file.truncate(cut)
     return done
+
+
+def json_lines(text: str) -> list[str]:
+    """The lines of a JSON Lines text: split at line feeds only (``str.splitlines`` also splits at U+2028,
+    U+2029, U+0085 and others, which a JSON string may hold raw), a carriage return before one dropped."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
 
 
 def result_line(item: BatchItem, result: RunResult, redaction: Redaction | None = None) -> dict[str, Any]:
