@@ -26,7 +26,7 @@ from tether.providers.default_model import ModelChoice
 from tether.providers.scripted import ScriptedProvider, call, reply
 from tether.sessions import MemorySessionStore
 from tether.tools.base import Tool
-from tether.tools.sandbox import SHELL_VARIABLES, shell_environment
+from tether.tools.sandbox import LOCALE_VARIABLES, SHELL_VARIABLES, shell_environment
 from tether.tools.shell import bash_tool
 from tether.tools.workspace import Workspace
 
@@ -174,20 +174,30 @@ SECRETISH = st.builds(
 @given(
     environ=st.dictionaries(SECRETISH, st.text(max_size=8), max_size=12),
     passed=st.lists(SECRETISH, max_size=4),
-    shell=st.dictionaries(st.sampled_from(sorted(SHELL_VARIABLES | {"LC_ALL", "LC_TIME"})), st.text(max_size=8)),
+    shell=st.dictionaries(st.sampled_from(sorted(SHELL_VARIABLES)), st.text(max_size=8)),
+    locale=st.dictionaries(
+        st.sampled_from(["LC_ALL", "LC_TIME", "LC_SECRET"]),
+        st.sampled_from(["C", "en_US.UTF-8", "de_DE@euro", "sk-proj-Q7x9Zt2LmN4vB8cR1y", "ghp_0123456789abcdef"]),
+    ),
 )
-def test_the_environment_is_an_allowlist(environ: dict[str, str], passed: list[str], shell: dict[str, str]) -> None:
-    merged = {**environ, **shell}
+def test_the_environment_is_an_allowlist(
+    environ: dict[str, str], passed: list[str], shell: dict[str, str], locale: dict[str, str]
+) -> None:
+    merged = {**environ, **shell, **locale}
+    passed = [name for name in passed if not name.startswith("LC_")]
     env = shell_environment(merged, pass_env=passed, extra={"ADDED": "1"}, overrides={"HOME": "/sandbox"})
 
     for name in env.keys() - {"ADDED", "HOME"}:
-        assert name in SHELL_VARIABLES or name.startswith("LC_") or name in passed, name
+        assert name in SHELL_VARIABLES or name in LOCALE_VARIABLES or name in passed, name
         assert env[name] == merged[name]
     for name in passed:
         if name in merged and name not in ("ADDED", "HOME"):
             assert env[name] == merged[name], "pass_env brings a variable in, whatever its name"
     for name in shell.keys() - {"HOME"}:
         assert env[name] == shell[name], "what a shell needs is kept"
+    for name, value in locale.items():
+        is_locale = name != "LC_SECRET" and value in ("C", "en_US.UTF-8", "de_DE@euro")
+        assert (env.get(name) == value) == is_locale, "a locale category only, and only with a locale's value"
     assert env["ADDED"] == "1"
     assert env["HOME"] == "/sandbox"
 

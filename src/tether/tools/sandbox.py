@@ -21,10 +21,10 @@ The contract, before the code:
   until the last of them is gone, so :mod:`tether.tools.shell` waiting for the group waits for them all.
 - **No privileges.** Every capability is dropped (``--cap-drop ALL``), even when tether runs as root, and the
   sandbox has its own user, IPC, UTS (hostname) and cgroup namespaces when the kernel allows them.
-- **An allowlisted environment**, sandbox or not: only what a shell needs (:data:`SHELL_VARIABLES`,
-  ``LC_*``) and the names in ``pass_env``; everything else -- keys, tokens, ``DATABASE_URL``, DSNs -- is
-  left out whatever its name. In the sandbox ``HOME`` is ``/tmp/home`` and ``TMPDIR`` is ``/tmp`` (both
-  private); unsandboxed they keep the host's values.
+- **An allowlisted environment**, sandbox or not: only what a shell needs (:data:`SHELL_VARIABLES`, the locale
+  categories when their values are locales, :data:`LOCALE_VARIABLES`) and the names in ``pass_env``; everything
+  else -- keys, tokens, ``DATABASE_URL``, DSNs -- is left out whatever its name. In the sandbox ``HOME`` is
+  ``/tmp/home`` and ``TMPDIR`` is ``/tmp`` (both private); unsandboxed they keep the host's values.
 - **Modes.** ``"auto"`` (the default) sandboxes when ``bwrap`` is usable and otherwise runs unconfined,
   saying so once per process (a warning on the ``tether.tools.sandbox`` logger, which the command line
   prints on stderr). ``"required"`` refuses to run a command without the sandbox: the call fails with
@@ -43,6 +43,7 @@ import asyncio
 import functools
 import glob
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Collection, Mapping
@@ -79,7 +80,7 @@ SHELL_VARIABLES = frozenset({
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "NO_COLOR", "TZ", "TMPDIR", "LANG",
     "LANGUAGE",
 })  # fmt: skip
-"""The variables a command gets from tether's environment (with every ``LC_*``), besides ``pass_env``."""
+"""The variables a command gets from tether's environment (with the locale categories), besides ``pass_env``."""
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 """Mounted read-only (or recreated as the symlinks they are, on merged-``/usr`` systems)."""
@@ -109,6 +110,18 @@ _probed: dict[tuple[str, bool], str | None] = {}
 _warned: set[str] = set()
 
 
+LOCALE_VARIABLES = frozenset(
+    {
+        "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "LC_MONETARY", "LC_MESSAGES", "LC_PAPER",
+        "LC_NAME", "LC_ADDRESS", "LC_TELEPHONE", "LC_MEASUREMENT", "LC_IDENTIFICATION",
+    }
+)  # fmt: skip
+"""The locale categories a command gets, each only when its value is a locale (:data:`LOCALE`): another
+``LC_*`` name, or a value that is not a locale (a key someone keeps there), is left out."""
+LOCALE = re.compile(r"(C|POSIX|[A-Za-z]{2,8}([_-][A-Za-z0-9]{2,8})?)(\.[A-Za-z0-9-]{1,20})?(@[A-Za-z0-9]{1,20})?")
+"""What a locale looks like: ``C``, ``POSIX``, ``en_US``, ``en_US.UTF-8``, ``de_DE@euro``, ``C.UTF-8``."""
+
+
 def shell_environment(
     environ: Mapping[str, str],
     *,
@@ -116,13 +129,13 @@ def shell_environment(
     extra: Mapping[str, str] | None = None,
     overrides: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The variables of ``environ`` a shell needs (:data:`SHELL_VARIABLES`, ``LC_*``) and those named in
+    """The variables of ``environ`` a shell needs (:data:`SHELL_VARIABLES`, :data:`LOCALE_VARIABLES`) and those named in
     ``pass_env``, then ``overrides`` (the sandbox's ``HOME``, ...), then ``extra`` (the caller's own)."""
     keep = set(pass_env)
     env = {
         name: value
         for name, value in environ.items()
-        if name in SHELL_VARIABLES or name.startswith("LC_") or name in keep
+        if name in SHELL_VARIABLES or name in keep or (name in LOCALE_VARIABLES and LOCALE.fullmatch(value))
     }
     env.update(overrides or {})
     env.update(extra or {})
