@@ -370,8 +370,8 @@ class OtelObserver(RunObserver):
                 span.set_attribute("error.type", code)
                 shown = self._redaction.text(result.content) if self._capture else code
                 span.set_status(Status(StatusCode.ERROR, shown))
-                if exception is not None:
-                    self._exception(span, exception)
+                if exception is not None:  # a tool's exception quotes its arguments: content, only when captured
+                    self._exception(span, exception, message=self._capture)
             elif self._capture:
                 span.set_attribute("gen_ai.tool.call.result", content.dumps(self._redaction.text(result.content)))
         span.end()
@@ -392,10 +392,13 @@ class OtelObserver(RunObserver):
         if error is not None:
             self._exception(span, error)
 
-    def _exception(self, span: Any, error: BaseException) -> None:
-        """An ``exception`` event with the redacted message (no stack trace: frames may hold anything)."""
-        span.add_event("exception", {"exception.type": type(error).__qualname__,
-                                     "exception.message": self._redaction.text(_message_of(error))})  # fmt: skip
+    def _exception(self, span: Any, error: BaseException, *, message: bool = True) -> None:
+        """An ``exception`` event with the redacted message (no stack trace: frames may hold anything); its type
+        alone without ``message``."""
+        attributes = {"exception.type": type(error).__qualname__}
+        if message:
+            attributes["exception.message"] = self._redaction.text(_message_of(error))
+        span.add_event("exception", attributes)
 
 
 def _user(prompt: str) -> Message:
