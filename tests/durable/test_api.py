@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from tether import Agent, RunContext, tool
-from tether.errors import ConfigInvalid
+from tether.errors import ConfigInvalid, ToolError
 from tether.providers.scripted import ScriptedProvider, call, reply
 
 
@@ -127,3 +127,58 @@ async def test_a_durable_run_returns_its_typed_output(tmp_path: Path) -> None:
     kept: Any = again.output
     assert output == Total(amount=12)
     assert kept == Total(amount=12), "the kept result holds the output, typed"
+
+
+async def test_a_run_id_the_store_would_refuse_is_config_invalid(tmp_path: Path) -> None:
+    from tether.durable import DurableAgent, Queue, get_run, launch, shutdown
+
+    durable = DurableAgent(Agent(ScriptedProvider([reply("hi")] * 4)), name="ids")
+    launch(tmp_path / "runs.sqlite")
+    try:
+        for bad in ("", "   ", "a\x00b", " leading", "trailing\n", "x" * 300):
+            with pytest.raises(ConfigInvalid, match="a run id must be"):
+                await durable.run("hello", workflow_id=bad)
+            with pytest.raises(ConfigInvalid, match="a run id must be"):
+                await durable.enqueue("hello", queue=Queue("ids"), workflow_id=bad)
+            with pytest.raises(ConfigInvalid, match="a run id must be"):
+                await get_run(bad)
+        assert (await durable.run("hello", workflow_id="run 1: fine")).text == "hi"
+    finally:
+        shutdown()
+
+
+async def test_what_pickle_refuses_from_a_tool_is_kept_as_its_description(tmp_path: Path) -> None:
+    """A tool's exception of a class defined in a function, holding a lock, and a ``Done`` carrying a lock: the
+    step keeps their descriptions, so the run completes and says why."""
+    import threading
+
+    from tether import Done
+    from tether.durable import DurableAgent, launch, shutdown
+
+    class Locked(ToolError):  # a tool's own error, as the model should read it: kept as is when it pickles
+        def __init__(self, why: str) -> None:
+            super().__init__(why)
+            self.lock = threading.Lock()
+
+    @tool
+    def fragile() -> str:
+        """Fails in a way pickle cannot keep."""
+        raise Locked("the lock is held")
+
+    @tool
+    def finish() -> str:
+        """Ends the run with a value pickle cannot keep."""
+        raise Done(threading.Lock())  # type: ignore[arg-type]
+
+    model = ScriptedProvider([call("fragile", {}), call("finish", {})])
+    durable = DurableAgent(Agent(model, tools=[fragile, finish]), name="fragile")
+    launch(tmp_path / "runs.sqlite")
+    try:
+        result = await durable.run("go", workflow_id="fragile-1")
+    finally:
+        shutdown()
+    [failed] = result.messages[2].tool_results
+    assert failed.is_error
+    assert "the lock is held" in failed.content
+    assert result.stop_reason == "done_tool"
+    assert "lock object" in result.text

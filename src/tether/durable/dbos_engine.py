@@ -129,7 +129,7 @@ class DurableAgent:
     ) -> str:
         """Start a run (or find the one with this ``workflow_id``); its run id. It goes on in the background.
         ``session=``: the run continues that session of the agent's store, as in a plain run."""
-        handle = await self._start(prompt, history, workflow_id or uuid.uuid4().hex, tool_choice, session)
+        handle = await self._start(prompt, history, _run_id(workflow_id), tool_choice, session)
         return handle.workflow_id
 
     async def _start(
@@ -157,7 +157,7 @@ class DurableAgent:
     ) -> RunResult[Any]:
         """Run to the end, durably, and return the result (the kept one, for a run that had already ended)."""
         _require_launch()
-        run_id = workflow_id or uuid.uuid4().hex
+        run_id = _run_id(workflow_id)
         if on_event is not None:
             _sinks[run_id] = on_event
         try:  # the handle of a workflow started here is awaited directly: retrieving it would poll the database
@@ -182,8 +182,8 @@ class DurableAgent:
         if not isinstance(queue, Queue):
             raise ConfigInvalid(f"enqueue() takes a tether.durable.Queue, not {queue!r}")
         self._check(history, session)
+        run_id = _run_id(workflow_id)
         dbos_queue = await asyncio.to_thread(_register, queue)
-        run_id = workflow_id or uuid.uuid4().hex
         with SetWorkflowID(run_id):
             handle: WorkflowHandleAsync[RunResult[Any]] = await dbos_queue.enqueue_async(
                 self._workflow, prompt, tuple(history), None, session
@@ -487,6 +487,7 @@ async def list_runs(status: RunStatus | None = None, *, limit: int = 100) -> lis
 async def get_run(run_id: str) -> RunRecord | None:
     """The record of the run ``run_id``; ``None`` when there is none."""
     _require_launch()
+    _run_id(run_id)
     found = await DBOS.list_workflows_async(workflow_ids=[run_id])
     mine = [one for one in found if one.name.startswith(_PREFIX)]
     return _record(mine[0]) if mine else None
@@ -514,6 +515,23 @@ async def resume_run(run_id: str) -> DurableRun:
         return DurableRun(run_id)
     await DBOS.resume_workflow_async(run_id, queue_name=record.queue)
     return DurableRun(run_id)
+
+
+_RUN_ID = re.compile(r"[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]{0,254}[^\s\x00-\x1f\x7f])?")
+"""A run id: 1-256 characters, no control character, no white space at either end."""
+
+
+def _run_id(workflow_id: str | None) -> str:
+    """``workflow_id`` checked (``ConfigInvalid`` for what the workflow store would refuse with its own error), or
+    a new id when none is given."""
+    if workflow_id is None:
+        return uuid.uuid4().hex
+    if not isinstance(workflow_id, str) or not _RUN_ID.fullmatch(workflow_id):
+        raise ConfigInvalid(
+            f"a run id must be 1-256 characters with no control character and no space at either end, not "
+            f"{workflow_id!r}"
+        )
+    return workflow_id
 
 
 async def _existing(run_id: str) -> RunRecord:

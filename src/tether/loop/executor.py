@@ -49,6 +49,7 @@ arguments are ``***``. The model wrote them and loses nothing it needs to fix th
 from __future__ import annotations
 
 import asyncio
+import pickle
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -360,10 +361,7 @@ class ToolExecutor:
         assert tool is not None
 
         async def run() -> ToolOutcome:
-            outcome = await self._outcome(plan)
-            if outcome.error is None or isinstance(outcome.error, ToolError):
-                return outcome
-            return replace(outcome, error=ToolError(describe_exception(outcome.error)))  # kept: must pickle
+            return portable(await self._outcome(plan))  # a step's outcome is kept: it must pickle
 
         name = f"tool:{call.name}:{call.id}"
         if tool.idempotent:
@@ -516,6 +514,30 @@ def mask_exception(exc: BaseException, masker: Masker) -> BaseException:
 def _notes(exc: BaseException) -> list[str]:
     notes = getattr(exc, "__notes__", None)
     return [note for note in notes if isinstance(note, str)] if isinstance(notes, list) else []
+
+
+def portable(outcome: ToolOutcome) -> ToolOutcome:
+    """``outcome`` as a durable step keeps it: itself when it pickles and reads back; else its error as a
+    ``ToolError`` of the same description, and a ``Done`` of its text (what a tool raised or returned may hold a
+    lock, or be of a class defined in a function): the reason survives a recovery, as text."""
+    try:
+        pickle.loads(pickle.dumps(outcome))
+    except Exception:  # noqa: BLE001 - anything pickle refuses
+        error = outcome.error
+        done = outcome.done
+        return replace(
+            outcome,
+            error=None if error is None else ToolError(describe_exception(error)),
+            done=None if done is None else Done(_done_text(done)),
+        )
+    return outcome
+
+
+def _done_text(done: Done) -> str:
+    try:
+        return render_output(done.message)
+    except ToolError as error:
+        return error.message
 
 
 def _timeout_result(call: ToolCall, tool: Tool, timeout: float | None) -> ToolResult:
