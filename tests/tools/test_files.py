@@ -393,3 +393,42 @@ def test_only_read_is_offered_in_read_only_mode(tmp_path: Path) -> None:
     read_only = Permissions.of("read-only")
     assert [t.name for t in tools if read_only.offers(t)] == ["read"]
     assert all(t.read_only == (TOOL_ACCESS[t.name] == "read") for t in tools)
+
+
+# --- bounded work on files of any size ----------------------------------------------------------------------
+
+
+def test_reading_the_head_of_a_huge_sparse_file_counts_a_bounded_part_of_it(tmp_path: Path) -> None:
+    """16 GiB of lines (a sparse file of newlines would take minutes to count): the rest is counted over
+    ``MAX_SCAN_BYTES`` at most, and said to be at least that many lines."""
+    from tether.tools import files
+
+    workspace = Workspace(tmp_path)
+    huge = tmp_path / "huge.log"
+    with huge.open("wb") as file:
+        file.write(b"first line\n" + b"x\n" * 10_000)  # text past what is sniffed; zeros after
+        file.truncate(16 * 1024**3)
+    original = files.MAX_SCAN_BYTES
+    files.MAX_SCAN_BYTES = 1024 * 1024  # the same rule, at a size a test can afford
+    try:
+        shown = files.read_file(workspace, "huge.log", limit=1, max_bytes=10_000)
+        with pytest.raises(ToolError, match="too long to reach line"):
+            files.read_file(workspace, "huge.log", offset=10**9, limit=1, max_bytes=10_000)
+    finally:
+        files.MAX_SCAN_BYTES = original
+    assert "first line" in shown.splitlines()[0]
+    assert "[truncated: at least" in shown
+
+
+def test_edit_refuses_a_file_larger_than_it_loads_and_changes_nothing(tmp_path: Path) -> None:
+    from tether.tools import files
+
+    workspace = Workspace(tmp_path)
+    big = tmp_path / "big.txt"
+    with big.open("wb") as file:
+        file.write(b"needle\n")
+        file.truncate(files.MAX_EDIT_BYTES + 1)
+    with pytest.raises(ToolError, match=r"edit changes files up to 64 MiB"):
+        files.edit_file(workspace, "big.txt", "needle", "thread", replace_all=False)
+    with big.open("rb") as file:
+        assert file.read(7) == b"needle\n"

@@ -62,6 +62,11 @@ BINARY_UNDECODABLE_SHARE = 0.3
 MAX_DIFF_CHARS = 6000
 """Characters of diff ``edit`` returns; the rest is summarized."""
 MAX_LISTED_MATCHES = 20
+MAX_SCAN_BYTES = 256 * 1024 * 1024
+"""Bytes ``read`` goes through to reach its offset, and then counts the lines left by: a file larger than that
+(a sparse one of any size, say) costs a bounded time, on a thread that cannot be stopped."""
+MAX_EDIT_BYTES = 64 * 1024 * 1024
+"""The largest file ``edit`` loads: a larger one is refused (``bash`` with ``sed`` can change it)."""
 """Line numbers listed when ``old`` occurs several times."""
 
 PositiveInt = Annotated[int, Field(ge=1)]
@@ -88,6 +93,11 @@ def read_file(workspace: Workspace, path: str, *, offset: int = 1, limit: int, m
         for line, cut in _lines(stream):
             number += 1
             if number < offset:
+                if stream.tell() > MAX_SCAN_BYTES:
+                    raise ToolError(
+                        f"{name!r} is too long to reach line {offset} by reading: the first "
+                        f"{MAX_SCAN_BYTES // 1024 // 1024} MiB hold {number} lines. Use bash (sed -n, tail) for it."
+                    )
                 continue
             text = _number_line(number, line, cut)
             size = len(text.encode()) + 1
@@ -96,14 +106,16 @@ def read_file(workspace: Workspace, path: str, *, offset: int = 1, limit: int, m
                 break
             shown.append(text)
             used += size
-        total = number if stopped_at is None else stopped_at + _count_lines(stream)
+        left, counted = (0, True) if stopped_at is None else _count_lines(stream, MAX_SCAN_BYTES)
+        total = number if stopped_at is None else stopped_at + left
     workspace.note_read(real)
     if total == 0:
         return f"({name} is empty)"
     if offset > total:
         raise ToolError(f"offset={offset} is past the end of {name!r}, which has {total} lines.")
     if stopped_at is not None:
-        shown.append(f"[truncated: {total - stopped_at + 1} more lines; read again with offset={stopped_at}]")
+        more = f"{total - stopped_at + 1}" if counted else f"at least {total - stopped_at + 1}"
+        shown.append(f"[truncated: {more} more lines; read again with offset={stopped_at}]")
     return "\n".join(shown)
 
 
@@ -137,12 +149,16 @@ def _lines(stream: IO[bytes]) -> Iterator[tuple[bytes, int]]:
         yield piece, cut
 
 
-def _count_lines(stream: IO[bytes]) -> int:
-    count, last = 0, b"\n"
+def _count_lines(stream: IO[bytes], budget: int) -> tuple[int, bool]:
+    """The lines left in ``stream``, counted over at most ``budget`` bytes; whether that was all of them."""
+    count, last, read = 0, b"\n", 0
     while chunk := stream.read(1 << 20):
         count += chunk.count(b"\n")
         last = chunk[-1:]
-    return count + (last != b"\n")
+        read += len(chunk)
+        if read >= budget:
+            return count, False
+    return count + (last != b"\n"), True
 
 
 def _number_line(number: int, line: bytes, cut: int) -> str:
@@ -267,7 +283,17 @@ def edit_file(workspace: Workspace, path: str, old: str, new: str, *, replace_al
     if real.is_dir():
         raise ToolError(f"{name!r} is a directory, not a file.")
     with _open_binary(workspace, real) as stream:
-        data = stream.read()
+        size = os.fstat(stream.fileno()).st_size
+        if size > MAX_EDIT_BYTES:
+            raise ToolError(
+                f"{name!r} is {size // 1024 // 1024} MiB; edit changes files up to {MAX_EDIT_BYTES // 1024 // 1024} "
+                "MiB (use bash with sed for a larger one). Nothing was changed."
+            )
+        data = stream.read(MAX_EDIT_BYTES + 1)
+    if len(data) > MAX_EDIT_BYTES:
+        raise ToolError(
+            f"{name!r} grew past {MAX_EDIT_BYTES // 1024 // 1024} MiB while it was read; nothing was changed."
+        )
     if looks_binary(data[:SNIFF_BYTES]):
         raise ToolError(f"{name!r} is a binary file; only text files can be edited.")
     text = data.decode("utf-8", "surrogateescape")
