@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.cli.batch_files import finished_ids, read_prompts
+from tether.cli.batch_files import finished_ids, is_finished, read_prompts
 from tether.cli.runs_db import runs_database
 from tether.errors import ConfigInvalid
 
@@ -145,3 +145,16 @@ def test_a_line_nested_too_deeply_is_refused_naming_it(tmp_path: Path) -> None:
     results.write_text("[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(ConfigInvalid, match="not a result line"):
         finished_ids(results)
+
+
+def test_an_edited_line_without_an_id_is_a_new_run_and_an_item_with_an_id_is_not(tmp_path: Path) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('"Say A"\n{"prompt": "Say C", "id": "c"}\n')
+    first = read_prompts(prompts)
+    results = tmp_path / "r.jsonl"
+    results.write_text("".join(json.dumps({"id": i.id, "text": "ok", "run_id": i.workflow_id}) + "\n" for i in first))
+    done = finished_ids(results)
+    assert all(is_finished(item, done) for item in first)
+    prompts.write_text('"Say B"\n{"prompt": "Say D", "id": "c"}\n')
+    edited = read_prompts(prompts)
+    assert [is_finished(item, done) for item in edited] == [False, True], "line-1 is a new run; 'c' has its result"

@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tether.cli import exits
-from tether.cli.batch_files import BatchItem, append_line, finished_ids, read_prompts, result_line
+from tether.cli.batch_files import BatchItem, append_line, finished_ids, is_finished, read_prompts, result_line
 from tether.cli.build import NoModel, Setup, close_store, config_problem, load_setup, mcp_tools
 from tether.cli.render import make_console
 from tether.cli.runs_db import RunsDatabase, runs_database
@@ -105,7 +105,7 @@ def main(options: BatchOptions, env: Mapping[str, str] | None = None, cwd: Path 
     except (ConfigInvalid, NoModel) as error:
         err.print(Text(config_problem(error), style="red"))
         return exits.CONFIG
-    pending = [item for item in items if item.id not in done]
+    pending = [item for item in items if not is_finished(item, done)]
     tally = Tally(len(items), skipped=len(items) - len(pending))
     if not pending:
         err.print(Text(f"all {len(items)} prompts already have results in {output}", style="dim"))

@@ -95,9 +95,21 @@ def _parse_line(path: Path, number: int, line: str) -> tuple[str, str]:
     return str(item_id), value
 
 
+RUN_MARK = "run:"
+"""How :func:`finished_ids` names a finished run's workflow id beside the items' ids."""
+
+
+def is_finished(item: BatchItem, done: set[str]) -> bool:
+    """Whether ``item`` has a result among ``done`` (:func:`finished_ids`): by its run, which a line without an
+    id changes with its prompt (an edited line is a new run); or, for an item with an id of its own, by that
+    id (the prompts file may have moved)."""
+    return RUN_MARK + item.workflow_id in done or (not item.id.startswith("line-") and item.id in done)
+
+
 def finished_ids(path: Path) -> set[str]:
-    """The ids of the items the results file at ``path`` already holds (none when it does not exist); drops a
-    last line cut short, so that appending starts on a line of its own."""
+    """The ids of the items the results file at ``path`` already holds, and their runs (``run:`` and the workflow
+    id; see :func:`is_finished`); none when it does not exist. Drops a last line cut short, so that appending
+    starts on a line of its own."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -114,6 +126,8 @@ def finished_ids(path: Path) -> set[str]:
         if not isinstance(record, dict) or not isinstance(record.get("id"), str):
             raise ConfigInvalid(f"{path}:{number}: a result line without an 'id'")
         done.add(record["id"])
+        if isinstance(record.get("run_id"), str):
+            done.add(RUN_MARK + record["run_id"])
     if cut < len(data):
         with path.open("r+b") as file:
             file.truncate(cut)
