@@ -119,6 +119,24 @@ async def test_a_save_after_another_writer_compares_the_stored_rows_and_writes_o
     assert await reload(postgres, "s1") == session()
 
 
+async def test_a_row_changed_behind_the_stores_back_is_not_trusted_from_memory(
+    store: PostgresSessionStore, postgres: PgSchema
+) -> None:
+    await store.save(session(messages=conversation()[:4]))
+    sql(
+        postgres,
+        "UPDATE {s}.messages SET data = replace(data, 'Add 2 and 3', 'Add 2 and 4') "
+        "WHERE session_id = 's1' AND seq = 1",
+    )
+    assert await reload(postgres, "s1") != session(messages=conversation()[:4]), "the row was changed"
+    sql(postgres, AUDIT)
+
+    await store.save(session())  # same revision, same count: only the rows' digest tells
+
+    assert await reload(postgres, "s1") == session()
+    assert ("delete", 1) in audit(postgres)
+
+
 async def test_a_session_deleted_and_saved_again_elsewhere_is_not_mistaken_for_the_remembered_one(
     store: PostgresSessionStore, postgres: PgSchema
 ) -> None:

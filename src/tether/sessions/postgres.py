@@ -355,7 +355,9 @@ class PostgresSessionStore:
         revision, count = row
         remembered = self._stored.get(session.id)
         if remembered is not None and remembered[0] == revision and len(remembered[1]) == count:
-            return codec.common_prefix(remembered[1], session.messages)
+            keep = codec.common_prefix(remembered[1], session.messages)
+            if await self._rows_are(connection, session.id, remembered[1][:keep]):
+                return keep  # else a row was changed behind the store's back: compare them all
         cursor = await connection.execute(
             f"SELECT seq, data FROM {self._s}.messages WHERE session_id = %s AND seq < %s ORDER BY seq",
             (session.id, len(session.messages)),
@@ -368,6 +370,21 @@ class PostgresSessionStore:
                 break
             keep += 1
         return keep
+
+    async def _rows_are(self, connection: AsyncConnection[Any], session_id: str, messages: Sequence[Message]) -> bool:
+        """Whether the first stored rows of the session are exactly ``messages``' rows: compared by one digest
+        computed on the server (the rows do not travel), so that a row changed by another writer is not trusted
+        from memory."""
+        if not messages:
+            return True
+        mine = hashlib.md5("\n".join(codec.message_rows(messages)).encode(), usedforsecurity=False).hexdigest()
+        row = await _one(
+            connection,
+            f"SELECT md5(string_agg(data, E'\\n' ORDER BY seq)), count(*) FROM {self._s}.messages "
+            "WHERE session_id = %s AND seq < %s",
+            (session_id, len(messages)),
+        )
+        return row is not None and row[0] == mine and row[1] == len(messages)
 
     async def _write(
         self, connection: AsyncConnection[Any], session: Session, keep: int, new: Sequence[tuple[Message, str]]
