@@ -64,3 +64,19 @@ def test_the_scripts_arguments_are_its_own(tmp_path: Path) -> None:
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "['args.py', '--model', '-v']\n"
+
+
+def test_no_eval_makes_the_assistant_only_look(tmp_path: Path) -> None:
+    from tether.assistant import Assistant
+    from tether.cli.py_terminal import open_questions
+
+    env = {"HOME": str(tmp_path)}
+    looking, _ = open_questions(tmp_path, env, "scripted:echo", None, allow_eval=False)
+    evaluating, _ = open_questions(tmp_path, env, "scripted:echo", None)
+    assert isinstance(looking.assistant, Assistant)
+    assert isinstance(evaluating.assistant, Assistant)
+    assert looking.assistant.settings is not None
+    assert looking.assistant.settings.allow_eval is False
+    assert evaluating.assistant.settings is not None
+    assert evaluating.assistant.settings.allow_eval is True
+    assert py(tmp_path, "--no-eval", "--model", "scripted:echo", stdin="?what is x\n").returncode == 0

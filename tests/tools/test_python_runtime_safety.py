@@ -33,6 +33,14 @@ def stubborn():
 class SlowRepr:
     def __repr__(self):
         spin()
+
+class SwallowingRepr:
+    def __repr__(self):
+        try:
+            spin()
+        except BaseException:  # swallows the interrupt, then goes on for as long
+            pass
+        spin()
 """
 
 
@@ -133,6 +141,67 @@ def test_a_repr_that_hangs_is_interrupted_too(where: str) -> None:
         return runtime.call("get_repr", {"expr": "SlowRepr()"})
 
     timed_out(run() if where == "main" else on_thread(run))
+
+
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_a_repr_that_swallows_the_interrupt_is_interrupted_again(where: str) -> None:
+    _, runtime = spinning()
+
+    def run() -> dict[str, Any]:
+        return runtime.call("get_repr", {"expr": "SwallowingRepr()"})
+
+    timed_out(run() if where == "main" else on_thread(run))
+
+
+# --- the process ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "__import__('os')._exit(3)",
+        "__import__('os').abort()",
+        "__import__('os').kill(__import__('os').getpid(), 9)",
+        "__import__('os').killpg(0, 9)",
+        "__import__('signal').raise_signal(15)",
+    ],
+)
+def test_code_that_would_end_or_signal_the_process_is_refused_and_reported(expr: str) -> None:
+    import os
+
+    kept = (os._exit, os.abort, os.kill, os.killpg)
+    runtime = PythonRuntime({}, settings=RuntimeSettings(eval_timeout=5))
+    envelope = runtime.call("eval_expr", {"expr": expr})
+    assert envelope["ok"] is False, envelope
+    assert envelope["error"]["details"]["exc_type"].endswith("ProcessExitRefused")
+    assert (os._exit, os.abort, os.kill, os.killpg) == kept, "the real functions are back after the call"
+    assert runtime.call("eval_expr", {"expr": "1 + 1"})["result"]["value_repr"] == "2", "the session lives on"
+
+
+def test_a_thread_the_code_leaves_running_is_named() -> None:
+    namespace: dict[str, Any] = {"stop": threading.Event()}
+    runtime = PythonRuntime(namespace, settings=RuntimeSettings(eval_timeout=5))
+    code = "__import__('threading').Thread(target=stop.wait, name='left-behind').start()"
+    try:
+        envelope = runtime.call("eval_expr", {"expr": code})
+    finally:
+        namespace["stop"].set()
+    assert envelope["result"]["threads_left_running"] == ["left-behind"]
+
+
+def test_listing_globals_runs_no_class_property_of_a_value() -> None:
+    ran: list[str] = []
+
+    class Sneaky:
+        @property  # type: ignore[misc]
+        def __class__(self) -> type:
+            ran.append("__class__")
+            return type(self)
+
+    runtime = PythonRuntime({"sneaky": Sneaky()})
+    listed = runtime.call("list_globals", {})
+    assert listed["ok"] is True, listed
+    assert ran == []
 
 
 def test_the_timeout_never_reaches_the_thread_after_the_call() -> None:

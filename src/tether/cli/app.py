@@ -354,9 +354,12 @@ def chat(
 @click.argument("script", required=False, type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--model", "-m", metavar="PROVIDER:MODEL", help="The model, e.g. openai:gpt-4o-mini (runtime.model).")
+@click.option("--no-eval", is_flag=True, help="The assistant only looks: it runs none of the model's code.")
 @_verbose_option
 @_config_option
-def py(script: str | None, args: tuple[str, ...], model: str | None, verbose: int, config_file: str | None) -> None:
+def py(
+    script: str | None, args: tuple[str, ...], model: str | None, no_eval: bool, verbose: int, config_file: str | None
+) -> None:
     """A Python console whose assistant answers questions about the session: ?QUESTION.
 
     Python's own console (continuation lines, tracebacks as Python prints them) with line editing and a
@@ -366,14 +369,15 @@ def py(script: str | None, args: tuple[str, ...], model: str | None, verbose: in
 
     SCRIPT runs first, as with python -i (its ARGS in sys.argv), then the console starts with its names and,
     if it raised, its exception. The model comes from where tether chat takes it; one that cannot call tools
-    natively leaves the console working, without questions.
+    natively leaves the console working, without questions. The assistant may evaluate expressions the model
+    writes, in this session (code that would end the process is refused); --no-eval makes it only look.
     """
     from tether.cli.py_terminal import PyOptions
     from tether.cli.py_terminal import main as py_main
     from tether.cli.verbose import configure_logging
 
     configure_logging(verbose)
-    sys.exit(py_main(PyOptions(script, tuple(args), model, config_file)))
+    sys.exit(py_main(PyOptions(script, tuple(args), model, config_file, no_eval=no_eval)))
 
 
 @main.command()

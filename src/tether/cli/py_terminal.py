@@ -42,13 +42,17 @@ class PyOptions:
     model: str | None = None
     config_file: str | None = None
     """``--config``: the file read instead of ``./agent.toml``."""
+    no_eval: bool = False
+    """``--no-eval``: the assistant only looks (no ``eval_expr``: nothing it asks for runs code)."""
 
 
 def main(options: PyOptions, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
     """Run ``tether py`` and return its exit code."""
     env = os.environ if env is None else env
     try:
-        questions, notices = open_questions(cwd or Path.cwd(), env, options.model, options.config_file)
+        questions, notices = open_questions(
+            cwd or Path.cwd(), env, options.model, options.config_file, allow_eval=not options.no_eval
+        )
     except ConfigInvalid as error:
         sys.stderr.write(f"error: {error.message}\n")
         return exits.CONFIG
@@ -67,7 +71,7 @@ def main(options: PyOptions, env: Mapping[str, str] | None = None, cwd: Path | N
 
 
 def open_questions(
-    cwd: Path, env: Mapping[str, str], model: str | None, config_file: str | None
+    cwd: Path, env: Mapping[str, str], model: str | None, config_file: str | None, *, allow_eval: bool = True
 ) -> tuple[Questions, list[str]]:
     """The session's assistant, or why there is none, and what loading the configuration has to say.
 
@@ -88,9 +92,11 @@ def open_questions(
         if not provider.info.supports_tools:
             return Questions(None, NO_TOOLS.format(model=choice.model)), notices
         from tether.assistant import Assistant
+        from tether.tools.python_runtime import RuntimeSettings
 
         chosen = [choice.notice] if choice.notice else []  # which model, when tether picked it
-        return Questions(Assistant(provider), model=choice.model), notices + chosen
+        assistant = Assistant(provider, settings=RuntimeSettings(allow_eval=allow_eval))
+        return Questions(assistant, model=choice.model), notices + chosen
     except ConfigInvalid as error:  # an unknown provider, a missing key, a model the assistant refuses
         return Questions(None, error.message), notices
 

@@ -11,7 +11,14 @@ The contract
   its end first. :class:`EvalTimeout` derives from ``BaseException`` so ``except Exception`` in the user's
   code does not swallow it. Either way the exception never escapes the guarded call: the timer is disarmed
   and the previous ``SIGALRM`` handler and timer restored (the timer re-armed with what was left of it), and
-  a watchdog's exception that was not delivered when the function finished is withdrawn.
+  a watchdog's exception that was not delivered when the function finished is withdrawn. The interrupt is
+  raised again every :data:`REFIRE` seconds until the code is done, so code that swallows one (a ``__repr__``
+  with a bare ``except``) is interrupted by the next.
+* The process: while the function runs, ``os._exit``, ``os.abort`` and the calls that send this process a
+  signal (``os.kill``, ``os.killpg``, ``signal.raise_signal`` aimed at it) raise :class:`ProcessExitRefused`
+  instead, and ``sys.exit`` raises ``SystemExit`` as always, which the caller reports: the user's session
+  survives the code it is shown. A thread the code starts and leaves running is named by :func:`started_threads`
+  (Python cannot stop one).
 * Capture: while the function runs, ``sys.stdout`` and ``sys.stderr`` are replaced by routers that keep
   what the calling thread writes (up to a limit each, counting the rest) and pass every other thread's
   writes to the stream they replaced, so the REPL's own output and other threads' are untouched. Writes
@@ -40,6 +47,14 @@ class EvalTimeout(BaseException):
     """Raised into the user's code when a capability passes its deadline."""
 
 
+REFIRE = 0.05
+"""Seconds between the interrupts raised once the deadline has passed."""
+
+
+class ProcessExitRefused(RuntimeError):
+    """The guarded code asked to end or signal the process; refused, and reported as its failure."""
+
+
 @dataclass(frozen=True, slots=True)
 class Captured:
     """What the guarded code printed, each stream bounded."""
@@ -54,7 +69,8 @@ def guarded(function: Callable[[], T], *, timeout: float, max_output: int) -> tu
     err = _Router(sys.stderr, max_output)
     sys.stdout, sys.stderr = out, err
     try:
-        value = with_deadline(function, timeout)
+        with _ProcessGuard():
+            value = with_deadline(function, timeout)
     finally:
         if sys.stdout is out:  # unless the code replaced the stream on purpose
             sys.stdout = out.target
@@ -92,13 +108,12 @@ def _with_alarm(function: Callable[[], T], timeout: float) -> T:
     armed = _Armed()
 
     def on_alarm(signum: int, frame: FrameType | None) -> None:
-        if armed.active:  # once only, and never after the function is done
-            armed.active = False
+        if armed.active:  # never after the function is done; again at every REFIRE until then
             raise EvalTimeout
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     started = time.monotonic()
-    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, timeout)
+    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, timeout, REFIRE)
     try:
         try:
             return function()
@@ -130,12 +145,14 @@ def _with_watchdog(function: Callable[[], T], timeout: float) -> T:
     watch = _Watch()
 
     def watchdog() -> None:
-        if watch.done.wait(timeout):
-            return
-        with watch.lock:
-            if not watch.finished:
+        wait = timeout
+        while not watch.done.wait(wait):
+            with watch.lock:
+                if watch.finished:
+                    return
                 watch.fired = True
                 _async_raise(target, EvalTimeout)
+            wait = REFIRE
 
     threading.Thread(target=watchdog, name="tether-eval-watchdog", daemon=True).start()
     try:
@@ -154,6 +171,53 @@ def _async_raise(thread_id: int, exception: type[BaseException] | None) -> None:
     """Raise ``exception`` in a thread at its next bytecode; ``None`` withdraws one not yet raised."""
     argument: Any = ctypes.py_object(exception) if exception is not None else None  # None is NULL here
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), argument)
+
+
+# --- the process ----------------------------------------------------------------------------------------------------
+
+
+class _ProcessGuard:
+    """While the guarded code runs, the calls that would end or signal this process raise instead."""
+
+    def __enter__(self) -> None:
+        import os
+
+        pid = os.getpid()
+
+        def refuse(what: str) -> Callable[..., Any]:
+            def refused(*args: Any, **kwargs: Any) -> Any:
+                raise ProcessExitRefused(f"{what} was refused: the code runs inside your session, which it may not end")
+
+            return refused
+
+        def aimed(real: Callable[..., Any], what: str, is_mine: Callable[[Any], bool]) -> Callable[..., Any]:
+            def maybe(target: Any, *args: Any) -> Any:
+                if is_mine(target):
+                    raise ProcessExitRefused(f"{what} aimed at this process was refused")
+                return real(target, *args)
+
+            return maybe
+
+        replacements: list[tuple[Any, str, Callable[..., Any]]] = [
+            (os, "_exit", refuse("os._exit()")),
+            (os, "abort", refuse("os.abort()")),
+            (os, "kill", aimed(os.kill, "os.kill()", lambda target: target in (pid, 0, -1))),
+            (os, "killpg", aimed(os.killpg, "os.killpg()", lambda group: group in (0, os.getpgrp()))),
+            (signal, "raise_signal", refuse("signal.raise_signal()")),
+        ]
+        self._saved = [(module, name, getattr(module, name)) for module, name, _ in replacements]
+        for module, name, replacement in replacements:
+            setattr(module, name, replacement)
+
+    def __exit__(self, *exc: object) -> None:
+        for module, name, original in self._saved:
+            setattr(module, name, original)
+
+
+def started_threads(before: set[threading.Thread]) -> list[str]:
+    """The names of the threads alive now that were not in ``before`` and would hold the interpreter's exit
+    (not daemons): what the code left running."""
+    return sorted(t.name for t in threading.enumerate() if t not in before and t.is_alive() and not t.daemon)
 
 
 # --- capture ------------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Container, MutableMapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -16,7 +17,7 @@ from tether.errors import ToolError
 from tether.tools.base import Tool
 from tether.tools.python_runtime.capabilities import ArgumentsRejected, Capability, capabilities, check_arguments
 from tether.tools.python_runtime.expressions import PathRefused, check_path, evaluate, resolve_path
-from tether.tools.python_runtime.guard import Captured, EvalTimeout, guarded
+from tether.tools.python_runtime.guard import Captured, EvalTimeout, guarded, started_threads
 from tether.tools.python_runtime.values import (
     bound,
     describe_exception,
@@ -59,7 +60,7 @@ class RuntimeSettings:
 def last_exception_from_sys() -> BaseException | None:
     """The last exception the interactive interpreter reported (``sys.last_exc``, or ``sys.last_value``)."""
     error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
-    return error if isinstance(error, BaseException) else None
+    return error if issubclass(type(error), BaseException) else None
 
 
 class _PythonFailure(Exception):
@@ -183,9 +184,12 @@ class PythonRuntime:
 
     def _eval_expr(self, arguments: dict[str, Any]) -> dict[str, Any]:
         expr = arguments["expr"]
+        before = set(threading.enumerate())
         value_repr, captured = self._run(lambda: repr_or_placeholder(evaluate(expr, self.namespace)))
         shown = bound(value_repr, self.settings.max_repr)
+        left = started_threads(before)
         return {
+            **({"threads_left_running": left} if left else {}),
             "value_repr": shown.text,
             "stdout": captured.stdout.text,
             "stderr": captured.stderr.text,
@@ -199,7 +203,7 @@ class PythonRuntime:
 
     def _get_last_exception(self, arguments: dict[str, Any]) -> dict[str, Any]:
         error = self._run(self._last_exception)[0]
-        if not isinstance(error, BaseException):
+        if error is None or not issubclass(type(error), BaseException):
             return {"exception": None}
         settings = self.settings
         return {
@@ -234,7 +238,7 @@ class PythonRuntime:
         return (
             isinstance(name, str)
             and not name.startswith("_")
-            and not isinstance(value, ModuleType)
+            and not issubclass(type(value), ModuleType)  # not isinstance: it would run a __class__ property
             and name not in self._hidden
         )
 
