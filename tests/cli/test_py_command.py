@@ -68,7 +68,7 @@ def test_the_scripts_arguments_are_its_own(tmp_path: Path) -> None:
 
 def test_no_eval_makes_the_assistant_only_look(tmp_path: Path) -> None:
     from tether.assistant import Assistant
-    from tether.cli.py_terminal import open_questions
+    from tether.cli.py_terminal import banner, open_questions
 
     env = {"HOME": str(tmp_path)}
     looking, _ = open_questions(tmp_path, env, "scripted:echo", None, allow_eval=False)
@@ -79,4 +79,6 @@ def test_no_eval_makes_the_assistant_only_look(tmp_path: Path) -> None:
     assert looking.assistant.settings.allow_eval is False
     assert evaluating.assistant.settings is not None
     assert evaluating.assistant.settings.allow_eval is True
+    assert "may run the model's Python code" in banner(evaluating), "said at the start, where it is used"
+    assert "may run" not in banner(looking)
     assert py(tmp_path, "--no-eval", "--model", "scripted:echo", stdin="?what is x\n").returncode == 0

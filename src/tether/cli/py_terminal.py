@@ -102,11 +102,16 @@ def open_questions(
 
 
 def banner(questions: Questions) -> str:
-    """The first line: which Python, which model, and how to ask and leave."""
+    """The first line: which Python, which model, and how to ask and leave; then, when the assistant may evaluate
+    the model's code in the session, a second line saying so (and how to make it only look)."""
     python = f"Python {platform.python_version()}"
     if questions.assistant is None:
         return f"tether py · {python} · Ctrl-D leaves"
-    return f"tether py · {python} · {questions.model} · ?QUESTION asks about this session · Ctrl-D leaves"
+    line = f"tether py · {python} · {questions.model} · ?QUESTION asks about this session · Ctrl-D leaves"
+    settings = getattr(questions.assistant, "settings", None)
+    if settings is not None and not settings.allow_eval:
+        return line
+    return f"{line}\nthe assistant may run the model's Python code in this session (tether py --no-eval: it only looks)"
 
 
 def main_namespace() -> MutableMapping[str, Any]:
