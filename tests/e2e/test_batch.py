@@ -37,11 +37,22 @@ def prompt_of(body: dict[str, Any]) -> str:
 
 
 def results(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    """The results file's lines (split at line feeds only: an answer may hold a raw U+2028)."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line]
 
 
 def write_prompts(project: Project, prompts: Sequence[object]) -> None:
-    (project.cwd / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    """The prompts as JSON Lines, every character as it is (a raw U+2028 is valid JSON Lines)."""
+    lines = "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in prompts)
+    (project.cwd / "prompts.jsonl").write_text(lines, encoding="utf-8")
+
+
+SEPARATORS = ["\u2028", "\u2029", "\u0085", "\x1c", "\x0b", "\x0c", "\r", ""]
+"""What ``str.splitlines`` splits at and JSON Lines does not: the prompts of the kill test hold each, raw."""
+
+
+def prompt_for(n: int) -> str:
+    return f"prompt {n}{SEPARATORS[n % len(SEPARATORS)]}."
 
 
 def test_a_batch_writes_one_result_per_prompt_and_a_second_run_makes_no_request(project: Project) -> None:
@@ -147,7 +158,7 @@ def test_a_batch_of_1000_killed_and_started_again_ends_with_1000_results_and_no_
     db_args: list[str] = []
     if database == "postgres":
         db_args = ["--db", request.getfixturevalue("postgres_url")]
-    prompts = [f"prompt {n}" for n in range(1000)]
+    prompts = [prompt_for(n) for n in range(1000)]
     concurrency = 16
     output = project.cwd / "results.jsonl"
     args = [TETHER, "batch", "prompts.jsonl", "-o", "results.jsonl", "--concurrency", str(concurrency), *db_args]
@@ -170,10 +181,10 @@ def test_a_batch_of_1000_killed_and_started_again_ends_with_1000_results_and_no_
     rows = results(output)
     assert len(rows) == 1000
     assert {row["id"] for row in rows} == {f"line-{n + 1}" for n in range(1000)}
-    assert all(row["text"] == f"echo: prompt {int(row['id'][5:]) - 1}" for row in rows)
+    assert all(row["text"] == f"echo: {prompt_for(int(row['id'][5:]) - 1)}" for row in rows)
     assert set(asked) == set(prompts)
     for item in written_before:
-        assert asked[f"prompt {int(item[5:]) - 1}"] == 1, f"{item} had finished and was asked again"
+        assert asked[prompt_for(int(item[5:]) - 1)] == 1, f"{item} had finished and was asked again"
     asked_again = [prompt for prompt, count in asked.items() if count > 1]
     assert len(asked_again) <= concurrency, "only the runs under way when killed may be asked again"
     assert 300 <= len(written_before) < 1000
@@ -181,7 +192,7 @@ def test_a_batch_of_1000_killed_and_started_again_ends_with_1000_results_and_no_
 
 def results_tolerant(path: Path) -> list[dict[str, Any]]:
     """The results file's whole lines (a killed writer may have left the last one cut)."""
-    return [json.loads(line) for line in path.read_bytes().decode().split("\n")[:-1]]
+    return [json.loads(line) for line in path.read_bytes().decode().split("\n")[:-1]]  # line feeds only
 
 
 def test_ctrl_c_stops_the_batch_and_running_it_again_finishes_it(project: Project) -> None:
