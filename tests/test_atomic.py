@@ -228,3 +228,27 @@ def test_temporary_files_finds_the_leftovers_of_one_name_only(tmp_path: Path) ->
     found = sorted(p.name for p in temporary_files(tmp_path / "s1.json"))
     assert found == [".s1.json.abcd1234.tmp", ".s1.json.bak.0123abcd.tmp"]
     assert temporary_files(tmp_path / "missing" / "s1.json") == []
+
+
+def test_concurrent_writes_with_backups_of_one_target_leave_only_the_target_and_its_backup(tmp_path: Path) -> None:
+    import threading
+
+    target = tmp_path / "data.txt"
+    target.write_bytes(b"first")
+    contents = [f"writer {n}".encode() for n in range(8)]
+    for _ in range(5):
+        barrier = threading.Barrier(len(contents))
+
+        def write(data: bytes, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            replace_file(target, data, backup=True)
+
+        threads = [threading.Thread(target=write, args=(data,)) for data in contents]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    assert names(tmp_path) == ["data.txt", "data.txt.bak"]
+    assert target.read_bytes() in contents
+    assert (tmp_path / "data.txt.bak").read_bytes() in contents

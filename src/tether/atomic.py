@@ -13,7 +13,8 @@ The contract
   file gets from the umask, as ``open`` would.
 * **Backup** (``backup=True``). Before the rename, ``<name>.bak`` becomes the previous version, atomically
   too: the old file is hard-linked to a temporary name (copied and fsynced where the file system has no hard
-  links) and renamed over the backup. A first write has nothing to keep.
+  links) and renamed over the backup. A first write has nothing to keep. Concurrent writes of one target each
+  leave nothing behind but the target and its backup (one of the versions they replaced).
 * **Links.** A symbolic link at the target is replaced, not followed; callers that mean to write a link's
   target resolve the path first.
 * **A checked directory** (``dir_fd``). A caller that has opened and checked the directory passes its
@@ -181,6 +182,11 @@ def _keep_backup(target: str, dir_fd: int | None) -> None:
         with contextlib.suppress(OSError):
             os.unlink(staging, **_at(dir_fd))
         raise
+    # When the backup already is the file being kept (a concurrent write of the same target kept it first), the
+    # staging link and the backup are two links of one inode, and POSIX makes such a rename do nothing and
+    # succeed: the staging name stays. Removing it then loses nothing, the backup holds the same content.
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(staging, **_at(dir_fd))
 
 
 def _copy_synced(source: str, target: str, dir_fd: int | None) -> None:

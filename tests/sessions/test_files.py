@@ -407,3 +407,57 @@ def test_a_process_killed_in_the_middle_of_a_save_leaves_the_old_file_and_a_temp
     assert [s.id for s in asyncio.run(store.list())] == ["s1"]
     asyncio.run(store.save(session()))
     assert asyncio.run(store.load("s1")) == session()
+
+
+ROUNDS = 5
+SAVERS = 8
+
+
+def saved_titles() -> list[str]:
+    return [f"writer {n}" for n in range(SAVERS)]
+
+
+async def test_rounds_of_concurrent_saves_of_one_session_leave_no_temporary_file_and_a_readable_session(
+    store: FileSessionStore, directory: Path
+) -> None:
+    for _ in range(ROUNDS):
+        await asyncio.gather(*(store.save(session(title=title)) for title in saved_titles()))
+
+    assert names(directory) == ["s1.json", "s1.json.bak"]
+    assert (await store.load("s1")).title in saved_titles()
+    assert read_version(directory / "s1.json.bak")["title"] in saved_titles()
+
+
+CONCURRENT_SAVES = """
+import asyncio, sys, time
+from tether.testing.store_conformance import session
+from tether.sessions import FileSessionStore
+
+store = FileSessionStore({directory!r})
+start = {start!r}
+while time.time() < start:  # every process starts saving at the same moment
+    time.sleep(0.001)
+for round in range({rounds}):
+    asyncio.run(store.save(session(title=f"process {{sys.argv[1]}} round {{round}}")))
+"""
+
+
+def test_processes_saving_one_session_at_once_leave_no_temporary_file_and_a_readable_session(
+    store: FileSessionStore, directory: Path
+) -> None:
+    import time
+
+    asyncio.run(store.save(session(title="first")))
+    script = CONCURRENT_SAVES.format(directory=str(directory), start=time.time() + 2.0, rounds=ROUNDS * 4)
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(n)], cwd=Path(__file__).resolve().parents[2], stderr=subprocess.PIPE
+        )
+        for n in range(4)
+    ]
+    for process in processes:
+        _, errors = process.communicate(timeout=120)
+        assert process.returncode == 0, errors.decode()
+
+    assert names(directory) == ["s1.json", "s1.json.bak"]
+    assert re.fullmatch(r"process \d round \d+", asyncio.run(store.load("s1")).title)

@@ -8,7 +8,9 @@ linked into place, so it is whole or absent, and never rewritten once there.
 
 A save replaces ``<id>.json`` through :func:`tether.atomic.replace_file` with a backup, and outputs are
 published by :func:`tether.atomic.create_file`: ``<id>.json`` is always a whole file, the old or the new one,
-whatever point a crash hits, and the version it replaced is ``<id>.json.bak``.
+whatever point a crash hits, and the version it replaced is ``<id>.json.bak``. Saves of one session at once
+(threads, processes) need no lock for that: the last rename wins, the file is one of the saved versions whole,
+the backup one of the versions they replaced, and no temporary file stays.
 
 A corrupt, truncated or malformed file raises ``SessionInvalid`` naming the file and the problem, and says
 when a backup exists. Falling back to the backup is opt-in (``use_backup=True``), since it silently loses
