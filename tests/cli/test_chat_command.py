@@ -96,3 +96,17 @@ def test_a_window_below_the_smallest_is_a_usage_error(tmp_path: Path) -> None:
     completed = chat(tmp_path, "", "--context-window", "100")
     assert completed.returncode == 2
     assert "--context-window" in completed.stderr
+
+
+def test_save_writes_the_chats_settings_to_the_file_config_names(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text('# shared by the team\n[tools]\nmode = "read-only"  # careful by default\n')
+
+    completed = chat(tmp_path, "/model scripted:echo --save\n/mode full --save\n", "--config", str(team))
+
+    assert completed.returncode == 0, completed.stderr
+    assert f"saved runtime.model = 'scripted:echo' in {team} (named by --config)" in completed.stdout
+    assert team.read_text() == (
+        '# shared by the team\n[tools]\nmode = "full"  # careful by default\n\n[runtime]\nmodel = "scripted:echo"\n'
+    )
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["team.toml", "team.toml.bak"]

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -376,3 +377,36 @@ def test_an_unknown_key_exits_1_naming_key_and_line_in_either_layout(
 
     assert completed.returncode == 1
     assert f"{user.agent_toml} line {line}: {key}: unknown key" in completed.stderr
+
+
+def test_four_config_set_processes_at_once_wait_for_the_lock_and_keep_every_key(user: User) -> None:
+    import time
+
+    from tether.config.lock import update_lock
+
+    user.agent_toml.write_text(COMMENTED)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_") and not k.endswith("_API_KEY")}
+    env = {**base, "HOME": str(user.home), "XDG_CONFIG_HOME": str(user.xdg)}
+    with update_lock(user.agent_toml):
+        setters = [
+            subprocess.Popen(
+                [sys.executable, "-m", "tether.cli.app", "config", "set", f"providers.ollama.headers.x{n}", f"v{n}"],
+                cwd=user.project,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for n in range(4)
+        ]
+        time.sleep(3.0)  # time for every process to start and reach the lock
+        assert user.agent_toml.read_text() == COMMENTED, "a process wrote while the lock was held"
+    for setter in setters:
+        out, err = setter.communicate(timeout=60)
+        assert setter.returncode == 0, err
+        assert out == f"set providers.ollama.headers.x{setters.index(setter)} in {user.agent_toml}\n"
+
+    text = user.agent_toml.read_text()
+    assert text.startswith(COMMENTED)
+    assert tomllib.loads(text)["providers"]["ollama"]["headers"] == {f"x{n}": f"v{n}" for n in range(4)}
+    assert sorted(p.name for p in user.project.iterdir()) == ["agent.toml", "agent.toml.bak"]

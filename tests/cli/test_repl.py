@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -286,3 +287,47 @@ async def test_a_store_that_fails_is_reported_and_the_chat_goes_on() -> None:
     assert "error: /x/sessions.db: not a SQLite database" in harness.take()
     await harness.chat.handle("hello")
     assert harness.take() == "still here\n"
+
+
+SETTINGS = '# Project settings, kept by hand.\n[runtime]\nmodel = "scripted:one"  # the default\n'
+
+
+async def test_model_and_mode_with_save_write_the_setting_to_the_config_file_keeping_its_comments(
+    tmp_path: Path,
+) -> None:
+    from tether.config.service import ConfigService
+
+    (tmp_path / "agent.toml").write_text(SETTINGS)
+    harness = Harness([reply("from two")])
+    harness.chat.settings = ConfigService(tmp_path, {"HOME": str(tmp_path)})
+
+    await harness.chat.handle("/model scripted:two --save")
+    await harness.chat.handle("/mode --save")
+    await harness.chat.handle("/model nope:x --save")
+
+    lines = harness.take().splitlines()
+    assert lines[:4] == [
+        "model: scripted:two",
+        f"saved runtime.model = 'scripted:two' in {tmp_path / 'agent.toml'}",
+        "mode: full",
+        f"saved tools.mode = 'full' in {tmp_path / 'agent.toml'}",
+    ]
+    assert len(lines) == 5, "a model that cannot run is not saved"
+    assert "still on scripted:two" in lines[4]
+    assert (tmp_path / "agent.toml").read_text() == (
+        SETTINGS.replace("scripted:one", "scripted:two") + '\n[tools]\nmode = "full"\n'
+    )
+    assert harness.chat.settings.config().runtime.model == "scripted:two"
+
+
+async def test_save_without_a_config_file_says_so_and_a_switch_alone_writes_nothing(tmp_path: Path) -> None:
+    from tether.config.service import ConfigService
+
+    harness = Harness()
+    await harness.chat.handle("/mode read-only --save")
+    assert harness.take().splitlines()[-1] == "tools.mode not saved: this chat has no configuration file"
+
+    harness.chat.settings = ConfigService(tmp_path, {"HOME": str(tmp_path)})
+    await harness.chat.handle("/mode full")
+    await harness.chat.handle("/model scripted:two")
+    assert not (tmp_path / "agent.toml").exists()

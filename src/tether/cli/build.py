@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 from tether.agent import Agent
 from tether.bounded import read_bounded
 from tether.cli.paths import default_session_path
-from tether.config import AgentConfig, Config, SessionConfig, load, model_target
+from tether.config import AgentConfig, Config, SessionConfig, model_target
+from tether.config.service import ConfigService
 from tether.errors import ConfigInvalid
 from tether.messages import ToolCall
 from tether.providers.default_model import ModelChoice, choose_model
@@ -131,6 +132,8 @@ class Setup:
     telemetry: Telemetry | None = None
     """How the agents' runs are observed (``cli/otlp.py`` sets it when spans are exported); ``None``: the
     defaults (log records as ``-v`` says)."""
+    settings: ConfigService | None = None
+    """The configuration the setup was loaded from, for commands that change it (the chat's ``--save``)."""
 
     @property
     def model(self) -> str:
@@ -191,13 +194,14 @@ class Setup:
 def load_setup(cwd: Path, env: Mapping[str, str], flags: Mapping[str, object], config_file: str | None = None) -> Setup:
     """Load the configuration (``config_file``: ``--config``) with ``flags`` on top; ``ConfigInvalid`` or
     :class:`NoModel` when it cannot run."""
-    loaded = load(cwd, env, flags, config_file=config_file)
+    settings = ConfigService(cwd, env, config_file=config_file)
+    loaded = settings.load(flags)
     config = loaded.config
     choice = choose_model(config.runtime.model, env)
     if choice.model is None:
         raise NoModel(choice.problem or "no model")
     store = open_store(config.session, cwd, env)
-    return Setup(config, choice, store, Workspace(cwd), env, notices=loaded.notices)
+    return Setup(config, choice, store, Workspace(cwd), env, notices=loaded.notices, settings=settings)
 
 
 @asynccontextmanager

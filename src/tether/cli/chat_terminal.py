@@ -126,6 +126,7 @@ async def _chat(setup: Setup, options: ChatOptions, console: Console, env: Mappi
             session_id=session_id,
             deny=setup.config.tools.deny,
             yes=options.yes,
+            settings=setup.settings,
         )
     except TetherError as error:
         console.print(Text(f"error: {error.message}", style="red"))

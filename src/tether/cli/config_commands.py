@@ -55,12 +55,12 @@ def _notices(notices: tuple[str, ...]) -> None:
 @click.pass_obj
 def show(config_file: str | None, as_json: bool) -> None:
     """Print the effective configuration, secrets hidden, with where each value came from."""
-    from tether.config.load import load
+    from tether.config.service import ConfigService
     from tether.config.show import render_json, render_toml
     from tether.errors import ConfigInvalid
 
     try:
-        loaded = load(Path.cwd(), os.environ, config_file=config_file)
+        loaded = ConfigService(Path.cwd(), os.environ, config_file=config_file).load()
     except ConfigInvalid as error:
         _invalid(error.message)
     _notices(loaded.notices)
@@ -87,19 +87,19 @@ def set_(config_file: str | None, key: str, value: str, user: bool) -> None:
 
     VALUE is read as a TOML value when it is one (5, true, ["a", "b"]), else as a string. The whole file is
     validated before it is written; comments and formatting elsewhere are kept, and the previous file is
-    kept as <file>.bak.
+    kept as <file>.bak. Changes made at once (other terminals, a chat's --save) wait for each other, so each
+    keeps the others' keys.
     """
-    from tether.config.edit import set_value
-    from tether.config.load import split_key, user_path
+    from tether.config.load import split_key
+    from tether.config.service import ConfigService
     from tether.errors import ConfigInvalid
 
     try:
         split_key(key)
     except ConfigInvalid as error:
         raise click.BadParameter(error.message, param_hint="KEY") from None
-    path = user_path(os.environ) if user else _project(config_file).path
     try:
-        set_value(path, key, value, below=[] if user else _user_layer(), env=os.environ)
+        path = ConfigService(Path.cwd(), os.environ, config_file=config_file).set(key, value, user=user)
     except ConfigInvalid as error:
         _invalid(error.message)
     click.echo(f"set {key} in {path}")
@@ -111,15 +111,18 @@ def set_(config_file: str | None, key: str, value: str, user: bool) -> None:
 @click.pass_obj
 def init(config_file: str | None, user: bool, force: bool) -> None:
     """Write a configuration file with every setting documented and commented out."""
-    from tether.config.edit import init_file
-    from tether.config.load import user_path
+    from tether.config.service import ConfigService
+    from tether.errors import ConfigInvalid
 
-    path = user_path(os.environ) if user else _project(config_file).path
+    service = ConfigService(Path.cwd(), os.environ, config_file=config_file)
+    path = service.user_file if user else service.project.path
     try:
-        init_file(path, force=force)
+        service.init(user=user, force=force)
     except FileExistsError:
         click.echo(f"error: {path} already exists; use --force to overwrite it", err=True)
         sys.exit(1)
+    except ConfigInvalid as error:
+        _invalid(error.message)
     click.echo(f"wrote {path}")
 
 

@@ -30,6 +30,7 @@ from tether.usage import Cost, Usage
 
 if TYPE_CHECKING:
     from tether.agent import Agent
+    from tether.config.service import ConfigService
     from tether.run_handles import RunStream
     from tether.sessions import SessionStore
 
@@ -37,6 +38,8 @@ AgentBuilder = Callable[[str, str], "Agent"]
 """``build(model, mode)`` -> a new agent; raises ``ConfigInvalid`` for a model it cannot run."""
 
 MODES = ("read-only", "full")
+SAVE_FLAG = "--save"
+"""After ``/model`` or ``/mode``: write the setting to the configuration file too."""
 
 HELP = """\
 Type a message and press Enter to send it. For several lines: Esc then Enter, or end a line with \\
@@ -46,6 +49,8 @@ and press Enter. Up and Down go through earlier inputs.
   /model [NAME]     show the model, or switch to NAME (provider:model, e.g. openai:gpt-4o-mini)
   /tools            the tools and whether the model may use them
   /mode [MODE]      show or set the tool mode: read-only or full
+                    /model and /mode with --save also write the setting (runtime.model, tools.mode) to
+                    the configuration file (./agent.toml, or the one --config names), for the next chats
   /sessions         the saved sessions, most recent first
   /resume ID        continue session ID
   /new              start a new session
@@ -72,8 +77,11 @@ class Chat:
         session_id: str | None = None,
         deny: Collection[str] = (),
         yes: bool = False,
+        settings: ConfigService | None = None,
     ) -> None:
         self.build = build
+        self.settings = settings
+        """Where ``--save`` writes; ``None``: nowhere (the chat says so)."""
         self.store = store
         self.renderer = renderer
         self.model = model
@@ -199,30 +207,54 @@ class Chat:
         return True
 
     async def _model(self, argument: str) -> bool:
+        argument, save = _save_flag(argument)
         if not argument:
             self.say(f"model: {self.model}")
-            return True
-        from tether.errors import ConfigInvalid
+        else:
+            from tether.errors import ConfigInvalid
 
-        try:
-            agent = self.build(argument, self.mode)
-        except ConfigInvalid as error:
-            self.say(f"error: {error.message} (still on {self.model})", "red")
-            return True
-        self.agent, self.model = agent, argument
-        self.say(f"model: {argument}")
+            try:
+                agent = self.build(argument, self.mode)
+            except ConfigInvalid as error:
+                self.say(f"error: {error.message} (still on {self.model})", "red")
+                return True
+            self.agent, self.model = agent, argument
+            self.say(f"model: {argument}")
+        if save:
+            await self._save("runtime.model", self.model)
         return True
 
     async def _mode(self, argument: str) -> bool:
+        argument, save = _save_flag(argument)
         if not argument:
             self.say(f"mode: {self.mode}")
         elif argument not in MODES:
             self.say(f"mode must be read-only or full, not {argument!r}", "red")
+            return True
         else:
             self.agent.mode = argument
             self.mode = argument
             self.say(f"mode: {argument}" + ("  (only tools that change nothing)" if argument == "read-only" else ""))
+        if save:
+            await self._save("tools.mode", self.mode)
         return True
+
+    async def _save(self, key: str, value: str) -> None:
+        """Write ``key = value`` to the configuration file through the chat's :class:`ConfigService` (on a
+        worker thread: it may wait for another change of the file to end)."""
+        if self.settings is None:
+            self.say(f"{key} not saved: this chat has no configuration file", "red")
+            return
+        from tether.config.load import CONFIG_FLAG
+        from tether.errors import ConfigInvalid
+
+        try:
+            path = await asyncio.to_thread(self.settings.set, key, _toml_string(value))
+        except ConfigInvalid as error:
+            self.say(f"{key} not saved: {error.message}", "red")
+            return
+        named = "" if self.settings.project.given_by != CONFIG_FLAG else f" (named by {CONFIG_FLAG})"
+        self.say(f"saved {key} = {value!r} in {path}{named}")
 
     async def _tools(self, argument: str) -> bool:
         tools = list(self.agent.tools)
@@ -311,6 +343,19 @@ class Chat:
 
     async def _exit(self, argument: str) -> bool:
         return False
+
+
+def _save_flag(argument: str) -> tuple[str, bool]:
+    """A command's argument without ``--save``, and whether it was there."""
+    words = argument.split()
+    return " ".join(word for word in words if word != SAVE_FLAG), SAVE_FLAG in words
+
+
+def _toml_string(value: str) -> str:
+    """``value`` as a TOML string, so that it is written as one whatever it looks like."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
 
 
 def _attachment(path: str) -> Attachment:

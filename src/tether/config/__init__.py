@@ -13,7 +13,9 @@ Building an agent from it::
 
 ``config.tools`` (mode, deny, ``bash``), ``config.mcp.servers`` and ``config.session`` are for the tool registry,
 the MCP client and the session store. See :mod:`tether.config.load` for the layers and their precedence,
-:mod:`tether.config.edit` for editing files.
+:mod:`tether.config.edit` for editing files. A program that reads its configuration often, or changes it, holds a
+:class:`~tether.config.service.ConfigService`: reads cached until a file changes, updates that never lose a
+key to a concurrent one.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from tether.config.schema import (
     SessionConfig,
     ToolsConfig,
 )
+from tether.config.service import ConfigService
 from tether.config.target import ModelTarget, build_provider, model_target
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "CliConfig",
     "CompactionConfig",
     "Config",
+    "ConfigService",
     "LimitsConfig",
     "Loaded",
     "McpConfig",

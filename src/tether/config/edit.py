@@ -9,6 +9,9 @@ The contract
   :class:`~tether.errors.ConfigInvalid` naming the key and its line, and leaves the file untouched.
 * **Atomic, with a backup.** The file is replaced by :func:`tether.atomic.replace_file` (a crash leaves the
   old or the new file, never half of one); the previous content is kept next to it as ``<name>.bak``.
+* **No lost update.** Each change reads the file, edits it and writes it under the update lock
+  (:func:`tether.config.lock.update_lock`), so changes made at once by threads or processes each see the
+  others' keys: every key set is kept. Nothing but the file and its backup is left in the directory.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from tether.atomic import BACKUP_SUFFIX, replace_file
 from tether.bounded import read_bounded
 from tether.config.issues import Issue, dotted, fail
 from tether.config.load import MAX_CONFIG_BYTES, Layer, parse_text, split_key, validate
+from tether.config.lock import update_lock
 from tether.config.template import default_file
 from tether.errors import ConfigInvalid
 
@@ -60,26 +64,28 @@ def set_value(
     """Set dotted ``key`` to ``value`` (read as a TOML value when it is one, else as a string) in the file
     at ``path`` (created when missing), validated with the layers ``below`` it; returns the new text."""
     parts = split_key(key)
-    old = _current(path)
-    parse_text(old, path)  # a broken file is reported with its line before tomlkit sees it
-    newline = "\r\n" if b"\r\n" in old else "\n"
-    document = tomlkit.parse(old.decode("utf-8"))
-    item = value_item(value)
-    item.trivia.trail = newline  # for a new key; a replaced one keeps its own line ending
-    assign(document, parts, item)
-    text = document.as_string()
-    if text and not text.endswith("\n"):
-        text += newline
-    validate([*below, parse_text(text.encode("utf-8"), path)], env)
-    atomic_write(path, text.encode("utf-8"))
+    with update_lock(path):  # read under the lock: a change made meanwhile is in what this one edits
+        old = _current(path)
+        parse_text(old, path)  # a broken file is reported with its line before tomlkit sees it
+        newline = "\r\n" if b"\r\n" in old else "\n"
+        document = tomlkit.parse(old.decode("utf-8"))
+        item = value_item(value)
+        item.trivia.trail = newline  # for a new key; a replaced one keeps its own line ending
+        assign(document, parts, item)
+        text = document.as_string()
+        if text and not text.endswith("\n"):
+            text += newline
+        validate([*below, parse_text(text.encode("utf-8"), path)], env)
+        atomic_write(path, text.encode("utf-8"))
     return text
 
 
 def init_file(path: Path, *, force: bool = False) -> None:
     """Write the commented default file at ``path``; ``FileExistsError`` if one is there and not ``force``."""
-    if path.exists() and not force:
-        raise FileExistsError(f"{path} already exists")
-    atomic_write(path, default_file().encode("utf-8"))
+    with update_lock(path):
+        if path.exists() and not force:
+            raise FileExistsError(f"{path} already exists")
+        atomic_write(path, default_file().encode("utf-8"))
 
 
 def value_item(text: str) -> Item:

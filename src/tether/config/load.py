@@ -194,6 +194,14 @@ def load(
     cwd = Path.cwd() if cwd is None else Path(cwd)
     project = project_file(cwd, env, config_file)
     files = [read_file(user_path(env)), read_file(project.path, given_by=project.given_by)]
+    return loaded_from(files, cwd, env, flags)
+
+
+def loaded_from(
+    files: Sequence[Layer | None], cwd: Path, env: Mapping[str, str], flags: Mapping[str, object] | None
+) -> Loaded:
+    """The configuration of the file layers already read (the user's, the project's; ``None``: no such file),
+    with the environment's and the flags' on top: what :func:`load` returns once it has read the files."""
     layers = [layer for layer in (*files, env_layer(env), flag_layer(flags or {})) if layer is not None]
     notices = tuple(
         older.notice(layer.path, layer.moves, named=layer.path != project_path(cwd))

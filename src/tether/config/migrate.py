@@ -36,6 +36,7 @@ from tether.bounded import read_bounded
 from tether.config.edit import assign, atomic_write
 from tether.config.issues import Issue, dotted, fail
 from tether.config.load import MAX_CONFIG_BYTES, Layer, parse_text, validate
+from tether.config.lock import update_lock
 from tether.config.older import OLDER_SECTIONS, Move, unchanged
 
 
@@ -62,7 +63,13 @@ class Migration:
 
 def migrate_file(path: Path, *, below: Sequence[Layer] = (), env: Mapping[str, str] | None = None) -> Migration:
     """Rewrite the file at ``path`` in tether's layout (see the module docstring), validated with the layers
-    ``below`` it; a missing file, or one that is invalid before or after, raises ``ConfigInvalid``."""
+    ``below`` it; a missing file, or one that is invalid before or after, raises ``ConfigInvalid``. The file is
+    read and written under the update lock, as ``tether config set`` changes it."""
+    with update_lock(path, create=False):
+        return _migrate(path, below, env)
+
+
+def _migrate(path: Path, below: Sequence[Layer], env: Mapping[str, str] | None) -> Migration:
     try:
         raw = read_bounded(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
