@@ -19,6 +19,7 @@ import click
 
 from tether._version import __version__
 from tether.cli.config_commands import config as config_group
+from tether.cli.config_flag import config_option
 from tether.cli.runs_commands import runs as runs_group
 from tether.cli.sessions_commands import sessions as sessions_group
 
@@ -98,16 +99,6 @@ def _session_options(command: Any) -> Any:
     return click.option("--session", "-s", metavar="ID", help="Continue the session ID, or start it under that id.")(
         command
     )
-
-
-def _config_option(command: Any) -> Any:
-    """``--config PATH``, shared by ``run`` and ``chat`` (``tether config`` has its own, on the group)."""
-    return click.option(
-        "--config",
-        "config_file",
-        metavar="PATH",
-        help="Read PATH instead of ./agent.toml (also TETHER_CONFIG; this flag wins).",
-    )(command)
 
 
 def _verbose_option(command: Any) -> Any:
@@ -248,7 +239,7 @@ def _read_prompt(prompt: str | None) -> str:
 @_instruction_options
 @_compaction_options
 @_verbose_option
-@_config_option
+@config_option
 def run(
     prompt: str | None,
     model: str | None,
@@ -318,7 +309,7 @@ def run(
 @_instruction_options
 @_compaction_options
 @_verbose_option
-@_config_option
+@config_option
 def chat(
     model: str | None,
     session: str | None,
@@ -356,7 +347,7 @@ def chat(
 @click.option("--model", "-m", metavar="PROVIDER:MODEL", help="The model, e.g. openai:gpt-4o-mini (runtime.model).")
 @click.option("--no-eval", is_flag=True, help="The assistant only looks: it runs none of the model's code.")
 @_verbose_option
-@_config_option
+@config_option
 def py(
     script: str | None, args: tuple[str, ...], model: str | None, no_eval: bool, verbose: int, config_file: str | None
 ) -> None:
@@ -387,7 +378,7 @@ def py(
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, metavar="N")
 @click.option("--model", "-m", metavar="PROVIDER:MODEL", help="The model, e.g. openai:gpt-4o-mini (runtime.model).")
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands.")
-@_config_option
+@config_option
 def batch(
     prompts: str,
     output: str,
@@ -419,7 +410,7 @@ def batch(
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, metavar="N")
 @click.option("--worker-id", metavar="ID", help="This worker's id (default worker-<host>).")
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands.")
-@_config_option
+@config_option
 def worker(
     queue: str,
     agent: str | None,

@@ -2,7 +2,8 @@
 
 This module imports only click: ``tether --help`` lists the group without loading pydantic or tomlkit,
 which each command imports when it runs. The group's ``--config PATH`` (or ``TETHER_CONFIG``) names the file
-every subcommand uses instead of ``./agent.toml``. Exit codes: 0 success; 1 the configuration is invalid
+every subcommand uses instead of ``./agent.toml``; each subcommand takes it after itself too
+(:mod:`tether.cli.config_flag`). Exit codes: 0 success; 1 the configuration is invalid
 (the message names the key and its line) or a file is in the way or missing; 2 a usage error (click's, or a
 malformed key).
 """
@@ -16,27 +17,22 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
+from tether.cli.config_flag import config_option, group_config_option
+
 if TYPE_CHECKING:
     from tether.config.load import Layer, ProjectFile
 
 
 @click.group("config")
-@click.option(
-    "--config",
-    "config_file",
-    metavar="PATH",
-    help="Use PATH instead of ./agent.toml (also TETHER_CONFIG; this flag wins).",
-)
-@click.pass_context
-def config(context: click.Context, config_file: str | None) -> None:
+@group_config_option
+def config() -> None:
     """Show, edit and migrate the configuration.
 
     Settings come from, the first found winning: command-line flags, TETHER_* environment variables,
     ./agent.toml (or the file --config or TETHER_CONFIG names), then the user's config.toml (under
     $XDG_CONFIG_HOME/tether, else ~/.config/tether). A file in the older layout is read too, with a notice;
-    `tether config migrate` rewrites it.
+    `tether config migrate` rewrites it. --config PATH may come before the command or after it.
     """
-    context.obj = config_file
 
 
 def _project(config_file: str | None) -> ProjectFile:
@@ -52,7 +48,7 @@ def _notices(notices: tuple[str, ...]) -> None:
 
 @config.command("show")
 @click.option("--json", "as_json", is_flag=True, help="Print the configuration as JSON.")
-@click.pass_obj
+@config_option
 def show(config_file: str | None, as_json: bool) -> None:
     """Print the effective configuration, secrets hidden, with where each value came from."""
     from tether.config.service import ConfigService
@@ -81,7 +77,7 @@ def _user_layer() -> list[Layer]:
 @click.argument("key")
 @click.argument("value")
 @click.option("--user", is_flag=True, help="Change the user's config.toml instead of ./agent.toml (or --config).")
-@click.pass_obj
+@config_option
 def set_(config_file: str | None, key: str, value: str, user: bool) -> None:
     """Set KEY (dotted: runtime.model, runtime.limits.max_turns, tools.mode) to VALUE.
 
@@ -108,7 +104,7 @@ def set_(config_file: str | None, key: str, value: str, user: bool) -> None:
 @config.command("init")
 @click.option("--user", is_flag=True, help="Write the user's config.toml instead of ./agent.toml (or --config).")
 @click.option("--force", is_flag=True, help="Overwrite an existing file (the old one is kept as <file>.bak).")
-@click.pass_obj
+@config_option
 def init(config_file: str | None, user: bool, force: bool) -> None:
     """Write a configuration file with every setting documented and commented out."""
     from tether.config.service import ConfigService
@@ -127,7 +123,7 @@ def init(config_file: str | None, user: bool, force: bool) -> None:
 
 
 @config.command("path")
-@click.pass_obj
+@config_option
 def path(config_file: str | None) -> None:
     """Print the configuration files tether reads, lowest precedence first."""
     from tether.config.load import user_path
@@ -140,7 +136,7 @@ def path(config_file: str | None) -> None:
 
 @config.command("migrate")
 @click.argument("file", metavar="[PATH]", required=False)
-@click.pass_obj
+@config_option
 def migrate(config_file: str | None, file: str | None) -> None:
     """Rewrite a file of the older layout in tether's layout, in place.
 

@@ -1,8 +1,9 @@
 """``tether sessions``: list, show, delete and export the saved conversations.
 
 This module imports only click; each command opens the configured store (``[session]``; SQLite in the XDG
-data directory by default) when it runs. Exit codes: 0 success, 1 no such session or a configuration or
-storage problem, 2 a usage error.
+data directory by default) when it runs, the configuration being the ``--config`` file when one is given
+(before the command or after it, :mod:`tether.cli.config_flag`). Exit codes: 0 success, 1 no such session or
+a configuration or storage problem, 2 a usage error.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import click
 
+from tether.cli.config_flag import config_option, group_config_option
+
 if TYPE_CHECKING:
     from tether.sessions import SessionStore
 
@@ -20,12 +23,18 @@ T = TypeVar("T")
 
 
 @click.group("sessions")
+@group_config_option
 def sessions() -> None:
-    """List, show, delete and export saved sessions (every run and chat is one)."""
+    """List, show, delete and export saved sessions (every run and chat is one).
+
+    The store is the one the configuration names ([session]); --config PATH reads PATH instead of
+    ./agent.toml, before the command or after it.
+    """
 
 
-def _with_store(operation: Callable[[SessionStore], Awaitable[T]]) -> T:
-    """Open the configured store, run ``operation`` on it, close it; problems exit with 1."""
+def _with_store(config_file: str | None, operation: Callable[[SessionStore], Awaitable[T]]) -> T:
+    """Open the store the configuration (``config_file``: ``--config``) names, run ``operation`` on it, close
+    it; problems exit with 1."""
     import asyncio
     import os
     from pathlib import Path
@@ -35,7 +44,7 @@ def _with_store(operation: Callable[[SessionStore], Awaitable[T]]) -> T:
     from tether.errors import ConfigInvalid, SessionInvalid
 
     try:
-        config = load_config(Path.cwd(), os.environ)
+        config = load_config(Path.cwd(), os.environ, config_file=config_file)
     except ConfigInvalid as error:
         _fail(error.message)
     store = open_store(config.session, Path.cwd(), os.environ)
@@ -56,13 +65,14 @@ def _with_store(operation: Callable[[SessionStore], Awaitable[T]]) -> T:
 
 @sessions.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
-def list_(as_json: bool) -> None:
+@config_option
+def list_(as_json: bool, config_file: str | None) -> None:
     """List the sessions, most recent first."""
     import json
 
     from tether.cli.transcript import summary_json, summary_table
 
-    summaries = _with_store(lambda store: store.list())
+    summaries = _with_store(config_file, lambda store: store.list())
     if as_json:
         click.echo(json.dumps([summary_json(s) for s in summaries], indent=2))
     elif not summaries:
@@ -73,24 +83,26 @@ def list_(as_json: bool) -> None:
 
 @sessions.command("show")
 @click.argument("session_id", metavar="ID")
-def show(session_id: str) -> None:
+@config_option
+def show(session_id: str, config_file: str | None) -> None:
     """Print the conversation of session ID."""
     from tether.cli.transcript import to_markdown
 
-    session = _with_store(lambda store: store.load(session_id))
+    session = _with_store(config_file, lambda store: store.load(session_id))
     click.echo(to_markdown(session, full=False), nl=False)
 
 
 @sessions.command("delete")
 @click.argument("session_id", metavar="ID")
-def delete(session_id: str) -> None:
+@config_option
+def delete(session_id: str, config_file: str | None) -> None:
     """Delete session ID."""
 
     async def remove(store: SessionStore) -> None:
         await store.load(session_id)  # SessionNotFound for an unknown id: say so rather than do nothing
         await store.delete(session_id)
 
-    _with_store(remove)
+    _with_store(config_file, remove)
     click.echo(f"deleted {session_id}")
 
 
@@ -104,13 +116,14 @@ def delete(session_id: str) -> None:
     show_default=True,
     help="json: the whole session, messages as tether stores them; markdown: for people.",
 )
-def export(session_id: str, fmt: str) -> None:
+@config_option
+def export(session_id: str, fmt: str, config_file: str | None) -> None:
     """Print session ID as JSON or Markdown on stdout."""
     import json
 
     from tether.cli.transcript import session_json, to_markdown
 
-    session = _with_store(lambda store: store.load(session_id))
+    session = _with_store(config_file, lambda store: store.load(session_id))
     if fmt == "json":
         click.echo(json.dumps(session_json(session), indent=2, ensure_ascii=False))
     else:
