@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from tether.messages import Message
@@ -67,6 +68,7 @@ def test_every_command_that_reads_configuration_takes_config_after_itself(
 
     assert completed.returncode == 1, completed.stderr
     assert f"{team} line 3: runtime.bogus: unknown key" in completed.stderr
+    assert completed.stderr.startswith("error: invalid configuration:"), "said once, as every command says it"
     assert team.read_text() == BROKEN
     assert not (tmp_path / "agent.toml").exists()
 
@@ -145,3 +147,29 @@ def test_run_and_chat_use_the_model_of_the_file_named_after_them(tmp_path: Path)
     chatted = tether(tmp_path, "chat", "--config", str(team), stdin="/model\n")
     assert chatted.returncode == 0, chatted.stderr
     assert "model: scripted:echo" in chatted.stdout.splitlines()
+
+
+def _commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command under ``group``, groups included, as the words that name it."""
+    found: list[tuple[str, ...]] = [path]
+    for name, command in sorted(group.commands.items()):
+        if isinstance(command, click.Group):
+            found += _commands(command, (*path, name))
+        else:
+            found.append((*path, name))
+    return found
+
+
+def test_the_help_options_are_taken_after_every_command_and_config_is_listed_where_it_is_read() -> None:
+    from click.testing import CliRunner
+
+    from tether.cli.app import main
+
+    reading = {tuple(args[: 2 if args[0] in ("config", "sessions") else 1]) for args in READERS}
+    reading |= {("config",), ("sessions",), ("config", "init"), ("config", "path")}
+    for words in _commands(main):
+        for flag in ("-h", "--help"):
+            result = CliRunner().invoke(main, [*words, flag], prog_name="tether")
+            assert result.exit_code == 0, (words, flag, result.output)
+            assert result.output.startswith(f"Usage: {' '.join(('tether', *words))}")
+            assert ("--config PATH" in result.output) == (words in reading), words

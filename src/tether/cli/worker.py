@@ -82,7 +82,7 @@ def main(options: WorkerOptions, env: Mapping[str, str] | None = None, cwd: Path
             return asyncio.run(_serve(entry_point(options.agent, cwd), queue, database, worker_id))
         setup = load_setup(cwd, env, {}, options.config_file)
     except (ConfigInvalid, NoModel) as error:
-        _say(f"error: {config_problem(error)}")
+        _say(config_problem(error))
         return exits.CONFIG
     except KeyboardInterrupt:
         return exits.CANCELLED
