@@ -338,3 +338,45 @@ def test_reads_and_updates_from_many_threads_see_whole_configurations(dirs: Dirs
     assert service.config().runtime.limits.max_turns == 19
     assert seen, "the readers read"
     assert set(seen) <= {*range(10, 20), Config().runtime.limits.max_turns}
+
+
+KILLED_SET = """
+import os, sys
+from pathlib import Path
+from tether.config.service import ConfigService
+
+real_replace = os.replace
+
+def replace(src, dst, **kwargs):
+    if Path(dst).name == "agent.toml":
+        os._exit(3)  # the process dies just before the new file takes the old one's place
+    real_replace(src, dst, **kwargs)
+
+os.replace = replace
+ConfigService({project!r}, {{"HOME": {home!r}}}).set("runtime.retries", "5")
+"""
+
+
+def test_a_change_killed_mid_way_leaves_the_file_as_it_was_and_the_next_change_removes_its_leftovers(
+    dirs: Dirs,
+) -> None:
+    dirs.write_project(HEADER)
+    service = ConfigService(dirs.project, dirs.env)
+    service.set("runtime.limits.max_turns", "4")
+    before = dirs.agent_toml.read_text()
+
+    died = subprocess.run(
+        [sys.executable, "-c", KILLED_SET.format(project=str(dirs.project), home=str(dirs.home))],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+    )
+
+    assert died.returncode == 3, died.stderr.decode()
+    assert dirs.agent_toml.read_text() == before
+    left = [name for name in names(dirs.project) if name.endswith(".tmp")]
+    assert left, "the killed change left its temporary files"
+    service.set("runtime.retries", "2")
+    assert names(dirs.project) == ["agent.toml", "agent.toml.bak"]
+    assert service.config().runtime.retries == 2
+    assert service.config().runtime.limits.max_turns == 4

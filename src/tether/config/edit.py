@@ -11,7 +11,8 @@ The contract
   old or the new file, never half of one); the previous content is kept next to it as ``<name>.bak``.
 * **No lost update.** Each change reads the file, edits it and writes it under the update lock
   (:func:`tether.config.lock.update_lock`), so changes made at once by threads or processes each see the
-  others' keys: every key set is kept. Nothing but the file and its backup is left in the directory.
+  others' keys: every key set is kept. Nothing but the file and its backup is left in the directory: a
+  temporary file that a write killed mid-way left is removed by the next change.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tomlkit.exceptions import ParseError
 from tomlkit.items import AoT, Array, Comment, InlineTable, Item, Table, Whitespace
 from tomlkit.toml_document import TOMLDocument
 
-from tether.atomic import BACKUP_SUFFIX, replace_file
+from tether.atomic import BACKUP_SUFFIX, replace_file, temporary_files
 from tether.bounded import read_bounded
 from tether.config.issues import Issue, dotted, fail
 from tether.config.load import MAX_CONFIG_BYTES, Layer, parse_text, split_key, validate
@@ -163,10 +164,16 @@ def atomic_write(path: Path, data: bytes, *, backup: bool = True) -> None:
     """Replace ``path``'s content with ``data`` by :func:`tether.atomic.replace_file`, keeping the old content
     as ``<name>.bak``. A symbolic link is followed: its target is replaced, the link stays. The file keeps
     its mode; a new one is readable by all (``0o644``), as a configuration file is. A failure (the backup's path
-    is a directory, the folder is read-only) is ``config_invalid`` naming it; the file is left as it was."""
+    is a directory, the folder is read-only) is ``config_invalid`` naming it; the file is left as it was.
+
+    Every caller holds the update lock (:func:`~tether.config.lock.update_lock`), so no other write of ``path``
+    is under way: a temporary file of ``path`` (or of its backup) found now was left by a write that died
+    mid-way (killed, power cut), and is removed."""
     path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        for leftover in temporary_files(path):
+            leftover.unlink(missing_ok=True)
         replace_file(path, data, new_mode=NEW_FILE_MODE, backup=backup)
     except OSError as error:  # a backup path that is a directory, a read-only folder: the file is as it was
         where = next((str(f) for f in (error.filename2, error.filename) if isinstance(f, str)), str(path))
