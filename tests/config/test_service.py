@@ -204,6 +204,34 @@ def test_eight_threads_setting_different_keys_at_once_keep_every_key_and_leave_n
     assert service.config().providers["ollama"].headers == expected
 
 
+def test_where_the_file_system_cannot_lock_threads_still_keep_every_key(
+    dirs: Dirs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import fcntl
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")  # as some network file systems answer
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    dirs.write_project(HEADER)
+    service = ConfigService(dirs.project, dirs.env)
+    barrier = threading.Barrier(THREADS)
+
+    def setter(n: int) -> None:
+        barrier.wait()
+        service.set(f"providers.ollama.headers.t{n}", f"v{n}")
+
+    threads = [threading.Thread(target=setter, args=(n,)) for n in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert headers(dirs.agent_toml) == {f"t{n}": f"v{n}" for n in range(THREADS)}
+    assert names(dirs.project) == ["agent.toml", "agent.toml.bak"]
+
+
 SETTER = """
 import sys, time
 from tether.config.service import ConfigService

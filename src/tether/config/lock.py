@@ -13,8 +13,8 @@ Why an ``flock`` on the file's directory, and not a library such as ``filelock``
   never blocks the next one.
 
 The cost: changes of two configuration files in one directory wait for each other (they take milliseconds).
-Where ``fcntl`` does not exist (Windows) the lock is one lock per process: updates are safe between threads
-there, not between processes.
+Where ``fcntl`` does not exist (Windows), or the file system cannot lock (some network mounts answer ``ENOLCK``),
+the lock is one lock per process: updates are safe between threads there, not between processes.
 
 A writer that cannot get the lock within ``timeout`` seconds (another one stopped while holding it) gets
 ``config_invalid`` naming the file, and the file is left as it is.
@@ -43,6 +43,8 @@ _FIRST_WAIT, _LONGEST_WAIT = 0.001, 0.05
 """Seconds between attempts to take a held lock: doubling from the first to the longest."""
 _PROCESS_LOCK = threading.Lock()
 """The lock where ``fcntl`` is missing."""
+_NO_LOCKS = frozenset({errno.ENOLCK, errno.EBADF, errno.EOPNOTSUPP, errno.EINVAL})
+"""What ``flock`` answers where the file system cannot lock (some network file systems)."""
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -53,22 +55,32 @@ def update_lock(path: str | os.PathLike[str], *, timeout: float = LOCK_TIMEOUT, 
     ``create``: then a missing directory means a missing file, which the block reports, and it runs unlocked."""
     directory = Path(os.path.realpath(path)).parent
     if fcntl is None:  # pragma: no cover - Windows
-        if not _PROCESS_LOCK.acquire(timeout=timeout):
-            raise _held(path, timeout)
-        try:
+        with _process_lock(path, timeout):
             yield
-        finally:
-            _PROCESS_LOCK.release()
         return
     fd = _open_directory(directory, path, create)
     if fd is None:
         yield  # no directory, so no file to change: the block finds it missing and says so
         return
     try:
-        _acquire(fd, path, timeout)
-        yield
+        if _acquire(fd, path, timeout):
+            yield
+        else:
+            with _process_lock(path, timeout):
+                yield
     finally:
         os.close(fd)  # releases the lock
+
+
+@contextmanager
+def _process_lock(path: str | os.PathLike[str], timeout: float) -> Iterator[None]:
+    """The lock between the threads of this process, where the file system gives none between processes."""
+    if not _PROCESS_LOCK.acquire(timeout=timeout):
+        raise _held(path, timeout)
+    try:
+        yield
+    finally:
+        _PROCESS_LOCK.release()
 
 
 def _open_directory(directory: Path, path: str | os.PathLike[str], create: bool) -> int | None:
@@ -90,20 +102,25 @@ def _unwritable(path: str | os.PathLike[str], where: Path, reason: str) -> Excep
     return fail([Issue("", f"cannot be written ({reason}: {where}); it is unchanged", str(path))])
 
 
-def _acquire(fd: int, path: str | os.PathLike[str], timeout: float) -> None:
-    """Take the exclusive lock on ``fd``, trying again with growing waits until ``timeout``."""
+def _acquire(fd: int, path: str | os.PathLike[str], timeout: float) -> bool:
+    """Take the exclusive lock on ``fd``, trying again with growing waits until ``timeout``; ``False`` when the
+    file system has no such locks (``ENOLCK``, or ``EBADF`` from an NFS mount emulating them)."""
     assert fcntl is not None
     deadline = time.monotonic() + timeout
     wait = _FIRST_WAIT
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
+            return True
         except BlockingIOError:
             if time.monotonic() >= deadline:
                 raise _held(path, timeout) from None
             time.sleep(wait)
             wait = min(wait * 2, _LONGEST_WAIT)
+        except OSError as error:
+            if error.errno not in _NO_LOCKS:
+                raise
+            return False
 
 
 def _held(path: str | os.PathLike[str], timeout: float) -> Exception:
