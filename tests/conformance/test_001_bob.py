@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,18 @@ from tests.e2e.mock_llm import MockLLM, Say
 from tests.mcp.conftest import py_server
 from tether import Agent, Limits, Message, StopReason, tool
 from tether.config import load
-from tether.providers import ScriptedProvider, hang, reply
+from tether.providers import (
+    LlmEvent,
+    ModelInfo,
+    Request,
+    ScriptedProvider,
+    StreamEnd,
+    StreamStart,
+    TextDelta,
+    Usage,
+    hang,
+    reply,
+)
 from tether.sessions import MemorySessionStore
 from tether.testing import assert_valid_transcript
 from tether.tools import MCPTools
@@ -125,6 +137,29 @@ async def test_001_f11_one_in_memory_store_serves_concurrent_runs_of_different_s
         saved = await store.load(f"s{n}")
         assert saved.messages == result.messages
         assert saved.messages[-1].text == f"message {n}"
+
+
+class OwnPort:
+    """A provider of the host's own making: only the ``Provider`` protocol, no tether base class."""
+
+    info = ModelInfo(provider="own", name="port")
+
+    def __init__(self) -> None:
+        self.seen: list[Request] = []
+
+    async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
+        self.seen.append(request)
+        yield StreamStart()
+        yield TextDelta(f"{len(request.messages)} message(s) seen")
+        yield StreamEnd("stop", Usage(input_tokens=3, output_tokens=4))
+
+
+async def test_001_p03_the_loop_reaches_a_model_only_through_the_provider_protocol() -> None:
+    port = OwnPort()
+    result = await Agent(port).run("hi")
+    assert (result.text, result.stop_reason) == ("1 message(s) seen", StopReason.COMPLETE)
+    assert result.usage.output_tokens == 4
+    assert [m.text for m in port.seen[0].messages] == ["hi"]
 
 
 async def test_001_tc09_mcp_tools_are_discovered_from_a_real_server() -> None:
