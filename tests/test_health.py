@@ -17,6 +17,7 @@ from tests.model_api import closed_port, model_api
 from tests.read_only import run_with_read_only
 from tether import Agent, HealthReport
 from tether.errors import ConfigInvalid
+from tether.health import settle
 from tether.providers import ScriptedProvider
 from tether.sessions import SQLiteSessionStore
 
@@ -97,6 +98,32 @@ async def test_a_writable_sqlite_store_is_ok_and_keeps_no_probe_session(tmp_path
     with sqlite3.connect(path) as db:
         rows = [db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("sessions", "messages")]
     assert rows == [0, 0]
+
+
+async def test_a_store_check_cut_short_by_its_timeout_still_deletes_its_probe_once_the_write_ends(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "sessions.sqlite"
+    store = SQLiteSessionStore(path, timeout=30)
+    await store.list()  # the database made
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        report = await Agent(ScriptedProvider([]), store=store).health(timeout=0.5)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    await settle()
+    try:
+        listed = await store.list()
+    finally:
+        await store.aclose()
+
+    check = report.get("store")
+    assert check is not None
+    assert check.code == "timeout"
+    assert "locked" in check.hint
+    assert listed == []
 
 
 READ_ONLY_HEALTH = """
