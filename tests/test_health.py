@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.model_api import closed_port, model_api
+from tests.postgres import PgSchema
 from tests.read_only import run_with_read_only
 from tether import Agent, HealthReport
 from tether.errors import ConfigInvalid
@@ -98,6 +99,19 @@ async def test_a_writable_sqlite_store_is_ok_and_keeps_no_probe_session(tmp_path
     with sqlite3.connect(path) as db:
         rows = [db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("sessions", "messages")]
     assert rows == [0, 0]
+
+
+async def test_a_postgresql_store_is_ok_and_keeps_no_probe_session(postgres: PgSchema) -> None:
+    from tether.sessions import PostgresSessionStore
+
+    async with PostgresSessionStore(postgres.url, schema=postgres.schema) as store:
+        report = await Agent(ScriptedProvider([]), store=store).health(timeout=30)
+        listed = await store.list()
+
+    check = report.get("store")
+    assert check is not None
+    assert check.status == "ok", check
+    assert listed == []
 
 
 async def test_a_store_check_cut_short_by_its_timeout_still_deletes_its_probe_once_the_write_ends(

@@ -15,6 +15,7 @@ import pytest
 
 import tether
 from tests.model_api import model_api
+from tests.postgres import URL, require_postgres
 from tests.read_only import run_with_read_only
 from tether.keys import ALL_KEY_VARIABLES
 from tether.tools.sandbox import bwrap_problem
@@ -219,3 +220,21 @@ def test_doctor_is_listed_in_the_help_with_its_exit_codes(tmp_path: Path) -> Non
     assert "--timeout" in done.stdout
     assert "--db" in done.stdout
     assert "1 a check failed" in done.stdout
+
+
+def test_a_postgresql_workflow_database_is_reached_and_its_password_never_shown(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    require_postgres(request.config, "tether doctor's PostgreSQL check")
+    write_config(tmp_path, "scripted:echo")
+    with_password = URL.replace("postgres@", "postgres:doctor-secret-pw@", 1)
+
+    reached = doctor(tmp_path, "--json", "--db", URL)
+    refused = doctor(tmp_path, "--json", "--db", URL.rsplit("/", 1)[0] + "/no_such_database_here")
+    shown = doctor(tmp_path, "--db", with_password)
+
+    assert reached.returncode == 0, reached.stdout
+    assert checks(reached)["durable"]["detail"].endswith(": connected, takes writes")
+    assert refused.returncode == 1
+    assert checks(refused)["durable"]["code"] == "store_unavailable"
+    assert "doctor-secret-pw" not in shown.stdout + shown.stderr

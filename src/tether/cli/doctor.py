@@ -256,15 +256,17 @@ def _server(config: object) -> Check:
 
 
 def _writable(database: RunsDatabase) -> str:
-    """Whether the workflow database can be written, without writing to it: a SQLite file's write lock taken
-    and released (or, for a file not made yet, a file made and removed in its directory); a server's
-    connection opened and a write transaction begun and rolled back."""
+    """Whether the workflow database can be written, without writing to it: a SQLite file's write begun and
+    rolled back (or, for a file not made yet, a file made and removed where it would be); a server reached and
+    asked whether it takes writes (not a standby, not read-only)."""
     if database.url is not None:
         import psycopg
 
         with psycopg.connect(database.url, connect_timeout=10) as connection:
-            connection.execute("SELECT pg_is_in_recovery()")
-            return f"{database.shown()}: connected"
+            row = connection.execute("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')").fetchone()
+        if row is None or row[0] or row[1] == "on":
+            raise StoreUnavailable(f"{database.shown()}: the server takes no writes (a standby, or read-only)")
+        return f"{database.shown()}: connected, takes writes"
     path = database.path
     assert path is not None
     try:
