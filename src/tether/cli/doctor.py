@@ -18,7 +18,8 @@ The checks, in order (each a :class:`~tether.health.HealthCheck`, bounded by ``-
 * ``sandbox``: ``bwrap`` found and able to start a sandbox here, as the ``bash`` tool would; skipped when
   ``tools.bash.sandbox`` is ``"off"``.
 
-Exit codes (:mod:`tether.cli.exits`): 0 when no check failed (skipped ones are not failures), 1 when one did,
+The first three run one after the other (each needs the one before); the others at once, so a report takes as
+long as its slowest check. Exit codes (:mod:`tether.cli.exits`): 0 when no check failed (skipped ones are not failures), 1 when one did,
 2 for a usage error. ``--json`` prints the report (:meth:`HealthReport.to_dict`) and nothing else on stdout.
 """
 
@@ -38,13 +39,11 @@ from tether.cli import exits
 from tether.cli.build import mcp_server_configs, open_store
 from tether.cli.runs_db import DEFAULT_FILE, RunsDatabase, runs_database
 from tether.config import Config, load
+from tether.config.target import NEED_KEY
 from tether.errors import ConfigInvalid, ErrorCode, StoreUnavailable
 from tether.health import HINTS, Check, HealthCheck, HealthReport, Skip, provider_check, run_check, store_check
 from tether.keys import key_variables
 from tether.secrets import Masker
-
-NEED_KEY = frozenset({"anthropic", "gemini", "openai-responses"})
-"""Built-in providers outside the profiles that refuse to start without a key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +76,15 @@ class Doctor:
         model = await self._check("model", self._model(config), "config_invalid")
         keyed = await self._check("api_key", self._api_key(config, model.status == "ok"), "config_invalid")
         ready = model.status == "ok" and keyed.status != "failed"
-        await self._check("provider", self._provider(config, ready), "transport", HINTS["provider"])
         servers = mcp_server_configs(config, self.cwd)
-        done = await asyncio.gather(*(self._run(f"mcp:{s.id}", _server(s), "transport") for s in servers))
-        self.checks.extend(done)
-        await self._check("store", self._store(config), "store_unavailable", HINTS["store"])
-        await self._check("durable", self._durable, "store_unavailable")
-        await self._check("sandbox", self._sandbox(config), "permission_denied")
+        parts = await asyncio.gather(  # apart from one another: at once, the report as slow as the slowest
+            self._run("provider", self._provider(config, ready), "transport", HINTS["provider"]),
+            *(self._run(f"mcp:{server.id}", _server(server), "transport") for server in servers),
+            self._run("store", self._store(config), "store_unavailable", HINTS["store"]),
+            self._run("durable", self._durable, "store_unavailable"),
+            self._run("sandbox", self._sandbox(config), "permission_denied"),
+        )
+        self.checks.extend(parts)
         return HealthReport(tuple(self.checks))
 
     async def _check(
