@@ -19,8 +19,9 @@ The checks, in order (each a :class:`~tether.health.HealthCheck`, bounded by ``-
   ``tools.bash.sandbox`` is ``"off"``.
 
 The first three run one after the other (each needs the one before); the others at once, so a report takes as
-long as its slowest check. Exit codes (:mod:`tether.cli.exits`): 0 when no check failed (skipped ones are not failures), 1 when one did,
-2 for a usage error. ``--json`` prints the report (:meth:`HealthReport.to_dict`) and nothing else on stdout.
+long as its slowest check. Exit codes (:mod:`tether.cli.exits`): 0 when no check failed (skipped ones are not
+failures), 1 when one did, 2 for a usage error. ``--json`` prints the report (:meth:`HealthReport.to_dict`) and
+nothing else on stdout.
 """
 
 from __future__ import annotations
