@@ -93,6 +93,18 @@ def test_a_refused_key_fails_the_provider_line_with_a_hint_exits_1_and_never_sho
     assert KEY not in done.stdout + done.stderr
 
 
+def test_a_provider_that_never_answers_fails_timeout_within_the_timeout_given(tmp_path: Path) -> None:
+    with model_api("hang") as api:
+        write_config(tmp_path, "vllm:small-model", base_url=api.url)
+        done = doctor(tmp_path, "--json", "--timeout", "0.5")
+
+    assert done.returncode == 1
+    found = checks(done)["provider"]
+    assert found["status"] == "failed"
+    assert found["code"] == "timeout"
+    assert checks(done)["store"]["status"] == "ok"  # the other checks are not held up by it
+
+
 def test_a_missing_key_fails_api_key_and_skips_the_provider(tmp_path: Path) -> None:
     write_config(tmp_path, "anthropic:claude-test")
 

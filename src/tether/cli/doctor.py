@@ -125,7 +125,7 @@ class Doctor:
             if prefix not in prefixes() and prefix not in config.providers:
                 known = ", ".join(sorted(prefixes()))
                 raise ConfigInvalid(f"{choice.model!r}: tether knows no provider {prefix!r} (known: {known})")
-            return choice.model if choice.notice is None else f"{choice.model} ({choice.notice})"
+            return choice.model if choice.notice is None else f"{choice.model} (chosen by tether: none is configured)"
 
         return check
 
