@@ -59,6 +59,8 @@ _EXPORTS: dict[str, str] = {
     "TetherError": "tether.errors",
     "ToolError": "tether.errors",
     "Telemetry": "tether.telemetry",
+    "HealthReport": "tether.health",
+    "HealthCheck": "tether.health",
 }
 
 __all__ = sorted(name for name in _EXPORTS if not name.startswith("__"))
@@ -86,6 +88,8 @@ if TYPE_CHECKING:
     from tether.events import TurnCompleted as TurnCompleted
     from tether.events import TurnRecord as TurnRecord
     from tether.events import TurnStarted as TurnStarted
+    from tether.health import HealthCheck as HealthCheck
+    from tether.health import HealthReport as HealthReport
     from tether.limits import Compaction as Compaction
     from tether.limits import Limits as Limits
     from tether.limits import StopReason as StopReason

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from tether.errors import ConfigInvalid
 from tether.events import OutputT, RunCompleted, RunResult
+from tether.health import DEFAULT_TIMEOUT, HealthReport, health_of, settle
 from tether.limits import Compaction, Limits
 from tether.loop.choice import ToolChoiceOption, resolve_tool_choice
 from tether.loop.engine import Run
@@ -384,6 +385,27 @@ class Agent(Generic[DepsT, OutputT]):
             )  # fmt: skip
             return asyncio.run(run)
         raise RuntimeError("run_sync() cannot be called from async code: use 'await agent.run(...)'")
+
+    async def health(self, *, timeout: float = DEFAULT_TIMEOUT) -> HealthReport:
+        """Whether this agent's parts work now, one check each (``tether.health``): ``provider`` (its API
+        reached and the key accepted, no token spent), ``mcp:<id>`` for each MCP server of its tools (a real
+        ``tools/list``), ``store`` (a probe session written, read back and deleted). Each bounded by
+        ``timeout`` seconds; never raises for a part that fails: ``report.ok``, ``report.failed``."""
+        return await health_of(self.provider, self.tools, self.store, timeout=timeout, masker=self._spec.masker)
+
+    def health_sync(self, *, timeout: float = DEFAULT_TIMEOUT) -> HealthReport:
+        """``health()`` for code that is not async; it runs its own event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+
+            async def checked() -> HealthReport:
+                report = await self.health(timeout=timeout)
+                await settle(timeout)
+                return report
+
+            return asyncio.run(checked())
+        raise RuntimeError("health_sync() cannot be called from async code: use 'await agent.health()'")
 
     def start(
         self,

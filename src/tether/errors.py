@@ -28,6 +28,7 @@ ErrorCode = Literal[
     "permission_denied",
     "config_invalid",
     "session_invalid",
+    "store_unavailable",
     "cancelled",
 ]
 
@@ -197,6 +198,14 @@ class SessionInvalid(TetherError):
     """Stored messages are corrupt, truncated or not a valid transcript."""
 
     code: ClassVar[ErrorCode] = "session_invalid"
+
+
+class StoreUnavailable(TetherError):
+    """A session store or a workflow database cannot be written or reached: a read-only directory, a full disk,
+    a database locked by another process, a server out of reach. Stores themselves raise the ``OSError`` or
+    database error they meet (``sessions/base.py``); a health check reports it under this code."""
+
+    code: ClassVar[ErrorCode] = "store_unavailable"
 
 
 class Cancelled(TetherError):

@@ -1,11 +1,11 @@
 """The ``tether`` command: a click group, one subcommand per job: ``run``, ``chat``, ``py``, ``sessions``,
-``models``, ``config``, ``batch``, ``worker``, ``runs`` and ``probe``.
+``models``, ``config``, ``batch``, ``worker``, ``runs``, ``probe`` and ``doctor``.
 
 ``tether --help`` and ``tether run --help`` must answer at once, so this module imports only click and
 ``tether`` itself; each command imports what it needs (rich, prompt_toolkit, aiohttp, pydantic, providers)
 when it runs. Exit codes: 0 success, 1 the command's own failure (a configuration problem; for ``probe``: the
-server is not usable), 2 a usage error (click's); ``run`` adds 3 (a guard stopped the run), 4 (the run
-failed) and 130 (cancelled): see :mod:`tether.cli.exits`.
+server is not usable; for ``doctor``: a check failed), 2 a usage error (click's); ``run`` adds 3 (a guard
+stopped the run), 4 (the run failed) and 130 (cancelled): see :mod:`tether.cli.exits`.
 """
 
 from __future__ import annotations
@@ -432,6 +432,34 @@ def worker(
 
     options = WorkerOptions(queue, agent, db, concurrency, worker_id, yes, config_file)
     sys.exit(worker_main(options))
+
+
+@main.command()
+@click.option("--model", "-m", metavar="PROVIDER:MODEL", help="Check this model instead of the configured one.")
+@click.option("--db", metavar="URL", help="The workflow database to check: postgresql://..., sqlite:///... or a file.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds each check may take.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout, and nothing else there.")
+@_config_option
+def doctor(model: str | None, db: str | None, timeout: float, as_json: bool, config_file: str | None) -> None:
+    """Check that everything a run needs works here: one line per check, with a hint when it fails.
+
+    The configuration, the model, its API key (named, never shown), the provider reached (no token spent),
+    each configured MCP server started and listing its tools, the session store written to (a probe session,
+    deleted), the workflow database of durable runs (--db, or the default one when it exists), and the bash
+    tool's sandbox (bubblewrap). Exit codes: 0 every check passed or was skipped, 1 a check failed, 2 usage
+    error.
+    """
+    from tether.cli.doctor import DoctorOptions
+    from tether.cli.doctor import main as doctor_main
+
+    sys.exit(doctor_main(DoctorOptions(model, config_file, db, timeout), as_json=as_json))
 
 
 @main.command()

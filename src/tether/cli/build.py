@@ -38,6 +38,7 @@ from tether.tools.workspace import Workspace
 if TYPE_CHECKING:
     from tether.sessions import SessionStore
     from tether.telemetry import Telemetry
+    from tether.tools.mcp_spec import MCPServerConfig
 
 SYSTEM = (
     "You are tether, an assistant working in the directory {root}. With your tools you can read, write and "
@@ -211,13 +212,20 @@ async def mcp_tools(setup: Setup) -> AsyncIterator[Setup]:
     Without servers nothing is imported or started. A server that cannot start raises ``ConfigInvalid``
     (a bad command or variable) or the transport error that stopped it.
     """
-    servers = setup.config.mcp.servers
-    if not servers:
+    if not setup.config.mcp.servers:
         yield setup
         return
-    from tether.tools.mcp import MCPServerConfig, MCPTools
+    from tether.tools.mcp import MCPTools
 
-    configs = [
+    async with MCPTools(mcp_server_configs(setup.config, setup.workspace.root)) as connected:
+        yield dataclasses.replace(setup, extra_tools=tuple(connected.tools))
+
+
+def mcp_server_configs(config: Config, root: Path) -> list[MCPServerConfig]:
+    """The ``[[mcp.servers]]`` of ``config`` as the library takes them; stdio servers start in ``root``."""
+    from tether.tools.mcp_spec import MCPServerConfig
+
+    return [
         MCPServerConfig(
             server.id,
             transport=server.transport,
@@ -225,13 +233,11 @@ async def mcp_tools(setup: Setup) -> AsyncIterator[Setup]:
             args=server.args,
             env=server.env,
             url=server.url,
-            cwd=setup.workspace.root if server.transport == "stdio" else None,
-            tool_timeout=server.tool_timeout or setup.config.runtime.limits.tool_timeout or MCP_TOOL_TIMEOUT,
+            cwd=root if server.transport == "stdio" else None,
+            tool_timeout=server.tool_timeout or config.runtime.limits.tool_timeout or MCP_TOOL_TIMEOUT,
         )
-        for server in servers
+        for server in config.mcp.servers
     ]
-    async with MCPTools(configs) as connected:
-        yield dataclasses.replace(setup, extra_tools=tuple(connected.tools))
 
 
 def agent_flags(*, system: str | None, no_agents_md: bool) -> dict[str, object]:

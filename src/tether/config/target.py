@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from tether.providers.base import Provider
     from tether.providers.http.client import Secret
 
-_NEED_KEY = frozenset({"anthropic", "gemini", "openai-responses"})
+NEED_KEY = frozenset({"anthropic", "gemini", "openai-responses"})
 """Built-in providers outside ``PROFILES`` that refuse to start without a key."""
 
 
@@ -72,7 +72,7 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
     api_key: Secret | None = None
     if settings.api_key_env is not None:
         value = env.get(settings.api_key_env)
-        needs_key = profile in _NEED_KEY or (profile in PROFILES and PROFILES[profile].requires_key)
+        needs_key = profile in NEED_KEY or (profile in PROFILES and PROFILES[profile].requires_key)
         if value:
             from tether.providers.http.client import Secret  # aiohttp: only when a provider is built
 

@@ -19,7 +19,7 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, TypedDict, TypeVar, Unpack, overload
+from typing import Any, Protocol, TypedDict, TypeVar, Unpack, overload
 
 import msgspec
 
@@ -30,11 +30,22 @@ from tether.tools.docstrings import parse_docstring
 from tether.tools.schema import ArgumentValidator, JsonSchemaValidator, SignatureValidator
 from tether.tools.threads import run_in_tool_thread
 
-__all__ = ["Done", "Tool", "ToolResult", "tool"]
+__all__ = ["Done", "Tool", "ToolResult", "ToolServer", "tool"]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ToolServer(Protocol):
+    """A server a tool is served by (an MCP server's connection): what ``Agent.health()`` checks for the tools
+    that name it. ``name`` says which server; :meth:`check` asks it for something real (its tool list) and
+    returns what it found in a few words, or raises a ``TetherError`` saying why it cannot."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def check(self) -> str: ...
 
 
 class ToolOptions(TypedDict, total=False):
@@ -57,6 +68,8 @@ class ToolOptions(TypedDict, total=False):
     raw_arguments: bool
     """Arguments from the model that are not a JSON object are passed, as text, as the tool's one required
     ``str`` parameter, instead of being answered ``invalid_arguments`` (default False)."""
+    server: ToolServer | None
+    """The server that serves the tool, when it has one (MCP): ``Agent.health()`` checks each such server once."""
 
 
 class Tool:
@@ -64,7 +77,7 @@ class Tool:
 
     __slots__ = (
         "_validator", "concurrent", "description", "function", "idempotent", "is_async", "max_output", "name",
-        "raw_parameter", "read_only", "repeatable", "timeout",
+        "raw_parameter", "read_only", "repeatable", "server", "timeout",
     )  # fmt: skip
 
     def __init__(
@@ -95,6 +108,7 @@ class Tool:
         self.max_output = max_output
         self.repeatable = options.get("repeatable", False)
         self.idempotent = options.get("idempotent", True)
+        self.server = options.get("server")
         self._validator = validator
         self.raw_parameter = _raw_parameter(name, validator.parameters) if options.get("raw_arguments") else None
         """The parameter that receives arguments that are not a JSON object (``raw_arguments=True``), else None."""

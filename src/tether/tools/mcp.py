@@ -221,6 +221,7 @@ def _make_tool(connection: Connection, remote: RemoteTool, name: str) -> Tool:
         call,
         timeout=connection.config.tool_timeout,
         read_only=_read_only(remote),
+        server=connection,
     )
 
 

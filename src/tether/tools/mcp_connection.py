@@ -198,6 +198,41 @@ class Connection:
             self.listing = listing
             self._on_change()
 
+    # --- health -------------------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The server's id (``ToolServer.name``)."""
+        return self.config.id
+
+    async def check(self) -> str:
+        """Whether the server is up now (``ToolServer.check``, for ``Agent.health()``): it is asked for its tool
+        list, a real ``tools/list`` (a changed list is taken, as a notification would have it). A server that
+        closed the connection is reported, not started again: the next call does that. Raises
+        ``TransportError`` (``TimeoutExceeded`` past ``connect_timeout``) saying why it is not up."""
+        server = self.config.id
+        client = self._client
+        if self._closed:
+            raise TransportError(f"MCP server {server!r} is closed: its MCPTools block was left")
+        if client is None or self._needs_restart():
+            raise TransportError(f"MCP server {server!r} closed the connection; the next call starts it again")
+        try:
+            await self._relist(client)
+        except TimeoutError:
+            raise TimeoutExceeded(
+                f"MCP server {server!r} did not list its tools within {self.config.connect_timeout:g} s",
+                details={"deadline": "mcp_connect", "server": server},
+            ) from None
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the server is not up
+            from mcp.shared.exceptions import MCPError
+            from mcp.types import CONNECTION_CLOSED
+
+            if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED and client is self._client:
+                self._lost = True  # as a call that found it closed: the next call starts it again
+            raise TransportError(f"MCP server {server!r} did not list its tools: {_describe(_leaf(exc))}") from None
+        count = len(self.listing)
+        return f"{count} tool{'s' if count != 1 else ''} listed"
+
     # --- calls ----------------------------------------------------------------------------------------------
 
     async def call(self, name: str, arguments: dict[str, Any]) -> str | list[str | Attachment]:

@@ -42,7 +42,7 @@ import msgspec
 from tether.alarms import Alarm, Deadline, shared_alarm
 from tether.errors import InvalidResponse, ProviderError
 from tether.events import LlmEvent
-from tether.providers.base import OnRetry, Request, Server
+from tether.providers.base import ModelInfo, OnRetry, Request, Server
 from tether.providers.http.attempt import client_timeout, refused, transport_error
 from tether.providers.http.body import ResponseLimits, decode_text, parse_json, read_body
 from tether.providers.http.pool import session_for
@@ -164,6 +164,36 @@ class HttpClient:
         event stream, as one event of its whole body); an event whose data is ``end_marker`` ends the stream."""
         return self._stream(path, _payload(body), timeout, deadline, on_retry, end_marker, _RAW)
 
+    async def get_json(self, path: str, *, timeout: float | None) -> Any:
+        """GET ``path`` once and return its JSON: a look at the API (its models list) that spends no tokens, for
+        health checks. Not retried (a check reports what it found, now); redirects refused and statuses mapped
+        as for a request (``attempt.py``), the key masked in what an error quotes; ``timeout`` bounds connecting
+        and each wait of the answer."""
+        pooled = self._ready_pool() or await self._pool()
+        wait, url = Deadline(pooled[2], timeout), self._url(path)
+        headers = {name: value for name, value in self._headers.items() if name != "Content-Type"}
+        try:
+            wait.start()
+            try:
+                response = await pooled[1].get(
+                    url, headers=headers, allow_redirects=False, timeout=client_timeout(timeout)
+                )
+            finally:
+                wait.stop()
+            if response.status >= 300:
+                secret = self._api_key.reveal() if self._api_key is not None else None
+                raise await refused(response, url, wait, provider=self.provider, secret=secret)
+            data = await self._read(response, wait)
+        except ProviderError:
+            raise
+        except asyncio.CancelledError:
+            if not wait.expired():
+                raise
+            raise transport_error(self.provider, TimeoutError(), timeout, mid_stream=False) from None
+        except Exception as exc:
+            raise transport_error(self.provider, exc, timeout, mid_stream=False) from exc
+        return parse_json(data, self.provider)
+
     # --- the layers composed ------------------------------------------------------------------------------
 
     async def _stream(
@@ -275,6 +305,7 @@ class OverHttp:
     __slots__ = ()
 
     _client: HttpClient
+    info: ModelInfo
 
     def credentials(self) -> tuple[str, ...]:
         """The secrets sent with each request: the API key."""
@@ -284,6 +315,21 @@ class OverHttp:
     def server(self) -> Server:
         """The host and port of the provider's API."""
         return self._client.server
+
+    async def reach(self, timeout: float) -> str:
+        """Reach the API and see the key accepted, without spending a token: ``GET {base_url}/models``, which
+        OpenAI, Anthropic, Gemini and every OpenAI-compatible server answer (``Agent.health()``). Returns what
+        was found, in a few words; a ``ProviderError`` when the API cannot be reached or refuses the key."""
+        client = self._client
+        data = await client.get_json("/models", timeout=timeout)
+        listed = data.get("data", data.get("models")) if isinstance(data, dict) else None
+        if not isinstance(listed, list):
+            return f"GET {client.base_url}/models answered"
+        names = {str(item.get("id") or item.get("name") or "") for item in listed if isinstance(item, dict)}
+        model = self.info.name
+        among = any(name == model or name.endswith("/" + model) for name in names)
+        found = f"; {model} among them" if among else ""
+        return f"GET {client.base_url}/models answered with {len(listed)} model{'s' if len(listed) != 1 else ''}{found}"
 
 
 class _Reading(Protocol[Item]):
