@@ -255,7 +255,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def stream(
         self,
-        prompt: Prompt,
+        prompt: Prompt | None = None,
         *,
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
@@ -266,7 +266,9 @@ class Agent(Generic[DepsT, OutputT]):
         output_type: Any = None,
     ) -> RunStream:
         """Start a run and iterate its events; ``cancel()`` on the returned stream stops it. ``prompt`` is a string,
-        or strings and attachments (``Attachment``: images, documents, audio) in order.
+        or strings and attachments (``Attachment``: images, documents, audio) in order; ``None`` (or left out)
+        runs the history (``history=`` or the session's) exactly as it is, without a new user message: it must
+        then end where the model speaks next, with a user message or tool results (``ConfigInvalid`` otherwise).
 
         With ``session=ID`` (and ``Agent(store=...)``) the run continues that session (or starts it) and
         saves it after every turn and at its end, so a killed process loses at most the turn in flight.
@@ -280,7 +282,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def _open(
         self,
-        prompt: Prompt,
+        prompt: Prompt | None,
         history: Sequence[Message],
         on_event: EventSink | None,
         session: str | None,
@@ -294,8 +296,11 @@ class Agent(Generic[DepsT, OutputT]):
         tool calls the steps of ``steps`` when it is durable (:func:`stream_with_steps`)."""
         for expected, where in self._deps_checks:
             check_deps(deps, expected, where)
+        if prompt is None and not history and session is None:
+            raise ConfigInvalid("a run needs a prompt, or a history (history= or session=) to run as it is")
         if not isinstance(prompt, str) or history:  # an attachment the model cannot read is refused before sending
-            refuse_unreadable((*history, user_message(prompt)), self.provider.info, "the run's prompt or history")
+            asked = (*history, user_message(prompt)) if prompt is not None else history
+            refuse_unreadable(asked, self.provider.info, "the run's prompt or history")
         sinks = self._sinks + ((on_event,) if on_event is not None else ())
         spec = self._run_spec(tool_choice, instructions, output_type)
         interrupter = Interrupter()
@@ -332,7 +337,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     async def run(
         self,
-        prompt: Prompt,
+        prompt: Prompt | None = None,
         *,
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
@@ -364,7 +369,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def run_sync(
         self,
-        prompt: Prompt,
+        prompt: Prompt | None = None,
         *,
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
@@ -387,7 +392,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def start(
         self,
-        prompt: Prompt,
+        prompt: Prompt | None = None,
         *,
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,

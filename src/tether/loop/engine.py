@@ -125,7 +125,7 @@ class Run:
     def __init__(
         self,
         spec: RunSpec,
-        prompt: Prompt,
+        prompt: Prompt | None,
         history: Sequence[Message],
         interrupter: Interrupter,
         sinks: Sequence[EventSink] = (),
