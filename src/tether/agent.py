@@ -76,6 +76,7 @@ class Agent(Generic[DepsT, OutputT]):
         cache_tool_outputs: int | None = DEFAULT_THRESHOLD,
         tool_mode: Literal["auto", "native", "json"] = "auto",
         store: SessionStore | None = None,
+        save_errors: Literal["stop", "continue"] = "stop",
         secrets: Iterable[str] = (),
         telemetry: Telemetry | bool | None = None,
         compaction: Compaction | bool | None = None,
@@ -118,6 +119,9 @@ class Agent(Generic[DepsT, OutputT]):
             tool_mode: ``native`` tool calling, ``json`` actions written in the model's text
                 (``loop/actions.py``), or ``auto``: native when the model can call tools, else JSON actions.
             store: where ``run(..., session=ID)`` keeps sessions (``tether.sessions``).
+            save_errors: what a failed save of a run's session does: ``"stop"`` (the default) stops the run with
+                ``error``; ``"continue"`` logs it and goes on, and if the run's last save fails too its result
+                keeps its answer, marked ``degraded`` with the failure in ``detail`` (``loop/saving.py``).
             secrets: more values to mask in tool results. By default every tool result (and the message of
                 the exception behind a failed one) has these replaced by ``***`` before any event, session or
                 request sees it: the provider's API key (passed, read from its variable, or held by a Provider
@@ -158,6 +162,8 @@ class Agent(Generic[DepsT, OutputT]):
             )
         if max_concurrency < 1:
             raise ConfigInvalid(f"max_concurrency must be >= 1, not {max_concurrency!r}")
+        if save_errors not in ("stop", "continue"):
+            raise ConfigInvalid(f"save_errors must be 'stop' or 'continue', not {save_errors!r}")
         _check_cache(cache_tool_outputs, registry)
         self._deps_checks = _deps_checks(deps_type, registry)
         if system is not None and not isinstance(system, str) and not callable(system):
@@ -191,6 +197,7 @@ class Agent(Generic[DepsT, OutputT]):
             tool_mode=_tool_mode(tool_mode, provider, registry),
             masker=masker,
             compaction=_compaction(compaction),
+            save_errors=save_errors,
         )
         self._sinks: tuple[EventSink, ...] = (on_event,) if on_event is not None else ()
         self.telemetry = telemetry  # the setter takes a bool or None too
