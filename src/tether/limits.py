@@ -199,6 +199,12 @@ class Compaction:
     only (except the last turn's); the model can still read them with ``read_tool_output``."""
     instructions: str | None = None
     """The request for a summary; ``None``: tether's (``loop/context/prompts.py``)."""
+    after_answer: Literal["session", "always", "never"] = "session"
+    """Whether a run that answered also compacts after its answer when the conversation is then over
+    ``threshold``, so that what it leaves is ready for the next run (which otherwise compacts before its first
+    request). ``"session"``: in a session only (its next run is expected: the summary is made while the answer
+    is read, and the stored conversation is already small); ``"always"``: every run (``result.messages`` too);
+    ``"never"``."""
 
     def __post_init__(self) -> None:
         for name in ("context_window", "summary_tokens", "threshold", "keep_recent"):
@@ -212,8 +218,14 @@ class Compaction:
             )
         if self.instructions is not None and not (isinstance(self.instructions, str) and self.instructions.strip()):
             raise ConfigInvalid("Compaction.instructions must be non-empty text or None")
+        if self.after_answer not in AFTER_ANSWER:
+            raise ConfigInvalid(
+                f"Compaction.after_answer must be 'session', 'always' or 'never', not {self.after_answer!r}"
+            )
 
 
+AFTER_ANSWER = ("session", "always", "never")
+"""The choices of ``Compaction.after_answer``."""
 MIN_TOKENS = {"context_window": 256, "summary_tokens": 16}
 """The smallest context window and summary (in tokens) :class:`Compaction` takes."""
 

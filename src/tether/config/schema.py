@@ -272,6 +272,9 @@ class CompactionConfig(Section):
     reference only (except the last turn's)."""
     instructions: str | None = _COMPACTION.instructions
     """The request for a summary, instead of tether's own."""
+    after_answer: Literal["session", "always", "never"] = _COMPACTION.after_answer
+    """After a run's answer, compact if the conversation is then over threshold, so that the next run starts
+    from it ready: "session" (runs in a session), "always" or "never"."""
 
     @field_validator("context_window", "summary_tokens", mode="before")
     @classmethod
