@@ -235,18 +235,14 @@ class Run:
                         yield item
             finally:
                 await summary.aclose()
-        if stop.reason in ANSWERED_STOPS and (compacted := await self._compacted_after_answer()):
-            yield self._emit(compacted)
+        compactor = self.compactor
+        if stop.reason in ANSWERED_STOPS and compactor.window.budget is not None:  # leave it ready for the next run
+            compacted = await compactor.after_answer(self.guard.turns + 1, in_session=self.saves is not None)
+            if compacted is not None:
+                yield self._emit(compacted)
         if self.saves is not None:
             stop = await self._save() or stop
         yield self._emit(RunCompleted(self._finish(stop, answer)))
-
-    async def _compacted_after_answer(self) -> Compacted | None:
-        """The compaction after the run's answer that leaves its conversation ready for the next run, if one
-        is due (``Compactor.after_answer``); at once ``None`` without a context budget."""
-        if self.compactor.window.budget is None:
-            return None
-        return await self.compactor.after_answer(self.guard.turns + 1, in_session=self.saves is not None)
 
     async def _instructed(self) -> AsyncGenerator[RunEvent | Decided, None]:
         """The turns of a run whose system prompt is a function of its context: the function first."""

@@ -18,7 +18,7 @@ from tether.errors import TetherError
 from tether.events import LlmEvent, ToolCallRecord, TurnRecord
 from tether.loop.accumulator import AccumulatedTurn
 from tether.loop.interrupts import Interrupted
-from tether.messages import ToolResult
+from tether.messages import Message, Text, ToolResult
 from tether.usage import NO_USAGE, Usage
 
 
@@ -91,7 +91,7 @@ class CallRecorder:
         """The record of the call kept last, without its tool calls (for an observer)."""
         position = len(self._calls) - 1
         *fields, message, _ = self._calls[-1]
-        return TurnRecord(*[*fields, (), position in self._compactions, message.text])
+        return TurnRecord(*[*fields, (), position in self._compactions, answer_text(message)])
 
     def attach_calls(self, results: Sequence[ToolResult], durations: Mapping[str, float]) -> None:
         """The results of the tool calls the last answer asked for, in the model's order, and how long those
@@ -104,13 +104,26 @@ class CallRecorder:
         made = []
         for position, arguments in enumerate(self._calls):
             *fields, message, calls = arguments
-            fields += [() if calls is None else tool_records(*calls), position in self._compactions, message.text]
+            fields += [
+                () if calls is None else tool_records(*calls),
+                position in self._compactions,
+                answer_text(message),
+            ]
             made.append(TurnRecord(*fields))
         return tuple(made)
 
     def run_ms(self) -> float:
         """Milliseconds since the run started."""
         return (time.perf_counter() - self.run_started) * 1000.0
+
+
+def answer_text(message: Message) -> str:
+    """``message.text``, without its generator for the commonest answers: one text, or one call and no text."""
+    parts = message.parts
+    if len(parts) == 1:
+        part = parts[0]
+        return part.text if type(part) is Text else ""
+    return message.text
 
 
 def tool_records(results: Sequence[ToolResult], durations: Mapping[str, float]) -> tuple[ToolCallRecord, ...]:
