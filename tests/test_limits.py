@@ -4,6 +4,7 @@ field), None or "off" switches a limit off; StopReason."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from typing import Any
 
@@ -185,3 +186,58 @@ def test_compaction_and_its_config_table_refuse_the_same_values(name: str, value
         Compaction(**{name: value})
     with pytest.raises(ValidationError, match=problem):
         CompactionConfig.model_validate({name: value})
+
+
+# --- the JSON form ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        Limits(),
+        Limits(max_turns=None, run_timeout=12, max_cost_usd=0.25, output_retries=0, excess_tool_calls="stop"),
+        Limits(request_timeout=1.5, tool_timeout=None, max_history_messages=40, max_tool_calls_per_turn=1),
+    ],
+)
+def test_limits_round_trip_through_json_and_dict_exactly(limits: Limits) -> None:
+    again = Limits.from_json(limits.to_json())
+    assert again == limits
+    assert [type(getattr(again, f.name)) for f in dataclasses.fields(Limits)] == [
+        type(getattr(limits, f.name)) for f in dataclasses.fields(Limits)
+    ]
+    assert Limits.from_dict(limits.to_dict()) == limits
+
+
+def test_limits_json_uses_null_for_off_and_keeps_defaults_for_keys_left_out() -> None:
+    assert json.loads(Limits(run_timeout=None).to_json())["run_timeout"] is None
+    assert Limits.from_json('{"max_turns": null, "tool_timeout": 5}') == Limits(max_turns=None, tool_timeout=5)
+    assert Limits.from_json(b"{}") == Limits()
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('{"max_turn": 3}', "'max_turn'"),
+        ('{"max_turns": 0}', "Limits.max_turns must be a whole number >= 1, or null, not 0"),
+        ('{"max_turns": "5"}', 'Limits.max_turns must be a whole number >= 1, or null, not "5"'),
+        ('{"max_turns": 2.0}', "Limits.max_turns"),
+        ('{"request_timeout": true}', "Limits.request_timeout must be a number > 0, or null, not true"),
+        ('{"request_timeout": NaN}', "Limits.request_timeout"),
+        ('{"invalid_response_retries": null}', "Limits.invalid_response_retries must be a whole number >= 0"),
+        ('{"excess_tool_calls": "halt"}', "Limits.excess_tool_calls must be 'refuse' or 'stop'"),
+        ("[1, 2]", "not list"),
+        ('{"max_turns": ', "not valid JSON"),
+    ],
+)
+def test_limits_json_refuses_unknown_keys_and_bad_values_naming_the_field(text: str, named: str) -> None:
+    with pytest.raises(ConfigInvalid) as caught:
+        Limits.from_json(text)
+    assert caught.value.code == "config_invalid"
+    assert named in str(caught.value)
+
+
+def test_excess_tool_calls_is_refuse_by_default_and_the_config_table_takes_its_words() -> None:
+    assert Limits().excess_tool_calls == "refuse"
+    assert LimitsConfig.model_validate({"excess_tool_calls": "stop"}).to_limits().excess_tool_calls == "stop"
+    with pytest.raises(ValidationError, match="must be 'refuse' or 'stop'"):
+        LimitsConfig.model_validate({"excess_tool_calls": "off"})

@@ -77,6 +77,7 @@ class Agent(Generic[DepsT, OutputT]):
         cache_tool_outputs: int | None = DEFAULT_THRESHOLD,
         tool_mode: Literal["auto", "native", "json"] = "auto",
         store: SessionStore | None = None,
+        save_errors: Literal["stop", "continue"] = "stop",
         secrets: Iterable[str] = (),
         telemetry: Telemetry | bool | None = None,
         compaction: Compaction | bool | None = None,
@@ -119,6 +120,9 @@ class Agent(Generic[DepsT, OutputT]):
             tool_mode: ``native`` tool calling, ``json`` actions written in the model's text
                 (``loop/actions.py``), or ``auto``: native when the model can call tools, else JSON actions.
             store: where ``run(..., session=ID)`` keeps sessions (``tether.sessions``).
+            save_errors: what a failed save of a run's session does: ``"stop"`` (the default) stops the run with
+                ``error``; ``"continue"`` logs it and goes on, and if the run's last save fails too its result
+                keeps its answer, marked ``degraded`` with the failure in ``detail`` (``loop/saving.py``).
             secrets: more values to mask in tool results. By default every tool result (and the message of
                 the exception behind a failed one) has these replaced by ``***`` before any event, session or
                 request sees it: the provider's API key (passed, read from its variable, or held by a Provider
@@ -159,6 +163,8 @@ class Agent(Generic[DepsT, OutputT]):
             )
         if max_concurrency < 1:
             raise ConfigInvalid(f"max_concurrency must be >= 1, not {max_concurrency!r}")
+        if save_errors not in ("stop", "continue"):
+            raise ConfigInvalid(f"save_errors must be 'stop' or 'continue', not {save_errors!r}")
         _check_cache(cache_tool_outputs, registry)
         self._deps_checks = _deps_checks(deps_type, registry)
         if system is not None and not isinstance(system, str) and not callable(system):
@@ -192,6 +198,7 @@ class Agent(Generic[DepsT, OutputT]):
             tool_mode=_tool_mode(tool_mode, provider, registry),
             masker=masker,
             compaction=_compaction(compaction),
+            save_errors=save_errors,
         )
         self._sinks: tuple[EventSink, ...] = (on_event,) if on_event is not None else ()
         self.telemetry = telemetry  # the setter takes a bool or None too
@@ -256,7 +263,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def stream(
         self,
-        prompt: Prompt,
+        prompt: Prompt | None = None,
         *,
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
@@ -267,7 +274,9 @@ class Agent(Generic[DepsT, OutputT]):
         output_type: Any = None,
     ) -> RunStream:
         """Start a run and iterate its events; ``cancel()`` on the returned stream stops it. ``prompt`` is a string,
-        or strings and attachments (``Attachment``: images, documents, audio) in order.
+        or strings and attachments (``Attachment``: images, documents, audio) in order; ``None`` (or left out)
+        runs the history (``history=`` or the session's) exactly as it is, without a new user message: it must
+        then end where the model speaks next, with a user message or tool results (``ConfigInvalid`` otherwise).
 
         With ``session=ID`` (and ``Agent(store=...)``) the run continues that session (or starts it) and
         saves it after every turn and at its end, so a killed process loses at most the turn in flight.
@@ -281,7 +290,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def _open(
         self,
-        prompt: Prompt,
+        prompt: Prompt | None,
         history: Sequence[Message],
         on_event: EventSink | None,
         session: str | None,
@@ -295,8 +304,11 @@ class Agent(Generic[DepsT, OutputT]):
         tool calls the steps of ``steps`` when it is durable (:func:`stream_with_steps`)."""
         for expected, where in self._deps_checks:
             check_deps(deps, expected, where)
+        if prompt is None and not history and session is None:
+            raise ConfigInvalid("a run needs a prompt, or a history (history= or session=) to run as it is")
         if not isinstance(prompt, str) or history:  # an attachment the model cannot read is refused before sending
-            refuse_unreadable((*history, user_message(prompt)), self.provider.info, "the run's prompt or history")
+            asked = (*history, user_message(prompt)) if prompt is not None else history
+            refuse_unreadable(asked, self.provider.info, "the run's prompt or history")
         sinks = self._sinks + ((on_event,) if on_event is not None else ())
         spec = self._run_spec(tool_choice, instructions, output_type)
         interrupter = Interrupter()
@@ -333,7 +345,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     async def run(
         self,
-        prompt: Prompt,
+        prompt: Prompt | None = None,
         *,
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
@@ -365,7 +377,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def run_sync(
         self,
-        prompt: Prompt,
+        prompt: Prompt | None = None,
         *,
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,
@@ -409,7 +421,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def start(
         self,
-        prompt: Prompt,
+        prompt: Prompt | None = None,
         *,
         history: Sequence[Message] = (),
         on_event: EventSink | None = None,

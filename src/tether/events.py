@@ -137,6 +137,10 @@ class TurnRecord(msgspec.Struct, frozen=True, gc=False):
     tool_calls: tuple[ToolCallRecord, ...] = ()
     compaction: bool = False
     """The call asked for a summary of the conversation, to compact it (``Compacted``); not a turn."""
+    text: str = ""
+    """The text of the call's answer as the model wrote it (its thinking aside; a compaction's summary, a rejected
+    answer's text, what a failed call gave before it failed). Last, with a default, so that a record stored
+    before it existed (a durable run's result) is read back with ``""``."""
 
 
 # --- RunEvent: run -> host ----------------------------------------------------------------------------------

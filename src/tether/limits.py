@@ -7,14 +7,21 @@ The rules for a limit's value live here once (:func:`limit_problem`), and both `
 ``[runtime.limits]`` table of ``agent.toml`` apply them: a count is a whole number >= 1, a time (seconds)
 or a cost (dollars) a finite number > 0, ``invalid_response_retries`` a whole number >= 0 that cannot be
 switched off. Booleans are not numbers. The same goes for :class:`Compaction` (:func:`compaction_problem`).
+A choice (``excess_tool_calls``) is one of its words (:data:`CHOICES`).
+
+``Limits`` also has a JSON form (:meth:`Limits.to_json`, :meth:`Limits.from_json`, and their dict forms), for
+hosts that keep settings as JSON: ``null`` is "no limit", a key left out its default, and a key it does not know
+or a value the rules refuse is ``config_invalid`` naming the field, as in TOML.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
-from typing import TypeGuard
+from typing import Any, Literal, TypeGuard
 
 from tether.errors import ConfigInvalid
 
@@ -76,12 +83,50 @@ class Limits:
     """Stop once the run has cost this much; needs a known price for the model."""
     max_history_messages: int | None = None
     """Send at most this many recent messages (cut at a user message, so no call loses its result)."""
+    excess_tool_calls: Literal["refuse", "stop"] = "refuse"
+    """What becomes of a turn that asks for more than ``max_tool_calls_per_turn`` calls. ``"refuse"``: the
+    excess get an error result and the run goes on (the model can ask again). ``"stop"``: the excess get an
+    error result too, the others run, and the run then stops with ``max_tool_calls`` (and the one tools-off call
+    for an answer, as after every step limit)."""
 
     def __post_init__(self) -> None:
         for field in fields(self):
             value = getattr(self, field.name)
             if (problem := limit_problem(field.name, value)) is not None:
                 raise ConfigInvalid(f"Limits.{field.name} {problem}, not {value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every limit by name, ``None`` where it is off: :meth:`from_dict` gives back an equal ``Limits``."""
+        return asdict(self)
+
+    def to_json(self) -> str:
+        """The limits as a JSON object (``null`` where one is off): :meth:`from_json` gives back an equal
+        ``Limits``, each value of the same type (a time of ``30.0`` stays a float, ``30`` an int)."""
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Limits:
+        """The limits ``data`` names, the others at their defaults; ``ConfigInvalid`` naming the field for a key
+        that is not a limit or a value the rules refuse (no coercion: ``"5"`` is not a number)."""
+        if not isinstance(data, Mapping):
+            raise ConfigInvalid(f"Limits must be given as an object of limits by name, not {type(data).__name__}")
+        names = [field.name for field in fields(cls)]
+        for key, value in data.items():
+            if key not in names:
+                raise ConfigInvalid(f"Limits has no field {key!r}; its fields are {', '.join(names)}")
+            if (problem := limit_problem(key, value, off="null")) is not None:
+                raise ConfigInvalid(f"Limits.{key} {problem}, not {_shown(value)}")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Limits:
+        """The limits of a JSON object as :meth:`to_json` writes it (keys left out keep their defaults);
+        ``ConfigInvalid`` for text that is not JSON, or as :meth:`from_dict` says."""
+        try:
+            data = json.loads(text)
+        except (ValueError, TypeError, RecursionError) as error:
+            raise ConfigInvalid(f"Limits: not valid JSON ({error})") from None
+        return cls.from_dict(data)
 
 
 COUNTS = frozenset(
@@ -90,11 +135,16 @@ COUNTS = frozenset(
 """The limits that count (whole numbers); the others but :data:`ALWAYS_ON` are seconds or dollars."""
 ALWAYS_ON = frozenset({"invalid_response_retries", "output_retries"})
 """The limits that cannot be switched off (whole numbers, 0 or more)."""
+CHOICES: dict[str, tuple[str, ...]] = {"excess_tool_calls": ("refuse", "stop")}
+"""The settings that are one of a few words, and their words."""
 
 
 def limit_problem(name: str, value: object, *, off: str = "None") -> str | None:
     """What is wrong with ``value`` as the limit ``name`` (``"must be ..."``, ``off`` naming the spelling of
     "no limit"), or ``None`` when it is a valid value."""
+    if name in CHOICES:
+        words = CHOICES[name]
+        return None if isinstance(value, str) and value in words else "must be " + " or ".join(map(repr, words))
     if name in ALWAYS_ON:
         return None if is_int(value) and value >= 0 else "must be a whole number >= 0"
     if value is None:
@@ -102,6 +152,14 @@ def limit_problem(name: str, value: object, *, off: str = "None") -> str | None:
     if name in COUNTS:
         return None if is_int(value) and value >= 1 else f"must be a whole number >= 1, or {off}"
     return None if is_number(value) and value > 0 else f"must be a number > 0, or {off}"
+
+
+def _shown(value: object) -> str:
+    """A value as JSON writes it, for a message about JSON input (``true``, ``null``, ``"5"``)."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def is_int(value: object) -> TypeGuard[int]:
@@ -141,6 +199,12 @@ class Compaction:
     only (except the last turn's); the model can still read them with ``read_tool_output``."""
     instructions: str | None = None
     """The request for a summary; ``None``: tether's (``loop/context/prompts.py``)."""
+    after_answer: Literal["session", "always", "never"] = "session"
+    """Whether a run that answered also compacts after its answer when the conversation is then over
+    ``threshold``, so that what it leaves is ready for the next run (which otherwise compacts before its first
+    request). ``"session"``: in a session only (its next run is expected: the summary is made while the answer
+    is read, and the stored conversation is already small); ``"always"``: every run (``result.messages`` too);
+    ``"never"``."""
 
     def __post_init__(self) -> None:
         for name in ("context_window", "summary_tokens", "threshold", "keep_recent"):
@@ -154,8 +218,14 @@ class Compaction:
             )
         if self.instructions is not None and not (isinstance(self.instructions, str) and self.instructions.strip()):
             raise ConfigInvalid("Compaction.instructions must be non-empty text or None")
+        if self.after_answer not in AFTER_ANSWER:
+            raise ConfigInvalid(
+                f"Compaction.after_answer must be 'session', 'always' or 'never', not {self.after_answer!r}"
+            )
 
 
+AFTER_ANSWER = ("session", "always", "never")
+"""The choices of ``Compaction.after_answer``."""
 MIN_TOKENS = {"context_window": 256, "summary_tokens": 16}
 """The smallest context window and summary (in tokens) :class:`Compaction` takes."""
 

@@ -39,7 +39,7 @@ class SessionRun:
     def __init__(
         self,
         spec: RunSpec,
-        prompt: Prompt,
+        prompt: Prompt | None,
         store: SessionStore,
         session_id: str,
         interrupter: Interrupter,

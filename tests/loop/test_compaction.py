@@ -15,13 +15,13 @@ import pytest
 
 from tests.providers.wire_rules import assert_request_accepted
 from tether import Agent, Compaction, Limits, tool
-from tether.errors import ContextOverflow
+from tether.errors import ConfigInvalid, ContextOverflow, RateLimited
 from tether.events import Compacted, RunEvent, TextDelta, TurnStarted
 from tether.loop.context import COMPACTION_REQUEST
 from tether.messages import Message, compaction_of, model_view, transcript_problems
 from tether.providers.base import Request
 from tether.providers.scripted import ScriptedProvider, Step, call, fail, reply
-from tether.sessions import SQLiteSessionStore
+from tether.sessions import MemorySessionStore, Session, SQLiteSessionStore
 
 WINDOW = 4_000
 
@@ -339,3 +339,93 @@ async def test_a_compaction_shows_older_cached_outputs_by_reference_and_the_mode
     assert "begins" in read[0].content
     cached = [r for m in result.messages for r in m.tool_results if r.name == "dump"]
     assert all(not r.content.startswith("[output of") for r in cached)  # the transcript keeps the previews
+
+
+# --- after the answer ------------------------------------------------------------------------------------------
+
+EARLIER = tuple(
+    message
+    for n in range(3)
+    for message in (Message.user(f"tell me about part {n}"), Message.assistant(f"part {n}: " + "detail " * 280))
+)
+"""Three earlier exchanges of about 500 tokens each: well under the trigger before the next answer."""
+
+
+def long_answerer(summaries: list[Request]) -> Any:
+    """A model whose answer (about 2,000 tokens) takes the conversation over the trigger; it summarizes when asked."""
+
+    def respond(request: Request) -> Step:
+        if is_summary_request(request):
+            summaries.append(request)
+            return reply("SUMMARY: parts 0 to 2 were described.")
+        return reply("the long answer: " + "word " * 1_600)
+
+    return respond
+
+
+async def test_a_session_run_whose_answer_passes_the_trigger_compacts_after_it_ready_for_the_next() -> None:
+    summaries: list[Request] = []
+    store = MemorySessionStore()
+    await store.save(Session.new(id="s1").updated(messages=EARLIER))
+    model = ScriptedProvider([long_answerer(summaries)], repeat_last=True, context_window=WINDOW)
+    result, events = await run(Agent(model, store=store), "and part 3?", session="s1")
+    kinds = [event.kind for event in events]
+    assert kinds[-3:] == ["turn_completed", "compacted", "run_completed"]
+    compacted = events[-2]
+    assert isinstance(compacted, Compacted)
+    assert (compacted.reason, compacted.turn) == ("threshold", 2)
+    assert compacted.tokens_after < compacted.tokens_before
+    assert (result.stop_reason, result.degraded) == ("complete", False)
+    assert result.text.startswith("the long answer")
+    assert [r.compaction for r in result.turn_records] == [False, True]
+    stored = (await store.load("s1")).messages
+    assert stored == result.messages
+    assert body(model_view(stored))[0].text.startswith("[Summary of the earlier conversation")
+    assert transcript_problems(list(body(stored))) == []
+
+    follow = ScriptedProvider([reply("ok")], context_window=WINDOW)
+    await Agent(follow, store=store).run("thanks", session="s1")
+    assert not is_summary_request(follow.requests[0]), "the next run starts without a summary call"
+    assert follow.requests[0].messages[0].text.startswith("[Summary of the earlier conversation")
+
+
+async def test_a_run_outside_a_session_compacts_after_its_answer_only_when_asked_always() -> None:
+    summaries: list[Request] = []
+    model = ScriptedProvider([long_answerer(summaries)], repeat_last=True, context_window=WINDOW)
+    result, events = await run(Agent(model), "and part 3?", history=EARLIER)
+    assert events[-2].kind == "turn_completed"
+    assert summaries == []
+    assert not any(compaction_of(m) for m in result.messages)
+
+    always = Agent(model, compaction=Compaction(after_answer="always"))
+    result, events = await run(always, "and part 3?", history=EARLIER)
+    assert [event.kind for event in events][-2:] == ["compacted", "run_completed"]
+    assert len(summaries) == 1
+    assert any(compaction_of(m) for m in result.messages)
+
+
+async def test_an_answer_under_the_trigger_costs_no_call_after_it() -> None:
+    store = MemorySessionStore()
+    model = ScriptedProvider([reply("short")], context_window=WINDOW)
+    result, events = await run(Agent(model, store=store), "hi", session="s1")
+    assert len(model.requests) == 1
+    assert [event.kind for event in events][-2:] == ["turn_completed", "run_completed"]
+    assert result.stop_reason == "complete"
+
+
+async def test_a_compaction_after_the_answer_that_fails_leaves_the_answer_and_the_transcript_as_they_were() -> None:
+    store = MemorySessionStore()
+    await store.save(Session.new(id="s1").updated(messages=EARLIER))
+    answer = reply("the long answer: " + "word " * 1_600)
+    model = ScriptedProvider([answer, fail(RateLimited("slow down"))], context_window=WINDOW)
+    result = await Agent(model, store=store).run("and part 3?", session="s1")
+    assert (result.stop_reason, result.degraded, result.error) == ("complete", False, None)
+    assert result.text.startswith("the long answer")
+    assert len(model.requests) == 2, "the summary was asked for, and failed"
+    assert not any(compaction_of(m) for m in result.messages)
+    assert (await store.load("s1")).messages == result.messages
+
+
+def test_after_answer_takes_only_its_three_words() -> None:
+    with pytest.raises(ConfigInvalid, match=r"Compaction\.after_answer must be 'session', 'always' or 'never'"):
+        Compaction(after_answer="sometimes")  # type: ignore[arg-type]

@@ -89,6 +89,39 @@ async def test_calls_past_the_per_turn_cap_get_an_error_result_and_are_not_run()
     assert result.stop_reason == "complete"
 
 
+async def test_excess_tool_calls_stop_runs_the_calls_within_the_cap_then_stops_with_max_tool_calls() -> None:
+    ran: list[str] = []
+
+    @tool
+    def record(key: str) -> str:
+        """Record a key."""
+        ran.append(key)
+        return key
+
+    calls = [call("record", {"key": k}) for k in "abcd"]
+    model = ScriptedProvider([parallel(*calls), reply("a and b recorded"), reply("never asked")])
+    limits = Limits(max_tool_calls_per_turn=2, excess_tool_calls="stop")
+    events_ = await run_events(Agent(model, tools=[record], limits=limits), "go")
+    result = result_of(events_)
+    assert ran == ["a", "b"]
+    assert result.stop_reason == "max_tool_calls"
+    assert result.degraded
+    assert "asked for 4 tool calls in one turn, more than the 2 of max_tool_calls_per_turn" in result.detail
+    results = result.messages[2].tool_results
+    assert [r.is_error for r in results] == [False, False, True, True]
+    assert "the run stops" in results[3].content
+    assert result.text == "a and b recorded", "the one tools-off call after a step limit gives the answer"
+    assert [r.final for r in result.turn_records] == [False, True]
+    assert_valid(result)
+
+
+async def test_excess_tool_calls_stop_does_not_stop_a_turn_within_the_cap() -> None:
+    model = ScriptedProvider([parallel(call("lookup", {"key": "a"}), call("lookup", {"key": "b"})), reply("ok")])
+    limits = Limits(max_tool_calls_per_turn=2, excess_tool_calls="stop")
+    result = await Agent(model, tools=[lookup], limits=limits).run("go")
+    assert (result.stop_reason, result.text) == ("complete", "ok")
+
+
 async def test_max_tool_calls_is_exact_across_turns_and_stops_the_run() -> None:
     ran: list[str] = []
 

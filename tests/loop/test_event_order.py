@@ -2,8 +2,8 @@
 
 The map's ``event-order`` block is a regular expression over event names; each run below (an answer, tool calls
 one by one and together, a corrected answer, a failed call recovered by compaction, a step limit and its summary,
-a tool that ends the run, a cancel in the middle of a tool) must match it whole, and an order the map forbids
-must not.
+a tool that ends the run, a cancel in the middle of a tool, a compaction after the answer) must match it whole,
+and an order the map forbids must not.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 
 from tether import Agent, Compaction, Done, Limits, RunEvent, RunResult, tool
 from tether.errors import ContextOverflow
+from tether.messages import Message
 from tether.providers import ScriptedProvider, call, empty, fail, parallel, reply
 
 MAP = Path(__file__).resolve().parents[2] / "ARCHITECTURE.md"
@@ -90,7 +91,17 @@ RUNS = {
         ),
         compaction=Compaction(context_window=100_000),
     ),
+    "an answer, compacted after it": lambda: Agent(
+        ScriptedProvider([reply("the long answer: " + "word " * 1_600), reply("SUMMARY: parts were described.")]),
+        compaction=Compaction(context_window=4_000, after_answer="always"),
+    ),
 }
+
+EARLIER = tuple(
+    message
+    for n in range(3)
+    for message in (Message.user(f"tell me about part {n}"), Message.assistant(f"part {n}: " + "detail " * 280))
+)
 
 
 @pytest.mark.parametrize("kind", RUNS)
@@ -99,6 +110,9 @@ async def test_every_kind_of_run_emits_its_events_in_the_order_the_map_states(ki
     if kind == "a failed call, compacted and made again":
         first = await agent.run("one")
         events = [event async for event in agent.stream("two " * 400, history=first.messages)]
+    elif kind == "an answer, compacted after it":
+        events = [event async for event in agent.stream("and part 3?", history=EARLIER)]
+        assert type(events[-2]).__name__ == "Compacted"
     else:
         events = await collected(agent)
     assert order().fullmatch(names(events)), names(events)
@@ -124,6 +138,8 @@ async def test_a_run_cancelled_in_the_middle_of_a_tool_answers_its_open_call_bef
         "RunStarted,TurnStarted,ToolCallStarted,ToolResultReceived,TurnCompleted,RunCompleted,",
         "RunStarted,TurnStarted,TextDelta,TurnCompleted,",
         "RunStarted,TurnStarted,TurnCompleted,RunCompleted,ToolResultReceived,",
+        "RunStarted,TurnStarted,TurnCompleted,Compacted,Compacted,RunCompleted,",
+        "RunStarted,TurnStarted,TurnCompleted,RunCompleted,Compacted,",
     ],
 )
 def test_an_order_the_map_forbids_is_refused(wrong: str) -> None:

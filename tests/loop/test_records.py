@@ -9,7 +9,9 @@ see every hook in order, also when the run is cancelled mid-tool.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import pickle
 import uuid
 from contextlib import AbstractContextManager
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from tests.helpers import assert_valid
 from tests.providers.test_http_faults import Exchange, Serve, provider, serve, stream_of
@@ -120,6 +123,37 @@ async def test_records_are_in_the_cli_json_and_serialize() -> None:
     assert data["turn_records"][0]["tool_calls"][0]["name"] == "add"
     assert data["turn_records"][0]["usage"]["output_tokens"] == result.turn_usage[0].output_tokens
     assert data["duration_ms"] == result.duration_ms
+
+
+async def test_each_record_carries_the_text_of_its_answer() -> None:
+    model = ScriptedProvider([reply(""), call("add", {"a": 2, "b": 3}, text="Adding."), reply("It is 5.")])
+    result = await Agent(model, tools=[add]).run("2+3?")
+    assert [r.text for r in result.turn_records] == ["", "Adding.", "It is 5."]
+    assert result.turn_records[-1].text == result.text
+    assert json.loads(json.dumps(result_json(result)))["turn_records"][2]["text"] == "It is 5."
+
+
+async def test_the_observer_sees_the_answer_text_on_the_record_of_each_call() -> None:
+    recorder = Recorder()
+    model = ScriptedProvider([reply("Hello there")])
+    await Agent(model, telemetry=Telemetry(observers=[lambda: recorder])).run("hi")
+    [record] = [args[0] for name, args in recorder.calls if name == "call_ended"]
+    assert record.text == "Hello there"
+
+
+OLD_RECORD = (
+    "gASVtQAAAAAAAACMDXRldGhlci5ldmVudHOUjApUdXJuUmVjb3JklJOUKEsBSwGJR0ApAAAAAAAAR0AIAAAAAAAAjAx0ZXRoZXIudXNhZ2WUjAVV"
+    "c2FnZZSTlChLCksFSwBLAEsASwF0lFKUjAp0b29sX2NhbGxzlIwBbZSMBHJlc3CUSwBOTmgAjA5Ub29sQ2FsbFJlY29yZJSTlCiMAmMxlIwDYWRk"
+    "lIlORz/4AAAAAAAAdJRSlIWUiXSUUpQu"
+)
+"""A ``TurnRecord`` pickled (as a durable run's result keeps it) before records carried their answer's text."""
+
+
+def test_a_record_stored_before_records_had_text_is_read_back_with_empty_text() -> None:
+    record = pickle.loads(base64.b64decode(OLD_RECORD))
+    assert isinstance(record, TurnRecord)
+    assert (record.turn, record.finish_reason, record.tool_calls[0].name, record.text) == (1, "tool_calls", "add", "")
+    assert pickle.loads(pickle.dumps(replace(record, text="kept"))).text == "kept"
 
 
 # --- the observer hooks ---------------------------------------------------------------------------------------

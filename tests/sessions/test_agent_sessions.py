@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -77,6 +78,53 @@ async def test_a_save_that_fails_stops_the_run_with_the_error() -> None:
     assert result.stop_reason == "error"
     assert "could not save the session" in result.detail
     assert isinstance(result.error, OSError)
+
+
+class FailingStore(MemorySessionStore):
+    """A store whose first ``failures`` saves fail (``None``: every save)."""
+
+    def __init__(self, failures: int | None = None) -> None:
+        super().__init__()
+        self.failures = failures
+        self.attempts = 0
+
+    async def save(self, session: Session) -> None:
+        self.attempts += 1
+        if self.failures is None or self.attempts <= self.failures:
+            raise OSError("disk full")
+        await super().save(session)
+
+
+async def test_with_save_errors_continue_the_run_answers_degraded_when_its_last_save_fails(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = ScriptedProvider([call("add", {"a": 1, "b": 1}), reply("2")])
+    store = FailingStore()
+    agent = Agent(model, tools=[add], store=store, save_errors="continue")
+    with caplog.at_level(logging.WARNING, logger="tether.sessions"):
+        result = await agent.run("1+1?", session="s")
+    assert (result.stop_reason, result.text, result.output) == ("complete", "2", "2")
+    assert result.degraded
+    assert result.detail == "the model answered; could not save the session: OSError: disk full"
+    assert isinstance(result.error, OSError)
+    assert len(model.requests) == 2, "the failed save after the tool turn did not stop the run"
+    assert store.attempts == 2
+    warnings = [r.getMessage() for r in caplog.records if r.name == "tether.sessions"]
+    assert warnings == ["could not save the session: OSError: disk full; the run goes on (save_errors='continue')"] * 2
+    assert_valid(result)
+
+
+async def test_with_save_errors_continue_a_later_save_that_succeeds_leaves_the_session_whole() -> None:
+    model = ScriptedProvider([call("add", {"a": 1, "b": 1}), reply("2")])
+    store = FailingStore(failures=1)
+    result = await Agent(model, tools=[add], store=store, save_errors="continue").run("1+1?", session="s")
+    assert (result.stop_reason, result.degraded, result.error) == ("complete", False, None)
+    assert (await store.load("s")).messages == result.messages
+
+
+def test_save_errors_takes_only_its_two_words() -> None:
+    with pytest.raises(ConfigInvalid, match="save_errors must be 'stop' or 'continue', not 'ignore'"):
+        Agent(ScriptedProvider([]), save_errors="ignore")  # type: ignore[arg-type]
 
 
 def test_a_session_needs_a_store_and_excludes_an_explicit_history() -> None:

@@ -284,6 +284,41 @@ def test_extra_field_is_rejected_and_named() -> None:
     assert "- colour: unexpected field; remove it" in error.message
 
 
+async def test_a_tool_with_extra_arguments_ignore_drops_fields_it_does_not_take_and_runs() -> None:
+    @tool(extra_arguments="ignore")
+    def greet(name: str, greeting: str = "hi") -> str:
+        """Greet someone."""
+        return f"{greeting} {name}"
+
+    assert await greet.bind({"name": "Ada", "reason": "the user asked", "greeting": "hello"})() == "hello Ada"
+    assert greet.extra_arguments == "ignore"
+    assert "additionalProperties" not in greet.parameters
+    assert "- greeting: Input should be a valid string" in _invalid(greet, {"name": "Ada", "greeting": 5}).message
+
+
+async def test_extra_arguments_ignore_keeps_positional_only_parameters_working() -> None:
+    def scaled(value: int, /, factor: int = 2) -> int:
+        """Scale a value."""
+        return value * factor
+
+    scaled_tool = Tool.from_function(scaled, extra_arguments="ignore")
+    assert await scaled_tool.bind({"value": 3, "factor": 3, "why": "because"})() == 9
+
+
+def test_extra_arguments_are_refused_by_default_and_the_schema_says_so() -> None:
+    assert defaults.extra_arguments == "refuse"
+    assert defaults.parameters["additionalProperties"] is False
+
+
+def test_extra_arguments_takes_only_its_two_words() -> None:
+    def plain(a: int) -> int:
+        """Plain."""
+        return a
+
+    with pytest.raises(ConfigInvalid, match="extra_arguments must be 'refuse' or 'ignore', not 'allow'"):
+        Tool.from_function(plain, extra_arguments="allow")  # type: ignore[arg-type]
+
+
 def test_every_offending_field_is_named() -> None:
     error = _invalid(typed, {"count": "x", "name": 1})
     for field in ("count", "name", "ratio", "on", "tags"):
@@ -366,6 +401,12 @@ async def test_raw_schema_passes_the_arguments_as_one_dict() -> None:
 async def test_raw_schema_allows_extra_fields_when_the_schema_does() -> None:
     open_schema = {"type": "object", "properties": {"query": {"type": "string"}}}
     assert await _raw(open_schema).bind({"query": "q", "colour": "red"})() == {"query": "q", "colour": "red"}
+
+
+async def test_raw_schema_with_extra_arguments_ignore_drops_what_properties_do_not_name() -> None:
+    t = Tool.from_schema("search", "Search.", SEARCH_SCHEMA, lambda arguments: arguments, extra_arguments="ignore")
+    assert await t.bind({"query": "q", "colour": "red", "limit": 2})() == {"query": "q", "limit": 2}
+    assert "- limit: '3' is not of type 'integer'" in _invalid(t, {"query": "q", "limit": "3", "x": 1}).message
 
 
 async def test_empty_schema_accepts_any_object() -> None:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from tether.limits import (
     ALWAYS_ON,
+    CHOICES,
     COUNTS,
     MIN_TOKENS,
     Compaction,
@@ -59,9 +60,13 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
 
 
-def _number_or_off(name: str, value: object) -> int | float | None:
+def _number_or_off(name: str, value: object) -> int | float | str | None:
     """``"off"``/``false`` -> ``None``; otherwise the rules of :func:`tether.limits.limit_problem` (a time or
-    a cost is kept as a float)."""
+    a cost is kept as a float; a choice is its word, and cannot be off)."""
+    if name in CHOICES:
+        if (problem := limit_problem(name, value)) is not None:
+            raise ValueError(problem)
+        return str(value)
     if name not in ALWAYS_ON and (value is False or value == OFF):
         return None
     if (problem := limit_problem(name, value, off=f'"{OFF}"')) is not None:
@@ -98,6 +103,9 @@ class LimitsConfig(Section):
     """Stop once the run has cost this many dollars; needs a known price for the model."""
     max_history_messages: int | None = _DEFAULTS.max_history_messages
     """Send at most this many recent messages to the model."""
+    excess_tool_calls: Literal["refuse", "stop"] = _DEFAULTS.excess_tool_calls
+    """A turn's tool calls past max_tool_calls_per_turn: "refuse" answers them with an error and the run goes on;
+    "stop" answers them the same way, then stops the run with max_tool_calls."""
 
     @field_validator("*", mode="before")
     @classmethod
@@ -264,6 +272,9 @@ class CompactionConfig(Section):
     reference only (except the last turn's)."""
     instructions: str | None = _COMPACTION.instructions
     """The request for a summary, instead of tether's own."""
+    after_answer: Literal["session", "always", "never"] = _COMPACTION.after_answer
+    """After a run's answer, compact if the conversation is then over threshold, so that the next run starts
+    from it ready: "session" (runs in a session), "always" or "never"."""
 
     @field_validator("context_window", "summary_tokens", mode="before")
     @classmethod

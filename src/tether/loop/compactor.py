@@ -8,7 +8,10 @@ The contract is ``context/window.py``'s docstring (the user's guide, docs/contex
   a marker inserted into the transcript for each, until the view is under the trigger;
   ``ContextOverflow`` when what is left still cannot be sent;
 * after a provider's ``context_overflow`` answer learns the window and compacts, so that the turn is tried
-  once more (:meth:`Compactor.after`).
+  once more (:meth:`Compactor.after`);
+* after the run's answer compacts when the conversation is then over the trigger (``Compaction.after_answer``:
+  :meth:`Compactor.after_answer`), so that what the run leaves is ready for the next run; its failure costs
+  the run nothing (the next run's first request compacts instead).
 
 Each step returns what it did: the ``Compacted`` event, or ``None`` when nothing was done.
 """
@@ -26,6 +29,7 @@ from tether.loop.call import Calls, ProviderCall
 from tether.loop.context import compaction_request, dropped_summary, summary_request
 from tether.loop.context.tokens import TokenGauge, message_chars
 from tether.loop.context.window import Budget, ContextWindow, Plan
+from tether.loop.interrupts import Interrupted
 from tether.loop.offer import Offer
 from tether.loop.state import RunState
 from tether.messages import Message
@@ -88,6 +92,23 @@ class Compactor:
             return None
         self._calls.gauge = self.window.gauge
         return await self._compact(turn_no, "overflow")
+
+    async def after_answer(self, turn_no: int, *, in_session: bool) -> Compacted | None:
+        """Compact after the run's answer when ``Compaction.after_answer`` asks for it (``in_session``: the run
+        saves a session) and the next request, as it stands, would pass the trigger. A failure (the provider's,
+        a cancel, what still cannot fit) is not the run's: it keeps its answer, and the transcript stays valid
+        as it was (a marker inserted by a round before the failure is itself valid)."""
+        settings = self._offer.spec.compaction
+        when = settings.after_answer if settings is not None else "never"
+        if when == "never" or (when == "session" and not in_session):
+            return None
+        window = self.window
+        if not window.over_trigger(window.view()):
+            return None
+        try:
+            return await self._compact(turn_no, "threshold")
+        except (TetherError, Interrupted):
+            return None
 
     async def _compact(self, turn_no: int, reason: Literal["threshold", "overflow"]) -> Compacted | None:
         """Replace the oldest part of the view by a summary, in rounds, until the view is under the trigger

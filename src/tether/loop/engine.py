@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -57,6 +57,7 @@ from tether.loop.offer import Offer
 from tether.loop.outputs import OutputJudge
 from tether.loop.progress import RunProgress, system_text
 from tether.loop.repeats import Verdict, answer_from_results
+from tether.loop.saving import Checkpoint, Saves
 from tether.loop.sinks import NO_SINKS, EventSink, Sinks
 from tether.loop.spec import RunSpec
 from tether.loop.state import RunState
@@ -66,7 +67,6 @@ from tether.secrets import mask_exception_in_place
 from tether.telemetry.observer import RunInfo
 from tether.tools.output_cache import OutputCache
 from tether.tools.registry import ToolRegistry
-from tether.usage import Usage
 
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
@@ -74,9 +74,6 @@ if TYPE_CHECKING:
     from tether.telemetry.observer import RunObserver
 
 __all__ = ["Checkpoint", "Decided", "EventSink", "Run", "new_run_id"]
-
-Checkpoint = Callable[[Sequence[Message], Usage], Awaitable[None]]
-"""Saves a run's state (its transcript so far and its usage) after every turn and at its end."""
 
 SUMMARIZED_STOPS = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TOOL_CALLS, StopReason.CONSECUTIVE_ERRORS})
 """Step limits: the model has not answered yet, so the loop asks it once more, without tools."""
@@ -102,7 +99,6 @@ class Run:
     __slots__ = (
         "__weakref__",
         "calls",
-        "checkpoint",
         "compactor",
         "executor",
         "guard",
@@ -114,6 +110,7 @@ class Run:
         "progress",
         "result",
         "run_id",
+        "saves",
         "session_id",
         "sinks",
         "spec",
@@ -125,7 +122,7 @@ class Run:
     def __init__(
         self,
         spec: RunSpec,
-        prompt: Prompt,
+        prompt: Prompt | None,
         history: Sequence[Message],
         interrupter: Interrupter,
         sinks: Sequence[EventSink] = (),
@@ -139,7 +136,6 @@ class Run:
         self.steps = steps
         """Runs each provider call and tool call as a durable step (``loop/steps.py``); ``None``: directly."""
         self.session_id = session_id
-        self.checkpoint = checkpoint
         self.interrupter = interrupter
         self.run_id = steps.run_id if steps is not None else new_run_id()
         self.state = RunState(spec.system, history, prompt)
@@ -159,6 +155,8 @@ class Run:
             else None
         )
         """Long tool outputs kept whole (in ``output_store`` too, when the run is in a session)."""
+        self.saves = Saves(checkpoint, self.outputs, spec.save_errors) if checkpoint is not None else None
+        """The run's saves (``saving.py``); ``None``: the run is not in a session."""
         self.executor = ToolExecutor(
             spec.tools, interrupter, timeout=spec.limits.tool_timeout, concurrent_tools=spec.concurrent_tools,
             max_concurrency=spec.max_concurrency, permissions=spec.permissions, max_output=spec.max_tool_output,
@@ -237,7 +235,12 @@ class Run:
                         yield item
             finally:
                 await summary.aclose()
-        if self.checkpoint is not None:
+        compactor = self.compactor
+        if stop.reason in ANSWERED_STOPS and compactor.window.budget is not None:  # leave it ready for the next run
+            compacted = await compactor.after_answer(self.guard.turns + 1, in_session=self.saves is not None)
+            if compacted is not None:
+                yield self._emit(compacted)
+        if self.saves is not None:
             stop = await self._save() or stop
         yield self._emit(RunCompleted(self._finish(stop, answer)))
 
@@ -280,21 +283,14 @@ class Run:
         )  # fmt: skip
 
     async def _save(self) -> Stop | None:
-        """Hand the transcript and usage to the checkpoint (a session store); a failure stops the run."""
-        if self.checkpoint is None:
-            return None
-        try:
-            if self.outputs is not None:
-                await self.outputs.flush()  # first: a saved transcript never names an output its store lacks
-            await self.checkpoint(tuple(self.state.transcript), self.guard.usage)
-        except Exception as error:  # noqa: BLE001 - reported as the run's error: the session could not be saved
-            return Stop(StopReason.ERROR, f"could not save the session: {type(error).__name__}: {error}", error)
-        return None
+        """Save the transcript and usage (``saving.py``): the stop a failure decides, if any."""
+        return None if self.saves is None else await self.saves.save(self.state.transcript, self.guard.usage)
 
     def _finish(self, stop: Stop, answer: str | None) -> RunResult:
         """The run's result: ``stop`` says why it ended, ``answer`` is the text the deciding step gave, if any."""
+        stop, unsaved = self.saves.marked(stop) if self.saves is not None else (stop, False)
         stop = self._masked(stop)
-        degraded = stop.reason not in ANSWERED_STOPS
+        degraded = unsaved or stop.reason not in ANSWERED_STOPS
         if stop.reason in SUMMARIZED_STOPS:
             text = answer or fallback_text(stop.reason, stop.detail)
         else:
@@ -430,7 +426,7 @@ class Run:
         self._offer_reader()
         stop, answer = self._after_tools(batch)
         stop = stop or self.sinks.stop()
-        if stop is None and self.checkpoint is not None:  # no coroutine for a run that saves nothing
+        if stop is None and self.saves is not None:  # no coroutine for a run that saves nothing
             stop = await self._save()
         return Decided(stop, answer)
 
@@ -458,7 +454,7 @@ class Run:
             return Decided(stop, judge.raw)
         self.state.answered(correction)
         stop = self.guard.after_turn() or self.sinks.stop()
-        if stop is None and self.checkpoint is not None:
+        if stop is None and self.saves is not None:
             stop = await self._save()
         return Decided(stop)
 

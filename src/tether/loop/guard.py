@@ -6,8 +6,9 @@ The contract
   ``max_turns`` if the model still wanted to act (its tool calls of that turn are run first, so nothing is
   left unanswered). Rejected answers do not count as turns; they count as invalid responses.
 * **Tool calls** are counted exactly. Of one turn's calls, those past ``max_tool_calls_per_turn`` are not run
-  and get an error result telling the model so. Past ``max_tool_calls`` for the run, calls are refused the
-  same way and the run stops with ``max_tool_calls`` after that turn.
+  and get an error result telling the model so (with ``excess_tool_calls="stop"``, the run then stops with
+  ``max_tool_calls`` after that turn). Past ``max_tool_calls`` for the run, calls are refused the same way and
+  the run stops with ``max_tool_calls`` after that turn.
 * **Consecutive errors.** A turn whose tool results are all errors is an error turn; after
   ``max_consecutive_errors`` of them in a row the run stops. Any successful result resets the count.
 * **Invalid responses.** An answer with nothing usable is rejected and retried with a corrective message;
@@ -50,7 +51,7 @@ class LoopGuard:
 
     __slots__ = (
         "_cache_read_tokens", "_cache_write_tokens", "_input_tokens", "_output_tokens", "_reasoning_tokens",
-        "_refused_for_budget", "_requests", "error_turns", "invalid_in_a_row", "limits", "price", "repeated",
+        "_refused", "_requests", "error_turns", "invalid_in_a_row", "limits", "price", "repeated",
         "repeats", "spent", "tool_calls", "turns",
     )  # fmt: skip
 
@@ -72,7 +73,9 @@ class LoopGuard:
         end), not on every call (a frozen six-field value costs about 5,000 instructions to make)."""
         self.spent = NO_COST
         """The sum of each call's cost, priced when the call completed."""
-        self._refused_for_budget = False
+        self._refused: str | None = None
+        """Why the run stops with ``max_tool_calls`` after this turn, once a call was refused for a limit that
+        stops it (the run's count, or the turn's with ``excess_tool_calls="stop"``)."""
 
     @property
     def cost(self) -> Cost | None:
@@ -126,17 +129,30 @@ class LoopGuard:
         verdicts: list[Verdict] = []
         for position, _call in enumerate(calls):
             if per_turn is not None and position >= per_turn:
-                verdicts.append(
-                    f"Not run: this turn asked for {len(calls)} tool calls and at most {per_turn} run per turn. "
-                    "Call it again in your next turn if it is still needed."
-                )
+                verdicts.append(self._excess(len(calls), per_turn))
             elif total is not None and self.tool_calls >= total:
-                self._refused_for_budget = True
+                self._refused = self._refused or f"reached the limit of {total} tool calls"
                 verdicts.append(f"Not run: the run's limit of {total} tool calls has been reached.")
             else:
                 self.tool_calls += 1
                 verdicts.append(None)
         return verdicts
+
+    def _excess(self, asked: int, per_turn: int) -> str:
+        """The verdict on a call past ``max_tool_calls_per_turn``; with ``excess_tool_calls="stop"`` the run
+        stops after this turn."""
+        if self.limits.excess_tool_calls == "stop":
+            self._refused = self._refused or (
+                f"the model asked for {asked} tool calls in one turn, more than the {per_turn} of "
+                "max_tool_calls_per_turn"
+            )
+            return (
+                f"Not run: this turn asked for {asked} tool calls and at most {per_turn} run per turn; the run stops."
+            )
+        return (
+            f"Not run: this turn asked for {asked} tool calls and at most {per_turn} run per turn. "
+            "Call it again in your next turn if it is still needed."
+        )
 
     def record_results(self, calls: Sequence[ToolCall], results: Sequence[ToolResult]) -> None:
         self.repeats.record(calls, results)
@@ -156,8 +172,8 @@ class LoopGuard:
         limits = self.limits
         if stop := self._budget_stop():
             return stop
-        if self._refused_for_budget:
-            return Stop(StopReason.MAX_TOOL_CALLS, f"reached the limit of {limits.max_tool_calls} tool calls")
+        if self._refused is not None:
+            return Stop(StopReason.MAX_TOOL_CALLS, self._refused)
         if limits.max_consecutive_errors is not None and self.error_turns >= limits.max_consecutive_errors:
             return Stop(
                 StopReason.CONSECUTIVE_ERRORS,

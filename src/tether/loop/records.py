@@ -18,7 +18,7 @@ from tether.errors import TetherError
 from tether.events import LlmEvent, ToolCallRecord, TurnRecord
 from tether.loop.accumulator import AccumulatedTurn
 from tether.loop.interrupts import Interrupted
-from tether.messages import ToolResult
+from tether.messages import Message, Text, ToolResult
 from tether.usage import NO_USAGE, Usage
 
 
@@ -42,7 +42,9 @@ class CallRecorder:
 
     def __init__(self) -> None:
         self._calls: list[list[Any]] = []
-        """Per call, the arguments of its ``TurnRecord`` and, last, its tool calls' results and durations."""
+        """Per call, the arguments of its ``TurnRecord``, then its message (its text is read when the record
+        is made, not per call: a used answer is the transcript's own message, so keeping it costs a reference)
+        and, last, its tool calls' results and durations."""
         self._compactions: tuple[int, ...] = ()
         """Positions in ``_calls`` of the calls that asked for a compaction's summary (rare: a tuple, empty and
         shared until one does, where an empty set would be 216 bytes per run)."""
@@ -82,14 +84,14 @@ class CallRecorder:
         self._calls.append([
             turn_no, attempt, final, (self.call_ended - started) * 1000.0, ttft, self.usage, turn.finish_reason,
             turn.model, turn.response_id, self.retries, rejected, error_code(failure) if failure is not None else None,
-            None,
+            turn.message, None,
         ])  # fmt: skip
 
     def last(self) -> TurnRecord:
         """The record of the call kept last, without its tool calls (for an observer)."""
         position = len(self._calls) - 1
-        fields = [*self._calls[-1][:-1], (), position in self._compactions]
-        return TurnRecord(*fields)
+        *fields, message, _ = self._calls[-1]
+        return TurnRecord(*[*fields, (), position in self._compactions, answer_text(message)])
 
     def attach_calls(self, results: Sequence[ToolResult], durations: Mapping[str, float]) -> None:
         """The results of the tool calls the last answer asked for, in the model's order, and how long those
@@ -101,14 +103,27 @@ class CallRecorder:
         """Every call's record, with its tool calls'."""
         made = []
         for position, arguments in enumerate(self._calls):
-            *fields, calls = arguments
-            fields += [() if calls is None else tool_records(*calls), position in self._compactions]
+            *fields, message, calls = arguments
+            fields += [
+                () if calls is None else tool_records(*calls),
+                position in self._compactions,
+                answer_text(message),
+            ]
             made.append(TurnRecord(*fields))
         return tuple(made)
 
     def run_ms(self) -> float:
         """Milliseconds since the run started."""
         return (time.perf_counter() - self.run_started) * 1000.0
+
+
+def answer_text(message: Message) -> str:
+    """``message.text``, without its generator for the commonest answers: one text, or one call and no text."""
+    parts = message.parts
+    if len(parts) == 1:
+        part = parts[0]
+        return part.text if type(part) is Text else ""
+    return message.text
 
 
 def tool_records(results: Sequence[ToolResult], durations: Mapping[str, float]) -> tuple[ToolCallRecord, ...]:

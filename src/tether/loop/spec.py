@@ -73,6 +73,8 @@ class RunSpec:
     """How the typed output is asked for (``loop/offer.py``), already chosen for the model."""
     output_validators: tuple[OutputValidator, ...] = ()
     """Checks of a typed output after its type's (``@agent.output_validator``), in order."""
+    save_errors: Literal["stop", "continue"] = "stop"
+    """What a failed save of a run's session does (``saving.py``)."""
     deps_type: Any = None
     """The type a run's ``deps`` must be (``Agent(deps_type=...)``, or the one its tools' contexts declare),
     checked when a run starts; ``None``: not checked."""

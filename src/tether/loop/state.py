@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tether.loop.context import prepare_history
+from tether.errors import ConfigInvalid
+from tether.loop.context import prepare_history, unrunnable
 from tether.loop.executor import ToolBatch
 from tether.loop.repeats import Verdict
 from tether.messages import Message, Prompt, ToolCall, ToolResult, cancelled_result, open_tool_calls, user_message
@@ -19,16 +20,23 @@ from tether.messages import Message, Prompt, ToolCall, ToolResult, cancelled_res
 class RunState:
     """A run's transcript and what is under way in it (see the module docstring)."""
 
-    __slots__ = ("batch", "body_start", "first_new", "system_text", "transcript", "turn")
+    __slots__ = ("batch", "body_start", "first_new", "prompted", "system_text", "transcript", "turn")
 
-    def __init__(self, system: str | None, history: Sequence[Message], prompt: Prompt) -> None:
+    def __init__(self, system: str | None, history: Sequence[Message], prompt: Prompt | None) -> None:
+        """``prompt`` ``None``: the history is run as it is, and must end where the model speaks next
+        (``ConfigInvalid`` otherwise, before anything is sent)."""
         transcript = prepare_history(system, history)
         self.body_start = 1 if transcript and transcript[0].role == "system" else 0
         """Where the conversation starts, after the system prompt."""
         self.system_text = transcript[0].text if self.body_start else None
         self.first_new = len(transcript)
-        """Where the run's own messages start (its prompt); a compaction before it moves it."""
-        transcript.append(user_message(prompt))
+        """Where the run's own messages start (its prompt, or its first answer); a compaction before it moves it."""
+        self.prompted = prompt is not None
+        """The run added a user message of its own (else it runs its history as it is)."""
+        if prompt is not None:
+            transcript.append(user_message(prompt))
+        elif (problem := unrunnable(transcript, self.body_start)) is not None:
+            raise ConfigInvalid(problem)
         self.transcript = transcript
         """Every message of the conversation, the system prompt first: the run appends, compaction inserts."""
         self.turn = 0
@@ -50,7 +58,8 @@ class RunState:
 
     @property
     def prompt(self) -> str:
-        return self.transcript[self.first_new].text
+        """The text of the run's prompt; ``""`` for a run of its history as it is."""
+        return self.transcript[self.first_new].text if self.prompted else ""
 
     def history(self) -> tuple[Message, ...]:
         """The conversation the run continues from, the system prompt aside."""

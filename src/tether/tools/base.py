@@ -19,7 +19,7 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypedDict, TypeVar, Unpack, overload
+from typing import Any, Literal, Protocol, TypedDict, TypeVar, Unpack, overload
 
 import msgspec
 
@@ -70,14 +70,19 @@ class ToolOptions(TypedDict, total=False):
     ``str`` parameter, instead of being answered ``invalid_arguments`` (default False)."""
     server: ToolServer | None
     """The server that serves the tool, when it has one (MCP): ``Agent.health()`` checks each such server once."""
+    extra_arguments: Literal["refuse", "ignore"]
+    """Arguments the model sends that the tool does not take. ``"refuse"`` (the default): the call is answered
+    ``invalid_arguments`` naming each one, so a model that misspelled an optional parameter learns it and asks
+    again, where ignoring it would run the call with the default it meant to change. ``"ignore"``: they are
+    dropped and the call runs (for a model that adds fields of its own making: ``reason``, ``thought``)."""
 
 
 class Tool:
     """Something the model can call. Calling the ``Tool`` itself calls the wrapped function directly."""
 
     __slots__ = (
-        "_validator", "concurrent", "description", "function", "idempotent", "is_async", "max_output", "name",
-        "raw_parameter", "read_only", "repeatable", "server", "timeout",
+        "_validator", "concurrent", "description", "extra_arguments", "function", "idempotent", "is_async",
+        "max_output", "name", "raw_parameter", "read_only", "repeatable", "server", "timeout",
     )  # fmt: skip
 
     def __init__(
@@ -109,6 +114,9 @@ class Tool:
         self.repeatable = options.get("repeatable", False)
         self.idempotent = options.get("idempotent", True)
         self.server = options.get("server")
+        self.extra_arguments = extra_arguments(name, options)
+        """What becomes of arguments the tool does not take (``ToolOptions.extra_arguments``): the validator
+        was made to match."""
         self._validator = validator
         self.raw_parameter = _raw_parameter(name, validator.parameters) if options.get("raw_arguments") else None
         """The parameter that receives arguments that are not a JSON object (``raw_arguments=True``), else None."""
@@ -128,7 +136,8 @@ class Tool:
         tool_name = name if name is not None else getattr(function, "__name__", None)
         if tool_name is None:
             raise ConfigInvalid(f"{function!r} has no __name__: pass name= to make it a tool")
-        validator = SignatureValidator(tool_name, function, doc.params)
+        ignore = extra_arguments(tool_name, options) == "ignore"
+        validator = SignatureValidator(tool_name, function, doc.params, ignore_extra=ignore)
         return cls(
             tool_name, description if description is not None else doc.description, function, validator, **options
         )
@@ -142,8 +151,11 @@ class Tool:
         function: Callable[[JsonObject], Any],
         **options: Unpack[ToolOptions],
     ) -> Tool:
-        """A tool from a raw JSON Schema; ``function`` receives the validated arguments as one dict."""
-        return cls(name, description, function, JsonSchemaValidator(name, parameters), **options)
+        """A tool from a raw JSON Schema; ``function`` receives the validated arguments as one dict. With
+        ``extra_arguments="ignore"``, arguments the schema's ``properties`` do not name are dropped before the
+        check (whatever its ``additionalProperties`` says) and the function never sees them."""
+        ignore = extra_arguments(name, options) == "ignore"
+        return cls(name, description, function, JsonSchemaValidator(name, parameters, ignore_extra=ignore), **options)
 
     @property
     def parameters(self) -> JsonObject:
@@ -215,6 +227,14 @@ def tool(
         return Tool.from_function(fn, name=name, description=description, **options)
 
     return wrap(function) if function is not None else wrap
+
+
+def extra_arguments(name: str, options: ToolOptions) -> Literal["refuse", "ignore"]:
+    """The tool's ``extra_arguments`` option, checked: ``ConfigInvalid`` for anything but its two words."""
+    value = options.get("extra_arguments", "refuse")
+    if value not in ("refuse", "ignore"):
+        raise ConfigInvalid(f"tool {name!r}: extra_arguments must be 'refuse' or 'ignore', not {value!r}")
+    return value
 
 
 def _raw_parameter(name: str, parameters: JsonObject) -> str:

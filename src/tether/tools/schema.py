@@ -1,7 +1,8 @@
 """Tool argument schemas and their validation.
 
 Two sources, one behaviour. A Python function's signature becomes a pydantic model (arguments are coerced
-the way pydantic coerces, extra fields are refused); a raw JSON Schema (an MCP tool's, say) is checked with
+the way pydantic coerces, extra fields are refused, or dropped when the tool says to ignore them); a raw JSON
+Schema (an MCP tool's, say) is checked with
 a Draft 2020-12 validator. Either way a bad call raises :class:`~tether.errors.InvalidArguments` with a
 message that names each offending field, which the model reads and can act on.
 """
@@ -48,7 +49,11 @@ class BoundArguments:
 class SignatureValidator:
     """Validates arguments against a function's signature, through a pydantic model built once."""
 
-    def __init__(self, tool_name: str, function: Callable[..., Any], descriptions: dict[str, str]) -> None:
+    def __init__(
+        self, tool_name: str, function: Callable[..., Any], descriptions: dict[str, str], *, ignore_extra: bool = False
+    ) -> None:
+        """``ignore_extra``: arguments the function does not take are dropped, not refused (the schema then
+        no longer says ``additionalProperties: false``)."""
         from pydantic import ConfigDict, Field, ValidationError, create_model
 
         self._invalid = ValidationError
@@ -83,7 +88,7 @@ class SignatureValidator:
         self._keyword_fields = tuple((fields_of[name], name) for name in self._keyword)
         self._model = create_model(
             f"{tool_name}_arguments",
-            __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+            __config__=ConfigDict(extra="ignore" if ignore_extra else "forbid", arbitrary_types_allowed=True),
             **fields,
         )
         self._validate = self._model.__pydantic_validator__.validate_python
@@ -183,7 +188,8 @@ def _pydantic_message(tool_name: str, exc: Any) -> str:
 class JsonSchemaValidator:
     """Validates arguments against a raw JSON Schema; the tool function receives them as one dict."""
 
-    def __init__(self, tool_name: str, schema: dict[str, Any]) -> None:
+    def __init__(self, tool_name: str, schema: dict[str, Any], *, ignore_extra: bool = False) -> None:
+        """``ignore_extra``: arguments ``properties`` does not name are dropped before the check."""
         from jsonschema import Draft202012Validator
         from jsonschema.exceptions import SchemaError
 
@@ -199,8 +205,13 @@ class JsonSchemaValidator:
         self.context: ContextParameter | None = None  # the function receives the arguments alone
         # What the model is shown: always an object with properties, which every provider accepts.
         self.parameters: dict[str, Any] = {"type": "object", "properties": {}, **schema}
+        properties = self.parameters["properties"]
+        self._known = frozenset(properties) if ignore_extra and isinstance(properties, dict) else None
+        """The names arguments are kept by when extra ones are ignored; ``None``: all are checked."""
 
     def validate(self, tool_name: str, arguments: dict[str, Any]) -> BoundArguments:
+        if self._known is not None:
+            arguments = {key: value for key, value in arguments.items() if key in self._known}
         errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
         if errors:
             lines = [f"Invalid arguments for tool {tool_name!r}:"]

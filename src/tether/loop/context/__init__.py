@@ -6,7 +6,7 @@
 * ``prompts.py``: the messages the loop writes (corrections, the summary requests) and fallback answers.
 """
 
-from tether.loop.context.history import cut_points, prepare_history, shape_history
+from tether.loop.context.history import cut_points, prepare_history, shape_history, unrunnable
 from tether.loop.context.prompts import (
     COMPACTION_REQUEST,
     SUMMARY_REQUEST,
@@ -28,4 +28,5 @@ __all__ = [
     "prepare_history",
     "shape_history",
     "summary_request",
+    "unrunnable",
 ]

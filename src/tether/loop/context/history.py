@@ -39,6 +39,21 @@ def prepare_history(system: str | None, history: Sequence[Message]) -> list[Mess
     return ([head] if head is not None else []) + body
 
 
+def unrunnable(transcript: Sequence[Message], body_start: int) -> str | None:
+    """Why ``transcript`` cannot be run as it is, without a new prompt (``None``: it can). A model call may
+    follow only a user message or tool results: after the model's own answer there is nothing to answer, and
+    an empty conversation asks nothing. Calls left open were closed by :func:`prepare_history` already."""
+    if len(transcript) <= body_start:
+        return "a run without a prompt runs its history as it is, and the history is empty: give a prompt"
+    last = transcript[-1].role
+    if last in ("user", "tool"):
+        return None
+    return (
+        "a run without a prompt runs its history as it is, so the history must end where the model speaks next "
+        f"(a user message or tool results), and it ends with an {last} message: give a prompt to continue it"
+    )
+
+
 def _bounded(message: Message) -> Message:
     """``message`` with its tool calls' arguments bounded in depth (:func:`bound_call`); itself if none was."""
     if message.role != "assistant":
