@@ -446,7 +446,7 @@ def worker(
     help="Seconds each check may take.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout, and nothing else there.")
-@_config_option
+@config_option
 def doctor(model: str | None, db: str | None, timeout: float, as_json: bool, config_file: str | None) -> None:
     """Check that everything a run needs works here: one line per check, with a hint when it fails.
 
