@@ -27,8 +27,8 @@ MAP = Path(__file__).resolve().parents[2] / "ARCHITECTURE.md"
 def order() -> re.Pattern[str]:
     """The map's event order as a pattern over ``"Name,Name,..."``."""
     (block,) = re.findall(r"```event-order\n(.*?)\n```", MAP.read_text(), re.DOTALL)
-    expression = "".join(block.split())
-    return re.compile(re.sub(r"([A-Z][A-Za-z]+)", r"(?:\1,)", expression))
+    expression = re.sub(r"([A-Z][A-Za-z]+)", r"(?:\1,)", block)  # names first: whitespace may separate two
+    return re.compile("".join(expression.split()))
 
 
 def names(events: Sequence[RunEvent]) -> str:

@@ -38,11 +38,13 @@ class CallRecorder:
         "retries",
         "run_started",
         "usage",
+        "waited",
     )
 
     def __init__(self) -> None:
         self._calls: list[list[Any]] = []
-        """Per call, the arguments of its ``TurnRecord`` and, last, its tool calls' results and durations."""
+        """Per call, the arguments of its ``TurnRecord`` up to its error, its tool calls' results and durations,
+        and its retries' wait."""
         self._compactions: tuple[int, ...] = ()
         """Positions in ``_calls`` of the calls that asked for a compaction's summary (rare: a tuple, empty and
         shared until one does, where an empty set would be 216 bytes per run)."""
@@ -50,6 +52,8 @@ class CallRecorder:
         self.call_started = self.call_ended = self.first_event = 0.0
         self.usage = NO_USAGE
         self.retries = 0
+        self.waited = 0.0
+        """Seconds the provider's retries of the call under way waited (``TurnRecord.retry_wait_ms``)."""
 
     def begin_call(self) -> None:
         """A provider call is about to be made: its clock starts, its counts are zero."""
@@ -57,6 +61,7 @@ class CallRecorder:
         self.first_event = 0.0
         self.usage = NO_USAGE
         self.retries = 0
+        self.waited = 0.0
 
     def end_call(self, first_event: float, usage: Usage) -> None:
         """The call's stream is over: ``first_event`` is when its first event after ``StreamStart`` came
@@ -82,27 +87,28 @@ class CallRecorder:
         self._calls.append([
             turn_no, attempt, final, (self.call_ended - started) * 1000.0, ttft, self.usage, turn.finish_reason,
             turn.model, turn.response_id, self.retries, rejected, error_code(failure) if failure is not None else None,
-            None,
+            None, self.waited * 1000.0,
         ])  # fmt: skip
 
     def last(self) -> TurnRecord:
         """The record of the call kept last, without its tool calls (for an observer)."""
         position = len(self._calls) - 1
-        fields = [*self._calls[-1][:-1], (), position in self._compactions]
+        kept = self._calls[-1]
+        fields = [*kept[:-2], (), position in self._compactions, kept[-1]]
         return TurnRecord(*fields)
 
     def attach_calls(self, results: Sequence[ToolResult], durations: Mapping[str, float]) -> None:
         """The results of the tool calls the last answer asked for, in the model's order, and how long those
         that ran took (milliseconds, by call id)."""
         if self._calls:
-            self._calls[-1][-1] = (results, durations)
+            self._calls[-1][-2] = (results, durations)
 
     def records(self) -> tuple[TurnRecord, ...]:
         """Every call's record, with its tool calls'."""
         made = []
         for position, arguments in enumerate(self._calls):
-            *fields, calls = arguments
-            fields += [() if calls is None else tool_records(*calls), position in self._compactions]
+            *fields, calls, waited = arguments
+            fields += [() if calls is None else tool_records(*calls), position in self._compactions, waited]
             made.append(TurnRecord(*fields))
         return tuple(made)
 
