@@ -1,9 +1,10 @@
 """The order of a run's events, as ARCHITECTURE.md states it, holds for runs of every kind.
 
 The map's ``event-order`` block is a regular expression over event names; each run below (an answer, tool calls
-one by one and together, a corrected answer, a failed call recovered by compaction, a step limit and its summary,
+one by one and together, a corrected answer, a failed call recovered by compaction, a call that fails for good, a
+call the provider retried, an answer that thinks first, thinking before a tool call, a step limit and its summary,
 a tool that ends the run, a cancel in the middle of a tool) must match it whole, and an order the map forbids
-must not.
+must not. (``test_failure_events.py`` checks retries over real HTTP against the same order.)
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from tether import Agent, Compaction, Done, Limits, RunEvent, RunResult, tool
-from tether.errors import ContextOverflow
-from tether.providers import ScriptedProvider, call, empty, fail, parallel, reply
+from tether.errors import ContextOverflow, RateLimited
+from tether.events import ProviderRetry, StreamEnd, StreamStart, TextDelta
+from tether.providers import ScriptedProvider, call, empty, events, fail, parallel, reply
+from tether.usage import Usage
 
 MAP = Path(__file__).resolve().parents[2] / "ARCHITECTURE.md"
 
@@ -75,6 +78,25 @@ RUNS = {
         tools=[fetch],
     ),
     "a corrected answer": lambda: Agent(ScriptedProvider([empty(), reply("Now an answer.")])),
+    "a call that fails for good": lambda: Agent(ScriptedProvider([fail(RateLimited("slow down", status=429))])),
+    "a call the provider retried": lambda: Agent(
+        ScriptedProvider(
+            [
+                events(
+                    ProviderRetry(2, 0.0, "rate_limited", "slow down", 429),
+                    ProviderRetry(3, 0.0, "provider_unavailable", "overloaded", 503),
+                    StreamStart(),
+                    TextDelta("Hi."),
+                    StreamEnd("stop", Usage()),
+                )
+            ]
+        )
+    ),
+    "an answer that thinks first": lambda: Agent(ScriptedProvider([reply("Hi.", thinking="A greeting.")])),
+    "thinking before a tool call": lambda: Agent(
+        ScriptedProvider([call("add", {"a": 1, "b": 2}, thinking="Add them."), reply("3", thinking="Done.")]),
+        tools=[add],
+    ),
     "a step limit and its summary": lambda: Agent(
         ScriptedProvider([call("add", {"a": 1, "b": 1}), reply("2 so far.")]), tools=[add], limits=Limits(max_turns=1)
     ),
@@ -124,6 +146,10 @@ async def test_a_run_cancelled_in_the_middle_of_a_tool_answers_its_open_call_bef
         "RunStarted,TurnStarted,ToolCallStarted,ToolResultReceived,TurnCompleted,RunCompleted,",
         "RunStarted,TurnStarted,TextDelta,TurnCompleted,",
         "RunStarted,TurnStarted,TurnCompleted,RunCompleted,ToolResultReceived,",
+        "RunStarted,TurnStarted,TextDelta,ProviderRetry,TurnCompleted,RunCompleted,",
+        "RunStarted,TurnStarted,ThinkingDelta,TurnCompleted,RunCompleted,",
+        "RunStarted,TurnStarted,CallFailed,TurnCompleted,RunCompleted,",
+        "RunStarted,TurnStarted,TurnCompleted,CallFailed,CallFailed,RunCompleted,",
     ],
 )
 def test_an_order_the_map_forbids_is_refused(wrong: str) -> None:

@@ -5,11 +5,12 @@ the loop does next), over real HTTP on 127.0.0.1 where the provider is involved.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from tests.helpers import check_order
 from tests.providers.test_http_faults import Exchange, Serve, completion, provider, serve, stream_of
-from tether import Agent, Limits
+from tether import Agent, Limits, tool
 from tether.events import CallFailed, ProviderRetry, RunEvent, TextDelta, TurnCompleted, TurnStarted
 from tether.providers.http import RetryPolicy
 from tether.providers.scripted import ScriptedProvider, empty, reply
@@ -20,6 +21,12 @@ RATE_LIMIT = {"error": {"message": "Rate limit reached", "type": "requests", "co
 OVERLOADED = {"error": {"message": "The server is overloaded", "type": "server_error", "code": None}}
 KEY = "sk-proj-" + "Q7" * 24
 """A key the run knows (``Agent(secrets=...)``) that a provider quotes back in its error."""
+
+
+@tool
+def noop() -> str:
+    """Do nothing."""
+    return ""
 
 
 def kinds(events: list[RunEvent]) -> list[str]:
@@ -151,3 +158,21 @@ async def test_a_cancelled_call_did_not_fail_and_has_no_call_failed() -> None:
 async def test_a_run_without_retries_or_failures_has_no_such_events() -> None:
     events = [event async for event in Agent(ScriptedProvider([reply("fine")])).stream("go")]
     assert kinds(events) == ["RunStarted", "TurnStarted", "TextDelta", "TurnCompleted", "RunCompleted"]
+
+
+async def test_in_json_action_mode_retries_are_told_though_the_actions_text_is_not_streamed(serve: Serve) -> None:
+    action = json.dumps({"type": "final", "text": "Done."})
+
+    async def respond(exchange: Exchange) -> None:
+        if exchange.seen.number == 1:
+            await exchange.json(503, OVERLOADED, {"retry-after-ms": "0"})
+        else:
+            await exchange.sse(stream_of(action[:10], action[10:]))
+
+    server = await serve(respond)
+    agent = Agent(provider(server.base_url), tools=[noop], tool_mode="json")
+    events = [event async for event in agent.stream("hi")]
+    assert kinds(events) == ["RunStarted", "TurnStarted", "ProviderRetry", "TextDelta", "TurnCompleted", "RunCompleted"]
+    answer = events[3]
+    assert isinstance(answer, TextDelta)
+    assert answer.text == "Done."  # the action's text, once it is read: never its JSON as it streamed

@@ -3,19 +3,23 @@
 A :class:`ProviderCall` is made per call, one of the run's :class:`Calls`. Iterating :meth:`ProviderCall.deltas`
 makes the call: the provider's events are awaited through the run's interrupter (``interrupts.py``: a cancel or
 a deadline interrupts the wait, never the host's code), folded by a ``StreamAccumulator``, and the text and
-thinking deltas are handed on as they come (not in JSON action mode, whose text is an action, nor for a call
-whose text is not the run's answer). When the stream is over, however it ended, :attr:`ProviderCall.outcome`
-holds what the call gave (:class:`CallOutcome`), and its usage has been counted: in the run's guard (turns,
-budget), per call (``RunResult.turn_usage``), in its record and in the token gauge.
+thinking deltas are handed on as they come, a thinking block's between its marks (not in JSON action mode,
+whose text is an action, nor for a call whose text is not the run's answer), and so are the provider's retries
+(``ProviderRetry``, events of its stream: in JSON action mode too, never for a compaction's quiet call). When
+the stream is over, however it ended, :attr:`ProviderCall.outcome` holds what the call gave
+(:class:`CallOutcome`), and its usage has been counted: in the run's guard (turns, budget), per call
+(``RunResult.turn_usage``), in its record and in the token gauge.
 
 A malformed answer (``InvalidResponse``) is not an exception out of the call: it is the outcome's ``problem``
 (the loop corrects and retries it). Every other failure (a provider error, an interrupt) is raised, with known
 keys masked, after the outcome is kept. :meth:`Calls.completed` and :meth:`Calls.failed` make the
-``TurnCompleted`` every started call gets, and keep its record; :meth:`Calls.read` decides whether an answer
-is usable.
+``TurnCompleted`` every started call gets, and keep its record; :meth:`Calls.failure` and
+:meth:`Calls.rejected` the ``CallFailed`` of a call that gave no usable answer, once the loop has decided what
+follows; :meth:`Calls.read` decides whether an answer is usable.
 
-In a durable run the call is a step (``steps.py``): it runs to its end inside the step, its deltas reaching the
-sinks as they come, and the turn is the step's result.
+In a durable run the call is a step (``steps.py``): it runs to its end inside the step, its deltas (and its
+retries) reaching the sinks as they come, and the turn is the step's result; the run's stream is handed the
+turn's text and thinking after the step, its retries only through the sinks.
 """
 
 from __future__ import annotations
