@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from typing_extensions import TypedDict
 
 from tether import Agent, Compaction, Done, Limits, RunEvent, RunResult, tool
 from tether.errors import ContextOverflow, RateLimited
@@ -36,6 +37,10 @@ def order() -> re.Pattern[str]:
 
 def names(events: Sequence[RunEvent]) -> str:
     return "".join(f"{type(event).__name__}," for event in events)
+
+
+class City(TypedDict):
+    name: str
 
 
 @tool
@@ -93,6 +98,11 @@ RUNS = {
         )
     ),
     "an answer that thinks first": lambda: Agent(ScriptedProvider([reply("Hi.", thinking="A greeting.")])),
+    "a typed output written after thinking": lambda: Agent(
+        ScriptedProvider([reply('{"name": "Paris"}', thinking="The capital.", chunk_size=4)]),
+        output_type=City,
+        output_mode="prompted",
+    ),
     "thinking before a tool call": lambda: Agent(
         ScriptedProvider([call("add", {"a": 1, "b": 2}, thinking="Add them."), reply("3", thinking="Done.")]),
         tools=[add],
