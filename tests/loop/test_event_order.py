@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typing_extensions import TypedDict
@@ -68,11 +69,11 @@ async def slow(key: str) -> str:
     return key
 
 
-async def collected(agent: Agent, prompt: str = "go") -> list[RunEvent]:
+async def collected(agent: Agent[Any, Any], prompt: str = "go") -> list[RunEvent]:
     return [event async for event in agent.stream(prompt)]
 
 
-RUNS = {
+RUNS: dict[str, Callable[[], Agent[Any, Any]]] = {
     "an answer": lambda: Agent(ScriptedProvider([reply("Hi.")])),
     "calls one by one": lambda: Agent(
         ScriptedProvider([parallel(call("add", {"a": 1, "b": 2}), call("add", {"a": 3, "b": 4})), reply("3, 7")]),
