@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from tether.events import (
+    CallFailed,
     PartialOutput,
+    ProviderRetry,
     RunCompleted,
     RunEvent,
     RunStarted,
     TextDelta,
     ThinkingDelta,
+    ThinkingEnded,
+    ThinkingStarted,
     ToolCallStarted,
     ToolResultReceived,
     TurnCompleted,
@@ -21,21 +25,28 @@ __all__ = ["assert_valid", "check_order", "describe", "result_of", "run_events"]
 
 
 def check_order(events: list[RunEvent]) -> None:
-    """The order of ARCHITECTURE.md §4: RunStarted; per turn TurnStarted, deltas (partial outputs among them),
-    TurnCompleted, then per call
-    ToolCallStarted and its ToolResultReceived; RunCompleted once, last. Every started turn and call ends."""
+    """The order of ARCHITECTURE.md §4: RunStarted; per turn TurnStarted, retries and deltas (thinking marks and
+    partial outputs among them), TurnCompleted, a CallFailed right after a TurnCompleted that did not complete,
+    then per call ToolCallStarted and its ToolResultReceived; RunCompleted once, last. Every started turn and call
+    ends."""
     assert isinstance(events[0], RunStarted)
     assert isinstance(events[-1], RunCompleted)
     in_turn = False
     open_calls: list[str] = []
+    previous: RunEvent = events[0]
     for event in events[1:-1]:
         name = describe(event)
         if isinstance(event, TurnStarted):
             assert not in_turn, name
             assert not open_calls, name
             in_turn = True
-        elif isinstance(event, TextDelta | ThinkingDelta | PartialOutput):
+        elif isinstance(
+            event, TextDelta | ThinkingDelta | PartialOutput | ProviderRetry | ThinkingStarted | ThinkingEnded
+        ):
             assert in_turn, name
+        elif isinstance(event, CallFailed):
+            assert isinstance(previous, TurnCompleted), name
+            assert previous.status != "completed", name
         elif isinstance(event, TurnCompleted):
             assert in_turn, name
             in_turn = False
@@ -46,5 +57,6 @@ def check_order(events: list[RunEvent]) -> None:
             assert isinstance(event, ToolResultReceived), name
             assert event.result.call_id in open_calls, name
             open_calls.remove(event.result.call_id)
+        previous = event
     assert not in_turn, "a turn started and never completed"
     assert not open_calls, f"calls started and never answered: {open_calls}"

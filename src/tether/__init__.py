@@ -29,6 +29,10 @@ _EXPORTS: dict[str, str] = {
     "TextDelta": "tether.events",
     "PartialOutput": "tether.events",
     "ThinkingDelta": "tether.events",
+    "ThinkingStarted": "tether.events",
+    "ThinkingEnded": "tether.events",
+    "ProviderRetry": "tether.events",
+    "CallFailed": "tether.events",
     "ToolCallStarted": "tether.events",
     "ToolResultReceived": "tether.events",
     "TurnCompleted": "tether.events",
@@ -74,14 +78,18 @@ if TYPE_CHECKING:
     from tether.errors import InvalidOutput as InvalidOutput
     from tether.errors import TetherError as TetherError
     from tether.errors import ToolError as ToolError
+    from tether.events import CallFailed as CallFailed
     from tether.events import Compacted as Compacted
     from tether.events import PartialOutput as PartialOutput
+    from tether.events import ProviderRetry as ProviderRetry
     from tether.events import RunCompleted as RunCompleted
     from tether.events import RunEvent as RunEvent
     from tether.events import RunResult as RunResult
     from tether.events import RunStarted as RunStarted
     from tether.events import TextDelta as TextDelta
     from tether.events import ThinkingDelta as ThinkingDelta
+    from tether.events import ThinkingEnded as ThinkingEnded
+    from tether.events import ThinkingStarted as ThinkingStarted
     from tether.events import ToolCallRecord as ToolCallRecord
     from tether.events import ToolCallStarted as ToolCallStarted
     from tether.events import ToolResultReceived as ToolResultReceived

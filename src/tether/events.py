@@ -4,10 +4,12 @@ A provider turns its wire format into ``LlmEvent``s; the loop folds them into a 
 ``RunEvent``s. Text and thinking deltas are the same objects in both streams: the loop passes them through
 untouched, so the first token reaches the host as soon as the provider has it.
 
-A run's events come in this order (ARCHITECTURE.md §4): ``RunStarted``; per turn ``TurnStarted``, the deltas,
-``TurnCompleted`` as soon as the model's message is complete (with that call's usage), then ``ToolCallStarted``
-and ``ToolResultReceived`` per tool call the message asked for; and ``RunCompleted`` last, always. So a consumer
-has the whole message and its usage before the turn's tools run, however long they take.
+A run's events come in this order (ARCHITECTURE.md §4): ``RunStarted``; per turn ``TurnStarted``, the provider's
+retries (``ProviderRetry``, before its wait), the deltas (a thinking block's between ``ThinkingStarted`` and
+``ThinkingEnded``), ``TurnCompleted`` as soon as the model's message is complete (with that call's usage), a
+``CallFailed`` when the call gave no usable answer, then ``ToolCallStarted`` and ``ToolResultReceived`` per tool
+call the message asked for; and ``RunCompleted`` last, always. So a consumer has the whole message and its usage
+before the turn's tools run, however long they take.
 """
 
 from __future__ import annotations
@@ -92,7 +94,27 @@ class StreamEnd(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="st
     kind: ClassVar[Literal["stream_end"]] = "stream_end"
 
 
-LlmEvent: TypeAlias = StreamStart | ThinkingDelta | TextDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | StreamEnd
+class ProviderRetry(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="provider_retry"):
+    """The provider's request failed before its answer started (a rate limit, an overloaded server, a dropped
+    connection), and it will be made again after ``delay`` seconds: what a consumer shows as "retrying in 2.0 s".
+
+    The HTTP providers' retry ladder (``providers/http/retry.py``) hands it on before each of its waits, as an
+    event of the call's stream, so that the loop can pass it to the host in order (before the answer's deltas,
+    which only the last attempt has). ``attempt`` is the number of the attempt that follows (2 for the first
+    retry); ``code`` the failure's stable code (``rate_limited``, ``provider_unavailable``, ``transport``,
+    ``timeout``), ``status`` its HTTP status when it had one, ``message`` its text, with known keys masked."""
+
+    attempt: int
+    delay: float
+    code: str
+    message: str
+    status: int | None = None
+    kind: ClassVar[Literal["provider_retry"]] = "provider_retry"
+
+
+LlmEvent: TypeAlias = (
+    StreamStart | ThinkingDelta | TextDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | StreamEnd | ProviderRetry
+)
 
 
 # --- records: what each provider call and tool call took ------------------------------------------------------
@@ -139,8 +161,10 @@ class TurnRecord(msgspec.Struct, frozen=True, gc=False):
     """The call asked for a summary of the conversation, to compact it (``Compacted``); not a turn."""
     text: str = ""
     """The text of the call's answer as the model wrote it (its thinking aside; a compaction's summary, a rejected
-    answer's text, what a failed call gave before it failed). Last, with a default, so that a record stored
-    before it existed (a durable run's result) is read back with ``""``."""
+    answer's text, what a failed call gave before it failed). After the fields records had before it, with a
+    default, so that a record stored before it existed (a durable run's result) is read back with ``""``."""
+    retry_wait_ms: float = 0.0
+    """How long the provider's retries waited, in all (part of ``duration_ms``; each is a ``ProviderRetry``)."""
 
 
 # --- RunEvent: run -> host ----------------------------------------------------------------------------------
@@ -253,6 +277,52 @@ class TurnCompleted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag
     kind: ClassVar[Literal["turn_completed"]] = "turn_completed"
 
 
+class ThinkingStarted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="thinking_started"):
+    """A thinking block begins: the ``ThinkingDelta``s that follow are its text, up to its ``ThinkingEnded``.
+
+    The loop tells a block from its deltas, the same way for every provider (``loop/accumulator.py``): a block is
+    what becomes one ``Thinking`` part of the message. Only a model that thinks makes these; one instance is
+    shared by every run."""
+
+    kind: ClassVar[Literal["thinking_started"]] = "thinking_started"
+
+
+class ThinkingEnded(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="thinking_ended"):
+    """The thinking block under way ended: the provider closed it (a signature), or the answer went on with
+    text, a tool call or its end. Every block of an answer that ended has one; a call that fails while the model
+    is still thinking has none (its ``TurnCompleted`` says that it failed)."""
+
+    kind: ClassVar[Literal["thinking_ended"]] = "thinking_ended"
+
+
+THINKING_STARTED = ThinkingStarted()
+THINKING_ENDED = ThinkingEnded()
+"""The thinking marks, one instance each: they carry nothing but their kind."""
+
+CallNext: TypeAlias = Literal["retry", "compact", "stop"]
+"""What follows a failed provider call (``CallFailed.then``)."""
+
+
+class CallFailed(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="call_failed"):
+    """A provider call gave no usable answer, and what the loop does about it. It follows the call's
+    ``TurnCompleted`` (``status`` ``"failed"`` or ``"rejected"``), once the loop has decided: ``then`` is
+    ``"retry"`` (the call is made again with a correction: a malformed, empty or cut-off answer, up to
+    ``Limits.invalid_response_retries``), ``"compact"`` (the history was too long: it is compacted, then the call
+    is made again) or ``"stop"`` (the run ends because of it).
+
+    ``code`` is the failure's stable code (``rate_limited`` once the provider's own retries ran out,
+    ``auth_failed``, ``timeout``, ``invalid_response`` for an answer that could not be used, ...; ``None`` for an
+    unexpected exception of a provider), ``message`` says what happened, with known keys masked. A cancelled call
+    has none: cancelling is not a failure."""
+
+    turn: int
+    attempt: int
+    code: str | None
+    message: str
+    then: CallNext
+    kind: ClassVar[Literal["call_failed"]] = "call_failed"
+
+
 class Compacted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="compacted"):
     """The history was compacted before ``turn``: the model now sees ``marker`` (a summary of what came
     before it) and the messages after it. ``tokens_before``/``tokens_after`` are the next request's
@@ -281,12 +351,16 @@ class RunCompleted(msgspec.Struct, frozen=True, tag_field="kind", tag="run_compl
 RunEvent: TypeAlias = (
     RunStarted
     | TurnStarted
+    | ProviderRetry
+    | ThinkingStarted
     | ThinkingDelta
+    | ThinkingEnded
     | TextDelta
     | PartialOutput
     | ToolCallStarted
     | ToolResultReceived
     | TurnCompleted
+    | CallFailed
     | Compacted
     | RunCompleted
 )

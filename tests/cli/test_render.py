@@ -7,7 +7,10 @@ from typing import Any
 
 from tether.cli.render import Renderer, describe_call, describe_compaction, describe_result, make_console, usage_line
 from tether.events import (
+    THINKING_ENDED,
+    THINKING_STARTED,
     Compacted,
+    ProviderRetry,
     RunCompleted,
     RunEvent,
     RunResult,
@@ -150,6 +153,34 @@ def test_retries_and_the_final_summary_call_are_noted() -> None:
     screen.play(TurnStarted(1, attempt=2), TurnStarted(2, final=True))
     assert "asking again" in screen.err
     assert "final answer" in screen.err
+
+
+def test_a_providers_retry_is_one_dim_line_saying_how_long_it_waits_and_why() -> None:
+    screen = Screen()
+    screen.play(
+        TurnStarted(1),
+        ProviderRetry(2, 2.0, "rate_limited", "Rate limit reached", 429),
+        ProviderRetry(3, 0.25, "transport", "connection refused"),
+        TextDelta("Hi"),
+    )
+    assert screen.err == "retrying in 2.0 s (rate_limited, HTTP 429)\nretrying in 0.2 s (transport)\n"
+    assert screen.out == "Hi"
+
+
+def test_each_thinking_block_has_lines_of_its_own() -> None:
+    screen = Screen()
+    screen.play(
+        TurnStarted(1),
+        THINKING_STARTED,
+        ThinkingDelta("first"),
+        THINKING_ENDED,
+        THINKING_STARTED,
+        ThinkingDelta("second"),
+        THINKING_ENDED,
+        TextDelta("Answer"),
+    )
+    assert screen.err == "first\nsecond\n"
+    assert screen.out == "Answer"
 
 
 def test_no_spinner_when_err_is_not_a_terminal() -> None:

@@ -395,6 +395,21 @@ def test_run_makes_as_many_attempts_as_the_configuration_says(tmp_path: Path, se
         assert server.attempts == attempts
 
 
+def test_run_shows_each_retry_of_the_provider_on_stderr_as_it_happens(tmp_path: Path) -> None:
+    with unavailable_server() as server:
+        (tmp_path / "agent.toml").write_text(
+            f'[runtime]\nretries = 2\n\n[providers.box]\nbase_url = "{server.base_url}"\nprofile = "vllm"\n'
+        )
+        completed = tether(tmp_path, "run", "--model", "box:qwen3", "hi")
+
+    lines = completed.stderr.splitlines()
+    assert lines.count("retrying in 0.0 s (provider_unavailable, HTTP 503)") == 2
+    assert lines.index("retrying in 0.0 s (provider_unavailable, HTTP 503)") < min(
+        number for number, line in enumerate(lines) if "[provider_unavailable]" in line
+    )  # told before the run's failure
+    assert completed.stdout == ""
+
+
 @pytest.mark.parametrize("stream", [True, False])
 def test_run_prints_the_whole_answer_once_whether_it_streams_or_not(tmp_path: Path, stream: bool) -> None:
     (tmp_path / "agent.toml").write_text(

@@ -45,7 +45,7 @@ def test_the_tree_shows_the_run_its_provider_calls_and_their_tool_calls() -> Non
             ToolCallRecord("c4", "read", False, "repeated"),
         )),
         TurnRecord(2, 1, False, 20.0, None, Usage(), "error", rejected=f"the answer was cut off near {KEY}"),
-        TurnRecord(2, 2, False, 590.0, 210.0, Usage(500, 94), "stop", retries=2),
+        TurnRecord(2, 2, False, 590.0, 210.0, Usage(500, 94), "stop", retries=2, retry_wait_ms=2500.0),
         TurnRecord(3, 1, True, 3.0, None, Usage(), "error", error="rate_limited"),
     )  # fmt: skip
     shown = text_of(result_of(records), redaction=Redaction(Masker([KEY])))
@@ -57,7 +57,7 @@ def test_the_tree_shows_the_run_its_provider_calls_and_their_tool_calls() -> Non
         "│   ├── ✗ write · permission_denied · not run",
         "│   └── ↺ read · repeated · not run",
         "├── turn 2 · 20 ms · 0 in / 0 out · error · rejected: the answer was cut off near ***",
-        "├── turn 2 attempt 2 · 590 ms · ttft 210 ms · 500 in / 94 out · stop · 2 retries",
+        "├── turn 2 attempt 2 · 590 ms · ttft 210 ms · 500 in / 94 out · stop · 2 retries after 2.5 s waiting",
         "└── turn 3 final · 3.0 ms · 0 in / 0 out · error rate_limited",
     ]
 

@@ -8,6 +8,7 @@ from tether.errors import InvalidResponse
 from tether.events import (
     FinishReason,
     LlmEvent,
+    ProviderRetry,
     StreamEnd,
     StreamStart,
     TextDelta,
@@ -244,3 +245,96 @@ def test_a_call_id_started_twice_raises_invalid_response() -> None:
     accumulator.add(ToolCallStart("c1", "f", 0))
     with pytest.raises(InvalidResponse, match="c1"):
         accumulator.add(ToolCallStart("c1", "g", 1))
+
+
+# --- what a host is shown as it comes: deltas, thinking marks, retries --------------------------------------
+
+
+def shown(*events: LlmEvent) -> list[str]:
+    """What the accumulator shows of ``events``, in order (what it holds after each event included), as kinds
+    (a delta with its text)."""
+    accumulator = StreamAccumulator()
+    out: list[str] = []
+    for event in events:
+        first = accumulator.add(event)
+        items = [] if first is None else [first]
+        while accumulator.held is not None:
+            items.append(accumulator.release())
+        out += [
+            f"{item.kind}:{item.text}" if isinstance(item, TextDelta | ThinkingDelta) else item.kind for item in items
+        ]
+    return out
+
+
+def test_a_thinking_block_is_shown_between_its_start_and_its_end_where_the_text_begins() -> None:
+    assert shown(StreamStart(), ThinkingDelta("a"), ThinkingDelta("b"), TextDelta("c"), TextDelta("d"), end()) == [
+        "thinking_started",
+        "thinking_delta:a",
+        "thinking_delta:b",
+        "thinking_ended",
+        "text_delta:c",
+        "text_delta:d",
+    ]
+
+
+def test_a_signature_ends_its_block_and_the_next_thinking_starts_another() -> None:
+    assert shown(ThinkingDelta("a"), ThinkingDelta("", signature="s1"), ThinkingDelta("b", signature="s2")) == [
+        "thinking_started",
+        "thinking_delta:a",
+        "thinking_ended",
+        "thinking_started",
+        "thinking_delta:b",
+        "thinking_ended",
+    ]
+
+
+def test_a_signature_with_text_shows_the_text_then_the_end() -> None:
+    assert shown(ThinkingDelta("a"), ThinkingDelta("b", signature="s")) == [
+        "thinking_started",
+        "thinking_delta:a",
+        "thinking_delta:b",
+        "thinking_ended",
+    ]
+
+
+def test_a_tool_call_or_the_end_of_the_answer_ends_an_open_block_once() -> None:
+    assert shown(ThinkingDelta("a"), *whole_call("c1", "f", "{}"), end("tool_calls")) == [
+        "thinking_started",
+        "thinking_delta:a",
+        "thinking_ended",
+    ]
+    assert shown(ThinkingDelta("a"), end()) == ["thinking_started", "thinking_delta:a", "thinking_ended"]
+
+
+def test_a_block_without_text_is_marked_all_the_same() -> None:
+    assert shown(ThinkingDelta("", signature="redacted"), TextDelta("x")) == [
+        "thinking_started",
+        "thinking_ended",
+        "text_delta:x",
+    ]
+
+
+def test_an_answer_without_thinking_shows_no_marks_and_holds_nothing() -> None:
+    accumulator = StreamAccumulator()
+    for event in (StreamStart(), TextDelta("a"), *whole_call("c1", "f", "{}"), TextDelta("b"), end()):
+        accumulator.add(event)
+        assert accumulator.held is None
+    assert shown(TextDelta("a"), *whole_call("c1", "f", "{}"), TextDelta("b"), end()) == [
+        "text_delta:a",
+        "text_delta:b",
+    ]
+
+
+def test_a_retry_is_shown_as_it_is_and_is_not_the_first_event_of_the_answer() -> None:
+    accumulator = StreamAccumulator()
+    retry = ProviderRetry(2, 1.5, "rate_limited", "slow down", 429)
+    assert accumulator.add(retry) is retry
+    assert accumulator.first_event == 0.0  # time to first token counts from the answer, not from a retry
+    accumulator.add(TextDelta("a"))
+    assert accumulator.first_event > 0.0
+    assert accumulator.finish().message.parts == (Text("a"),)
+
+
+def test_marks_do_not_change_the_parts() -> None:
+    turn = accumulate(ThinkingDelta("a"), ThinkingDelta("", signature="s"), ThinkingDelta("b"), TextDelta("c"), end())
+    assert turn.message.parts == (Thinking("a", "s"), Thinking("b"), Text("c"))

@@ -44,7 +44,7 @@ from tests.wire import replay as wire
 from tests.wire.replay import Cassette, Interaction, Replayer, ReplayServer
 from tether import Agent, Compaction
 from tether.errors import ContextOverflow
-from tether.events import Compacted, RunCompleted, RunEvent, RunResult, TurnCompleted, TurnStarted
+from tether.events import CallFailed, Compacted, RunCompleted, RunEvent, RunResult, TurnCompleted, TurnStarted
 from tether.loop.context import COMPACTION_REQUEST, dropped_summary
 from tether.messages import SUMMARY_HEADER, Message, compaction_of, transcript_problems
 from tether.providers.anthropic import AnthropicProvider
@@ -366,7 +366,9 @@ def kinds(events: list[RunEvent]) -> list[str]:
             lines.append(f"turn_completed({event.turn}{', rejected' if event.rejected else ''})")
         elif isinstance(event, Compacted):
             lines.append(f"compacted({event.reason})")
-        elif event.kind not in ("text_delta", "thinking_delta"):
+        elif isinstance(event, CallFailed):
+            lines.append(f"call_failed({event.code} -> {event.then})")
+        elif event.kind not in ("text_delta", "thinking_delta", "thinking_started", "thinking_ended"):
             lines.append(event.kind)
     return lines
 
@@ -434,6 +436,7 @@ async def test_an_overflow_answer_is_summarized_tools_off_and_the_turn_retried_f
         "tool_result_received",
         "turn_started(2)",
         "turn_completed(2, rejected)",
+        "call_failed(context_overflow -> compact)",
         "compacted(overflow)",
         "turn_started(2, attempt 2)",
         "turn_completed(2)",
@@ -518,11 +521,13 @@ async def test_a_second_overflow_in_the_retried_turn_stops_the_run_and_loses_not
     assert error.provider_message
     assert error.provider_message in result.detail  # the provider's own words are kept
 
-    assert kinds(events)[-5:] == [
+    assert kinds(events)[-7:] == [
         "turn_completed(2, rejected)",
+        "call_failed(context_overflow -> compact)",
         "compacted(overflow)",
         "turn_started(2, attempt 2)",
         "turn_completed(2, rejected)",
+        "call_failed(context_overflow -> stop)",
         "run_completed",
     ]
     assert len(server.bodies) == len(answers) - 1  # nothing was tried a third time

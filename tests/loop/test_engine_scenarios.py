@@ -250,6 +250,7 @@ async def test_empty_answer_is_retried_once_with_a_correction_then_accepted() ->
         "RunStarted",
         "TurnStarted(1)",
         "TurnCompleted(1 rejected)",
+        "CallFailed(1 invalid_response -> retry)",
         "TurnStarted(1 attempt=2)",
         "Text('here it is')",
         "TurnCompleted(1)",

@@ -1,25 +1,31 @@
 """The order of a run's events, as ARCHITECTURE.md states it, holds for runs of every kind.
 
 The map's ``event-order`` block is a regular expression over event names; each run below (an answer, tool calls
-one by one and together, a corrected answer, a failed call recovered by compaction, a step limit and its summary,
-a tool that ends the run, a cancel in the middle of a tool, a compaction after the answer) must match it whole,
-and an order the map forbids must not.
+one by one and together, a corrected answer, a failed call recovered by compaction, a call that fails for good, a
+call the provider retried, an answer that thinks first, thinking before a tool call, a step limit and its summary,
+a tool that ends the run, a cancel in the middle of a tool, a compaction after the answer) must match it whole, and
+an order the map forbids must not. (``test_failure_events.py`` checks retries over real HTTP against the same
+order.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
+from typing_extensions import TypedDict
 
 from tether import Agent, Compaction, Done, Limits, RunEvent, RunResult, tool
-from tether.errors import ContextOverflow
+from tether.errors import ContextOverflow, RateLimited
+from tether.events import ProviderRetry, StreamEnd, StreamStart, TextDelta
 from tether.messages import Message
-from tether.providers import ScriptedProvider, call, empty, fail, parallel, reply
+from tether.providers import ScriptedProvider, call, empty, events, fail, parallel, reply
+from tether.usage import Usage
 
 MAP = Path(__file__).resolve().parents[2] / "ARCHITECTURE.md"
 
@@ -28,12 +34,16 @@ MAP = Path(__file__).resolve().parents[2] / "ARCHITECTURE.md"
 def order() -> re.Pattern[str]:
     """The map's event order as a pattern over ``"Name,Name,..."``."""
     (block,) = re.findall(r"```event-order\n(.*?)\n```", MAP.read_text(), re.DOTALL)
-    expression = "".join(block.split())
-    return re.compile(re.sub(r"([A-Z][A-Za-z]+)", r"(?:\1,)", expression))
+    expression = re.sub(r"([A-Z][A-Za-z]+)", r"(?:\1,)", block)  # names first: whitespace may separate two
+    return re.compile("".join(expression.split()))
 
 
 def names(events: Sequence[RunEvent]) -> str:
     return "".join(f"{type(event).__name__}," for event in events)
+
+
+class City(TypedDict):
+    name: str
 
 
 @tool
@@ -61,11 +71,11 @@ async def slow(key: str) -> str:
     return key
 
 
-async def collected(agent: Agent, prompt: str = "go") -> list[RunEvent]:
+async def collected(agent: Agent[Any, Any], prompt: str = "go") -> list[RunEvent]:
     return [event async for event in agent.stream(prompt)]
 
 
-RUNS = {
+RUNS: dict[str, Callable[[], Agent[Any, Any]]] = {
     "an answer": lambda: Agent(ScriptedProvider([reply("Hi.")])),
     "calls one by one": lambda: Agent(
         ScriptedProvider([parallel(call("add", {"a": 1, "b": 2}), call("add", {"a": 3, "b": 4})), reply("3, 7")]),
@@ -76,6 +86,30 @@ RUNS = {
         tools=[fetch],
     ),
     "a corrected answer": lambda: Agent(ScriptedProvider([empty(), reply("Now an answer.")])),
+    "a call that fails for good": lambda: Agent(ScriptedProvider([fail(RateLimited("slow down", status=429))])),
+    "a call the provider retried": lambda: Agent(
+        ScriptedProvider(
+            [
+                events(
+                    ProviderRetry(2, 0.0, "rate_limited", "slow down", 429),
+                    ProviderRetry(3, 0.0, "provider_unavailable", "overloaded", 503),
+                    StreamStart(),
+                    TextDelta("Hi."),
+                    StreamEnd("stop", Usage()),
+                )
+            ]
+        )
+    ),
+    "an answer that thinks first": lambda: Agent(ScriptedProvider([reply("Hi.", thinking="A greeting.")])),
+    "a typed output written after thinking": lambda: Agent(
+        ScriptedProvider([reply('{"name": "Paris"}', thinking="The capital.", chunk_size=4)]),
+        output_type=City,
+        output_mode="prompted",
+    ),
+    "thinking before a tool call": lambda: Agent(
+        ScriptedProvider([call("add", {"a": 1, "b": 2}, thinking="Add them."), reply("3", thinking="Done.")]),
+        tools=[add],
+    ),
     "a step limit and its summary": lambda: Agent(
         ScriptedProvider([call("add", {"a": 1, "b": 1}), reply("2 so far.")]), tools=[add], limits=Limits(max_turns=1)
     ),
@@ -140,6 +174,10 @@ async def test_a_run_cancelled_in_the_middle_of_a_tool_answers_its_open_call_bef
         "RunStarted,TurnStarted,TurnCompleted,RunCompleted,ToolResultReceived,",
         "RunStarted,TurnStarted,TurnCompleted,Compacted,Compacted,RunCompleted,",
         "RunStarted,TurnStarted,TurnCompleted,RunCompleted,Compacted,",
+        "RunStarted,TurnStarted,TextDelta,ProviderRetry,TurnCompleted,RunCompleted,",
+        "RunStarted,TurnStarted,ThinkingDelta,TurnCompleted,RunCompleted,",
+        "RunStarted,TurnStarted,CallFailed,TurnCompleted,RunCompleted,",
+        "RunStarted,TurnStarted,TurnCompleted,CallFailed,CallFailed,RunCompleted,",
     ],
 )
 def test_an_order_the_map_forbids_is_refused(wrong: str) -> None:

@@ -105,10 +105,23 @@ async def items(*values: int, waits: asyncio.Event | None = None) -> AsyncIterat
 
 
 class Picking:
-    """A watch's picker made of a function (the tests' own)."""
+    """A watch's picker made of a function (the tests' own): ``also`` says what more an item shows, held."""
 
-    def __init__(self, pick: Callable[[int], int | None]) -> None:
-        self.pick = pick
+    def __init__(self, pick: Callable[[int], int | None], also: Callable[[int], list[int]] | None = None) -> None:
+        self._pick, self._also = pick, also
+        self.held: list[int] | None = None
+
+    def pick(self, value: int) -> int | None:
+        if self._also is not None:
+            self.held = self._also(value) or None
+        return self._pick(value)
+
+    def release(self) -> int:
+        assert self.held
+        value = self.held.pop(0)
+        if not self.held:
+            self.held = None
+        return value
 
 
 def only_odd(value: int) -> int | None:
@@ -132,6 +145,20 @@ async def test_a_watched_stream_hands_each_picked_item_out_disarmed_and_none_at_
     assert picked == [(1, True), (2, True), (3, True), (4, True)]
     assert seen == [(1, False), (3, False)]
     assert not interrupter.armed
+
+
+async def test_what_an_item_holds_is_handed_on_before_the_stream_is_waited_for_again() -> None:
+    interrupter = attached()
+    gate = asyncio.Event()
+    gate.set()
+    stream = items(1, 2, waits=gate)
+    watched = interrupter.watch(stream, Picking(lambda value: value, also=lambda value: [value * 10, value * 100]))
+    assert await watched.next() == 1
+    gate.clear()  # the stream's next item now waits: what 1 held must not
+    assert [await watched.next(), await watched.next()] == [10, 100]
+    gate.set()
+    assert [await watched.next(), await watched.next(), await watched.next()] == [2, 20, 200]
+    assert await watched.next() is None
 
 
 async def test_an_interrupt_while_the_host_holds_an_item_is_raised_when_the_next_is_asked_for() -> None:

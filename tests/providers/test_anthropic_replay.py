@@ -532,7 +532,9 @@ async def test_whole_thinking_is_kept_with_its_signature_and_sent_back_unchanged
     assert compact(events) == [
         "RunStarted",
         "TurnStarted(1)",
+        "ThinkingStarted",
         f"Thinking({first_answer[0]['thinking']!r})",
+        "ThinkingEnded",  # the signature closes the block
         f"Text({first_answer[1]['text']!r})",
         "TurnCompleted(1)",
         "RunCompleted(complete)",
@@ -542,7 +544,8 @@ async def test_whole_thinking_is_kept_with_its_signature_and_sent_back_unchanged
 
     follow_up = recorded[1]["messages"][2]["content"][0]["text"]
     events, second = await run_agent(agent, follow_up, history=first.messages)
-    assert compact(events)[2].startswith("Thinking('This is an interesting analogy question.")
+    assert compact(events)[2] == "ThinkingStarted"
+    assert compact(events)[3].startswith("Thinking('This is an interesting analogy question.")
     assert second.text.startswith("# How to Cross a River (Using the Street-Crossing Analogy)")
     assert second.usage == Usage(input_tokens=354, output_tokens=525, requests=1)
     # Both requests are the recorded ones: the second replays the thinking block, signature byte for byte.
@@ -559,10 +562,11 @@ async def test_streamed_thinking_deltas_then_the_signature_then_text(replay: Rep
     events, result = await run_agent(agent, "How do I cross the street?")
 
     lines = compact(events)
-    # 13 pieces of reasoning reach the host; the signature closes the block (an empty delta, not shown).
-    assert lines[2] == f"Thinking*13({expected['thinking']!r})"
-    assert lines[3].startswith("Text*")
-    assert lines[4:] == ["TurnCompleted(1)", "RunCompleted(complete)"]
+    # 13 pieces of reasoning reach the host between the block's marks; the signature closes the block (an empty
+    # delta, not shown: its ThinkingEnded is).
+    assert lines[2:5] == ["ThinkingStarted", f"Thinking*13({expected['thinking']!r})", "ThinkingEnded"]
+    assert lines[5].startswith("Text*")
+    assert lines[6:] == ["TurnCompleted(1)", "RunCompleted(complete)"]
     assert expected["thinking"].startswith("This is a straightforward question about pedestrian safety.")
     thinking, text = result.messages[-1].parts
     assert thinking == Thinking(expected["thinking"], expected["signatures"][0], OURS)
@@ -586,17 +590,17 @@ async def test_thinking_before_a_tool_use_is_sent_back_with_the_tool_result(repl
 
     lines = compact(events)
     assert lines[:2] == ["RunStarted", "TurnStarted(1)"]
-    assert lines[2] == f"Thinking({first_answer[0]['thinking']!r})"
-    assert lines[3:9] == [
+    assert lines[2:5] == ["ThinkingStarted", f"Thinking({first_answer[0]['thinking']!r})", "ThinkingEnded"]
+    assert lines[5:11] == [
         f"Text({first_answer[1]['text']!r})",
         "TurnCompleted(1)",
         "ToolCall(get_user_country)",
         "ToolResult(get_user_country -> Mexico)",
         "TurnStarted(2)",
-        lines[8],
+        lines[10],
     ]
-    assert lines[8].startswith("Text(\"Based on the information that you're from Mexico")
-    assert lines[9:] == ["TurnCompleted(2)", "RunCompleted(complete)"]
+    assert lines[10].startswith("Text(\"Based on the information that you're from Mexico")
+    assert lines[11:] == ["TurnCompleted(2)", "RunCompleted(complete)"]
     assert parts_of(result.messages[1]) == [
         "Thinking('The user is asking about the largest cit')",
         'Text("I\'ll help you find the largest city in y")',
@@ -621,7 +625,13 @@ async def test_an_invalid_request_400_is_bad_request_with_status_message_and_req
     )
     events, result = await run_agent(agent, "What is 2+2?")
 
-    assert compact(events) == ["RunStarted", "TurnStarted(1)", "TurnCompleted(1 rejected)", "RunCompleted(error)"]
+    assert compact(events) == [
+        "RunStarted",
+        "TurnStarted(1)",
+        "TurnCompleted(1 rejected)",
+        "CallFailed(1 bad_request -> stop)",
+        "RunCompleted(error)",
+    ]
     assert (result.stop_reason, result.degraded) == ("error", True)
     error = result.error
     assert isinstance(error, BadRequest)
@@ -640,7 +650,13 @@ async def test_an_unknown_model_404_is_bad_request_with_status_message_and_reque
     (recorded,) = recorded_request_bodies(server.cassette)
     events, result = await run_agent(Agent(provider(server, stream=False, retry=RETRY_AT_ONCE)), "hello")
 
-    assert compact(events) == ["RunStarted", "TurnStarted(1)", "TurnCompleted(1 rejected)", "RunCompleted(error)"]
+    assert compact(events) == [
+        "RunStarted",
+        "TurnStarted(1)",
+        "TurnCompleted(1 rejected)",
+        "CallFailed(1 bad_request -> stop)",
+        "RunCompleted(error)",
+    ]
     assert result.stop_reason == "error"
     error = result.error
     assert isinstance(error, ProviderError)
@@ -671,7 +687,13 @@ async def test_an_overloaded_error_in_the_stream_is_provider_unavailable_and_end
 
     server = await replay.serve(cassette)
     events, result = await run_agent(Agent(provider(server, stream=True, retry=RETRY_AT_ONCE)), "What is 1+1?")
-    assert compact(events) == ["RunStarted", "TurnStarted(1)", "TurnCompleted(1 rejected)", "RunCompleted(error)"]
+    assert compact(events) == [
+        "RunStarted",
+        "TurnStarted(1)",
+        "TurnCompleted(1 rejected)",
+        "CallFailed(1 provider_unavailable -> stop)",
+        "RunCompleted(error)",
+    ]
     assert result.stop_reason == "error"
     assert isinstance(result.error, ProviderUnavailable)
     assert len(server.requests) == 1  # the stream had started: never retried

@@ -906,8 +906,10 @@ async def test_all_candidates_blocked_is_retried_once_with_a_correction_then_the
         "RunStarted",
         "TurnStarted(1)",
         "TurnCompleted(1 rejected)",
+        "CallFailed(1 invalid_response -> retry)",
         "TurnStarted(1 attempt=2)",
         "TurnCompleted(1 rejected)",
+        "CallFailed(1 invalid_response -> stop)",
         "RunCompleted(invalid_response)",
     ]
     assert (result.stop_reason, result.degraded, result.turns) == ("invalid_response", True, 0)

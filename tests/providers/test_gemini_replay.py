@@ -399,7 +399,13 @@ async def test_an_unknown_model_404_is_bad_request_with_the_providers_message_an
     server = await replay.serve("google/test_model_name_suggestion[google].yaml")
     events, result = await run_agent(Agent(provider(server, stream=False, retry=RETRY_AT_ONCE)), "hello")
 
-    assert compact(events) == ["RunStarted", "TurnStarted(1)", "TurnCompleted(1 rejected)", "RunCompleted(error)"]
+    assert compact(events) == [
+        "RunStarted",
+        "TurnStarted(1)",
+        "TurnCompleted(1 rejected)",
+        "CallFailed(1 bad_request -> stop)",
+        "RunCompleted(error)",
+    ]
     assert (result.stop_reason, result.degraded) == ("error", True)
     error = result.error
     assert isinstance(error, BadRequest)
@@ -700,8 +706,15 @@ async def test_thought_parts_are_thinking_and_both_go_back_on_the_next_turn_with
 
     answers = [i.response_json()["candidates"][0]["content"]["parts"] for i in server.cassette.interactions]
     assert [line.split("(")[0] for line in compact(events)] == [
-        "RunStarted", "TurnStarted", "Thinking", "Text", "TurnCompleted", "RunCompleted",
-    ]  # fmt: skip
+        "RunStarted",
+        "TurnStarted",
+        "ThinkingStarted",
+        "Thinking",
+        "ThinkingEnded",
+        "Text",
+        "TurnCompleted",
+        "RunCompleted",
+    ]  # fmt: skip  (the answer's text ends the thought)
     assert first.messages[-1].parts == (
         Thinking(answers[0][0]["text"], None, GEMINI),
         Text(answers[0][1]["text"], {"origin": "gemini", "thoughtSignature": answers[0][1]["thoughtSignature"]}),
@@ -734,8 +747,15 @@ async def test_streamed_thought_summaries_come_before_the_answer_as_thinking(rep
 
     expected = recorded_turn(server.cassette.interactions[0])
     assert [line.split("(")[0] for line in compact(events)] == [
-        "RunStarted", "TurnStarted", "Thinking*4", "Text*19", "TurnCompleted", "RunCompleted",
-    ]  # fmt: skip
+        "RunStarted",
+        "TurnStarted",
+        "ThinkingStarted",
+        "Thinking*4",
+        "ThinkingEnded",
+        "Text*19",
+        "TurnCompleted",
+        "RunCompleted",
+    ]  # fmt: skip  (four thought summaries make one block, ended by the answer's text)
     assert "".join(e.text for e in events if isinstance(e, ThinkingDelta)) == expected.thinking
     assert result.text == expected.text
     assert expected.thinking.startswith("**Clarifying User Goals**")

@@ -319,7 +319,13 @@ async def test_an_unknown_model_404_is_bad_request_with_the_providers_message_an
     server = await replay.serve("openai_chat/test_model_name_suggestion[openai-chat].yaml")
     events, result = await run_agent(Agent(provider(server, stream=False, retry=RETRY_AT_ONCE)), "hello")
 
-    assert compact(events) == ["RunStarted", "TurnStarted(1)", "TurnCompleted(1 rejected)", "RunCompleted(error)"]
+    assert compact(events) == [
+        "RunStarted",
+        "TurnStarted(1)",
+        "TurnCompleted(1 rejected)",
+        "CallFailed(1 bad_request -> stop)",
+        "RunCompleted(error)",
+    ]
     assert result.stop_reason == "error"
     error = result.error
     assert isinstance(error, ProviderError)
@@ -364,7 +370,13 @@ async def test_o1_mini_rejecting_the_system_role_is_bad_request_and_the_run_repo
     agent = Agent(provider(server, stream=False, retry=RETRY_AT_ONCE), system="You are a helpful assistant.")
     events, result = await run_agent(agent, "Hello")
 
-    assert compact(events) == ["RunStarted", "TurnStarted(1)", "TurnCompleted(1 rejected)", "RunCompleted(error)"]
+    assert compact(events) == [
+        "RunStarted",
+        "TurnStarted(1)",
+        "TurnCompleted(1 rejected)",
+        "CallFailed(1 bad_request -> stop)",
+        "RunCompleted(error)",
+    ]
     assert result.stop_reason == "error"
     assert result.degraded
     error = result.error
@@ -623,7 +635,9 @@ async def test_deepseek_reasoning_content_in_a_whole_answer_becomes_thinking(rep
     assert compact(events) == [
         "RunStarted",
         "TurnStarted(1)",
+        "ThinkingStarted",
         f"Thinking({message['reasoning_content']!r})",
+        "ThinkingEnded",
         f"Text({message['content']!r})",
         "TurnCompleted(1)",
         "RunCompleted(complete)",
@@ -642,8 +656,10 @@ async def test_deepseek_streamed_reasoning_content_becomes_thinking_deltas_befor
 
     lines = compact(events)
     assert lines[:2] == ["RunStarted", "TurnStarted(1)"]
-    assert lines[2].startswith('Thinking*198(\'Hmm, the user just said "Hello".')
-    assert lines[3:] == [
+    assert lines[2] == "ThinkingStarted"
+    assert lines[3].startswith('Thinking*198(\'Hmm, the user just said "Hello".')
+    assert lines[4:] == [
+        "ThinkingEnded",  # the first delta of the answer's text ends the reasoning
         "Text*11('Hello there! 😊 How can I help you today?')",
         "TurnCompleted(1)",
         "RunCompleted(complete)",
@@ -672,7 +688,7 @@ async def test_ollama_reasoning_becomes_thinking_and_a_done_tool_answers_a_follo
     events, first = await run_agent(agent, "What is the capital of France?")
     reasoning = server.cassette.interactions[0].response_json()["choices"][0]["message"]["reasoning"]
     assert reasoning.startswith('We need to answer question: "What is the capital of France?"')
-    assert compact(events)[2:4] == [f"Thinking({reasoning!r})", "Text('Paris.')"]
+    assert compact(events)[2:6] == ["ThinkingStarted", f"Thinking({reasoning!r})", "ThinkingEnded", "Text('Paris.')"]
     assert parts_of(first.messages[-1]) == ["Thinking('We need to answer question: \"What is the')", "Text('Paris.')"]
     assert (first.text, first.stop_reason) == ("Paris.", "complete")
 
@@ -680,8 +696,10 @@ async def test_ollama_reasoning_becomes_thinking_and_a_done_tool_answers_a_follo
     follow_up = recorded_request_bodies(server.cassette)[1]["messages"][2]["content"]
     events, second = await run_agent(agent, follow_up, history=first.messages)
     lines = compact(events)
-    assert lines[2].startswith('Thinking(\'The conversation: user asked "What is the capital of France?"')
-    assert lines[3:] == [
+    assert lines[2] == "ThinkingStarted"
+    assert lines[3].startswith('Thinking(\'The conversation: user asked "What is the capital of France?"')
+    assert lines[4:] == [
+        "ThinkingEnded",
         "TurnCompleted(1)",
         "ToolCall(final_result)",
         "ToolResult(final_result -> Paris, France)",
@@ -709,8 +727,8 @@ async def test_ollama_structured_output_keeps_reasoning_as_thinking_and_sends_th
 
     reasoning = server.cassette.interactions[0].response_json()["choices"][0]["message"]["reasoning"]
     assert reasoning.startswith("Okay, the user is asking for the capital of France.")
-    assert compact(events)[2] == f"Thinking({reasoning!r})"
-    assert compact(events)[3:] == [
+    assert compact(events)[2:5] == ["ThinkingStarted", f"Thinking({reasoning!r})", "ThinkingEnded"]
+    assert compact(events)[5:] == [
         'Text(\'{ "city": "Paris", "country": "France" }\')',
         "TurnCompleted(1)",
         "RunCompleted(complete)",
@@ -727,7 +745,13 @@ async def test_openrouter_429_is_rate_limited_when_no_retry_is_allowed(replay: R
     agent = Agent(provider(server, stream=False, retry=RetryPolicy(max_retries=0)), system="Be helpful.")
     events, result = await run_agent(agent, "Tell me a joke.")
 
-    assert compact(events) == ["RunStarted", "TurnStarted(1)", "TurnCompleted(1 rejected)", "RunCompleted(error)"]
+    assert compact(events) == [
+        "RunStarted",
+        "TurnStarted(1)",
+        "TurnCompleted(1 rejected)",
+        "CallFailed(1 rate_limited -> stop)",
+        "RunCompleted(error)",
+    ]
     assert result.stop_reason == "error"
     error = result.error
     assert isinstance(error, RateLimited)
@@ -771,7 +795,13 @@ async def test_groq_tool_use_failed_is_bad_request_and_a_continued_run_recovers(
 
     # Groq validated the model's arguments itself and refused them with a 400 carrying the failed generation.
     events, failed = await run_agent(agent, prompt)
-    assert compact(events) == ["RunStarted", "TurnStarted(1)", "TurnCompleted(1 rejected)", "RunCompleted(error)"]
+    assert compact(events) == [
+        "RunStarted",
+        "TurnStarted(1)",
+        "TurnCompleted(1 rejected)",
+        "CallFailed(1 bad_request -> stop)",
+        "RunCompleted(error)",
+    ]
     assert failed.stop_reason == "error"
     error = failed.error
     assert isinstance(error, ProviderError)
@@ -786,14 +816,18 @@ async def test_groq_tool_use_failed_is_bad_request_and_a_continued_run_recovers(
     assert compact(events) == [
         "RunStarted",
         "TurnStarted(1)",
+        "ThinkingStarted",
         "Thinking('We need to call with correct param: name field. Use some name, e.g., \"test\".')",
+        "ThinkingEnded",  # the tool call ends the reasoning
         "TurnCompleted(1)",
         "ToolCall(get_something_by_name)",
         "ToolResult(get_something_by_name -> Something with name: test)",
         "TurnStarted(2)",
+        "ThinkingStarted",
         "Thinking('We need to respond to user request. They asked: \"Please call the ... tool with non-existent "
         'parameters to test error handling; on the second try you can use valid args". We already did that. '
         "Now we should respond concisely, maybe acknowledging the result. Use regular quotes.')",
+        "ThinkingEnded",
         "Text('The first call failed due to missing and extra parameters, as expected. The second call succeeded "
         'and returned: "Something with name: test".\')',
         "TurnCompleted(2)",

@@ -492,7 +492,9 @@ async def test_encrypted_reasoning_is_kept_as_thinking_and_sent_back_on_the_next
     assert compact(events) == [
         "RunStarted",
         "TurnStarted(1)",
+        "ThinkingStarted",
         f"Thinking({summary!r})",
+        "ThinkingEnded",
         f"Text({message['content'][0]['text']!r})",
         "TurnCompleted(1)",
         "RunCompleted(complete)",
@@ -545,11 +547,12 @@ async def test_streamed_summary_parts_make_one_thinking_part_closed_by_the_final
 
     summary = SEPARATOR.join(part["text"] for part in done["summary"])
     lines = compact(events)
-    assert lines[2] == f"Thinking*383({summary!r})"  # 383 deltas in 4 summary parts, one blank line between parts
+    # 383 deltas in 4 summary parts, one blank line between parts: one block, closed by its encrypted content
+    assert lines[2:5] == ["ThinkingStarted", f"Thinking*383({summary!r})", "ThinkingEnded"]
     answer = final_response(interaction)["output"][1]
     assert answer["content"][0]["text"].startswith("I'm not a road safety professional")
-    assert lines[3] == f"Text*271({answer['content'][0]['text']!r})"
-    assert lines[4:] == ["TurnCompleted(1)", "RunCompleted(complete)"]
+    assert lines[5] == f"Text*271({answer['content'][0]['text']!r})"
+    assert lines[6:] == ["TurnCompleted(1)", "RunCompleted(complete)"]
     thinking, text = result.messages[-1].parts
     assert isinstance(thinking, Thinking)
     assert isinstance(text, Text)
@@ -589,8 +592,12 @@ async def test_reasoning_and_a_function_call_go_back_together_with_the_calls_ite
 
     reasoning, call = final_response(server.cassette.interactions[0])["output"]
     lines = compact(events)
-    assert lines[2] == f"Thinking({SEPARATOR.join(p['text'] for p in reasoning['summary'])!r})"
-    assert lines[3:7] == [
+    assert lines[2:5] == [
+        "ThinkingStarted",
+        f"Thinking({SEPARATOR.join(p['text'] for p in reasoning['summary'])!r})",
+        "ThinkingEnded",
+    ]
+    assert lines[5:9] == [
         "TurnCompleted(1)",
         "ToolCall(update_plan)",
         "ToolResult(update_plan -> plan updated)",
@@ -647,6 +654,8 @@ async def test_reasoning_without_a_summary_and_a_done_tool_with_usage_of_reasoni
     assert compact(events) == [
         "RunStarted",
         "TurnStarted(1)",
+        "ThinkingStarted",  # a reasoning item without a summary: a block that shows no text, marked all the same
+        "ThinkingEnded",
         "TurnCompleted(1)",
         "ToolCall(final_result)",
         "ToolResult(final_result -> 6666)",
@@ -689,7 +698,13 @@ async def test_a_json_400_to_a_streamed_request_is_bad_request_and_the_run_repor
     agent = Agent(provider(server, stream=True, retry=RETRY_AT_ONCE), settings=ModelSettings(temperature=-1))
     events, result = await run_agent(agent, "What is the capital of France?")
 
-    assert compact(events) == ["RunStarted", "TurnStarted(1)", "TurnCompleted(1 rejected)", "RunCompleted(error)"]
+    assert compact(events) == [
+        "RunStarted",
+        "TurnStarted(1)",
+        "TurnCompleted(1 rejected)",
+        "CallFailed(1 bad_request -> stop)",
+        "RunCompleted(error)",
+    ]
     assert (result.stop_reason, result.degraded) == ("error", True)
     error = result.error
     assert isinstance(error, ProviderError)
@@ -707,7 +722,13 @@ async def test_an_unknown_model_is_bad_request_with_the_providers_message_and_st
     server = await replay.serve("openai_responses/test_model_name_suggestion[openai-responses].yaml")
     events, result = await run_agent(Agent(provider(server, stream=False, retry=RETRY_AT_ONCE)), "hello")
 
-    assert compact(events) == ["RunStarted", "TurnStarted(1)", "TurnCompleted(1 rejected)", "RunCompleted(error)"]
+    assert compact(events) == [
+        "RunStarted",
+        "TurnStarted(1)",
+        "TurnCompleted(1 rejected)",
+        "CallFailed(1 bad_request -> stop)",
+        "RunCompleted(error)",
+    ]
     assert result.stop_reason == "error"
     error = result.error
     assert isinstance(error, ProviderError)

@@ -103,6 +103,7 @@ SHAPE_NAMES = {
     "tool_call_delta": "call-delta",
     "tool_call_end": "call-end",
     "stream_end": "end",
+    "provider_retry": "retry",
 }
 
 

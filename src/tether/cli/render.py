@@ -1,8 +1,9 @@
 """How a run looks in a terminal: the answer as it streams, everything else as compact one-liners.
 
 The answer's text goes to ``out`` (stdout for ``tether run``, so ``tether run ... > answer.txt`` keeps only
-the answer); thinking (dim), tool calls and their results (one line each), compactions of the history (one
-line each), notes and the closing summary go to ``err`` (stderr). In the chat both are the same console. A
+the answer); thinking (dim, each block on lines of its own), tool calls and their results (one line each), the
+provider's retries (``retrying in 2.0 s (rate_limited)``, one line each), compactions of the history (one line
+each), notes and the closing summary go to ``err`` (stderr). In the chat both are the same console. A
 spinner runs on ``err`` while the model has not sent anything yet, when ``err`` is a terminal.
 
 Everything but the answer goes through the agent's :class:`~tether.redaction.Redaction`
@@ -25,10 +26,12 @@ from rich.text import Text
 
 from tether.events import (
     Compacted,
+    ProviderRetry,
     RunCompleted,
     RunEvent,
     TextDelta,
     ThinkingDelta,
+    ThinkingEnded,
     ToolCallStarted,
     ToolResultReceived,
     TurnCompleted,
@@ -100,6 +103,12 @@ def describe_compaction(event: Compacted) -> str:
         what += f", {event.trimmed:,} tool output{'' if event.trimmed == 1 else 's'} shown by reference"
     why = " after the model's context overflowed" if event.reason == "overflow" else ""
     return f"context compacted{why}: {event.tokens_before:,} → {event.tokens_after:,} tokens ({what})"
+
+
+def describe_retry(event: ProviderRetry) -> str:
+    """``retrying in 2.0 s (rate_limited, HTTP 429)``: a retry of the provider's on one line, before its wait."""
+    status = f", HTTP {event.status}" if event.status is not None else ""
+    return f"retrying in {event.delay:.1f} s ({event.code}{status})"
 
 
 def _mark(result: ToolResult) -> str:
@@ -196,6 +205,13 @@ class Renderer:
             self._release()
             self.end_lines()
             self._rejected = event.rejected
+        elif kind is ThinkingEnded:
+            if self._in_thinking:  # the next block, or the answer, starts on a line of its own
+                self.end_lines()
+        elif kind is ProviderRetry:
+            assert isinstance(event, ProviderRetry)
+            self.note(describe_retry(event))
+            self._wait_for_model()
         elif kind is Compacted:
             assert isinstance(event, Compacted)
             self._flush_rejected()  # an overflow that set it off is told first
@@ -268,6 +284,10 @@ class Renderer:
             self.note("(asking the model for a final answer, without tools)")
         elif event.attempt > 1:
             self.note("(the answer could not be used; asking again)")
+        self._wait_for_model()
+
+    def _wait_for_model(self) -> None:
+        """The spinner, while nothing has come of the model yet (a call starts, or its provider retries)."""
         if self.spinner and self._status is None:
             self._status = self.err.status(Text("waiting for the model…", style="dim"), spinner="dots")
             self._status.start()

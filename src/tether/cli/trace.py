@@ -8,7 +8,7 @@ whether or not spans are exported::
     ├── turn 1 · 812 ms · ttft 240 ms · 600 in / 40 out · tool_calls
     │   ├── ✓ read · 0.4 ms
     │   └── ✗ bash · tool_failed · 12 ms
-    └── turn 2 · 590 ms · ttft 210 ms · 500 in / 94 out · stop · 1 retry
+    └── turn 2 · 2.6 s · ttft 210 ms · 500 in / 94 out · stop · 1 retry after 2.0 s waiting
 
 A call that asked for a summary to compact the history (``TurnRecord.compaction``) is labelled
 ``compaction``; the call made without tools after a limit, ``final``.
@@ -70,7 +70,8 @@ def _turn_label(record: TurnRecord, redaction: Redaction | None) -> Text:
     parts.append(f"{usage.input_tokens:,} in / {usage.output_tokens:,} out")
     parts.append(f"error {record.error}" if record.error else record.finish_reason)
     if record.retries:
-        parts.append(f"{record.retries} {'retry' if record.retries == 1 else 'retries'}")
+        waited = f" after {duration(record.retry_wait_ms)} waiting" if record.retry_wait_ms else ""
+        parts.append(f"{record.retries} {'retry' if record.retries == 1 else 'retries'}{waited}")
     label = Text()
     label.append(head, style="bold")
     label.append(SEP + SEP.join(parts))

@@ -13,6 +13,13 @@ parts keep their arrival order. What cannot be used is reported, not guessed at:
 * a call still open when the provider stops with ``finish_reason="length"`` was cut off: it is returned in
   ``incomplete_calls`` and never executed;
 * a stream without ``StreamEnd`` gives ``ended=False``.
+
+What a host is shown as it comes is what :meth:`StreamAccumulator.add` returns: the text and thinking deltas
+themselves, a provider's ``ProviderRetry``, and the marks of a thinking block (``ThinkingStarted`` when one begins,
+``ThinkingEnded`` when it is closed or the answer goes on with something else). Where one event shows two things
+(a block's first delta is its start and its text), the first is returned and the rest is :attr:`held`, for the
+watch to hand on before it waits for the next event (``interrupts.Watched``). Only thinking makes more than one:
+the marks are made where a part begins or a call starts, never for a delta within a part.
 """
 
 from __future__ import annotations
@@ -24,12 +31,17 @@ from msgspec.structs import replace
 
 from tether.errors import InvalidResponse
 from tether.events import (
+    THINKING_ENDED,
+    THINKING_STARTED,
     FinishReason,
     LlmEvent,
+    ProviderRetry,
     StreamEnd,
     StreamStart,
     TextDelta,
     ThinkingDelta,
+    ThinkingEnded,
+    ThinkingStarted,
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
@@ -100,6 +112,10 @@ class _CallBuilder:
         return ToolCall(self.id, self.name, arguments, raw, self.provider_data)
 
 
+Shown = TextDelta | ThinkingDelta | ThinkingStarted | ThinkingEnded | ProviderRetry
+"""What of a stream a host is shown as it comes (:meth:`StreamAccumulator.add`)."""
+
+
 def _merge(old: JsonObject | None, new: JsonObject) -> JsonObject:
     return new if old is None else {**old, **new}
 
@@ -109,7 +125,7 @@ class StreamAccumulator:
 
     __slots__ = (
         "_calls", "_current", "_ended", "_finish", "_model", "_parts", "_provider_data", "_response_id", "_usage",
-        "first_event",
+        "first_event", "held",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -127,32 +143,35 @@ class StreamAccumulator:
         self.first_event = 0.0
         """When the first event after ``StreamStart`` came (``time.perf_counter()``); 0: none yet. A call's time to
         its first token (``TurnRecord.ttft_ms``)."""
+        self.held: list[Shown] | None = None
+        """What the last event showed after what :meth:`add` returned (see the module docstring), in order."""
 
-    def add(self, event: LlmEvent) -> TextDelta | ThinkingDelta | None:
-        """Fold one event in; returns it when it is a text or thinking delta with text (what a host is shown as
-        it comes), else ``None``. Raises ``InvalidResponse`` for a stream that breaks the provider contract.
+    def add(self, event: LlmEvent) -> Shown | None:
+        """Fold one event in; returns what a host is shown of it as it comes (a text or thinking delta with
+        text, a retry, a thinking block's mark; the rest in :attr:`held`), else ``None``. Raises
+        ``InvalidResponse`` for a stream that breaks the provider contract.
 
         ``type(event) is`` tests, most frequent first: exact, narrowed by the type checker, and cheaper than a
         ``match`` or ``isinstance`` on the hottest path of a stream (``bench/instructions.py``)."""
-        if not self.first_event and type(event) is not StreamStart:
+        if not self.first_event and type(event) is not StreamStart and type(event) is not ProviderRetry:
             self.first_event = perf_counter()
         if type(event) is TextDelta:
-            self._text(event)
-            return event if event.text else None
+            return self._text(event)
         if type(event) is ToolCallDelta:
             self._call(event.id).chunks.append(event.arguments_delta)
         elif type(event) is ThinkingDelta:
-            self._thinking(event)
-            return event if event.text else None
+            return self._thinking(event)
         elif type(event) is ToolCallStart:
-            self._start_call(event)
+            return self._start_call(event)
         elif type(event) is ToolCallEnd:
             self._call(event.id).ended = True
         elif type(event) is StreamEnd:
-            self._end(event)
+            return self._end(event)
         elif type(event) is StreamStart:
             self._model = event.model
             self._response_id = event.response_id
+        elif type(event) is ProviderRetry:
+            return event
         else:
             raise InvalidResponse(f"unknown stream event {event!r}")
         return None
@@ -161,45 +180,90 @@ class StreamAccumulator:
     """:meth:`add` under the name a watch calls (``interrupts.Picker``): a call whose text is shown as it comes
     hands its accumulator to the watch itself, and the watch keeps no bound method for it."""
 
-    def _end(self, event: StreamEnd) -> None:
+    def _end(self, event: StreamEnd) -> ThinkingEnded | None:
         self._finish, self._usage, self._ended = event.finish_reason, event.usage, True
         if event.provider_data:
             self._provider_data = _merge(self._provider_data, event.provider_data)
+        return self._thought()
 
-    def _text(self, event: TextDelta) -> None:
+    def _thought(self) -> ThinkingEnded | None:
+        """The end of the thinking block under way, if one is (a block a signature closed has had its end)."""
+        current = self._current
+        return THINKING_ENDED if type(current) is _ThinkingBuilder and current.signature is None else None
+
+    def _text(self, event: TextDelta) -> Shown | None:
         if not event.text and event.provider_data is None:
-            return
+            return None
         current = self._current
         if type(current) is not _TextBuilder:
-            current = _TextBuilder()
-            self._parts.append(current)
-            self._current = current
+            return self._text_part(event)
         current.chunks.append(event.text)
         if event.provider_data:
             current.provider_data = _merge(current.provider_data, event.provider_data)
+        return event if event.text else None
 
-    def _thinking(self, event: ThinkingDelta) -> None:
+    def _text_part(self, event: TextDelta) -> Shown | None:
+        """A text part begins with ``event``: after the end of the thinking block it closes, if one was open."""
+        ended = self._thought()
+        current = self._current = _TextBuilder()
+        self._parts.append(current)
+        current.chunks.append(event.text)
+        current.provider_data = event.provider_data or None
+        if ended is None:
+            return event if event.text else None
+        if event.text:
+            self.held = [event]
+        return ended
+
+    def _thinking(self, event: ThinkingDelta) -> Shown | None:
         current = self._current
         if type(current) is not _ThinkingBuilder or current.signature is not None:
-            current = _ThinkingBuilder()
-            self._parts.append(current)
-            self._current = current
+            return self._thinking_part(event)
         current.chunks.append(event.text)
-        if event.signature is not None:
-            current.signature = event.signature
         if event.provider_data:
             current.provider_data = _merge(current.provider_data, event.provider_data)
+        if event.signature is None:
+            return event if event.text else None
+        current.signature = event.signature  # the block is closed
+        if not event.text:
+            return THINKING_ENDED
+        self.held = [THINKING_ENDED]
+        return event
 
-    def _start_call(self, event: ToolCallStart) -> None:
+    def _thinking_part(self, event: ThinkingDelta) -> ThinkingStarted:
+        """A thinking block begins with ``event`` (its start, its text, and its end when it is signed at once)."""
+        current = self._current = _ThinkingBuilder()
+        self._parts.append(current)
+        current.chunks.append(event.text)
+        current.signature = event.signature
+        current.provider_data = event.provider_data or None
+        held: list[Shown] = [event] if event.text else []
+        if event.signature is not None:
+            held.append(THINKING_ENDED)
+        self.held = held or None
+        return THINKING_STARTED
+
+    def release(self) -> Shown:
+        """The first of what is :attr:`held` (the watch asks while there is any)."""
+        held = self.held
+        assert held, "released only while something is held"
+        shown = held.pop(0)
+        if not held:
+            self.held = None
+        return shown
+
+    def _start_call(self, event: ToolCallStart) -> ThinkingEnded | None:
         calls = self._calls
         if calls is None:
             calls = self._calls = {}
         elif event.id in calls:
             raise InvalidResponse(f"tool call id {event.id!r} started twice in one turn")
+        ended = self._thought()
         builder = _CallBuilder(event)
         calls[event.id] = builder
         self._parts.append(builder)
         self._current = builder
+        return ended
 
     def _call(self, call_id: str) -> _CallBuilder:
         builder = self._calls.get(call_id) if self._calls is not None else None

@@ -3,19 +3,23 @@
 A :class:`ProviderCall` is made per call, one of the run's :class:`Calls`. Iterating :meth:`ProviderCall.deltas`
 makes the call: the provider's events are awaited through the run's interrupter (``interrupts.py``: a cancel or
 a deadline interrupts the wait, never the host's code), folded by a ``StreamAccumulator``, and the text and
-thinking deltas are handed on as they come (not in JSON action mode, whose text is an action, nor for a call
-whose text is not the run's answer). When the stream is over, however it ended, :attr:`ProviderCall.outcome`
-holds what the call gave (:class:`CallOutcome`), and its usage has been counted: in the run's guard (turns,
-budget), per call (``RunResult.turn_usage``), in its record and in the token gauge.
+thinking deltas are handed on as they come, a thinking block's between its marks (not in JSON action mode,
+whose text is an action, nor for a call whose text is not the run's answer), and so are the provider's retries
+(``ProviderRetry``, events of its stream: in JSON action mode too, never for a compaction's quiet call). When
+the stream is over, however it ended, :attr:`ProviderCall.outcome` holds what the call gave
+(:class:`CallOutcome`), and its usage has been counted: in the run's guard (turns, budget), per call
+(``RunResult.turn_usage``), in its record and in the token gauge.
 
 A malformed answer (``InvalidResponse``) is not an exception out of the call: it is the outcome's ``problem``
 (the loop corrects and retries it). Every other failure (a provider error, an interrupt) is raised, with known
 keys masked, after the outcome is kept. :meth:`Calls.completed` and :meth:`Calls.failed` make the
-``TurnCompleted`` every started call gets, and keep its record; :meth:`Calls.read` decides whether an answer
-is usable.
+``TurnCompleted`` every started call gets, and keep its record; :meth:`Calls.failure` and
+:meth:`Calls.rejected` the ``CallFailed`` of a call that gave no usable answer, once the loop has decided what
+follows; :meth:`Calls.read` decides whether an answer is usable.
 
-In a durable run the call is a step (``steps.py``): it runs to its end inside the step, its deltas reaching the
-sinks as they come, and the turn is the step's result.
+In a durable run the call is a step (``steps.py``): it runs to its end inside the step, its deltas (and its
+retries) reaching the sinks as they come, and the turn is the step's result; the run's stream is handed the
+turn's text and thinking after the step, its retries only through the sinks.
 """
 
 from __future__ import annotations
@@ -26,8 +30,21 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from tether.errors import InvalidResponse, TetherError
-from tether.events import LlmEvent, PartialOutput, RunEvent, TextDelta, ThinkingDelta, TurnCompleted, TurnStatus
-from tether.loop.accumulator import AccumulatedTurn, StreamAccumulator, rejection, without_calls
+from tether.events import (
+    THINKING_ENDED,
+    THINKING_STARTED,
+    CallFailed,
+    CallNext,
+    LlmEvent,
+    PartialOutput,
+    ProviderRetry,
+    RunEvent,
+    TextDelta,
+    ThinkingDelta,
+    TurnCompleted,
+    TurnStatus,
+)
+from tether.loop.accumulator import AccumulatedTurn, Shown, StreamAccumulator, rejection, without_calls
 from tether.loop.actions import ActionProtocol, Interpreted
 from tether.loop.guard import LoopGuard
 from tether.loop.interrupts import Interrupted, Interrupter, Picker, deadline_passed
@@ -51,6 +68,8 @@ NOTHING = AccumulatedTurn(Message("assistant", ()), (), (), "error", NO_USAGE, e
 """The turn of a call that could not even be assembled."""
 
 Notify = Callable[[RunEvent], None]
+Delta = Shown | PartialOutput
+"""What a call hands on as it streams (:meth:`ProviderCall.deltas`)."""
 
 
 class CallOutcome(msgspec.Struct, frozen=True):
@@ -98,10 +117,12 @@ class Calls:
         """The last text a call gave, however it ended: the answer of a run stopped before it answered."""
 
     def retried(self, error: ProviderError, attempt: int, wait: float) -> None:
-        """The provider retries the current call (``Request.on_retry``)."""
+        """The provider retries the current call (``Request.on_retry``): counted, observed, and the error's text
+        masked (a provider may quote the key in its error body) before its ``ProviderRetry`` is made of it."""
         self.recorder.retries += 1
+        self.recorder.waited += wait
+        mask_exception_in_place(error, self.spec.masker)
         if self.observer is not None:
-            mask_exception_in_place(error, self.spec.masker)  # a provider may quote the key in its error body
             self.observer.retry(error, attempt, wait)
 
     def counted(self, call: ProviderCall, turn: AccumulatedTurn, requested: bool, first: float) -> Usage:
@@ -155,6 +176,25 @@ class Calls:
         status: TurnStatus = "failed" if failure is not None else "rejected" if rejected is not None else "completed"
         return TurnCompleted(call.turn, turn.message, turn.usage, turn.finish_reason, rejected, status)
 
+    def rejected(self, call: ProviderCall, problem: str, decided: object) -> CallFailed:
+        """The ``CallFailed`` of ``call``, whose answer could not be used (``problem`` says why): retried when the
+        loop ``decided`` on a correction (a ``Message``), else the run stops."""
+        then: CallNext = "retry" if isinstance(decided, Message) else "stop"
+        return CallFailed(call.turn, call.attempt, "invalid_response", self.spec.masker.mask(problem), then)
+
+    def failure(self, call: ProviderCall, failure: Exception, then: CallNext) -> CallFailed | None:
+        """The ``CallFailed`` of ``call``, which raised ``failure``; ``None`` for a call that was cancelled, which
+        did not fail."""
+        if isinstance(failure, Interrupted):
+            if failure.interrupt.error is None:
+                return None
+            failure = failure.interrupt.error
+        if isinstance(failure, TetherError):
+            code, message = failure.code, str(failure)
+        else:
+            code, message = None, f"{type(failure).__name__}: {failure}"
+        return CallFailed(call.turn, call.attempt, code, self.spec.masker.mask(message), then)
+
     def failed(self, call: ProviderCall, failure: Exception, *, compaction: bool = False) -> TurnCompleted:
         """The ``TurnCompleted`` of a call that failed or was interrupted: every call that starts ends."""
         turn = call.outcome.turn if call.outcome is not None else NOTHING
@@ -194,11 +234,10 @@ class ProviderCall:
         """What the call gave, once its stream is over (also when it failed)."""
         self._accumulator = StreamAccumulator()
 
-    async def deltas(
-        self, actions: ActionProtocol | None
-    ) -> AsyncGenerator[TextDelta | ThinkingDelta | PartialOutput, None]:
-        """Make the call: its text and thinking as they stream (none in JSON action mode, whose text is an
-        action, or for a quiet call); :attr:`outcome` is set when it is over, however it ended."""
+    async def deltas(self, actions: ActionProtocol | None) -> AsyncGenerator[Delta, None]:
+        """Make the call: its text and thinking as they stream, with the marks of its thinking blocks (none in
+        JSON action mode, whose text is an action, or for a quiet call) and the provider's retries (none for a
+        quiet call); :attr:`outcome` is set when it is over, however it ended."""
         calls = self._calls
         spec, interrupter, observer = calls.spec, calls.interrupter, calls.observer
         context = None
@@ -244,12 +283,13 @@ class ProviderCall:
             usage = calls.counted(self, turn, requested, self._accumulator.first_event)
             self.outcome = CallOutcome(turn, usage, problem, error)
 
-    def _picker(self, passthrough: bool) -> Picker[LlmEvent, TextDelta | ThinkingDelta | PartialOutput]:
-        """What the watch hands on of each event: its text and thinking (the accumulator itself), nothing (a call
-        whose text is not shown as it comes), or, in a run with a typed output, the output as written so far."""
+    def _picker(self, passthrough: bool) -> Picker[LlmEvent, Delta]:
+        """What the watch hands on of each event: its text and thinking (the accumulator itself), only the
+        provider's retries (a call whose text is not shown as it comes) or nothing (a quiet call), or, in a run
+        with a typed output, the output as written so far."""
         accumulator, spec = self._accumulator, self._calls.spec
         if not passthrough:
-            return _Quiet(accumulator)
+            return _Quiet(accumulator, retries=not self.quiet)
         if spec.output is None:
             return accumulator
         return PartialOutputs(accumulator, spec.output, tool_mode=spec.output_mode == "tool", turn=self.turn)
@@ -284,29 +324,44 @@ class ProviderCall:
                 shown = accumulator.add(event)
                 if shown is not None and passthrough:
                     calls.notify(shown)
+                    while accumulator.held is not None:
+                        calls.notify(accumulator.release())
         finally:
             await close_stream(stream)
         return accumulator.finish()
 
 
 class _Quiet:
-    """A watch's picker that folds every event and hands none on (a call whose text is not shown as it comes)."""
+    """A watch's picker that folds every event and hands on only the provider's retries, or nothing (``retries``
+    false): a call whose text is not shown as it comes (JSON action mode; a compaction's summary, quiet)."""
 
-    __slots__ = ("_accumulator",)
+    __slots__ = ("_accumulator", "_retries")
 
-    def __init__(self, accumulator: StreamAccumulator) -> None:
+    held = None
+    """Nothing is ever held: the marks of thinking are not handed on."""
+
+    def __init__(self, accumulator: StreamAccumulator, *, retries: bool) -> None:
         self._accumulator = accumulator
+        self._retries = retries
 
-    def pick(self, event: LlmEvent) -> None:
-        self._accumulator.add(event)
+    def pick(self, event: LlmEvent) -> ProviderRetry | None:
+        shown = self._accumulator.add(event)
+        return shown if type(shown) is ProviderRetry and self._retries else None
+
+    def release(self) -> Delta:
+        raise AssertionError("a quiet picker holds nothing")
 
 
-def _deltas(message: Message) -> Sequence[TextDelta | ThinkingDelta]:
-    """The text and thinking of a turn taken in a step, as the deltas the run's events carry (one a part)."""
-    deltas: list[TextDelta | ThinkingDelta] = []
+def _deltas(message: Message) -> Sequence[Delta]:
+    """The text and thinking of a turn taken in a step, as the events a run carries of them as they stream (one
+    delta a part; a thinking part between its marks)."""
+    deltas: list[Delta] = []
     for part in message.parts:
         if type(part) is Text and part.text:
             deltas.append(TextDelta(part.text))
-        elif type(part) is Thinking and part.text:
-            deltas.append(ThinkingDelta(part.text))
+        elif type(part) is Thinking:
+            deltas.append(THINKING_STARTED)
+            if part.text:
+                deltas.append(ThinkingDelta(part.text))
+            deltas.append(THINKING_ENDED)
     return deltas

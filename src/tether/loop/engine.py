@@ -36,7 +36,6 @@ from msgspec.structs import replace
 
 from tether.errors import ContextOverflow, TetherError
 from tether.events import (
-    Compacted,
     RunCompleted,
     RunEvent,
     RunResult,
@@ -336,13 +335,12 @@ class Run:
     # --- a turn: ask, then act ---------------------------------------------------------------------------
 
     async def _turns(self) -> AsyncGenerator[RunEvent | Decided, None]:
-        """Turn after turn, until one decides that the run stops (its last item): each asks until its answer is
-        usable, then acts on it (see the module docstring). One generator for the whole run: asyncio tracks each."""
+        """Turn after turn, until one decides that the run stops (its last item): each asks until its answer is usable,
+        then acts on it (the module docstring). One generator for the whole run: asyncio tracks each."""
         guard, state, calls, offer, compactor = self.guard, self.state, self.calls, self.offer, self.compactor
         while True:
             turn_no = state.turn = guard.turns + 1
-            had, extra, attempt, recovered = guard.repeated, None, 0, False
-            final = bool(had)  # the model asked again for results it has: now it may only answer
+            extra, attempt, recovered, final = None, 0, False, bool(had := guard.repeated)  # repeated: only an answer
             while True:
                 attempt += 1
                 self.interrupter.check()
@@ -356,8 +354,8 @@ class Run:
                     async for delta in deltas:
                         yield delta
                 except Exception as failure:  # noqa: BLE001 - raised again unless compaction recovers the turn
-                    yield self._emit(calls.failed(call, failure))
-                    yield self._emit(await self._recovered(failure, turn_no, recovered))
+                    async for event in self._failed(call, failure, recovered):
+                        yield event
                     recovered = True
                     continue
                 finally:
@@ -368,7 +366,9 @@ class Run:
                 yield self._emit(calls.completed(call, read.turn, read.problem))
                 if read.problem is None:
                     break
-                if isinstance(rejected := self._rejected(read.problem, call, had, final), Decided):
+                rejected = self._rejected(read.problem, call, had, final)
+                yield self._emit(calls.rejected(call, read.problem, rejected))  # retried or stopped, as decided
+                if isinstance(rejected, Decided):
                     yield rejected
                     return
                 extra = rejected
@@ -389,19 +389,23 @@ class Run:
                 for reported in executor.reporting(batch, group, turn_no):
                     yield self._emit(reported)
             decided = await self._acted(batch)
-            # this frame lives as long as the run: while it waits for its next answer it keeps nothing of this turn
-            # (the transcript has what matters). All are bound: a turn with calls has a group and an event of each.
+            # the frame outlives the turn and keeps nothing of it (all bound: a turn with calls has a group, events)
             del read, asked, batch, group, started, reported
             if decided.stop is not None:
                 yield decided
                 return
 
-    async def _recovered(self, failure: Exception, turn_no: int, recovered: bool) -> Compacted:
-        """A failed call's turn goes on only after a ``context_overflow`` that compaction made room for (once a
-        turn): the ``Compacted`` it made. Any other failure is raised again; a second overflow is
-        ``still_too_long``."""
-        if not recovered and (compacted := await self.compactor.after(failure, turn_no)):
-            return compacted
+    async def _failed(self, call: ProviderCall, failure: Exception, recovered: bool) -> AsyncGenerator[RunEvent, None]:
+        """A failed call's ``TurnCompleted`` and ``CallFailed``. Its turn goes on only after a ``context_overflow``
+        that compaction made room for (once a turn): the ``Compacted`` it made follows. Any other failure is
+        raised again (after its ``CallFailed``); a second overflow is ``still_too_long``."""
+        yield self._emit(self.calls.failed(call, failure))
+        compacted = None if recovered else await self.compactor.after(failure, call.turn)
+        if (failed := self.calls.failure(call, failure, "compact" if compacted else "stop")) is not None:
+            yield self._emit(failed)
+        if compacted:
+            yield self._emit(compacted)
+            return
         if recovered and isinstance(failure, ContextOverflow):
             raise still_too_long(failure) from failure
         raise failure
@@ -509,6 +513,8 @@ class Run:
                 yield delta
         except Exception as failure:  # noqa: BLE001 - the fallback text says why the run stopped: that is the answer
             yield self._emit(calls.failed(call, failure))
+            if (failed := calls.failure(call, failure, "stop")) is not None:
+                yield self._emit(failed)
             yield Decided(_stop_for(failure.interrupt)) if isinstance(failure, Interrupted) else GOES_ON
             return
         finally:

@@ -183,9 +183,16 @@ class Interrupter(TaskCanceller):
 
 
 class Picker(Protocol[T_contra, U_co]):
-    """What a watch hands each item of its stream to: what of it to hand on, ``None`` for nothing."""
+    """What a watch hands each item of its stream to: what of it to hand on, ``None`` for nothing. An item that
+    shows more than one thing leaves the rest :attr:`held`: the watch hands it on, one :meth:`release` a call,
+    before it waits for the next item."""
+
+    @property
+    def held(self) -> object | None: ...
 
     def pick(self, item: T_contra, /) -> U_co | None: ...
+
+    def release(self) -> U_co: ...
 
 
 class Watched(Generic[T, U]):
@@ -208,6 +215,8 @@ class Watched(Generic[T, U]):
         interrupter, stream, picker = self._interrupter, self._stream, self._picker
         if interrupter.pending is not None:
             raise Interrupted(interrupter.pending)
+        if picker.held is not None:  # the rest of what the last item showed: handed on without a wait
+            return picker.release()
         interrupter._armed = True
         try:
             while True:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import InvalidOutput
-from tether.events import LlmEvent, PartialOutput, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallStart
+from tether.events import LlmEvent, PartialOutput, TextDelta, ToolCallDelta, ToolCallStart
 from tether.limits import StopReason
 from tether.loop.guard import Stop
 from tether.loop.repeats import Verdict
@@ -32,7 +32,7 @@ from tether.output import ModelRetry, OutputChoice, OutputInvalid, OutputSpec
 from tether.tools.threads import run_in_tool_thread
 
 if TYPE_CHECKING:
-    from tether.loop.accumulator import StreamAccumulator
+    from tether.loop.accumulator import Shown, StreamAccumulator
     from tether.loop.progress import RunProgress
     from tether.loop.spec import RunSpec
 
@@ -149,7 +149,7 @@ class PartialOutputs:
     (:class:`~tether.events.PartialOutput`) in place of the deltas of its raw JSON: the text of a ``native`` or
     ``prompted`` answer, or the arguments of an output tool's call."""
 
-    __slots__ = ("_accumulator", "_calls", "_spec", "_text", "_tool_mode", "_turn")
+    __slots__ = ("_accumulator", "_calls", "_spec", "_text", "_tool_mode", "_turn", "held")
 
     def __init__(self, accumulator: StreamAccumulator, spec: OutputSpec, *, tool_mode: bool, turn: int) -> None:
         self._accumulator = accumulator
@@ -159,9 +159,30 @@ class PartialOutputs:
         self._text: list[str] = []
         self._calls: dict[str, list[str]] = {}
         """The argument deltas of each output call so far, by call id."""
+        self.held: list[Shown | PartialOutput] | None = None
+        """What an event showed after what :meth:`pick` returned (a thinking block's mark came first)."""
 
-    def pick(self, event: LlmEvent) -> TextDelta | ThinkingDelta | PartialOutput | None:
-        shown = self._accumulator.add(event)
+    def pick(self, event: LlmEvent) -> Shown | PartialOutput | None:
+        accumulator = self._accumulator
+        shown = accumulator.add(event)
+        if accumulator.held is None:
+            return self._shown(event, shown)
+        held, accumulator.held = accumulator.held, None  # a mark first: the rest as this picker shows it
+        self.held = [picked for item in held if (picked := self._shown(event, item)) is not None] or None
+        return shown
+
+    def release(self) -> Shown | PartialOutput:
+        """The first of what is :attr:`held`."""
+        held = self.held
+        assert held, "released only while something is held"
+        shown = held.pop(0)
+        if not held:
+            self.held = None
+        return shown
+
+    def _shown(self, event: LlmEvent, shown: Shown | None) -> Shown | PartialOutput | None:
+        """What is handed on of ``event``, which the accumulator showed as ``shown``: the output so far in place
+        of its raw JSON's deltas."""
         if self._tool_mode:
             if isinstance(event, ToolCallStart) and self._spec.choice(event.name) is not None:
                 self._calls[event.id] = []

@@ -38,13 +38,14 @@ class CallRecorder:
         "retries",
         "run_started",
         "usage",
+        "waited",
     )
 
     def __init__(self) -> None:
         self._calls: list[list[Any]] = []
-        """Per call, the arguments of its ``TurnRecord``, then its message (its text is read when the record
-        is made, not per call: a used answer is the transcript's own message, so keeping it costs a reference)
-        and, last, its tool calls' results and durations."""
+        """Per call, the arguments of its ``TurnRecord`` up to its error, then its message (its text is read when
+        the record is made, not per call: a used answer is the transcript's own message, so keeping it costs a
+        reference), its tool calls' results and durations, and, last, its retries' wait."""
         self._compactions: tuple[int, ...] = ()
         """Positions in ``_calls`` of the calls that asked for a compaction's summary (rare: a tuple, empty and
         shared until one does, where an empty set would be 216 bytes per run)."""
@@ -52,6 +53,8 @@ class CallRecorder:
         self.call_started = self.call_ended = self.first_event = 0.0
         self.usage = NO_USAGE
         self.retries = 0
+        self.waited = 0.0
+        """Seconds the provider's retries of the call under way waited (``TurnRecord.retry_wait_ms``)."""
 
     def begin_call(self) -> None:
         """A provider call is about to be made: its clock starts, its counts are zero."""
@@ -59,6 +62,7 @@ class CallRecorder:
         self.first_event = 0.0
         self.usage = NO_USAGE
         self.retries = 0
+        self.waited = 0.0
 
     def end_call(self, first_event: float, usage: Usage) -> None:
         """The call's stream is over: ``first_event`` is when its first event after ``StreamStart`` came
@@ -84,30 +88,31 @@ class CallRecorder:
         self._calls.append([
             turn_no, attempt, final, (self.call_ended - started) * 1000.0, ttft, self.usage, turn.finish_reason,
             turn.model, turn.response_id, self.retries, rejected, error_code(failure) if failure is not None else None,
-            turn.message, None,
+            turn.message, None, self.waited * 1000.0,
         ])  # fmt: skip
 
     def last(self) -> TurnRecord:
         """The record of the call kept last, without its tool calls (for an observer)."""
         position = len(self._calls) - 1
-        *fields, message, _ = self._calls[-1]
-        return TurnRecord(*[*fields, (), position in self._compactions, answer_text(message)])
+        *fields, message, _, waited = self._calls[-1]
+        return TurnRecord(*[*fields, (), position in self._compactions, answer_text(message), waited])
 
     def attach_calls(self, results: Sequence[ToolResult], durations: Mapping[str, float]) -> None:
         """The results of the tool calls the last answer asked for, in the model's order, and how long those
         that ran took (milliseconds, by call id)."""
         if self._calls:
-            self._calls[-1][-1] = (results, durations)
+            self._calls[-1][-2] = (results, durations)
 
     def records(self) -> tuple[TurnRecord, ...]:
         """Every call's record, with its tool calls'."""
         made = []
         for position, arguments in enumerate(self._calls):
-            *fields, message, calls = arguments
+            *fields, message, calls, waited = arguments
             fields += [
                 () if calls is None else tool_records(*calls),
                 position in self._compactions,
                 answer_text(message),
+                waited,
             ]
             made.append(TurnRecord(*fields))
         return tuple(made)

@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "ToolCallDelta": "tether.events",
     "ToolCallEnd": "tether.events",
     "StreamEnd": "tether.events",
+    "ProviderRetry": "tether.events",
     "FinishReason": "tether.events",
     "Usage": "tether.usage",
     "resolve": "tether.providers.registry",
@@ -70,6 +71,7 @@ __getattr__, __dir__ = lazy_face(__name__, _EXPORTS)
 if TYPE_CHECKING:
     from tether.events import FinishReason as FinishReason
     from tether.events import LlmEvent as LlmEvent
+    from tether.events import ProviderRetry as ProviderRetry
     from tether.events import StreamEnd as StreamEnd
     from tether.events import StreamStart as StreamStart
     from tether.events import TextDelta as TextDelta

@@ -9,14 +9,18 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.events import (
+    CallFailed,
     Compacted,
     PartialOutput,
+    ProviderRetry,
     RunCompleted,
     RunEvent,
     RunResult,
     RunStarted,
     TextDelta,
     ThinkingDelta,
+    ThinkingEnded,
+    ThinkingStarted,
     ToolCallStarted,
     ToolResultReceived,
     TurnCompleted,
@@ -59,6 +63,12 @@ def describe(event: RunEvent) -> str:
         return f"ToolResult({event.result.name} -> {flag})"
     if isinstance(event, TurnCompleted):
         return f"TurnCompleted({event.turn}{' rejected' if event.rejected else ''})"
+    if isinstance(event, CallFailed):
+        return f"CallFailed({event.turn} {event.code} -> {event.then})"
+    if isinstance(event, ProviderRetry):
+        return f"ProviderRetry({event.attempt} {event.code})"
+    if isinstance(event, ThinkingStarted | ThinkingEnded):
+        return type(event).__name__
     assert isinstance(event, RunCompleted)
     return f"RunCompleted({event.result.stop_reason})"
 

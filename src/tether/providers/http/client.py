@@ -46,7 +46,7 @@ from tether.providers.base import ModelInfo, OnRetry, Request, Server
 from tether.providers.http.attempt import client_timeout, refused, transport_error
 from tether.providers.http.body import ResponseLimits, decode_text, parse_json, read_body
 from tether.providers.http.pool import session_for
-from tether.providers.http.retry import RetryPolicy, retrying
+from tether.providers.http.retry import RetryPolicy, next_wait, retry_event, retrying
 from tether.providers.http.sse import ServerSentEvent
 from tether.providers.http.stream import EventStream, open_events
 from tether.providers.memo import exact
@@ -206,8 +206,19 @@ class HttpClient:
         end_marker: str | None,
         reading: _Reading[Item],
     ) -> AsyncGenerator[Item, None]:
-        """What ``reading`` makes of each event of the answer, then of its end."""
-        opened = await retrying(self._attempt, (path, payload, timeout, self._open), self.retry, deadline, on_retry)
+        """What ``reading`` makes of each event of the answer, then of its end; before each retry's wait, what it
+        makes of the retry (the ladder of ``retry.py``, climbed here so that a retry is said before its wait)."""
+        tried = 0
+        while True:
+            try:
+                opened = await self._attempt(path, payload, timeout, self._open)
+                break
+            except ProviderError as error:
+                wait = next_wait(error, tried, self.retry, deadline, on_retry)
+                for item in reading.retry(error, tried, wait):
+                    yield item
+                await asyncio.sleep(wait)
+            tried += 1
         if isinstance(opened, str):  # a whole answer where a stream was asked for
             for item in reading.whole(opened):
                 yield item
@@ -341,6 +352,8 @@ class _Reading(Protocol[Item]):
 
     def end(self) -> list[Item]: ...
 
+    def retry(self, error: ProviderError, attempt: int, wait: float) -> list[Item]: ...
+
 
 class _Decoding:
     """Each event's JSON fed to a protocol's decoder, where the bytes are read; a shape the decoder does not
@@ -360,6 +373,9 @@ class _Decoding:
     def end(self) -> list[LlmEvent]:
         return decoded(_call, self._decoder.end, self._provider)
 
+    def retry(self, error: ProviderError, attempt: int, wait: float) -> list[LlmEvent]:
+        return [retry_event(error, attempt, wait)]
+
 
 class _RawEvents:
     """The events as they came, an answer that is not a stream as one event of its body, and nothing at the end."""
@@ -375,6 +391,9 @@ class _RawEvents:
     def end(self) -> list[ServerSentEvent]:
         return []
 
+    def retry(self, error: ProviderError, attempt: int, wait: float) -> list[ServerSentEvent]:
+        return []
+
 
 _RAW = _RawEvents()
 
@@ -385,13 +404,20 @@ _NONE_LEFT: Iterator[LlmEvent] = iter(())
 class WholeAnswer:
     """A non-streamed answer as an async iterator of its events: the request is made when the first event is
     asked for (an iterator that is closed unread sends nothing), then the events of the whole body are handed
-    out one by one. Lighter than an async generator, which asyncio also tracks in a weak set."""
+    out one by one. Lighter than an async generator, which asyncio also tracks in a weak set.
 
-    __slots__ = ("_body", "_client", "_decoder", "_events", "_path", "_request")
+    It climbs the retry ladder itself (``retry.py``), an ask at a time: an attempt that fails and is to be made
+    again is answered with its ``ProviderRetry``, and the next ask waits, then attempts again."""
+
+    __slots__ = ("_body", "_client", "_decoder", "_events", "_path", "_request", "_tried", "_wait")
 
     def __init__(self, client: HttpClient, path: str, body: bytes, decoder: Decoder, request: Request) -> None:
         self._client, self._path, self._body, self._decoder, self._request = client, path, body, decoder, request
         self._events: Iterator[LlmEvent] | None = None
+        self._tried = 0
+        """Attempts that failed and were retried."""
+        self._wait = 0.0
+        """The wait before the next attempt, when the last one said it would retry."""
 
     def __aiter__(self) -> WholeAnswer:
         return self
@@ -400,17 +426,26 @@ class WholeAnswer:
         if self._events is not None:
             return self._next()
         self._events = _NONE_LEFT  # asked once: a failed request is not made again by the next ask
-        client, request = self._client, self._request
-        return retrying(self._attempt, (), client.retry, request.deadline, request.on_retry)
+        return self._asked()
 
-    def _attempt(self) -> Coroutine[Any, Any, LlmEvent]:
-        """One attempt (the client's), read by :meth:`_first`; no arguments for the ladder to keep."""
-        return self._client._attempt(self._path, self._body, self._request.timeout, self._first)
+    async def _asked(self) -> LlmEvent:
+        """An attempt, after the wait the last one said: the answer's first event, or the ``ProviderRetry`` of an
+        attempt that failed and is to be made again (the next ask makes it); the error when none is left."""
+        client, request = self._client, self._request
+        if self._wait:
+            await asyncio.sleep(self._wait)
+        try:
+            return await client._attempt(self._path, self._body, request.timeout, self._first)
+        except ProviderError as error:
+            tried = self._tried
+            wait = next_wait(error, tried, client.retry, request.deadline, request.on_retry)
+            self._tried, self._wait, self._events = tried + 1, wait, None
+            return retry_event(error, tried, wait)
 
     async def _first(self, response: aiohttp.ClientResponse, wait: Deadline) -> LlmEvent:
         """An attempt's reading: the body read whole and decoded (a shape the decoder does not expect is
-        ``invalid_response`` at once: not retried), and the first of its events. The reading of the attempt,
-        not a frame around the retries: while the answer is awaited, no frame of this answer's is."""
+        ``invalid_response`` at once: not retried), and the first of its events: the reading of the attempt
+        itself, awaited by it."""
         client = self._client
         text = decode_text(await client._read(response, wait), client.provider)
         self._events = rest = iter(decoded(self._decoder.whole_json, text, client.provider))

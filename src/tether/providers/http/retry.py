@@ -11,7 +11,9 @@ consumer has acted on what it got, and a replay would duplicate output.
 * Each retry waits with exponential backoff and full jitter (:class:`RetryPolicy`), or as long as the server
   asked (``Retry-After``, ``retry-after-ms``, capped by ``RetryPolicy.max_delay``), and never past the run's
   deadline: a retry whose wait would end after it is not made, and the error is raised.
-* ``on_retry`` is told of each retry before its wait (the run's records, logs and spans).
+* ``on_retry`` is told of each retry before its wait (the run's records, logs and spans). A stream of events
+  (``client.py``) then hands on a ``ProviderRetry`` event before it waits, so that the consumer can say so as
+  it happens; it is not part of the answer, which only the attempt that succeeds gives.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tether.errors import ProviderError
+from tether.events import ProviderRetry
 from tether.providers.base import OnRetry
 from tether.providers.http.errors import is_retryable
 
@@ -70,6 +73,15 @@ async def back_off(
 ) -> None:
     """Wait before the next attempt (after attempt number ``attempt``, 0 the first), or raise ``error`` when
     none is left or worth making."""
+    await asyncio.sleep(next_wait(error, attempt, policy, deadline, on_retry))
+
+
+def next_wait(
+    error: ProviderError, attempt: int, policy: RetryPolicy, deadline: float | None, on_retry: OnRetry | None
+) -> float:
+    """The wait before the attempt after ``error`` (which ended attempt number ``attempt``, 0 the first), with
+    ``on_retry`` told of it; ``error`` raised when no attempt is left or worth making. The ladder's one decision,
+    for a ladder that waits itself (:func:`back_off`) and for a stream that says so first (``client.py``)."""
     if not is_retryable(error) or attempt >= policy.max_retries:
         raise error
     wait = policy.delay(attempt, error.retry_after)
@@ -77,4 +89,10 @@ async def back_off(
         raise error
     if on_retry is not None:
         on_retry(error, attempt + 1, wait)
-    await asyncio.sleep(wait)
+    return wait
+
+
+def retry_event(error: ProviderError, attempt: int, wait: float) -> ProviderRetry:
+    """The ``ProviderRetry`` a stream hands on before the wait of :func:`next_wait` (after ``on_retry``, which
+    masks the run's keys in ``error``). ``attempt`` is the number of the attempt that failed, 0 the first."""
+    return ProviderRetry(attempt + 2, wait, error.code, error.message, error.status)
