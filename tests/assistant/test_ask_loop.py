@@ -149,6 +149,24 @@ def test_the_step_cap_stops_the_question_with_every_finding() -> None:
     ]
 
 
+def test_a_model_that_asks_again_instead_of_answering_gets_each_finding_once_and_no_raw_results() -> None:
+    def turn() -> Step:
+        repr_n = call("get_repr", {"expr": "n"})
+        return parallel(repr_n, call("get_type", {"expr": "n"}), repr_n)
+
+    model = ScriptedProvider([call("list_globals"), turn(), turn(), reply(""), reply("")])
+
+    result = ask("what is n?", {"n": 3}, model=model)
+
+    assert result.stop_reason == StopReason.CONSECUTIVE_ERRORS
+    assert result.text.startswith("(Stopped before a full answer: the model's function calls kept failing (")
+    assert result.text.endswith(
+        "Confirmed in the session:\n- the session defines `n` (int)\n- `n` is `3`\n- `n` is an int"
+    )
+    assert '"ok":true' not in result.text, "the loop's raw results give way to the findings they confirm"
+    model.assert_consumed()
+
+
 def test_the_total_timeout_stops_the_question_with_what_was_confirmed() -> None:
     model = ScriptedProvider([call("get_last_exception"), hang()])
     limits = replace(NO_CLOCK, run_timeout=0.2)
