@@ -18,7 +18,7 @@ from tether.events import OutputT, RunCompleted, RunResult
 from tether.limits import Compaction, Limits
 from tether.loop.choice import ToolChoiceOption, resolve_tool_choice
 from tether.loop.engine import Run
-from tether.loop.executor import DEFAULT_MAX_OUTPUT
+from tether.loop.executor import DEFAULT_MAX_OUTPUT, UnknownTool
 from tether.loop.interrupts import Interrupter
 from tether.loop.progress import joined_instructions
 from tether.loop.sinks import EventSink
@@ -82,6 +82,7 @@ class Agent(Generic[DepsT, OutputT]):
         tool_choice: ToolChoiceOption = "auto",
         output_type: OutputType[OutputT] = str,  # type: ignore[assignment]  # str is the default of OutputT
         output_mode: OutputMode | None = None,
+        unknown_tool: UnknownTool | None = None,
     ) -> None:
         """
         Args:
@@ -146,6 +147,9 @@ class Agent(Generic[DepsT, OutputT]):
                 a model that calls tools), ``"native"`` (the provider's JSON Schema output, or the embedded
                 model's grammar; the default for a model that cannot call tools but has it), ``"prompted"`` (the
                 schema in the instructions and JSON mode; the default otherwise).
+            unknown_tool: what the model reads when it calls a tool this agent does not offer:
+                ``unknown_tool(call, offered_names) -> str`` (the result is still an error, ``tool_not_found``);
+                when not given, or when it raises, a message naming the tools there are.
         """
         provider = resolve(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
@@ -191,6 +195,7 @@ class Agent(Generic[DepsT, OutputT]):
             tool_mode=_tool_mode(tool_mode, provider, registry),
             masker=masker,
             compaction=_compaction(compaction),
+            unknown_tool=unknown_tool,
         )
         self._sinks: tuple[EventSink, ...] = (on_event,) if on_event is not None else ()
         self.telemetry = telemetry  # the setter takes a bool or None too
