@@ -73,6 +73,9 @@ class RunSpec:
     """How the typed output is asked for (``loop/offer.py``), already chosen for the model."""
     output_validators: tuple[OutputValidator, ...] = ()
     """Checks of a typed output after its type's (``@agent.output_validator``), in order."""
+    record_exchanges: bool = False
+    """Keep each provider call's request body and raw answer, masked, in the run's session
+    (``tether.exchanges``)."""
     unknown_tool: UnknownTool | None = None
     """What the model reads of a call to a tool that is not offered (``loop/executor.py``); ``None``: tether's
     message naming the tools there are."""
