@@ -19,7 +19,7 @@ from tether.health import DEFAULT_TIMEOUT, HealthReport, health_of, settle
 from tether.limits import Compaction, Limits
 from tether.loop.choice import ToolChoiceOption, resolve_tool_choice
 from tether.loop.engine import Run
-from tether.loop.executor import DEFAULT_MAX_OUTPUT
+from tether.loop.executor import DEFAULT_MAX_OUTPUT, UnknownTool
 from tether.loop.interrupts import Interrupter
 from tether.loop.progress import joined_instructions
 from tether.loop.sinks import EventSink
@@ -84,6 +84,8 @@ class Agent(Generic[DepsT, OutputT]):
         tool_choice: ToolChoiceOption = "auto",
         output_type: OutputType[OutputT] = str,  # type: ignore[assignment]  # str is the default of OutputT
         output_mode: OutputMode | None = None,
+        unknown_tool: UnknownTool | None = None,
+        record_exchanges: bool = False,
     ) -> None:
         """
         Args:
@@ -151,6 +153,12 @@ class Agent(Generic[DepsT, OutputT]):
                 a model that calls tools), ``"native"`` (the provider's JSON Schema output, or the embedded
                 model's grammar; the default for a model that cannot call tools but has it), ``"prompted"`` (the
                 schema in the instructions and JSON mode; the default otherwise).
+            unknown_tool: what the model reads when it calls a tool this agent does not offer:
+                ``unknown_tool(call, offered_names) -> str`` (the result is still an error, ``tool_not_found``);
+                when not given, or when it raises, a message naming the tools there are.
+            record_exchanges: keep each provider call's request body and raw answer (its events' JSON or its
+                body), masked like telemetry, in the run's session: ``store.load_exchanges(session_id)`` reads
+                them (``tether.exchanges``). A run without a session keeps none; off, nothing is copied.
         """
         provider = resolve(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
@@ -199,6 +207,8 @@ class Agent(Generic[DepsT, OutputT]):
             masker=masker,
             compaction=_compaction(compaction),
             save_errors=save_errors,
+            unknown_tool=unknown_tool,
+            record_exchanges=bool(record_exchanges),
         )
         self._sinks: tuple[EventSink, ...] = (on_event,) if on_event is not None else ()
         self.telemetry = telemetry  # the setter takes a bool or None too
@@ -207,6 +217,11 @@ class Agent(Generic[DepsT, OutputT]):
         self._output_mode = _checked_mode(output_mode)
         self._spec = _with_output(self._spec, output_type, output_mode)
         self._run_spec(None)  # a choice this agent can never keep is refused now, not at its first run
+
+    @property
+    def record_exchanges(self) -> bool:
+        """Whether runs in a session keep their exchanges (see ``record_exchanges=`` in the constructor)."""
+        return self._spec.record_exchanges
 
     @property
     def secrets(self) -> Masker:

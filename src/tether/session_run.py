@@ -3,7 +3,9 @@
 A :class:`SessionRun` is what ``agent.stream(..., session=ID)`` iterates: it loads the session from the agent's
 store (a new one when it does not exist yet), runs the loop on its messages, and hands the run a checkpoint that
 saves the transcript and the usage added to the session's, so a killed process loses at most the turn in flight.
-A store that also keeps tool outputs (``sessions.OutputStore``) keeps the run's long ones.
+A store that also keeps tool outputs (``sessions.OutputStore``) keeps the run's long ones. When the agent keeps
+its exchanges (``record_exchanges``), the run's provider calls are handed to the store with each save, before
+the transcript (``tether.exchanges``; a store that cannot keep them is refused before the run starts).
 
 In a durable run (``loop/steps.py``) the load and each save are steps of their own: an execution of the run
 again sees the session as the first one did, and never saves an older transcript over a newer one.
@@ -12,7 +14,7 @@ again sees the session as the first one did, and never saves an older transcript
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tether.events import RunEvent, RunResult
 from tether.loop.engine import Run
@@ -24,8 +26,9 @@ from tether.providers.attachments import refuse_unreadable
 from tether.usage import Usage
 
 if TYPE_CHECKING:
+    from tether.exchanges import ExchangeLog
     from tether.loop.steps import StepRunner
-    from tether.sessions import Session, SessionStore
+    from tether.sessions import ExchangeStore, Session, SessionStore
 
 
 class SessionRun:
@@ -56,6 +59,8 @@ class SessionRun:
         self._loaded = Usage()
         """What the session had used when it was loaded: the run's usage is added to it."""
         self._saves = 0
+        if spec.record_exchanges:
+            _check_keeps_exchanges(store)
 
     @property
     def result(self) -> RunResult | None:
@@ -74,12 +79,22 @@ class SessionRun:
             self._spec, self._prompt, stored.messages, self._interrupter, self._sinks, self._checkpoint,
             session_id=self.id, output_store=outputs, steps=self._steps, deps=self._deps,
         )  # fmt: skip
+        if self._spec.record_exchanges:
+            self._run.calls.exchanges = self._exchange_log(self._run.run_id)
         events = self._run.events()
         try:
             async for event in events:
                 yield event
         finally:
             await events.aclose()
+
+    def _exchange_log(self, run_id: str) -> ExchangeLog:
+        """Where the run keeps its exchanges until they are saved, masked as the run's telemetry is."""
+        from tether.exchanges import ExchangeLog
+        from tether.redaction import Redaction
+
+        redaction = self._spec.redaction or Redaction(self._spec.masker)
+        return ExchangeLog(run_id, self._spec.provider.info.model_string, redaction)
 
     async def _load(self) -> Session:
         from tether.sessions import Session, SessionNotFound
@@ -104,5 +119,18 @@ class SessionRun:
         title = latest.title or suggest_title(messages)
         model = self._spec.provider.info.model_string
         updated = latest.updated(messages=messages, usage=self._loaded + usage, model=model, title=title)
+        log = self._run.calls.exchanges if self._run is not None else None
+        if log is not None and (exchanges := log.take()):
+            await cast("ExchangeStore", self._store).save_exchanges(self.id, exchanges)
         await self._store.save(updated)
         self._latest = updated
+
+
+def _check_keeps_exchanges(store: SessionStore) -> None:
+    """``ConfigInvalid`` before the run starts when the agent keeps its exchanges and its store cannot."""
+    from tether.errors import ConfigInvalid
+    from tether.sessions import ExchangeStore
+
+    if not isinstance(store, ExchangeStore):
+        kind = type(store).__name__
+        raise ConfigInvalid(f"record_exchanges needs a session store that keeps exchanges, and {kind} does not")

@@ -150,7 +150,7 @@ def test_a_blocked_first_candidate_is_passed_over_for_the_second() -> None:
     assert "I cannot" not in json.dumps(server.bodies[1]["contents"])
 
 
-def test_a_recorded_call_to_a_function_the_assistant_lacks_is_answered_with_the_ones_it_has() -> None:
+def test_a_recorded_call_to_a_function_the_assistant_lacks_is_answered_with_the_unknown_function_envelope() -> None:
     cassette = Cassette.load("google/test_google_streaming_tool_call_thought_signature.yaml")
     signature = json.loads(cassette.interactions[0].events_data()[0])["candidates"][0]["content"]["parts"][0][
         "thoughtSignature"
@@ -166,12 +166,17 @@ def test_a_recorded_call_to_a_function_the_assistant_lacks_is_answered_with_the_
     assert call["functionCall"]["name"] == "get_country"
     assert call["thoughtSignature"] == signature
     (answered,) = function_responses(second)
-    assert answered["id"] == call["functionCall"]["id"]
-    error = answered["response"]["error"]
-    assert answered["response"]["ok"] is False
-    assert error["code"] == "tool_not_found"
-    assert "get_country" in error["message"]
-    assert "list_globals" in error["message"]
+    assert "id" not in call["functionCall"], "no id came with the call: none goes back"
+    assert "id" not in answered
+    declared = ["list_globals", "get_type", "get_repr", "get_dir", "get_doc", "eval_expr", "get_last_exception"]
+    assert answered["response"] == {
+        "ok": False,
+        "error": {
+            "code": "unknown_function",
+            "message": f"no function 'get_country'; available: {', '.join(declared)}",
+            "details": {"name": "get_country", "available": declared},
+        },
+    }
 
 
 def test_a_gemini_model_without_function_calling_is_refused_at_start() -> None:

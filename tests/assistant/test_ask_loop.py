@@ -19,6 +19,7 @@ from tether.limits import StopReason
 from tether.messages import ToolResult
 from tether.providers.base import Request
 from tether.providers.scripted import ScriptedProvider, Step, call, cut_off, hang, parallel, reply
+from tether.tools.python_runtime import RuntimeSettings
 
 NO_CLOCK = replace(ASK_LIMITS, request_timeout=None, step_timeout=60.0, run_timeout=None)
 """The question's limits with deadlines far away, for tests that set one deadline of their own."""
@@ -86,17 +87,22 @@ def test_several_calls_of_one_turn_run_in_order_and_are_answered_in_one_message(
     assert sum(1 for m in model.requests[1].messages if m.role == "tool") == 1
 
 
-def test_an_unknown_function_is_answered_with_the_functions_there_are_and_the_model_goes_on() -> None:
+def test_an_undeclared_function_is_answered_with_the_unknown_function_envelope_and_the_model_goes_on() -> None:
     model = ScriptedProvider([call("run_shell", {"cmd": "ls"}), call("list_globals"), reply("x is an int")])
 
-    result = ask("what is defined?", {"x": 1}, model=model)
+    result = ask("what is defined?", {"x": 1}, model=model, settings=RuntimeSettings(allow_eval=False))
 
     (unknown,) = tool_results(model.requests[1])
-    assert unknown.is_error
-    assert unknown.code == "tool_not_found"
-    assert "run_shell" in unknown.content
-    assert "list_globals" in unknown.content
-    assert "get_type" in unknown.content
+    assert (unknown.is_error, unknown.code) == (True, "tool_not_found")
+    declared = ["list_globals", "get_type", "get_repr", "get_dir", "get_doc", "get_last_exception"]
+    assert envelope(unknown) == {
+        "ok": False,
+        "error": {
+            "code": "unknown_function",
+            "message": f"no function 'run_shell'; available: {', '.join(declared)}",
+            "details": {"name": "run_shell", "available": declared},
+        },
+    }
     (listed,) = tool_results(model.requests[2])
     assert envelope(listed)["result"]["globals"] == [{"name": "x", "type_name": "int"}]
     assert (result.stop_reason, result.text) == (StopReason.COMPLETE, "x is an int")
@@ -147,6 +153,24 @@ def test_the_step_cap_stops_the_question_with_every_finding() -> None:
     assert [line for line in result.text.splitlines() if line.startswith("- ")] == [
         f"- `v{n}` is `{n * 10}`" for n in range(6)
     ]
+
+
+def test_a_model_that_asks_again_instead_of_answering_gets_each_finding_once_and_no_raw_results() -> None:
+    def turn() -> Step:
+        repr_n = call("get_repr", {"expr": "n"})
+        return parallel(repr_n, call("get_type", {"expr": "n"}), repr_n)
+
+    model = ScriptedProvider([call("list_globals"), turn(), turn(), reply(""), reply("")])
+
+    result = ask("what is n?", {"n": 3}, model=model)
+
+    assert result.stop_reason == StopReason.CONSECUTIVE_ERRORS
+    assert result.text.startswith("(Stopped before a full answer: the model's function calls kept failing (")
+    assert result.text.endswith(
+        "Confirmed in the session:\n- the session defines `n` (int)\n- `n` is `3`\n- `n` is an int"
+    )
+    assert '"ok":true' not in result.text, "the loop's raw results give way to the findings they confirm"
+    model.assert_consumed()
 
 
 def test_the_total_timeout_stops_the_question_with_what_was_confirmed() -> None:

@@ -132,3 +132,12 @@ def test_many_findings_are_counted_past_the_first_ones() -> None:
 
     assert text.count("\n- `v") == MAX_FINDINGS
     assert text.endswith("\n- and 3 more findings")
+
+
+def test_a_finding_confirmed_by_several_calls_is_listed_once_in_the_order_first_confirmed() -> None:
+    int_n = Completed("get_type", {"expr": "n"}, ok({"qualified": "int"}))
+    repr_n = Completed("get_repr", {"expr": "n"}, ok({"repr": "3", "truncated": False, "original_len": 1}))
+
+    text = notice_text(result(StopReason.MAX_TURNS, "reached"), [int_n, repr_n, int_n, repr_n, int_n], ASK_LIMITS)
+
+    assert text.splitlines()[1:] == ["Confirmed in the session:", "- `n` is an int", "- `n` is `3`"]

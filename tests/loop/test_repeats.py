@@ -70,6 +70,15 @@ async def test_a_model_that_will_not_answer_after_a_repeat_ends_with_the_results
     assert_valid(result)
 
 
+async def test_the_results_a_model_had_are_each_listed_once_in_its_best_effort_answer() -> None:
+    twice = parallel(call("add", {"a": 17, "b": 25}), call("add", {"a": 1, "b": 1}), call("add", {"a": 17, "b": 25}))
+    model = ScriptedProvider([twice], repeat_last=True)
+    result = await Agent(model, tools=[add], limits=Limits(max_turns=10, invalid_response_retries=1)).run("sums?")
+    assert result.stop_reason == "consecutive_errors"
+    assert result.text == "The model gave no final answer. Its last tool calls returned:\n\nadd:\n42\n\nadd:\n2"
+    assert runs == [(17, 25), (1, 1), (17, 25)], "the same call twice in a turn runs twice: only the answer is once"
+
+
 async def test_a_repeat_on_the_last_allowed_turn_ends_with_the_summary_call() -> None:
     same = call("add", {"a": 17, "b": 25})
     model = ScriptedProvider([same, same, reply("42")])

@@ -330,7 +330,7 @@ def test_thought_signatures_are_sent_back_on_the_same_parts_next_turn() -> None:
         "parts": [
             {"text": "Hmm, weather.", "thought": True, "thoughtSignature": "SIG-THINK"},
             {"text": "Looking it up.", "thoughtSignature": "SIG-TEXT"},
-            {"functionCall": {"id": call.id, "name": "weather", "args": {"city": "Oslo"}}, "thoughtSignature": "SIG-C"},
+            {"functionCall": {"name": "weather", "args": {"city": "Oslo"}}, "thoughtSignature": "SIG-C"},
         ],
     }
 
@@ -393,7 +393,7 @@ def test_models_before_gemini_3_get_no_placeholder(model: str) -> None:
 # --- decoding: calls, usage, finish reasons ------------------------------------------------------------------
 
 
-def test_whole_function_calls_become_start_delta_end_and_a_call_without_an_id_gets_one() -> None:
+def test_whole_function_calls_become_start_delta_end_and_a_call_without_an_id_gets_one_of_tethers() -> None:
     events = decode(
         response(
             candidate(
@@ -405,7 +405,7 @@ def test_whole_function_calls_become_start_delta_end_and_a_call_without_an_id_ge
     start = events[1]
     assert isinstance(start, ToolCallStart)
     generated = start.id
-    assert generated.startswith("call_")
+    assert generated.startswith("gemini_noid_")
     assert events[1:] == [
         ToolCallStart(generated, "weather", 0),
         ToolCallDelta(generated, '{"city": "Paris"}'),

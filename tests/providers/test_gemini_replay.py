@@ -13,7 +13,8 @@ pydantic-ai) is served by ``tests/wire/replay.py``. Two kinds of tests:
 The replay server answers with the recording whatever we send, so every test also asserts what we sent.
 Differences from pydantic-ai's requests that do not matter, and that :func:`essentials` leaves out: it sends
 ``responseModalities: ["TEXT"]`` (the default), ``parameters_json_schema`` (we send ``parameters`` in
-Gemini's schema subset), snake-case ``include_thoughts``, its own call ids (``pyd_ai_...``), the
+Gemini's schema subset), snake-case ``include_thoughts``, ids of its own (``pyd_ai_...``) on the calls the model
+sent without one and on their responses (we send those back without an id, as the model wrote them), the
 ``{"return_value": ...}`` / ``{"error": ...}`` response objects (we send ``{"ok": ..., ...}``), a "Fix the
 errors and try again." line after a tool's error, and thought signatures re-encoded in the URL-safe base64
 alphabet (we send back the exact string we received).
@@ -58,7 +59,7 @@ NO_RETRY = RetryPolicy(max_retries=0)
 """Each request is answered once: a retry would take the next recorded interaction."""
 RETRY_AT_ONCE = RetryPolicy(max_retries=2, base_delay=0.0, max_delay=0.0)
 """Retries without waiting, to show which failures are retried."""
-GENERATED_ID = re.compile(r"call_[0-9a-f]{24}")
+GENERATED_ID = re.compile(r"gemini_noid_[0-9a-f]{24}")
 GEMINI = {"origin": "gemini"}
 
 
@@ -228,17 +229,20 @@ def _model_part(part: dict[str, Any]) -> Part:
 
 def essentials(body: dict[str, Any]) -> dict[str, Any]:
     """The fields of a request body that must match the recording, with the differences the module
-    docstring lists taken out: call ids are numbered by first appearance, signatures in one alphabet,
+    docstring lists taken out: call ids are numbered by first appearance (pydantic-ai's own, ``pyd_ai_...``,
+    read as no id at all, which is what we send for a call that came without one), signatures in one alphabet,
     function responses as ``(ok, value)`` with an error's first line, tool parameters in Gemini's subset."""
     ids: dict[str, str] = {}
 
-    def call_id(value: str) -> str:
+    def call_id(value: str | None) -> str:
+        if value is None or value.startswith("pyd_ai_"):
+            return "(no id)"
         return ids.setdefault(value, f"#{len(ids)}")
 
     def part(item: dict[str, Any]) -> tuple[Any, ...]:
         signature = standard(item.get("thoughtSignature"))
         if call := item.get("functionCall"):
-            return ("call", call_id(call["id"]), call["name"], call.get("args", {}), signature)
+            return ("call", call_id(call.get("id")), call["name"], call.get("args", {}), signature)
         if answer := item.get("functionResponse"):
             response = answer["response"]
             if "ok" in response:
@@ -246,7 +250,7 @@ def essentials(body: dict[str, Any]) -> dict[str, Any]:
             else:
                 ok, value = "error" not in response, response.get("return_value", response.get("error"))
             value = value.split("\n")[0] if not ok else value
-            return ("result", call_id(answer["id"]), answer["name"], ok, value, signature)
+            return ("result", call_id(answer.get("id")), answer["name"], ok, value, signature)
         return ("thought" if item.get("thought") else "text", item["text"], signature)
 
     declarations = [d for entry in body.get("tools", []) for d in entry["functionDeclarations"]]
@@ -437,7 +441,9 @@ def capital_tool(*, strict: bool) -> Tool:
     return get_capital
 
 
-async def test_a_streamed_tool_round_trip_over_three_requests(replay: Replayer) -> None:
+async def test_a_streamed_tool_round_trip_sends_calls_that_came_without_an_id_back_without_one(
+    replay: Replayer,
+) -> None:
     server = await replay.serve("google/test_google_model_iter_stream.yaml")
 
     @tool
@@ -473,29 +479,27 @@ async def test_a_streamed_tool_round_trip_over_three_requests(replay: Replayer) 
     ]
     assert result.usage == Usage(input_tokens=52 + 64 + 79, output_tokens=5 + 5 + 12, requests=3)
     first_call, second_call = result.messages[2].tool_calls[0], result.messages[4].tool_calls[0]
-    assert GENERATED_ID.fullmatch(first_call.id)  # Gemini 2.0 sends calls without ids: we number them
+    # Gemini 2.0 sends calls without ids: tether pairs each with its result by an id of its own...
+    assert GENERATED_ID.fullmatch(first_call.id)
+    assert GENERATED_ID.fullmatch(second_call.id)
+    assert result.messages[3].tool_results[0].call_id == first_call.id
+    # ...and sends the model's content back as the model wrote it: no id on the call, none on its response.
     last = server.bodies[2]["contents"]
     assert last[1] == {
         "role": "model",
-        "parts": [{"functionCall": {"id": first_call.id, "name": "get_capital", "args": {"country": "France"}}}],
+        "parts": [{"functionCall": {"name": "get_capital", "args": {"country": "France"}}}],
     }
     assert last[2] == {
         "role": "user",
-        "parts": [
-            {
-                "functionResponse": {
-                    "id": first_call.id,
-                    "name": "get_capital",
-                    "response": {"ok": True, "result": "Paris"},
-                }
-            }
-        ],
+        "parts": [{"functionResponse": {"name": "get_capital", "response": {"ok": True, "result": "Paris"}}}],
     }
+    assert last[3]["parts"] == [{"functionCall": {"name": "get_temperature", "args": {"city": "Paris"}}}]
     assert last[4]["parts"][0]["functionResponse"] == {
-        "id": second_call.id,
         "name": "get_temperature",
         "response": {"ok": True, "result": "30°C"},
     }
+    assert first_call.id not in json.dumps(server.bodies)
+    assert second_call.id not in json.dumps(server.bodies)
     for sent, recorded in zip(server.bodies, recorded_request_bodies(server.cassette), strict=True):
         assert essentials(sent) == essentials(recorded)
     server.assert_all_served()
@@ -544,7 +548,7 @@ async def test_a_tool_error_goes_back_in_the_error_envelope_and_signed_calls_are
     contents = server.bodies[2]["contents"]
     assert contents[1]["parts"] == [
         {
-            "functionCall": {"id": first.id, "name": "get_capital", "args": {"country": "France"}},
+            "functionCall": {"name": "get_capital", "args": {"country": "France"}},  # no id came, none goes
             "thoughtSignature": answers[0]["thoughtSignature"],  # exactly as received
         }
     ]
@@ -557,7 +561,8 @@ async def test_a_tool_error_goes_back_in_the_error_envelope_and_signed_calls_are
         },
     }
     assert contents[3]["parts"][0]["thoughtSignature"] == answers[1]["thoughtSignature"]
-    assert contents[3]["parts"][0]["functionCall"]["id"] == second.id
+    assert "id" not in contents[3]["parts"][0]["functionCall"]
+    assert GENERATED_ID.fullmatch(second.id)
     for sent, recorded in zip(server.bodies, recorded_request_bodies(server.cassette), strict=True):
         assert essentials(sent) == essentials(recorded)
     server.assert_all_served()
@@ -593,7 +598,7 @@ async def test_a_streamed_gemini_3_call_has_its_signature_sent_back_on_the_same_
     assert call.provider_data == {"origin": "gemini", "thoughtSignature": signature}
     assert server.bodies[1]["contents"][1] == {
         "role": "model",
-        "parts": [{"functionCall": {"id": call.id, "name": "get_country", "args": {}}, "thoughtSignature": signature}],
+        "parts": [{"functionCall": {"name": "get_country", "args": {}}, "thoughtSignature": signature}],
     }
     assert result.usage == Usage(input_tokens=29 + 257, output_tokens=10 + 202 + 8, reasoning_tokens=202, requests=2)
     for sent, recorded in zip(server.bodies, recorded_request_bodies(server.cassette), strict=True):
@@ -656,10 +661,9 @@ async def test_three_calls_in_one_turn_are_answered_together_in_order_then_a_don
         "What happened when the wheel was invented? It caused a revolution!",
     ]
     calls = result.messages[2].tool_calls
-    assert len({call.id for call in calls}) == 3
-    assert [part["functionResponse"]["id"] for part in server.bodies[1]["contents"][2]["parts"]] == [
-        c.id for c in calls
-    ]
+    assert len({call.id for call in calls}) == 3, "three calls without ids are told apart inside tether"
+    assert [part["functionResponse"].get("id") for part in server.bodies[1]["contents"][2]["parts"]] == [None] * 3
+    assert [part["functionCall"].get("id") for part in server.bodies[1]["contents"][1]["parts"]] == [None] * 3
     assert [part["functionResponse"]["response"] for part in server.bodies[1]["contents"][2]["parts"]] == [
         {"ok": True, "result": "cars"},
         {"ok": True, "result": "penguins"},

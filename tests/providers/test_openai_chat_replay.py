@@ -650,6 +650,25 @@ async def test_deepseek_reasoning_content_in_a_whole_answer_becomes_thinking(rep
     assert result.usage == Usage(input_tokens=12, output_tokens=789, reasoning_tokens=415, requests=1)
 
 
+async def test_minimax_sends_the_output_limit_in_the_field_its_api_reference_names(replay: Replayer) -> None:
+    """MiniMax's reference deprecates ``max_tokens`` in favour of ``max_completion_tokens``; the field of its old
+    ChatCompletion Pro API (``tokens_to_generate``) is not sent. The answer is DeepSeek's recording: any
+    Chat Completions answer does, the request is what is checked."""
+    server = await replay.serve("openai_compatible/test_deepseek_model_thinking_part.yaml")
+    agent = Agent(
+        "minimax:MiniMax-M2", base_url=server.base_url, api_key="test-key", settings=ModelSettings(max_tokens=300)
+    )
+    result = await agent.run("How do I cross the street?")
+
+    assert result.stop_reason == "complete"
+    (body,) = server.bodies
+    assert body["max_completion_tokens"] == 300
+    assert not {"max_tokens", "tokens_to_generate"} & set(body)
+    assert body["model"] == "MiniMax-M2"
+    assert server.requests[0].path == "/chat/completions"
+    assert server.requests[0].headers["authorization"] == "Bearer test-key"
+
+
 async def test_deepseek_streamed_reasoning_content_becomes_thinking_deltas_before_the_text(replay: Replayer) -> None:
     server = await replay.serve("openai_compatible/test_deepseek_model_thinking_stream.yaml", chunk_size=7)
     events, result = await run_agent(Agent(provider(server, stream=True)), "Hello")

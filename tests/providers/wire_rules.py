@@ -33,6 +33,7 @@ from tether.messages import Message, Text, Thinking, ToolCall
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import ModelSettings, Request, ToolChoice, ToolDefinition
 from tether.providers.gemini import GeminiProvider
+from tether.providers.gemini_stream import sent_without_id
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.openai_responses import OpenAIResponsesProvider
 
@@ -491,8 +492,13 @@ def _expected(messages: Sequence[Message], origin: str) -> list[tuple[str, str]]
                 signature = data.get("thoughtSignature") if data else None
                 if isinstance(signature, str) and signature:
                     label = "call" if type(part) is ToolCall else "text"
-                    expected.append((f"{label}:{part.id}" if type(part) is ToolCall else label, signature))
+                    expected.append((f"{label}:{_call_key(part)}" if type(part) is ToolCall else label, signature))
     return expected
+
+
+def _call_key(call: ToolCall) -> str:
+    """How a Gemini call is found in a body: its id, or its name when the model sent it without one."""
+    return call.name if sent_without_id(call.id) else call.id
 
 
 def _anthropic_sent(body: Body) -> set[tuple[str, str]]:
@@ -522,7 +528,8 @@ def _gemini_sent(body: Body) -> set[tuple[str, str]]:
             if not signature:
                 continue
             if "functionCall" in part:
-                sent.add((f"call:{part['functionCall'].get('id')}", signature))
+                call = part["functionCall"]
+                sent.add((f"call:{call.get('id') or call.get('name')}", signature))  # no id came: none goes back
             elif part.get("thought"):
                 sent.add(("thinking", signature))
             elif "text" in part:

@@ -260,6 +260,7 @@ async def test_a_database_of_the_first_schema_gets_the_outputs_table_and_keeps_i
         await store.save(session())
     with database(path) as db:  # as the first schema left it
         db.execute("DROP TABLE outputs")
+        db.execute("DROP TABLE exchanges")
         db.execute("PRAGMA user_version = 1")
 
     async with SQLiteSessionStore(path) as store:
@@ -268,7 +269,7 @@ async def test_a_database_of_the_first_schema_gets_the_outputs_table_and_keeps_i
         assert await store.load_output("s1", REF) == OUTPUT
 
     with database(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        assert db.execute("PRAGMA user_version").fetchone() == (3,)
 
 
 async def test_sqlite_output_io_runs_in_a_worker_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -189,9 +189,27 @@ async def test_the_first_use_creates_the_schema_with_its_version(
 ) -> None:
     assert await store.list() == []
 
-    assert sql(postgres, "SELECT version FROM {s}.schema_version") == [(1,)]
+    assert sql(postgres, "SELECT version FROM {s}.schema_version") == [(2,)]
     tables = sql(postgres, "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY 1", (postgres.schema,))
-    assert tables == [("messages",), ("outputs",), ("schema_version",), ("sessions",)]
+    assert tables == [("exchanges",), ("messages",), ("outputs",), ("schema_version",), ("sessions",)]
+
+
+async def test_a_schema_of_version_1_gets_the_exchanges_table_and_keeps_its_sessions(postgres: PgSchema) -> None:
+    from tests.sessions.test_exchanges import exchange_of
+
+    async with PostgresSessionStore(postgres.url, schema=postgres.schema) as first:
+        await first.save(session("kept"))
+    sql(postgres, "DROP TABLE {s}.exchanges")  # as version 1 left it
+    sql(postgres, "UPDATE {s}.schema_version SET version = 1")
+
+    async with PostgresSessionStore(postgres.url, schema=postgres.schema) as store:
+        assert await store.load("kept") == session("kept")
+        await store.save_exchanges("kept", [exchange_of("a"), exchange_of("b")])
+        assert [e.run_id for e in await store.load_exchanges("kept")] == ["a", "b"]
+        await store.delete("kept")
+        assert await store.load_exchanges("kept") == []
+
+    assert sql(postgres, "SELECT version FROM {s}.schema_version") == [(2,)]
 
 
 async def test_stores_opening_a_new_schema_together_create_it_once(postgres: PgSchema) -> None:
@@ -202,7 +220,7 @@ async def test_stores_opening_a_new_schema_together_create_it_once(postgres: PgS
         for opened in stores:
             await opened.aclose()
 
-    assert sql(postgres, "SELECT version FROM {s}.schema_version") == [(1,)]
+    assert sql(postgres, "SELECT version FROM {s}.schema_version") == [(2,)]
     async with PostgresSessionStore(postgres.url, schema=postgres.schema) as again:
         assert len(await again.list()) == 4
 
@@ -211,7 +229,7 @@ async def test_stores_opening_a_new_schema_together_create_it_once(postgres: PgS
     ("setup", "problem"),
     [
         pytest.param("CREATE TABLE {s}.sessions (id TEXT)", "not a tether session schema", id="another-program"),
-        pytest.param("UPDATE {s}.schema_version SET version = 2", r"a newer tether \(schema 2", id="newer"),
+        pytest.param("UPDATE {s}.schema_version SET version = 3", r"a newer tether \(schema 3", id="newer"),
         pytest.param("INSERT INTO {s}.schema_version VALUES (1)", "should hold one row, found 2", id="two-versions"),
     ],
 )

@@ -276,9 +276,9 @@ async def test_another_programs_database_is_refused_and_left_alone(path: Path) -
 
 async def test_a_database_from_a_newer_tether_is_refused(path: Path) -> None:
     with database(path) as db:
-        db.execute("PRAGMA user_version = 3")
+        db.execute("PRAGMA user_version = 4")
     async with SQLiteSessionStore(path) as store:
-        with pytest.raises(SessionInvalid, match=r"newer tether \(schema 3"):
+        with pytest.raises(SessionInvalid, match=r"newer tether \(schema 4"):
             await store.list()
 
 

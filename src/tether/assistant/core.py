@@ -12,6 +12,8 @@ The contract
 * **Threads.** ``ask()`` runs the loop on a worker thread and serves the capability calls and the events on
   the calling thread, in order (``bridge.py``); Ctrl-C there cancels the question and returns its
   ``cancelled`` result. ``ask_async()`` runs on the caller's event loop, and the calls run on its thread.
+* **Envelopes.** Every function call is answered with the runtime's envelope (``{"ok": ...}``), a call of a
+  function the assistant did not declare too: ``unknown_function``, naming the functions there are.
 * **The answer.** A question that ends degraded (a limit, an error, a cancel) answers with the soft-fail text
   of ``findings.py``: the limitation and what the completed calls confirmed. ``on_event`` gets the run's
   events as they happen (``TextDelta`` as the answer streams); for a degraded question, the soft-fail text the
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,6 +36,7 @@ from tether.assistant.findings import CallLog, soft_fail
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunEvent, RunResult, TextDelta
 from tether.limits import Limits
+from tether.messages import ToolCall
 from tether.providers.base import Provider
 from tether.providers.registry import resolve
 from tether.run_handles import RunStream
@@ -154,9 +157,15 @@ class Assistant:
         return PythonRuntime(namespace, last_exception=lambda: given, settings=settings)
 
     def _agent(self, runtime: PythonRuntime, run_call: Callable[[str, dict[str, Any]], Any]) -> Agent:
+        from tether.tools.python_runtime import envelope_text
+
+        def unknown(call: ToolCall, offered: Sequence[str]) -> str:
+            return envelope_text(runtime.unknown_function(call.name))  # any thread: no namespace read
+
         return Agent(
             self.provider,
             tools=runtime.tools(run_call),
+            unknown_tool=unknown,
             system=system_prompt(runtime.names),
             limits=self.limits,
             tool_mode=self.tool_mode,

@@ -4,7 +4,10 @@ A question stopped by a limit (its steps, its total time, a provider call's time
 not end on a fixed sentence. Its answer is what the model said so far (when it said anything), then one line
 naming the limitation, then the findings the session confirmed: one sentence per capability call that
 completed, built from its envelope (``df`` is a pandas.core.frame.DataFrame; the last exception is KeyError:
-'col'), in the order the calls ran. When no call completed, the answer says that nothing was confirmed.
+'col'), in the order the calls ran, each finding once however many calls confirmed it (a model stuck on a
+question asks the same thing again and again). When no call completed, the answer says that nothing was
+confirmed. The loop's own best-effort answer to such a question (the results of calls it asked for again,
+``loop/repeats.py``) is the same findings in raw form: like the loop's fixed sentence, it gives way to them.
 Calls that failed for the model's own reasons (bad arguments, unknown function) confirm nothing and are left
 out; an expression that raised is a finding (``x`` raised NameError: ...).
 """
@@ -20,6 +23,8 @@ from msgspec.structs import replace
 from tether.events import RunResult
 from tether.limits import Limits, StopReason
 from tether.loop.context import fallback_text
+from tether.loop.repeats import answer_from_results
+from tether.messages import ToolResult
 
 MAX_FINDINGS = 12
 """Findings listed in a soft-fail answer; the rest are counted."""
@@ -54,8 +59,8 @@ def soft_fail(result: RunResult, calls: Sequence[Completed], limits: Limits) -> 
     if not result.degraded:
         return result, ""
     said = result.text.strip()
-    if said == fallback_text(result.stop_reason, result.detail).strip():
-        said = ""  # the loop's fixed sentence: replaced by the limitation and the findings
+    if said in _loop_answers(result):
+        said = ""  # the loop's own words, not the model's: replaced by the limitation and the findings
     notice = notice_text(result, calls, limits)
     added = f"\n\n{notice}" if said else notice
     return replace(result, text=(result.text.rstrip() if said else "") + added), added
@@ -64,7 +69,7 @@ def soft_fail(result: RunResult, calls: Sequence[Completed], limits: Limits) -> 
 def notice_text(result: RunResult, calls: Sequence[Completed], limits: Limits) -> str:
     """The limitation, then the confirmed findings (or that there are none)."""
     lines = [f"(Stopped before a full answer: {limitation(result, limits)}.)"]
-    found = [line for call in calls if (line := finding(call)) is not None]
+    found = list(dict.fromkeys(line for call in calls if (line := finding(call)) is not None))
     if not found:
         lines.append("Nothing about the session was confirmed before that.")
         return "\n".join(lines)
@@ -73,6 +78,17 @@ def notice_text(result: RunResult, calls: Sequence[Completed], limits: Limits) -
     if len(found) > MAX_FINDINGS:
         lines.append(f"- and {len(found) - MAX_FINDINGS} more findings")
     return "\n".join(lines)
+
+
+def _loop_answers(result: RunResult) -> tuple[str, ...]:
+    """What the loop answers for a model that gave no answer: its fixed sentence, or (after calls asked for
+    again) the results of the last tool message, the model's last request answered."""
+    answers = [fallback_text(result.stop_reason, result.detail).strip()]
+    last = next((message for message in reversed(result.messages) if message.role == "tool"), None)
+    if last is not None:
+        results = [part for part in last.parts if isinstance(part, ToolResult)]
+        answers.append(answer_from_results(results).strip())
+    return tuple(answers)
 
 
 def limitation(result: RunResult, limits: Limits) -> str:

@@ -111,6 +111,15 @@ def _verbose_option(command: Any) -> Any:
     )(command)
 
 
+def _record_option(command: Any) -> Any:
+    """``--record-exchanges``, shared by ``run`` and ``chat`` (``session.record_exchanges``)."""
+    return click.option(
+        "--record-exchanges",
+        is_flag=True,
+        help="Keep each model request and its raw answer in the session, keys masked (session.record_exchanges).",
+    )(command)
+
+
 def _compaction_options(command: Any) -> Any:
     """``--no-compact`` and ``--context-window N``, shared by ``run`` and ``chat`` (``[compaction]``)."""
     command = click.option(
@@ -238,6 +247,7 @@ def _read_prompt(prompt: str | None) -> str:
 )
 @_instruction_options
 @_compaction_options
+@_record_option
 @_verbose_option
 @config_option
 def run(
@@ -256,6 +266,7 @@ def run(
     no_agents_md: bool,
     no_compact: bool,
     context_window: int | None,
+    record_exchanges: bool,
     verbose: int,
     config_file: str | None,
 ) -> None:
@@ -270,6 +281,7 @@ def run(
     of the run's model calls and tool calls with their times; OTEL_EXPORTER_OTLP_ENDPOINT set exports its
     spans (with tether[otel]). A history nearing the model's context window is summarized to fit
     ([compaction]; --context-window for a model whose window tether does not know, --no-compact never).
+    --record-exchanges keeps each model request and its raw answer in the session (keys masked).
 
     Exit codes: 0 answered, 1 configuration problem, 2 usage error, 3 a limit stopped the run, 4 the run
     failed, 130 cancelled (Ctrl-C).
@@ -296,6 +308,7 @@ def run(
         no_agents_md=no_agents_md,
         schema=schema,
         attachments=attachments,
+        record_exchanges=record_exchanges,
     )
     configure_logging(verbose)
     sys.exit(run_main(options))
@@ -308,6 +321,7 @@ def run(
 @click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
 @_instruction_options
 @_compaction_options
+@_record_option
 @_verbose_option
 @config_option
 def chat(
@@ -320,6 +334,7 @@ def chat(
     no_agents_md: bool,
     no_compact: bool,
     context_window: int | None,
+    record_exchanges: bool,
     verbose: int,
     config_file: str | None,
 ) -> None:
@@ -336,7 +351,7 @@ def chat(
     configure_logging(verbose)
     options = ChatOptions(
         model, session, continue_last, yes, mode, config_file, no_compact=no_compact, context_window=context_window,
-        system=system, no_agents_md=no_agents_md,
+        system=system, no_agents_md=no_agents_md, record_exchanges=record_exchanges,
     )  # fmt: skip
     sys.exit(chat_main(options))
 

@@ -189,6 +189,7 @@ class Setup:
             telemetry=self.telemetry,
             compaction=config.compaction.to_compaction(),
             cache_tool_outputs=config.tools.cache_tool_outputs,
+            record_exchanges=config.session.record_exchanges,
         )
 
 
@@ -243,6 +244,11 @@ def mcp_server_configs(config: Config, root: Path) -> list[MCPServerConfig]:
 def agent_flags(*, system: str | None, no_agents_md: bool) -> dict[str, object]:
     """The ``[agent]`` keys ``--system`` and ``--no-agents-md`` set (``None``: not given)."""
     return {"agent.instructions": system, "agent.agents_md": False if no_agents_md else None}
+
+
+def session_flags(*, record_exchanges: bool) -> dict[str, object]:
+    """The ``[session]`` keys ``--record-exchanges`` sets (``None``: not given)."""
+    return {"session.record_exchanges": True if record_exchanges else None}
 
 
 def compaction_flags(*, no_compact: bool, context_window: int | None) -> dict[str, object]:

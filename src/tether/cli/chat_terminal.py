@@ -32,6 +32,7 @@ from tether.cli.build import (
     load_setup,
     mcp_tools,
     pick_session,
+    session_flags,
 )
 from tether.cli.otlp import otlp_export
 from tether.cli.paths import history_path
@@ -66,6 +67,8 @@ class ChatOptions:
     """``--system``: ``agent.instructions`` (a file's text already read, for ``@FILE``)."""
     no_agents_md: bool = False
     """``--no-agents-md``: ``agent.agents_md = false``."""
+    record_exchanges: bool = False
+    """``--record-exchanges``: ``session.record_exchanges = true``."""
 
     def flags(self) -> dict[str, object]:
         """The configuration keys the flags set (``None``: not given)."""
@@ -74,6 +77,7 @@ class ChatOptions:
             "tools.mode": self.mode,
             **compaction_flags(no_compact=self.no_compact, context_window=self.context_window),
             **agent_flags(system=self.system, no_agents_md=self.no_agents_md),
+            **session_flags(record_exchanges=self.record_exchanges),
         }
 
 

@@ -36,6 +36,7 @@ from tether.cli.build import (
     load_setup,
     mcp_tools,
     pick_session,
+    session_flags,
     store_failures,
 )
 from tether.cli.otlp import otlp_export
@@ -76,6 +77,8 @@ class RunOptions:
     """``--schema``: the run's output type (``cli/schemas.py``); ``None``: the answer's text."""
     attachments: tuple[Attachment, ...] = ()
     """``-a``: files attached to the prompt."""
+    record_exchanges: bool = False
+    """``--record-exchanges``: ``session.record_exchanges = true``."""
 
     def flags(self) -> dict[str, object]:
         """The configuration keys the flags set (``None``: not given)."""
@@ -85,6 +88,7 @@ class RunOptions:
             "runtime.limits.max_turns": self.max_turns,
             **compaction_flags(no_compact=self.no_compact, context_window=self.context_window),
             **agent_flags(system=self.system, no_agents_md=self.no_agents_md),
+            **session_flags(record_exchanges=self.record_exchanges),
         }
 
 

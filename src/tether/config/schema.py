@@ -366,6 +366,9 @@ class SessionConfig(Section):
     db_schema: str = "tether"
     """The PostgreSQL schema holding tether's tables (postgres), created on first use; lowercase letters,
     digits and ``_``."""
+    record_exchanges: bool = False
+    """Keep each model request's body and the model's raw answer in the session, masked like telemetry
+    (``tether.exchanges``); off, nothing is copied."""
 
     @field_validator("db_schema")
     @classmethod

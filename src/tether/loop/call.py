@@ -44,6 +44,7 @@ from tether.events import (
     TurnCompleted,
     TurnStatus,
 )
+from tether.exchanges import ExchangeLog, ExchangeRecorder
 from tether.loop.accumulator import AccumulatedTurn, Shown, StreamAccumulator, rejection, without_calls
 from tether.loop.actions import ActionProtocol, Interpreted
 from tether.loop.guard import LoopGuard
@@ -89,7 +90,8 @@ class Calls:
     """Makes the provider calls of one run and keeps what they count (see the module docstring)."""
 
     __slots__ = (
-        "gauge", "guard", "interrupter", "last_text", "notify", "observer", "recorder", "spec", "steps", "turn_usage",
+        "exchanges", "gauge", "guard", "interrupter", "last_text", "notify", "observer", "recorder", "spec", "steps",
+        "turn_usage",
     )  # fmt: skip
 
     def __init__(
@@ -115,6 +117,8 @@ class Calls:
         """The run's token gauge, which each call's reported input calibrates (set by the compactor)."""
         self.last_text = ""
         """The last text a call gave, however it ended: the answer of a run stopped before it answered."""
+        self.exchanges: ExchangeLog | None = None
+        """Where each call's exchange is kept, when the run keeps them (``tether.exchanges``; set by its session)."""
 
     def retried(self, error: ProviderError, attempt: int, wait: float) -> None:
         """The provider retries the current call (``Request.on_retry``): counted, observed, and the error's text
@@ -205,7 +209,9 @@ class Calls:
 class ProviderCall:
     """One provider call (see the module docstring): iterate :meth:`deltas`, then read :attr:`outcome`."""
 
-    __slots__ = ("_accumulator", "_calls", "attempt", "final", "outcome", "quiet", "request", "turn", "view")
+    __slots__ = (
+        "_accumulator", "_calls", "_exchange", "attempt", "final", "outcome", "quiet", "request", "turn", "view",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -223,7 +229,8 @@ class ProviderCall:
         are not handed on (a compaction's summary)."""
         calls.recorder.begin_call()
         self._calls = calls
-        self.request = request
+        self._exchange = None if calls.exchanges is None else ExchangeRecorder()
+        self.request = request if self._exchange is None else msgspec.structs.replace(request, record=self._exchange)
         self.turn = turn
         self.attempt = attempt
         self.final = final
@@ -282,6 +289,8 @@ class ProviderCall:
             turn = self._accumulator.finish() if stepped is None else stepped
             usage = calls.counted(self, turn, requested, self._accumulator.first_event)
             self.outcome = CallOutcome(turn, usage, problem, error)
+            if self._exchange is not None and calls.exchanges is not None:
+                calls.exchanges.ended(self._exchange, self.turn, self.attempt)
 
     def _picker(self, passthrough: bool) -> Picker[LlmEvent, Delta]:
         """What the watch hands on of each event: its text and thinking (the accumulator itself), only the

@@ -160,7 +160,7 @@ class Run:
             spec.tools, interrupter, timeout=spec.limits.tool_timeout, concurrent_tools=spec.concurrent_tools,
             max_concurrency=spec.max_concurrency, permissions=spec.permissions, max_output=spec.max_tool_output,
             masker=spec.masker, observer=self.observer, redaction=spec.redaction, outputs=self.outputs, steps=steps,
-            contexts=self.progress, reads=spec.provider.info.input_kinds,
+            contexts=self.progress, reads=spec.provider.info.input_kinds, unknown_tool=spec.unknown_tool,
         )  # fmt: skip
         self.sinks = Sinks(sinks) if sinks else NO_SINKS
         self.calls = Calls(spec, interrupter, self.guard, self.observer, self.sinks, steps)

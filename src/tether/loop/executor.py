@@ -1,7 +1,8 @@
 """ToolExecutor: one turn's tool calls, validated, run under their timeouts, answered in the model's order.
 
 Each call goes: look up -> validate -> run with a timeout -> ``ToolResult``. Every failure that is the
-model's fault becomes an error result the model reads (``tool_not_found`` lists the tools that exist;
+model's fault becomes an error result the model reads (``tool_not_found`` lists the tools that exist, in
+words the host may choose with ``Agent(unknown_tool=...)``: an assistant answers in its own envelope;
 ``invalid_arguments`` names the fields; ``tool_failed`` gives the exception's type and message;
 ``tool_timeout`` says how long it waited) and never an exception out of the loop.
 
@@ -79,6 +80,9 @@ if TYPE_CHECKING:
     from tether.telemetry.observer import RunObserver
     from tether.tools.output_cache import OutputCache
 
+UnknownTool = Callable[[ToolCall, Sequence[str]], str]
+"""What the model reads of a call to a tool that is not offered (``Agent(unknown_tool=...)``), made of the call
+and the names of the tools offered; the result stays an error with the code ``tool_not_found``."""
 MAX_ECHOED_ARGUMENTS = 200
 """Characters of unparseable arguments quoted back to the model."""
 DEFAULT_MAX_OUTPUT = 30_000
@@ -140,7 +144,7 @@ class ToolExecutor:
 
     __slots__ = (
         "_redaction", "concurrent_tools", "contexts", "interrupter", "masker", "max_concurrency", "max_output",
-        "observer", "outputs", "permissions", "reads", "registry", "steps", "timeout",
+        "observer", "outputs", "permissions", "reads", "registry", "steps", "timeout", "unknown_tool",
     )  # fmt: skip
 
     def __init__(
@@ -160,8 +164,11 @@ class ToolExecutor:
         steps: StepRunner | None = None,
         contexts: Contexts | None = None,
         reads: frozenset[str] | None = None,
+        unknown_tool: UnknownTool | None = None,
     ) -> None:
         self.registry = registry
+        self.unknown_tool = unknown_tool
+        """Words the host chose for a call to a tool that is not offered; ``None``: the executor's own."""
         self.reads = reads
         """What the model reads of what tools return (``ModelInfo.input_kinds``); ``None``: every kind."""
         self.contexts = contexts
@@ -246,9 +253,7 @@ class ToolExecutor:
             return _Plan(call, answer=ToolResult(call.id, call.name, verdict, True, "permission_denied"))
         tool = self.registry.get(call.name)
         if tool is None:
-            offered = ", ".join(t.name for t in self.registry if self.permissions.offers(t)) or "none"
-            error = ToolNotFound(f"Unknown tool {call.name!r}. Available tools: {offered}.")
-            return _Plan(call, answer=error_result(call, error))
+            return _Plan(call, answer=self._not_found(call))
         if (refusal := self.permissions.refusal(tool)) is not None:
             return _Plan(call, answer=_denied(call, refusal))
         arguments = call.arguments
@@ -267,6 +272,18 @@ class ToolExecutor:
             why = self.redaction.hide_values(describe_exception(error), arguments)
             crash = ToolError(f"Tool {call.name!r} failed while checking its arguments: {why}")
             return _Plan(call, answer=error_result(call, crash))
+
+    def _not_found(self, call: ToolCall) -> ToolResult:
+        """The answer to a call of a tool that is not offered: the host's words (``unknown_tool``), else a
+        message naming the tools there are. A host function that fails gets the executor's message instead."""
+        offered = [t.name for t in self.registry if self.permissions.offers(t)]
+        if self.unknown_tool is not None:
+            try:
+                return ToolResult(call.id, call.name, self.unknown_tool(call, offered), True, ToolNotFound.code)
+            except Exception:  # noqa: BLE001 - the host's words failed: the model still gets an answer
+                pass
+        error = ToolNotFound(f"Unknown tool {call.name!r}. Available tools: {', '.join(offered) or 'none'}.")
+        return error_result(call, error)
 
     def _unreadable(self, name: str, raw: str) -> InvalidArguments:
         """The error for arguments that are not a JSON object, quoting them (redacted, shortened)."""

@@ -137,7 +137,11 @@ def repeated_result(call: ToolCall, repeat: Repeat) -> ToolResult:
 
 def answer_from_results(results: Sequence[ToolResult]) -> str:
     """The best-effort answer of a run whose model repeated its calls and then could not answer: what those
-    calls returned, said plainly."""
+    calls returned, said plainly, each result once (a turn may ask for the same call twice)."""
+    once: dict[tuple[str, str], ToolResult] = {}
+    for result in results:
+        once.setdefault((result.name, result.content), result)
+    results = list(once.values())
     if len(results) == 1:
         return f"The model gave no final answer. Its last tool call ({results[0].name}) returned:\n\n" + (
             results[0].content

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from tether.limits import Compaction, Limits
-from tether.loop.executor import DEFAULT_MAX_OUTPUT
+from tether.loop.executor import DEFAULT_MAX_OUTPUT, UnknownTool
 from tether.providers.base import ModelSettings, Provider, ToolChoice, ToolDefinition
 from tether.secrets import Masker
 from tether.tools.output_cache import DEFAULT_THRESHOLD
@@ -75,6 +75,12 @@ class RunSpec:
     """Checks of a typed output after its type's (``@agent.output_validator``), in order."""
     save_errors: Literal["stop", "continue"] = "stop"
     """What a failed save of a run's session does (``saving.py``)."""
+    record_exchanges: bool = False
+    """Keep each provider call's request body and raw answer, masked, in the run's session
+    (``tether.exchanges``)."""
+    unknown_tool: UnknownTool | None = None
+    """What the model reads of a call to a tool that is not offered (``loop/executor.py``); ``None``: tether's
+    message naming the tools there are."""
     deps_type: Any = None
     """The type a run's ``deps`` must be (``Agent(deps_type=...)``, or the one its tools' contexts declare),
     checked when a run starts; ``None``: not checked."""

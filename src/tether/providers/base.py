@@ -34,6 +34,7 @@ import msgspec
 
 from tether.errors import ProviderError
 from tether.events import FinishReason, LlmEvent
+from tether.exchanges import ExchangeRecorder
 from tether.messages import JsonObject, Message
 
 __all__ = [
@@ -115,6 +116,9 @@ class Request(msgspec.Struct, frozen=True):
     provider allows beside them)."""
     on_retry: OnRetry | None = None
     """Called before each retry the provider makes (for the run's records, logs and spans); must not raise."""
+    record: ExchangeRecorder | None = None
+    """Set when the run keeps its exchanges (``tether.exchanges``): a provider that speaks HTTP hands it the body
+    it posts and the answer as it reads it. ``None`` (the default): nothing is copied."""
 
 
 class ModelInfo(msgspec.Struct, frozen=True, gc=False):

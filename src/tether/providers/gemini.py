@@ -10,6 +10,9 @@ tool choice is
 (``{"generationConfig": {"thinkingConfig": {"includeThoughts": true}}}``). Tool results answering one turn go
 back in one ``user`` content of ``functionResponse`` parts, in the calls' order, each with its call's ``id``
 and the envelope ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "message", "details"}}``.
+A call the model sent without an ``id`` goes back as it came, without one, and so does its
+``functionResponse``: the id tether gave it inside the run (``gemini_stream.NO_ID_PREFIX``) is never sent, and
+Gemini pairs such calls with their responses by order and name.
 
 Answers, streamed or whole, are read by :class:`~tether.providers.gemini_stream.GeminiDecoder` (how
 candidates, parts, finish reasons and usage are read is described there). A model message's ``provider_data``
@@ -45,7 +48,7 @@ from tether.messages import Attachment, Message, Part, Text, Thinking, ToolCall,
 from tether.providers.attachments import ALL_KINDS, MB, base64_of, check_inline, document_text, is_text_document
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.gemini_schema import to_gemini_schema
-from tether.providers.gemini_stream import PROVIDER, GeminiDecoder, kept_parts_of, parse_usage
+from tether.providers.gemini_stream import PROVIDER, GeminiDecoder, kept_parts_of, parse_usage, sent_without_id
 from tether.providers.http.body import ResponseLimits
 from tether.providers.http.client import HttpClient, OverHttp, Secret
 from tether.providers.http.retry import RetryPolicy
@@ -312,9 +315,11 @@ def encode_part(part: Part, role: str = "model") -> dict[str, Any] | None:
     if isinstance(part, Attachment):
         return encode_attachment(part)
     if isinstance(part, ToolResult):
-        return {"functionResponse": {"id": part.call_id, "name": part.name, "response": result_envelope(part)}}
+        response = {"name": part.name, "response": result_envelope(part)}
+        return {"functionResponse": response if sent_without_id(part.call_id) else {"id": part.call_id, **response}}
     if isinstance(part, ToolCall):
-        call = {"id": part.id, "name": part.name, "args": part.arguments or {}}
+        call = {"name": part.name, "args": part.arguments or {}}
+        call = call if sent_without_id(part.id) else {"id": part.id, **call}
         return _signed({"functionCall": call}, _own_signature(part.provider_data))
     if isinstance(part, Thinking):
         if not _is_own(part.provider_data) or not (part.text or part.signature):

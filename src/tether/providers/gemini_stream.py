@@ -1,7 +1,9 @@
 """Gemini answers (``GenerateContentResponse``), streamed or whole, read into tether's ``LlmEvent``s.
 
 Parts: a ``functionCall`` part arrives whole, so it becomes ``ToolCallStart``, one ``ToolCallDelta`` with the
-arguments as JSON and ``ToolCallEnd`` (a call without an ``id`` gets one); ``thought: true`` parts are
+arguments as JSON and ``ToolCallEnd`` (a call without an ``id`` gets one of tether's, which begins with
+:data:`NO_ID_PREFIX`: it pairs the call with its result inside tether and is never sent back to Gemini,
+``gemini.py``); ``thought: true`` parts are
 thinking; ``text`` parts are text. A ``thoughtSignature`` on a thought part is its thinking block's
 ``signature``; on a text or ``functionCall`` part it rides in the part's ``provider_data`` as
 ``{"origin": "gemini", "thoughtSignature": ...}`` (a signature on a part with nothing else in it, on an
@@ -60,6 +62,8 @@ from tether.usage import NO_USAGE, Usage
 __all__ = ["PROVIDER", "GeminiDecoder", "KeptPart", "finish_reason", "kept_parts_of", "parse_usage"]
 
 PROVIDER = "gemini"
+NO_ID_PREFIX = "gemini_noid_"
+"""Begins the id tether gives a call that Gemini sent without one (:func:`sent_without_id` tells it apart)."""
 FILTERED = frozenset(
     {
         "SAFETY",
@@ -218,7 +222,7 @@ class _Candidate:
             self.output = self.output or bool(text.strip())
 
     def _call(self, call: _FunctionCall, owned: dict[str, Any] | None) -> None:
-        call_id = call.id or f"call_{uuid.uuid4().hex[:24]}"
+        call_id = call.id or f"{NO_ID_PREFIX}{uuid.uuid4().hex[:24]}"
         self.events += [
             ToolCallStart(call_id, call.name or "", self.calls, owned),
             ToolCallDelta(call_id, json.dumps(call.args or {}, ensure_ascii=False)),
@@ -235,6 +239,12 @@ class _Candidate:
             return None
         parts = [{"anchor": [kept.parts, kept.chars], "part": kept.part} for kept in self.kept]
         return {"origin": PROVIDER, "parts": parts}
+
+
+def sent_without_id(call_id: str) -> bool:
+    """Whether ``call_id`` is one tether gave a call Gemini sent without an id (the call and its result then go
+    back without one, as the model wrote them)."""
+    return call_id.startswith(NO_ID_PREFIX)
 
 
 class GeminiDecoder:

@@ -73,6 +73,8 @@ PROFILES: dict[str, Profile] = {
         "minimax",
         "https://api.minimax.io/v1",
         requires_key=True,
+        # MiniMax's API reference deprecates max_tokens for max_completion_tokens; tokens_to_generate was the
+        # field of its retired ChatCompletion Pro API.
         max_tokens_field="max_completion_tokens",
         stream_options=False,
         parallel_tool_calls=False,

@@ -12,6 +12,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
+    "Exchange": "tether.exchanges",
+    "ExchangeStore": "tether.sessions.base",
     "OutputStore": "tether.sessions.base",
     "Session": "tether.sessions.base",
     "SessionNotFound": "tether.sessions.base",
@@ -30,6 +32,8 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
+    from tether.exchanges import Exchange as Exchange
+    from tether.sessions.base import ExchangeStore as ExchangeStore
     from tether.sessions.base import OutputStore as OutputStore
     from tether.sessions.base import Session as Session
     from tether.sessions.base import SessionNotFound as SessionNotFound

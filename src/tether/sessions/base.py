@@ -38,6 +38,11 @@ session's outputs with the same guarantees as its messages, and outputs stored b
 save too. Owner-only files, I/O off the event loop and ``SessionInvalid`` for corrupt or hostile data (a
 file that is not text, text whose hash is not its ref) hold for outputs as for sessions.
 
+Every store also keeps a session's *exchanges* when a run asks for them (:class:`ExchangeStore`,
+``tether.exchanges``): each provider call's request body and raw answer, masked, appended in the order the
+calls were made and read back in that order. ``delete`` removes them with the session, with the same
+guarantees; a corrupt exchange is ``SessionInvalid`` naming where it is, and never affects the transcript.
+
 Storage failures that are not about the data (disk full, permission denied, a database locked by another
 process, a database server out of reach) propagate as the ``OSError``, ``sqlite3.OperationalError`` or
 ``psycopg.OperationalError`` they are.
@@ -58,8 +63,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
+import msgspec
+
 from tether._logging import get_logger
 from tether.errors import SessionInvalid
+from tether.exchanges import Exchange, exchange_from_json, exchange_json
 from tether.messages import Message, ToolResult, compaction_of, open_tool_calls, transcript_problems
 from tether.usage import Usage
 
@@ -218,6 +226,40 @@ class OutputStore(Protocol):
         truncated, not text, not a regular file).
         """
         ...
+
+
+@runtime_checkable
+class ExchangeStore(Protocol):
+    """Where a session's exchanges are kept (see the module docstring); every store tether has is one."""
+
+    async def save_exchanges(self, session_id: str, exchanges: Sequence[Exchange]) -> None:
+        """Append ``exchanges`` to the session's, in order (before or after the session's first save)."""
+        ...
+
+    async def load_exchanges(self, session_id: str) -> list[Exchange]:
+        """The session's exchanges in the order they were saved; ``[]`` when it has none."""
+        ...
+
+
+def storable_exchanges(session_id: str, exchanges: Sequence[Exchange]) -> list[bytes]:
+    """Each exchange as the JSON a store writes, after checking the id; ``SessionInvalid`` (and nothing
+    written) for anything that is not an :class:`~tether.exchanges.Exchange`."""
+    source = f"session {check_session_id(session_id)!r}"
+    for exchange in exchanges:
+        if not isinstance(exchange, Exchange):
+            raise SessionInvalid(f"{source}: {brief(exchange)} is not an Exchange")
+    return [exchange_json(exchange) for exchange in exchanges]
+
+
+def stored_exchange(data: object, source: str) -> Exchange:
+    """An exchange read from storage (its JSON text or bytes); ``SessionInvalid`` naming ``source`` when it is
+    not one (not text, not JSON, not an exchange's fields)."""
+    if not isinstance(data, str | bytes):
+        raise SessionInvalid(f"{source}: an exchange should be JSON text, found {brief(data)}")
+    try:
+        return exchange_from_json(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as error:
+        raise SessionInvalid(f"{source}: not an exchange: {error}") from None
 
 
 # --- ids ------------------------------------------------------------------------------------------------------

@@ -4,7 +4,9 @@ Layout: ``<dir>/<id>.json`` holds a session; ``<dir>/<id>.json.bak`` the version
 Files named ``.<id>.json.….tmp`` exist only while a save runs (or after a crash in one); ``list`` ignores
 them and the next save of that session does not need them. ``<dir>/<id>.outputs/<ref>`` holds one of the
 session's cached tool outputs (``OutputStore``), as UTF-8 text: written to a temporary file, synced, then
-linked into place, so it is whole or absent, and never rewritten once there.
+linked into place, so it is whole or absent, and never rewritten once there. ``<dir>/<id>.exchanges/<n>.json``
+holds one of the session's exchanges (``ExchangeStore``), numbered from ``00000000`` in the order saved and
+published the same way.
 
 A save replaces ``<id>.json`` through :func:`tether.atomic.replace_file` with a backup, and outputs are
 published by :func:`tether.atomic.create_file`: ``<id>.json`` is always a whole file, the old or the new one,
@@ -19,7 +21,7 @@ the last save: ``load`` then returns the previous version and logs a warning on 
 A session file that is a symbolic link, a directory, a FIFO or anything but a regular file is refused as
 ``SessionInvalid``, like a corrupt one, and so are files of sessions whose messages cannot be read back.
 
-``delete`` removes the session's outputs, then any temporary file a crashed save of it left behind, its
+``delete`` removes the session's outputs and exchanges, then any temporary file a crashed save of it left behind, its
 backup and the session file, so no copy of the conversation outlives it in the directory.
 
 Files and the directory (when the store creates it) are readable and writable by their owner only,
@@ -36,11 +38,13 @@ import dataclasses
 import os
 import shutil
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 from tether._logging import get_logger
 from tether.atomic import BACKUP_SUFFIX, create_file, fsync_directory, replace_file, temporary_files
 from tether.errors import SessionInvalid
+from tether.exchanges import Exchange
 from tether.sessions import codec
 from tether.sessions.base import (
     MAX_OUTPUT_BYTES,
@@ -51,7 +55,9 @@ from tether.sessions.base import (
     check_session_id,
     newest_first,
     storable,
+    storable_exchanges,
     storable_output,
+    stored_exchange,
     stored_output,
     validate_session,
 )
@@ -101,6 +107,17 @@ class FileSessionStore:
     async def load_output(self, session_id: str, ref: str) -> str | None:
         folder = self.outputs_of(session_id)
         return await asyncio.to_thread(self._load_output, folder, check_output_ref(ref))
+
+    def exchanges_of(self, session_id: str) -> Path:
+        """The directory of a session's exchanges (``SessionInvalid`` for an unsafe id)."""
+        return self.directory / f"{check_session_id(session_id)}.exchanges"
+
+    async def save_exchanges(self, session_id: str, exchanges: Sequence[Exchange]) -> None:
+        data = storable_exchanges(session_id, exchanges)
+        await asyncio.to_thread(self._save_exchanges, self.exchanges_of(session_id), data)
+
+    async def load_exchanges(self, session_id: str) -> builtins.list[Exchange]:
+        return await asyncio.to_thread(self._load_exchanges, self.exchanges_of(session_id))
 
     # --- in the worker thread ---------------------------------------------------------------------------
 
@@ -171,14 +188,32 @@ class FileSessionStore:
             return None
         return stored_output(ref, data, str(path))
 
+    def _save_exchanges(self, folder: Path, data: builtins.list[bytes]) -> None:
+        """Each exchange published as the next number (a number another writer took first is skipped)."""
+        if not data:
+            return
+        if not _checked_folder(folder):
+            make_private_directory(folder)
+        number = len(_exchange_files(folder))
+        for item in data:
+            while not create_file(folder / f"{number:08d}.json", item, mode=PRIVATE_FILE):
+                number += 1
+            number += 1
+
+    def _load_exchanges(self, folder: Path) -> builtins.list[Exchange]:
+        if not _checked_folder(folder):
+            return []
+        return [stored_exchange(read_regular(path, str(path)), str(path)) for path in _exchange_files(folder)]
+
     def _delete(self, path: Path) -> None:
-        # Outputs, leftovers and the backup first: a crash in between leaves a session without its copies,
-        # never a copy alone.
-        folder = path.with_name(path.name.removesuffix(".json") + ".outputs")
-        if os.path.islink(folder) or os.path.isfile(folder):
-            folder.unlink()
-        elif folder.is_dir():
-            shutil.rmtree(folder)
+        # Outputs, exchanges, leftovers and the backup first: a crash in between leaves a session without its
+        # copies, never a copy alone.
+        stem = path.name.removesuffix(".json")
+        for folder in (path.with_name(stem + ".outputs"), path.with_name(stem + ".exchanges")):
+            if os.path.islink(folder) or os.path.isfile(folder):
+                folder.unlink()
+            elif folder.is_dir():
+                shutil.rmtree(folder)
         for leftover in temporary_files(path):
             leftover.unlink(missing_ok=True)
         backup_of(path).unlink(missing_ok=True)
@@ -197,6 +232,12 @@ def _checked_folder(folder: Path) -> bool:
     if not stat.S_ISDIR(mode):
         raise SessionInvalid(f"{folder}: not a directory (a link or a file); the session's outputs cannot be kept")
     return True
+
+
+def _exchange_files(folder: Path) -> builtins.list[Path]:
+    """A session's exchange files in the order saved (temporary files of a write under way left out)."""
+    names = sorted(name for name in os.listdir(folder) if name.endswith(".json") and not name.startswith("."))
+    return [folder / name for name in names]
 
 
 def backup_of(path: Path) -> Path:

@@ -3,15 +3,17 @@
 Nothing outlives the store object. Sessions are immutable, so the store keeps the objects it is given (with
 their usage normalised); ``save`` refuses what the other stores refuse (messages included that would not read
 back once written), so a program tested against this store behaves the same on the others, and ``load``
-returns them checked the same way the other stores check what they read. Outputs (``OutputStore``) are kept
-the same way, per session, until ``delete``.
+returns them checked the same way the other stores check what they read. Outputs (``OutputStore``) and
+exchanges (``ExchangeStore``) are kept the same way, per session, until ``delete``.
 """
 
 from __future__ import annotations
 
 import builtins
 import dataclasses
+from collections.abc import Sequence
 
+from tether.exchanges import Exchange
 from tether.sessions import codec
 from tether.sessions.base import (
     Session,
@@ -21,6 +23,7 @@ from tether.sessions.base import (
     check_session_id,
     newest_first,
     storable,
+    storable_exchanges,
     storable_output,
     stored_output,
     summary_of,
@@ -29,11 +32,13 @@ from tether.sessions.base import (
 
 
 class MemorySessionStore:
-    """A :class:`~tether.sessions.base.SessionStore` (and ``OutputStore``) that keeps sessions in memory."""
+    """A :class:`~tether.sessions.base.SessionStore` (and ``OutputStore``, ``ExchangeStore``) that keeps sessions
+    in memory."""
 
     def __init__(self) -> None:
         self._sessions: dict[str, Session] = {}
         self._outputs: dict[str, dict[str, str]] = {}
+        self._exchanges: dict[str, list[Exchange]] = {}
 
     async def load(self, session_id: str) -> Session:
         check_session_id(session_id)
@@ -54,6 +59,7 @@ class MemorySessionStore:
     async def delete(self, session_id: str) -> None:
         check_session_id(session_id)
         self._outputs.pop(session_id, None)
+        self._exchanges.pop(session_id, None)
         self._sessions.pop(session_id, None)
 
     async def save_output(self, session_id: str, ref: str, content: str) -> None:
@@ -64,3 +70,11 @@ class MemorySessionStore:
         check_session_id(session_id)
         content = self._outputs.get(session_id, {}).get(check_output_ref(ref))
         return None if content is None else stored_output(ref, content, f"session {session_id!r}: output {ref}")
+
+    async def save_exchanges(self, session_id: str, exchanges: Sequence[Exchange]) -> None:
+        storable_exchanges(session_id, exchanges)
+        self._exchanges.setdefault(session_id, []).extend(exchanges)
+
+    async def load_exchanges(self, session_id: str) -> builtins.list[Exchange]:
+        check_session_id(session_id)
+        return builtins.list(self._exchanges.get(session_id, ()))

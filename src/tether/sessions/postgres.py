@@ -3,18 +3,21 @@
 Requires the ``postgres`` extra (``pip install 'tether[postgres]'``: psycopg 3 and psycopg-pool); they are
 imported when the store is first used, never by ``import tether``.
 
-Schema (in the PostgreSQL schema ``schema``, ``tether`` by default; ``schema_version.version`` = 1)::
+Schema (in the PostgreSQL schema ``schema``, ``tether`` by default; ``schema_version.version`` = 2)::
 
     sessions(id PRIMARY KEY, title BYTEA, model BYTEA, created_at TIMESTAMPTZ, updated_at TIMESTAMPTZ,
              usage TEXT, message_count INTEGER, revision BIGINT)
     messages(session_id, seq, role, data TEXT, PRIMARY KEY (session_id, seq))
     outputs(session_id, ref, content BYTEA, PRIMARY KEY (session_id, ref))
+    exchanges(session_id, seq, data BYTEA, PRIMARY KEY (session_id, seq))
     schema_version(version INTEGER)
     revisions (a sequence)
 
 As in the SQLite store, a message is one row (``seq`` is its index: "message 3" in an error is the row with
 ``seq`` 3) holding its ASCII JSON, ``usage`` is JSON, and a cached tool output (``OutputStore``) is one row,
-inserted once. Title, model and outputs are UTF-8 bytes, since PostgreSQL text cannot hold the NUL
+inserted once; an exchange (``ExchangeStore``) is one row of its JSON, ``seq`` counting from 0 in the order saved
+(schema 2 added the table: a schema of version 1 gets it when first used). Title, model, outputs and exchanges
+are UTF-8 bytes, since PostgreSQL text cannot hold the NUL
 character a conversation may contain. The first use creates the schema and its tables (under an advisory
 lock, so that processes starting together create them once); a schema of a newer tether, or one holding
 tables without a tether schema version, is refused with ``SessionInvalid`` and left alone.
@@ -33,7 +36,7 @@ or not a message, a missing row, a count that does not match, an output whose co
 usage that is not JSON, or a title or model that is not UTF-8, is normalised instead (and logged), as in
 the SQLite store.
 
-A delete removes the session row, its messages and its outputs in one transaction: nothing of the session
+A delete removes the session row, its messages, its outputs and its exchanges in one transaction: nothing of the session
 is left readable in these tables. PostgreSQL itself keeps the deleted row versions in its data files and
 write-ahead log until ``VACUUM`` reuses the space and the log is recycled; who may read those is the
 server's administrator's business, as are the roles that may read the schema (the store creates it owned
@@ -63,6 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether._logging import get_logger
 from tether.errors import SessionInvalid
+from tether.exchanges import Exchange
 from tether.messages import Message
 from tether.sessions import codec
 from tether.sessions.base import (
@@ -75,7 +79,9 @@ from tether.sessions.base import (
     newest_first,
     normalized_usage,
     storable,
+    storable_exchanges,
     storable_output,
+    stored_exchange,
     stored_output,
     validate_session,
 )
@@ -87,8 +93,16 @@ if TYPE_CHECKING:
 
 logger = get_logger("tether.sessions")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_EXCHANGES = """CREATE TABLE {s}.exchanges (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data BYTEA NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    )"""
+_UPGRADES = {1: (_EXCHANGES, "UPDATE {s}.schema_version SET version = 2")}
+"""The statements that bring a schema of each older version to the next one, in the transaction that checks it."""
 _TABLES = (
     """CREATE TABLE {s}.sessions (
         id TEXT PRIMARY KEY,
@@ -113,6 +127,7 @@ _TABLES = (
         content BYTEA NOT NULL,
         PRIMARY KEY (session_id, ref)
     )""",
+    _EXCHANGES,
     "CREATE SEQUENCE {s}.revisions",
     "CREATE TABLE {s}.schema_version (version INTEGER NOT NULL)",
     f"INSERT INTO {{s}}.schema_version (version) VALUES ({SCHEMA_VERSION})",
@@ -122,7 +137,8 @@ _REMEMBERED = 256
 
 
 class PostgresSessionStore:
-    """A :class:`~tether.sessions.base.SessionStore` and ``OutputStore`` in a PostgreSQL schema.
+    """A :class:`~tether.sessions.base.SessionStore`, ``OutputStore`` and ``ExchangeStore`` in a PostgreSQL
+    schema.
 
     ``url``: a libpq connection string or ``postgresql://`` URL (a password is best left to ``PGPASSWORD``
     or ``~/.pgpass``). ``schema``: the PostgreSQL schema holding tether's tables (lowercase letters, digits
@@ -212,7 +228,9 @@ class PostgresSessionStore:
         pool = await self._ready()
         async with pool.connection() as connection, connection.transaction():
             await connection.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key(session_id),))
-            for table, column in (("messages", "session_id"), ("outputs", "session_id"), ("sessions", "id")):
+            for table, column in (
+                ("messages", "session_id"), ("outputs", "session_id"), ("exchanges", "session_id"), ("sessions", "id"),
+            ):  # fmt: skip
                 await connection.execute(f"DELETE FROM {self._s}.{table} WHERE {column} = %s", (session_id,))
         self._stored.pop(session_id, None)
 
@@ -243,6 +261,35 @@ class PostgresSessionStore:
         if content is None:
             raise SessionInvalid(f"{source}: {size} bytes, more than a store reads ({MAX_OUTPUT_BYTES})")
         return stored_output(ref, bytes(content), source)
+
+    async def save_exchanges(self, session_id: str, exchanges: Sequence[Exchange]) -> None:
+        data = storable_exchanges(session_id, exchanges)
+        if not data:
+            return
+        pool = await self._ready()
+        async with pool.connection() as connection, connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key(session_id),))
+            row = await _one(
+                connection, f"SELECT COALESCE(MAX(seq) + 1, 0) FROM {self._s}.exchanges WHERE session_id = %s",
+                (session_id,),
+            )  # fmt: skip
+            start = row[0] if row is not None else 0
+            async with connection.cursor() as cursor:
+                await cursor.executemany(
+                    f"INSERT INTO {self._s}.exchanges (session_id, seq, data) VALUES (%s, %s, %s)",
+                    [(session_id, start + index, item) for index, item in enumerate(data)],
+                )
+
+    async def load_exchanges(self, session_id: str) -> builtins.list[Exchange]:
+        check_session_id(session_id)
+        pool = await self._ready()
+        async with pool.connection() as connection:
+            cursor = await connection.execute(
+                f"SELECT seq, data FROM {self._s}.exchanges WHERE session_id = %s ORDER BY seq", (session_id,)
+            )
+            rows = await cursor.fetchall()
+        source = f"{self._where}: session {session_id!r}, exchanges row"
+        return [stored_exchange(bytes(data), f"{source} {seq}") for seq, data in rows]
 
     async def aclose(self) -> None:
         """Close the pool's connections. The store opens a new pool on its next use."""
@@ -334,6 +381,10 @@ class PostgresSessionStore:
                 )
             cursor = await connection.execute(f"SELECT version FROM {self._s}.schema_version")
             versions = [version for (version,) in await cursor.fetchall()]
+            while len(versions) == 1 and versions[0] in _UPGRADES:
+                for statement in _UPGRADES[versions[0]]:
+                    await connection.execute(statement.format(s=self._s))
+                versions = [versions[0] + 1]
         if len(versions) != 1:
             raise SessionInvalid(f"{self._where}: schema_version should hold one row, found {len(versions)}")
         if versions[0] != SCHEMA_VERSION:

@@ -1,15 +1,17 @@
 """SQLiteSessionStore: every session in one SQLite file; the command line's default store.
 
-Schema (``PRAGMA user_version`` = 2)::
+Schema (``PRAGMA user_version`` = 3)::
 
     sessions(id PRIMARY KEY, title, model, created_at, updated_at, usage, message_count, revision)
     messages(session_id, seq, role, data, PRIMARY KEY (session_id, seq))
     outputs(session_id, ref, content, PRIMARY KEY (session_id, ref))
+    exchanges(session_id, seq, data, PRIMARY KEY (session_id, seq))
 
 ``outputs`` holds the session's cached tool outputs (``OutputStore``), one row each, inserted once (a ref
 already there is left as it is). A database of schema 1 (before outputs were kept) gets the table when it is
 opened; a tether that reads only schema 1 then refuses it rather than deleting sessions and leaving their
-outputs behind.
+outputs behind. ``exchanges`` holds the session's exchanges (``ExchangeStore``), one JSON row each, ``seq``
+counting from 0 in the order saved; schema 3 added it, and a database of schema 2 gets it the same way.
 
 One row per message; ``seq`` is the message's index in the transcript (so "message 3" in an error is the
 row with ``seq`` 3) and ``data`` its JSON. ``usage`` is JSON; timestamps are ISO 8601 UTC text.
@@ -32,7 +34,7 @@ a message, text that is not UTF-8, a column of the wrong type, missing rows. A r
 with usage counts out of range, a usage that is not JSON, a title that is not UTF-8 or a revision that is
 not a number is normalised instead (and logged), so that it cannot make the session unusable.
 
-Deleted content does not linger: a delete removes the session's outputs with its messages, the connection
+Deleted content does not linger: a delete removes the session's outputs and exchanges with its messages, the connection
 runs with ``secure_delete`` (freed pages are overwritten with zeros) and a delete is followed by a
 ``TRUNCATE`` checkpoint, which copies the log into the database
 and empties it, so neither the database nor its ``-wal`` holds the deleted session's text. (A checkpoint
@@ -54,13 +56,14 @@ import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
 from tether._logging import get_logger
 from tether.errors import SessionInvalid
+from tether.exchanges import Exchange
 from tether.messages import Message
 from tether.sessions import codec
 from tether.sessions.base import (
@@ -73,7 +76,9 @@ from tether.sessions.base import (
     newest_first,
     normalized_usage,
     storable,
+    storable_exchanges,
     storable_output,
+    stored_exchange,
     stored_output,
     validate_session,
 )
@@ -82,12 +87,18 @@ from tether.usage import Usage
 
 logger = get_logger("tether.sessions")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _OUTPUTS = """CREATE TABLE outputs (
         session_id TEXT NOT NULL,
         ref TEXT NOT NULL,
         content TEXT NOT NULL,
         PRIMARY KEY (session_id, ref)
+    )"""
+_EXCHANGES = """CREATE TABLE exchanges (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
     )"""
 _SCHEMA = (
     """CREATE TABLE sessions (
@@ -108,9 +119,10 @@ _SCHEMA = (
         PRIMARY KEY (session_id, seq)
     )""",
     _OUTPUTS,
+    _EXCHANGES,
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
-_UPGRADES = {1: (_OUTPUTS, "PRAGMA user_version = 2")}
+_UPGRADES = {1: (_OUTPUTS, "PRAGMA user_version = 2"), 2: (_EXCHANGES, "PRAGMA user_version = 3")}
 """The statements that bring a database of each older schema to the next one, in one transaction."""
 _REMEMBERED = 256
 """Sessions whose stored messages the store remembers (least recently used ones are forgotten)."""
@@ -153,6 +165,15 @@ class SQLiteSessionStore:
         check_session_id(session_id)
         check_output_ref(ref)
         return await asyncio.to_thread(self._locked, self._load_output, session_id, ref)
+
+    async def save_exchanges(self, session_id: str, exchanges: Sequence[Exchange]) -> None:
+        data = storable_exchanges(session_id, exchanges)
+        if data:
+            await asyncio.to_thread(self._locked, self._save_exchanges, session_id, data)
+
+    async def load_exchanges(self, session_id: str) -> builtins.list[Exchange]:
+        check_session_id(session_id)
+        return await asyncio.to_thread(self._locked, self._load_exchanges, session_id)
 
     def close(self) -> None:
         """Close the database connection (blocking; ``aclose`` from async code). The store reopens on use."""
@@ -375,9 +396,27 @@ class SQLiteSessionStore:
             raise SessionInvalid(f"{source}: content should be text, found {found}")
         return stored_output(ref, content, source)
 
+    def _save_exchanges(self, connection: sqlite3.Connection, session_id: str, data: builtins.list[bytes]) -> None:
+        with _transaction(connection, "BEGIN IMMEDIATE"):
+            (start,) = connection.execute(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM exchanges WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            connection.executemany(
+                "INSERT INTO exchanges (session_id, seq, data) VALUES (?, ?, ?)",
+                [(session_id, start + index, item.decode("utf-8")) for index, item in enumerate(data)],
+            )
+
+    def _load_exchanges(self, connection: sqlite3.Connection, session_id: str) -> builtins.list[Exchange]:
+        rows = connection.execute(
+            "SELECT seq, data FROM exchanges WHERE session_id = ? ORDER BY seq", (session_id,)
+        ).fetchall()
+        source = f"{self.path}: session {session_id!r}, exchanges row"
+        return [stored_exchange(data, f"{source} {seq}") for seq, data in rows]
+
     def _delete(self, connection: sqlite3.Connection, session_id: str) -> None:
         with _transaction(connection, "BEGIN IMMEDIATE"):
             connection.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            connection.execute("DELETE FROM exchanges WHERE session_id = ?", (session_id,))
             outputs = connection.execute("DELETE FROM outputs WHERE session_id = ?", (session_id,)).rowcount
             deleted = connection.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount + outputs
         self._stored.pop(session_id, None)

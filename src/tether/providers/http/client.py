@@ -22,6 +22,8 @@ The contract
   in-stream errors share). A context-length error is ``context_overflow``.
 * **Secrets.** API keys are held in :class:`Secret` and only ever written into request headers: no message,
   repr or log line contains one.
+* **Exchanges.** A request that carries a recorder (``Request.record``, a run that keeps its exchanges) has
+  its body and the answer it reads handed to it: each event's data, or the whole body. Without one, no copy.
 
 The layers, each its own module: an attempt (``attempt.py``: post once, map the status), the retry ladder
 around attempts (``retry.py``), server-sent events framed from a stream (``sse.py``, ``stream.py``), and the
@@ -55,6 +57,7 @@ from tether.providers.wire import decoded
 if TYPE_CHECKING:
     import aiohttp
 
+    from tether.exchanges import ExchangeRecorder
     from tether.providers.decoding import Decoder
 
 __all__ = ["HttpClient", "OverHttp", "RetryPolicy", "Secret", "WholeAnswer", "parse_event_json"]
@@ -144,9 +147,12 @@ class HttpClient:
         asked for; the response is released or closed however the consumer leaves. The body is held as long as
         the answer is awaited: at its size (``memo.exact``)."""
         body = exact(body)
+        record = request.record
+        if record is not None:  # the run keeps its exchanges (``tether.exchanges``)
+            record.sent(body)
         if not streaming:
             return WholeAnswer(self, path, body, decoder, request)
-        reading = _Decoding(decoder, self.provider)
+        reading = _Decoding(decoder, self.provider) if record is None else _Recording(decoder, self.provider, record)
         return self._stream(path, body, request.timeout, request.deadline, request.on_retry, end_marker, reading)
 
     def post_json(
@@ -377,6 +383,24 @@ class _Decoding:
         return [retry_event(error, attempt, wait)]
 
 
+class _Recording(_Decoding):
+    """:class:`_Decoding` that also hands each event's data (or the whole body) to the call's recorder."""
+
+    __slots__ = ("_record",)
+
+    def __init__(self, decoder: Decoder, provider: str, record: ExchangeRecorder) -> None:
+        super().__init__(decoder, provider)
+        self._record = record
+
+    def event(self, event: ServerSentEvent) -> list[LlmEvent]:
+        self._record.event(event.data)
+        return super().event(event)
+
+    def whole(self, text: str) -> list[LlmEvent]:
+        self._record.whole(text)
+        return super().whole(text)
+
+
 class _RawEvents:
     """The events as they came, an answer that is not a stream as one event of its body, and nothing at the end."""
 
@@ -448,6 +472,8 @@ class WholeAnswer:
         itself, awaited by it."""
         client = self._client
         text = decode_text(await client._read(response, wait), client.provider)
+        if self._request.record is not None:
+            self._request.record.whole(text)
         self._events = rest = iter(decoded(self._decoder.whole_json, text, client.provider))
         for event in rest:
             return event

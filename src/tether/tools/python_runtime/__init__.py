@@ -36,8 +36,15 @@ The contract
   obeyed. The session's ``_``, ``sys.last_*`` and streams are left alone.
 * :meth:`PythonRuntime.tools` gives the capabilities as tether Tools whose results are the envelopes as
   compact JSON (an error envelope as an error result); all but ``eval_expr`` are read-only.
+  :meth:`PythonRuntime.unknown_function` is the envelope a host answers a call of any other name with
+  (``Agent(unknown_tool=...)``), so that the model reads every answer in the same shape.
 """
 
-from tether.tools.python_runtime.runtime import PythonRuntime, RuntimeSettings, last_exception_from_sys
+from tether.tools.python_runtime.runtime import (
+    PythonRuntime,
+    RuntimeSettings,
+    envelope_text,
+    last_exception_from_sys,
+)
 
-__all__ = ["PythonRuntime", "RuntimeSettings", "last_exception_from_sys"]
+__all__ = ["PythonRuntime", "RuntimeSettings", "envelope_text", "last_exception_from_sys"]

@@ -123,7 +123,7 @@ class PythonRuntime:
         try:
             capability = self._capabilities.get(name) if isinstance(name, str) else None
             if capability is None:
-                return self._unknown(name)
+                return self.unknown_function(name)
             checked = check_arguments(capability, arguments)
             return {"ok": True, "result": self._handlers[capability.name](checked)}
         except ArgumentsRejected as error:
@@ -242,7 +242,9 @@ class PythonRuntime:
             and name not in self._hidden
         )
 
-    def _unknown(self, name: Any) -> Envelope:
+    def unknown_function(self, name: Any) -> Envelope:
+        """The envelope of a call to a function this runtime does not offer (``unknown_function``, with the
+        names it does offer). Reads nothing of the namespace: any thread may ask for it."""
         shown = repr(name)[:100] if isinstance(name, str) else f"a {type(name).__name__}"
         disabled = name == "eval_expr" and not self.settings.allow_eval
         why = " (evaluation is turned off in this session)" if disabled else ""
@@ -263,7 +265,7 @@ def _as_tool(capability: Capability, run_call: RunCall) -> Tool:
 
     async def invoke(arguments: dict[str, Any]) -> str:
         envelope = await run_call(name, arguments)
-        text = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
+        text = envelope_text(envelope)
         if not envelope.get("ok"):
             raise ToolError(text)
         return text
@@ -272,6 +274,11 @@ def _as_tool(capability: Capability, run_call: RunCall) -> Tool:
     return Tool(
         name, capability.description, invoke, _EnvelopeArguments(capability.schema()), read_only=capability.read_only
     )
+
+
+def envelope_text(envelope: Envelope) -> str:
+    """An envelope as the model reads it: compact JSON."""
+    return json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
 
 
 def _failure(code: str, message: str, details: dict[str, Any]) -> Envelope:
