@@ -47,7 +47,9 @@ async def test_003_e01_an_iteration_emits_reasoning_then_text_then_each_calls_ev
     assert [describe(e) for e in found] == [
         "RunStarted",
         "TurnStarted(1)",
+        "ThinkingStarted",
         "Thinking('Two sums.')",
+        "ThinkingEnded",
         "Text('Adding.')",
         "TurnCompleted(1)",
         "ToolCall(add)",

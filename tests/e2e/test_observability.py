@@ -45,7 +45,8 @@ def test_run_trace_draws_the_turns_and_the_tool_calls_after_the_answer(project: 
     shown = plain(screen(child))
     assert child.exitstatus == 0, shown
     branches = [line for line in shown.splitlines() if line[:1] in "├│└"]
-    assert re.fullmatch(r"├── turn 1 · .+ · 200 in / 10 out · tool_calls · 1 retry\s*", branches[0]), shown
+    first_turn = r"├── turn 1 · .+ · 200 in / 10 out · tool_calls · 1 retry after \d+ ms waiting\s*"
+    assert re.fullmatch(first_turn, branches[0]), shown
     assert re.fullmatch(r"│   └── ✓ read · \d+(\.\d)? ms\s*", branches[1]), shown
     assert re.fullmatch(r"├── turn 2 · .+ · tool_calls\s*", branches[2]), shown
     assert re.fullmatch(r"│   └── ✗ read · tool_failed · \d+(\.\d)? ms\s*", branches[3]), shown

@@ -172,32 +172,10 @@ class HttpClient:
 
     async def get_json(self, path: str, *, timeout: float | None) -> Any:
         """GET ``path`` once and return its JSON: a look at the API (its models list) that spends no tokens, for
-        health checks. Not retried (a check reports what it found, now); redirects refused and statuses mapped
-        as for a request (``attempt.py``), the key masked in what an error quotes; ``timeout`` bounds connecting
-        and each wait of the answer."""
-        pooled = self._ready_pool() or await self._pool()
-        wait, url = Deadline(pooled[2], timeout), self._url(path)
-        headers = {name: value for name, value in self._headers.items() if name != "Content-Type"}
-        try:
-            wait.start()
-            try:
-                response = await pooled[1].get(
-                    url, headers=headers, allow_redirects=False, timeout=client_timeout(timeout)
-                )
-            finally:
-                wait.stop()
-            if response.status >= 300:
-                secret = self._api_key.reveal() if self._api_key is not None else None
-                raise await refused(response, url, wait, provider=self.provider, secret=secret)
-            data = await self._read(response, wait)
-        except ProviderError:
-            raise
-        except asyncio.CancelledError:
-            if not wait.expired():
-                raise
-            raise transport_error(self.provider, TimeoutError(), timeout, mid_stream=False) from None
-        except Exception as exc:
-            raise transport_error(self.provider, exc, timeout, mid_stream=False) from exc
+        health checks. Not retried (a check reports what it found, now); otherwise one attempt like a request's
+        (redirects refused, statuses mapped, the key masked in what an error quotes, ``timeout`` bounding
+        connecting and each wait of the answer)."""
+        data = await self._attempt(path, None, timeout, self._read)
         return parse_json(data, self.provider)
 
     # --- the layers composed ------------------------------------------------------------------------------
@@ -256,20 +234,27 @@ class HttpClient:
     async def _attempt(
         self,
         path: str,
-        payload: bytes,
+        payload: bytes | None,
         timeout: float | None,
         read: Callable[[aiohttp.ClientResponse, Deadline], Awaitable[T]],
     ) -> T:
-        """One attempt: post, then ``read`` what the answer starts with, its waits bounded by ``timeout``; a
-        failure of the connection (or a wait past the timeout) is a ``transport`` (``timeout``) error."""
+        """One attempt: post ``payload`` (or, without one, get: ``get_json``), then ``read`` what the answer
+        starts with, its waits bounded by ``timeout``; a failure of the connection (or a wait past the timeout)
+        is a ``transport`` (``timeout``) error."""
         pooled = self._ready_pool() or await self._pool()
         wait, url = Deadline(pooled[2], timeout), self._url(path)
         try:
             wait.start()
             try:
-                response = await pooled[1].post(
-                    url, data=payload, headers=self._headers, allow_redirects=False, timeout=client_timeout(timeout)
-                )
+                if payload is not None:
+                    response = await pooled[1].post(
+                        url, data=payload, headers=self._headers, allow_redirects=False, timeout=client_timeout(timeout)
+                    )
+                else:
+                    headers = {name: value for name, value in self._headers.items() if name != "Content-Type"}
+                    response = await pooled[1].get(
+                        url, headers=headers, allow_redirects=False, timeout=client_timeout(timeout)
+                    )
             finally:
                 wait.stop()
             if response.status >= 300:
