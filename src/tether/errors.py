@@ -30,6 +30,8 @@ ErrorCode = Literal[
     "session_invalid",
     "store_unavailable",
     "cancelled",
+    "download_failed",
+    "checksum_mismatch",
 ]
 
 
@@ -212,3 +214,19 @@ class Cancelled(TetherError):
     """The run or a tool call was cancelled by its host."""
 
     code: ClassVar[ErrorCode] = "cancelled"
+
+
+# --- model files fetched from a hub ---------------------------------------------------------------------------
+
+
+class DownloadFailed(TetherError):
+    """A model file could not be fetched: the hub out of reach, a repository or revision it does not have, an
+    answer that does not say what the file should be. What was downloaded so far is kept for the next try."""
+
+    code: ClassVar[ErrorCode] = "download_failed"
+
+
+class ChecksumMismatch(DownloadFailed):
+    """A downloaded model file is not the one the hub describes (its SHA-256 differs); it was deleted."""
+
+    code: ClassVar[ErrorCode] = "checksum_mismatch"

@@ -20,6 +20,7 @@ import click
 from tether._version import __version__
 from tether.cli.config_commands import config as config_group
 from tether.cli.config_flag import config_option
+from tether.cli.models_commands import models as models_group
 from tether.cli.runs_commands import runs as runs_group
 from tether.cli.sessions_commands import sessions as sessions_group
 
@@ -477,19 +478,10 @@ def doctor(model: str | None, db: str | None, timeout: float, as_json: bool, con
     sys.exit(doctor_main(DoctorOptions(model, config_file, db, timeout), as_json=as_json))
 
 
-@main.command()
-def models() -> None:
-    """List the models with known prices, and the providers with the variables holding their keys."""
-    import os
-
-    from tether.cli.catalog import catalog
-
-    click.echo(catalog(os.environ))
-
-
 main.add_command(config_group)  # its module imports only click; each command loads what it needs
 main.add_command(sessions_group)
 main.add_command(runs_group)
+main.add_command(models_group)
 
 
 if __name__ == "__main__":

