@@ -119,7 +119,9 @@ class MockHub:
     async def _info(self, request: web.Request) -> web.Response:
         self._record(request)
         if not self._known(request):
-            return web.json_response({"error": "Repository not found"}, status=404, headers={"X-Error-Code": "RepoNotFound"})
+            return web.json_response(
+                {"error": "Repository not found"}, status=404, headers={"X-Error-Code": "RepoNotFound"}
+            )
         siblings = [{"rfilename": "README.md", "size": 10, "blobId": "ab" * 20}] + [
             {
                 "rfilename": file.name,
@@ -147,8 +149,9 @@ class MockHub:
 
     async def _blob(self, request: web.Request) -> web.StreamResponse:
         self._record(request)
-        assert request.transport is not None
-        if request.transport.get_extra_info("sockname")[1] != self.storage_port:
+        transport = request.transport
+        assert transport is not None
+        if transport.get_extra_info("sockname")[1] != self.storage_port:
             return web.Response(status=404)  # the bytes are on the storage host only
         file = next((file for file in self.files.values() if file.sha256 == request.match_info["sha"]), None)
         if file is None:
@@ -170,7 +173,7 @@ class MockHub:
                 self.stalled.set()
                 assert self._release is not None
                 await self._release.wait()
-            request.transport.close()  # the connection breaks mid-file
+            transport.close()  # the connection breaks mid-file (a no-op if the client has gone already)
             return response
         await response.write(body)
         await response.write_eof()
