@@ -10,7 +10,8 @@ The contract
 * The file is pinned to the commit the revision is at, and its SHA-256 is the one the Hub lists for that
   commit (``model_info(files_metadata=True)``: the file's LFS object). The file's own answer to a HEAD request
   (``X-Linked-Etag``) must agree; a file with no SHA-256 is refused.
-* The bytes go to ``blobs/<sha256>.incomplete`` in the repository's cache folder (``pulled.py``), under a lock.
+* The bytes go to ``blobs/<sha256>.incomplete`` in the repository's cache folder (``pulled.py``), under the
+  lock the Hub library takes for that blob.
   ``huggingface_hub`` itself downloads into a name unique to its process and deletes it when the download
   fails, so an interrupted pull would start over; a name derived from the content is found again by the next
   pull, which asks only for the rest (a ``Range`` request, through ``huggingface_hub``'s ``http_get``, which
@@ -169,7 +170,7 @@ def fetch(file: HubFile, revision: str = "main") -> Pulled:
                     f"the Hub describes {repo}/{file.filename} in two ways (SHA-256 {file.sha256}, "
                     f"ETag {metadata.etag}); not downloaded"
                 )
-            _download(hub, url, metadata.location, blob, file)
+            _download(url, metadata.location, blob, file)
         path = Path(hub.hf_hub_download(repo, file.filename, revision=file.commit))
     except DownloadFailed:
         raise
@@ -182,17 +183,23 @@ def fetch(file: HubFile, revision: str = "main") -> Pulled:
     return Pulled(model_name(file.filename), repo, file.filename, path, path.stat().st_size)
 
 
-def _download(hub: ModuleType, url: str, location: str, blob: Path, file: HubFile) -> None:
+def _download(url: str, location: str, blob: Path, file: HubFile) -> None:
     """The file's bytes into ``blob``, resumed from ``<blob>.incomplete`` if an earlier pull left one, verified."""
-    from filelock import FileLock
-    from huggingface_hub.file_download import http_get
+    # the parts of the Hub library used here, as modules: its faces re-export them only lazily
+    http_get = importlib.import_module("huggingface_hub.file_download").http_get
+    utils = importlib.import_module("huggingface_hub.utils")
+    weak_lock, build_hf_headers = utils.WeakFileLock, utils.build_hf_headers
 
     partial = blob.with_name(blob.name + ".incomplete")
     partial.parent.mkdir(parents=True, exist_ok=True)
+    # the lock the Hub library takes for this blob, so a pull and its downloads never write it at once
+    storage = blob.parent.parent
+    lock = storage.parent / ".locks" / storage.name / f"{blob.name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
     # the token goes to the Hub only, not to a storage host it redirects to (the Hub library does the same)
     same_host = urlsplit(location).netloc == urlsplit(url).netloc
-    headers: dict[str, Any] = hub.utils.build_hf_headers(token=None if same_host else False)
-    with FileLock(str(partial) + ".lock"):
+    headers: dict[str, Any] = build_hf_headers(token=None if same_host else False)
+    with weak_lock(lock):
         if blob.is_file():  # another pull finished it meanwhile
             return
         with partial.open("ab") as out:
