@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from tether.errors import ConfigInvalid
 from tether.providers.local import resolve_model_path
-from tether.providers.local.hub import choose_file, parse_spec
+from tether.providers.local.hub import choose_file, describe, parse_spec
 from tether.providers.local.pulled import find_pulled, hub_cache, pulled_models
 
 OLD, NEW = "a" * 40, "b" * 40
@@ -106,3 +107,9 @@ def test_a_repository_s_file_is_chosen_only_when_the_choice_is_clear() -> None:
         choose_file("o/r", ["m-Q4_K_M-00001-of-00002.gguf"], "m-Q4_K_M-00001-of-00002.gguf")
     with pytest.raises(ConfigInvalid, match="no GGUF file that tether can pull"):
         choose_file("o/r", ["m-Q4_K_M-00001-of-00002.gguf", "m-Q4_K_M-00002-of-00002.gguf"], None)
+
+
+def test_pulling_without_the_hub_extra_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    with pytest.raises(ConfigInvalid, match=r"the 'hub' extra: `pip install 'tether\[hub\]'`"):
+        describe("o/r", None)

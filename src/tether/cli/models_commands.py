@@ -28,7 +28,7 @@ def models(context: click.Context) -> None:
         click.echo(catalog(os.environ))
 
 
-@models.command()
+@models.command(short_help="Download a GGUF model from the Hugging Face Hub; run it as local:NAME.")
 @click.argument("spec", metavar="REPO[/FILE.gguf]")
 @click.option("--revision", default="main", show_default=True, help="The branch, tag or commit to pull from.")
 def pull(spec: str, revision: str) -> None:

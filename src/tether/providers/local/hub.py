@@ -122,7 +122,7 @@ def _failure(action: str, error: Exception) -> DownloadFailed:
     hint = ""
     if kind in {"GatedRepoError", "RepositoryNotFoundError"}:
         hint = " (a private or gated repository needs a token: export HF_TOKEN)"
-    elif kind == "OfflineModeIsEnabled":
+    elif kind == "OfflineModeIsEnabled" and "HF_HUB_OFFLINE" not in text:
         hint = " (HF_HUB_OFFLINE is set)"
     return DownloadFailed(f"{action}: {text}{hint}", details={"error": kind})
 
