@@ -6,6 +6,7 @@ connection broke and after the pull was interrupted, a corrupt file refused, and
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import json
 import subprocess
@@ -18,14 +19,16 @@ import pytest
 
 from tests.e2e.conftest import TETHER, Project, screen
 from tests.e2e.mock_hub import COMMIT, WAIT, HubFile, MockHub
+from tether.cli.catalog import file_size
 from tether.providers.default_model import local_model_installed
 
 pytest.importorskip("huggingface_hub")
 
+CHUNK = importlib.import_module("huggingface_hub.constants").DOWNLOAD_CHUNK_SIZE
+"""What huggingface_hub reads before it writes to the file (10 MiB)."""
 REPO = "tether-tests/Tiny-GGUF"
-# 25 MiB: more than one of the 10 MiB chunks huggingface_hub writes at a time, so a download broken halfway has
-# written part of the file
-DATA = hashlib.sha256(b"gguf").digest() * (25 * 1024 * 1024 // 32)
+# two chunks and a half: a download broken halfway has written one chunk of the file
+DATA = hashlib.sha256(b"gguf").digest() * (CHUNK * 5 // 2 // 32)
 FILES = [HubFile("Tiny-Q4_K_M.gguf", b"GGUF" + DATA), HubFile("Tiny-Q8_0.gguf", b"GGUF" + DATA[:1024])]
 
 
@@ -58,7 +61,8 @@ def test_a_pull_shows_its_progress_verifies_the_file_and_tether_models_lists_it(
         listed = project.run("models", **hub_env(project, hub))
     shown = screen(child)
     assert child.exitstatus == 0, shown
-    assert f"pulling {REPO}/Tiny-Q4_K_M.gguf (26.2 MB, commit {COMMIT[:12]})" in shown, "Q4_K_M chosen"
+    size = file_size(len(FILES[0].data))
+    assert f"pulling {REPO}/Tiny-Q4_K_M.gguf ({size}, commit {COMMIT[:12]})" in shown, "Q4_K_M chosen"
     assert "Tiny-Q4_K_M.gguf: 100%" in shown, "huggingface_hub's progress bar, on a terminal"
     assert f"SHA-256 verified ({FILES[0].sha256})" in shown
     assert "local:Tiny-Q4_K_M" in shown
@@ -69,7 +73,7 @@ def test_a_pull_shows_its_progress_verifies_the_file_and_tether_models_lists_it(
     assert not list((storage(project) / "blobs").glob("*.incomplete")), "nothing partial left"
     assert listed.returncode == 0, listed.stderr
     (line,) = [line for line in listed.stdout.splitlines() if "local:Tiny-Q4_K_M" in line]
-    assert line.split() == ["local:Tiny-Q4_K_M", "26.2", "MB", f"{REPO}/Tiny-Q4_K_M.gguf"]
+    assert line.split() == ["local:Tiny-Q4_K_M", *size.split(), f"{REPO}/Tiny-Q4_K_M.gguf"]
 
 
 def test_a_connection_broken_mid_file_is_resumed_with_a_range_request(project: Project) -> None:
@@ -97,14 +101,15 @@ def test_a_pull_interrupted_by_ctrl_c_is_resumed_by_the_next_pull(project: Proje
         child = project.spawn("models", "pull", REPO, **env)
         children.append(child)
         assert hub.stalled.wait(WAIT), screen(child)
-        # the first 10 MiB chunk reaches the disk once the client has read it; waited for, never timed
+        # the client writes what it reads in chunks; the first reaches the disk once it has been read (the mock
+        # sent half the file, more than a chunk): waited for, never timed
         child.expect_exact("Tiny-Q4_K_M.gguf:", timeout=WAIT)
         for _ in range(int(WAIT * 10)):
-            if partial_size(project, FILES[0]) > 0:
+            if partial_size(project, FILES[0]) >= CHUNK:
                 break
             time.sleep(0.1)
         kept = partial_size(project, FILES[0])
-        assert kept > 0, screen(child)
+        assert kept == CHUNK, screen(child)
         child.sendintr()
         child.expect_exact("pull interrupted; what was downloaded is kept")
         child.expect(pexpect.EOF)
