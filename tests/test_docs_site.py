@@ -1,0 +1,56 @@
+"""The docs site: ``mkdocs build --strict`` passes (no broken link or anchor, no page left out of the navigation,
+no docstring mkdocstrings cannot read), and its API reference covers every public name and nothing internal."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+API = ROOT / "docs" / "api"
+# Each public face and its page of the API reference.
+FACES = {
+    "tether": "tether.md",
+    "tether.providers": "providers.md",
+    "tether.tools": "tools.md",
+    "tether.sessions": "sessions.md",
+    "tether.durable": "durable.md",
+    "tether.testing": "testing.md",
+    "tether.telemetry": "telemetry.md",
+    "tether.config": "config.md",
+}
+DIRECTIVE = re.compile(r"^::: ([\w.]+)$", re.MULTILINE)
+
+
+def test_the_docs_site_builds_with_no_warning(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    agent = (tmp_path / "api" / "tether" / "index.html").read_text()
+    assert 'id="tether.Agent"' in agent, "the API reference is generated from the docstrings"
+    assert "fonts.googleapis.com" not in (tmp_path / "index.html").read_text(), "nothing is fetched to read it"
+
+
+@pytest.mark.parametrize(("face", "page"), FACES.items())
+def test_the_api_reference_documents_every_public_name_of_a_face(face: str, page: str) -> None:
+    documented = DIRECTIVE.findall((API / page).read_text())
+    assert all(name.startswith(f"{face}.") for name in documented), "a page documents its face's names only"
+    exported = set(importlib.import_module(face).__all__)
+    assert {name.removeprefix(f"{face}.") for name in documented} == exported
+
+
+def test_the_api_reference_has_a_page_for_every_face() -> None:
+    assert sorted(path.name for path in API.glob("*.md")) == sorted(FACES.values())
