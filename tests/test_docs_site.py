@@ -30,7 +30,18 @@ DIRECTIVE = re.compile(r"^::: ([\w.]+)$", re.MULTILINE)
 
 def test_the_docs_site_builds_with_no_warning(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-q",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "-d",
+            str(tmp_path),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
