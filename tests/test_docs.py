@@ -44,14 +44,13 @@ PUBLIC = {
 FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 # Runs a page's blocks, given as JSON on stdin, in one namespace; says which block failed and how.
-RUNNER = (
-    """
-import asyncio, inspect, json, sys, traceback
+RUNNER = """
+import ast, asyncio, inspect, json, sys, traceback
 loop = asyncio.new_event_loop()
 namespace = {"__name__": "__main__"}
 for where, code in json.load(sys.stdin):
     try:
-        done = eval(compile(code, where, "exec", flags=%d), namespace)
+        done = eval(compile(code, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), namespace)
         if inspect.iscoroutine(done):
             loop.run_until_complete(done)
     except BaseException:
@@ -59,8 +58,6 @@ for where, code in json.load(sys.stdin):
         traceback.print_exc()
         sys.exit(1)
 """
-    % FLAGS
-)
 
 
 @dataclass(frozen=True)
@@ -127,7 +124,7 @@ def test_a_block_that_cannot_run_says_what_it_needs_and_compiles() -> None:
     assert marked, "the marker is in use"
     for block in marked:
         assert block.language == "python", f"{block.where}: only a python block is marked"
-        assert block.needs.strip(), f"{block.where}: says what it needs"
+        assert (block.needs or "").strip(), f"{block.where}: says what it needs"
         compile(block.code, block.where, "exec", flags=FLAGS | ast.PyCF_ONLY_AST)
 
 
