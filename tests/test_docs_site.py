@@ -52,6 +52,8 @@ def test_the_docs_site_builds_with_no_warning(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     agent = (tmp_path / "api" / "tether" / "index.html").read_text()
     assert 'id="tether.Agent"' in agent, "the API reference is generated from the docstrings"
+    assert "<code>Telemetry</code>" in agent, "a docstring's :class:`~tether.telemetry.Telemetry` shows as code"
+    assert ":class:" not in agent
     assert "fonts.googleapis.com" not in (tmp_path / "index.html").read_text(), "nothing is fetched to read it"
 
 
