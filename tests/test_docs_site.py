@@ -22,6 +22,7 @@ FACES = {
     "tether.sessions": "sessions.md",
     "tether.durable": "durable.md",
     "tether.testing": "testing.md",
+    "tether.testing.store_conformance": "testing.md",
     "tether.telemetry": "telemetry.md",
     "tether.config": "config.md",
 }
@@ -60,10 +61,11 @@ def test_the_docs_site_builds_with_no_warning(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("face", "page"), FACES.items())
 def test_the_api_reference_documents_every_public_name_of_a_face(face: str, page: str) -> None:
     documented = DIRECTIVE.findall((API / page).read_text())
-    assert all(name.startswith(f"{face}.") for name in documented), "a page documents its face's names only"
-    exported = set(importlib.import_module(face).__all__)
-    assert {name.removeprefix(f"{face}.") for name in documented} == exported
+    faces = [other for other, its_page in FACES.items() if its_page == page]
+    assert all(name.rsplit(".", 1)[0] in faces for name in documented), "a page documents its faces' names only"
+    names = {name.rsplit(".", 1)[1] for name in documented if name.rsplit(".", 1)[0] == face}
+    assert names == set(importlib.import_module(face).__all__)
 
 
 def test_the_api_reference_has_a_page_for_every_face() -> None:
-    assert sorted(path.name for path in API.glob("*.md")) == sorted(FACES.values())
+    assert sorted(path.name for path in API.glob("*.md")) == sorted(set(FACES.values()))
