@@ -8,6 +8,7 @@
   says so on the line before its fence, ``<!-- needs: an OpenAI API key -->`` (an HTML comment, which the site
   does not show), and is only compiled.
 - A ``tether ...`` command in a shell or text block names a command that exists, and only options it has.
+- A ``toml`` block is a valid ``agent.toml``, every key one tether reads; a ``json`` block parses.
 - A ``python`` block imports only from the public faces, never from a module inside the package.
 """
 
@@ -212,3 +213,23 @@ def test_the_tether_commands_of_the_docs_exist_with_their_options() -> None:
 def test_a_wrong_command_or_option_is_caught(words: list[str], wrong: str) -> None:
     with pytest.raises(AssertionError, match=wrong):
         check_command(words)
+
+
+def test_the_toml_blocks_are_valid_agent_toml_files(tmp_path: Path) -> None:
+    from tether.config import load_config
+    from tether.errors import TetherError
+
+    toml_blocks = [block for block in blocks() if block.language == "toml"]
+    assert toml_blocks
+    for block in toml_blocks:
+        (tmp_path / "agent.toml").write_text(block.code)
+        try:
+            load_config(tmp_path, {"HOME": str(tmp_path)})
+        except TetherError as error:
+            raise AssertionError(f"{block.where}: {error}") from None
+
+
+def test_the_json_blocks_parse() -> None:
+    for block in blocks():
+        if block.language == "json":
+            json.loads(block.code)
