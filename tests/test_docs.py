@@ -29,7 +29,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
-FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 NEEDS = re.compile(r"<!-- needs: (.+?) -->\s*\Z")
 PUBLIC = {
     "tether",
@@ -65,9 +65,13 @@ for where, code in json.load(sys.stdin):
 class Block:
     page: str
     line: int
-    language: str
+    info: str
     code: str
     needs: str | None
+
+    @property
+    def language(self) -> str:
+        return self.info.split(" ", 1)[0]
 
     @property
     def where(self) -> str:
@@ -83,7 +87,7 @@ def blocks() -> list[Block]:
             before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
             line = text.count("\n", 0, match.start()) + 1
             marked = needs.group(1) if needs and before.startswith("<!-- needs:") else None
-            found.append(Block(page.name, line, match.group(1), match.group(2), marked))
+            found.append(Block(page.name, line, match.group(1).strip(), match.group(2), marked))
     return found
 
 
@@ -118,6 +122,11 @@ def test_the_python_blocks_of_a_page_run(page: str, tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_a_fence_names_its_language_alone_which_the_site_renders() -> None:
+    for block in blocks():
+        assert re.fullmatch(r"[\w-]*", block.info), f"{block.where}: ```{block.info} is not rendered as code"
 
 
 def test_a_block_that_cannot_run_says_what_it_needs_and_compiles() -> None:
