@@ -30,7 +30,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
-NEEDS = re.compile(r"<!-- needs: (.+?) -->\s*\Z")
+NEEDS = re.compile(r"<!-- needs: (.*) -->")
 PUBLIC = {
     "tether",
     "tether.providers",
@@ -83,11 +83,10 @@ def blocks() -> list[Block]:
     for page in PAGES:
         text = page.read_text()
         for match in FENCE.finditer(text):
-            needs = NEEDS.search(text, 0, match.start())
-            before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]  # the line before the fence
+            needs = NEEDS.fullmatch(before)
             line = text.count("\n", 0, match.start()) + 1
-            marked = needs.group(1) if needs and before.startswith("<!-- needs:") else None
-            found.append(Block(page.name, line, match.group(1).strip(), match.group(2), marked))
+            found.append(Block(page.name, line, match.group(1).strip(), match.group(2), needs and needs.group(1)))
     return found
 
 
