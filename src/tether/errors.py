@@ -30,6 +30,7 @@ ErrorCode = Literal[
     "session_invalid",
     "store_unavailable",
     "cancelled",
+    "script_exhausted",
 ]
 
 
