@@ -12,10 +12,10 @@ each own one job:
 * ``executor.py``: the tool calls of a turn (act); ``guard.py``: the limits (check).
 
 Each step returns what it decided, a :class:`Decided` (the last item of a step's events, when it has events):
-the turn asks until the answer is usable (retrying an unusable one with a correction),
-:meth:`Run._turns` stores the answer and runs its tool calls (:meth:`Run._acted`: the checks after them),
-:meth:`Run._summarize` makes the one tools-off call after a step limit, :meth:`Run._continued` the calls that go on
-with an answer cut at the output limit (``continuation.py``). After a turn that asked again
+:meth:`Run._turns` (one generator for the whole run, which asyncio tracks once) asks until the answer is usable
+(retrying an unusable one with a correction), stores it and runs its tool calls (:meth:`Run._acted`: the checks
+after them); :meth:`Run._ended` goes on with an answer cut at the output limit (``continuation.py``);
+:meth:`Run._summarize` makes the one tools-off call after a step limit. After a turn that asked again
 for calls whose results the model already had (``repeats.py``), the next request allows only an answer. An
 exception out of a step (an interrupt, a provider's error) is the only other way a run stops.
 
@@ -338,8 +338,7 @@ class Run:
     # --- a turn: ask, then act ---------------------------------------------------------------------------
 
     async def _turns(self) -> AsyncGenerator[RunEvent | Decided, None]:
-        """Turn after turn, until one decides that the run stops (its last item): each asks until its answer is usable,
-        then acts on it (the module docstring). One generator for the whole run: asyncio tracks each."""
+        """Turn after turn until one decides the run stops (its last item); one generator, which asyncio tracks."""
         guard, state, calls, offer, compactor = self.guard, self.state, self.calls, self.offer, self.compactor
         while True:
             turn_no = state.turn = guard.turns + 1
@@ -379,14 +378,11 @@ class Run:
             state.answered(read.turn.message)
             if not read.turn.tool_calls or read.asks_user:
                 decided = _answered(read) if self.judge is None or read.asks_user else await self._output_of(read)
-                if decided.stop is not None and read.turn.finish_reason == "length" and _plain(decided, self.judge):
-                    async for item in self._continued(read.turn):  # an answer cut at the output limit
-                        yield item
-                    return
-                if decided.stop is not None:
-                    yield decided
-                    return
-                continue
+                if decided.stop is None:
+                    continue
+                async for item in self._ended(read.turn, decided):
+                    yield item
+                return
             asked = read.turn.tool_calls  # a typed output's calls are answered first: the executor runs the others
             batch = state.start_batch(asked, guard.admit(asked) if self.judge is None else await self._verdicts(asked))
             for group in (executor := self.executor).groups(batch):
@@ -402,8 +398,12 @@ class Run:
                 yield decided
                 return
 
-    async def _continued(self, turn: AccumulatedTurn) -> AsyncGenerator[RunEvent | Decided, None]:
-        """An answer cut at the output limit, continued (``continuation.py``); the stop it decides."""
+    async def _ended(self, turn: AccumulatedTurn, decided: Decided) -> AsyncGenerator[RunEvent | Decided, None]:
+        """The run stops with the answer ``turn`` as ``decided``; an answer as text cut at the output limit is
+        continued first (``continuation.py``), and the stop is what that decides."""
+        if turn.finish_reason != "length" or not _plain(decided, self.judge):
+            yield decided
+            return
         continuation = Continuation(
             self.calls, self.offer, self.state, self.guard, self.interrupter, self.compactor.view, self._emit
         ).events(turn)
