@@ -27,12 +27,14 @@ WAIT = 30.0
 @dataclass(frozen=True)
 class Say:
     """Answer ``text``, streamed in ``pieces`` chunks; ``stall`` waits after them until released; ``then_think``
-    is reasoning sent after the text, which shows where in the output the client was when the text had come."""
+    is reasoning sent after the text, which shows where in the output the client was when the text had come;
+    ``finish`` is the finish reason sent (``"length"``: the answer stopped at the output limit)."""
 
     text: str
     pieces: int = 3
     stall: bool = False
     then_think: str = ""
+    finish: str = "stop"
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ class MockLLM:
             self.stalled.set()
             assert self._release is not None
             await self._release.wait()
-        finish = "stop"
+        finish = step.finish if isinstance(step, Say) else "stop"
         if isinstance(step, Call):
             finish = "tool_calls"
             calls = ((step.name, step.arguments), *step.more)

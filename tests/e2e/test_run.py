@@ -15,7 +15,7 @@ from tests.e2e.mock_llm import Call, Fail, MockLLM, Say
 from tests.e2e.test_chat import load_sessions
 from tether.messages import transcript_problems
 
-JSON_KEYS = {"text", "stop_reason", "degraded", "detail", "error", "usage", "cost", "turns", "session_id", "model",
+JSON_KEYS = {"text", "stop_reason", "degraded", "finish_reason", "detail", "error", "usage", "cost", "turns", "session_id", "model",
              "exit_code", "duration_ms", "turn_records", "messages", "output"}  # fmt: skip
 
 
@@ -268,3 +268,48 @@ def test_cli_stream_false_prints_the_answer_whole_once_the_model_has_written_it(
         assert answer >= 0, shown
         assert thinking >= 0, shown
         assert (answer < thinking) is text_first, shown
+
+
+def test_an_answer_cut_at_the_output_limit_is_continued_and_shown_whole(project: Project) -> None:
+    with MockLLM([Say("The capital of France is", finish="length"), Say(" Paris.")]) as server:
+        project.use(server)
+        completed = project.run("run", "Capital of France?", "--json")
+
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    assert result["text"] == "The capital of France is Paris."
+    assert result["degraded"] is False
+    assert result["finish_reason"] == "stop"
+    asked = server.messages(1)
+    assert asked[-2] == {"role": "assistant", "content": "The capital of France is"}
+    assert "cut off at the output limit" in asked[-1]["content"]
+
+
+def test_an_answer_still_cut_at_the_output_limit_is_marked_on_screen_and_in_json(
+    project: Project, children: list[Any]
+) -> None:
+    """A truncated answer is never a clean success: exit 0 (the model answered) but marked on the closing lines,
+    and ``degraded`` with ``finish_reason`` ``length`` in ``--json``."""
+    script: list[Any] = [Say("The capital of", finish="length"), Say(" France", finish="length")]
+    with MockLLM(script) as server:
+        project.use(server)
+        child = project.spawn("run", "Capital of France?")
+        children.append(child)
+        child.expect_exact("The capital of France")
+        child.expect_exact("[complete, degraded, cut off at the output limit] the model's answer was cut off")
+        child.expect(pexpect.EOF)
+        child.close()
+    assert child.exitstatus == 0, screen(child)
+    assert "final answer" not in screen(child), "the continuation is not announced as a summary call"
+
+    with MockLLM(list(script)) as server:
+        project.use(server)
+        completed = project.run("run", "Capital of France?", "--json")
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    assert result["degraded"] is True
+    assert result["finish_reason"] == "length"
+    assert result["stop_reason"] == "complete"
+    assert result["exit_code"] == 0
+    assert result["text"] == "The capital of France"
+    assert "cut off at the output limit" in result["detail"]
