@@ -40,12 +40,13 @@ class Say:
 @dataclass(frozen=True)
 class Call:
     """Call one tool (or several, with ``more``), after optional text; arguments given as a string are sent
-    as they are (broken JSON, as a model may write it)."""
+    as they are (broken JSON, as a model may write it); ``stall`` waits before the calls until released."""
 
     name: str
     arguments: dict[str, Any] | str
     text: str = ""
     more: tuple[tuple[str, dict[str, Any] | str], ...] = ()
+    stall: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ class MockLLM:
             await _send(response, {"content": piece})
         if isinstance(step, Say) and step.then_think:
             await _send(response, {"reasoning_content": step.then_think})
-        if isinstance(step, Say) and step.stall:
+        if step.stall:
             self.stalled.set()
             assert self._release is not None
             await self._release.wait()

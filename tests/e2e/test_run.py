@@ -11,7 +11,7 @@ from typing import Any
 import pexpect
 
 from tests.e2e.conftest import Project, screen
-from tests.e2e.mock_llm import Call, Fail, MockLLM, Say
+from tests.e2e.mock_llm import WAIT, Call, Fail, MockLLM, Say
 from tests.e2e.test_chat import load_sessions
 from tether.messages import transcript_problems
 
@@ -313,3 +313,28 @@ def test_an_answer_still_cut_at_the_output_limit_is_marked_on_screen_and_in_json
     assert result["exit_code"] == 0
     assert result["text"] == "The capital of France"
     assert "cut off at the output limit" in result["detail"]
+
+
+def test_text_typed_ahead_does_not_answer_the_approval_question(project: Project, children: list[Any]) -> None:
+    """A "yes" typed while the model was still thinking is not taken as the answer to the question asked after
+    it: the question waits for a real answer (here "n"), and the command says the typed-ahead text was ignored."""
+    script: list[Any] = [Call("write", {"path": "out.txt", "content": "x"}, stall=True), Say("Fine, I will not.")]
+    with MockLLM(script) as server:
+        project.use(server)
+        child = project.spawn("run", "Write out.txt")
+        children.append(child)
+        assert server.stalled.wait(WAIT), screen(child)
+        child.send("yes\n")  # typed ahead, before any question
+        child.expect_exact("yes")  # echoed: the terminal has it in its input queue
+        server.release()
+        child.expect_exact("(typed before this question, so not taken as its answer: 'yes')")
+        child.expect_exact("Allow write(path='out.txt', content='x')? [y/N]")
+        child.sendline("n")
+        child.expect_exact("Fine, I will not.")
+        child.expect(pexpect.EOF)
+        child.close()
+
+    assert child.exitstatus == 0, screen(child)
+    assert not (project.cwd / "out.txt").exists(), "the typed-ahead 'yes' allowed the write"
+    tool_message = next(m for m in server.messages(1) if m["role"] == "tool")
+    assert "did not approve" in tool_message["content"]
