@@ -6,8 +6,9 @@ and a tool that never returns all end in a typed stop with a result. ``None`` sw
 The rules for a limit's value live here once (:func:`limit_problem`), and both ``Limits(...)`` and the
 ``[runtime.limits]`` table of ``agent.toml`` apply them: a count is a whole number >= 1, a time (seconds)
 or a cost (dollars) a finite number > 0, ``invalid_response_retries`` (and ``output_retries``,
-``answer_continuations``) a whole number >= 0 that cannot be switched off. Booleans are not numbers. The same goes for :class:`Compaction` (:func:`compaction_problem`).
-A choice (``excess_tool_calls``) is one of its words (:data:`CHOICES`).
+``answer_continuations``) a whole number >= 0 that cannot be switched off. Booleans are not numbers. The
+same goes for :class:`Compaction` (:func:`compaction_problem`). A choice (``excess_tool_calls``) is one of its
+words (:data:`CHOICES`).
 
 ``Limits`` also has a JSON form (:meth:`Limits.to_json`, :meth:`Limits.from_json`, and their dict forms), for
 hosts that keep settings as JSON: ``null`` is "no limit", a key left out its default, and a key it does not know

@@ -15,8 +15,8 @@ from tests.e2e.mock_llm import WAIT, Call, Fail, MockLLM, Say
 from tests.e2e.test_chat import load_sessions
 from tether.messages import transcript_problems
 
-JSON_KEYS = {"text", "stop_reason", "degraded", "finish_reason", "detail", "error", "usage", "cost", "turns", "session_id", "model",
-             "exit_code", "duration_ms", "turn_records", "messages", "output"}  # fmt: skip
+JSON_KEYS = {"text", "stop_reason", "degraded", "finish_reason", "detail", "error", "usage", "cost", "turns",
+             "session_id", "model", "exit_code", "duration_ms", "turn_records", "messages", "output"}  # fmt: skip
 
 
 def test_json_prints_the_whole_result_on_stdout_and_nothing_else(project: Project) -> None:

@@ -5,7 +5,7 @@ saying so."""
 
 from __future__ import annotations
 
-from tether import Agent, Limits, TextDelta, tool
+from tether import Agent, Limits, RunCompleted, TextDelta, tool
 from tether.errors import RateLimited
 from tether.loop.context import CONTINUATION_REQUEST
 from tether.messages import Text, Thinking, transcript_problems
@@ -92,7 +92,9 @@ async def test_an_answer_after_tools_is_continued_and_the_continuation_streams_a
     events = [event async for event in Agent(model, tools=[add]).stream("2+3?")]
     shown = "".join(event.text for event in events if isinstance(event, TextDelta))
     assert shown == "The sum is 5."
-    result = events[-1].result  # type: ignore[attr-defined]
+    completed = events[-1]
+    assert isinstance(completed, RunCompleted)
+    result = completed.result
     assert result.text == "The sum is 5."
     assert not result.degraded
     assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant"]

@@ -33,7 +33,8 @@ def responses(text: str) -> dict[str, Any]:
     item = {"type": "message", "id": "msg_1", "role": "assistant", "status": "incomplete",
             "content": [{"type": "output_text", "text": text, "annotations": []}]}  # fmt: skip
     return {"id": "resp_1", "model": "m", "status": "incomplete", "output": [item],
-            "incomplete_details": {"reason": "max_output_tokens"}, "usage": {"input_tokens": 9, "output_tokens": 4}}  # fmt: skip
+            "incomplete_details": {"reason": "max_output_tokens"},
+            "usage": {"input_tokens": 9, "output_tokens": 4}}  # fmt: skip
 
 
 def anthropic(text: str) -> dict[str, Any]:

@@ -105,9 +105,7 @@ class TypeAhead:
         return text
 
 
-def terminal_approver(
-    console: Console, renderer: Renderer | None = None, typed: TypeAhead | None = None
-) -> Approver:
+def terminal_approver(console: Console, renderer: Renderer | None = None, typed: TypeAhead | None = None) -> Approver:
     """Asks ``Allow write(path='x')? [y/N]`` on ``console`` and reads the answer from stdin, typed after the
     question: what was typed before it is kept in ``typed`` (the chat's next prompt shows it), or, without one,
     said to be ignored (the module docstring)."""

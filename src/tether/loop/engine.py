@@ -46,12 +46,12 @@ from tether.events import (
     TurnStarted,
 )
 from tether.limits import StopReason
+from tether.loop.accumulator import AccumulatedTurn
 from tether.loop.actions import Interpreted
 from tether.loop.call import CallOutcome, Calls, ProviderCall
-from tether.loop.accumulator import AccumulatedTurn
 from tether.loop.compactor import Compactor, still_too_long
-from tether.loop.continuation import Continuation, Continued, continued_detail, cut_detail
 from tether.loop.context import correction, fallback_text, summary_request
+from tether.loop.continuation import Continuation, Continued, continued_detail, cut_detail
 from tether.loop.executor import ToolBatch, ToolExecutor
 from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter, deadline_passed
