@@ -115,3 +115,18 @@ async def test_the_budget_spent_leaves_no_room_for_a_continuation() -> None:
     assert len(model.requests) == 1
     assert result.degraded
     assert result.finish_reason == "length"
+
+
+async def test_in_json_action_mode_a_final_action_cut_at_the_limit_is_an_answer_continued() -> None:
+    """A model without native tools writes its answer as a ``final`` action; cut by the output limit, what it
+    wrote is the answer so far (not an unusable action to correct), and the model is asked to go on."""
+    model = ScriptedProvider(
+        [reply('{"type": "final", "text": "The capital of France', finish="length"), reply(" is Paris.")],
+        supports_tools=False,
+    )
+    result = await Agent(model, tools=[add], tool_mode="json").run("Capital of France?")
+    assert result.text == "The capital of France is Paris."
+    assert result.stop_reason == "complete"
+    assert not result.degraded
+    assert len(model.requests) == 2
+    assert model.requests[1].messages[-1].text == CONTINUATION_REQUEST

@@ -73,7 +73,7 @@ class Continuation:
                 break
             turn_no = self.state.turn = self.guard.turns + 1
             yield self.emit(TurnStarted(turn_no, final=True))
-            request, _ = self.offer.turn(self.view(), continuation_request(), final=True, called=True)
+            request, _ = self.offer.turn(self.view(), None, final=True, called=True, ask=continuation_request())
             call = ProviderCall(self.calls, request, turn_no, 1, final=True)
             deltas = call.deltas(self.offer.actions)
             try:
@@ -89,7 +89,7 @@ class Continuation:
             finally:
                 await deltas.aclose()
             assert call.outcome is not None, "a call's outcome is set when its stream is over"
-            read = self.calls.read(call.outcome, final=True, actions=self.offer.actions)
+            read = self.calls.read(call.outcome, final=True, actions=self.offer.actions, continuing=True)
             if read.shown:
                 yield self.emit(TextDelta(read.shown))
             yield self.emit(self.calls.completed(call, read.turn, read.problem))
