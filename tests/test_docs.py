@@ -241,3 +241,36 @@ def test_the_json_blocks_parse() -> None:
     for block in blocks():
         if block.language == "json":
             json.loads(block.code)
+
+
+README = ROOT / "README.md"
+
+
+def readme_agent_block() -> str:
+    """The README's "An agent in twenty lines" example, as it is written there."""
+    text = README.read_text()
+    section = text[text.index("## An agent in twenty lines") :]
+    match = RUNNABLE_README.search(section)
+    assert match is not None, "the README's twenty-line example is a ```python block"
+    return match.group(1)
+
+
+RUNNABLE_README = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def test_the_readmes_twenty_line_agent_runs_and_both_its_runs_complete(tmp_path: Path) -> None:
+    """The example run verbatim, then its two results checked: the follow-up is answered by the script too
+    (a script that ran out would end it with ``error``)."""
+    checks = (
+        "\nassert result.stop_reason == 'complete', (result.stop_reason, result.detail)"
+        "\nassert follow_up.stop_reason == 'complete', (follow_up.stop_reason, follow_up.detail)"
+        "\nmodel.assert_consumed()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", readme_agent_block() + checks],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout.splitlines()
+    assert printed[0].startswith("5 complete Usage(")
+    assert printed[1] == "20 complete"

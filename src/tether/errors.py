@@ -32,6 +32,7 @@ ErrorCode = Literal[
     "cancelled",
     "download_failed",
     "checksum_mismatch",
+    "script_exhausted",
 ]
 
 

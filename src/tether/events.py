@@ -175,7 +175,8 @@ class RunResult(msgspec.Struct, Generic[OutputT], frozen=True):
 
     ``text`` is the answer (best effort when ``degraded``); ``messages`` the whole transcript, valid even when
     the run was cancelled; ``detail`` says in a sentence why the run stopped; ``error`` is the failure that
-    stopped it, if one did.
+    stopped it, if one did. ``degraded`` is set by every stop but ``complete``, ``done_tool`` and ``ask_user``,
+    and by an answer still cut at the output limit (``finish_reason`` ``length``) or a failed last save.
     """
 
     text: str
@@ -201,6 +202,10 @@ class RunResult(msgspec.Struct, Generic[OutputT], frozen=True):
     output: OutputT = None  # type: ignore[assignment]  # every run sets it; None only where one gave no output
     """The run's output: its text, or, when an output type was asked for (``output_type=``), the validated value
     (``None`` when the run stopped without one: see ``stop_reason``, ``invalid_output`` among others)."""
+    finish_reason: FinishReason | None = None
+    """How the model's last answer ended (its call's finish reason, a compaction's aside): ``length`` when it was
+    cut off at the output limit, which leaves the run ``degraded`` even when it is ``complete`` (the answer is
+    continued first, up to ``Limits.answer_continuations`` times); ``None`` when no call was made."""
 
     @property
     def new_messages(self) -> tuple[Message, ...]:

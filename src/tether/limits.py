@@ -5,9 +5,10 @@ and a tool that never returns all end in a typed stop with a result. ``None`` sw
 
 The rules for a limit's value live here once (:func:`limit_problem`), and both ``Limits(...)`` and the
 ``[runtime.limits]`` table of ``agent.toml`` apply them: a count is a whole number >= 1, a time (seconds)
-or a cost (dollars) a finite number > 0, ``invalid_response_retries`` a whole number >= 0 that cannot be
-switched off. Booleans are not numbers. The same goes for :class:`Compaction` (:func:`compaction_problem`).
-A choice (``excess_tool_calls``) is one of its words (:data:`CHOICES`).
+or a cost (dollars) a finite number > 0, ``invalid_response_retries`` (and ``output_retries``,
+``answer_continuations``) a whole number >= 0 that cannot be switched off. Booleans are not numbers. The
+same goes for :class:`Compaction` (:func:`compaction_problem`). A choice (``excess_tool_calls``) is one of its
+words (:data:`CHOICES`).
 
 ``Limits`` also has a JSON form (:meth:`Limits.to_json`, :meth:`Limits.from_json`, and their dict forms), for
 hosts that keep settings as JSON: ``null`` is "no limit", a key left out its default, and a key it does not know
@@ -79,6 +80,10 @@ class Limits:
     output_retries: int = 2
     """Times a typed output that failed its validation (or an answer without one) is sent back to the model with
     the errors before the run stops as ``invalid_output``."""
+    answer_continuations: int = 1
+    """Calls (tools off) asking the model to go on with a final answer cut off at the output limit (finish reason
+    ``length``), each joined to the answer; ``0``: none. An answer still cut after them ends the run ``complete``
+    but ``degraded``, its detail saying so (``loop/continuation.py``)."""
     max_cost_usd: float | None = None
     """Stop once the run has cost this much; needs a known price for the model."""
     max_history_messages: int | None = None
@@ -133,7 +138,7 @@ COUNTS = frozenset(
     {"max_turns", "max_tool_calls_per_turn", "max_tool_calls", "max_consecutive_errors", "max_history_messages"}
 )
 """The limits that count (whole numbers); the others but :data:`ALWAYS_ON` are seconds or dollars."""
-ALWAYS_ON = frozenset({"invalid_response_retries", "output_retries"})
+ALWAYS_ON = frozenset({"invalid_response_retries", "output_retries", "answer_continuations"})
 """The limits that cannot be switched off (whole numbers, 0 or more)."""
 CHOICES: dict[str, tuple[str, ...]] = {"excess_tool_calls": ("refuse", "stop")}
 """The settings that are one of a few words, and their words."""

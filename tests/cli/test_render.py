@@ -279,3 +279,27 @@ def test_an_overflow_is_told_before_the_compaction_it_set_off_and_the_retry_afte
     assert lines[0] == "(answer not used: ContextOverflow: too long)"
     assert lines[1].startswith("context compacted after the model's context overflowed: ")
     assert lines[2] == "(the answer could not be used; asking again)"
+
+
+def cut_turn(text: str) -> TurnCompleted:
+    return TurnCompleted(1, Message.assistant(text), Usage(), "length")
+
+
+def test_an_answer_continued_past_the_output_limit_shows_as_one_answer_without_a_note_between() -> None:
+    for stream in (True, False):
+        screen = Screen(stream=stream)
+        screen.play(TurnStarted(1), TextDelta("The capital is"), cut_turn("The capital is"))
+        screen.play(TurnStarted(2, final=True), TextDelta(" Paris."), turn_done())
+        screen.play(completed("The capital is Paris."))
+        assert screen.out == "The capital is Paris.\n", stream
+        assert screen.err == "", "no 'final answer' note, no closing mark: the answer was finished"
+
+
+def test_an_answer_still_cut_at_the_output_limit_is_marked_on_the_closing_line() -> None:
+    screen = Screen()
+    cut = "the model's answer was cut off at the output limit, still after 1 continuation(s)"
+    result = RunResult("One two", StopReason.COMPLETE, (), Usage(), degraded=True, detail=cut, finish_reason="length")
+    screen.play(TurnStarted(1), TextDelta("One"), cut_turn("One"), TurnStarted(2, final=True), TextDelta(" two"))
+    screen.play(cut_turn(" two"), RunCompleted(result))
+    assert screen.out == "One two\n"
+    assert screen.err.splitlines()[-1] == f"[complete, degraded, cut off at the output limit] {cut}"

@@ -358,9 +358,12 @@ async def test_000_t4_calls_of_one_turn_run_one_after_the_other_in_the_models_or
 
 async def test_000_t5_an_answer_stopped_at_the_output_limit_is_the_final_text() -> None:
     stream = events(StreamStart(), LlmTextDelta("cut sh"), StreamEnd("length", Usage()))
-    result = await Agent(ScriptedProvider([stream])).run("go")
+    result = await Agent(ScriptedProvider([stream]), limits=Limits(answer_continuations=0)).run("go")
     assert (result.stop_reason, result.text) == (StopReason.COMPLETE, "cut sh")
     assert result.turn_records[-1].finish_reason == "length"
+    assert (result.degraded, result.finish_reason) == (True, "length"), "marked: never a clean success"
+    continued = await Agent(ScriptedProvider([stream, reply("ort.")])).run("go")
+    assert (continued.stop_reason, continued.text, continued.degraded) == (StopReason.COMPLETE, "cut short.", False)
 
 
 async def test_000_t5_the_registry_s_tool_definitions_and_the_system_prompt_reach_the_provider() -> None:

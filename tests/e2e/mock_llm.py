@@ -27,23 +27,26 @@ WAIT = 30.0
 @dataclass(frozen=True)
 class Say:
     """Answer ``text``, streamed in ``pieces`` chunks; ``stall`` waits after them until released; ``then_think``
-    is reasoning sent after the text, which shows where in the output the client was when the text had come."""
+    is reasoning sent after the text, which shows where in the output the client was when the text had come;
+    ``finish`` is the finish reason sent (``"length"``: the answer stopped at the output limit)."""
 
     text: str
     pieces: int = 3
     stall: bool = False
     then_think: str = ""
+    finish: str = "stop"
 
 
 @dataclass(frozen=True)
 class Call:
     """Call one tool (or several, with ``more``), after optional text; arguments given as a string are sent
-    as they are (broken JSON, as a model may write it)."""
+    as they are (broken JSON, as a model may write it); ``stall`` waits before the calls until released."""
 
     name: str
     arguments: dict[str, Any] | str
     text: str = ""
     more: tuple[tuple[str, dict[str, Any] | str], ...] = ()
+    stall: bool = False
 
 
 @dataclass(frozen=True)
@@ -154,11 +157,11 @@ class MockLLM:
             await _send(response, {"content": piece})
         if isinstance(step, Say) and step.then_think:
             await _send(response, {"reasoning_content": step.then_think})
-        if isinstance(step, Say) and step.stall:
+        if step.stall:
             self.stalled.set()
             assert self._release is not None
             await self._release.wait()
-        finish = "stop"
+        finish = step.finish if isinstance(step, Say) else "stop"
         if isinstance(step, Call):
             finish = "tool_calls"
             calls = ((step.name, step.arguments), *step.more)

@@ -9,7 +9,7 @@ from typing import Any
 import pexpect
 
 from tests.e2e.conftest import Project, screen
-from tests.e2e.mock_llm import Call, MockLLM, Say, Step
+from tests.e2e.mock_llm import WAIT, Call, MockLLM, Say, Step
 from tether.messages import transcript_problems
 from tether.sessions import SQLiteSessionStore
 
@@ -129,3 +129,43 @@ def test_multi_line_input_history_and_ctrl_c_at_the_prompt(project: Project, chi
     assert "+first line" in history
     assert "+the real one" in history
     assert "thrown away" not in history
+
+
+def test_text_typed_during_a_turn_waits_for_the_next_prompt_and_does_not_answer_the_approval(
+    project: Project, children: list[Any]
+) -> None:
+    """A "y" typed while the model was still thinking does not allow the write the model then asks for: the
+    question waits for an answer typed after it, and the typed text comes back at the next prompt, sent by Enter."""
+    script: list[Any] = [
+        Call("write", {"path": "out.txt", "content": "x"}, stall=True),
+        Say("Fine, I will not."),
+        Say("You said: y, and more."),
+    ]
+    with MockLLM(script) as server:
+        project.use(server)
+        child = project.spawn("chat")
+        children.append(child)
+        child.expect_exact(PROMPT)
+        child.sendline("Write out.txt")
+        assert server.stalled.wait(WAIT), screen(child)
+        child.send("y, and more\n")  # typed ahead: meant as the next message, not as an answer
+        child.expect_exact("y, and more")  # echoed: the terminal has it in its input queue
+        server.release()
+        child.expect_exact("(what you typed before this question is kept for your next message)")
+        child.expect_exact("Allow write(path='out.txt', content='x')? [y/N]")
+        child.sendline("n")
+        child.expect_exact("Fine, I will not.")
+        child.expect_exact(PROMPT)
+        child.expect_exact("y, and more")  # the next prompt starts with it
+        child.send("\r")
+        child.expect_exact("You said: y, and more.")
+        child.expect_exact(PROMPT)
+        child.sendeof()
+        child.expect(pexpect.EOF)
+        child.close()
+
+    assert child.exitstatus == 0, screen(child)
+    assert not (project.cwd / "out.txt").exists(), "the typed-ahead text allowed the write"
+    tool_message = next(m for m in server.messages(1) if m["role"] == "tool")
+    assert "did not approve" in tool_message["content"]
+    assert server.messages(2)[-1] == {"role": "user", "content": "y, and more"}

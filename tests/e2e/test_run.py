@@ -11,12 +11,12 @@ from typing import Any
 import pexpect
 
 from tests.e2e.conftest import Project, screen
-from tests.e2e.mock_llm import Call, Fail, MockLLM, Say
+from tests.e2e.mock_llm import WAIT, Call, Fail, MockLLM, Say
 from tests.e2e.test_chat import load_sessions
 from tether.messages import transcript_problems
 
-JSON_KEYS = {"text", "stop_reason", "degraded", "detail", "error", "usage", "cost", "turns", "session_id", "model",
-             "exit_code", "duration_ms", "turn_records", "messages", "output"}  # fmt: skip
+JSON_KEYS = {"text", "stop_reason", "degraded", "finish_reason", "detail", "error", "usage", "cost", "turns",
+             "session_id", "model", "exit_code", "duration_ms", "turn_records", "messages", "output"}  # fmt: skip
 
 
 def test_json_prints_the_whole_result_on_stdout_and_nothing_else(project: Project) -> None:
@@ -268,3 +268,73 @@ def test_cli_stream_false_prints_the_answer_whole_once_the_model_has_written_it(
         assert answer >= 0, shown
         assert thinking >= 0, shown
         assert (answer < thinking) is text_first, shown
+
+
+def test_an_answer_cut_at_the_output_limit_is_continued_and_shown_whole(project: Project) -> None:
+    with MockLLM([Say("The capital of France is", finish="length"), Say(" Paris.")]) as server:
+        project.use(server)
+        completed = project.run("run", "Capital of France?", "--json")
+
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    assert result["text"] == "The capital of France is Paris."
+    assert result["degraded"] is False
+    assert result["finish_reason"] == "stop"
+    asked = server.messages(1)
+    assert asked[-2] == {"role": "assistant", "content": "The capital of France is"}
+    assert "cut off at the output limit" in asked[-1]["content"]
+
+
+def test_an_answer_still_cut_at_the_output_limit_is_marked_on_screen_and_in_json(
+    project: Project, children: list[Any]
+) -> None:
+    """A truncated answer is never a clean success: exit 0 (the model answered) but marked on the closing lines,
+    and ``degraded`` with ``finish_reason`` ``length`` in ``--json``."""
+    script: list[Any] = [Say("The capital of", finish="length"), Say(" France", finish="length")]
+    with MockLLM(script) as server:
+        project.use(server)
+        child = project.spawn("run", "Capital of France?")
+        children.append(child)
+        child.expect_exact("The capital of France")
+        child.expect_exact("[complete, degraded, cut off at the output limit] the model's answer was cut off")
+        child.expect(pexpect.EOF)
+        child.close()
+    assert child.exitstatus == 0, screen(child)
+    assert "final answer" not in screen(child), "the continuation is not announced as a summary call"
+
+    with MockLLM(list(script)) as server:
+        project.use(server)
+        completed = project.run("run", "Capital of France?", "--json")
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    assert result["degraded"] is True
+    assert result["finish_reason"] == "length"
+    assert result["stop_reason"] == "complete"
+    assert result["exit_code"] == 0
+    assert result["text"] == "The capital of France"
+    assert "cut off at the output limit" in result["detail"]
+
+
+def test_text_typed_ahead_does_not_answer_the_approval_question(project: Project, children: list[Any]) -> None:
+    """A "yes" typed while the model was still thinking is not taken as the answer to the question asked after
+    it: the question waits for a real answer (here "n"), and the command says the typed-ahead text was ignored."""
+    script: list[Any] = [Call("write", {"path": "out.txt", "content": "x"}, stall=True), Say("Fine, I will not.")]
+    with MockLLM(script) as server:
+        project.use(server)
+        child = project.spawn("run", "Write out.txt")
+        children.append(child)
+        assert server.stalled.wait(WAIT), screen(child)
+        child.send("yes\n")  # typed ahead, before any question
+        child.expect_exact("yes")  # echoed: the terminal has it in its input queue
+        server.release()
+        child.expect_exact("(typed before this question, so not taken as its answer: 'yes')")
+        child.expect_exact("Allow write(path='out.txt', content='x')? [y/N]")
+        child.sendline("n")
+        child.expect_exact("Fine, I will not.")
+        child.expect(pexpect.EOF)
+        child.close()
+
+    assert child.exitstatus == 0, screen(child)
+    assert not (project.cwd / "out.txt").exists(), "the typed-ahead 'yes' allowed the write"
+    tool_message = next(m for m in server.messages(1) if m["role"] == "tool")
+    assert "did not approve" in tool_message["content"]

@@ -3,7 +3,8 @@
 The map's ``event-order`` block is a regular expression over event names; each run below (an answer, tool calls
 one by one and together, a corrected answer, a failed call recovered by compaction, a call that fails for good, a
 call the provider retried, an answer that thinks first, thinking before a tool call, a step limit and its summary,
-a tool that ends the run, a cancel in the middle of a tool, a compaction after the answer) must match it whole, and
+a tool that ends the run, a cancel in the middle of a tool, a compaction after the answer, an answer cut at
+the output limit and continued) must match it whole, and
 an order the map forbids must not. (``test_failure_events.py`` checks retries over real HTTP against the same
 order.)
 """
@@ -124,6 +125,15 @@ RUNS: dict[str, Callable[[], Agent[Any, Any]]] = {
             ]
         ),
         compaction=Compaction(context_window=100_000),
+    ),
+    "an answer cut at the output limit, then continued": lambda: Agent(
+        ScriptedProvider([reply("The answer is", finish="length"), reply(" 42.")])
+    ),
+    "an answer still cut after its continuation": lambda: Agent(
+        ScriptedProvider([reply("The answer", finish="length"), reply(" is", finish="length")])
+    ),
+    "an answer cut, its continuation failing": lambda: Agent(
+        ScriptedProvider([reply("The answer", finish="length"), fail(RateLimited("slow down", status=429))])
     ),
     "an answer, compacted after it": lambda: Agent(
         ScriptedProvider([reply("the long answer: " + "word " * 1_600), reply("SUMMARY: parts were described.")]),

@@ -21,7 +21,7 @@ import pytest
 from tests.wire import replay as wire
 from tests.wire.events import Call, Streamed, collect, compact, run_agent, streamed
 from tests.wire.replay import Cassette, Replayer, ReplayServer, recorded_request_bodies
-from tether import Agent, tool
+from tether import Agent, Limits, tool
 from tether.errors import ProviderUnavailable, RateLimited
 from tether.events import LlmEvent, StreamEnd, TextDelta
 from tether.loop.accumulator import StreamAccumulator
@@ -309,11 +309,12 @@ async def test_an_incomplete_response_keeps_its_text_and_finishes_for_its_reason
     replay: Replayer, cassette: str, finish: str, text: str
 ) -> None:
     server = await replay.serve(shape(cassette))
-    agent = Agent(responses(server))
+    agent = Agent(responses(server), limits=Limits(answer_continuations=0))  # one recorded answer: no call after it
     events, result = await run_agent(agent, "Tell me.")
     got = streamed(await collect(responses(await replay.serve(shape(cassette))), ASK))
     assert (got.text, got.finish) == (text, finish)
     assert result.text == text
+    assert result.finish_reason == finish
     assert compact(events)[2] == f"Text*2({text!r})"
 
 

@@ -315,3 +315,18 @@ def test_resolve_rejects_an_object_that_is_not_a_provider(thing: object) -> None
     with pytest.raises(ConfigInvalid) as caught:
         resolve(thing)  # type: ignore[arg-type]
     assert type(thing).__name__ in str(caught.value)
+
+
+async def test_a_run_past_the_scripts_end_stops_with_a_coded_error_that_names_it() -> None:
+    """Nothing raises out of the run: the result carries the exhausted script, with a code of its own."""
+    from tether import Agent
+
+    agent = Agent(ScriptedProvider([reply("5")]))
+    first = await agent.run("What is 2+3?")
+    second = await agent.run("And times 4?", history=first.messages)
+    assert first.stop_reason == "complete"
+    assert second.stop_reason == "error"
+    assert isinstance(second.error, ScriptExhausted)
+    assert second.error.code == "script_exhausted"
+    assert second.detail.startswith("[script_exhausted] ScriptedProvider was called 2 times")
+    assert "1 step(s)" in second.detail

@@ -2,7 +2,8 @@
 
 This is the thin terminal layer: a prompt with history (``FileHistory`` in the XDG state directory) and
 multi-line input (Esc then Enter, or a line ending in ``\\``), Ctrl-C at the prompt clearing the line and
-Ctrl-D leaving, and while a turn runs a SIGINT handler that cancels just that turn. When stdin is not a
+Ctrl-D leaving, and while a turn runs a SIGINT handler that cancels just that turn. Text typed during a turn is
+not taken as the answer to an approval question; the next prompt starts with it (``terminal.py``). When stdin is not a
 terminal the lines are read plainly, one prompt per line, and tools that change things are refused unless
 ``--yes``.
 """
@@ -38,7 +39,7 @@ from tether.cli.otlp import otlp_export
 from tether.cli.paths import history_path
 from tether.cli.render import Renderer, make_console
 from tether.cli.repl import Chat
-from tether.cli.terminal import Interrupts, terminal_approver
+from tether.cli.terminal import Interrupts, TypeAhead, terminal_approver
 from tether.errors import ConfigInvalid, TetherError
 
 if TYPE_CHECKING:
@@ -114,7 +115,8 @@ async def _connected(setup: Setup, options: ChatOptions, console: Console, env: 
 async def _chat(setup: Setup, options: ChatOptions, console: Console, env: Mapping[str, str]) -> int:
     interactive = sys.stdin.isatty()
     renderer = Renderer(console, thinking=True, spinner=True)
-    approve = terminal_approver(console, renderer) if interactive else None
+    typed = TypeAhead()  # what was typed ahead of an approval question, shown again at the next prompt
+    approve = terminal_approver(console, renderer, typed) if interactive else None
 
     def build(model: str, mode: str) -> Agent:
         return setup.agent(model=model, mode=mode, yes=options.yes, interactive=interactive, approve=approve)
@@ -143,7 +145,7 @@ async def _chat(setup: Setup, options: ChatOptions, console: Console, env: Mappi
         if options.session or options.continue_last:
             await chat.handle(f"/resume {session_id}")
         if interactive:
-            await prompt_loop(chat, history_path(env))
+            await prompt_loop(chat, history_path(env), typed)
         else:
             await plain_loop(chat)
     finally:
@@ -182,8 +184,9 @@ def key_bindings() -> KeyBindings:
     return bindings
 
 
-async def prompt_loop(chat: Chat, history_file: Path) -> None:
-    """Read lines with prompt_toolkit until /exit or Ctrl-D."""
+async def prompt_loop(chat: Chat, history_file: Path, typed: TypeAhead | None = None) -> None:
+    """Read lines with prompt_toolkit until /exit or Ctrl-D; a prompt starts with what was typed ahead of an
+    approval question in the turn before (``typed``), for the user to send or change."""
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
 
@@ -196,7 +199,7 @@ async def prompt_loop(chat: Chat, history_file: Path) -> None:
     )
     while True:
         try:
-            line = await session.prompt_async(PROMPT)
+            line = await session.prompt_async(PROMPT, default=typed.take() if typed is not None else "")
         except KeyboardInterrupt:  # Ctrl-C at the prompt: the line is dropped, ask again
             continue
         except EOFError:  # Ctrl-D

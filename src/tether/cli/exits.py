@@ -1,10 +1,11 @@
 """The exit codes of ``tether run`` (and of the other commands where they apply).
 
-0: the run answered (``complete``, ``done_tool``, ``ask_user``); 1: a configuration problem (the message names
-the key and where it was set; for ``tether doctor``, a check failed; for ``tether probe``, the server is not
-usable); 2: a usage error (click's); 3: a guard stopped the run (``max_turns``,
-``max_tool_calls``, ``consecutive_errors``, ``invalid_response``, ``invalid_output``, ``budget``, ``timeout``);
-4: the run failed (``error``); 130: cancelled (Ctrl-C), as a shell reports a process ended by SIGINT.
+0: the run answered (``complete``, ``done_tool``, ``ask_user``; an answer still cut at the output limit too,
+since the model did answer: it is marked ``degraded`` instead, with ``finish_reason`` ``length``); 1: a
+configuration problem (the message names the key and where it was set; for ``tether doctor``, a check failed;
+for ``tether probe``, the server is not usable); 2: a usage error (click's); 3: a guard stopped the run
+(``max_turns``, ``max_tool_calls``, ``consecutive_errors``, ``invalid_response``, ``invalid_output``, ``budget``,
+``timeout``); 4: the run failed (``error``); 130: cancelled (Ctrl-C), as a shell reports a process ended by SIGINT.
 """
 
 from __future__ import annotations

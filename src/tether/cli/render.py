@@ -3,7 +3,9 @@
 The answer's text goes to ``out`` (stdout for ``tether run``, so ``tether run ... > answer.txt`` keeps only
 the answer); thinking (dim, each block on lines of its own), tool calls and their results (one line each), the
 provider's retries (``retrying in 2.0 s (rate_limited)``, one line each), compactions of the history (one line
-each), notes and the closing summary go to ``err`` (stderr). In the chat both are the same console. A
+each), notes and the closing summary go to ``err`` (stderr). An answer cut at the output limit and continued by
+the loop is shown as one answer; one still cut when the run ends is marked on its closing line
+(``[complete, degraded, cut off at the output limit] ...``). In the chat both are the same console. A
 spinner runs on ``err`` while the model has not sent anything yet, when ``err`` is a terminal.
 
 Everything but the answer goes through the agent's :class:`~tether.redaction.Redaction`
@@ -119,6 +121,16 @@ def _style(result: ToolResult) -> str:
     return "red" if result.is_error else "dim" if result.code == REPEATED else "green"
 
 
+def is_cut(event: TurnCompleted) -> bool:
+    """Whether a turn's answer, used and calling no tool, stopped at the output limit (the loop then asks the
+    model to go on with it, ``loop/continuation.py``)."""
+    return (
+        event.finish_reason == "length"
+        and event.status == "completed"
+        and not any(type(part) is ToolCall for part in event.message.parts)
+    )
+
+
 def usage_line(usage: Usage, cost: Cost | None) -> str:
     """``1,234 tokens (1,000 in, 234 out), 2 requests, $0.0012``; the cost only when the price is known."""
     parts = [f"{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out"]
@@ -175,6 +187,9 @@ class Renderer:
         """The current turn's text, not printed yet (``stream=False``)."""
         self._rejected: str | None = None
         """Why the last turn's answer was not used; shown unless the run's closing line says the same."""
+        self._cut = False
+        """The last turn's answer stopped at the output limit: the next turn (the loop asks the model to go on)
+        continues it on the same line, without a note or a spinner between its parts."""
 
     def __call__(self, event: RunEvent) -> None:
         kind = type(event)
@@ -202,8 +217,10 @@ class Renderer:
             self.note(f"  {_mark(result)} {line}", _style(result))
         elif kind is TurnCompleted:
             assert isinstance(event, TurnCompleted)
-            self._release()
-            self.end_lines()
+            self._cut = is_cut(event)
+            if not self._cut:
+                self._release()
+                self.end_lines()
             self._rejected = event.rejected
         elif kind is ThinkingEnded:
             if self._in_thinking:  # the next block, or the answer, starts on a line of its own
@@ -280,6 +297,8 @@ class Renderer:
 
     def _turn_started(self, event: TurnStarted) -> None:
         self._flush_rejected()
+        if event.final and self._cut:  # more of an answer cut at the output limit: it goes on where it was
+            return
         if event.final:
             self.note("(asking the model for a final answer, without tools)")
         elif event.attempt > 1:
@@ -303,6 +322,9 @@ class Renderer:
         if self.text and reason not in _NO_ANSWER and result.text.strip() and result.text.strip() not in streamed:
             self.out.print(Text(result.text))  # an answer that was not streamed (a fallback summary)
         if reason in ("complete", "done_tool", "ask_user"):
+            if result.degraded:  # an answer still cut at the output limit, or a session not saved
+                cut = ", cut off at the output limit" if result.finish_reason == "length" else ""
+                self.note(f"[{reason}, degraded{cut}] {result.detail}", "yellow")
             return
         style = "red" if reason == "error" else "yellow"
         self.note(f"[{reason}] {result.detail}".rstrip(), style)

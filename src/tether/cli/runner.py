@@ -231,6 +231,7 @@ def result_json(
         "text": result.text,
         "stop_reason": str(result.stop_reason),
         "degraded": result.degraded,
+        "finish_reason": result.finish_reason,
         "detail": redaction.text(result.detail),
         "error": error,
         "usage": usage,

@@ -99,6 +99,8 @@ class LimitsConfig(Section):
     """Corrective re-prompts after an empty or unusable answer (cannot be "off")."""
     output_retries: int = _DEFAULTS.output_retries
     """Times a typed output that failed validation is sent back with the errors (cannot be "off")."""
+    answer_continuations: int = _DEFAULTS.answer_continuations
+    """Calls asking the model to go on with an answer cut off at the output limit (0: none; cannot be "off")."""
     max_cost_usd: float | None = _DEFAULTS.max_cost_usd
     """Stop once the run has cost this many dollars; needs a known price for the model."""
     max_history_messages: int | None = _DEFAULTS.max_history_messages

@@ -324,7 +324,8 @@ class ActionProtocol:
         model tends to copy a longer instruction into its answer. ``ask`` replaces that request (a compaction's
         summary). It keeps the system prompt of the run's other turns (only the schema allows ``final`` alone), so
         that a model that keeps what it last read (the embedded one) reuses the prompt and the history as they
-        are, and evaluates only the request.
+        are, and evaluates only the request. ``ask`` is also the request to go on with an answer cut at the output
+        limit (``continuation.py``).
         """
         if final:
             extra = ask or Message.user(FINAL_REQUEST)
@@ -356,15 +357,19 @@ class ActionProtocol:
             self._variants[choice] = made
         return made
 
-    def interpret(self, turn: AccumulatedTurn, *, final: bool = False) -> Interpreted:
+    def interpret(self, turn: AccumulatedTurn, *, final: bool = False, continuing: bool = False) -> Interpreted:
         """``turn`` with its text read as an action (a tool call becomes a ``ToolCall`` part); when only an
-        answer is possible (``final``), text that is no action is the answer as written."""
+        answer is possible (``final``), text that is no action is the answer as written. A ``final`` action cut
+        off by the output limit is the answer written so far (the loop then asks the model to go on with it);
+        ``continuing``: this is more of such an answer, whose text that is no action is kept exactly, its first
+        space included."""
         try:
             action: Action = read_action(turn.text)
         except ActionError as error:
-            if not final:
+            cut = cut_final_text(turn.text)  # a final action the output limit cut is an answer cut there
+            if not final and (cut is None or turn.finish_reason != "length"):
                 return Interpreted(turn, problem=f"the answer was not one valid JSON action: {error}")
-            action = FinalAction(cut_final_text(turn.text) or turn.text.strip())
+            action = FinalAction(cut or (turn.text if continuing else turn.text.strip()))
         kept = tuple(part for part in turn.message.parts if type(part) is not Text)
         if isinstance(action, CallAction):
             if final:

@@ -143,12 +143,15 @@ class Calls:
         self.recorder.end_call(first, usage)
         return usage
 
-    def read(self, outcome: CallOutcome, *, final: bool, actions: ActionProtocol | None) -> Interpreted:
+    def read(
+        self, outcome: CallOutcome, *, final: bool, actions: ActionProtocol | None, continuing: bool = False
+    ) -> Interpreted:
         """The answer as the loop can use it, or why it cannot be used.
 
         ``final`` (tools were off: the summary call, the answer asked for after a repeated call, or any turn of
         a run whose tool choice is ``"none"``): only an answer counts, so tool calls a provider sent anyway are
-        dropped, and in JSON action mode any text is the answer (a ``final`` action is unwrapped).
+        dropped, and in JSON action mode any text is the answer (a ``final`` action is unwrapped; ``continuing``:
+        more of an answer cut at the output limit, whose text is kept exactly, ``continuation.py``).
         """
         turn = outcome.turn
         if outcome.problem is not None:
@@ -159,7 +162,7 @@ class Calls:
         if (problem := rejection(turn)) is not None:
             return Interpreted(turn, problem=problem)
         if actions is not None:
-            return actions.interpret(turn, final=final)
+            return actions.interpret(turn, final=final, continuing=continuing)
         return Interpreted(turn)
 
     def completed(

@@ -12,8 +12,9 @@ each own one job:
 * ``executor.py``: the tool calls of a turn (act); ``guard.py``: the limits (check).
 
 Each step returns what it decided, a :class:`Decided` (the last item of a step's events, when it has events):
-the turn asks until the answer is usable (retrying an unusable one with a correction),
-:meth:`Run._turns` stores the answer and runs its tool calls (:meth:`Run._acted`: the checks after them),
+:meth:`Run._turns` (one generator for the whole run, which asyncio tracks once) asks until the answer is usable
+(retrying an unusable one with a correction), stores it and runs its tool calls (:meth:`Run._acted`: the checks
+after them); :meth:`Run._ended` goes on with an answer cut at the output limit (``continuation.py``);
 :meth:`Run._summarize` makes the one tools-off call after a step limit. After a turn that asked again
 for calls whose results the model already had (``repeats.py``), the next request allows only an answer. An
 exception out of a step (an interrupt, a provider's error) is the only other way a run stops.
@@ -45,10 +46,12 @@ from tether.events import (
     TurnStarted,
 )
 from tether.limits import StopReason
+from tether.loop.accumulator import AccumulatedTurn
 from tether.loop.actions import Interpreted
 from tether.loop.call import CallOutcome, Calls, ProviderCall
 from tether.loop.compactor import Compactor, still_too_long
 from tether.loop.context import correction, fallback_text, summary_request
+from tether.loop.continuation import Continuation, Continued, continued_detail, cut_detail
 from tether.loop.executor import ToolBatch, ToolExecutor
 from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter, deadline_passed
@@ -289,7 +292,7 @@ class Run:
         """The run's result: ``stop`` says why it ended, ``answer`` is the text the deciding step gave, if any."""
         stop, unsaved = self.saves.marked(stop) if self.saves is not None else (stop, False)
         stop = self._masked(stop)
-        degraded = unsaved or stop.reason not in ANSWERED_STOPS
+        degraded = unsaved or stop.degraded or stop.reason not in ANSWERED_STOPS
         if stop.reason in SUMMARIZED_STOPS:
             text = answer or fallback_text(stop.reason, stop.detail)
         else:
@@ -302,7 +305,7 @@ class Run:
             degraded=degraded, detail=stop.detail, error=stop.error, turns=guard.turns,
             turn_usage=tuple(self.calls.turn_usage), cost=guard.cost, run_id=self.run_id,
             first_new_message=self.state.first_new, turn_records=recorder.records(), duration_ms=recorder.run_ms(),
-            output=text if self.judge is None else self.judge.output,
+            output=text if self.judge is None else self.judge.output, finish_reason=recorder.answer_finish(),
         )  # fmt: skip
         if self.observer is not None:
             self.observer.run_ended(self.result)
@@ -335,8 +338,7 @@ class Run:
     # --- a turn: ask, then act ---------------------------------------------------------------------------
 
     async def _turns(self) -> AsyncGenerator[RunEvent | Decided, None]:
-        """Turn after turn, until one decides that the run stops (its last item): each asks until its answer is usable,
-        then acts on it (the module docstring). One generator for the whole run: asyncio tracks each."""
+        """Turn after turn until one decides the run stops (its last item); one generator, which asyncio tracks."""
         guard, state, calls, offer, compactor = self.guard, self.state, self.calls, self.offer, self.compactor
         while True:
             turn_no = state.turn = guard.turns + 1
@@ -376,10 +378,11 @@ class Run:
             state.answered(read.turn.message)
             if not read.turn.tool_calls or read.asks_user:
                 decided = _answered(read) if self.judge is None or read.asks_user else await self._output_of(read)
-                if decided.stop is not None:
-                    yield decided
-                    return
-                continue
+                if decided.stop is None:
+                    continue
+                async for item in self._ended(read.turn, decided):
+                    yield item
+                return
             asked = read.turn.tool_calls  # a typed output's calls are answered first: the executor runs the others
             batch = state.start_batch(asked, guard.admit(asked) if self.judge is None else await self._verdicts(asked))
             for group in (executor := self.executor).groups(batch):
@@ -394,6 +397,28 @@ class Run:
             if decided.stop is not None:
                 yield decided
                 return
+
+    async def _ended(self, turn: AccumulatedTurn, decided: Decided) -> AsyncGenerator[RunEvent | Decided, None]:
+        """The run stops with the answer ``turn`` as ``decided``; an answer as text cut at the output limit is
+        continued first (``continuation.py``), and the stop is what that decides."""
+        if turn.finish_reason != "length" or not _plain(decided, self.judge):
+            yield decided
+            return
+        continuation = Continuation(
+            self.calls, self.offer, self.state, self.guard, self.interrupter, self.compactor.view, self._emit
+        ).events(turn)
+        try:
+            async for item in continuation:
+                if not isinstance(item, Continued):
+                    yield item
+                elif item.interrupt is not None:
+                    yield Decided(_stop_for(item.interrupt), item.text)
+                elif item.cut:
+                    yield Decided(Stop(StopReason.COMPLETE, cut_detail(item), degraded=True), item.text)
+                else:
+                    yield Decided(Stop(StopReason.COMPLETE, continued_detail(item)), item.text)
+        finally:
+            await continuation.aclose()
 
     async def _failed(self, call: ProviderCall, failure: Exception, recovered: bool) -> AsyncGenerator[RunEvent, None]:
         """A failed call's ``TurnCompleted`` and ``CallFailed``. Its turn goes on only after a ``context_overflow``
@@ -548,6 +573,11 @@ def _answered(read: Interpreted) -> Decided:
     if read.asks_user:
         return Decided(Stop(StopReason.ASK_USER, "the model asked the user a question"), read.turn.text)
     return Decided(Stop(StopReason.COMPLETE, "the model answered"), read.turn.text)
+
+
+def _plain(decided: Decided, judge: OutputJudge | None) -> bool:
+    """A run's answer as text (no typed output, no question to the user): what a continuation can add to."""
+    return judge is None and decided.stop is not None and decided.stop.reason is StopReason.COMPLETE
 
 
 def _unanswered_repeat(had: Sequence[ToolResult], problem: str) -> Stop:

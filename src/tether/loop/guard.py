@@ -44,6 +44,8 @@ class Stop(msgspec.Struct, frozen=True, gc=False):
     reason: StopReason
     detail: str
     error: Exception | None = None
+    degraded: bool = False
+    """The run's answer is best effort even though the model gave one (an answer cut at the output limit)."""
 
 
 class LoopGuard:
@@ -182,6 +184,10 @@ class LoopGuard:
         if limits.max_turns is not None and self.turns >= limits.max_turns:
             return Stop(StopReason.MAX_TURNS, f"reached the limit of {limits.max_turns} turns")
         return None
+
+    def budget_spent(self) -> bool:
+        """Whether ``max_cost_usd`` has been reached: no call is made for what can be done without."""
+        return self._budget_stop() is not None
 
     def _budget_stop(self) -> Stop | None:
         limit = self.limits.max_cost_usd

@@ -83,27 +83,29 @@ class Offer:
         return fixed_chars(self.system_text, self.definitions)
 
     def turn(
-        self, view: Sequence[Message], extra: Message | None, *, final: bool, called: bool
+        self, view: Sequence[Message], extra: Message | None, *, final: bool, called: bool, ask: Message | None = None
     ) -> tuple[Request, tuple[Message, ...] | None]:
         """A turn's request, and the history it sends when that is exactly the model's view (no ``extra``
         message): what the token gauge anchors on. ``final``: tools off, only an answer; ``called``: the run
-        has used a turn, so a required tool choice has been kept."""
+        has used a turn, so a required tool choice has been kept; ``ask``: what a tools-off call asks for in place
+        of JSON action mode's own request for an answer (natively, it is sent as ``extra`` is)."""
         spec = self.spec
         limits = spec.limits
         history = shape_history(view, limits.max_history_messages)
         choice: ToolChoice = "none" if final else choice_for_turn(spec.tool_choice, called=called)
         if self.actions is not None:
             request = self.actions.request(
-                history, extra, final=final, choice=choice, settings=spec.settings,
+                history, extra, final=final, ask=ask, choice=choice, settings=spec.settings,
                 timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry,
             )  # fmt: skip
         else:
+            extra = extra if extra is not None else ask
             request = Request(
                 messages=history if extra is None else (*history, extra), system=self.system_text,
                 tools=self.definitions, tool_choice=choice, settings=spec.settings,
                 timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry, output=self.output,
             )  # fmt: skip
-        return request, history if extra is None else None
+        return request, history if extra is None and ask is None else None
 
     def summary(self, summarized: tuple[Message, ...], ask: Message, settings: ModelSettings) -> Request:
         """The request of a compaction's summary call: ``summarized`` and the request ``ask``, tools off."""

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from tether.errors import TetherError
-from tether.events import LlmEvent, ToolCallRecord, TurnRecord
+from tether.events import FinishReason, LlmEvent, ToolCallRecord, TurnRecord
 from tether.loop.accumulator import AccumulatedTurn
 from tether.loop.interrupts import Interrupted
 from tether.messages import Message, Text, ToolResult
@@ -96,6 +96,15 @@ class CallRecorder:
         position = len(self._calls) - 1
         *fields, message, _, waited = self._calls[-1]
         return TurnRecord(*[*fields, (), position in self._compactions, answer_text(message), waited])
+
+    def answer_finish(self) -> FinishReason | None:
+        """How the answer the run stopped with ended (``length``: at the output limit): the finish of its last
+        call whose answer was used (neither a compaction's, nor rejected, nor failed), else of its last call that
+        was not a compaction's; ``None`` when no call was made."""
+        calls = [row for position, row in enumerate(self._calls) if position not in self._compactions]
+        used = [row for row in calls if row[10] is None and row[11] is None]
+        finish: FinishReason | None = (used or calls or [[None] * 7])[-1][6]
+        return finish
 
     def attach_calls(self, results: Sequence[ToolResult], durations: Mapping[str, float]) -> None:
         """The results of the tool calls the last answer asked for, in the model's order, and how long those

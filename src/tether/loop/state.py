@@ -14,7 +14,16 @@ from tether.errors import ConfigInvalid
 from tether.loop.context import prepare_history, unrunnable
 from tether.loop.executor import ToolBatch
 from tether.loop.repeats import Verdict
-from tether.messages import Message, Prompt, ToolCall, ToolResult, cancelled_result, open_tool_calls, user_message
+from tether.messages import (
+    Message,
+    Prompt,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    cancelled_result,
+    open_tool_calls,
+    user_message,
+)
 
 
 class RunState:
@@ -68,6 +77,16 @@ class RunState:
     def answered(self, message: Message) -> None:
         """The model's usable answer joins the transcript."""
         self.transcript.append(message)
+
+    def continue_answer(self, message: Message) -> Message:
+        """More of the answer the transcript ends with (a continuation after the output limit): its parts are
+        joined to that message's, its thinking left out (a message's thinking comes first); the joined message."""
+        last = self.transcript[-1]
+        assert last.role == "assistant", "a continuation follows the answer it continues"
+        more = tuple(part for part in message.parts if type(part) is not Thinking)
+        joined = Message("assistant", (*last.parts, *more), last.provider_data)
+        self.transcript[-1] = joined
+        return joined
 
     def start_batch(self, calls: Sequence[ToolCall], verdicts: Sequence[Verdict]) -> ToolBatch:
         """A turn's tool calls are in flight from now on; ``verdicts`` say which may run (``guard.admit``)."""

@@ -11,8 +11,9 @@ A step can stream its text in chunks with gaps between them, think, call several
 argument deltas interleaved, as real providers stream them), be cut off at the output limit, pause, hang,
 fail with any error, replay raw events, or be computed from the request (pass a function of the
 ``Request``). Every request is recorded in ``model.requests``. A call past the end of the script raises
-:class:`ScriptExhausted`, which stops the run with that error; :meth:`ScriptedProvider.assert_consumed`
-fails if steps were left over.
+:class:`ScriptExhausted` (code ``script_exhausted``), which stops the run like any provider's failure: the run
+does not raise, its ``stop_reason`` is ``error`` and its ``error`` the exhausted script, saying how many calls the
+script had steps for. :meth:`ScriptedProvider.assert_consumed` fails if steps were left over.
 
 Usage is a deterministic estimate (four characters a token) unless a step sets it. Like every provider it
 keeps ``Request.timeout``: a scripted pause longer than that fails with ``RequestTimeout``. With a
@@ -28,9 +29,9 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, replace
 from itertools import zip_longest
-from typing import Any
+from typing import Any, ClassVar
 
-from tether.errors import ContextOverflow, RequestTimeout
+from tether.errors import ContextOverflow, ErrorCode, ProviderError, RequestTimeout
 from tether.events import (
     FinishReason,
     LlmEvent,
@@ -64,8 +65,14 @@ __all__ = [
 ]
 
 
-class ScriptExhausted(AssertionError):
-    """The agent called the model more often than the script has steps."""
+class ScriptExhausted(ProviderError, AssertionError):
+    """The agent called the model more often than the script has steps.
+
+    A provider's error with a code of its own (``script_exhausted``), so a run ends with it as ``result.error``
+    and a ``detail`` that names it, as with any provider that fails; an ``AssertionError`` too, so that a test
+    that plays the script itself fails as an assertion would."""
+
+    code: ClassVar[ErrorCode] = "script_exhausted"
 
 
 @dataclass(frozen=True, slots=True)

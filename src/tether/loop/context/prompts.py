@@ -38,6 +38,18 @@ def summary_request() -> Message:
     return Message.user(SUMMARY_REQUEST)
 
 
+CONTINUATION_REQUEST = (
+    "Your answer was cut off at the output limit. Continue it from exactly where it stopped: do not repeat "
+    "anything you already wrote and do not start over. Keep the rest short enough to finish within the limit."
+)
+
+
+def continuation_request() -> Message:
+    """The message of a tools-off call that asks the model to go on with an answer cut at the output limit
+    (``loop/continuation.py``)."""
+    return Message.user(CONTINUATION_REQUEST)
+
+
 COMPACTION_REQUEST = (
     "The conversation so far is about to be replaced by a summary, to fit the context window. Write that "
     "summary now, for yourself, so that you can carry on the task from it alone. Do not call tools. Include: "
