@@ -478,13 +478,22 @@ def doctor(model: str | None, db: str | None, timeout: float, as_json: bool, con
 
 
 @main.command()
-def models() -> None:
-    """List the models with known prices, and the providers with the variables holding their keys."""
+@config_option
+def models(config_file: str | None) -> None:
+    """List the models with known prices, the providers with the variables holding their keys, and the
+    providers the configuration adds ([providers.NAME])."""
     import os
 
     from tether.cli.catalog import catalog
+    from tether.config import load_config
+    from tether.errors import ConfigInvalid
 
-    click.echo(catalog(os.environ))
+    try:
+        configured = load_config(config_file=config_file).providers
+    except ConfigInvalid as exc:  # the built-in list is still worth showing; the problem is named
+        click.echo(f"configuration not read: {exc}", err=True)
+        configured = {}
+    click.echo(catalog(os.environ, configured))
 
 
 main.add_command(config_group)  # its module imports only click; each command loads what it needs
