@@ -4,6 +4,7 @@ footer of a run, its ``--json``, the stored session and its export, and ``tether
 from __future__ import annotations
 
 import json
+import re
 
 import pexpect
 
@@ -26,7 +27,9 @@ def test_a_named_provider_shows_its_name_in_the_footer_json_session_and_export(p
         child = project.spawn("run", "Greet me")
         child.expect(r"Hello from the box\.")
         child.expect(r"session \S+ · ([\w:.-]+)")
-        footer_model = child.match.group(1).strip()
+        found = child.match
+        assert isinstance(found, re.Match)
+        footer_model = found.group(1)
         child.expect(pexpect.EOF)
         child.close()
     with MockLLM([Say("Again.")]) as server:
@@ -35,7 +38,8 @@ def test_a_named_provider_shows_its_name_in_the_footer_json_session_and_export(p
 
     assert child.exitstatus == 0, screen(child)
     assert footer_model == "gpu:mock", screen(child)
-    assert "openai-compatible" not in screen(child) and "vllm:" not in screen(child)
+    assert "openai-compatible" not in screen(child)
+    assert "vllm:" not in screen(child)
     assert json.loads(completed.stdout)["model"] == "gpu:mock", completed.stderr
     assert {session.model for session in load_sessions(project)} == {"gpu:mock"}
     session_id = json.loads(completed.stdout)["session_id"]

@@ -2,7 +2,8 @@
 
 Contract: every command opens the database ``--db`` names (:mod:`tether.cli.runs_db`; the state directory's
 SQLite file by default) under an executor id of its own, so that it never recovers nor disturbs a worker's
-runs, and shuts DBOS down before it returns. Exit codes: 0 success, 1 no such run or a configuration or
+runs, and shuts DBOS down before it returns; ``list`` only reads the runs' table, without the engine
+(:mod:`tether.durable.store`). Exit codes: 0 success, 1 no such run or a configuration or
 database problem, 2 a usage error. This module imports only click; each command loads the rest when it runs.
 """
 
@@ -69,6 +70,25 @@ def _with_runs(db: str | None, operation: Callable[[], Coroutine[Any, Any, T]]) 
         shutdown()
 
 
+def _read_runs(db: str | None, status: str | None, limit: int) -> list[RunRecord]:
+    """The runs of the database ``--db`` names, read without the engine (``tether.durable.store``): a listing
+    answers in the time of its query, not of DBOS's import. Problems exit with 1."""
+    import os
+    from pathlib import Path
+
+    from tether.cli.runs_db import runs_database
+    from tether.durable.store import read_runs
+    from tether.errors import TetherError
+
+    try:
+        database = runs_database(db, Path.cwd(), os.environ)
+        return read_runs(path=database.path, url=database.url, status=status, limit=limit)  # type: ignore[arg-type]
+    except TetherError as error:
+        _fail(error.message)
+    except Exception as error:  # noqa: BLE001 - the database out of reach or unreadable: one line, no traceback
+        _fail(f"the workflow database {database.shown()} cannot be read: {' '.join(str(error).split())}")
+
+
 def _when(seconds: float | None) -> str:
     import datetime
 
@@ -92,9 +112,7 @@ def _one_line(text: str, width: int) -> str:
 @_db_option
 def list_(status: str | None, limit: int, db: str | None) -> None:
     """List the newest runs: id, status, agent, created, prompt, stop reason, cost."""
-    from tether.durable import list_runs
-
-    records = _with_runs(db, lambda: list_runs(status, limit=limit))  # type: ignore[arg-type]
+    records = _read_runs(db, status, limit)
     if not records:
         click.echo("no runs", err=True)
         return
