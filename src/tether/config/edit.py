@@ -138,7 +138,9 @@ def assign(document: TOMLDocument, parts: list[str], item: Item, newline: str | 
         _add_key(node, last, item)
     else:
         node[last] = item
-    for table in made if newline is not None else ():
+    if newline is None:
+        return
+    for table in made:
         if not table.is_super_table():
             table.trivia.trail = newline  # its header's line ends as the file's lines do
             table.add(Whitespace(newline))
