@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from tether.cli.config_flag import config_option, group_config_option
+from tether.cli.help import WholeSummaries
 
 if TYPE_CHECKING:
     from tether.config.load import Layer, ProjectFile
 
 
-@click.group("config")
+@click.group("config", cls=WholeSummaries)
 @group_config_option
 def config() -> None:
     """Show, edit and migrate the configuration.

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from tether.cli.help import WholeSummaries
+
 if TYPE_CHECKING:
     from tether.durable import RunRecord
 
@@ -30,7 +32,7 @@ def _db_option(command: Callable[..., None]) -> Callable[..., None]:
     )(command)
 
 
-@click.group("runs")
+@click.group("runs", cls=WholeSummaries)
 def runs() -> None:
     """List, show, cancel and resume durable runs (those of tether batch and tether worker)."""
 
