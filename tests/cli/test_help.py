@@ -92,7 +92,7 @@ def test_every_command_summary_is_shown_whole_at_80_columns(group: list[str]) ->
         env={**os.environ, "COLUMNS": "80"},
     )
     listing = completed.stdout.split("Commands:", 1)[1]
-    command = main
+    command: click.Command = main
     for name in group:
         found = command.commands[name] if isinstance(command, click.Group) else None
         assert found is not None
