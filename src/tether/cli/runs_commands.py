@@ -1,4 +1,4 @@
-"""``tether runs``: list, show, cancel and resume the durable runs of a workflow database.
+"""``tether runs``: submit, list, show, cancel and resume the durable runs of a workflow database.
 
 Contract: every command opens the database ``--db`` names (:mod:`tether.cli.runs_db`; the state directory's
 SQLite file by default) under an executor id of its own, so that it never recovers nor disturbs a worker's
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from tether.cli.config_flag import config_option
 from tether.cli.help import WholeSummaries
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def _db_option(command: Callable[..., None]) -> Callable[..., None]:
 
 @click.group("runs", cls=WholeSummaries)
 def runs() -> None:
-    """List, show, cancel and resume durable runs (those of tether batch and tether worker)."""
+    """Submit, list, show, cancel and resume durable runs (those of tether batch and tether worker)."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -135,6 +136,30 @@ def list_(status: str | None, limit: int, db: str | None) -> None:
 
     for line in aligned(rows):
         click.echo(line)
+
+
+@runs.command("submit")
+@click.argument("prompt")
+@click.option("--queue", "-q", default="default", show_default=True, metavar="NAME", help="The queue to put it on.")
+@click.option("--id", "run_id", metavar="ID", help="The run's id (default: a new one); an id that exists is kept.")
+@click.option("--agent", metavar="MODULE:ATTR", help="The worker's --agent, when it runs one instead of agent.toml's.")
+@_db_option
+@config_option
+def submit(
+    prompt: str, queue: str, run_id: str | None, agent: str | None, db: str | None, config_file: str | None
+) -> None:
+    """Put PROMPT on a queue as a durable run for tether worker, and print its id.
+
+    The run waits, queued, until a worker serving the queue (tether worker --queue NAME, on the same --db)
+    takes it; tether runs show ID follows it. The agent is the worker's: agent.toml's, or --agent's. Exit
+    codes: 0 submitted, 1 configuration or database problem, 2 usage error.
+    """
+    from tether.cli.submit import SubmitOptions
+    from tether.cli.submit import main as submit_main
+
+    if not prompt.strip():
+        raise click.BadParameter("the prompt is empty", param_hint="PROMPT")
+    sys.exit(submit_main(SubmitOptions(prompt, queue, run_id, agent, db, config_file)))
 
 
 @runs.command("show")
