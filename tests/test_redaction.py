@@ -117,6 +117,44 @@ def test_text_without_secrets_is_unchanged(text: str) -> None:
     assert Redaction().text(text) == text
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "set ANTHROPIC_API_KEY, or pass api_key= to Agent",
+        "api_key= to Agent",
+        "api_key=\ttab then words",
+        "password=",
+        "token=, user=ann",
+        "missing api_key=.",
+        "is it api_key=?",
+        'api_key="" was empty',
+        "api_key='' was empty",
+        '{"api_key": "", "user": "ann"}',
+        "{'password': '', 'n': 1}",
+        "--token= --verbose",
+        "(secret=)",
+    ],
+)
+def test_an_empty_secret_value_leaves_the_following_text_alone(text: str) -> None:
+    """A secret-named key with no value hides nothing: the word after it is prose, not its value."""
+    assert Redaction().text(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("api_key=sk-live-123 to Agent", "api_key=*** to Agent"),
+        ("password = hunter2 then", "password = *** then"),
+        ("password =hunter2", "password =***"),
+        ('api_key="x" next', 'api_key="***" next'),
+        ('{"api_key": "k", "user": "ann"}', '{"api_key": "***", "user": "ann"}'),
+        ("token=a. then", "token=*** then"),
+    ],
+)
+def test_a_secret_next_to_an_empty_one_is_still_masked(text: str, shown: str) -> None:
+    assert Redaction().text(text) == shown
+
+
 def test_masking_twice_changes_nothing_more() -> None:
     redaction = Redaction(Masker(["sk-known-0123456789"]))
     text = '{"password": "x"} token=y Bearer z https://u:p@h sk-known-0123456789'

@@ -71,10 +71,14 @@ _MEMBER = re.compile(
 it. A string value ends at its closing quote or, cut short (arguments the model did not finish), at the line's
 end; a bare one (a number) at a separator."""
 _ASSIGNMENT = re.compile(
-    r"""(?<![\w.$@-])(?P<head>-{0,2}+(?P<name>[A-Za-z_][\w.-]{0,63}+)[ \t]*+=(?!=)[ \t]*+)"""
+    r"""(?<![\w.$@-])(?P<head>-{0,2}+(?P<name>[A-Za-z_][\w.-]{0,63}+)(?:[ \t]++=(?!=)[ \t]*+|=(?!=)))"""
     r"""(?P<value>"[^"\n]*+"?|'[^'\n]*+'?|[^\s&,;'"(){}\[\]<>]++)"""
 )
-"""``name=value``, ``--name=value``, ``?name=value&``: the value ends at a space, a separator or a quote."""
+"""``name=value``, ``--name=value``, ``?name=value&``: the value ends at a space, a separator or a quote. A space
+may follow the ``=`` only when one precedes it (``password = x``): ``api_key= to Agent`` is an empty value
+followed by prose, and the next word is not its value."""
+_PUNCTUATION = frozenset(".:!?")
+"""What ends a sentence: a bare value made only of these (``api_key=.``) is the prose's, not a secret."""
 _MAX_DEPTH = 64
 
 
@@ -123,6 +127,8 @@ class Redaction:
         if not self.is_secret_argument(found["name"]):
             return found[0]
         value = found["value"]
+        if value in ('""', "''") or not set(value) - _PUNCTUATION:
+            return found[0]  # an empty value hides nothing, and showing it says the value is missing
         quote = value[0] if value[0] in "\"'" else ""
         closed = quote if len(value) > 1 and value.endswith(quote) else ""
         return f"{found['head']}{quote}{MASK}{closed}"

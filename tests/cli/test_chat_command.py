@@ -112,4 +112,4 @@ def test_save_writes_the_chats_settings_to_the_file_config_names(tmp_path: Path)
     assert team.read_text() == (
         '# shared by the team\n[tools]\nmode = "full"  # careful by default\n\n[runtime]\nmodel = "scripted:echo"\n'
     )
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["team.toml", "team.toml.bak"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["team.toml"]

@@ -125,8 +125,7 @@ def test_set_on_a_commented_file_keeps_every_comment_and_changes_one_line(user: 
 
     assert completed.returncode == 0, completed.stderr
     assert user.agent_toml.read_text() == COMMENTED.replace("max_turns = 12", "max_turns = 30")
-    assert (user.project / "agent.toml.bak").read_text() == COMMENTED
-    assert sorted(p.name for p in user.project.iterdir()) == ["agent.toml", "agent.toml.bak"]
+    assert sorted(p.name for p in user.project.iterdir()) == ["agent.toml"], "no backup in the workspace"
 
 
 def test_set_refuses_an_invalid_value_with_exit_1_and_leaves_the_file_alone(user: User) -> None:
@@ -409,4 +408,4 @@ def test_four_config_set_processes_at_once_wait_for_the_lock_and_keep_every_key(
     text = user.agent_toml.read_text()
     assert text.startswith(COMMENTED)
     assert tomllib.loads(text)["providers"]["ollama"]["headers"] == {f"x{n}": f"v{n}" for n in range(4)}
-    assert sorted(p.name for p in user.project.iterdir()) == ["agent.toml", "agent.toml.bak"]
+    assert sorted(p.name for p in user.project.iterdir()) == ["agent.toml"]

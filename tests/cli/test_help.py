@@ -71,3 +71,36 @@ def test_version() -> None:
         [sys.executable, "-m", "tether.cli.app", "--version"], capture_output=True, text=True, timeout=60, check=True
     )
     assert completed.stdout == f"tether {__version__}\n"
+
+
+@pytest.mark.parametrize("group", [[], ["runs"], ["sessions"], ["config"]])
+def test_every_command_summary_is_shown_whole_at_80_columns(group: list[str]) -> None:
+    """click cuts a summary that does not fit beside its command's name with ``...``; each is shown whole,
+    wrapped, as the first sentence of the command's help."""
+    import os
+
+    import click
+
+    from tether.cli.app import main
+
+    completed = subprocess.run(
+        [sys.executable, "-m", "tether", *group, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    listing = completed.stdout.split("Commands:", 1)[1]
+    command: click.Command = main
+    for name in group:
+        found = command.commands[name] if isinstance(command, click.Group) else None
+        assert found is not None
+        command = found
+    assert isinstance(command, click.Group)
+    assert "..." not in listing, listing
+    flat = " ".join(listing.split())
+    for name, sub in command.commands.items():
+        first = " ".join((sub.help or "").split("\n\n")[0].split())
+        sentence = first.split(". ")[0].rstrip(".") + "."
+        assert f"{name} {sentence}" in flat, (name, sentence, listing)

@@ -159,7 +159,7 @@ def test_set_refuses_an_invalid_result_and_leaves_the_file_untouched(
 
     assert words in str(caught.value)
     assert path.read_text() == COMMENTED
-    assert files_in(tmp_path) == ["agent.toml"]
+    assert files_in(tmp_path) == ["agent.toml"]  # no staging file either
 
 
 def test_set_refuses_to_edit_a_file_that_is_not_toml_and_names_the_line(tmp_path: Path) -> None:
@@ -192,16 +192,56 @@ def test_set_validates_the_project_file_with_the_user_file_beneath_it(dirs: Dirs
     assert dirs.load().config.runtime.model == "gpu:qwen3"
 
 
-def test_a_write_keeps_the_old_content_as_a_backup_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+def test_set_leaves_no_backup_and_no_temporary_file_in_the_workspace(tmp_path: Path) -> None:
+    """The directory of ``agent.toml`` is the agent's workspace: a copy of the file there would be listed and
+    read by the agent. ``set`` changes one key, atomically, and leaves the file alone in it."""
     path = tmp_path / "agent.toml"
     path.write_text(COMMENTED)
 
     set_value(path, "session.store", "memory")
-    first = path.read_text()
     set_value(path, "session.store", "sqlite")
 
-    assert files_in(tmp_path) == ["agent.toml", "agent.toml.bak"]
-    assert backup_path(path).read_text() == first
+    assert files_in(tmp_path) == ["agent.toml"]
+    assert not backup_path(path).exists()
+
+
+@pytest.mark.parametrize(
+    ("before", "sets", "after"),
+    [
+        (
+            '[runtime]\nmodel = "ollama:x"\n\n[tools]\nmode = "full"\n',
+            [("runtime.limits.max_turns", "5")],
+            '[runtime]\nmodel = "ollama:x"\n\n[runtime.limits]\nmax_turns = 5\n\n[tools]\nmode = "full"\n',
+        ),
+        (
+            '[runtime]\nmodel = "ollama:x"\n',
+            [("tools.mode", "full"), ("runtime.limits.max_turns", "5"), ("runtime.limits.max_tool_calls", "7")],
+            '[runtime]\nmodel = "ollama:x"\n\n[runtime.limits]\nmax_turns = 5\nmax_tool_calls = 7\n\n'
+            '[tools]\nmode = "full"\n',
+        ),
+        (
+            '[runtime]\r\nmodel = "ollama:x"\r\n\r\n[tools]\r\nmode = "full"\r\n',
+            [("runtime.limits.max_turns", "5")],
+            '[runtime]\r\nmodel = "ollama:x"\r\n\r\n[runtime.limits]\r\nmax_turns = 5\r\n\r\n'
+            '[tools]\r\nmode = "full"\r\n',
+        ),
+        (
+            "",
+            [("runtime.model", "ollama:b"), ("tools.mode", "full")],
+            '[runtime]\nmodel = "ollama:b"\n\n[tools]\nmode = "full"\n',
+        ),
+    ],
+)
+def test_a_new_table_stands_apart_from_the_next_header_by_a_blank_line(
+    tmp_path: Path, before: str, sets: list[tuple[str, str]], after: str
+) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_bytes(before.encode())
+
+    for key, value in sets:
+        set_value(path, key, value)
+
+    assert path.read_bytes().decode() == after
 
 
 def test_a_write_that_fails_leaves_the_old_file_and_no_temporary_file(
@@ -222,7 +262,7 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary_file(
         set_value(path, "session.store", "memory")
 
     assert path.read_text() == COMMENTED
-    assert files_in(tmp_path) == ["agent.toml", "agent.toml.bak"]
+    assert files_in(tmp_path) == ["agent.toml"]  # no staging file either
 
 
 def test_a_write_keeps_the_file_mode_and_replaces_the_target_of_a_symlink(tmp_path: Path) -> None:
@@ -237,7 +277,7 @@ def test_a_write_keeps_the_file_mode_and_replaces_the_target_of_a_symlink(tmp_pa
     assert link.is_symlink()
     assert 'store = "memory"' in real.read_text()
     assert stat.S_IMODE(real.stat().st_mode) == 0o600
-    assert (tmp_path / "shared.toml.bak").read_text() == COMMENTED
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.toml", "shared.toml"]
 
 
 def test_init_writes_a_commented_file_that_loads_to_the_defaults(dirs: Dirs) -> None:

@@ -1,5 +1,5 @@
 """The configuration service: reads cached until a file changes, and updates by threads and processes at once
-that each keep the others' keys and leave nothing behind but the file and its backup."""
+that each keep the others' keys and leave nothing behind but the file."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_set_writes_through_the_editor_and_the_next_load_sees_it(dirs: Dirs) -> 
 
     assert service.config().runtime.limits.max_turns == 4
     assert dirs.agent_toml.read_text().startswith(HEADER)
-    assert names(dirs.project) == ["agent.toml", "agent.toml.bak"]
+    assert names(dirs.project) == ["agent.toml"]
 
 
 def test_set_validates_the_project_file_with_the_users_below_and_an_invalid_value_changes_nothing(
@@ -157,7 +157,7 @@ def test_set_validates_the_project_file_with_the_users_below_and_an_invalid_valu
         service.set("runtime.limits.max_turns", "-1")
 
     assert dirs.agent_toml.read_bytes() == before
-    assert names(dirs.project) == ["agent.toml", "agent.toml.bak"]
+    assert names(dirs.project) == ["agent.toml"]
 
 
 def test_set_user_and_init_write_where_the_service_reads(dirs: Dirs, tmp_path: Path) -> None:
@@ -200,7 +200,7 @@ def test_eight_threads_setting_different_keys_at_once_keep_every_key_and_leave_n
     expected = {f"t{n}k{k}": f"v{n}.{k}" for n in range(THREADS) for k in range(KEYS_EACH)}
     assert headers(dirs.agent_toml) == expected
     assert dirs.agent_toml.read_text().startswith(HEADER), "the comments are kept"
-    assert names(dirs.project) == ["agent.toml", "agent.toml.bak"]
+    assert names(dirs.project) == ["agent.toml"]
     assert service.config().providers["ollama"].headers == expected
 
 
@@ -229,7 +229,7 @@ def test_where_the_file_system_cannot_lock_threads_still_keep_every_key(
         thread.join()
 
     assert headers(dirs.agent_toml) == {f"t{n}": f"v{n}" for n in range(THREADS)}
-    assert names(dirs.project) == ["agent.toml", "agent.toml.bak"]
+    assert names(dirs.project) == ["agent.toml"]
 
 
 SETTER = """
@@ -264,7 +264,7 @@ def test_four_processes_setting_different_keys_at_once_keep_every_key_and_leave_
     expected = {f"p{n}k{k}": f"v{n}.{k}" for n in range(4) for k in range(KEYS_EACH * 2)}
     assert headers(dirs.agent_toml) == expected
     assert dirs.agent_toml.read_text().startswith(HEADER)
-    assert names(dirs.project) == ["agent.toml", "agent.toml.bak"]
+    assert names(dirs.project) == ["agent.toml"]
 
 
 HOLDER = """
@@ -405,6 +405,6 @@ def test_a_change_killed_mid_way_leaves_the_file_as_it_was_and_the_next_change_r
     left = [name for name in names(dirs.project) if name.endswith(".tmp")]
     assert left, "the killed change left its temporary files"
     service.set("runtime.retries", "2")
-    assert names(dirs.project) == ["agent.toml", "agent.toml.bak"]
+    assert names(dirs.project) == ["agent.toml"]
     assert service.config().runtime.retries == 2
     assert service.config().runtime.limits.max_turns == 4

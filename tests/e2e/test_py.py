@@ -5,6 +5,8 @@ a model that cannot call tools."""
 from __future__ import annotations
 
 import json
+import re
+import sys
 from typing import Any
 
 import pexpect
@@ -59,6 +61,41 @@ def test_a_question_about_the_last_exception_is_answered_and_the_session_goes_on
     history = (project.root / "state" / "tether" / "py_history").read_text()
     assert "+total = 41" in history
     assert "+?why did the last line fail?" in history
+
+
+def test_the_assistant_sees_the_traceback_the_console_printed_and_nothing_of_the_console(
+    project: Project, children: list[Any]
+) -> None:
+    """The traceback ``get_last_exception`` gives is the one on the screen: the user's frames, without the
+    frame of Python's console that ran the line (``code.py``, under the interpreter's own path)."""
+    script: list[Any] = [Call("get_last_exception", {}), _explain_the_exception]
+    with MockLLM(script) as server:
+        project.use(server)
+        child = project.spawn("py")
+        children.append(child)
+        child.expect_exact(PROMPT)
+        child.sendline("def half(x): return x / 0")
+        child.expect_exact("...")
+        child.sendline("")
+        child.expect_exact(PROMPT)
+        child.sendline("half(4)")
+        child.expect(r"Traceback \(most recent call last\):.*?ZeroDivisionError: division by zero")
+        match = child.match
+        assert isinstance(match, re.Match)
+        printed = match.group(0).replace("\r\n", "\n")
+        child.expect_exact(PROMPT)
+        child.sendline("?why")
+        child.expect_exact("The last line raised ZeroDivisionError")
+        child.expect_exact(PROMPT)
+        child.sendeof()
+        child.expect(pexpect.EOF)
+        child.close()
+
+    traceback = json.loads(server.messages(1)[-1]["content"])["result"]["exception"]["traceback"]
+    assert traceback.rstrip("\n") == printed, (traceback, printed)
+    assert "code.py" not in traceback
+    assert sys.base_prefix not in traceback
+    assert traceback.count('File "<stdin>"') == 2
 
 
 def test_ctrl_c_cancels_a_question_never_the_session(project: Project, children: list[Any]) -> None:

@@ -185,3 +185,39 @@ def test_a_bad_db_is_a_configuration_error_in_one_line(project: Project) -> None
         assert "give a postgresql:// URL, a sqlite:/// URL or a SQLite file's path" in completed.stderr
         assert "secret" not in completed.stderr
         assert "Traceback" not in completed.stderr
+
+
+def test_a_submitted_run_is_queued_then_a_worker_runs_it(project: Project, worker_of: list[Worker]) -> None:
+    with MockLLM([echo] * 10) as server:
+        project.use(server)
+        submitted = runs(project, "submit", "delta", "--queue", "jobs")
+        assert submitted.returncode == 0, submitted.stderr
+        run_id = submitted.stdout.strip()
+        assert run_id
+        assert f"tether runs show {run_id}" in submitted.stderr
+        queued = runs(project, "list", "--status", "queued")
+        again = runs(project, "submit", "delta", "--queue", "jobs", "--id", run_id)  # the same run, not another
+        worker = Worker(project, "--queue", "jobs", "--db", "runs.sqlite")
+        worker_of.append(worker)
+        worker.wait_for(f"ended {run_id}: completed")
+        assert worker.stop() == 0, "".join(worker.lines)
+        asked = [body["messages"][-1]["content"] for body in server.requests]
+
+    assert queued.returncode == 0, queued.stderr
+    (row,) = [line.split() for line in queued.stdout.splitlines()[1:]]
+    assert row[:3] == [run_id, "queued", "agent"]
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == run_id
+    assert asked == ["delta"], "submitted twice, run once"
+    assert wait_status(project, run_id, "completed").rstrip().endswith("echo: delta")
+
+
+def test_submit_refuses_an_empty_prompt_and_a_bad_db(project: Project) -> None:
+    empty = runs(project, "submit", "  ")
+    assert empty.returncode == 2, empty.stderr
+    assert "the prompt is empty" in empty.stderr
+    bad = project.run("runs", "submit", "hi", "--db", "mysql://user:secret@host/db")
+    assert bad.returncode == 1, bad.stderr
+    assert "give a postgresql:// URL" in bad.stderr
+    assert "secret" not in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -20,6 +20,7 @@ import click
 from tether._version import __version__
 from tether.cli.config_commands import config as config_group
 from tether.cli.config_flag import config_option
+from tether.cli.help import WholeSummaries
 from tether.cli.models_commands import models as models_group
 from tether.cli.runs_commands import runs as runs_group
 from tether.cli.sessions_commands import sessions as sessions_group
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from tether.providers.probe import ProbeResult
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=WholeSummaries, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", "-V", prog_name="tether", message="%(prog)s %(version)s")
 def main() -> None:
     """Run LLM agents from the command line."""

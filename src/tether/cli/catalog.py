@@ -4,6 +4,7 @@ GGUF models pulled to disk (``tether models pull``), each with the ``local:NAME`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from tether.cli.table import aligned
 from tether.keys import key_variables
@@ -12,6 +13,9 @@ from tether.providers.default_model import choose_model
 from tether.providers.local.pulled import hub_cache, pulled_models
 from tether.providers.registry import PROFILES, prefixes
 from tether.usage import Price, Tier
+
+if TYPE_CHECKING:
+    from tether.config.schema import ProviderConfig
 
 _FAMILIES = (("gpt-", "openai"), ("claude-", "anthropic"), ("gemini-", "gemini"))
 
@@ -82,9 +86,25 @@ def _pulled_lines(env: Mapping[str, str]) -> list[str]:
     return [f"Models on disk (pulled from the Hugging Face Hub, in {cache}):", *aligned(rows, indent="  ")]
 
 
-def catalog(env: Mapping[str, str]) -> str:
-    """The text of ``tether models``: priced models, then providers with their variables (marked when set), then
-    the models pulled to disk."""
+def _configured_lines(configured: Mapping[str, ProviderConfig], env: Mapping[str, str]) -> list[str]:
+    """One line per ``[providers.NAME]`` of the configuration: the prefix it makes usable, the profile it
+    speaks, where it is and the variable its key is read from (marked when set)."""
+    rows: list[tuple[str, str]] = []
+    for name in sorted(configured):
+        settings = configured[name]
+        builtin = name in prefixes()
+        profile = "" if builtin else f"profile {settings.profile or 'openai-compatible'}"
+        variable = settings.api_key_env
+        key = f"{variable} (set)" if variable and env.get(variable) else (variable or "")
+        details = [item for item in (profile, settings.base_url or "", key) if item]
+        rows.append((name + ":", " · ".join(details) or "built-in settings"))
+    return aligned(rows, indent="  ", free_last=True)
+
+
+def catalog(env: Mapping[str, str], configured: Mapping[str, ProviderConfig] | None = None) -> str:
+    """The text of ``tether models``: priced models, then providers with their variables (marked when set),
+    then the providers the configuration names (``[providers.NAME]``), usable as ``NAME:MODEL`` too, then the
+    models pulled to disk."""
     lines = ["Models with known prices (US$ per million tokens; 'over 200k': a request with a longer prompt):"]
     lines += _price_lines()
     lines += ["", "Providers (use as PROVIDER:MODEL; keys are read from these variables):"]
@@ -97,6 +117,9 @@ def catalog(env: Mapping[str, str]) -> str:
         details = [item for item in (shown, where, _NOTES.get(prefix, "")) if item]
         rows.append((prefix + ":", " · ".join(details)))
     lines += aligned(rows, indent="  ", free_last=True)
+    if configured:
+        lines += ["", "Configured providers ([providers.NAME]; use as NAME:MODEL):"]
+        lines += _configured_lines(configured, env)
     choice = choose_model(None, env)
     default = choice.model or "none (configure one: tether config set runtime.model PROVIDER:MODEL)"
     lines += ["", *_pulled_lines(env)]

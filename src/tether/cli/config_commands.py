@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from tether.cli.config_flag import config_option, group_config_option
+from tether.cli.help import WholeSummaries
 
 if TYPE_CHECKING:
     from tether.config.load import Layer, ProjectFile
 
 
-@click.group("config")
+@click.group("config", cls=WholeSummaries)
 @group_config_option
 def config() -> None:
     """Show, edit and migrate the configuration.
@@ -82,9 +83,9 @@ def set_(config_file: str | None, key: str, value: str, user: bool) -> None:
     """Set KEY (dotted: runtime.model, runtime.limits.max_turns, tools.mode) to VALUE.
 
     VALUE is read as a TOML value when it is one (5, true, ["a", "b"]), else as a string. The whole file is
-    validated before it is written; comments and formatting elsewhere are kept, and the previous file is
-    kept as <file>.bak. Changes made at once (other terminals, a chat's --save) wait for each other, so each
-    keeps the others' keys.
+    validated before it is written; comments and formatting elsewhere are kept, and no copy of the file is
+    left beside it (the project's directory is the agent's workspace). Changes made at once (other terminals,
+    a chat's --save) wait for each other, so each keeps the others' keys.
     """
     from tether.config.load import split_key
     from tether.config.service import ConfigService

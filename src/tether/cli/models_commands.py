@@ -14,18 +14,28 @@ import sys
 
 import click
 
+from tether.cli.config_flag import config_option
 from tether.cli.exits import CANCELLED, CONFIG, ERROR
+from tether.cli.help import WholeSummaries
 
 
-@click.group(invoke_without_command=True)
+@click.group(cls=WholeSummaries, invoke_without_command=True)
+@config_option
 @click.pass_context
-def models(context: click.Context) -> None:
-    """List the models with known prices, the providers with the variables holding their keys, and the GGUF
-    models pulled to disk (run each as local:NAME)."""
+def models(context: click.Context, config_file: str | None) -> None:
+    """List the models with known prices, the providers with the variables holding their keys, the providers
+    the configuration adds ([providers.NAME]), and the GGUF models pulled to disk (run each as local:NAME)."""
     if context.invoked_subcommand is None:
         from tether.cli.catalog import catalog
+        from tether.config import load_config
+        from tether.errors import ConfigInvalid
 
-        click.echo(catalog(os.environ))
+        try:
+            configured = load_config(config_file=config_file).providers
+        except ConfigInvalid as exc:  # the built-in list is still worth showing; the problem is named
+            click.echo(f"configuration not read: {exc}", err=True)
+            configured = {}
+        click.echo(catalog(os.environ, configured))
 
 
 @models.command(short_help="Download a GGUF model from the Hugging Face Hub; run it as local:NAME.")

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
+from tether.errors import TransportError
 from tether.events import (
     Compacted,
     ProviderRetry,
@@ -52,6 +53,17 @@ REPEATED_LABEL = "(repeated: answered from the earlier result)"
 _ARGUMENT_WIDTH = 40
 _NO_ANSWER = frozenset({"error", "cancelled"})
 """Stops whose ``result.text`` is a note about the stop, not an answer: the closing line says it instead."""
+
+
+def probe_address(provider: object) -> str | None:
+    """The model server of ``provider`` as ``tether probe`` takes it (``localhost:11434``, ``https://host``);
+    ``None`` for a provider that runs in this process."""
+    server = getattr(provider, "server", None)
+    if not isinstance(server, tuple) or len(server) != 2 or not server[0]:
+        return None
+    host, port = server
+    host = f"[{host}]" if ":" in host else host
+    return f"https://{host}" if port == 443 else f"{host}:{port}"
 
 
 def make_console(file: IO[str] | None = None, *, stderr: bool = False, **options: Any) -> Console:
@@ -190,6 +202,9 @@ class Renderer:
         self._cut = False
         """The last turn's answer stopped at the output limit: the next turn (the loop asks the model to go on)
         continues it on the same line, without a note or a spinner between its parts."""
+        self.probe: str | None = None
+        """Where the model's server is, as ``tether probe`` takes it (:func:`probe_address`); set with the
+        agent. A run that fails to connect to it ends with the hint to probe it."""
 
     def __call__(self, event: RunEvent) -> None:
         kind = type(event)
@@ -291,7 +306,7 @@ class Renderer:
         self._write(self.err, text, "dim italic")
 
     def _flush_rejected(self, detail: str = "") -> None:
-        if self._rejected and self._rejected != detail:
+        if self._rejected and not (detail and self._rejected.endswith(detail)):  # the closing line says it
             self.note(f"(answer not used: {self._rejected})", "yellow")
         self._rejected = None
 
@@ -328,3 +343,5 @@ class Renderer:
             return
         style = "red" if reason == "error" else "yellow"
         self.note(f"[{reason}] {result.detail}".rstrip(), style)
+        if self.probe is not None and isinstance(result.error, TransportError):
+            self.note(f"hint: is the model's server running? check it with: tether probe {self.probe}", "dim")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from tether.cli.render import Renderer, shorten, usage_line
+from tether.cli.render import Renderer, probe_address, shorten, usage_line
 from tether.cli.table import aligned
 from tether.cli.transcript import summary_table, summary_text
 from tether.errors import TetherError
@@ -153,6 +153,7 @@ class Chat:
         result: RunResult | None = None
         agent = self.agent
         self.renderer.redaction = agent.redaction  # the agent may have changed (/model)
+        self.renderer.probe = probe_address(agent.provider)
         attached, self.attached = self.attached, []
         self._stream = agent.stream([prompt, *attached] if attached else prompt, session=self.session_id)
         try:

@@ -40,7 +40,7 @@ from tether.cli.build import (
     store_failures,
 )
 from tether.cli.otlp import otlp_export
-from tether.cli.render import Renderer, make_console, usage_line
+from tether.cli.render import Renderer, make_console, probe_address, usage_line
 from tether.cli.terminal import Interrupts, terminal_approver
 from tether.cli.trace import print_trace
 from tether.errors import ConfigInvalid, SessionInvalid, TetherError
@@ -154,6 +154,7 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
         err.print(Text(f"error: {error.message}", style="red"))
         return exits.CONFIG
     renderer.redaction = agent.redaction
+    renderer.probe = probe_address(agent.provider)
     prompt: Prompt = [options.prompt, *options.attachments] if options.attachments else options.prompt
     try:
         stream = agent.stream(prompt, session=session_id, output_type=options.schema)

@@ -1,8 +1,9 @@
-"""``tether runs``: list, show, cancel and resume the durable runs of a workflow database.
+"""``tether runs``: submit, list, show, cancel and resume the durable runs of a workflow database.
 
 Contract: every command opens the database ``--db`` names (:mod:`tether.cli.runs_db`; the state directory's
 SQLite file by default) under an executor id of its own, so that it never recovers nor disturbs a worker's
-runs, and shuts DBOS down before it returns. Exit codes: 0 success, 1 no such run or a configuration or
+runs, and shuts DBOS down before it returns; ``list`` only reads the runs' table, without the engine
+(:mod:`tether.durable.store`). Exit codes: 0 success, 1 no such run or a configuration or
 database problem, 2 a usage error. This module imports only click; each command loads the rest when it runs.
 """
 
@@ -13,6 +14,9 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+
+from tether.cli.config_flag import config_option
+from tether.cli.help import WholeSummaries
 
 if TYPE_CHECKING:
     from tether.durable import RunRecord
@@ -29,9 +33,9 @@ def _db_option(command: Callable[..., None]) -> Callable[..., None]:
     )(command)
 
 
-@click.group("runs")
+@click.group("runs", cls=WholeSummaries)
 def runs() -> None:
-    """List, show, cancel and resume durable runs (those of tether batch and tether worker)."""
+    """Submit, list, show, cancel and resume durable runs (those of tether batch and tether worker)."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -69,6 +73,25 @@ def _with_runs(db: str | None, operation: Callable[[], Coroutine[Any, Any, T]]) 
         shutdown()
 
 
+def _read_runs(db: str | None, status: str | None, limit: int) -> list[RunRecord]:
+    """The runs of the database ``--db`` names, read without the engine (``tether.durable.store``): a listing
+    answers in the time of its query, not of DBOS's import. Problems exit with 1."""
+    import os
+    from pathlib import Path
+
+    from tether.cli.runs_db import runs_database
+    from tether.durable.store import read_runs
+    from tether.errors import TetherError
+
+    try:
+        database = runs_database(db, Path.cwd(), os.environ)
+        return read_runs(path=database.path, url=database.url, status=status, limit=limit)  # type: ignore[arg-type]
+    except TetherError as error:
+        _fail(error.message)
+    except Exception as error:  # noqa: BLE001 - the database out of reach or unreadable: one line, no traceback
+        _fail(f"the workflow database {database.shown()} cannot be read: {' '.join(str(error).split())}")
+
+
 def _when(seconds: float | None) -> str:
     import datetime
 
@@ -92,9 +115,7 @@ def _one_line(text: str, width: int) -> str:
 @_db_option
 def list_(status: str | None, limit: int, db: str | None) -> None:
     """List the newest runs: id, status, agent, created, prompt, stop reason, cost."""
-    from tether.durable import list_runs
-
-    records = _with_runs(db, lambda: list_runs(status, limit=limit))  # type: ignore[arg-type]
+    records = _read_runs(db, status, limit)
     if not records:
         click.echo("no runs", err=True)
         return
@@ -115,6 +136,30 @@ def list_(status: str | None, limit: int, db: str | None) -> None:
 
     for line in aligned(rows):
         click.echo(line)
+
+
+@runs.command("submit")
+@click.argument("prompt")
+@click.option("--queue", "-q", default="default", show_default=True, metavar="NAME", help="The queue to put it on.")
+@click.option("--id", "run_id", metavar="ID", help="The run's id (default: a new one); an id that exists is kept.")
+@click.option("--agent", metavar="MODULE:ATTR", help="The worker's --agent, when it runs one instead of agent.toml's.")
+@_db_option
+@config_option
+def submit(
+    prompt: str, queue: str, run_id: str | None, agent: str | None, db: str | None, config_file: str | None
+) -> None:
+    """Put PROMPT on a queue as a durable run for tether worker, and print its id.
+
+    The run waits, queued, until a worker serving the queue (tether worker --queue NAME, on the same --db)
+    takes it; tether runs show ID follows it. The agent is the worker's: agent.toml's, or --agent's. Exit
+    codes: 0 submitted, 1 configuration or database problem, 2 usage error.
+    """
+    from tether.cli.submit import SubmitOptions
+    from tether.cli.submit import main as submit_main
+
+    if not prompt.strip():
+        raise click.BadParameter("the prompt is empty", param_hint="PROMPT")
+    sys.exit(submit_main(SubmitOptions(prompt, queue, run_id, agent, db, config_file)))
 
 
 @runs.command("show")

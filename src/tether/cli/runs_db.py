@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tether.cli.paths import state_dir
-from tether.config.redact import Redactor
 from tether.errors import ConfigInvalid
 
 DEFAULT_FILE = "runs.sqlite"
@@ -40,7 +39,15 @@ class RunsDatabase:
 
     def shown(self) -> str:
         """The database as it may be printed: the file's path, or the URL with its password masked."""
-        return str(self.path) if self.url is None else Redactor().text(self.url)
+        return str(self.path) if self.url is None else _masked(self.url)
+
+
+def _masked(url: str) -> str:
+    """``url`` with its password masked; the configuration's redactor is loaded only here (it brings the
+    configuration's schema, which ``tether runs list`` on a file has no use for)."""
+    from tether.config.redact import Redactor
+
+    return Redactor().text(url)
 
 
 def runs_database(db: str | None, cwd: Path, env: Mapping[str, str]) -> RunsDatabase:
@@ -52,7 +59,7 @@ def runs_database(db: str | None, cwd: Path, env: Mapping[str, str]) -> RunsData
     if db.startswith("sqlite:///"):
         db = db.removeprefix("sqlite:///")
     elif _SCHEME.match(db):
-        shown = Redactor().text(db)
+        shown = _masked(db)
         raise ConfigInvalid(f"--db {shown}: give a postgresql:// URL, a sqlite:/// URL or a SQLite file's path")
     path = Path(os.path.expanduser(db))
     return RunsDatabase(path=path if path.is_absolute() else cwd / path)

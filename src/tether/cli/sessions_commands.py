@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 import click
 
 from tether.cli.config_flag import config_option, group_config_option
+from tether.cli.help import WholeSummaries
 
 if TYPE_CHECKING:
     from tether.sessions import SessionStore
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-@click.group("sessions")
+@click.group("sessions", cls=WholeSummaries)
 @group_config_option
 def sessions() -> None:
     """List, show, delete and export saved sessions (every run and chat is one).

@@ -7,12 +7,14 @@ The contract
 * **Validate before writing.** The whole edited file is validated (merged with the files below it: the
   user's file under ``./agent.toml``) before anything is written; an invalid result raises
   :class:`~tether.errors.ConfigInvalid` naming the key and its line, and leaves the file untouched.
-* **Atomic, with a backup.** The file is replaced by :func:`tether.atomic.replace_file` (a crash leaves the
-  old or the new file, never half of one); the previous content is kept next to it as ``<name>.bak``.
+* **Atomic.** The file is replaced by :func:`tether.atomic.replace_file` (a crash leaves the old or the new
+  file, never half of one). ``set`` changes one key and keeps no copy of the file: a ``<name>.bak`` beside a
+  project's ``agent.toml`` would sit in the agent's workspace, where the agent lists it and reads it.
+  ``init --force`` (and ``migrate``), which rewrite the whole file, keep the previous content as ``<name>.bak``.
 * **No lost update.** Each change reads the file, edits it and writes it under the update lock
   (:func:`tether.config.lock.update_lock`), so changes made at once by threads or processes each see the
-  others' keys: every key set is kept. Nothing but the file and its backup is left in the directory: a
-  temporary file that a write killed mid-way left is removed by the next change.
+  others' keys: every key set is kept. Nothing but the file (and the backup of a whole-file rewrite) is left
+  in the directory: a temporary file that a write killed mid-way left is removed by the next change.
 """
 
 from __future__ import annotations
@@ -72,12 +74,14 @@ def set_value(
         document = tomlkit.parse(old.decode("utf-8"))
         item = value_item(value)
         item.trivia.trail = newline  # for a new key; a replaced one keeps its own line ending
-        assign(document, parts, item)
+        assign(document, parts, item, newline)
         text = document.as_string()
         if text and not text.endswith("\n"):
             text += newline
+        if text.endswith(newline * 2) and not old.decode("utf-8").endswith(newline * 2):
+            text = text.removesuffix(newline)  # the blank line a new last table ended with
         validate([*below, parse_text(text.encode("utf-8"), path)], env)
-        atomic_write(path, text.encode("utf-8"))
+        atomic_write(path, text.encode("utf-8"), backup=False)  # one key changed: no copy of the file beside it
     return text
 
 
@@ -102,10 +106,14 @@ def value_item(text: str) -> Item:
     return item
 
 
-def assign(document: TOMLDocument, parts: list[str], item: Item) -> None:
+def assign(document: TOMLDocument, parts: list[str], item: Item, newline: str | None = None) -> None:
     """Put ``item`` at the key path ``parts`` (a list element by its index, as a string), making the tables
-    on the way; a new key goes at the end of its table's keys (see :func:`_add_key`)."""
+    on the way; a new key goes at the end of its table's keys (see :func:`_add_key`). With ``newline``, a
+    table made here ends with a blank line, so that a header after it (a new ``[runtime.limits]`` lands
+    before ``[tools]``) stands apart as the file's others do; :func:`set_value` drops that line again at the
+    end of the file."""
     node: Any = document
+    made: list[Table] = []
     for depth, part in enumerate(parts[:-1]):
         here = dotted(parts[: depth + 1])
         if isinstance(node, AoT | Array):
@@ -120,6 +128,7 @@ def assign(document: TOMLDocument, parts: list[str], item: Item) -> None:
                 child: Table | InlineTable = tomlkit.inline_table()
             else:
                 child = tomlkit.table(is_super_table=remaining > 1)
+                made.append(child)
             node[part] = child
             node = node[part]
     last = parts[-1]
@@ -129,6 +138,12 @@ def assign(document: TOMLDocument, parts: list[str], item: Item) -> None:
         _add_key(node, last, item)
     else:
         node[last] = item
+    if newline is None:
+        return
+    for table in made:
+        if not table.is_super_table():
+            table.trivia.trail = newline  # its header's line ends as the file's lines do
+            table.add(Whitespace(newline))
 
 
 def _add_key(table: Table, key: str, item: Item) -> None:

@@ -13,8 +13,8 @@ tell it when they change. :class:`ConfigService` does both:
   length within the file system's timestamp granularity (a few milliseconds) of the read, until the next change.
 * **Safe updates.** :meth:`ConfigService.set` (``tether config set``, the chat's ``--save``) goes through
   :func:`tether.config.edit.set_value`: under the update lock (:mod:`tether.config.lock`) it re-reads the file,
-  edits it with tomlkit (comments and layout kept), validates the result and replaces the file atomically with
-  a backup, so concurrent updates by threads or processes each keep the others' keys and leave no temporary
+  edits it with tomlkit (comments and layout kept), validates the result and replaces the file atomically (no
+  copy left beside it), so concurrent updates by threads or processes each keep the others' keys and leave no temporary
   file.
 
 A service is safe to share between threads. Its cache is its own: two services of one directory each read the

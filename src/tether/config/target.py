@@ -40,6 +40,8 @@ class ModelTarget:
     headers: dict[str, str] = field(default_factory=dict)
     retries: int | None = None
     """Retries of a failed request (``runtime.retries``); ``None``: the provider's default."""
+    name: str | None = None
+    """A ``[providers.NAME]``'s NAME, the provider's name where a run is shown; ``None``: the prefix's."""
 
     def provider(self) -> Provider:
         """Build the provider (``tether.providers.registry.resolve``)."""
@@ -54,6 +56,7 @@ class ModelTarget:
             api_key=self.api_key.reveal() if self.api_key else None,
             headers=dict(self.headers) or None,
             retry=retry,
+            provider_name=self.name,
         )
 
 
@@ -82,7 +85,8 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
                 f"providers.{prefix}.api_key_env names {settings.api_key_env}, which is not set: "
                 f"{model!r} needs an API key"
             )
-    return ModelTarget(f"{profile}:{name}", settings.base_url, api_key, dict(settings.headers), retries)
+    shown = None if prefix == profile else prefix
+    return ModelTarget(f"{profile}:{name}", settings.base_url, api_key, dict(settings.headers), retries, shown)
 
 
 def build_provider(config: Config, env: Mapping[str, str] | None = None) -> Provider:

@@ -46,10 +46,9 @@ from dbos import Queue as DBOSQueue
 from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSNonExistentWorkflowError
 from msgspec.structs import replace
 
-from tether.durable.records import PROMPT_HEAD, Queue, RunRecord, RunStatus
+from tether.durable.records import ENGINE_STATUSES, WORKFLOW_PREFIX, Queue, RunRecord, RunStatus, run_record
 from tether.errors import Cancelled, ConfigInvalid
 from tether.events import RunCompleted, RunResult
-from tether.limits import StopReason
 
 if TYPE_CHECKING:
     from tether.agent import Agent
@@ -425,37 +424,20 @@ async def recover_worker(worker_id: str) -> list[str]:
 
 # --- the run store --------------------------------------------------------------------------------------------
 
-_STATUSES: dict[str, RunStatus] = {
-    "ENQUEUED": "queued",
-    "DELAYED": "queued",
-    "PENDING": "running",
-    "SUCCESS": "completed",
-    "ERROR": "failed",
-    "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed",
-    "CANCELLED": "cancelled",
-}
-_PREFIX = "tether.run."
+_STATUSES = ENGINE_STATUSES
+_PREFIX = WORKFLOW_PREFIX
 
 
 def _record(status: WorkflowStatus) -> RunRecord:
-    inputs: Any = status.input
-    args = inputs.get("args", ()) if isinstance(inputs, dict) else ()
-    prompt = args[0] if args and isinstance(args[0], str) else ""
-    output = status.output if isinstance(status.output, RunResult) else None
-    cost = output.cost.total_usd if output is not None and output.cost is not None else None
-    state = _STATUSES.get(status.status, "failed")
-    if output is not None and output.stop_reason == StopReason.CANCELLED:
-        state = "cancelled"
-    return RunRecord(
+    return run_record(
         run_id=status.workflow_id,
-        status=state,
-        agent=status.name.removeprefix(_PREFIX),
-        queue=None if status.queue_name is None or status.queue_name.startswith("_") else status.queue_name,
-        created_at=None if status.created_at is None else status.created_at / 1000,
-        updated_at=None if status.updated_at is None else status.updated_at / 1000,
-        prompt_head=prompt[:PROMPT_HEAD],
-        stop_reason=None if output is None else output.stop_reason,
-        cost_usd=cost,
+        engine_status=status.status,
+        workflow_name=status.name,
+        queue=status.queue_name,
+        created_ms=status.created_at,
+        updated_ms=status.updated_at,
+        inputs=status.input,
+        output=status.output,
         worker=status.executor_id,
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from tether.errors import ConfigInvalid
 from tether.limits import StopReason
@@ -20,6 +20,18 @@ recovered); ``completed``: ended with a ``RunResult`` (whatever its stop reason)
 itself raised; ``cancelled``: cancelled through :func:`cancel_run`."""
 
 RUN_STATUSES: tuple[RunStatus, ...] = ("queued", "running", "completed", "failed", "cancelled")
+ENGINE_STATUSES: dict[str, RunStatus] = {
+    "ENQUEUED": "queued",
+    "DELAYED": "queued",
+    "PENDING": "running",
+    "SUCCESS": "completed",
+    "ERROR": "failed",
+    "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed",
+    "CANCELLED": "cancelled",
+}
+"""The workflow store's statuses -> a run's; an unknown one reads as ``failed``."""
+WORKFLOW_PREFIX = "tether.run."
+"""The workflow name of a durable agent's runs starts with this; the agent's name follows."""
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 PROMPT_HEAD = 80
 """Characters of the prompt a :class:`RunRecord` keeps."""
@@ -103,3 +115,40 @@ class RunRecord:
     """Once ``completed``: what the run cost, when the model's price is known."""
     worker: str | None = None
     """The id of the worker process that ran it last."""
+
+
+def run_record(
+    *,
+    run_id: str,
+    engine_status: str | None,
+    workflow_name: str,
+    queue: str | None,
+    created_ms: float | None,
+    updated_ms: float | None,
+    inputs: Any,
+    output: Any,
+    worker: str | None,
+) -> RunRecord:
+    """The record of one workflow row, whoever read it (the engine, or :mod:`tether.durable.store` without
+    it): ``inputs`` are the workflow's ``{"args": (prompt, ...)}``, ``output`` its ``RunResult`` once ended."""
+    from tether.events import RunResult
+
+    args = inputs.get("args", ()) if isinstance(inputs, dict) else ()
+    prompt = args[0] if args and isinstance(args[0], str) else ""
+    result = output if isinstance(output, RunResult) else None
+    cost = result.cost.total_usd if result is not None and result.cost is not None else None
+    state = ENGINE_STATUSES.get(engine_status or "", "failed")
+    if result is not None and result.stop_reason == StopReason.CANCELLED:
+        state = "cancelled"
+    return RunRecord(
+        run_id=run_id,
+        status=state,
+        agent=workflow_name.removeprefix(WORKFLOW_PREFIX),
+        queue=None if queue is None or queue.startswith("_") else queue,
+        created_at=None if created_ms is None else created_ms / 1000,
+        updated_at=None if updated_ms is None else updated_ms / 1000,
+        prompt_head=prompt[:PROMPT_HEAD],
+        stop_reason=None if result is None else result.stop_reason,
+        cost_usd=cost,
+        worker=worker,
+    )

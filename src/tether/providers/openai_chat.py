@@ -60,6 +60,7 @@ class OpenAIChatProvider(OverHttp):
         response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
         context_window: int | None = None,
+        provider_name: str | None = None,
     ) -> None:
         """
         Args:
@@ -73,6 +74,8 @@ class OpenAIChatProvider(OverHttp):
             headers: extra headers sent with every request.
             context_window: the model's context window in tokens; by default the known window of a hosted
                 model (``tether.providers.windows``), none for a local server's (it is the server's setting).
+            provider_name: the name the provider goes by where a run is shown (footer, sessions, exports): a
+                ``[providers.NAME]`` of the configuration is known by its NAME, not by the profile it speaks.
         """
         url = base_url or profile.base_url
         if not url:
@@ -86,7 +89,7 @@ class OpenAIChatProvider(OverHttp):
         self.profile = profile
         self.streaming = stream
         self.info = ModelInfo(
-            profile.name,
+            provider_name or profile.name,
             model,
             supports_tools=profile.supports_tools and model not in CANNOT_CALL_TOOLS,
             supports_json_schema=profile.json_schema,

@@ -16,6 +16,7 @@ not a success turned into a ``ProviderError`` here.
 from __future__ import annotations
 
 import functools
+import os
 import urllib.parse
 from typing import TYPE_CHECKING
 
@@ -68,7 +69,20 @@ def transport_error(provider: str, exc: BaseException, timeout: float | None, *,
     if isinstance(exc, TimeoutError):
         waited = f"{timeout:g} s" if timeout is not None else "too long"
         return RequestTimeout(f"{provider} sent nothing for {waited} {where}", details={"timeout": timeout})
-    return TransportError(f"the connection to {provider} failed {where}: {type(exc).__name__}: {exc}")
+    return TransportError(f"the connection to {provider} failed {where}: {_transport_text(exc)}")
+
+
+def _transport_text(exc: BaseException) -> str:
+    """What went wrong, once: aiohttp's text of a refused connection names the server twice (``Cannot connect
+    to host localhost:11434 ssl:default [Connect call failed ('127.0.0.1', 11434)]``); the host, the port and
+    the system's reason say it."""
+    import aiohttp  # loaded already: the exception came from it
+
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        cause = exc.os_error
+        reason = os.strerror(cause.errno) if cause.errno else (cause.strerror or str(cause) or type(cause).__name__)
+        return f"cannot connect to {exc.host}:{exc.port}: {reason}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 async def read_capped(response: aiohttp.ClientResponse, limit: int, wait: Deadline) -> str:

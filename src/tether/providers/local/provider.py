@@ -12,6 +12,8 @@ The contract
 * A model file is loaded once per process and shared by every run; runs that use it at the same time are
   queued (llama.cpp holds one context), not crashed.
 * Cancellation (or a timeout) stops generation within one token, and the next queued run starts after it.
+  A run cancelled while the model loads (Ctrl-C during the first seconds) ends at once: the load goes on on
+  a daemon thread of its own, which neither the event loop's shutdown nor the process's exit waits for.
 * The model cannot call tools natively: agents use JSON action mode with it, and the action schema is
   enforced while decoding (``Request.json_schema`` becomes a llama.cpp grammar), so a small model writes
   valid actions. The grammar checks the token chosen rather than the whole vocabulary (``providers/local/sampling.py``).
@@ -201,12 +203,39 @@ class LocalProvider:
         """The model in memory for this provider's settings, loaded on first use (blocking: call it in a thread)."""
         return _load(self.path, self.n_ctx, self.n_threads, self.prompt_cache)
 
+    async def _load_in_background(self) -> _Loaded:
+        """The model, loaded on a daemon thread. Not ``asyncio.to_thread``: a thread of the loop's default
+        executor is waited for by ``asyncio.run`` as it ends, and at the interpreter's exit, so a Ctrl-C during
+        a load of many seconds would end the run at once and the process only when the load had finished."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[_Loaded] = loop.create_future()
+
+        def settle(outcome: _Loaded | BaseException) -> None:
+            if done.done():  # the run was cancelled while the model loaded
+                return
+            if isinstance(outcome, BaseException):
+                done.set_exception(outcome)
+            else:
+                done.set_result(outcome)
+
+        def load() -> None:
+            outcome: _Loaded | BaseException
+            try:
+                outcome = self.loaded()
+            except BaseException as error:  # noqa: BLE001 - handed to the awaiting run, which reports it
+                outcome = error
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is waiting
+                loop.call_soon_threadsafe(settle, outcome)
+
+        threading.Thread(target=load, name="tether-local-model-load", daemon=True).start()
+        return await done
+
     async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
         loop = asyncio.get_running_loop()
         # loaded already (every call but a process's first): found here, without a trip through a thread
         loaded = _models.get(_model_key(self.path, self.n_ctx, self.n_threads, self.prompt_cache))
         if loaded is None:
-            loaded = await asyncio.to_thread(self.loaded)
+            loaded = await self._load_in_background()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         stop = threading.Event()
         options = self._options(request)

@@ -10,6 +10,7 @@ hostile metaclass cannot run code through them.
 
 from __future__ import annotations
 
+import code
 import inspect
 import traceback
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ MAX_MEMBER_NAME = 200
 """Characters of one name in a ``dir()`` listing; a ``__dir__`` may return anything."""
 
 _OURS = str(Path(__file__).resolve().parent)
+_CONSOLES = frozenset({code.__file__, str(Path(code.__file__).resolve())})
+"""Python's interactive console (``code.InteractiveInterpreter.runcode``): its frame runs the user's line but
+is not shown with the line's traceback, so it is no more part of what the user saw than tether's own."""
 _TYPE_NAME = type.__dict__["__name__"]
 _TYPE_QUALNAME = type.__dict__["__qualname__"]
 _TYPE_MODULE = type.__dict__["__module__"]
@@ -141,14 +145,15 @@ def is_dunder(name: str) -> bool:
 
 
 def own_frames_dropped(tb: TracebackType | None) -> TracebackType | None:
-    """``tb`` without tether's own frames at its ends: those that called the user's code, and the one that
-    raised into it (a timeout) or on its behalf (``repr()`` of a value whose C code raised)."""
+    """``tb`` without tether's own frames at its ends: those that called the user's code (the console's that
+    ran the line among them: the traceback is the one the console printed), and the one that raised into it
+    (a timeout) or on its behalf (``repr()`` of a value whose C code raised)."""
     entries: list[TracebackType] = []
     while tb is not None:
         entries.append(tb)
         tb = tb.tb_next
     first, last = 0, len(entries)
-    while first < last and _ours(entries[first]):
+    while first < last and (_ours(entries[first]) or entries[first].tb_frame.f_code.co_filename in _CONSOLES):
         first += 1
     while last > first and _ours(entries[last - 1]):
         last -= 1
