@@ -51,6 +51,14 @@ from tether.providers.base import ForceTool, Request, ToolChoice, ToolDefinition
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 FINAL_REQUEST = "Give your final answer now."
 """The request of the tools-off call that ends a run stopped by a limit, in JSON action mode."""
+FINAL_LINE = (
+    '{"type": "final", "text": "<your answer>"} to answer the user. When you can answer without a tool (a '
+    "question of knowledge, a greeting, a translation), answer at once;"
+)
+CALL_LINE = (
+    '{"type": "tool_call", "name": "<tool>", "arguments": {...}} to call a tool, only when the answer needs '
+    "what it gives (a file's content, a command's output, an exact calculation), and see its result;"
+)
 
 
 class CallAction(msgspec.Struct, frozen=True, gc=False):
@@ -125,15 +133,15 @@ def system_prompt(
             "being your answer."
         )
         return f"{system}\n\n{protocol}" if system else protocol
+    # The answer first, and said to be the choice whenever no tool is needed: a small model asked "What is
+    # the capital of France?" otherwise calls the first tool it was shown (read(path='Paris')) again and again.
     lines = [
         "Reply with exactly one JSON object and nothing else. It is one of:",
-        '{"type": "final", "text": "<your answer>"} to give the user your final answer;',
+        FINAL_LINE,
         '{"type": "ask_user", "question": "<question>"} to ask the user for something you need.',
     ]
     if tools:
-        lines.insert(
-            1, '{"type": "tool_call", "name": "<tool>", "arguments": {...}} to call a tool and see its result;'
-        )
+        lines.insert(2, CALL_LINE)
         lines.append("Tools:")
         for tool in tools:
             schema = json.dumps(tool.parameters.get("properties", {}), ensure_ascii=False, separators=(", ", ": "))
@@ -166,7 +174,7 @@ def _typed_prompt(
         return f"{system}\n\n{protocol}" if system else protocol
     base = system_prompt(system, tools, must_call=must_call)
     return base.replace(
-        '{"type": "final", "text": "<your answer>"} to give the user your final answer;',
+        FINAL_LINE,
         '{"type": "final", "output": {...}} to give your final answer, "output" being an object that matches '
         f"this JSON Schema: {schema};",
     )
