@@ -82,3 +82,22 @@ def test_no_eval_makes_the_assistant_only_look(tmp_path: Path) -> None:
     assert "may run the model's Python code" in banner(evaluating), "said at the start, where it is used"
     assert "may run" not in banner(looking)
     assert py(tmp_path, "--no-eval", "--model", "scripted:echo", stdin="?what is x\n").returncode == 0
+
+
+def test_the_embedded_model_answers_questions_through_json_actions_when_asked(tmp_path: Path) -> None:
+    from tether.assistant import LOCAL_ASK_LIMITS
+    from tether.cli.py_terminal import open_questions
+
+    env = {"HOME": str(tmp_path)}
+    refused, _ = open_questions(tmp_path, env, "local:smollm2", None)
+    assert refused.assistant is None
+    assert "--tool-mode json" in (refused.problem or ""), "the way to ask it anyway is named"
+    questions, _ = open_questions(tmp_path, env, "local:smollm2", None, json_actions=True)
+    assert questions.assistant is not None
+    assert questions.assistant.tool_mode == "json"
+    assert questions.assistant.limits == LOCAL_ASK_LIMITS
+
+    completed = py(tmp_path, "--model", "local:smollm2", "--tool-mode", "json", stdin="x = 41\n?what is x\n")
+    assert completed.returncode == 0, completed.stderr
+    assert "questions are off" not in completed.stdout + completed.stderr
+    assert "did not finish within" not in completed.stdout + completed.stderr
