@@ -10,7 +10,11 @@ from pathlib import Path
 
 
 def py(cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not (k.startswith("TETHER_") and k != "TETHER_LOCAL_SERVERS") and not k.endswith("_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith("TETHER_") and k != "TETHER_LOCAL_SERVERS") and not k.endswith("_API_KEY")
+    }
     env.update(HOME=str(cwd), XDG_DATA_HOME=str(cwd / "data"), XDG_STATE_HOME=str(cwd / "state"))
     return subprocess.run(
         [sys.executable, "-m", "tether.cli.app", "py", *args],
@@ -92,8 +96,10 @@ def test_the_embedded_model_answers_questions_through_json_actions_when_asked(tm
     refused, _ = open_questions(tmp_path, env, "local:smollm2", None)
     assert refused.assistant is None
     assert "--tool-mode json" in (refused.problem or ""), "the way to ask it anyway is named"
+    from tether.assistant import Assistant
+
     questions, _ = open_questions(tmp_path, env, "local:smollm2", None, json_actions=True)
-    assert questions.assistant is not None
+    assert isinstance(questions.assistant, Assistant)
     assert questions.assistant.tool_mode == "json"
     assert questions.assistant.limits == LOCAL_ASK_LIMITS
 

@@ -245,7 +245,11 @@ def test_the_system_prompt_names_the_directory_and_what_it_holds(tmp_path: Path)
 
 
 def tether(cwd: Path, *args: str, stdin: bytes | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not (k.startswith("TETHER_") and k != "TETHER_LOCAL_SERVERS") and not k.endswith("_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith("TETHER_") and k != "TETHER_LOCAL_SERVERS") and not k.endswith("_API_KEY")
+    }
     env.update(HOME=str(cwd), XDG_DATA_HOME=str(cwd / "data"), XDG_CONFIG_HOME=str(cwd / "config"), **extra)
     done = subprocess.run(
         [sys.executable, "-m", "tether.cli.app", *args],

@@ -35,6 +35,10 @@ class MockOllama(MockLLM):
         self.shown: list[str] = []
         """The models ``/api/show`` was asked about, in order."""
 
+    def __enter__(self) -> MockOllama:
+        super().__enter__()
+        return self
+
     @property
     def root(self) -> str:
         return f"http://127.0.0.1:{self.port}"

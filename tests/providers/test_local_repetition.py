@@ -96,7 +96,7 @@ def test_json_that_cannot_be_closed_is_left_alone() -> None:
     assert close_json('{"a": ') is None
 
 
-@pytest.mark.parametrize("offset", range(0, 8))
+@pytest.mark.parametrize("offset", range(8))
 def test_the_copy_kept_ends_where_the_repeated_sentence_ends_wherever_generation_stopped(offset: int) -> None:
     guard = RepetitionGuard()
     text = "Hello! " + SENTENCE * 5

@@ -92,8 +92,8 @@ def main(options: ChatOptions, env: Mapping[str, str] | None = None, cwd: Path |
         return exits.CONFIG
     for notice in setup.notices:
         make_console(stderr=True).print(Text(f"notice: {notice}", style="yellow"))
-    if notice := setup.notice(yes=options.yes):
-        console.print(Text(notice, style="dim"))
+    if chosen := setup.notice(yes=options.yes):
+        console.print(Text(chosen, style="dim"))
     with otlp_export(env, make_console(stderr=True)) as telemetry:
         if telemetry is not None:
             setup = dataclasses.replace(setup, telemetry=telemetry)

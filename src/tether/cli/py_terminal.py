@@ -88,9 +88,8 @@ def open_questions(
 
     ``ConfigInvalid`` when the configuration cannot be read; a model that cannot serve is not an error here.
     """
-    from tether.cli.build import with_model
+    from tether.cli.build import with_model, with_server
     from tether.config import load, model_target
-    from tether.cli.build import with_server
     from tether.providers.default_model import choose_model, embedded_notice
 
     loaded = load(cwd, env, {"runtime.model": model}, config_file=config_file)
@@ -111,8 +110,8 @@ def open_questions(
 
         notice = embedded_notice("the session's functions") if choice.read_only else choice.notice
         chosen = [notice] if notice else []  # which model, when tether picked it
-        mode = "json" if json_actions else "native"
-        assistant = Assistant(provider, settings=RuntimeSettings(allow_eval=allow_eval), tool_mode=mode)
+        settings = RuntimeSettings(allow_eval=allow_eval)
+        assistant = Assistant(provider, settings=settings, tool_mode="json" if json_actions else "native")
         return Questions(assistant, model=choice.model), notices + chosen
     except ConfigInvalid as error:  # an unknown provider, a missing key, a model the assistant refuses
         return Questions(None, error.message), notices

@@ -21,10 +21,11 @@ The contract
 * The transcript is the same as in native mode: a ``tool_call`` action is stored as a ``ToolCall`` and its
   results as a ``tool`` message, so the history can be continued by any provider. Only what the model is
   sent changes (:func:`as_text`): calls become the JSON it wrote, results become user messages it can read.
-* An answer (the ``final`` action) ends the run with its text; ``ask_user`` ends it with ``StopReason.ASK_USER`` and the question as
-  the text. Guards, events and sessions are those of native mode. A run with a typed output (``output.py``)
-  asks for ``{"type": "answer", "output": {...}}`` instead, ``output`` under the output's schema, and the
-  answer's text is that JSON, read and validated as a typed output is.
+* An answer (the ``final`` action) ends the run with its text; ``ask_user`` ends it with
+  ``StopReason.ASK_USER`` and the question as the text. Guards, events and sessions are those of native
+  mode. A run with a typed output (``output.py``) asks for ``{"type": "answer", "output": {...}}`` instead,
+  ``output`` under the output's schema, and the answer's text is that JSON, read and validated as a typed
+  output is.
 * When only an answer is possible (the tools-off call after a limit, the answer asked for after a repeated
   call, or a run whose tool choice is ``"none"``), the prompt and the schema allow ``final`` alone, and any
   text is the answer: a ``final`` action is unwrapped, anything else that is not a ``tool_call`` action is

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -167,10 +168,8 @@ async def _accepts(host: str, port: int) -> bool:
     except (OSError, TimeoutError):
         return False
     writer.close()
-    try:
+    with contextlib.suppress(OSError):
         await writer.wait_closed()
-    except OSError:
-        pass
     return True
 
 
