@@ -106,3 +106,17 @@ def test_the_copy_kept_ends_where_the_repeated_sentence_ends_wherever_generation
             break
     assert guard.stopped
     assert guard.text.rstrip() == "Hello! The capital of France is Paris."
+
+
+def test_a_repeated_phrase_without_a_sentence_end_is_cut_after_a_whole_word() -> None:
+    guard = RepetitionGuard()
+    text = "It is the tool that provides a tool that provides a tool that provides a tool that provides a"
+    for piece in tokens(text, 3):
+        guard.feed(piece)
+        if guard.stopped:
+            break
+    assert guard.stopped
+    kept = guard.text
+    assert kept.startswith("It is the tool that")
+    assert kept.count("provides") <= 1
+    assert kept.split()[-1] in {"tool", "that", "provides", "a"}, "whole words only"

@@ -82,13 +82,15 @@ def repeated_unit(text: str) -> int:
 def kept_length(text: str, unit: int, *, floor: int = 0) -> int:
     """How much of ``text``, which ends in copies of a span of ``unit`` characters, to keep: up to the end of
     the first copy, and in it up to its last sentence end (the copies may start mid-sentence: the first is
-    cut where the repeated sentence ends, not where the period happens to begin); never less than ``floor``
-    (what was handed on already)."""
+    cut where the repeated sentence ends, not where the period happens to begin), or its last whole word for
+    a phrase without one; never less than ``floor`` (what was handed on already)."""
     start = len(text) - unit
     while start > 0 and text[start - 1] == text[start - 1 + unit]:  # where the periodic tail begins
         start -= 1
     copy = text[start : start + unit]
     ends = [index + 1 for index, char in enumerate(copy) if char in _SENTENCE_ENDS]
+    if not ends:  # a repeated phrase, not a sentence: at least end on a whole word
+        ends = [index for index, char in enumerate(copy) if char.isspace() and index > 0]
     keep = start + (ends[-1] if ends else unit)
     return max(floor, keep)
 
