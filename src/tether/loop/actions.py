@@ -54,12 +54,12 @@ from tether.providers.base import ForceTool, Request, ToolChoice, ToolDefinition
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 FINAL_REQUEST = "Give your final answer now."
+"""The request of the tools-off call that ends a run stopped by a limit, in JSON action mode."""
 ANSWER = "answer"
 """The type of the action that answers (the ``final`` action), as the prompt and the schema name it."""
-"""The request of the tools-off call that ends a run stopped by a limit, in JSON action mode."""
 FINAL_LINE = (
-    '{"type": "answer", "text": "<your answer>"} to answer the user. When you can answer without a tool (a '
-    "question of knowledge, a greeting, a translation), answer at once;"
+    '{"type": "answer", "text": "..."} to answer the user, the text being your answer. When you can answer '
+    "without a tool (a question of knowledge, a greeting, a translation), answer at once;"
 )
 CALL_LINE = (
     '{"type": "tool_call", "name": "<tool>", "arguments": {...}} to call a tool, only when the answer needs '
