@@ -23,7 +23,7 @@ The contract
   sent changes (:func:`as_text`): calls become the JSON it wrote, results become user messages it can read.
 * An answer (the ``final`` action) ends the run with its text; ``ask_user`` ends it with
   ``StopReason.ASK_USER`` and the question as the text. Guards, events and sessions are those of native
-  mode. A run with a typed output (``output.py``) asks for ``{"type": "answer", "output": {...}}`` instead,
+  mode. A run with a typed output (``output.py``) asks for ``{"type": "final", "output": {...}}`` instead,
   ``output`` under the output's schema, and the answer's text is that JSON, read and validated as a typed
   output is.
 * When only an answer is possible (the tools-off call after a limit, the answer asked for after a repeated
@@ -61,6 +61,7 @@ FINAL_LINE = (
     '{"type": "answer", "text": "..."} to answer the user, the text being your answer. When you can answer '
     "without a tool (a question of knowledge, a greeting, a translation), answer at once;"
 )
+TYPED_CALL_LINE = '{"type": "tool_call", "name": "<tool>", "arguments": {...}} to call a tool and see its result;'
 CALL_LINE = (
     '{"type": "tool_call", "name": "<tool>", "arguments": {...}} to call a tool, only when the answer needs '
     "what it gives (a file's content, a command's output, an exact calculation), and see its result;"
@@ -99,7 +100,7 @@ def action_schema(
     ``output``: the schema of a typed output, which ``final`` then carries as ``output`` instead of a text."""
     if output is not None:
         body = {key: value for key, value in output.items() if key != "$defs"}
-        final = _object({"type": {"const": ANSWER}, "output": body})
+        final = _object({"type": {"const": "final"}, "output": body})  # see _typed_prompt
         if "$defs" in output:
             final["$defs"] = output["$defs"]
     else:
@@ -174,14 +175,19 @@ def _typed_prompt(
     schema = json.dumps(output, ensure_ascii=False, separators=(", ", ": "))
     if final_only:
         protocol = (
-            'Reply with exactly one JSON object and nothing else: {"type": "answer", "output": {...}}, "output" '
+            'Reply with exactly one JSON object and nothing else: {"type": "final", "output": {...}}, "output" '
             f"being your answer as an object matching this JSON Schema: {schema}"
         )
         return f"{system}\n\n{protocol}" if system else protocol
-    base = system_prompt(system, tools, must_call=must_call)
+    # A typed output is mostly work on the tools' results (a sum calculated, a file's facts extracted): the
+    # calls come first and the answer is the "final" action, as before answers came first (the embedded model,
+    # shown an "answer" first, writes {"sum": 17} for 17+25 instead of calculating).
+    base = system_prompt(system, tools, must_call=must_call).replace(
+        f"{FINAL_LINE}\n{CALL_LINE}", f"{TYPED_CALL_LINE}\n{FINAL_LINE}"
+    )
     return base.replace(
         FINAL_LINE,
-        '{"type": "answer", "output": {...}} to give your answer, "output" being an object that matches '
+        '{"type": "final", "output": {...}} to give your final answer, "output" being an object that matches '
         f"this JSON Schema: {schema};",
     )
 
