@@ -23,6 +23,12 @@ def postgres(request: pytest.FixtureRequest) -> Iterator[PgSchema]:
     yield from fresh_schema(request.config)
 
 
+# A model server running on the developer's machine (Ollama on 11434, ...) is never picked up by a test that
+# runs with no model configured: discovery is off for this process and, through the helpers that start the
+# command, for the processes the tests start. A test of discovery names its servers itself.
+os.environ["TETHER_LOCAL_SERVERS"] = "off"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _own_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """What tether caches on disk (the embedded model's prompt snapshots) goes to a folder of this session's,

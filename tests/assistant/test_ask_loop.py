@@ -365,3 +365,19 @@ def test_a_model_that_cannot_call_functions_is_refused_unless_json_actions_are_a
     result = Assistant(plain, tool_mode="json").ask("what is n?", {"n": 3})
     assert (result.stop_reason, result.text) == (StopReason.COMPLETE, "n is an int")
     assert '"qualified":"int"' in plain.requests[1].messages[-1].text
+
+
+def test_a_model_run_in_this_process_gets_the_time_a_cpu_needs() -> None:
+    import msgspec
+
+    from tether.assistant import LOCAL_ASK_LIMITS
+
+    plain = ScriptedProvider([reply('{"type": "final", "text": "3"}')], supports_tools=False)
+    assert Assistant(plain, tool_mode="json").limits == ASK_LIMITS, "a served model keeps the question's limits"
+    plain.info = msgspec.structs.replace(plain.info, provider="local")  # as LocalProvider's info says
+    local = Assistant(plain, tool_mode="json")
+    assert local.limits == LOCAL_ASK_LIMITS
+    assert (local.limits.request_timeout or 0) > (ASK_LIMITS.request_timeout or 0)
+    assert (local.limits.run_timeout or 0) > (ASK_LIMITS.run_timeout or 0)
+    given = replace(ASK_LIMITS, max_turns=2)
+    assert Assistant(plain, tool_mode="json", limits=given).limits == given, "limits given are kept"

@@ -14,7 +14,11 @@ def chat(cwd: Path, stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def tether(cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_") and not k.endswith("_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith("TETHER_") and k != "TETHER_LOCAL_SERVERS") and not k.endswith("_API_KEY")
+    }
     env.update(HOME=str(cwd), XDG_DATA_HOME=str(cwd / "data"), XDG_CONFIG_HOME=str(cwd / "config"))
     return subprocess.run(
         [sys.executable, "-m", "tether.cli.app", *args],

@@ -29,7 +29,11 @@ KEY = "sk-doctor-0123456789abcdef"
 def environment(home: Path, **extra: str) -> dict[str, str]:
     """The process's environment without any provider key, with the user's files under ``home``."""
     env = {name: value for name, value in os.environ.items() if name not in ALL_KEY_VARIABLES}
-    env = {name: value for name, value in env.items() if not name.startswith("TETHER_")}
+    env = {
+        name: value
+        for name, value in env.items()
+        if not (name.startswith("TETHER_") and name != "TETHER_LOCAL_SERVERS")
+    }
     env.update(XDG_CONFIG_HOME=str(home / "config"), XDG_DATA_HOME=str(home / "data"))
     env.update(XDG_STATE_HOME=str(home / "state"), HOME=str(home), PYTHONPATH=str(SOURCE))
     return {**env, **extra}

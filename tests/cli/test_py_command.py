@@ -10,7 +10,11 @@ from pathlib import Path
 
 
 def py(cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_") and not k.endswith("_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith("TETHER_") and k != "TETHER_LOCAL_SERVERS") and not k.endswith("_API_KEY")
+    }
     env.update(HOME=str(cwd), XDG_DATA_HOME=str(cwd / "data"), XDG_STATE_HOME=str(cwd / "state"))
     return subprocess.run(
         [sys.executable, "-m", "tether.cli.app", "py", *args],
@@ -82,3 +86,24 @@ def test_no_eval_makes_the_assistant_only_look(tmp_path: Path) -> None:
     assert "may run the model's Python code" in banner(evaluating), "said at the start, where it is used"
     assert "may run" not in banner(looking)
     assert py(tmp_path, "--no-eval", "--model", "scripted:echo", stdin="?what is x\n").returncode == 0
+
+
+def test_the_embedded_model_answers_questions_through_json_actions_when_asked(tmp_path: Path) -> None:
+    from tether.assistant import LOCAL_ASK_LIMITS
+    from tether.cli.py_terminal import open_questions
+
+    env = {"HOME": str(tmp_path)}
+    refused, _ = open_questions(tmp_path, env, "local:smollm2", None)
+    assert refused.assistant is None
+    assert "--tool-mode json" in (refused.problem or ""), "the way to ask it anyway is named"
+    from tether.assistant import Assistant
+
+    questions, _ = open_questions(tmp_path, env, "local:smollm2", None, json_actions=True)
+    assert isinstance(questions.assistant, Assistant)
+    assert questions.assistant.tool_mode == "json"
+    assert questions.assistant.limits == LOCAL_ASK_LIMITS
+
+    completed = py(tmp_path, "--model", "local:smollm2", "--tool-mode", "json", stdin="x = 41\n?what is x\n")
+    assert completed.returncode == 0, completed.stderr
+    assert "questions are off" not in completed.stdout + completed.stderr
+    assert "did not finish within" not in completed.stdout + completed.stderr

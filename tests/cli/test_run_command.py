@@ -214,6 +214,11 @@ def test_the_embedded_model_tether_chose_itself_gets_read_only_tools_unless_told
     assert (setup.model, setup.choice.read_only) == ("local:smollm2", True)
     assert setup.choice.notice is not None
     assert "read-only tools" in setup.choice.notice
+    assert setup.notice(yes=False) == setup.choice.notice
+    assert "It has every tool, changes allowed without asking (--yes)" in (setup.notice(yes=True) or "")
+    full = load_setup(tmp_path, env, {"tools.mode": "full"}).notice(yes=False) or ""
+    assert "It has every tool, each change asked about first" in full
+    assert "read-only" not in full
     assert setup.tool_mode("local:smollm2", yes=False) == "read-only"
     assert setup.tool_mode("local:smollm2", yes=True) == "full", "--yes asks for the tools that change things"
     assert setup.tool_mode("scripted:echo", yes=False) == "full", "another model chosen in the chat"
@@ -240,7 +245,11 @@ def test_the_system_prompt_names_the_directory_and_what_it_holds(tmp_path: Path)
 
 
 def tether(cwd: Path, *args: str, stdin: bytes | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_") and not k.endswith("_API_KEY")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith("TETHER_") and k != "TETHER_LOCAL_SERVERS") and not k.endswith("_API_KEY")
+    }
     env.update(HOME=str(cwd), XDG_DATA_HOME=str(cwd / "data"), XDG_CONFIG_HOME=str(cwd / "config"), **extra)
     done = subprocess.run(
         [sys.executable, "-m", "tether.cli.app", *args],

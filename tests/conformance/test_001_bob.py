@@ -57,7 +57,7 @@ async def test_001_tc01_hello_without_tools_returns_the_final_actions_content() 
     result = await Agent(model, tool_mode="json").run("Hello")
     assert (result.text, result.stop_reason) == ("Hello! How can I help?", StopReason.COMPLETE)
     assert model.requests[0].system is not None
-    assert '"type": "final"' in model.requests[0].system
+    assert '"type": "answer"' in model.requests[0].system, "the final action, named as an answer"
 
 
 async def test_001_tc02_a_tool_call_action_runs_the_tool_then_the_final_action_answers() -> None:

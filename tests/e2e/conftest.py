@@ -56,6 +56,7 @@ class Project:
             "NO_COLOR": "1",
             "PROMPT_TOOLKIT_NO_CPR": "1",
             "COLUMNS": "200",
+            "TETHER_LOCAL_SERVERS": "off",  # no model server of the machine's is picked up (tests/conftest.py)
             **extra,
         }
 

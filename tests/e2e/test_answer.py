@@ -44,7 +44,12 @@ def test_a_repeated_read_is_answered_from_the_first_and_the_run_ends_with_the_an
 
 
 @pytest.mark.skipif(not local_model_installed(), reason="the embedded model (tether[local]) is not installed")
-def test_on_the_embedded_model_the_notes_are_read_and_the_run_answers(project: Project, children: list[Any]) -> None:
+def test_on_the_embedded_model_a_question_about_the_notes_ends_with_an_answer(
+    project: Project, children: list[Any]
+) -> None:
+    # JSON action mode offers the answer first (loop/actions.py): the 135M model answers what it can rather than
+    # calling a tool with made-up arguments until the consecutive-errors guard stops it. It may still read the
+    # file; either way the run ends with an answer.
     (project.cwd / "notes.txt").write_text(NOTES)
     child = project.spawn("run", "What is in notes.txt?")
     children.append(child)
@@ -54,6 +59,6 @@ def test_on_the_embedded_model_the_notes_are_read_and_the_run_answers(project: P
     shown = screen(child)
     assert child.exitstatus == 0, shown
     assert "local:smollm2" in shown
-    reads = re.findall(r"→ read\(path='notes\.txt'", shown)
-    assert 1 <= len(reads) <= 2, shown
-    assert "✓ read: 1 Buy milk" in shown
+    assert len(re.findall(r"→ read\(", shown)) <= 2, shown
+    assert "[consecutive_errors]" not in shown
+    assert "permission_denied" not in shown

@@ -56,8 +56,9 @@ def test_an_action_is_found_in_bare_fenced_or_prose_wrapped_answers(text: str) -
     assert read_action(text) == CallAction("add", {"a": 1, "b": 2})
 
 
-def test_final_and_ask_user_actions_are_read() -> None:
-    assert read_action('{"type": "final", "text": "42"}') == FinalAction("42")
+def test_answer_and_ask_user_actions_are_read() -> None:
+    assert read_action('{"type": "answer", "text": "42"}') == FinalAction("42")
+    assert read_action('{"type": "final", "text": "42"}') == FinalAction("42"), "the name it had before"
     assert read_action('{"type": "ask_user", "question": "Which file?"}') == AskAction("Which file?")
 
 
@@ -70,7 +71,7 @@ def test_final_and_ask_user_actions_are_read() -> None:
         ('{"type": "final", "text": 42}', '"text" string'),
         ('{"type": "tool_call", "arguments": {}}', '"name" string'),
         ('{"type": "tool_call", "name": "add", "arguments": [1, 2]}', "must be a JSON object"),
-        ('{"type": "answer", "text": "x"}', '"type" must be'),
+        ('{"type": "reply", "text": "x"}', '"type" must be'),
         ('{"type": "ask_user"}', '"question" string'),
     ],
     ids=[
@@ -100,7 +101,7 @@ def test_the_schema_is_the_union_of_final_ask_user_and_one_call_per_tool_with_it
     validator = jsonschema.Draft202012Validator(schema)
     assert len(schema["anyOf"]) == 4
     valid = [
-        {"type": "final", "text": "x"},
+        {"type": "answer", "text": "x"},
         {"type": "ask_user", "question": "y"},
         {"type": "tool_call", "name": "add", "arguments": {"a": 1, "b": 2}},
         {"type": "tool_call", "name": "weather", "arguments": {"where": {"city": "Oslo"}}},
@@ -109,12 +110,12 @@ def test_the_schema_is_the_union_of_final_ask_user_and_one_call_per_tool_with_it
         {"type": "tool_call", "name": "subtract", "arguments": {}},
         {"type": "tool_call", "name": "add", "arguments": {"a": "one", "b": 2}},
         {"type": "tool_call", "name": "weather", "arguments": {"where": {}}},
-        {"type": "final"},
+        {"type": "answer"},
     ]
     assert all(validator.is_valid(v) for v in valid)
     assert not any(validator.is_valid(v) for v in invalid)
     final_only = action_schema(tools, final_only=True)
-    assert [v["properties"]["type"]["const"] for v in final_only["anyOf"]] == ["final"]
+    assert [v["properties"]["type"]["const"] for v in final_only["anyOf"]] == ["answer"]
 
 
 def test_calls_and_results_are_shown_to_the_model_as_text() -> None:
@@ -160,7 +161,7 @@ async def test_the_action_schema_is_sent_to_a_provider_that_can_use_it() -> None
     await Agent(model, tools=[add]).run("hello")
     schema = model.requests[0].json_schema
     assert schema is not None
-    assert [v["properties"]["type"]["const"] for v in schema["anyOf"]] == ["final", "ask_user", "tool_call"]
+    assert [v["properties"]["type"]["const"] for v in schema["anyOf"]] == ["answer", "ask_user", "tool_call"]
 
 
 async def test_a_malformed_action_gets_one_correction_then_the_run_stops_as_invalid_response() -> None:

@@ -58,7 +58,7 @@ async def test_after_a_repeat_the_request_allows_only_the_final_action_and_the_r
     assert executed == ["add"]
     forced = model.requests[2]
     assert forced.json_schema is not None
-    assert [variant["properties"]["type"]["const"] for variant in forced.json_schema["anyOf"]] == ["final"]
+    assert [variant["properties"]["type"]["const"] for variant in forced.json_schema["anyOf"]] == ["answer"]
     assert forced.system == model.requests[0].system, "the run's system prompt: the model's cache keeps its prefix"
     assert forced.messages[-1] == Message.user(FINAL_REQUEST)
     assert_valid(result)

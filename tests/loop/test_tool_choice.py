@@ -179,7 +179,7 @@ async def test_in_json_mode_required_asks_for_a_call_in_the_prompt_and_the_schem
     assert "Now you must call a tool" in (first.system or "")
     assert variants(first.json_schema) == ["tool_call:lookup", "tool_call:clock"]
     assert "must call" not in (second.system or "")
-    assert variants(second.json_schema) == ["final", "ask_user", "tool_call:lookup", "tool_call:clock"]
+    assert variants(second.json_schema) == ["answer", "ask_user", "tool_call:lookup", "tool_call:clock"]
     assert result.text == "a"
 
 
@@ -195,7 +195,7 @@ async def test_in_json_mode_none_is_the_final_answer_only_request_and_plain_text
     model = json_model("Just the answer, no JSON.")
     result = await Agent(model, tools=[lookup], tool_choice="none").run("find")
     request = model.requests[0]
-    assert variants(request.json_schema) == ["final"]
+    assert variants(request.json_schema) == ["answer"]
     assert "tool_call" not in (request.system or "")
     assert request.messages[-1].text == "find", f"the user's prompt is last, not {FINAL_REQUEST!r}"
     assert result.stop_reason == "complete"

@@ -49,13 +49,17 @@ def test_an_empty_key_variable_does_not_count() -> None:
     assert choose_model(None, {"OPENAI_API_KEY": ""}, always).model == "local:smollm2"
 
 
-def test_without_keys_the_local_model_is_used_and_said_in_one_line_with_how_to_configure() -> None:
+def test_without_keys_the_local_model_is_presented_as_a_demo_with_how_to_get_a_better_one() -> None:
     choice = choose_model(None, {}, always)
     assert choice.model == "local:smollm2"
     assert choice.notice is not None
-    assert "\n" not in choice.notice
-    assert "local:smollm2" in choice.notice
-    assert "tether config set runtime.model openai:gpt-4o-mini" in choice.notice
+    first, tools, better = choice.notice.splitlines()
+    assert "embedded local:smollm2, a 135M demo model that works offline" in first
+    assert "It has read-only tools" in tools
+    assert "too small for real work" in tools
+    assert "tether models pull " in better
+    assert "Ollama, LM Studio, llama.cpp or vLLM" in better
+    assert "tether config set runtime.model openai:gpt-4o-mini" in better
 
 
 def test_without_keys_or_local_model_two_lines_say_how_to_configure_or_install() -> None:

@@ -75,6 +75,16 @@ async def test_the_exit_code_is_reported_and_a_failure_is_a_normal_result(ws: Wo
     assert await bash(ws, "true") == "exit code 0\n(no output)"
 
 
+async def test_a_command_that_never_ran_fails_the_call(ws: Workspace) -> None:
+    (ws.root / "hello.txt").write_text("hello world\n")  # a small model's bash(command='hello.txt')
+    with pytest.raises(ToolError, match=r"could not run \(exit code 127: command not found\)") as found:
+        await bash(ws, "hello.txt")
+    assert found.value.code == "tool_failed"
+    with pytest.raises(ToolError, match=r"exit code 126: not executable"):
+        await bash(ws, "./hello.txt")
+    assert await bash(ws, "exit 125") == "exit code 125\n(no output)", "other failures stay normal results"
+
+
 async def test_stdout_and_stderr_are_captured_separately(ws: Workspace) -> None:
     out = await bash(ws, "echo out; echo err >&2; echo more")
     assert out == "exit code 0\n--- stdout ---\nout\nmore\n--- stderr ---\nerr"

@@ -9,6 +9,6 @@ cancellation, the soft-fail answer) is in ``core.py``; docs/python.md is the use
 from __future__ import annotations
 
 from tether.assistant.core import Assistant, ask, ask_async
-from tether.assistant.defaults import ASK_LIMITS, system_prompt
+from tether.assistant.defaults import ASK_LIMITS, LOCAL_ASK_LIMITS, system_prompt
 
-__all__ = ["ASK_LIMITS", "Assistant", "ask", "ask_async", "system_prompt"]
+__all__ = ["ASK_LIMITS", "LOCAL_ASK_LIMITS", "Assistant", "ask", "ask_async", "system_prompt"]

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tether.agent import Agent
 from tether.assistant.bridge import Bridge, Envelope
-from tether.assistant.defaults import ASK_LIMITS, system_prompt
+from tether.assistant.defaults import ask_limits, system_prompt
 from tether.assistant.findings import CallLog, soft_fail
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunEvent, RunResult, TextDelta
@@ -68,7 +68,8 @@ class Assistant:
                 command line would choose.
             settings: the capabilities' limits (``RuntimeSettings``: truncation, ``eval_timeout``,
                 ``allow_eval=False`` for a read-only assistant).
-            limits: the limits of each question; ``ASK_LIMITS`` when not given.
+            limits: the limits of each question; ``ASK_LIMITS`` when not given (``LOCAL_ASK_LIMITS`` for a
+                model run in this process).
             tool_mode: ``"native"`` (the model must call functions natively) or ``"json"`` (JSON actions in
                 its text, for a model that cannot).
         """
@@ -79,7 +80,7 @@ class Assistant:
         self.provider = resolve_model(model, os.environ)
         check_model(self.provider, tool_mode)
         self.settings = settings
-        self.limits = limits if limits is not None else ASK_LIMITS
+        self.limits = limits if limits is not None else ask_limits(self.provider.info.provider)
         self.tool_mode: ToolMode = tool_mode
 
     def ask(

@@ -2,7 +2,8 @@
 
 A question is a small, bounded run: at most :data:`ASK_LIMITS`' six steps, eight seconds per provider call,
 twenty seconds in all, one corrective retry after an unusable answer (or a call that could not be run), and
-no memory of earlier questions. The system prompt names only the capabilities offered (``eval_expr`` is left
+no memory of earlier questions (a model run in this process, on a CPU, gets more time:
+:data:`LOCAL_ASK_LIMITS`). The system prompt names only the capabilities offered (``eval_expr`` is left
 out in read-only mode) and tells the model that facts about the session come from them alone.
 """
 
@@ -24,6 +25,25 @@ ASK_LIMITS = Limits(
 """One question: 6 steps (then one call without tools for the answer), 8 s per provider call and per
 capability call, 20 s in total, one corrective retry for an empty or unusable answer, and a second failed
 round of calls (unknown function, unreadable arguments) in a row stops it."""
+
+LOCAL_ASK_LIMITS = Limits(
+    max_turns=6,
+    max_consecutive_errors=2,
+    request_timeout=90.0,
+    step_timeout=90.0,
+    tool_timeout=8.0,
+    run_timeout=180.0,
+    invalid_response_retries=1,
+)
+"""A question to a model run in this process (``local:``): :data:`ASK_LIMITS` with time for a CPU. Loading the
+model and evaluating the first prompt take seconds before the first token, and a few hundred tokens at 30-100
+a second do not fit in eight; a cloud model's limits would stop it mid-answer."""
+
+
+def ask_limits(provider: str) -> Limits:
+    """The limits of a question to a model of ``provider`` (``ModelInfo.provider``)."""
+    return LOCAL_ASK_LIMITS if provider == "local" else ASK_LIMITS
+
 
 _WHAT = {
     "list_globals": "list_globals() lists the names the user defined, with their types",

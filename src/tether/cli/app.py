@@ -363,10 +363,23 @@ def chat(
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--model", "-m", metavar="PROVIDER:MODEL", help="The model, e.g. openai:gpt-4o-mini (runtime.model).")
 @click.option("--no-eval", is_flag=True, help="The assistant only looks: it runs none of the model's code.")
+@click.option(
+    "--tool-mode",
+    type=click.Choice(["native", "json"]),
+    default="native",
+    show_default=True,
+    help="json: the model calls the session's functions through JSON in its text (the embedded model can).",
+)
 @_verbose_option
 @config_option
 def py(
-    script: str | None, args: tuple[str, ...], model: str | None, no_eval: bool, verbose: int, config_file: str | None
+    script: str | None,
+    args: tuple[str, ...],
+    model: str | None,
+    no_eval: bool,
+    tool_mode: str,
+    verbose: int,
+    config_file: str | None,
 ) -> None:
     """A Python console whose assistant answers questions about the session: ?QUESTION.
 
@@ -377,15 +390,17 @@ def py(
 
     SCRIPT runs first, as with python -i (its ARGS in sys.argv), then the console starts with its names and,
     if it raised, its exception. The model comes from where tether chat takes it; one that cannot call tools
-    natively leaves the console working, without questions. The assistant may evaluate expressions the model
-    writes, in this session (code that would end the process is refused); --no-eval makes it only look.
+    natively leaves the console working, without questions, unless --tool-mode json (the embedded model, with
+    no key). The assistant may evaluate expressions the model writes, in this session (code that would end
+    the process is refused); --no-eval makes it only look.
     """
     from tether.cli.py_terminal import PyOptions
     from tether.cli.py_terminal import main as py_main
     from tether.cli.verbose import configure_logging
 
     configure_logging(verbose)
-    sys.exit(py_main(PyOptions(script, tuple(args), model, config_file, no_eval=no_eval)))
+    json_actions = tool_mode == "json"
+    sys.exit(py_main(PyOptions(script, tuple(args), model, config_file, no_eval=no_eval, json_actions=json_actions)))
 
 
 @main.command()

@@ -26,7 +26,7 @@ from tether.config import AgentConfig, Config, SessionConfig, model_target
 from tether.config.service import ConfigService
 from tether.errors import ConfigInvalid
 from tether.messages import ToolCall
-from tether.providers.default_model import ModelChoice, choose_model
+from tether.providers.default_model import READ_ONLY_TOOLS, ModelChoice, choose_model, embedded_notice
 from tether.secrets import Masker
 from tether.tools.base import Tool
 from tether.tools.calculator import calculator_tool
@@ -164,6 +164,18 @@ class Setup:
             return "read-only"
         return tools.mode
 
+    def notice(self, *, yes: bool) -> str | None:
+        """What to say on stderr about the model tether chose (``None``: the user chose it). For the embedded
+        model, the tools it is actually given: read-only ones, or every tool with changes asked about first,
+        or allowed (``--yes``)."""
+        if not self.choice.read_only:
+            return self.choice.notice
+        if self.tool_mode(self.model, yes=yes) == "read-only":
+            return embedded_notice(READ_ONLY_TOOLS)
+        if yes:
+            return embedded_notice("every tool, changes allowed without asking (--yes)")
+        return embedded_notice("every tool, each change asked about first")
+
     def agent(
         self,
         *,
@@ -202,6 +214,8 @@ def load_setup(cwd: Path, env: Mapping[str, str], flags: Mapping[str, object], c
     choice = choose_model(config.runtime.model, env)
     if choice.model is None:
         raise NoModel(choice.problem or "no model")
+    if choice.base_url is not None:
+        config = with_server(config, choice.model, choice.base_url)
     store = open_store(config.session, cwd, env)
     return Setup(config, choice, store, Workspace(cwd), env, notices=loaded.notices, settings=settings)
 
@@ -259,6 +273,19 @@ def compaction_flags(*, no_compact: bool, context_window: int | None) -> dict[st
 def with_model(config: Config, model: str) -> Config:
     """``config`` with ``runtime.model`` replaced."""
     return config.model_copy(update={"runtime": config.runtime.model_copy(update={"model": model})})
+
+
+def with_server(config: Config, model: str, base_url: str) -> Config:
+    """``config`` with ``[providers.PREFIX] base_url`` set for ``model``'s prefix, unless already configured:
+    where a local server found running serves the model."""
+    from tether.config.schema import ProviderConfig
+
+    prefix = model.partition(":")[0]
+    current = config.providers.get(prefix)
+    if current is not None and current.base_url is not None:
+        return config
+    table = current.model_copy(update={"base_url": base_url}) if current else ProviderConfig(base_url=base_url)
+    return config.model_copy(update={"providers": {**config.providers, prefix: table}})
 
 
 def open_store(settings: SessionConfig, cwd: Path, env: Mapping[str, str]) -> SessionStore:

@@ -93,8 +93,8 @@ def main(options: ChatOptions, env: Mapping[str, str] | None = None, cwd: Path |
         return exits.CONFIG
     for notice in setup.notices:
         make_console(stderr=True).print(Text(f"notice: {notice}", style="yellow"))
-    if setup.choice.notice:
-        console.print(Text(setup.choice.notice, style="dim"))
+    if chosen := setup.notice(yes=options.yes):
+        console.print(Text(chosen, style="dim"))
     with otlp_export(env, make_console(stderr=True)) as telemetry:
         if telemetry is not None:
             setup = dataclasses.replace(setup, telemetry=telemetry)
@@ -128,7 +128,7 @@ async def _chat(setup: Setup, options: ChatOptions, console: Console, env: Mappi
             setup.store,
             renderer,
             model=setup.model,
-            mode=options.mode or setup.config.tools.mode,
+            mode=setup.tool_mode(setup.model, yes=options.yes),  # the embedded model's rule, as in `run`
             session_id=session_id,
             deny=setup.config.tools.deny,
             yes=options.yes,

@@ -28,7 +28,8 @@ from tether.errors import ConfigInvalid
 
 NO_TOOLS = (
     "{model} cannot call tools natively, and questions need that: choose a model that can with --model or "
-    "runtime.model (tether config set runtime.model openai:gpt-4o-mini)"
+    "runtime.model (tether config set runtime.model openai:gpt-4o-mini), or let it act through JSON in its "
+    "text with --tool-mode json"
 )
 
 
@@ -44,6 +45,9 @@ class PyOptions:
     """``--config``: the file read instead of ``./agent.toml``."""
     no_eval: bool = False
     """``--no-eval``: the assistant only looks (no ``eval_expr``: nothing it asks for runs code)."""
+    json_actions: bool = False
+    """``--tool-mode json``: the model calls the session's functions through JSON actions in its text (a model
+    without native tool calls, such as the embedded one, can then answer questions)."""
 
 
 def main(options: PyOptions, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> int:
@@ -51,8 +55,9 @@ def main(options: PyOptions, env: Mapping[str, str] | None = None, cwd: Path | N
     env = os.environ if env is None else env
     try:
         questions, notices = open_questions(
-            cwd or Path.cwd(), env, options.model, options.config_file, allow_eval=not options.no_eval
-        )
+            cwd or Path.cwd(), env, options.model, options.config_file, allow_eval=not options.no_eval,
+            json_actions=options.json_actions,
+        )  # fmt: skip
     except ConfigInvalid as error:
         sys.stderr.write(f"error: {error.message}\n")
         return exits.CONFIG
@@ -71,31 +76,42 @@ def main(options: PyOptions, env: Mapping[str, str] | None = None, cwd: Path | N
 
 
 def open_questions(
-    cwd: Path, env: Mapping[str, str], model: str | None, config_file: str | None, *, allow_eval: bool = True
+    cwd: Path,
+    env: Mapping[str, str],
+    model: str | None,
+    config_file: str | None,
+    *,
+    allow_eval: bool = True,
+    json_actions: bool = False,
 ) -> tuple[Questions, list[str]]:
     """The session's assistant, or why there is none, and what loading the configuration has to say.
 
     ``ConfigInvalid`` when the configuration cannot be read; a model that cannot serve is not an error here.
     """
-    from tether.cli.build import with_model
+    from tether.cli.build import with_model, with_server
     from tether.config import load, model_target
-    from tether.providers.default_model import choose_model
+    from tether.providers.default_model import choose_model, embedded_notice
 
     loaded = load(cwd, env, {"runtime.model": model}, config_file=config_file)
     choice = choose_model(loaded.config.runtime.model, env)
+    config = loaded.config
+    if choice.model is not None and choice.base_url is not None:  # a local server found running
+        config = with_server(config, choice.model, choice.base_url)
     notices = [f"notice: {notice}" for notice in loaded.notices]
     if choice.model is None:
         problem = (choice.problem or "no model").removeprefix("error: ")
         return Questions(None, problem), notices
     try:
-        provider = model_target(with_model(loaded.config, choice.model), env).provider()
-        if not provider.info.supports_tools:
+        provider = model_target(with_model(config, choice.model), env).provider()
+        if not provider.info.supports_tools and not json_actions:
             return Questions(None, NO_TOOLS.format(model=choice.model)), notices
         from tether.assistant import Assistant
         from tether.tools.python_runtime import RuntimeSettings
 
-        chosen = [choice.notice] if choice.notice else []  # which model, when tether picked it
-        assistant = Assistant(provider, settings=RuntimeSettings(allow_eval=allow_eval))
+        notice = embedded_notice("the session's functions") if choice.read_only else choice.notice
+        chosen = [notice] if notice else []  # which model, when tether picked it
+        settings = RuntimeSettings(allow_eval=allow_eval)
+        assistant = Assistant(provider, settings=settings, tool_mode="json" if json_actions else "native")
         return Questions(assistant, model=choice.model), notices + chosen
     except ConfigInvalid as error:  # an unknown provider, a missing key, a model the assistant refuses
         return Questions(None, error.message), notices

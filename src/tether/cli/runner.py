@@ -103,8 +103,8 @@ def main(options: RunOptions, env: Mapping[str, str] | None = None, cwd: Path | 
         return exits.CONFIG
     for notice in setup.notices:
         err.print(Text(f"notice: {notice}", style="yellow"))
-    if setup.choice.notice:
-        err.print(Text(setup.choice.notice, style="dim"))
+    if chosen := setup.notice(yes=options.yes):
+        err.print(Text(chosen, style="dim"))
     out = make_console()
     with otlp_export(env, err) as telemetry:
         if telemetry is not None:

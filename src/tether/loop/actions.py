@@ -4,11 +4,14 @@ The contract
 ------------
 * The system prompt gets a section stating the protocol and every tool with its argument schema. The model
   answers each turn with exactly one JSON object, an *action*:
-  ``{"type": "tool_call", "name": ..., "arguments": {...}}``, ``{"type": "final", "text": ...}`` or
-  ``{"type": "ask_user", "question": ...}``.
+  ``{"type": "answer", "text": ...}``, ``{"type": "tool_call", "name": ..., "arguments": {...}}`` or
+  ``{"type": "ask_user", "question": ...}``. The answer comes first, and is called an answer: named
+  ``final``, a 135M model wrote ``tool`` after ``{"type": "`` for most questions, ``read(path='Paris')`` for
+  the capital of France; named ``answer``, it answers what it can (the type a model writes is read as the
+  ``final`` action either way, and ``"final"`` is still read, as it was written before).
 * When the provider can constrain its output to a JSON Schema (``ModelInfo.supports_json_schema``: the local
   model through llama.cpp's grammar, OpenAI-compatible servers whose profile says so), the answer is generated
-  under :func:`action_schema`: the union of ``final``, ``ask_user`` and one ``tool_call`` variant per tool
+  under :func:`action_schema`: the union of ``answer``, ``ask_user`` and one ``tool_call`` variant per tool
   with that tool's own argument schema, so a small model cannot name an unknown tool or mistype arguments.
 * The answer is read tolerantly (code fences and prose around the object are skipped) but validated strictly;
   an answer that is not one valid action is rejected like any unusable answer: one corrective retry, then the
@@ -18,10 +21,11 @@ The contract
 * The transcript is the same as in native mode: a ``tool_call`` action is stored as a ``ToolCall`` and its
   results as a ``tool`` message, so the history can be continued by any provider. Only what the model is
   sent changes (:func:`as_text`): calls become the JSON it wrote, results become user messages it can read.
-* ``final`` ends the run with its text; ``ask_user`` ends it with ``StopReason.ASK_USER`` and the question as
-  the text. Guards, events and sessions are those of native mode. A run with a typed output (``output.py``)
-  asks for ``{"type": "final", "output": {...}}`` instead, ``output`` under the output's schema, and the
-  answer's text is that JSON, read and validated as a typed output is.
+* An answer (the ``final`` action) ends the run with its text; ``ask_user`` ends it with
+  ``StopReason.ASK_USER`` and the question as the text. Guards, events and sessions are those of native
+  mode. A run with a typed output (``output.py``) asks for ``{"type": "final", "output": {...}}`` instead,
+  ``output`` under the output's schema, and the answer's text is that JSON, read and validated as a typed
+  output is.
 * When only an answer is possible (the tools-off call after a limit, the answer asked for after a repeated
   call, or a run whose tool choice is ``"none"``), the prompt and the schema allow ``final`` alone, and any
   text is the answer: a ``final`` action is unwrapped, anything else that is not a ``tool_call`` action is
@@ -51,6 +55,17 @@ from tether.providers.base import ForceTool, Request, ToolChoice, ToolDefinition
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 FINAL_REQUEST = "Give your final answer now."
 """The request of the tools-off call that ends a run stopped by a limit, in JSON action mode."""
+ANSWER = "answer"
+"""The type of the action that answers (the ``final`` action), as the prompt and the schema name it."""
+FINAL_LINE = (
+    '{"type": "answer", "text": "..."} to answer the user, the text being your answer. When you can answer '
+    "without a tool (a question of knowledge, a greeting, a translation), answer at once;"
+)
+TYPED_CALL_LINE = '{"type": "tool_call", "name": "<tool>", "arguments": {...}} to call a tool and see its result;'
+CALL_LINE = (
+    '{"type": "tool_call", "name": "<tool>", "arguments": {...}} to call a tool, only when the answer needs '
+    "what it gives (a file's content, a command's output, an exact calculation), and see its result;"
+)
 
 
 class CallAction(msgspec.Struct, frozen=True, gc=False):
@@ -85,11 +100,11 @@ def action_schema(
     ``output``: the schema of a typed output, which ``final`` then carries as ``output`` instead of a text."""
     if output is not None:
         body = {key: value for key, value in output.items() if key != "$defs"}
-        final = _object({"type": {"const": "final"}, "output": body})
+        final = _object({"type": {"const": "final"}, "output": body})  # see _typed_prompt
         if "$defs" in output:
             final["$defs"] = output["$defs"]
     else:
-        final = _object({"type": {"const": "final"}, "text": {"type": "string"}})
+        final = _object({"type": {"const": ANSWER}, "text": {"type": "string"}})
     if final_only:
         return {"anyOf": [final]}
     variants = [] if calls_only else [final, _object({"type": {"const": "ask_user"}, "question": {"type": "string"}})]
@@ -121,19 +136,19 @@ def system_prompt(
     if final_only:
         # no placeholder such as "<your answer>" in the example: a small model copies it as its answer
         protocol = (
-            'Reply with exactly one JSON object and nothing else: {"type": "final", "text": "..."}, the text '
+            'Reply with exactly one JSON object and nothing else: {"type": "answer", "text": "..."}, the text '
             "being your answer."
         )
         return f"{system}\n\n{protocol}" if system else protocol
+    # The answer first, and said to be the choice whenever no tool is needed: a small model asked "What is
+    # the capital of France?" otherwise calls the first tool it was shown (read(path='Paris')) again and again.
     lines = [
         "Reply with exactly one JSON object and nothing else. It is one of:",
-        '{"type": "final", "text": "<your answer>"} to give the user your final answer;',
+        FINAL_LINE,
         '{"type": "ask_user", "question": "<question>"} to ask the user for something you need.',
     ]
     if tools:
-        lines.insert(
-            1, '{"type": "tool_call", "name": "<tool>", "arguments": {...}} to call a tool and see its result;'
-        )
+        lines.insert(2, CALL_LINE)
         lines.append("Tools:")
         for tool in tools:
             schema = json.dumps(tool.parameters.get("properties", {}), ensure_ascii=False, separators=(", ", ": "))
@@ -164,9 +179,14 @@ def _typed_prompt(
             f"being your answer as an object matching this JSON Schema: {schema}"
         )
         return f"{system}\n\n{protocol}" if system else protocol
-    base = system_prompt(system, tools, must_call=must_call)
+    # A typed output is mostly work on the tools' results (a sum calculated, a file's facts extracted): the
+    # calls come first and the answer is the "final" action, as before answers came first (the embedded model,
+    # shown an "answer" first, writes {"sum": 17} for 17+25 instead of calculating).
+    base = system_prompt(system, tools, must_call=must_call).replace(
+        f"{FINAL_LINE}\n{CALL_LINE}", f"{TYPED_CALL_LINE}\n{FINAL_LINE}"
+    )
     return base.replace(
-        '{"type": "final", "text": "<your answer>"} to give the user your final answer;',
+        FINAL_LINE,
         '{"type": "final", "output": {...}} to give your final answer, "output" being an object that matches '
         f"this JSON Schema: {schema};",
     )
@@ -184,17 +204,17 @@ def read_action(text: str) -> Action:
         if not isinstance(arguments, dict):
             raise ActionError('the "arguments" of a "tool_call" action must be a JSON object')
         return CallAction(name, arguments)
-    if kind == "final":
+    if kind in (ANSWER, "final"):
         if "output" in data:  # a typed output: its JSON is the answer's text, validated as the output
             return FinalAction(json.dumps(data["output"], ensure_ascii=False))
         if not isinstance(data.get("text"), str):
-            raise ActionError('a "final" action needs a "text" string')
+            raise ActionError(f'the "{kind}" action needs a "text" string')
         return FinalAction(data["text"])
     if kind == "ask_user":
         if not isinstance(data.get("question"), str):
             raise ActionError('an "ask_user" action needs a "question" string')
         return AskAction(data["question"])
-    raise ActionError(f'"type" must be "tool_call", "final" or "ask_user", not {kind!r}')
+    raise ActionError(f'"type" must be "answer", "tool_call" or "ask_user", not {kind!r}')
 
 
 def _first_object(text: str) -> dict[str, Any]:
@@ -219,7 +239,7 @@ def _first_object(text: str) -> dict[str, Any]:
     raise ActionError("no complete JSON object was found in the answer")
 
 
-_CUT_FINAL = re.compile(r'\A\s*(?:```(?:json)?\s*)?\{\s*"type"\s*:\s*"final"\s*,\s*"text"\s*:\s*"')
+_CUT_FINAL = re.compile(r'\A\s*(?:```(?:json)?\s*)?\{\s*"type"\s*:\s*"(?:answer|final)"\s*,\s*"text"\s*:\s*"')
 _UNESCAPED_QUOTE = re.compile(r'(?<!\\)(?:\\\\)*"')
 
 

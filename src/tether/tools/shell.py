@@ -19,7 +19,8 @@ The contract, before the code:
   the executor's timeout is only a backstop; if it fires anyway, the cancellation kills the group too.
 - **Bounded output.** stdout and stderr are captured separately, each up to ``max_output_bytes``: the head
   and the tail are kept and the middle is replaced by ``[... N bytes elided ...]``. The exit code is always
-  reported; a non-zero exit is a normal result (the model reads it), not an error.
+  reported; a non-zero exit is a normal result (the model reads it), not an error, except 126 and 127: the
+  command never ran (not executable, not found), and the call fails (``tool_failed``).
 - **Confined when it can be.** By default (``sandbox="auto"``) the command runs inside a bubblewrap sandbox
   when ``bwrap`` is usable here: it sees the workspace (read-write), the system (read-only) and nothing else
   of the host -- no home directory, no other files, no host processes, no network unless ``network=True``
@@ -150,6 +151,12 @@ class _Capture(asyncio.Protocol):
 
 
 # --- running a command -----------------------------------------------------------------------------------------
+
+
+NOT_RUN = {126: "exit code 126: not executable", 127: "exit code 127: command not found"}
+"""Exit codes bash gives when the command never ran: the call failed (``tool_failed``), which the model and the
+run's record show as a failure. A model that writes a file name as a command (``bash(command='hello.txt')``)
+has not done anything, and must not read it as done."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,6 +400,8 @@ def bash_tool(
                 f"The command did not finish within {seconds:g} s; it was stopped, with every process it "
                 f"started. Output until then:\n{outcome.output()}"
             )
+        if outcome.returncode in NOT_RUN:
+            raise ToolError(f"The command could not run ({NOT_RUN[outcome.returncode]}): {outcome.render()}")
         return outcome.render()
 
     description = _description(default_timeout, max_timeout, max_output_bytes, confinement)
@@ -419,7 +428,8 @@ def _description(default_timeout: float, max_timeout: float, max_output_bytes: i
         "(cmd &) are stopped when the command ends. stdin is empty: do not run interactive programs. "
         f"Each of stdout and stderr keeps {max_output_bytes} bytes: the start and the end, with the middle "
         "replaced by '[... N bytes elided ...]'; redirect to a file and read it to see more. "
-        "A non-zero exit code is reported, not raised. The environment holds only basic variables (PATH, "
+        "A non-zero exit code is reported, not raised, except 126 and 127 (the command is not executable or "
+        "was not found), which fail the call. The environment holds only basic variables (PATH, "
         "LANG, ...)."
     )
     if sandbox.mode != "off":

@@ -14,6 +14,8 @@ The contract
 * Cancellation (or a timeout) stops generation within one token, and the next queued run starts after it.
   A run cancelled while the model loads (Ctrl-C during the first seconds) ends at once: the load goes on on
   a daemon thread of its own, which neither the event loop's shutdown nor the process's exit waits for.
+* A sentence repeated back to back (greedy decoding's failure) stops the generation with one copy kept
+  (``providers/local/repetition.py``).
 * The model cannot call tools natively: agents use JSON action mode with it, and the action schema is
   enforced while decoding (``Request.json_schema`` becomes a llama.cpp grammar), so a small model writes
   valid actions. The grammar checks the token chosen rather than the whole vocabulary (``providers/local/sampling.py``).
@@ -47,6 +49,7 @@ from tether.messages import Message
 from tether.providers.base import ModelInfo, Request, merge_extra
 from tether.providers.local.prompt_cache import default_directory
 from tether.providers.local.pulled import find_pulled, pulled_models
+from tether.providers.local.repetition import RepetitionGuard
 from tether.providers.local.threads import FreeCores, free_cores
 from tether.usage import Usage
 
@@ -306,16 +309,22 @@ def _generate(loaded: _Loaded, options: dict[str, Any], stop: threading.Event, p
                 return
             loaded.choose_threads()
             llama = loaded.llama
-            finish, completion = _stream_tokens(llama.create_chat_completion(**options), stop, put)
+            json_mode = "grammar" in options
+            finish, completion = _stream_tokens(llama.create_chat_completion(**options), stop, put, json_mode)
             evaluated, reused = llama.prompt_evaluated, llama.prompt_reused
             put("end", (finish, Usage(input_tokens=evaluated, output_tokens=completion, cache_read_tokens=reused)))
     except Exception as error:  # noqa: BLE001 - handed to the awaiting run, which reports it
         put("error", error)
 
 
-def _stream_tokens(chunks: Iterator[dict[str, Any]], stop: threading.Event, put: Any) -> tuple[FinishReason, int]:
+def _stream_tokens(
+    chunks: Iterator[dict[str, Any]], stop: threading.Event, put: Any, json_mode: bool = False
+) -> tuple[FinishReason, int]:
+    """Hand each token's text on through a :class:`RepetitionGuard`: a sentence repeated back to back ends the
+    generation there, as a normal stop, with one copy kept (``providers/local/repetition.py``)."""
     finish: FinishReason = "other"
     completion = 0
+    guard = RepetitionGuard()
     try:
         for chunk in chunks:
             if stop.is_set():
@@ -323,13 +332,19 @@ def _stream_tokens(chunks: Iterator[dict[str, Any]], stop: threading.Event, put:
             choice = chunk["choices"][0]
             if text := choice["delta"].get("content"):
                 completion += 1
-                put("text", text)
+                if shown := guard.feed(text):
+                    put("text", shown)
+                if guard.stopped:
+                    finish = "stop"
+                    break
             if choice.get("finish_reason"):
                 finish = "length" if choice["finish_reason"] == "length" else "stop"
     finally:
         close = getattr(chunks, "close", None)
         if close is not None:
             close()
+    if rest := guard.finish(json_mode=json_mode):
+        put("text", rest)
     return finish, completion
 
 
