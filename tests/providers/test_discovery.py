@@ -6,12 +6,13 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
 
 from tests.e2e.mock_ollama import MockOllama
+from tests.providers.conftest import Serve
 from tether.providers.default_model import choose_model
 from tether.providers.discovery import (
     DEFAULT_SERVERS,
@@ -21,26 +22,6 @@ from tether.providers.discovery import (
     known_tool_family,
     servers_to_try,
 )
-
-Serve = Callable[[web.Application], Awaitable[str]]
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Serve]:
-    """Start apps on 127.0.0.1 (a free port each); give back their root URL; stop them after the test."""
-    runners: list[web.AppRunner] = []
-
-    async def start(app: web.Application) -> str:
-        runner = web.AppRunner(app)
-        await runner.setup()
-        runners.append(runner)
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        return f"http://127.0.0.1:{runner.addresses[0][1]}"
-
-    yield start
-    for runner in runners:
-        await runner.cleanup()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import asyncio
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -14,10 +14,9 @@ import aiohttp.resolver
 import pytest
 from aiohttp import web
 
+from tests.providers.conftest import Serve
 from tether.errors import ConfigInvalid
 from tether.providers.probe import endpoints, probe
-
-Serve = Callable[[web.Application], Awaitable[str]]
 
 OLLAMA_TAGS = {
     "models": [
@@ -32,25 +31,6 @@ OLLAMA_MODELS = {
         {"id": "qwen2.5:7b", "object": "model", "owned_by": "library"},
     ],
 }
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Serve]:
-    """Start apps on 127.0.0.1 (a free port each); give back their root URL; stop them after the test."""
-    runners: list[web.AppRunner] = []
-
-    async def start(app: web.Application) -> str:
-        runner = web.AppRunner(app)
-        await runner.setup()
-        runners.append(runner)
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        return f"http://127.0.0.1:{port}"
-
-    yield start
-    for runner in runners:
-        await runner.cleanup()
 
 
 def json_routes(routes: dict[str, Any]) -> web.Application:

@@ -10,6 +10,7 @@ out in read-only mode) and tells the model that facts about the session come fro
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from tether.limits import Limits
 
@@ -26,15 +27,7 @@ ASK_LIMITS = Limits(
 capability call, 20 s in total, one corrective retry for an empty or unusable answer, and a second failed
 round of calls (unknown function, unreadable arguments) in a row stops it."""
 
-LOCAL_ASK_LIMITS = Limits(
-    max_turns=6,
-    max_consecutive_errors=2,
-    request_timeout=90.0,
-    step_timeout=90.0,
-    tool_timeout=8.0,
-    run_timeout=180.0,
-    invalid_response_retries=1,
-)
+LOCAL_ASK_LIMITS = replace(ASK_LIMITS, request_timeout=90.0, step_timeout=90.0, run_timeout=180.0)
 """A question to a model run in this process (``local:``): :data:`ASK_LIMITS` with time for a CPU. Loading the
 model and evaluating the first prompt take seconds before the first token, and a few hundred tokens at 30-100
 a second do not fit in eight; a cloud model's limits would stop it mid-answer."""
