@@ -31,6 +31,7 @@ from tether.providers.base import ModelSettings, Provider, ServedProvider
 from tether.providers.registry import resolve
 from tether.run_context import DepsT, RunContext, check_deps
 from tether.run_handles import RunHandle, RunStream
+from tether.secret_refs import is_reference
 from tether.secrets import Masker, connection_password
 from tether.session_run import SessionRun
 from tether.telemetry import DISABLED, Telemetry, observer_for
@@ -105,7 +106,9 @@ class Agent(Generic[DepsT, OutputT]):
             max_concurrency: how many tool calls of one turn may run at once.
             on_event: called with every event of every run, in order (a sink; it must not block).
             base_url: where the model's API is, for a model string (needed by ``openai-compatible:``).
-            api_key: the API key, for a model string; otherwise read from the provider's environment variable.
+            api_key: the API key, for a model string, or a reference to it (``cmd:pass show openai``,
+                ``file:~/.openai``, ``env:NAME``, ``keyring:SERVICE/USER``: ``tether.secret_refs``); otherwise
+                read from the provider's environment variable.
             mode: ``"full"`` offers every tool; ``"read-only"`` only tools marked ``read_only``.
             deny: names of tools never offered nor run.
             can_use_tool: asked before every tool call: ``Allow()``, ``Deny(reason)`` or ``Ask(reason)``.
@@ -182,7 +185,12 @@ class Agent(Generic[DepsT, OutputT]):
         if unknown := sorted(set(permissions.deny) - set(registry.names)):
             raise ConfigInvalid(f"deny names tools this agent does not have: {', '.join(unknown)}")
         masker = Masker.from_environment(
-            extra=(api_key, *_credentials(provider), connection_password(base_url or ""), *_strings(secrets))
+            extra=(
+                None if api_key and is_reference(api_key) else api_key,
+                *_credentials(provider),
+                connection_password(base_url or ""),
+                *_strings(secrets),
+            )
         )
         self.provider = provider
         self.store = store

@@ -27,6 +27,7 @@ ErrorCode = Literal[
     "tool_timeout",
     "permission_denied",
     "config_invalid",
+    "secret_unavailable",
     "session_invalid",
     "store_unavailable",
     "cancelled",

@@ -42,9 +42,12 @@ def find_key(prefix: str, environ: Mapping[str, str]) -> tuple[str, str] | None:
 
 
 def read_key(prefix: str, api_key: str | None = None) -> str | None:
-    """The key a provider of ``prefix`` uses: ``api_key`` when given, else the process environment's."""
+    """The key a provider of ``prefix`` uses: ``api_key`` when given (a reference, ``cmd:pass show openai``,
+    resolved by :mod:`tether.secret_refs`), else the process environment's."""
     if api_key:
-        return api_key
+        from tether.secret_refs import resolve_secret
+
+        return resolve_secret(api_key)
     import os
 
     found = find_key(prefix, os.environ)

@@ -25,9 +25,9 @@ The contract
 * **Connection strings.** A variable whose value is a URL with a password (``DATABASE_URL=postgres://user:
   pw@host/db``, ``HTTPS_PROXY=http://user:pw@proxy``) holds a secret whatever its name: the whole value and
   the password are both known keys.
-* **Known keys** (:func:`known_secrets`): the values of secret-named variables and connection strings, plus
-  whatever the caller adds (an agent adds its provider's key, whatever its source, and the values its host
-  passes). Only values of at least :data:`MIN_SECRET_LENGTH` characters count: a shorter value (``true``,
+* **Known keys** (:func:`known_secrets`): the values of secret-named variables and connection strings, every
+  key a reference (``cmd:``, ``file:``, ``keyring:``...) resolved to (:mod:`tether.secret_refs`), plus whatever
+  the caller adds (an agent adds its provider's key, whatever its source, and the values its host passes). Only values of at least :data:`MIN_SECRET_LENGTH` characters count: a shorter value (``true``,
   ``4096``) would hide ordinary words.
 * **Masking** (:class:`Masker`): every occurrence of a known key in a text becomes ``***``, in one pass of
   one compiled alternation, longest keys first (a key that contains another is hidden whole). A key is also found
@@ -52,6 +52,7 @@ from collections.abc import Iterable, Mapping
 from urllib.parse import quote, unquote
 
 from tether.keys import ALL_KEY_VARIABLES
+from tether.secret_refs import resolved_values
 
 __all__ = [
     "DEFAULT_SECRET_ARGUMENTS",
@@ -166,8 +167,10 @@ def secret_values(environ: Mapping[str, str]) -> frozenset[str]:
 
 
 def known_secrets(environ: Mapping[str, str] | None = None, *, extra: Iterable[str | None] = ()) -> frozenset[str]:
-    """:func:`secret_values` of ``environ`` (the process environment by default), plus ``extra``."""
+    """:func:`secret_values` of ``environ`` (the process environment by default), plus every key a reference
+    resolved to in this process (:func:`tether.secret_refs.resolved_values`), plus ``extra``."""
     values = set(secret_values(os.environ if environ is None else environ))
+    values.update(v for v in resolved_values() if len(v) >= MIN_SECRET_LENGTH)
     values.update(v for v in extra if v and len(v) >= MIN_SECRET_LENGTH)
     return frozenset(values)
 

@@ -5,7 +5,8 @@ the checks that look across sections (the model's provider is known, MCP server 
 every failure into a message that names the key and the line. Unknown keys are errors everywhere.
 
 TOML has no ``null``, so a limit is switched off with ``"off"`` (or ``false``): ``run_timeout = "off"``.
-API keys never live here: a provider names the environment variable that holds its key (``api_key_env``).
+API keys never live here: a provider names the environment variable that holds its key (``api_key_env``), or a
+reference to it (``api_key = "cmd:pass show openai"``, :mod:`tether.secret_refs`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from tether.tools.sandbox import DEFAULT_BWRAP, SandboxMode
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """What an environment variable's name looks like (``api_key_env``)."""
+
+KEY_REFERENCES = ("env:", "file:", "cmd:", "keyring:")
+"""What ``[providers.NAME] api_key`` may begin with: a reference, never a key (``literal:`` is refused here)."""
 
 OFF = "off"
 """The TOML spelling of "no limit" (``None`` in :class:`~tether.limits.Limits`)."""
@@ -156,6 +160,9 @@ class ProviderConfig(Section):
     """The API's URL, up to and including its version (``http://gpu-box:8000/v1``)."""
     api_key_env: str | None = None
     """The NAME of the environment variable that holds the API key (never the key itself)."""
+    api_key: str | None = None
+    """A reference to the API key, resolved when the provider is built (:mod:`tether.secret_refs`):
+    ``env:NAME``, ``file:PATH``, ``cmd:COMMAND`` or ``keyring:SERVICE/USER``; never the key itself."""
     profile: str | None = None
     """For a provider of your own naming: the compatibility profile it speaks (``vllm``, ``ollama``, ...);
     ``openai-compatible`` when not given."""
@@ -176,6 +183,16 @@ class ProviderConfig(Section):
             raise ValueError(
                 "must be the name of an environment variable (letters, digits, '_'); "
                 "put the key itself in that variable, never in this file"
+            )
+        return value
+
+    @field_validator("api_key")
+    @classmethod
+    def _key_reference(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(KEY_REFERENCES):
+            raise ValueError(
+                "must be a reference to the key (env:NAME, file:PATH, cmd:COMMAND or keyring:SERVICE/USER), "
+                "never the key itself"
             )
         return value
 

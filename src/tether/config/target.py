@@ -5,8 +5,9 @@ process, ``scripted:`` and ``local:``, make no requests to retry).
 
 ``[providers.NAME]`` adjusts a built-in provider (``[providers.ollama] base_url = ...``) or adds one under a
 new name that speaks a compatibility profile (``[providers.gpu] profile = "vllm"`` makes ``gpu:qwen3`` a
-vLLM model at that table's ``base_url``). The key is read here, from the variable ``api_key_env`` names,
-and never stored in the configuration.
+vLLM model at that table's ``base_url``). The key is read here, from the variable ``api_key_env`` names, or
+comes from the reference ``api_key`` holds (``cmd:pass show openai``), resolved when the provider is built
+(:mod:`tether.secret_refs`); it is never stored in the configuration.
 """
 
 from __future__ import annotations
@@ -73,7 +74,11 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
         return ModelTarget(model, retries=retries)
     profile = prefix if prefix in builtin_prefixes() else (settings.profile or "openai-compatible")
     api_key: Secret | None = None
-    if settings.api_key_env is not None:
+    if settings.api_key is not None:  # a reference, resolved when the provider is built (keys.read_key)
+        from tether.providers.http.client import Secret
+
+        api_key = Secret(settings.api_key)
+    elif settings.api_key_env is not None:
         value = env.get(settings.api_key_env)
         needs_key = profile in NEED_KEY or (profile in PROFILES and PROFILES[profile].requires_key)
         if value:
