@@ -127,7 +127,8 @@ def _from_file(path: str) -> str:
             )
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
-        raise SecretUnavailable(f"the API key 'file:{path}' cannot be read: {exc.strerror or type(exc).__name__}")
+        reason = exc.strerror or type(exc).__name__
+        raise SecretUnavailable(f"the API key 'file:{path}' cannot be read: {reason}") from None
     return text.removesuffix("\n").removesuffix("\r")
 
 
@@ -139,7 +140,7 @@ def _from_command(command: str) -> str:
     if not argv:
         raise SecretUnavailable("the API key 'cmd:' names no command")
     try:
-        done = subprocess.run(  # noqa: S603 - the user's own command, run without a shell
+        done = subprocess.run(  # the user's own command, without a shell
             argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=COMMAND_TIMEOUT, check=False
         )
     except subprocess.TimeoutExpired:

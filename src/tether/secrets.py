@@ -27,8 +27,9 @@ The contract
   the password are both known keys.
 * **Known keys** (:func:`known_secrets`): the values of secret-named variables and connection strings, every
   key a reference (``cmd:``, ``file:``, ``keyring:``...) resolved to (:mod:`tether.secret_refs`), plus whatever
-  the caller adds (an agent adds its provider's key, whatever its source, and the values its host passes). Only values of at least :data:`MIN_SECRET_LENGTH` characters count: a shorter value (``true``,
-  ``4096``) would hide ordinary words.
+  the caller adds (an agent adds its provider's key, whatever its source, and the values its host passes). Only
+  values of at least :data:`MIN_SECRET_LENGTH` characters count: a shorter value (``true``, ``4096``) would hide
+  ordinary words.
 * **Masking** (:class:`Masker`): every occurrence of a known key in a text becomes ``***``, in one pass of
   one compiled alternation, longest keys first (a key that contains another is hidden whole). A key is also found
   as JSON writes it inside a string (quotes and backslashes escaped) and percent-encoded, as a URL carries it.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.config.helpers import Dirs
@@ -10,6 +12,9 @@ from tether import Agent
 from tether.config import RuntimeConfig, build_provider, model_target
 from tether.errors import ConfigInvalid, ProviderUnavailable
 from tether.providers.http import RetryPolicy
+from tether.secret_refs import forget, resolved_values
+
+KEY = "sk-from-a-file-0123456789abcdef"
 
 
 def test_a_builtin_model_without_provider_settings_is_passed_through(dirs: Dirs) -> None:
@@ -95,3 +100,26 @@ def test_runtime_retries_must_be_a_whole_number_of_zero_or_more(dirs: Dirs, valu
 
     assert (issue["key"], issue["line"]) == ("runtime.retries", 2)
     assert issue["message"].startswith("must be a whole number >= 0")
+
+
+def test_a_providers_api_key_reference_is_resolved_when_the_provider_is_built(dirs: Dirs, tmp_path: Path) -> None:
+    forget()
+    path = tmp_path / "key"
+    path.write_text(KEY + "\n")
+    path.chmod(0o600)
+    dirs.write_project(
+        f'[runtime]\nmodel = "gpu:qwen3"\n\n[providers.gpu]\nprofile = "vllm"\nbase_url = "http://gpu:8000/v1"\n'
+        f'api_key = "file:{path}"\n'
+    )
+    target = model_target(dirs.load().config, {})
+
+    assert KEY not in resolved_values()  # not read while the configuration is
+    assert target.provider().credentials() == (KEY,)  # type: ignore[attr-defined]
+
+
+def test_a_literal_key_in_agent_toml_is_refused(dirs: Dirs) -> None:
+    dirs.write_project(f'[runtime]\nmodel = "openai:gpt-4o-mini"\n\n[providers.openai]\napi_key = "{KEY}"\n')
+
+    with pytest.raises(ConfigInvalid, match="never the key itself") as raised:
+        dirs.load()
+    assert KEY not in str(raised.value)

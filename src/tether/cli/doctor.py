@@ -7,8 +7,9 @@ The checks, in order (each a :class:`~tether.health.HealthCheck`, bounded by ``-
   does not, every other check is skipped: they all read it.
 * ``model``: a model is configured (or one can be chosen), under a prefix tether knows.
 * ``api_key``: the configured provider's key is in its variable (``providers.NAME.api_key_env``, else the
-  table of :mod:`tether.keys`); shown by name and length only. Skipped for a provider that takes no key, or
-  whose key is optional and not set.
+  table of :mod:`tether.keys`), or its reference (``providers.NAME.api_key``) resolves; shown by its source
+  (the variable, or the reference: ``the command 'pass show openai'``) and length only, never its value.
+  Skipped for a provider that takes no key, or whose key is optional and not set.
 * ``provider``: the model's API reached and the key accepted, no token spent (``Agent.health()``'s check).
 * ``mcp:<id>``: each ``[[mcp.servers]]`` started (or reached), its handshake done, its tools listed; then
   closed. Each server on its own, so one that fails hides no other.
@@ -133,6 +134,12 @@ class Doctor:
         async def check() -> str:
             if not model:
                 raise Skip("no model to check the key of")
+            reference = key_reference(config, self.model)
+            if reference is not None:
+                from tether.secret_refs import describe, resolve_secret
+
+                value = await asyncio.to_thread(resolve_secret, reference)
+                return f"from {describe(reference)} (***, {len(value)} characters)"
             variables, required = key_of(config, self.model)
             if not variables:
                 raise Skip(f"{self.model.partition(':')[0]} takes no key")
@@ -204,7 +211,10 @@ class Doctor:
 _HINTS: dict[str, dict[str, str]] = {
     "config": {"config_invalid": "fix the key the message names (tether config show says where each is set)"},
     "model": {"config_invalid": "set runtime.model in agent.toml, TETHER_MODEL, or pass --model"},
-    "api_key": {"config_invalid": "export the variable named, or name another with providers.NAME.api_key_env"},
+    "api_key": {
+        "config_invalid": "export the variable named, or name another with providers.NAME.api_key_env",
+        "secret_unavailable": "fix the reference in providers.NAME.api_key (run its command by hand to see why)",
+    },
     "mcp": {
         "config_invalid": "fix the server's command or variables in [[mcp.servers]]",
         "transport": "the server failed to start or answer: run its command by hand to see why",
@@ -233,6 +243,12 @@ def key_of(config: Config, model: str) -> tuple[tuple[str, ...], bool]:
         variables = (settings.api_key_env,) if settings.api_key_env else key_variables(profile)
     required = profile in NEED_KEY or (profile in PROFILES and PROFILES[profile].requires_key)
     return variables, required
+
+
+def key_reference(config: Config, model: str) -> str | None:
+    """The reference ``providers.NAME.api_key`` holds for ``model``'s provider (``cmd:pass show openai``), if any."""
+    settings = config.providers.get(model.partition(":")[0])
+    return None if settings is None else settings.api_key
 
 
 def find_key_in(variables: tuple[str, ...], env: Mapping[str, str]) -> tuple[str, str] | None:
