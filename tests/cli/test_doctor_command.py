@@ -254,3 +254,40 @@ def test_a_postgresql_workflow_database_is_reached_and_its_password_never_shown(
     assert refused.returncode == 1
     assert checks(refused)["durable"]["code"] == "store_unavailable"
     assert "doctor-secret-pw" not in shown.stdout + shown.stderr
+
+
+def write_key_reference(directory: Path, url: str, code: str) -> str:
+    """An agent.toml whose openai key is the output of ``code`` run by this Python; the command, as shown."""
+    command = f'{sys.executable} -c "{code}"'
+    text = f'[runtime]\nmodel = "openai:small-model"\n\n[providers.openai]\nbase_url = "{url}"\n'
+    text += f"api_key = '''cmd:{command}'''\n"
+    text += f'\n[session]\npath = "{directory / "sessions.sqlite"}"\n\n[tools.bash]\nsandbox = "off"\n'
+    (directory / "agent.toml").write_text(text)
+    return command
+
+
+def test_a_key_from_a_command_is_shown_by_its_source_and_length_never_its_value(tmp_path: Path) -> None:
+    with model_api("refuse") as api:
+        command = write_key_reference(tmp_path, api.url, "print('sk-doctor' + '-0123456789abcdef')")
+        done = doctor(tmp_path, "--json")
+
+    found = checks(done)
+    assert found["api_key"]["status"] == "ok"
+    assert found["api_key"]["detail"] == f"from the command {command!r} (***, {len(KEY)} characters)"
+    assert api.requests[0][2] == f"Bearer {KEY}"  # the provider check sent the key the command printed
+    assert found["provider"]["status"] == "failed"
+    assert KEY not in done.stdout + done.stderr
+
+
+def test_a_key_command_that_fails_fails_api_key_with_its_own_code_and_a_hint(tmp_path: Path) -> None:
+    with model_api("models") as api:
+        write_key_reference(tmp_path, api.url, "import sys; print('sk-doctor' + '-0123456789abcdef'); sys.exit(4)")
+        done = doctor(tmp_path, "--json")
+
+    found = checks(done)
+    assert (found["api_key"]["status"], found["api_key"]["code"]) == ("failed", "secret_unavailable")
+    assert "exited with status 4" in found["api_key"]["detail"]
+    assert "run its command by hand" in found["api_key"]["hint"]
+    assert found["provider"]["status"] == "skipped"
+    assert api.requests == []
+    assert KEY not in done.stdout + done.stderr
