@@ -7,6 +7,7 @@ import shlex
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import keyring
 import pytest
@@ -126,13 +127,13 @@ def test_a_command_that_prints_nothing_gives_no_key() -> None:
 
 
 class MemoryKeyring(KeyringBackend):
-    """A keyring that holds its entries in a dict (the OS keyrings are not there in a test)."""
+    """A keyring that holds its entries in a dict (the OS keyrings are not there in a test). It has no priority,
+    so keyring never picks it by itself: only ``keyring.set_keyring`` puts it in use."""
 
-    priority = 1  # type: ignore[assignment]
+    entries: ClassVar[dict[tuple[str, str], str]] = {}
 
     def __init__(self) -> None:
-        super().__init__()
-        self.entries: dict[tuple[str, str], str] = {}
+        super().__init__()  # type: ignore[no-untyped-call]
 
     def get_password(self, service: str, username: str) -> str | None:
         return self.entries.get((service, username))
@@ -148,6 +149,7 @@ class MemoryKeyring(KeyringBackend):
 def memory_keyring() -> Iterator[MemoryKeyring]:
     before = keyring.get_keyring()
     backend = MemoryKeyring()
+    backend.entries.clear()
     keyring.set_keyring(backend)
     yield backend
     keyring.set_keyring(before)
