@@ -15,6 +15,8 @@ from keyring.backend import KeyringBackend
 
 from tests.model_api import model_api
 from tether import Agent
+from tether.cli.catalog import catalog
+from tether.config.schema import ProviderConfig
 from tether.errors import AuthFailed, ConfigInvalid
 from tether.keys import ALL_KEY_VARIABLES
 from tether.secret_refs import SecretUnavailable, describe, forget, is_reference, resolve_secret, resolved_values
@@ -231,3 +233,14 @@ def test_a_literal_key_passed_to_an_agent_still_works() -> None:
     agent = Agent("openai-compatible:m", base_url="http://127.0.0.1:9/v1", api_key=KEY)
 
     assert agent.provider.credentials() == (KEY,)  # type: ignore[attr-defined]
+
+
+def test_tether_models_names_a_configured_references_source_without_resolving_it(tmp_path: Path) -> None:
+    counter = tmp_path / "runs"
+    reference = python(f"open({str(counter)!r}, 'a').write('x'); {PRINT_KEY}")
+
+    text = catalog({}, {"gpu": ProviderConfig(profile="vllm", api_key=reference)})
+
+    line = next(line for line in text.splitlines() if line.strip().startswith("gpu:"))
+    assert line.endswith(f"key from {describe(reference)}")
+    assert not counter.exists()

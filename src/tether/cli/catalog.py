@@ -12,6 +12,7 @@ from tether.pricing import PRICES, find_price
 from tether.providers.default_model import choose_model
 from tether.providers.local.pulled import hub_cache, pulled_models
 from tether.providers.registry import PROFILES, prefixes
+from tether.secret_refs import describe
 from tether.usage import Price, Tier
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def _pulled_lines(env: Mapping[str, str]) -> list[str]:
 
 def _configured_lines(configured: Mapping[str, ProviderConfig], env: Mapping[str, str]) -> list[str]:
     """One line per ``[providers.NAME]`` of the configuration: the prefix it makes usable, the profile it
-    speaks, where it is and the variable its key is read from (marked when set)."""
+    speaks, where it is and the variable its key is read from (marked when set), or its key reference's source."""
     rows: list[tuple[str, str]] = []
     for name in sorted(configured):
         settings = configured[name]
@@ -96,6 +97,8 @@ def _configured_lines(configured: Mapping[str, ProviderConfig], env: Mapping[str
         profile = "" if builtin else f"profile {settings.profile or 'openai-compatible'}"
         variable = settings.api_key_env
         key = f"{variable} (set)" if variable and env.get(variable) else (variable or "")
+        if settings.api_key:  # a reference: where the key will come from, nothing run nor read to show it
+            key = f"key from {describe(settings.api_key)}"
         details = [item for item in (profile, settings.base_url or "", key) if item]
         rows.append((name + ":", " · ".join(details) or "built-in settings"))
     return aligned(rows, indent="  ", free_last=True)

@@ -37,7 +37,8 @@ HEADER = """\
 #
 # Every setting below is commented out and shows its default: remove the "# " in front of one to change
 # it, or run `tether config set runtime.model ollama:qwen3`. `tether config show` prints the result.
-# API keys never go in this file: name the environment variable that holds the key (api_key_env).
+# API keys never go in this file: name the environment variable that holds the key (api_key_env), or
+# where to get it (api_key = "cmd:pass show openai", "file:~/.openai", "keyring:SERVICE/USER").
 """
 
 _EXAMPLES: dict[tuple[str, str], str] = {
@@ -60,6 +61,7 @@ PROVIDERS = """\
 # base_url = "http://gpu-box:8000/v1"    # the API up to and including its version
 # profile = "vllm"                       # the compatibility profile it speaks (openai-compatible if not given)
 # api_key_env = "GPU_BOX_API_KEY"        # the NAME of the variable holding the key, never the key
+# api_key = "cmd:pass show gpu-box"      # or a reference: env:NAME, file:PATH, cmd:COMMAND, keyring:SERVICE/USER
 # headers = { "X-Team" = "research" }    # extra HTTP headers for every request
 """
 
