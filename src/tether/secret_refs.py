@@ -17,9 +17,12 @@ An API key (``Agent(..., api_key=...)``, ``[providers.NAME] api_key`` in agent.t
 Anything else is a literal key, as before. A reference that cannot be resolved raises
 :class:`SecretUnavailable` (code ``secret_unavailable``) naming the reference and why, never a value.
 
-Each reference is resolved once per process (cached: a command that asks for a passphrase asks once), and every
-resolved value joins the known keys (:func:`resolved_values`, read by :func:`tether.secrets.known_secrets`), so
-telemetry, logs, error messages and sessions mask it like a key read from the environment.
+A reference is resolved when the provider that uses it is built (``Agent(...)``, or the command line before a
+run), never while a configuration is read or shown: not later, at the first request, because the key must join
+the masker an agent builds for its runs before anything could echo it. Each reference is resolved once per
+process (cached: a command that asks for a passphrase asks once), and every resolved value joins the known keys
+(:func:`resolved_values`, read by :func:`tether.secrets.known_secrets`), so telemetry, logs, error messages and
+sessions mask it like a key read from the environment.
 """
 
 from __future__ import annotations
