@@ -11,7 +11,6 @@ the credential header and the body.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +69,13 @@ def app(recorded: Recorded, status: int, body: bytes, content_type: str) -> web.
     return application
 
 
+def chat(model: str, **options: Any) -> OpenAIChatProvider:
+    """The provider a model string resolves to: a Chat Completions one (Azure's included)."""
+    provider = resolve(model, **options)
+    assert isinstance(provider, OpenAIChatProvider)
+    return provider
+
+
 async def collect(provider: OpenAIChatProvider) -> list[LlmEvent]:
     return [event async for event in provider.stream(REQUEST)]
 
@@ -80,11 +86,13 @@ def end_of(events: list[LlmEvent]) -> StreamEnd:
     return ends[0]
 
 
+AZURE_STREAM = sse(chunks("gpt-4o", {"prompt_tokens": 4, "completion_tokens": 2}))
+
+
 @pytest.fixture
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_AD_TOKEN", "OPENAI_API_VERSION"):
         monkeypatch.delenv(name, raising=False)
-    yield
 
 
 # --- the six profiles ---------------------------------------------------------------------------------------
@@ -110,7 +118,7 @@ def test_a_hosted_profile_without_its_key_is_refused_naming_the_variable(
     variable = PROFILES[prefix].key_variables[0]
     monkeypatch.delenv(variable, raising=False)
     with pytest.raises(ConfigInvalid, match=variable):
-        resolve(f"{prefix}:some-model")
+        chat(f"{prefix}:some-model")
 
 
 @pytest.mark.parametrize("prefix", HOSTED)
@@ -118,8 +126,7 @@ async def test_a_streamed_answer_is_posted_with_a_bearer_key_and_decoded(prefix:
     recorded = Recorded()
     usage = {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
     url = await serve(app(recorded, 200, sse(chunks("m-1", usage)), "text/event-stream"))
-    provider = resolve(f"{prefix}:m-1", base_url=url + "/v1", api_key=KEY)
-    assert isinstance(provider, OpenAIChatProvider)
+    provider = chat(f"{prefix}:m-1", base_url=url + "/v1", api_key=KEY)
     events = await collect(provider)
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hi there"
     end = end_of(events)
@@ -145,7 +152,7 @@ async def test_xai_output_tokens_add_the_reasoning_tokens_its_completion_count_l
     counted = {}
     for prefix in ("xai", "groq"):
         url = await serve(app(Recorded(), 200, sse(chunks("grok-3-mini", usage)), "text/event-stream"))
-        end = end_of(await collect(resolve(f"{prefix}:grok-3-mini", base_url=url, api_key=KEY)))
+        end = end_of(await collect(chat(f"{prefix}:grok-3-mini", base_url=url, api_key=KEY)))
         counted[prefix] = (end.usage.input_tokens, end.usage.cache_read_tokens, end.usage.output_tokens)
         assert end.usage.reasoning_tokens == 112
     assert counted == {"xai": (86, 600, 123), "groq": (86, 600, 11)}
@@ -171,7 +178,7 @@ async def test_xai_whole_answers_count_the_reasoning_tokens_too(serve: Serve) ->
         ("mistral", 401, {"message": "Unauthorized", "type": "invalid_request_error", "code": None}, AuthFailed),
         ("openrouter", 400, {"message": "Invalid model", "code": 400}, BadRequest),
         ("together", 401, {"message": "Invalid API key provided", "type": "invalid_request_error"}, AuthFailed),
-        ("fireworks", 404, {"object": "error", "type": "invalid_request_error", "message": "Model not found"}, BadRequest),
+        ("fireworks", 404, {"type": "invalid_request_error", "message": "Model not found"}, BadRequest),
         ("xai", 400, {"message": "Incorrect API key", "code": "Client specified an invalid argument"}, BadRequest),
     ],
 )
@@ -180,7 +187,7 @@ async def test_an_error_body_is_raised_with_its_code_and_message(
 ) -> None:
     recorded = Recorded()
     url = await serve(app(recorded, status, json.dumps({"error": error}).encode(), "application/json"))
-    provider = resolve(f"{prefix}:m", base_url=url, api_key=KEY)
+    provider = chat(f"{prefix}:m", base_url=url, api_key=KEY)
     provider._client.retry = RetryPolicy(max_retries=0)
     with pytest.raises(kind, match=error["message"]):
         await collect(provider)
@@ -191,9 +198,11 @@ def test_tether_models_lists_every_new_prefix_with_its_variable() -> None:
     text = catalog({"XAI_API_KEY": "x" * 20})
     for prefix in HOSTED:
         variable = PROFILES[prefix].key_variables[0]
-        assert f"{prefix}:" in text and variable in text
+        assert f"{prefix}:" in text
+        assert variable in text
     assert "XAI_API_KEY (set)" in text
-    assert "azure:" in text and "AZURE_OPENAI_API_KEY" in text
+    assert "azure:" in text
+    assert "AZURE_OPENAI_API_KEY" in text
 
 
 # --- Azure OpenAI ---------------------------------------------------------------------------------------------
@@ -213,26 +222,26 @@ async def test_a_key_goes_in_the_api_key_header_to_the_deployment_with_its_api_v
     serve: Serve, clean_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     recorded = Recorded()
-    url = await serve(app(recorded, 200, sse(chunks("gpt-4o", {"prompt_tokens": 4, "completion_tokens": 2})), "text/event-stream"))
+    url = await serve(app(recorded, 200, AZURE_STREAM, "text/event-stream"))
     monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", url)
     monkeypatch.setenv("AZURE_OPENAI_API_KEY", KEY)
     monkeypatch.setenv("OPENAI_API_VERSION", "2024-10-21")
-    provider = resolve("azure:my-gpt4o")
+    provider = chat("azure:my-gpt4o")
     events = await collect(provider)
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hi there"
     assert recorded.paths == ["/openai/deployments/my-gpt4o/chat/completions?api-version=2024-10-21"]
     assert recorded.headers[0]["api-key"] == KEY
     assert "Authorization" not in recorded.headers[0]
     assert recorded.bodies[0]["model"] == "my-gpt4o"
-    assert "max_completion_tokens" == PROFILES["azure"].max_tokens_field
+    assert PROFILES["azure"].max_tokens_field == "max_completion_tokens"
     assert provider.credentials() == (KEY,)
     assert provider.info.model_string == "azure:my-gpt4o"
 
 
 async def test_without_a_version_the_v1_route_names_the_deployment_in_the_body(serve: Serve, clean_env: None) -> None:
     recorded = Recorded()
-    url = await serve(app(recorded, 200, sse(chunks("gpt-4o", {"prompt_tokens": 4, "completion_tokens": 2})), "text/event-stream"))
-    await collect(resolve("azure:my-gpt4o", base_url=url, api_key=KEY))
+    url = await serve(app(recorded, 200, AZURE_STREAM, "text/event-stream"))
+    await collect(chat("azure:my-gpt4o", base_url=url, api_key=KEY))
     assert recorded.paths == ["/openai/v1/chat/completions"]
     assert recorded.bodies[0]["model"] == "my-gpt4o"
 
@@ -241,12 +250,13 @@ async def test_an_entra_token_function_is_asked_before_every_request_and_sent_as
     serve: Serve, clean_env: None
 ) -> None:
     recorded = Recorded()
-    url = await serve(app(recorded, 200, sse(chunks("gpt-4o", {"prompt_tokens": 4, "completion_tokens": 2})), "text/event-stream"))
+    url = await serve(app(recorded, 200, AZURE_STREAM, "text/event-stream"))
     tokens = iter(f"entra-token-{n:08d}" for n in range(10))
     provider = AzureOpenAIProvider("dep", base_url=url, entra_token=lambda: next(tokens), api_version="2025-01-01")
     await collect(provider)
     await collect(provider)
-    assert [h["Authorization"] for h in recorded.headers] == ["Bearer entra-token-00000001", "Bearer entra-token-00000002"]
+    sent = [h["Authorization"] for h in recorded.headers]
+    assert sent == ["Bearer entra-token-00000001", "Bearer entra-token-00000002"]
     assert all("api-key" not in h for h in recorded.headers)
     assert provider.credentials() == ("entra-token-00000002",)
 
@@ -256,7 +266,8 @@ async def test_a_content_filter_refusal_is_a_bad_request_with_its_code_and_not_r
 ) -> None:
     refusal = {
         "error": {
-            "message": "The response was filtered due to the prompt triggering Azure OpenAI's content management policy.",
+            "message": "The response was filtered due to the prompt triggering Azure OpenAI's content management "
+            "policy.",
             "type": None,
             "param": "prompt",
             "code": "content_filter",
@@ -276,9 +287,9 @@ async def test_a_content_filter_refusal_is_a_bad_request_with_its_code_and_not_r
 
 def test_azure_needs_an_endpoint_and_one_credential(clean_env: None) -> None:
     with pytest.raises(ConfigInvalid, match="AZURE_OPENAI_ENDPOINT"):
-        resolve("azure:dep", api_key=KEY)
+        chat("azure:dep", api_key=KEY)
     with pytest.raises(ConfigInvalid, match="AZURE_OPENAI_API_KEY"):
-        resolve("azure:dep", base_url="https://res.openai.azure.com")
+        chat("azure:dep", base_url="https://res.openai.azure.com")
     with pytest.raises(ConfigInvalid, match="not both"):
         AzureOpenAIProvider("dep", base_url="https://res.openai.azure.com", api_key=KEY, entra_token="t" * 20)
 
@@ -287,5 +298,5 @@ def test_an_entra_token_in_the_environment_is_used_without_a_key(
     clean_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AZURE_OPENAI_AD_TOKEN", "entra-token-from-env")
-    provider = resolve("azure:dep", base_url="https://res.openai.azure.com")
+    provider = chat("azure:dep", base_url="https://res.openai.azure.com")
     assert provider.credentials() == ("entra-token-from-env",)

@@ -22,8 +22,8 @@ answer it cuts ends with the finish reason ``content_filter``.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from tether.errors import ConfigInvalid

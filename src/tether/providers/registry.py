@@ -85,7 +85,9 @@ PROFILES: dict[str, Profile] = {
     ),
     # Mistral documents tool_choice auto, none, any, required and a named function, and structured outputs
     # (response_format json_schema); a stream ends with its usage without stream_options, which it does not list.
-    "mistral": Profile("mistral", "https://api.mistral.ai/v1", requires_key=True, json_schema=True, stream_options=False),
+    "mistral": Profile(
+        "mistral", "https://api.mistral.ai/v1", requires_key=True, json_schema=True, stream_options=False
+    ),
     # Groq: OpenAI's tool_choice values; JSON Schema outputs only on some models, so JSON mode for the rest.
     "groq": Profile("groq", "https://api.groq.com/openai/v1", requires_key=True),
     # xAI: completion_tokens leave out the reasoning tokens (completion_tokens_details.reasoning_tokens).
