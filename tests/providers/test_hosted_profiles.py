@@ -201,8 +201,9 @@ def test_tether_models_lists_every_new_prefix_with_its_variable() -> None:
         assert f"{prefix}:" in text
         assert variable in text
     assert "XAI_API_KEY (set)" in text
-    assert "azure:" in text
-    assert "AZURE_OPENAI_API_KEY" in text
+    (azure,) = [line for line in text.splitlines() if line.strip().startswith("azure:")]
+    assert "AZURE_OPENAI_API_KEY" in azure
+    assert "AZURE_OPENAI_ENDPOINT" in azure
 
 
 # --- Azure OpenAI ---------------------------------------------------------------------------------------------
