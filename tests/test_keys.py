@@ -16,7 +16,7 @@ from tether.providers.default_model import KEYED_DEFAULTS, choose_model
 from tether.providers.registry import PROFILES, over_http, prefixes
 from tether.secrets import is_secret_name, secret_values
 
-AUTH_HEADERS = ("Authorization", "x-api-key", "x-goog-api-key")
+AUTH_HEADERS = ("Authorization", "x-api-key", "x-goog-api-key", "api-key")
 KEYED = sorted(KEY_VARIABLES)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -203,3 +204,25 @@ def test_a_genai_price_without_token_prices_is_no_price() -> None:
 def test_a_genai_price_with_a_fee_per_request_is_no_price_rather_than_an_understated_one() -> None:
     fee = genai.ModelPrice(input_mtok=Decimal("1"), output_mtok=Decimal("1"), requests_kcount=Decimal("5"))
     assert price_from_genai(fee) is None
+
+
+@pytest.mark.parametrize(
+    ("model", "provider_id"),
+    [
+        ("mistral:mistral-small-latest", "mistral"),
+        ("groq:llama-3.3-70b-versatile", "groq"),
+        ("xai:grok-3-mini", "x-ai"),
+        ("openrouter:anthropic/claude-sonnet-4", "openrouter"),
+        ("together:meta-llama/Llama-3.3-70B-Instruct-Turbo", "together"),
+        ("fireworks:accounts/fireworks/models/llama-v3p1-8b-instruct", "fireworks"),
+    ],
+)
+def test_the_hosted_profiles_are_priced_from_their_own_provider_in_genai_prices(model: str, provider_id: str) -> None:
+    from genai_prices import data_snapshot
+
+    name = model.split(":", 1)[1]
+    _, info = data_snapshot.get_snapshot().find_provider_model(name, None, provider_id, None)
+    listed = find_price(model)
+    assert listed is not None
+    assert listed.source == "genai-prices"
+    assert listed.price == price_from_genai(info.get_prices(datetime.now(tz=UTC)))

@@ -23,6 +23,13 @@ KEY_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "deepseek": ("DEEPSEEK_API_KEY",),
     "zai": ("ZAI_API_KEY",),
     "minimax": ("MINIMAX_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",),
+    "groq": ("GROQ_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "together": ("TOGETHER_API_KEY",),
+    "fireworks": ("FIREWORKS_API_KEY",),
+    "azure": ("AZURE_OPENAI_API_KEY",),
     "openai-compatible": ("OPENAI_COMPATIBLE_API_KEY",),
 }
 """Model-string prefix -> the variables its key is read from, in order of preference."""

@@ -108,9 +108,16 @@ _GENAI_PROVIDERS = {
     "deepseek": "deepseek",
     "zai": "zai",
     "minimax": "minimax",
+    "mistral": "mistral",
+    "groq": "groq",
+    "xai": "x-ai",
+    "openrouter": "openrouter",
+    "together": "together",
+    "fireworks": "fireworks",
 }
 """tether's provider prefix -> genai-prices' provider id. Self-hosted prefixes (ollama, vllm, llamacpp, local,
-openai-compatible) and scripted models are absent: their models are not billed by a list price."""
+openai-compatible) and scripted models are absent: their models are not billed by a list price. So is
+``azure``: a model string names a deployment, whose name need not be its model's."""
 
 
 def genai_price(model: str) -> Price | None:

@@ -123,3 +123,27 @@ def test_a_literal_key_in_agent_toml_is_refused(dirs: Dirs) -> None:
     with pytest.raises(ConfigInvalid, match="never the key itself") as raised:
         dirs.load()
     assert KEY not in str(raised.value)
+
+
+def test_an_azure_table_gives_the_endpoint_key_and_api_version_of_the_deployments_route(dirs: Dirs) -> None:
+    dirs.write_project(
+        '[runtime]\nmodel = "azure:my-gpt4o"\n\n[providers.azure]\nbase_url = "https://res.openai.azure.com"\n'
+        'api_key_env = "WORK_AZURE_KEY"\napi_version = "2024-10-21"\n'
+    )
+
+    provider = build_provider(dirs.load().config, {"WORK_AZURE_KEY": "azure-key-0123456789"})
+
+    assert repr(provider) == (
+        "AzureOpenAIProvider('my-gpt4o', base_url='https://res.openai.azure.com/openai/deployments/my-gpt4o')"
+    )
+    assert getattr(provider, "path", None) == "/chat/completions?api-version=2024-10-21"
+    assert provider.info.model_string == "azure:my-gpt4o"
+
+
+def test_api_version_is_refused_for_a_provider_that_is_not_azure(dirs: Dirs) -> None:
+    dirs.write_project('[providers.ollama]\napi_version = "2024-10-21"\n')
+
+    (issue,) = dirs.issues()
+
+    assert (issue["key"], issue["line"]) == ("providers.ollama.api_version", 2)
+    assert issue["message"] == "only an Azure OpenAI provider takes an api_version"

@@ -67,10 +67,10 @@ PROFILE_BY_HOST = {
     "ollama.com": "ollama",
     "localhost:11434": "ollama",
     "generativelanguage.googleapis.com": "openai-compatible",
-    "api.groq.com": "openai-compatible",
-    "openrouter.ai": "openai-compatible",
+    "api.groq.com": "groq",
+    "openrouter.ai": "openrouter",
 }
-"""The profile for the server each cassette was recorded against (Groq and OpenRouter have none of their own)."""
+"""The profile for the server each cassette was recorded against."""
 
 ERROR_CODES = {400: "bad_request", 404: "bad_request", 429: "rate_limited"}
 GENERATED_ID = re.compile(r"call_[0-9a-f]{24}")

@@ -89,6 +89,13 @@ HONOURED = {
     "minimax": ("auto", "none", ConfigInvalid, ConfigInvalid),
     "ollama": ("auto", "no tools", ConfigInvalid, ConfigInvalid),
     "zai": ("auto", "no tools", ConfigInvalid, ConfigInvalid),
+    "mistral": ("auto", "none", "required", "function"),
+    "groq": ("auto", "none", "required", "function"),
+    "xai": ("auto", "none", "required", "function"),
+    "openrouter": ("auto", "none", "required", "function"),
+    "together": ("auto", "none", "required", "function"),
+    "fireworks": ("auto", "none", "required", "function"),
+    "azure": ("auto", "none", "required", "function"),
 }
 
 

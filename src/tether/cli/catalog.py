@@ -25,6 +25,7 @@ _NOTES = {
     "scripted": "a deterministic model for tests (scripted:echo)",
     "openai-responses": "OpenAI's Responses API",
     "openai-compatible": "any OpenAI-compatible server: set [providers.openai-compatible] base_url",
+    "azure": "azure:DEPLOYMENT at AZURE_OPENAI_ENDPOINT; a key or an Entra ID token (AZURE_OPENAI_AD_TOKEN)",
 }
 
 

@@ -491,6 +491,8 @@ def cross_checks(config: Config) -> list[tuple[Loc, str]]:
                 )
             )
     for name, provider in config.providers.items():
+        if provider.api_version is not None and (provider.profile or name) != "azure":
+            problems.append((("providers", name, "api_version"), "only an Azure OpenAI provider takes an api_version"))
         if ":" in name:
             problems.append((("providers", name), "a provider's name cannot contain ':'"))
         elif name in builtin and provider.profile not in (None, name):

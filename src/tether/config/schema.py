@@ -168,6 +168,9 @@ class ProviderConfig(Section):
     ``openai-compatible`` when not given."""
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra HTTP headers sent with every request."""
+    api_version: str | None = None
+    """Azure OpenAI only: the dated ``api-version`` (``2024-10-21``) of the deployments route; ``v1`` or none:
+    the v1 route (``tether.providers.azure``)."""
 
     @field_validator("base_url")
     @classmethod

@@ -43,6 +43,8 @@ class ModelTarget:
     """Retries of a failed request (``runtime.retries``); ``None``: the provider's default."""
     name: str | None = None
     """A ``[providers.NAME]``'s NAME, the provider's name where a run is shown; ``None``: the prefix's."""
+    api_version: str | None = None
+    """Azure OpenAI's ``api-version`` (``[providers.NAME] api_version``); given to Azure's builder only."""
 
     def provider(self) -> Provider:
         """Build the provider (``tether.providers.registry.resolve``)."""
@@ -58,6 +60,7 @@ class ModelTarget:
             headers=dict(self.headers) or None,
             retry=retry,
             provider_name=self.name,
+            **({"api_version": self.api_version} if self.api_version else {}),
         )
 
 
@@ -91,7 +94,9 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
                 f"{model!r} needs an API key"
             )
     shown = None if prefix == profile else prefix
-    return ModelTarget(f"{profile}:{name}", settings.base_url, api_key, dict(settings.headers), retries, shown)
+    return ModelTarget(
+        f"{profile}:{name}", settings.base_url, api_key, dict(settings.headers), retries, shown, settings.api_version
+    )
 
 
 def build_provider(config: Config, env: Mapping[str, str] | None = None) -> Provider:

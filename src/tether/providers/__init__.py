@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "PROFILES": "tether.providers.registry",
     "Profile": "tether.providers.registry",
     "OpenAIChatProvider": "tether.providers.openai_chat",
+    "AzureOpenAIProvider": "tether.providers.azure",
     "OpenAIResponsesProvider": "tether.providers.openai_responses",
     "AnthropicProvider": "tether.providers.anthropic",
     "GeminiProvider": "tether.providers.gemini",
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
     from tether.events import ToolCallEnd as ToolCallEnd
     from tether.events import ToolCallStart as ToolCallStart
     from tether.providers.anthropic import AnthropicProvider as AnthropicProvider
+    from tether.providers.azure import AzureOpenAIProvider as AzureOpenAIProvider
     from tether.providers.base import ForceTool as ForceTool
     from tether.providers.base import ModelInfo as ModelInfo
     from tether.providers.base import ModelSettings as ModelSettings

@@ -142,10 +142,11 @@ class ChatDecoder:
     and sent back unchanged (:func:`~tether.providers.openai_chat.encode_message`).
     """
 
-    __slots__ = ("_calls", "_extra", "_finish", "_started", "_usage", "provider")
+    __slots__ = ("_calls", "_extra", "_finish", "_reasoning_apart", "_started", "_usage", "provider")
 
     def __init__(self, profile: Profile) -> None:
         self.provider = profile.name
+        self._reasoning_apart = not profile.reasoning_in_completion
         self._started = False
         self._calls: dict[int, str] = {}
         self._extra: dict[str, Any] | None = None
@@ -195,7 +196,7 @@ class ChatDecoder:
             self._started = True
             out.append(StreamStart(chunk.model or None, chunk.id or None))
         if chunk.usage is not None and chunk.usage != _NO_COUNTS:
-            self._usage = usage_of(chunk.usage)
+            self._usage = usage_of(chunk.usage, reasoning_apart=self._reasoning_apart)
         for position, choice in enumerate(chunk.choices or ()):
             if not choice.index:  # the first choice (or the only one, numbered or not)
                 delta, field = (choice.delta, "delta") if choice.delta is not None else (choice.message, "message")
@@ -270,14 +271,16 @@ def _content_text(content: list[_ContentPart], provider: str, where: str) -> str
     return "".join(texts)
 
 
-def parse_usage(usage: dict[str, Any], provider: str = "openai") -> Usage:
+def parse_usage(usage: dict[str, Any], provider: str = "openai", *, reasoning_apart: bool = False) -> Usage:
     """Chat Completions usage from its JSON; a details field that is not an object is ``InvalidResponse``."""
-    return usage_of(_USAGE.of(usage, provider, "usage"))
+    return usage_of(_USAGE.of(usage, provider, "usage"), reasoning_apart=reasoning_apart)
 
 
-def usage_of(usage: _Usage) -> Usage:
+def usage_of(usage: _Usage, *, reasoning_apart: bool = False) -> Usage:
     """Chat Completions usage; cached prompt tokens (OpenAI's or DeepSeek's field) counted apart. Counts are
-    read forgivingly (:func:`~tether.providers.wire.as_count`)."""
+    read forgivingly (:func:`~tether.providers.wire.as_count`). OpenAI's ``completion_tokens`` include the
+    reasoning tokens; a server whose count leaves them out (``reasoning_apart``: xAI) has them added, so that
+    the output tokens are every token generated and billed, whichever server counted them."""
     prompt = as_count(usage.prompt_tokens)
     cached = reasoning = 0
     if usage.prompt_tokens_details is not None:
@@ -286,5 +289,6 @@ def usage_of(usage: _Usage) -> Usage:
         cached = as_count(usage.prompt_cache_hit_tokens)
     if usage.completion_tokens_details is not None:
         reasoning = as_count(usage.completion_tokens_details.reasoning_tokens)
+    output = as_count(usage.completion_tokens) + (reasoning if reasoning_apart else 0)
     # input, output, cache read, cache write, reasoning: positional, as a usage is made for every answer
-    return Usage(max(prompt - cached, 0), as_count(usage.completion_tokens), cached, 0, reasoning)
+    return Usage(max(prompt - cached, 0), output, cached, 0, reasoning)

@@ -41,6 +41,9 @@ class Profile:
     """The ``tool_choice`` values the server honours: ``"auto"``, ``"none"``, ``"required"``, and
     ``"function"`` for a named tool (``{"type": "function", "function": {"name": ...}}``). What a server
     cannot be told is not sent as if it could (``openai_chat.tool_offer``)."""
+    reasoning_in_completion: bool = True
+    """``usage.completion_tokens`` counts the reasoning tokens too, as OpenAI's does; ``False`` for a server that
+    reports them only in ``completion_tokens_details.reasoning_tokens`` (xAI): they are added to the output."""
 
     @property
     def key_variables(self) -> tuple[str, ...]:
@@ -80,6 +83,22 @@ PROFILES: dict[str, Profile] = {
         parallel_tool_calls=False,
         tool_choices=frozenset({"auto", "none"}),  # MiniMax documents tool_choice as "none" or "auto"
     ),
+    # Mistral documents tool_choice auto, none, any, required and a named function, and structured outputs
+    # (response_format json_schema); a stream ends with its usage without stream_options, which it does not list.
+    "mistral": Profile(
+        "mistral", "https://api.mistral.ai/v1", requires_key=True, json_schema=True, stream_options=False
+    ),
+    # Groq: OpenAI's tool_choice values; JSON Schema outputs only on some models, so JSON mode for the rest.
+    "groq": Profile("groq", "https://api.groq.com/openai/v1", requires_key=True),
+    # xAI: completion_tokens leave out the reasoning tokens (completion_tokens_details.reasoning_tokens).
+    "xai": Profile("xai", "https://api.x.ai/v1", requires_key=True, json_schema=True, reasoning_in_completion=False),
+    # OpenRouter forwards OpenAI's fields to the model's provider; its own app headers (HTTP-Referer,
+    # X-OpenRouter-Title) are optional: headers= or [providers.openrouter] headers.
+    "openrouter": Profile("openrouter", "https://openrouter.ai/api/v1", requires_key=True, json_schema=True),
+    "together": Profile("together", "https://api.together.xyz/v1", requires_key=True, json_schema=True),
+    "fireworks": Profile("fireworks", "https://api.fireworks.ai/inference/v1", requires_key=True, json_schema=True),
+    # Azure OpenAI: the URL and the credential header are the provider's own (``tether.providers.azure``).
+    "azure": Profile("azure", None, requires_key=True, max_tokens_field="max_completion_tokens", json_schema=True),
     "openai-compatible": Profile("openai-compatible", None),
 }
 
@@ -90,6 +109,7 @@ _BUILDERS: dict[str, str] = {
     "openai-responses": "tether.providers.openai_responses:from_model_name",
     "local": "tether.providers.local:from_model_name",
     **dict.fromkeys(PROFILES, "tether.providers.openai_chat:from_model_name"),
+    "azure": "tether.providers.azure:from_model_name",
 }
 """prefix -> ``module:function``; the function takes the prefix, the model name and the options."""
 

@@ -117,6 +117,14 @@ class HttpClient:
     def __repr__(self) -> str:
         return f"HttpClient({self.base_url!r}, provider={self.provider!r})"
 
+    def renew_key(self, api_key: Secret, *, auth_header: str = "Authorization", auth_prefix: str = "Bearer ") -> None:
+        """Send ``api_key`` from the next request on: a short-lived token (Microsoft Entra's) replaced by a
+        fresh one, or a key that goes in a header of its own (Azure's ``api-key``), which then replaces the
+        ``Authorization`` header. It is the secret masked in this client's errors from then on."""
+        self._api_key = api_key
+        self._headers.pop("Authorization", None)
+        self._headers[auth_header] = auth_prefix + api_key.reveal()
+
     def credentials(self) -> tuple[str, ...]:
         """The key sent with every request; ``()`` without one."""
         return (self._api_key.reveal(),) if self._api_key is not None else ()
