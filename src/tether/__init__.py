@@ -60,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "Cost": "tether.usage",
     "ModelSettings": "tether.providers.base",
     "Provider": "tether.providers.base",
+    "ResponseCache": "tether.providers.response_cache",
     "TetherError": "tether.errors",
     "ToolError": "tether.errors",
     "Telemetry": "tether.telemetry",
@@ -77,6 +78,7 @@ if TYPE_CHECKING:
     from tether.assistant import ask_async as ask_async
     from tether.errors import InvalidOutput as InvalidOutput
     from tether.errors import TetherError as TetherError
+    from tether.providers.response_cache import ResponseCache as ResponseCache
     from tether.errors import ToolError as ToolError
     from tether.events import CallFailed as CallFailed
     from tether.events import Compacted as Compacted
