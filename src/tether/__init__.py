@@ -78,7 +78,6 @@ if TYPE_CHECKING:
     from tether.assistant import ask_async as ask_async
     from tether.errors import InvalidOutput as InvalidOutput
     from tether.errors import TetherError as TetherError
-    from tether.providers.response_cache import ResponseCache as ResponseCache
     from tether.errors import ToolError as ToolError
     from tether.events import CallFailed as CallFailed
     from tether.events import Compacted as Compacted
@@ -124,6 +123,7 @@ if TYPE_CHECKING:
     from tether.output import OutputSchema as OutputSchema
     from tether.providers.base import ModelSettings as ModelSettings
     from tether.providers.base import Provider as Provider
+    from tether.providers.response_cache import ResponseCache as ResponseCache
     from tether.run_context import RunContext as RunContext
     from tether.run_handles import RunHandle as RunHandle
     from tether.run_handles import RunStream as RunStream

@@ -31,7 +31,8 @@ def test_the_same_run_twice_with_cache_makes_one_set_of_requests(project: Projec
     assert [m["parts"] for m in replay["messages"]] == [m["parts"] for m in live["messages"]]
     assert [r["cached"] for r in live["turn_records"]] == [False, False]
     assert [r["cached"] for r in replay["turn_records"]] == [True, True]
-    assert replay["usage"]["requests"] == 0 and replay["usage"]["total_tokens"] == 0
+    assert replay["usage"]["requests"] == 0
+    assert replay["usage"]["total_tokens"] == 0
     assert (project.root / "cache" / "tether" / "responses.db").is_file(), "the default file, in XDG_CACHE_HOME"
 
 
@@ -60,7 +61,8 @@ def test_the_cache_section_of_agent_toml_turns_it_on(project: Project) -> None:
         requests = len(server.requests)
 
     assert (live["text"], replay["text"]) == ("Configured.", "Configured.")
-    assert replay["turn_records"][0]["cached"] and json.loads(plain.stdout)["turn_records"][0]["cached"]
+    assert replay["turn_records"][0]["cached"]
+    assert json.loads(plain.stdout)["turn_records"][0]["cached"]
     assert requests == 1
     assert path.is_file()
 

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from tests.e2e.mock_llm import Call, Fail, MockLLM, Say
+from tests.e2e.mock_llm import Call, Fail, MockLLM, Say, Step
 from tether import Agent, ModelSettings, ResponseCache, tool
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunEvent, RunStarted, TurnCompleted
@@ -75,7 +75,7 @@ def result_of(events: list[RunEvent]) -> Any:
 
 def test_a_second_identical_run_makes_no_request_and_yields_the_same_events(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path / "cache.db")
-    script = [Call("lookup", {"city": "Oslo"}, text="Checking."), Say("It is sunny in Oslo.")]
+    script: list[Step] = [Call("lookup", {"city": "Oslo"}, text="Checking."), Say("It is sunny in Oslo.")]
     with MockLLM(script) as server:
         live = asyncio.run(events_of(agent(server, cache, tools=[lookup]), "Weather in Oslo?"))
         replay = asyncio.run(events_of(agent(server, cache, tools=[lookup]), "Weather in Oslo?"))
@@ -87,8 +87,10 @@ def test_a_second_identical_run_makes_no_request_and_yields_the_same_events(tmp_
     assert second.text == "It is sunny in Oslo."
     assert [record.cached for record in first.turn_records] == [False, False]
     assert [record.cached for record in second.turn_records] == [True, True]
-    assert first.usage.requests == 2 and first.usage.input_tokens > 0
-    assert second.usage.total_tokens == 0 and second.usage.requests == 0, "a hit spends nothing"
+    assert first.usage.requests == 2
+    assert first.usage.input_tokens > 0
+    assert second.usage.total_tokens == 0, "a hit spends nothing"
+    assert second.usage.requests == 0, "a hit is no request"
     assert all(event.usage.total_tokens == 0 for event in replay if type(event) is TurnCompleted)
     assert cache.entries() == 2
 
@@ -127,9 +129,12 @@ def test_an_entry_past_its_ttl_misses_and_is_replaced(tmp_path: Path) -> None:
         again = asyncio.run(agent(server, cache).run("Hi"))
         requests = len(server.requests)
 
-    assert fresh.text == "Old." and fresh.turn_records[0].cached, "within its TTL the entry is replayed"
-    assert expired.text == "New." and not expired.turn_records[0].cached
-    assert again.text == "New." and again.turn_records[0].cached, "the live answer replaced the expired one"
+    assert fresh.text == "Old."
+    assert fresh.turn_records[0].cached, "within its TTL the entry is replayed"
+    assert expired.text == "New."
+    assert not expired.turn_records[0].cached
+    assert again.text == "New."
+    assert again.turn_records[0].cached, "the live answer replaced the expired one"
     assert requests == 2
 
 
@@ -152,7 +157,8 @@ def test_a_failed_answer_is_not_stored(tmp_path: Path) -> None:
         answered = asyncio.run(agent(server, cache).run("Hi"))
 
     assert failed.stop_reason == "error"
-    assert answered.text == "Fine." and not answered.turn_records[0].cached
+    assert answered.text == "Fine."
+    assert not answered.turn_records[0].cached
 
 
 def test_an_answer_cut_short_by_cancellation_is_not_stored(tmp_path: Path) -> None:
@@ -171,7 +177,8 @@ def test_an_answer_cut_short_by_cancellation_is_not_stored(tmp_path: Path) -> No
 
     assert stop == "cancelled"
     assert cache.entries() == 1, "only the whole answer was stored"
-    assert answered.text == "Whole." and not answered.turn_records[0].cached
+    assert answered.text == "Whole."
+    assert not answered.turn_records[0].cached
 
 
 def test_concurrent_runs_in_one_process_share_the_file(tmp_path: Path) -> None:
@@ -225,7 +232,8 @@ def test_processes_writing_one_file_at_once_leave_it_whole(tmp_path: Path) -> No
     replay = asyncio.run(
         Agent(ScriptedProvider([]), cache=cache, settings=ZERO).run("shared 3")
     )  # an empty script: only the cache can answer
-    assert replay.text == "SHARED 3" and replay.turn_records[0].cached
+    assert replay.text == "SHARED 3"
+    assert replay.turn_records[0].cached
 
 
 def test_the_key_covers_the_whole_request_and_nothing_of_the_call() -> None:

@@ -36,9 +36,9 @@ from tether.tools.shell import bash_tool
 from tether.tools.workspace import Workspace
 
 if TYPE_CHECKING:
+    from tether.providers.response_cache import ResponseCache
     from tether.sessions import SessionStore
     from tether.telemetry import Telemetry
-    from tether.providers.response_cache import ResponseCache
     from tether.tools.mcp_spec import MCPServerConfig
 
 SYSTEM = (

@@ -92,7 +92,12 @@ class ResponseCache:
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, ttl: float | None = None, any_temperature: bool = False, timeout: float = 30.0
+        self,
+        path: str | os.PathLike[str],
+        *,
+        ttl: float | None = None,
+        any_temperature: bool = False,
+        timeout: float = 30.0,
     ) -> None:
         if ttl is not None and not ttl > 0:
             raise ConfigInvalid(f"ResponseCache ttl must be a positive number of seconds or None, not {ttl!r}")
