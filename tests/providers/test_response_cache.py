@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from tests.e2e.mock_llm import Call, Fail, MockLLM, Say, Step
+from tests.e2e.mock_llm import Call, Fail, MockLLM, Responder, Say, Step
 from tether import Agent, ModelSettings, ResponseCache, tool
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunEvent, RunStarted, TurnCompleted
@@ -75,7 +75,7 @@ def result_of(events: list[RunEvent]) -> Any:
 
 def test_a_second_identical_run_makes_no_request_and_yields_the_same_events(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path / "cache.db")
-    script: list[Step] = [Call("lookup", {"city": "Oslo"}, text="Checking."), Say("It is sunny in Oslo.")]
+    script: list[Step | Responder] = [Call("lookup", {"city": "Oslo"}, text="Checking."), Say("It is sunny in Oslo.")]
     with MockLLM(script) as server:
         live = asyncio.run(events_of(agent(server, cache, tools=[lookup]), "Weather in Oslo?"))
         replay = asyncio.run(events_of(agent(server, cache, tools=[lookup]), "Weather in Oslo?"))
