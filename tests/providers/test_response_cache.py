@@ -19,11 +19,13 @@ import pytest
 
 from tests.e2e.mock_llm import Call, Fail, MockLLM, Responder, Say, Step
 from tether import Agent, ModelSettings, ResponseCache, tool
-from tether.errors import ConfigInvalid
-from tether.events import RunCompleted, RunEvent, RunStarted, TurnCompleted
+from tether.errors import ConfigInvalid, TransportError
+from tether.events import RunCompleted, RunEvent, RunStarted, StreamEnd, TextDelta, TurnCompleted
+from tether.limits import Limits
 from tether.providers import Request
 from tether.providers.response_cache import request_key
-from tether.providers.scripted import ScriptedProvider, reply
+from tether.providers.scripted import ScriptedProvider, events, fail, reply
+from tether.usage import Usage
 
 ZERO = ModelSettings(temperature=0)
 
@@ -159,6 +161,24 @@ def test_a_failed_answer_is_not_stored(tmp_path: Path) -> None:
     assert failed.stop_reason == "error"
     assert answered.text == "Fine."
     assert not answered.turn_records[0].cached
+
+
+def test_an_answer_that_fails_mid_stream_or_ends_in_error_or_empty_is_not_stored(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "cache.db")
+    dropped = TransportError("connection dropped")
+    script = ScriptedProvider([
+        fail(dropped, after_text="Half an"),
+        events(TextDelta("Broken"), StreamEnd("error", Usage(input_tokens=3))),
+        events(StreamEnd("stop", Usage(input_tokens=3))),
+        reply("Whole."),
+    ])  # fmt: skip
+    for _ in range(4):
+        asyncio.run(Agent(script, cache=cache, settings=ZERO, limits=Limits(invalid_response_retries=0)).run("Hi"))
+
+    assert len(script.requests) == 4, "nothing was replayed until a whole answer came"
+    assert cache.entries() == 1
+    replay = asyncio.run(Agent(script, cache=cache, settings=ZERO).run("Hi"))
+    assert replay.text == "Whole."
 
 
 def test_an_answer_cut_short_by_cancellation_is_not_stored(tmp_path: Path) -> None:
