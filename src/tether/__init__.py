@@ -60,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "Cost": "tether.usage",
     "ModelSettings": "tether.providers.base",
     "Provider": "tether.providers.base",
+    "ResponseCache": "tether.providers.response_cache",
     "TetherError": "tether.errors",
     "ToolError": "tether.errors",
     "Telemetry": "tether.telemetry",
@@ -122,6 +123,7 @@ if TYPE_CHECKING:
     from tether.output import OutputSchema as OutputSchema
     from tether.providers.base import ModelSettings as ModelSettings
     from tether.providers.base import Provider as Provider
+    from tether.providers.response_cache import ResponseCache as ResponseCache
     from tether.run_context import RunContext as RunContext
     from tether.run_handles import RunHandle as RunHandle
     from tether.run_handles import RunStream as RunStream

@@ -44,6 +44,7 @@ from tether.usage import Price
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
     from tether.output import OutputType
+    from tether.providers.response_cache import ResponseCache
     from tether.sessions import SessionStore
     from tether.telemetry.observer import RunObserver
 
@@ -87,6 +88,7 @@ class Agent(Generic[DepsT, OutputT]):
         output_mode: OutputMode | None = None,
         unknown_tool: UnknownTool | None = None,
         record_exchanges: bool = False,
+        cache: ResponseCache | None = None,
     ) -> None:
         """
         Args:
@@ -162,6 +164,8 @@ class Agent(Generic[DepsT, OutputT]):
             record_exchanges: keep each provider call's request body and raw answer (its events' JSON or its
                 body), masked like telemetry, in the run's session: ``store.load_exchanges(session_id)`` reads
                 them (``tether.exchanges``). A run without a session keeps none; off, nothing is copied.
+            cache: a :class:`~tether.ResponseCache`: a request identical to one answered before (at temperature 0,
+                unless it allows any) is answered from it, its events replayed, no request made.
         """
         provider = resolve(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
@@ -177,6 +181,8 @@ class Agent(Generic[DepsT, OutputT]):
         if save_errors not in ("stop", "continue"):
             raise ConfigInvalid(f"save_errors must be 'stop' or 'continue', not {save_errors!r}")
         _check_cache(cache_tool_outputs, registry)
+        if cache is not None and not isinstance(cache, _response_cache()):
+            raise ConfigInvalid(f"cache must be a tether.ResponseCache, not {type(cache).__name__}")
         self._deps_checks = _deps_checks(deps_type, registry)
         if system is not None and not isinstance(system, str) and not callable(system):
             kind = type(system).__name__
@@ -217,6 +223,7 @@ class Agent(Generic[DepsT, OutputT]):
             save_errors=save_errors,
             unknown_tool=unknown_tool,
             record_exchanges=bool(record_exchanges),
+            response_cache=cache,
         )
         self._sinks: tuple[EventSink, ...] = (on_event,) if on_event is not None else ()
         self.telemetry = telemetry  # the setter takes a bool or None too
@@ -591,3 +598,10 @@ def _tool_mode(asked: str, provider: Provider, tools: ToolRegistry) -> Literal["
     if asked == "auto":
         return "native" if native else "json"
     return "json" if asked == "json" else "native"
+
+
+def _response_cache() -> type[ResponseCache]:
+    """The class of response caches, imported only by an agent given one (it brings sqlite3)."""
+    from tether.providers.response_cache import ResponseCache
+
+    return ResponseCache

@@ -35,10 +35,12 @@ TurnStatus: TypeAlias = Literal["completed", "rejected", "failed"]
 
 
 class StreamStart(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="stream_start"):
-    """The provider accepted the request; ``model`` is the model that actually answers, when known."""
+    """The provider accepted the request; ``model`` is the model that actually answers, when known. ``cached``:
+    the answer that follows is a replay from a response cache (``providers/response_cache.py``), not a call."""
 
     model: str | None = None
     response_id: str | None = None
+    cached: bool = False
     kind: ClassVar[Literal["stream_start"]] = "stream_start"
 
 
@@ -165,6 +167,9 @@ class TurnRecord(msgspec.Struct, frozen=True, gc=False):
     default, so that a record stored before it existed (a durable run's result) is read back with ``""``."""
     retry_wait_ms: float = 0.0
     """How long the provider's retries waited, in all (part of ``duration_ms``; each is a ``ProviderRetry``)."""
+    cached: bool = False
+    """The answer was replayed from the run's response cache (``Agent(cache=...)``): no request was made, and
+    ``usage`` is zero."""
 
 
 # --- RunEvent: run -> host ----------------------------------------------------------------------------------

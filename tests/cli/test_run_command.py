@@ -86,7 +86,14 @@ def test_flags_map_to_configuration_keys() -> None:
         "agent.instructions": None,
         "agent.agents_md": None,
         "session.record_exchanges": None,
+        "cache.enabled": None,
+        "cache.path": None,
     }
+    assert (RunOptions("p", cache="").flags()["cache.enabled"], RunOptions("p", cache="").flags()["cache.path"]) == (
+        True,
+        None,
+    ), "--cache: on, the configured file"
+    assert ChatOptions(cache="a.db").flags()["cache.path"] == "a.db", "--cache-path"
     compacting = RunOptions("p", no_compact=True, context_window=32000).flags()
     assert (compacting["compaction.enabled"], compacting["compaction.context_window"]) == (False, 32000)
     assert ChatOptions(no_compact=True, context_window=32000).flags() == {
@@ -97,6 +104,8 @@ def test_flags_map_to_configuration_keys() -> None:
         "agent.instructions": None,
         "agent.agents_md": None,
         "session.record_exchanges": None,
+        "cache.enabled": None,
+        "cache.path": None,
     }
     told = RunOptions("p", system="Be terse.", no_agents_md=True).flags()
     assert (told["agent.instructions"], told["agent.agents_md"]) == ("Be terse.", False)

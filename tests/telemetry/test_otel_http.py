@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from aiohttp import web
 from opentelemetry.trace import SpanKind, StatusCode
 
 from tests.telemetry.conftest import Otel, attrs, check_tree
-from tether import Agent, tool
+from tether import Agent, ModelSettings, ResponseCache, tool
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.registry import PROFILES
 
@@ -86,6 +87,24 @@ async def test_a_retry_is_an_event_on_the_chat_span_and_counted_by_code(
     [retries] = otel.metrics()["tether.client.retries"]
     assert retries.value == 1
     assert attrs(retries)["error.type"] == "rate_limited"
+
+
+async def test_a_call_answered_from_the_response_cache_is_marked_on_its_span(
+    otel: Otel, flaky: tuple[FlakyModel, str, int], tmp_path: Path
+) -> None:
+    model, base_url, _ = flaky
+    provider = OpenAIChatProvider("gpt-test", profile=PROFILES["openai"], base_url=base_url, api_key="sk-test-key")
+    cache = ResponseCache(tmp_path / "cache.db")
+    agent = Agent(provider, telemetry=otel.telemetry(), cache=cache, settings=ModelSettings(temperature=0))
+    await agent.run("hi")
+    replayed = await agent.run("hi")
+    assert replayed.text == "Hello"
+    assert model.requests == 2, "the 429 and the answer; the second run asked nothing"
+    live, cached = otel.named("chat ")
+    assert "tether.cached" not in attrs(live)
+    assert attrs(cached)["tether.cached"] is True
+    assert attrs(cached)["gen_ai.usage.input_tokens"] == 0
+    assert attrs(cached)["gen_ai.response.id"] == "resp-7", "the recorded answer's id"
 
 
 class Receiver(BaseHTTPRequestHandler):

@@ -122,6 +122,26 @@ def _record_option(command: Any) -> Any:
     )(command)
 
 
+def _cache_options(command: Any) -> Any:
+    """``--cache`` and ``--cache-path``, shared by ``run`` and ``chat`` (``[cache]``)."""
+    command = click.option(
+        "--cache-path",
+        metavar="PATH",
+        help="The response cache's SQLite file (cache.path); implies --cache.",
+    )(command)
+    return click.option(
+        "--cache",
+        "use_cache",
+        is_flag=True,
+        help="Answer a request identical to an earlier one from the response cache, no model call (cache.enabled).",
+    )(command)
+
+
+def _cache_choice(use_cache: bool, cache_path: str | None) -> str | None:
+    """What ``--cache`` and ``--cache-path`` ask: ``None`` nothing, ``""`` the configured file, else a file."""
+    return cache_path if cache_path else "" if use_cache else None
+
+
 def _compaction_options(command: Any) -> Any:
     """``--no-compact`` and ``--context-window N``, shared by ``run`` and ``chat`` (``[compaction]``)."""
     command = click.option(
@@ -250,6 +270,7 @@ def _read_prompt(prompt: str | None) -> str:
 @_instruction_options
 @_compaction_options
 @_record_option
+@_cache_options
 @_verbose_option
 @config_option
 def run(
@@ -269,6 +290,8 @@ def run(
     no_compact: bool,
     context_window: int | None,
     record_exchanges: bool,
+    use_cache: bool,
+    cache_path: str | None,
     verbose: int,
     config_file: str | None,
 ) -> None:
@@ -284,6 +307,8 @@ def run(
     spans (with tether[otel]). A history nearing the model's context window is summarized to fit
     ([compaction]; --context-window for a model whose window tether does not know, --no-compact never).
     --record-exchanges keeps each model request and its raw answer in the session (keys masked).
+    --cache answers a request identical to an earlier one from a SQLite file, replayed, no model call
+    ([cache]; --cache-path names the file).
 
     Exit codes: 0 answered, 1 configuration problem, 2 usage error, 3 a limit stopped the run, 4 the run
     failed, 130 cancelled (Ctrl-C).
@@ -311,6 +336,7 @@ def run(
         schema=schema,
         attachments=attachments,
         record_exchanges=record_exchanges,
+        cache=_cache_choice(use_cache, cache_path),
     )
     configure_logging(verbose)
     sys.exit(run_main(options))
@@ -324,6 +350,7 @@ def run(
 @_instruction_options
 @_compaction_options
 @_record_option
+@_cache_options
 @_verbose_option
 @config_option
 def chat(
@@ -337,6 +364,8 @@ def chat(
     no_compact: bool,
     context_window: int | None,
     record_exchanges: bool,
+    use_cache: bool,
+    cache_path: str | None,
     verbose: int,
     config_file: str | None,
 ) -> None:
@@ -354,6 +383,7 @@ def chat(
     options = ChatOptions(
         model, session, continue_last, yes, mode, config_file, no_compact=no_compact, context_window=context_window,
         system=system, no_agents_md=no_agents_md, record_exchanges=record_exchanges,
+        cache=_cache_choice(use_cache, cache_path),
     )  # fmt: skip
     sys.exit(chat_main(options))
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from tether.agent import Agent
 from tether.bounded import read_bounded
-from tether.cli.paths import default_session_path
-from tether.config import AgentConfig, Config, SessionConfig, model_target
+from tether.cli.paths import cache_dir, default_session_path
+from tether.config import AgentConfig, CacheConfig, Config, SessionConfig, model_target
 from tether.config.service import ConfigService
 from tether.errors import ConfigInvalid
 from tether.messages import ToolCall
@@ -36,6 +36,7 @@ from tether.tools.shell import bash_tool
 from tether.tools.workspace import Workspace
 
 if TYPE_CHECKING:
+    from tether.providers.response_cache import ResponseCache
     from tether.sessions import SessionStore
     from tether.telemetry import Telemetry
     from tether.tools.mcp_spec import MCPServerConfig
@@ -202,6 +203,7 @@ class Setup:
             compaction=config.compaction.to_compaction(),
             cache_tool_outputs=config.tools.cache_tool_outputs,
             record_exchanges=config.session.record_exchanges,
+            cache=response_cache(config.cache, self.workspace.root, self.env),
         )
 
 
@@ -263,6 +265,23 @@ def agent_flags(*, system: str | None, no_agents_md: bool) -> dict[str, object]:
 def session_flags(*, record_exchanges: bool) -> dict[str, object]:
     """The ``[session]`` keys ``--record-exchanges`` sets (``None``: not given)."""
     return {"session.record_exchanges": True if record_exchanges else None}
+
+
+def cache_flags(cache: str | None) -> dict[str, object]:
+    """The ``[cache]`` keys ``--cache`` and ``--cache-path`` set: ``cache`` is ``None`` (not given), ``""``
+    (``--cache``: the configured or default file) or the file of ``--cache-path``."""
+    return {"cache.enabled": None if cache is None else True, "cache.path": cache or None}
+
+
+def response_cache(settings: CacheConfig, cwd: Path, env: Mapping[str, str]) -> ResponseCache | None:
+    """The command's response cache as ``[cache]`` says, or ``None`` when it is off. Every temperature is
+    cached: the command line sends none, leaving the provider's default."""
+    if not settings.enabled:
+        return None
+    from tether.providers.response_cache import ResponseCache
+
+    path = cwd / Path(settings.path).expanduser() if settings.path is not None else cache_dir(env) / "responses.db"
+    return ResponseCache(path, ttl=settings.ttl, any_temperature=True)
 
 
 def compaction_flags(*, no_compact: bool, context_window: int | None) -> dict[str, object]:

@@ -2,7 +2,8 @@
 
 Sessions live in the data directory (``$XDG_DATA_HOME/tether``, else ``~/.local/share/tether``); the input
 histories of ``tether chat`` and ``tether py`` in the state directory (``$XDG_STATE_HOME/tether``, else
-``~/.local/state/tether``). A variable that is empty or not an absolute path is ignored, as the spec says.
+``~/.local/state/tether``); the response cache (``--cache``) in the cache directory (``$XDG_CACHE_HOME/tether``,
+else ``~/.cache/tether``). A variable that is empty or not an absolute path is ignored, as the spec says.
 """
 
 from __future__ import annotations
@@ -43,3 +44,8 @@ def history_path(env: Mapping[str, str]) -> Path:
 def py_history_path(env: Mapping[str, str]) -> Path:
     """``tether py``'s input history file (apart from the chat's: Python lines and questions)."""
     return state_dir(env) / "py_history"
+
+
+def cache_dir(env: Mapping[str, str]) -> Path:
+    """``$XDG_CACHE_HOME/tether``, else ``~/.cache/tether``: what can be made again (the response cache)."""
+    return _base(env, "XDG_CACHE_HOME", ".cache")

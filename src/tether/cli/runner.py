@@ -30,6 +30,7 @@ from tether.cli.build import (
     NoModel,
     Setup,
     agent_flags,
+    cache_flags,
     close_store,
     compaction_flags,
     config_problem,
@@ -79,6 +80,8 @@ class RunOptions:
     """``-a``: files attached to the prompt."""
     record_exchanges: bool = False
     """``--record-exchanges``: ``session.record_exchanges = true``."""
+    cache: str | None = None
+    """``--cache`` (``""``: the configured or default file) or ``--cache-path PATH``: ``[cache]`` on."""
 
     def flags(self) -> dict[str, object]:
         """The configuration keys the flags set (``None``: not given)."""
@@ -89,6 +92,7 @@ class RunOptions:
             **compaction_flags(no_compact=self.no_compact, context_window=self.context_window),
             **agent_flags(system=self.system, no_agents_md=self.no_agents_md),
             **session_flags(record_exchanges=self.record_exchanges),
+            **cache_flags(self.cache),
         }
 
 

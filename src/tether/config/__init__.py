@@ -24,6 +24,7 @@ from tether.config.load import Loaded, load, load_config, parse_value, project_p
 from tether.config.schema import (
     AgentConfig,
     BashConfig,
+    CacheConfig,
     CliConfig,
     CompactionConfig,
     Config,
@@ -41,6 +42,7 @@ from tether.config.target import ModelTarget, build_provider, model_target
 __all__ = [
     "AgentConfig",
     "BashConfig",
+    "CacheConfig",
     "CliConfig",
     "CompactionConfig",
     "Config",

@@ -400,6 +400,20 @@ class SessionConfig(Section):
         return value
 
 
+class CacheConfig(Section):
+    """``[cache]``: model answers kept in a SQLite file and replayed for an identical request
+    (``tether.ResponseCache``), for development loops, tests and evaluations. The command line sends no
+    temperature, so its cache keeps every answer (``any_temperature``): a replay is one sampled answer."""
+
+    enabled: bool = False
+    """Answer an identical request from the cache (``--cache`` for one command)."""
+    path: str | None = None
+    """The cache's SQLite file, as written (relative to the working directory); ``responses.db`` in
+    ``$XDG_CACHE_HOME/tether`` (else ``~/.cache/tether``) when not given (``--cache-path`` for one command)."""
+    ttl: float | None = Field(default=None, gt=0)
+    """Seconds an answer is replayed for; an older one is asked for again. Not set: no expiry."""
+
+
 class AgentConfig(Section):
     """``[agent]``: what the command's agent is told to do, besides what tether tells it of its workspace."""
 
@@ -445,3 +459,5 @@ class Config(Section):
     """``[cli]``"""
     agent: AgentConfig = Field(default_factory=AgentConfig)
     """``[agent]``"""
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    """``[cache]``"""

@@ -67,6 +67,8 @@ class AccumulatedTurn(msgspec.Struct, frozen=True, gc=False):
     model: str | None = None
     response_id: str | None = None
     """The provider's id of the response (``StreamStart.response_id``), when it sent one."""
+    cached: bool = False
+    """The answer was replayed from a response cache (``StreamStart.cached``): no request was made."""
 
     @property
     def text(self) -> str:
@@ -124,8 +126,8 @@ class StreamAccumulator:
     """Feed it every event of one provider call with :meth:`add`, then take the turn with :meth:`finish`."""
 
     __slots__ = (
-        "_calls", "_current", "_ended", "_finish", "_model", "_parts", "_provider_data", "_response_id", "_usage",
-        "first_event", "held",
+        "_cached", "_calls", "_current", "_ended", "_finish", "_model", "_parts", "_provider_data", "_response_id",
+        "_usage", "first_event", "held",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -139,6 +141,7 @@ class StreamAccumulator:
         self._ended = False
         self._model: str | None = None
         self._response_id: str | None = None
+        self._cached = False
         self._provider_data: JsonObject | None = None
         self.first_event = 0.0
         """When the first event after ``StreamStart`` came (``time.perf_counter()``); 0: none yet. A call's time to
@@ -170,6 +173,7 @@ class StreamAccumulator:
         elif type(event) is StreamStart:
             self._model = event.model
             self._response_id = event.response_id
+            self._cached = event.cached
         elif type(event) is ProviderRetry:
             return event
         else:
@@ -295,6 +299,7 @@ class StreamAccumulator:
             ended=self._ended,
             model=self._model,
             response_id=self._response_id,
+            cached=self._cached,
         )
 
 

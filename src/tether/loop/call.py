@@ -135,7 +135,8 @@ class Calls:
             self.last_text = text
         usage = turn.usage
         if requested:
-            usage = usage + ONE_REQUEST
+            if not turn.cached:  # a response cache's replay is no request
+                usage = usage + ONE_REQUEST
             self.turn_usage.append(usage)
             self.guard.record_call(usage)
             if self.gauge is not None and call.view is not None:
@@ -271,7 +272,7 @@ class ProviderCall:
                         calls.notify(delta)
                     yield delta
                 return
-            stream = spec.provider.stream(self.request)
+            stream = _stream(spec, self.request)
             if context is not None:
                 stream = within(stream, context)
             watched = interrupter.watch(stream, self._picker(passthrough))
@@ -328,7 +329,7 @@ class ProviderCall:
         live.append(True)
         calls = self._calls
         accumulator = StreamAccumulator()
-        stream: AsyncIterator[LlmEvent] = calls.spec.provider.stream(self.request)
+        stream = _stream(calls.spec, self.request)
         if context is not None:
             stream = within(stream, context)
         try:
@@ -377,3 +378,11 @@ def _deltas(message: Message) -> Sequence[Delta]:
                 deltas.append(ThinkingDelta(part.text))
             deltas.append(THINKING_ENDED)
     return deltas
+
+
+def _stream(spec: RunSpec, request: Request) -> AsyncIterator[LlmEvent]:
+    """The provider's answer to ``request``: through the run's response cache when it has one
+    (``providers/response_cache.py``), which replays an identical request's answer instead of calling."""
+    if spec.response_cache is None:
+        return spec.provider.stream(request)
+    return spec.response_cache.stream(spec.provider, request)

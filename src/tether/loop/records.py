@@ -45,7 +45,8 @@ class CallRecorder:
         self._calls: list[list[Any]] = []
         """Per call, the arguments of its ``TurnRecord`` up to its error, then its message (its text is read when
         the record is made, not per call: a used answer is the transcript's own message, so keeping it costs a
-        reference), its tool calls' results and durations, and, last, its retries' wait."""
+        reference), its tool calls' results and durations, its retries' wait and, last, whether it was a response
+        cache's replay."""
         self._compactions: tuple[int, ...] = ()
         """Positions in ``_calls`` of the calls that asked for a compaction's summary (rare: a tuple, empty and
         shared until one does, where an empty set would be 216 bytes per run)."""
@@ -88,14 +89,14 @@ class CallRecorder:
         self._calls.append([
             turn_no, attempt, final, (self.call_ended - started) * 1000.0, ttft, self.usage, turn.finish_reason,
             turn.model, turn.response_id, self.retries, rejected, error_code(failure) if failure is not None else None,
-            turn.message, None, self.waited * 1000.0,
+            turn.message, None, self.waited * 1000.0, turn.cached,
         ])  # fmt: skip
 
     def last(self) -> TurnRecord:
         """The record of the call kept last, without its tool calls (for an observer)."""
         position = len(self._calls) - 1
-        *fields, message, _, waited = self._calls[-1]
-        return TurnRecord(*[*fields, (), position in self._compactions, answer_text(message), waited])
+        *fields, message, _, waited, cached = self._calls[-1]
+        return TurnRecord(*[*fields, (), position in self._compactions, answer_text(message), waited, cached])
 
     def answer_finish(self) -> FinishReason | None:
         """How the answer the run stopped with ended (``length``: at the output limit): the finish of its last
@@ -110,18 +111,19 @@ class CallRecorder:
         """The results of the tool calls the last answer asked for, in the model's order, and how long those
         that ran took (milliseconds, by call id)."""
         if self._calls:
-            self._calls[-1][-2] = (results, durations)
+            self._calls[-1][-3] = (results, durations)
 
     def records(self) -> tuple[TurnRecord, ...]:
         """Every call's record, with its tool calls'."""
         made = []
         for position, arguments in enumerate(self._calls):
-            *fields, message, calls, waited = arguments
+            *fields, message, calls, waited, cached = arguments
             fields += [
                 () if calls is None else tool_records(*calls),
                 position in self._compactions,
                 answer_text(message),
                 waited,
+                cached,
             ]
             made.append(TurnRecord(*fields))
         return tuple(made)

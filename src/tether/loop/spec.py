@@ -22,6 +22,7 @@ from tether.usage import Price
 
 if TYPE_CHECKING:
     from tether.output import OutputSpec, OutputValidator
+    from tether.providers.response_cache import ResponseCache
     from tether.redaction import Redaction
     from tether.run_context import SystemFunction
     from tether.telemetry.observer import RunObserver
@@ -78,6 +79,8 @@ class RunSpec:
     record_exchanges: bool = False
     """Keep each provider call's request body and raw answer, masked, in the run's session
     (``tether.exchanges``)."""
+    response_cache: ResponseCache | None = None
+    """Answers replayed for identical requests (``providers/response_cache.py``); ``None``: every call is made."""
     unknown_tool: UnknownTool | None = None
     """What the model reads of a call to a tool that is not offered (``loop/executor.py``); ``None``: tether's
     message naming the tools there are."""

@@ -418,6 +418,8 @@ def _call_attributes(record: TurnRecord) -> dict[str, Any]:
         attributes["gen_ai.response.time_to_first_chunk"] = record.ttft_ms / 1000.0
     if record.retries:
         attributes["tether.retries"] = record.retries
+    if record.cached:
+        attributes["tether.cached"] = True
     return attributes
 
 
