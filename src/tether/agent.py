@@ -13,6 +13,14 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
+from tether.agent_checks import (
+    check_output_cache,
+    compaction_of,
+    deps_checks,
+    response_cache_class,
+    secret_strings,
+    tool_mode_of,
+)
 from tether.errors import ConfigInvalid
 from tether.events import OutputT, RunCompleted, RunResult
 from tether.health import DEFAULT_TIMEOUT, HealthReport, health_of, settle
@@ -36,7 +44,7 @@ from tether.secrets import Masker, connection_password
 from tether.session_run import SessionRun
 from tether.telemetry import DISABLED, Telemetry, observer_for
 from tether.tools.base import Tool
-from tether.tools.output_cache import DEFAULT_THRESHOLD, MIN_THRESHOLD, READ_TOOL
+from tether.tools.output_cache import DEFAULT_THRESHOLD
 from tether.tools.permissions import Approver, Mode, PermissionHook, Permissions
 from tether.tools.registry import ToolRegistry
 from tether.usage import Price
@@ -180,10 +188,10 @@ class Agent(Generic[DepsT, OutputT]):
             raise ConfigInvalid(f"max_concurrency must be >= 1, not {max_concurrency!r}")
         if save_errors not in ("stop", "continue"):
             raise ConfigInvalid(f"save_errors must be 'stop' or 'continue', not {save_errors!r}")
-        _check_cache(cache_tool_outputs, registry)
-        if cache is not None and not isinstance(cache, _response_cache()):
+        check_output_cache(cache_tool_outputs, registry)
+        if cache is not None and not isinstance(cache, response_cache_class()):
             raise ConfigInvalid(f"cache must be a tether.ResponseCache, not {type(cache).__name__}")
-        self._deps_checks = _deps_checks(deps_type, registry)
+        self._deps_checks = deps_checks(deps_type, registry)
         if system is not None and not isinstance(system, str) and not callable(system):
             kind = type(system).__name__
             raise ConfigInvalid(f"system must be a string or a function of the run context, not {kind}")
@@ -195,7 +203,7 @@ class Agent(Generic[DepsT, OutputT]):
                 None if api_key and is_reference(api_key) else api_key,
                 *_credentials(provider),
                 connection_password(base_url or ""),
-                *_strings(secrets),
+                *secret_strings(secrets),
             )
         )
         self.provider = provider
@@ -217,9 +225,9 @@ class Agent(Generic[DepsT, OutputT]):
             permissions=permissions,
             max_tool_output=max_tool_output,
             cache_tool_outputs=cache_tool_outputs,
-            tool_mode=_tool_mode(tool_mode, provider, registry),
+            tool_mode=tool_mode_of(tool_mode, provider, registry),
             masker=masker,
-            compaction=_compaction(compaction),
+            compaction=compaction_of(compaction),
             save_errors=save_errors,
             unknown_tool=unknown_tool,
             record_exchanges=bool(record_exchanges),
@@ -522,86 +530,7 @@ def _with_output(spec: RunSpec, output_type: Any, mode: OutputMode | None) -> Ru
     return replace(spec, output=output, output_mode=mode)
 
 
-def _deps_checks(deps_type: Any, tools: ToolRegistry) -> tuple[tuple[Any, str], ...]:
-    """What a run's ``deps`` is checked against when it starts: the agent's ``deps_type`` and the ``Deps`` of each
-    tool's ``ctx: RunContext[Deps]``; ``ConfigInvalid`` now when a tool's cannot hold the agent's."""
-    checks: list[tuple[Any, str]] = []
-    if deps_type is not None:
-        checks.append((deps_type, "this agent"))
-    for tool in tools:
-        declared = tool.deps_type
-        if declared is None or declared is Any:
-            continue
-        expected, given = getattr(declared, "__origin__", declared), getattr(deps_type, "__origin__", deps_type)
-        if isinstance(expected, type) and isinstance(given, type) and not issubclass(given, expected):
-            raise ConfigInvalid(
-                f"tool {tool.name!r} takes RunContext[{expected.__qualname__}] but the agent's deps_type is "
-                f"{given.__qualname__}"
-            )
-        checks.append((declared, f"tool {tool.name!r}"))
-    return tuple(checks)
-
-
-def _compaction(settings: Compaction | bool | None) -> Compaction | None:
-    if settings is None or settings is True:
-        return Compaction()
-    if settings is False:
-        return None
-    if not isinstance(settings, Compaction):
-        raise ConfigInvalid(f"compaction must be a tether.Compaction or a bool, not {type(settings).__name__}")
-    return settings if settings.enabled else None
-
-
 def _credentials(provider: Provider) -> tuple[str, ...]:
     """The secrets a provider sends (its API key), whatever their source (passed, read from the environment, or
     set on a provider built elsewhere); none for a provider that serves no model over the network."""
     return provider.credentials() if isinstance(provider, ServedProvider) else ()
-
-
-def _check_cache(threshold: int | None, tools: ToolRegistry) -> None:
-    """``cache_tool_outputs`` checked: ``None`` or a whole number of characters, and its tool's name free."""
-    if threshold is None:
-        return
-    if type(threshold) is not int or threshold < MIN_THRESHOLD:
-        raise ConfigInvalid(
-            f"cache_tool_outputs must be a number of characters, at least {MIN_THRESHOLD}, or None to turn the "
-            f"cache off; not {threshold!r}"
-        )
-    if READ_TOOL in tools:
-        raise ConfigInvalid(
-            f"a tool is named {READ_TOOL!r}, the name of the built-in reader of kept outputs: rename it, or "
-            "pass cache_tool_outputs=None"
-        )
-
-
-def _strings(values: Iterable[str]) -> list[str]:
-    """``values`` checked: a host passing one string (not a list of them) would otherwise mask its letters."""
-    if isinstance(values, str | bytes):
-        raise ConfigInvalid("secrets must be a list of strings, not one string: secrets=[value]")
-    checked = list(values)
-    if wrong := [type(v).__name__ for v in checked if not isinstance(v, str)]:
-        raise ConfigInvalid(f"secrets must be strings; got {', '.join(sorted(set(wrong)))}")
-    return checked
-
-
-def _tool_mode(asked: str, provider: Provider, tools: ToolRegistry) -> Literal["native", "json"]:
-    """The tool mode a run uses: ``auto`` is native when the model can call tools (or there are none)."""
-    if asked not in ("auto", "native", "json"):
-        raise ConfigInvalid(f"tool_mode must be 'auto', 'native' or 'json', not {asked!r}")
-    native = provider.info.supports_tools or not len(tools)
-    if asked == "native" and not native:
-        raise ConfigInvalid(
-            f"model {provider.info.model_string!r} cannot call tools natively, and this agent has "
-            f"{len(tools)}: use tool_mode='json' (or 'auto'), a model that supports tool calling, "
-            "or remove the tools"
-        )
-    if asked == "auto":
-        return "native" if native else "json"
-    return "json" if asked == "json" else "native"
-
-
-def _response_cache() -> type[ResponseCache]:
-    """The class of response caches, imported only by an agent given one (it brings sqlite3)."""
-    from tether.providers.response_cache import ResponseCache
-
-    return ResponseCache

@@ -1,0 +1,95 @@
+"""The checks of ``Agent``'s arguments, each returning the value a run uses or raising ``ConfigInvalid`` with what
+to change: kept apart so that the agent reads as what it holds and does, not as the validation of its inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Literal
+
+from tether.errors import ConfigInvalid
+from tether.limits import Compaction
+from tether.providers.base import Provider
+from tether.tools.output_cache import MIN_THRESHOLD, READ_TOOL
+from tether.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from tether.providers.response_cache import ResponseCache
+
+
+def deps_checks(deps_type: Any, tools: ToolRegistry) -> tuple[tuple[Any, str], ...]:
+    """What a run's ``deps`` is checked against when it starts: the agent's ``deps_type`` and the ``Deps`` of each
+    tool's ``ctx: RunContext[Deps]``; ``ConfigInvalid`` now when a tool's cannot hold the agent's."""
+    checks: list[tuple[Any, str]] = []
+    if deps_type is not None:
+        checks.append((deps_type, "this agent"))
+    for tool in tools:
+        declared = tool.deps_type
+        if declared is None or declared is Any:
+            continue
+        expected, given = getattr(declared, "__origin__", declared), getattr(deps_type, "__origin__", deps_type)
+        if isinstance(expected, type) and isinstance(given, type) and not issubclass(given, expected):
+            raise ConfigInvalid(
+                f"tool {tool.name!r} takes RunContext[{expected.__qualname__}] but the agent's deps_type is "
+                f"{given.__qualname__}"
+            )
+        checks.append((declared, f"tool {tool.name!r}"))
+    return tuple(checks)
+
+
+def compaction_of(settings: Compaction | bool | None) -> Compaction | None:
+    if settings is None or settings is True:
+        return Compaction()
+    if settings is False:
+        return None
+    if not isinstance(settings, Compaction):
+        raise ConfigInvalid(f"compaction must be a tether.Compaction or a bool, not {type(settings).__name__}")
+    return settings if settings.enabled else None
+
+
+def check_output_cache(threshold: int | None, tools: ToolRegistry) -> None:
+    """``cache_tool_outputs`` checked: ``None`` or a whole number of characters, and its tool's name free."""
+    if threshold is None:
+        return
+    if type(threshold) is not int or threshold < MIN_THRESHOLD:
+        raise ConfigInvalid(
+            f"cache_tool_outputs must be a number of characters, at least {MIN_THRESHOLD}, or None to turn the "
+            f"cache off; not {threshold!r}"
+        )
+    if READ_TOOL in tools:
+        raise ConfigInvalid(
+            f"a tool is named {READ_TOOL!r}, the name of the built-in reader of kept outputs: rename it, or "
+            "pass cache_tool_outputs=None"
+        )
+
+
+def secret_strings(values: Iterable[str]) -> list[str]:
+    """``values`` checked: a host passing one string (not a list of them) would otherwise mask its letters."""
+    if isinstance(values, str | bytes):
+        raise ConfigInvalid("secrets must be a list of strings, not one string: secrets=[value]")
+    checked = list(values)
+    if wrong := [type(v).__name__ for v in checked if not isinstance(v, str)]:
+        raise ConfigInvalid(f"secrets must be strings; got {', '.join(sorted(set(wrong)))}")
+    return checked
+
+
+def tool_mode_of(asked: str, provider: Provider, tools: ToolRegistry) -> Literal["native", "json"]:
+    """The tool mode a run uses: ``auto`` is native when the model can call tools (or there are none)."""
+    if asked not in ("auto", "native", "json"):
+        raise ConfigInvalid(f"tool_mode must be 'auto', 'native' or 'json', not {asked!r}")
+    native = provider.info.supports_tools or not len(tools)
+    if asked == "native" and not native:
+        raise ConfigInvalid(
+            f"model {provider.info.model_string!r} cannot call tools natively, and this agent has "
+            f"{len(tools)}: use tool_mode='json' (or 'auto'), a model that supports tool calling, "
+            "or remove the tools"
+        )
+    if asked == "auto":
+        return "native" if native else "json"
+    return "json" if asked == "json" else "native"
+
+
+def response_cache_class() -> type[ResponseCache]:
+    """The class of response caches, imported only by an agent given one (it brings sqlite3)."""
+    from tether.providers.response_cache import ResponseCache
+
+    return ResponseCache
