@@ -56,7 +56,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def __init__(
         self,
-        model: str | Provider,
+        model: str | Provider | Sequence[str | Provider],
         *,
         tools: Iterable[Tool | Callable[..., Any]] = (),
         system: str | Callable[[RunContext[DepsT]], str | Awaitable[str | None] | None] | None = None,
@@ -89,7 +89,8 @@ class Agent(Generic[DepsT, OutputT]):
     ) -> None:
         """
         Args:
-            model: a ``provider:model`` string or a Provider instance.
+            model: a ``provider:model`` string or a Provider instance; or a list of them, tried in order when one
+                fails for a passing reason before its answer begins (``tether.providers.FallbackProvider``).
             tools: Tools, or plain typed functions (wrapped with ``Tool.from_function``).
             system: the system prompt, sent once at the head of every request; or a function of the run's
                 context (``RunContext[Deps]``, sync or async) that gives it, evaluated when each run starts.

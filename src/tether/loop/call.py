@@ -52,7 +52,8 @@ from tether.loop.interrupts import Interrupted, Interrupter, Picker, deadline_pa
 from tether.loop.outputs import PartialOutputs
 from tether.loop.records import CallRecorder, close_stream, within
 from tether.messages import Message, Text, Thinking
-from tether.providers.base import Request
+from tether.providers.base import ModelInfo, Request
+from tether.providers.fallback import FallbackProvider
 from tether.secrets import mask_exception_in_place
 from tether.usage import NO_USAGE, Usage
 
@@ -90,8 +91,8 @@ class Calls:
     """Makes the provider calls of one run and keeps what they count (see the module docstring)."""
 
     __slots__ = (
-        "exchanges", "gauge", "guard", "interrupter", "last_text", "notify", "observer", "recorder", "spec", "steps",
-        "turn_usage",
+        "exchanges", "falls_back", "gauge", "guard", "interrupter", "last_text", "notify", "observer", "recorder",
+        "spec", "steps", "turn_usage",
     )  # fmt: skip
 
     def __init__(
@@ -119,6 +120,8 @@ class Calls:
         """The last text a call gave, however it ended: the answer of a run stopped before it answered."""
         self.exchanges: ExchangeLog | None = None
         """Where each call's exchange is kept, when the run keeps them (``tether.exchanges``; set by its session)."""
+        self.falls_back = isinstance(spec.provider, FallbackProvider)
+        """The model is a fallback: each call is told when it moves on (a single model pays nothing for it)."""
 
     def retried(self, error: ProviderError, attempt: int, wait: float) -> None:
         """The provider retries the current call (``Request.on_retry``): counted, observed, and the error's text
@@ -234,6 +237,8 @@ class ProviderCall:
         self._calls = calls
         self._exchange = None if calls.exchanges is None else ExchangeRecorder()
         self.request = request if self._exchange is None else msgspec.structs.replace(request, record=self._exchange)
+        if calls.falls_back:
+            self.request = msgspec.structs.replace(self.request, on_fallback=self._fell_back)
         self.turn = turn
         self.attempt = attempt
         self.final = final
@@ -294,6 +299,20 @@ class ProviderCall:
             self.outcome = CallOutcome(turn, usage, problem, error)
             if self._exchange is not None and calls.exchanges is not None:
                 calls.exchanges.ended(self._exchange, self.turn, self.attempt)
+
+    def _fell_back(self, error: ProviderError, failed: ModelInfo, to: ModelInfo) -> None:
+        """The fallback moved on from ``failed`` before its answer began (``Request.on_fallback``): that attempt is
+        a record and a span of its own (its request counted, its error's code kept), and the next one, asked of
+        ``to`` for the same turn and attempt, starts its own clock and span."""
+        calls = self._calls
+        mask_exception_in_place(error, calls.spec.masker)
+        calls.turn_usage.append(ONE_REQUEST)
+        calls.guard.record_call(ONE_REQUEST)
+        calls.recorder.end_call(0.0, ONE_REQUEST)
+        calls.completed(self, msgspec.structs.replace(NOTHING, model=failed.name), None, error)
+        calls.recorder.begin_call()
+        if calls.observer is not None:
+            calls.observer.call_started(self.turn, self.attempt, self.final, self.request)
 
     def _picker(self, passthrough: bool) -> Picker[LlmEvent, Delta]:
         """What the watch hands on of each event: its text and thinking (the accumulator itself), only the
