@@ -312,6 +312,7 @@ class ProviderCall:
         calls.completed(self, msgspec.structs.replace(NOTHING, model=failed.name), None, error)
         calls.recorder.begin_call()
         if calls.observer is not None:
+            calls.observer.fell_back(error, failed, to)
             calls.observer.call_started(self.turn, self.attempt, self.final, self.request)
 
     def _picker(self, passthrough: bool) -> Picker[LlmEvent, Delta]:

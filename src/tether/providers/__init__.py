@@ -90,14 +90,14 @@ if TYPE_CHECKING:
     from tether.providers.base import ModelSettings as ModelSettings
     from tether.providers.base import OnFallback as OnFallback
     from tether.providers.base import OnRetry as OnRetry
-    from tether.providers.fallback import FALLBACK_ON as FALLBACK_ON
-    from tether.providers.fallback import FallbackProvider as FallbackProvider
     from tether.providers.base import Provider as Provider
     from tether.providers.base import Request as Request
     from tether.providers.base import ServedProvider as ServedProvider
     from tether.providers.base import Server as Server
     from tether.providers.base import ToolChoice as ToolChoice
     from tether.providers.base import ToolDefinition as ToolDefinition
+    from tether.providers.fallback import FALLBACK_ON as FALLBACK_ON
+    from tether.providers.fallback import FallbackProvider as FallbackProvider
     from tether.providers.gemini import GeminiProvider as GeminiProvider
     from tether.providers.http.body import ResponseLimits as ResponseLimits
     from tether.providers.http.pool import close_sessions as close_sessions
