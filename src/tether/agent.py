@@ -28,7 +28,7 @@ from tether.messages import Message, Prompt, user_message
 from tether.pricing import price_for
 from tether.providers.attachments import refuse_unreadable
 from tether.providers.base import ModelSettings, Provider, ServedProvider
-from tether.providers.registry import resolve
+from tether.providers.fallback import resolve_models
 from tether.run_context import DepsT, RunContext, check_deps
 from tether.run_handles import RunHandle, RunStream
 from tether.secrets import Masker, connection_password
@@ -161,7 +161,7 @@ class Agent(Generic[DepsT, OutputT]):
                 body), masked like telemetry, in the run's session: ``store.load_exchanges(session_id)`` reads
                 them (``tether.exchanges``). A run without a session keeps none; off, nothing is copied.
         """
-        provider = resolve(model, base_url=base_url, api_key=api_key)
+        provider = resolve_models(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)

@@ -19,8 +19,9 @@ from tests.helpers import assert_valid
 from tests.providers.conftest import Serve
 from tether import Agent, Limits, StopReason
 from tether.errors import ConfigInvalid
-from tether.providers import FallbackProvider, RetryPolicy, resolve
+from tether.providers import FallbackProvider, RetryPolicy
 from tether.providers.anthropic import AnthropicProvider
+from tether.providers.fallback import resolve_models
 from tether.providers.openai_chat import OpenAIChatProvider
 
 NO_RETRY = RetryPolicy(max_retries=0)
@@ -171,15 +172,15 @@ async def test_auth_failed_moves_on_only_when_asked(serve: Serve) -> None:
 
 
 async def test_a_list_of_model_strings_is_a_fallback_and_a_single_model_is_not_wrapped() -> None:
-    """``resolve`` (what ``Agent`` calls) makes a list a fallback, keeps a one-item list's model as it is, and
+    """``resolve_models`` (what ``Agent`` calls) makes a list a fallback, keeps a one-item list's model as it is, and
     masks the keys of every model of a fallback."""
     options = {"api_key": "sk-both", "retry": NO_RETRY}
-    fallback = resolve(["openai:gpt-4o-mini", "openai:gpt-4o"], **options)
+    fallback = resolve_models(["openai:gpt-4o-mini", "openai:gpt-4o"], **options)
     assert isinstance(fallback, FallbackProvider)
     assert [p.info.name for p in fallback.providers] == ["gpt-4o-mini", "gpt-4o"]
     assert fallback.info.name == "gpt-4o-mini"
     assert fallback.credentials() == ("sk-both", "sk-both")
-    assert isinstance(resolve(["openai:gpt-4o-mini"], **options), OpenAIChatProvider)
+    assert isinstance(resolve_models(["openai:gpt-4o-mini"], **options), OpenAIChatProvider)
 
 
 def test_a_fallback_refuses_an_unknown_code_and_a_single_model() -> None:

@@ -15,7 +15,7 @@ message. Each provider's own retries happen first, inside it.
 ``Request.on_fallback`` is told of each move (the error, the model asked next) before the next model is asked:
 the loop makes each attempt a record and a span of its own. The transcript needs nothing: a provider replays
 only the reasoning signatures of its own origin (``base.py``), so a history one family wrote is continued by
-another. ``Agent([...])`` with a list of models builds one (``registry.resolve``); a single model is never
+another. ``Agent([...])`` with a list of models builds one (:func:`resolve_models`); a single model is never
 wrapped.
 """
 
@@ -27,8 +27,9 @@ from typing import Any
 from tether.errors import ConfigInvalid, ProviderError
 from tether.events import LlmEvent, ProviderRetry, StreamStart
 from tether.providers.base import ModelInfo, Provider, Request, ServedProvider, Server
+from tether.providers.registry import resolve
 
-__all__ = ["FALLBACK_CODES", "FALLBACK_ON", "FallbackProvider"]
+__all__ = ["FALLBACK_CODES", "FALLBACK_ON", "FallbackProvider", "resolve_models"]
 
 FALLBACK_ON = frozenset({"rate_limited", "provider_unavailable", "timeout", "transport"})
 """The codes that move on by default: failures of the service, not of the request."""
@@ -48,8 +49,6 @@ class FallbackProvider:
     def __init__(self, models: Sequence[str | Provider], *, on: Iterable[str] = FALLBACK_ON, **options: Any) -> None:
         """``models``: model strings or providers, two or more (``options`` go to each string's builder, as in
         ``resolve``); ``on``: the error codes that move on, of :data:`FALLBACK_CODES`."""
-        from tether.providers.registry import resolve
-
         if isinstance(models, str) or len(models) < 2:
             raise ConfigInvalid("a fallback needs a list of two models or more")
         codes = frozenset(on)
@@ -107,3 +106,13 @@ class FallbackProvider:
                 aclose = getattr(events, "aclose", None)
                 if aclose is not None:
                     await aclose()
+
+
+def resolve_models(model: str | Provider | Sequence[str | Provider], **options: Any) -> Provider:
+    """What ``Agent`` is given, as a provider: a model string or a provider as ``registry.resolve`` makes it; a
+    list of two or more, a :class:`FallbackProvider` over them; a list of one, that one's provider."""
+    if not isinstance(model, list | tuple):
+        return resolve(model, **options)
+    if len(model) == 1:
+        return resolve(model[0], **options)
+    return FallbackProvider(model, **options)

@@ -9,7 +9,6 @@ a :class:`Profile` records those facts as data, and one provider serves them all
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,16 +108,9 @@ def prefixes() -> frozenset[str]:
     return frozenset(_BUILDERS)
 
 
-def resolve(model: str | Provider | Sequence[str | Provider], **options: Any) -> Provider:
+def resolve(model: str | Provider, **options: Any) -> Provider:
     """The provider for a model string (``options`` such as ``base_url`` and ``api_key`` go to its builder),
-    or the provider itself; for a list of two or more, a ``FallbackProvider`` over them (``fallback.py``), and
-    for a list of one, that one's."""
-    if isinstance(model, list | tuple):
-        if len(model) == 1:
-            return resolve(model[0], **options)
-        from tether.providers.fallback import FallbackProvider
-
-        return FallbackProvider(model, **options)
+    or the provider itself."""
     if not isinstance(model, str):
         if not isinstance(model, Provider):
             raise ConfigInvalid(f"a model is a 'provider:model' string or a Provider, not {type(model).__name__}")
