@@ -111,7 +111,7 @@ class FallbackProvider:
 def resolve_models(model: str | Provider | Sequence[str | Provider], **options: Any) -> Provider:
     """What ``Agent`` is given, as a provider: a model string or a provider as ``registry.resolve`` makes it; a
     list of two or more, a :class:`FallbackProvider` over them; a list of one, that one's provider."""
-    if not isinstance(model, list | tuple):
+    if isinstance(model, str) or not isinstance(model, Sequence):
         return resolve(model, **options)
     if len(model) == 1:
         return resolve(model[0], **options)
