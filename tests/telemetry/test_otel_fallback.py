@@ -6,11 +6,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
+from opentelemetry import trace
 from opentelemetry.trace import StatusCode
 
 from tests.providers.test_fallback import NO_RETRY, Server, answering, status
 from tests.telemetry.conftest import Otel, attrs, check_tree
 from tether import Agent
+from tether.errors import ProviderUnavailable
+from tether.providers import LlmEvent, ModelInfo, Request, StreamEnd, TextDelta, Usage
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.openai_chat import OpenAIChatProvider
 
@@ -54,3 +57,33 @@ async def test_each_attempt_is_a_span_naming_its_model(otel: Otel, urls: list[st
     assert attrs(answered)["gen_ai.provider.name"] == "openai"
     assert attrs(answered)["gen_ai.response.model"] == "backup-1"
     assert answered.status.status_code is not StatusCode.ERROR
+
+
+class Watching:
+    """A model in this process that notes the span current while it is asked, and fails or answers."""
+
+    def __init__(self, name: str, *, fails: bool) -> None:
+        self.name = name
+        self.fails = fails
+        self.span_name: str | None = None
+
+    @property
+    def info(self) -> ModelInfo:
+        return ModelInfo("custom", self.name)
+
+    async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
+        self.span_name = getattr(trace.get_current_span(), "name", None)
+        if self.fails:
+            raise ProviderUnavailable("down")
+        yield TextDelta("answered")
+        yield StreamEnd("stop", Usage())
+
+
+async def test_each_attempt_runs_inside_its_own_span(otel: Otel) -> None:
+    """The provider's work for the next model is done inside that attempt's span, not the failed one's."""
+    first, second = Watching("first", fails=True), Watching("second", fails=False)
+
+    result = await Agent([first, second], telemetry=otel.telemetry()).run("Hello?")
+
+    assert result.text == "answered"
+    assert (first.span_name, second.span_name) == ("chat first", "chat second")

@@ -25,6 +25,7 @@ turn's text and thinking after the step, its retries only through the sinks.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -58,6 +59,8 @@ from tether.secrets import mask_exception_in_place
 from tether.usage import NO_USAGE, Usage
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from tether.errors import ProviderError
     from tether.loop.context.tokens import TokenGauge
     from tether.loop.spec import RunSpec
@@ -216,7 +219,8 @@ class ProviderCall:
     """One provider call (see the module docstring): iterate :meth:`deltas`, then read :attr:`outcome`."""
 
     __slots__ = (
-        "_accumulator", "_calls", "_exchange", "attempt", "final", "outcome", "quiet", "request", "turn", "view",
+        "_accumulator", "_calls", "_current", "_exchange", "attempt", "final", "outcome", "quiet", "request", "turn",
+        "view",
     )  # fmt: skip
 
     def __init__(
@@ -248,6 +252,8 @@ class ProviderCall:
         self.outcome: CallOutcome | None = None
         """What the call gave, once its stream is over (also when it failed)."""
         self._accumulator = StreamAccumulator()
+        self._current: _Current | None = None
+        """The call's context, when the run's model is a fallback and is observed."""
 
     async def deltas(self, actions: ActionProtocol | None) -> AsyncGenerator[Delta, None]:
         """Make the call: its text and thinking as they stream, with the marks of its thinking blocks (none in
@@ -255,10 +261,13 @@ class ProviderCall:
         quiet call); :attr:`outcome` is set when it is over, however it ended."""
         calls = self._calls
         spec, interrupter, observer = calls.spec, calls.interrupter, calls.observer
-        context = None
+        context: AbstractContextManager[Any] | None = None
         if observer is not None:
             observer.call_started(self.turn, self.attempt, self.final, self.request)
-            context = observer.call_context()
+            if calls.falls_back:
+                context = self._current = _Current(observer)
+            else:
+                context = observer.call_context()
         alarm, seconds = interrupter.alarm, spec.limits.step_timeout
         if seconds is not None:  # keyed by the interrupter: a run makes one provider call at a time
             alarm.set(interrupter, alarm.time() + seconds, self._timed_out)
@@ -314,6 +323,8 @@ class ProviderCall:
         if calls.observer is not None:
             calls.observer.fell_back(error, failed, to)
             calls.observer.call_started(self.turn, self.attempt, self.final, self.request)
+            if self._current is not None:
+                self._current.switch()
 
     def _picker(self, passthrough: bool) -> Picker[LlmEvent, Delta]:
         """What the watch hands on of each event: its text and thinking (the accumulator itself), only the
@@ -361,6 +372,33 @@ class ProviderCall:
         finally:
             await close_stream(stream)
         return accumulator.finish()
+
+
+class _Current:
+    """The observer's call context as it is now: a fallback's next attempt is a span of its own, begun in the middle
+    of a step of the call's stream and entered there (:meth:`switch`), on top of the failed attempt's. Only a
+    fallback's calls pay for it."""
+
+    __slots__ = ("_entered", "_observer")
+
+    def __init__(self, observer: RunObserver) -> None:
+        self._observer = observer
+        self._entered: list[AbstractContextManager[Any]] = []
+
+    def __enter__(self) -> None:
+        self.switch()
+
+    def switch(self) -> None:
+        """Enter the observer's current call context, until the step ends."""
+        if (context := self._observer.call_context()) is not None:
+            context.__enter__()
+            self._entered.append(context)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        while self._entered:
+            self._entered.pop().__exit__(kind, error, trace)
 
 
 class _Quiet:
