@@ -188,3 +188,27 @@ def test_a_fallback_refuses_an_unknown_code_and_a_single_model() -> None:
         FallbackProvider(["scripted:a", "scripted:b"], on={"bad_request"})
     with pytest.raises(ConfigInvalid, match="two models or more"):
         FallbackProvider(["scripted:a"])
+
+
+async def test_a_fallbacks_health_reaches_every_model(serve: Serve) -> None:
+    """``Agent.health()`` of a fallback asks each model's API, and names each."""
+
+    async def models(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"object": "list", "data": [{"id": "backup-1", "object": "model"}]})
+
+    urls = []
+    for _ in range(2):
+        app = web.Application()
+        app.router.add_get("/v1/models", models)
+        urls.append(await serve(app))
+    first, second = (
+        OpenAIChatProvider(name, base_url=f"{url}/v1", api_key="sk", retry=NO_RETRY)
+        for name, url in zip(("primary-1", "backup-1"), urls, strict=True)
+    )
+
+    report = await Agent([first, second]).health(timeout=5)
+
+    (check,) = [c for c in report.checks if c.name == "provider"]
+    assert check.ok, check
+    assert "openai:primary-1: " in check.detail
+    assert "openai:backup-1: " in check.detail

@@ -77,6 +77,16 @@ class FallbackProvider:
         first = self.providers[0]
         return first.server if isinstance(first, ServedProvider) else (None, None)
 
+    async def reach(self, timeout: float) -> str:
+        """Each model's API reached in turn (``Agent.health()``), what each said joined; one that cannot be
+        reached fails the check, as a single model would."""
+        said = []
+        for provider in self.providers:
+            reach = getattr(provider, "reach", None)
+            name = provider.info.model_string
+            said.append(f"{name}: {await reach(timeout)}" if reach is not None else f"{name}: nothing to reach")
+        return "; ".join(said)
+
     async def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
         """Each model in turn until one answers, or fails after its answer began, or fails for a code not in
         ``on``, or is the last."""
