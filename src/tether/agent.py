@@ -36,7 +36,7 @@ from tether.messages import Message, Prompt, user_message
 from tether.pricing import price_for
 from tether.providers.attachments import refuse_unreadable
 from tether.providers.base import ModelSettings, Provider, ServedProvider
-from tether.providers.registry import resolve
+from tether.providers.fallback import resolve_models
 from tether.run_context import DepsT, RunContext, check_deps
 from tether.run_handles import RunHandle, RunStream
 from tether.secret_refs import is_reference
@@ -66,7 +66,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def __init__(
         self,
-        model: str | Provider,
+        model: str | Provider | Sequence[str | Provider],
         *,
         tools: Iterable[Tool | Callable[..., Any]] = (),
         system: str | Callable[[RunContext[DepsT]], str | Awaitable[str | None] | None] | None = None,
@@ -100,7 +100,8 @@ class Agent(Generic[DepsT, OutputT]):
     ) -> None:
         """
         Args:
-            model: a ``provider:model`` string or a Provider instance.
+            model: a ``provider:model`` string or a Provider instance; or a list of them, tried in order when one
+                fails for a passing reason before its answer begins (``tether.providers.FallbackProvider``).
             tools: Tools, or plain typed functions (wrapped with ``Tool.from_function``).
             system: the system prompt, sent once at the head of every request; or a function of the run's
                 context (``RunContext[Deps]``, sync or async) that gives it, evaluated when each run starts.
@@ -175,7 +176,7 @@ class Agent(Generic[DepsT, OutputT]):
             cache: a :class:`~tether.ResponseCache`: a request identical to one answered before (at temperature 0,
                 unless it allows any) is answered from it, its events replayed, no request made.
         """
-        provider = resolve(model, base_url=base_url, api_key=api_key)
+        provider = resolve_models(model, base_url=base_url, api_key=api_key)
         registry = ToolRegistry(tools)
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)

@@ -147,3 +147,37 @@ def test_api_version_is_refused_for_a_provider_that_is_not_azure(dirs: Dirs) -> 
 
     assert (issue["key"], issue["line"]) == ("providers.ollama.api_version", 2)
     assert issue["message"] == "only an Azure OpenAI provider takes an api_version"
+
+
+async def test_a_list_of_models_is_a_fallback_each_built_from_its_own_table(dirs: Dirs) -> None:
+    """``runtime.model = [...]``: the first model (a server of its own naming, answering 503) fails before its
+    answer begins, and the run completes on the next."""
+    with unavailable_server() as server:
+        dirs.write_project(
+            '[runtime]\nmodel = ["box:qwen3", "scripted:echo"]\nretries = 0\n\n'
+            f'[providers.box]\nbase_url = "{server.base_url}"\n'
+        )
+        config = dirs.load().config
+        result = await Agent(build_provider(config, {})).run("hi")
+
+        assert config.runtime.first_model == "box:qwen3"
+        assert result.stop_reason == "complete"
+        assert server.attempts == 1
+        assert [record.error for record in result.turn_records] == ["provider_unavailable", None]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("[]", "must name at least one model"),
+        ('["openai:gpt-4o", "gpt-4o-mini"]', "must be 'provider:model'"),
+        ('["openai:gpt-4o", "nowhere:m"]', "unknown provider 'nowhere' in 'nowhere:m'"),
+    ],
+)
+def test_every_model_of_a_list_is_checked(dirs: Dirs, value: str, message: str) -> None:
+    dirs.write_project(f"[runtime]\nmodel = {value}\n")
+
+    (issue,) = dirs.issues()
+
+    assert issue["key"] == "runtime.model"
+    assert message in issue["message"]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from tether.agent import Agent
 from tether.bounded import read_bounded
 from tether.cli.paths import cache_dir, default_session_path
-from tether.config import AgentConfig, CacheConfig, Config, SessionConfig, model_target
+from tether.config import AgentConfig, CacheConfig, Config, SessionConfig, build_provider
 from tether.config.service import ConfigService
 from tether.errors import ConfigInvalid
 from tether.messages import ToolCall
@@ -187,10 +187,12 @@ class Setup:
         approve: Approver | None = None,
     ) -> Agent:
         """An agent on ``model`` (the chosen one by default) with the workspace tools and this setup's store."""
-        config = with_model(self.config, model or self.model)
+        config = self.config
+        if model is not None or not isinstance(config.runtime.model, list):  # a fallback's list is kept whole
+            config = with_model(config, model or self.model)
         tools = self.tools()
         return Agent(
-            model_target(config, self.env).provider(),
+            build_provider(config, self.env),
             tools=tools,
             system=instructions(self.workspace.root, config.agent),
             limits=config.runtime.limits.to_limits(),
@@ -213,7 +215,7 @@ def load_setup(cwd: Path, env: Mapping[str, str], flags: Mapping[str, object], c
     settings = ConfigService(cwd, env, config_file=config_file)
     loaded = settings.load(flags)
     config = loaded.config
-    choice = choose_model(config.runtime.model, env)
+    choice = choose_model(config.runtime.first_model, env)
     if choice.model is None:
         raise NoModel(choice.problem or "no model")
     if choice.base_url is not None:

@@ -118,7 +118,7 @@ class Doctor:
             from tether.providers.default_model import choose_model
             from tether.providers.registry import prefixes
 
-            choice = choose_model(config.runtime.model, self.env)
+            choice = choose_model(config.runtime.first_model, self.env)
             if choice.model is None:
                 raise ConfigInvalid((choice.problem or "no model is configured").replace("\n", " "))
             self.model = choice.model

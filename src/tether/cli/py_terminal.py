@@ -93,7 +93,7 @@ def open_questions(
     from tether.providers.default_model import choose_model, embedded_notice
 
     loaded = load(cwd, env, {"runtime.model": model}, config_file=config_file)
-    choice = choose_model(loaded.config.runtime.model, env)
+    choice = choose_model(loaded.config.runtime.first_model, env)
     config = loaded.config
     if choice.model is not None and choice.base_url is not None:  # a local server found running
         config = with_server(config, choice.model, choice.base_url)

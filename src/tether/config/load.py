@@ -479,14 +479,15 @@ def cross_checks(config: Config) -> list[tuple[Loc, str]]:
     """What the schema cannot see key by key: references between sections, required pairs, duplicates."""
     problems: list[tuple[Loc, str]] = []
     builtin = builtin_prefixes()
-    if config.runtime.model is not None:
-        prefix = config.runtime.model.partition(":")[0]
+    model = config.runtime.model
+    for each in [model] if isinstance(model, str) else model or ():
+        prefix = each.partition(":")[0]
         known = builtin | set(config.providers)
         if prefix not in known:
             problems.append(
                 (
                     ("runtime", "model"),
-                    f"unknown provider {prefix!r} in {config.runtime.model!r}{_issues.suggestion(prefix, known)}"
+                    f"unknown provider {prefix!r} in {each!r}{_issues.suggestion(prefix, known)}"
                     " (a [providers.NAME] table adds one)",
                 )
             )

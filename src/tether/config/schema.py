@@ -126,14 +126,21 @@ class LimitsConfig(Section):
 class RuntimeConfig(Section):
     """``[runtime]``: which model runs, and how far a run may go."""
 
-    model: str | None = None
+    model: str | list[str] | None = None
     """The model, as ``"provider:model"`` (``"openai:gpt-4o-mini"``, ``"ollama:llama3.2"``); the prefix is a
-    built-in provider or a ``[providers.NAME]`` of this file."""
+    built-in provider or a ``[providers.NAME]`` of this file. A list (``["anthropic:...", "openai:..."]``) is a
+    fallback: the next model is asked when one is down, overloaded, rate-limited, times out or loses its
+    connection before its answer begins."""
     retries: int = DEFAULT_RETRIES
     """Retries of a provider request that failed for a passing reason (rate limit, server error, lost
     connection), after the first attempt; 0 never retries."""
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     """The guards (``[runtime.limits]``)."""
+
+    @property
+    def first_model(self) -> str | None:
+        """The model asked first: ``model``, or the first of its list (what the command line shows and checks)."""
+        return self.model[0] if isinstance(self.model, list) else self.model
 
     @field_validator("retries", mode="before")
     @classmethod
@@ -144,9 +151,11 @@ class RuntimeConfig(Section):
 
     @field_validator("model")
     @classmethod
-    def _model_string(cls, value: str | None) -> str | None:
-        if value is not None:
-            prefix, colon, name = value.partition(":")
+    def _model_string(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and not value:
+            raise ValueError("must name at least one model")
+        for model in [value] if isinstance(value, str) else value or ():
+            prefix, colon, name = model.partition(":")
             if not (prefix and colon and name):
                 raise ValueError("must be 'provider:model', for example 'openai:gpt-4o-mini'")
         return value

@@ -70,6 +70,8 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
     model = config.runtime.model
     if model is None:
         raise ConfigInvalid("no model is configured: set runtime.model in agent.toml, or TETHER_MODEL")
+    if isinstance(model, list):  # a fallback's models are built one by one (build_provider)
+        model = model[0]
     prefix, _, name = model.partition(":")
     settings = config.providers.get(prefix)
     retries = config.runtime.retries
@@ -100,5 +102,14 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
 
 
 def build_provider(config: Config, env: Mapping[str, str] | None = None) -> Provider:
-    """The provider for ``runtime.model``, for ``Agent(build_provider(config), limits=...)``."""
-    return model_target(config, env).provider()
+    """The provider for ``runtime.model``, for ``Agent(build_provider(config), limits=...)``: for a list of
+    models, a ``FallbackProvider`` over each one's provider (each with its own ``[providers.NAME]``)."""
+    models = config.runtime.model
+    if not isinstance(models, list) or len(models) == 1:
+        return model_target(config, env).provider()
+    from tether.providers.fallback import FallbackProvider
+
+    def one(model: str) -> Config:
+        return config.model_copy(update={"runtime": config.runtime.model_copy(update={"model": model})})
+
+    return FallbackProvider([model_target(one(model), env).provider() for model in models])

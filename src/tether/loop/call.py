@@ -25,6 +25,7 @@ turn's text and thinking after the step, its retries only through the sinks.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -52,11 +53,14 @@ from tether.loop.interrupts import Interrupted, Interrupter, Picker, deadline_pa
 from tether.loop.outputs import PartialOutputs
 from tether.loop.records import CallRecorder, close_stream, within
 from tether.messages import Message, Text, Thinking
-from tether.providers.base import Request
+from tether.providers.base import ModelInfo, Request
+from tether.providers.fallback import FallbackProvider
 from tether.secrets import mask_exception_in_place
 from tether.usage import NO_USAGE, Usage
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from tether.errors import ProviderError
     from tether.loop.context.tokens import TokenGauge
     from tether.loop.spec import RunSpec
@@ -90,8 +94,8 @@ class Calls:
     """Makes the provider calls of one run and keeps what they count (see the module docstring)."""
 
     __slots__ = (
-        "exchanges", "gauge", "guard", "interrupter", "last_text", "notify", "observer", "recorder", "spec", "steps",
-        "turn_usage",
+        "exchanges", "falls_back", "gauge", "guard", "interrupter", "last_text", "notify", "observer", "recorder",
+        "spec", "steps", "turn_usage",
     )  # fmt: skip
 
     def __init__(
@@ -119,6 +123,8 @@ class Calls:
         """The last text a call gave, however it ended: the answer of a run stopped before it answered."""
         self.exchanges: ExchangeLog | None = None
         """Where each call's exchange is kept, when the run keeps them (``tether.exchanges``; set by its session)."""
+        self.falls_back = isinstance(spec.provider, FallbackProvider)
+        """The model is a fallback: each call is told when it moves on (a single model pays nothing for it)."""
 
     def retried(self, error: ProviderError, attempt: int, wait: float) -> None:
         """The provider retries the current call (``Request.on_retry``): counted, observed, and the error's text
@@ -214,7 +220,8 @@ class ProviderCall:
     """One provider call (see the module docstring): iterate :meth:`deltas`, then read :attr:`outcome`."""
 
     __slots__ = (
-        "_accumulator", "_calls", "_exchange", "attempt", "final", "outcome", "quiet", "request", "turn", "view",
+        "_accumulator", "_calls", "_current", "_exchange", "attempt", "final", "outcome", "quiet", "request", "turn",
+        "view",
     )  # fmt: skip
 
     def __init__(
@@ -235,6 +242,8 @@ class ProviderCall:
         self._calls = calls
         self._exchange = None if calls.exchanges is None else ExchangeRecorder()
         self.request = request if self._exchange is None else msgspec.structs.replace(request, record=self._exchange)
+        if calls.falls_back:
+            self.request = msgspec.structs.replace(self.request, on_fallback=self._fell_back)
         self.turn = turn
         self.attempt = attempt
         self.final = final
@@ -244,6 +253,8 @@ class ProviderCall:
         self.outcome: CallOutcome | None = None
         """What the call gave, once its stream is over (also when it failed)."""
         self._accumulator = StreamAccumulator()
+        self._current: _Current | None = None
+        """The call's context, when the run's model is a fallback and is observed."""
 
     async def deltas(self, actions: ActionProtocol | None) -> AsyncGenerator[Delta, None]:
         """Make the call: its text and thinking as they stream, with the marks of its thinking blocks (none in
@@ -251,10 +262,13 @@ class ProviderCall:
         quiet call); :attr:`outcome` is set when it is over, however it ended."""
         calls = self._calls
         spec, interrupter, observer = calls.spec, calls.interrupter, calls.observer
-        context = None
+        context: AbstractContextManager[Any] | None = None
         if observer is not None:
             observer.call_started(self.turn, self.attempt, self.final, self.request)
-            context = observer.call_context()
+            if calls.falls_back:
+                context = self._current = _Current(observer)
+            else:
+                context = observer.call_context()
         alarm, seconds = interrupter.alarm, spec.limits.step_timeout
         if seconds is not None:  # keyed by the interrupter: a run makes one provider call at a time
             alarm.set(interrupter, alarm.time() + seconds, self._timed_out)
@@ -295,6 +309,23 @@ class ProviderCall:
             self.outcome = CallOutcome(turn, usage, problem, error)
             if self._exchange is not None and calls.exchanges is not None:
                 calls.exchanges.ended(self._exchange, self.turn, self.attempt)
+
+    def _fell_back(self, error: ProviderError, failed: ModelInfo, to: ModelInfo) -> None:
+        """The fallback moved on from ``failed`` before its answer began (``Request.on_fallback``): that attempt is
+        a record and a span of its own (its request counted, its error's code kept), and the next one, asked of
+        ``to`` for the same turn and attempt, starts its own clock and span."""
+        calls = self._calls
+        mask_exception_in_place(error, calls.spec.masker)
+        calls.turn_usage.append(ONE_REQUEST)
+        calls.guard.record_call(ONE_REQUEST)
+        calls.recorder.end_call(0.0, ONE_REQUEST)
+        calls.completed(self, msgspec.structs.replace(NOTHING, model=failed.name), None, error)
+        calls.recorder.begin_call()
+        if calls.observer is not None:
+            calls.observer.fell_back(error, failed, to)
+            calls.observer.call_started(self.turn, self.attempt, self.final, self.request)
+            if self._current is not None:
+                self._current.switch()
 
     def _picker(self, passthrough: bool) -> Picker[LlmEvent, Delta]:
         """What the watch hands on of each event: its text and thinking (the accumulator itself), only the
@@ -342,6 +373,33 @@ class ProviderCall:
         finally:
             await close_stream(stream)
         return accumulator.finish()
+
+
+class _Current:
+    """The observer's call context as it is now: a fallback's next attempt is a span of its own, begun in the middle
+    of a step of the call's stream and entered there (:meth:`switch`), on top of the failed attempt's. Only a
+    fallback's calls pay for it."""
+
+    __slots__ = ("_entered", "_observer")
+
+    def __init__(self, observer: RunObserver) -> None:
+        self._observer = observer
+        self._entered: list[AbstractContextManager[Any]] = []
+
+    def __enter__(self) -> None:
+        self.switch()
+
+    def switch(self) -> None:
+        """Enter the observer's current call context, until the step ends."""
+        if (context := self._observer.call_context()) is not None:
+            context.__enter__()
+            self._entered.append(context)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        while self._entered:
+            self._entered.pop().__exit__(kind, error, trace)
 
 
 class _Quiet:

@@ -2,12 +2,14 @@
 
 This face hands on what a user of providers needs, loaded on first use (``import tether.providers`` loads no
 provider): the protocol and its values, the events a provider streams (``LlmEvent`` and its kinds, ``Usage``),
-model strings (``resolve``, ``PROFILES``), each wire protocol's provider,
-the embedded model, the scripted model for tests, and the HTTP settings (``RetryPolicy``, ``ResponseLimits``).
+model strings (``resolve``, ``PROFILES``), each wire protocol's provider, the embedded model, models tried in
+order (``FallbackProvider``), the scripted model for tests, and the HTTP settings (``RetryPolicy``,
+``ResponseLimits``).
 
 * ``base.py``: the Provider protocol and the values it speaks (``Request``, ``ModelInfo``, ...);
-* ``registry.py``: model strings and the profiles of OpenAI-compatible servers; ``default_model.py``: the model
-  used when none is configured; ``windows.py``: known context windows; ``probe.py``: what a server serves;
+* ``registry.py``: model strings and the profiles of OpenAI-compatible servers; ``fallback.py``: models tried
+  in order; ``default_model.py``: the model used when none is configured; ``windows.py``: known context
+  windows; ``probe.py``: what a server serves;
 * one module per wire protocol (``openai_chat.py``, ``openai_responses.py``, ``anthropic.py``, ``gemini.py``),
   each with its answers' decoder (``*_stream.py``); ``wire.py`` and ``decoding.py``: reading answers;
   ``memo.py``: request bodies made of kept JSON;
@@ -31,6 +33,9 @@ _EXPORTS: dict[str, str] = {
     "ToolChoice": "tether.providers.base",
     "ForceTool": "tether.providers.base",
     "OnRetry": "tether.providers.base",
+    "OnFallback": "tether.providers.base",
+    "FallbackProvider": "tether.providers.fallback",
+    "FALLBACK_ON": "tether.providers.fallback",
     "LlmEvent": "tether.events",
     "StreamStart": "tether.events",
     "ThinkingDelta": "tether.events",
@@ -85,6 +90,7 @@ if TYPE_CHECKING:
     from tether.providers.base import ForceTool as ForceTool
     from tether.providers.base import ModelInfo as ModelInfo
     from tether.providers.base import ModelSettings as ModelSettings
+    from tether.providers.base import OnFallback as OnFallback
     from tether.providers.base import OnRetry as OnRetry
     from tether.providers.base import Provider as Provider
     from tether.providers.base import Request as Request
@@ -92,6 +98,8 @@ if TYPE_CHECKING:
     from tether.providers.base import Server as Server
     from tether.providers.base import ToolChoice as ToolChoice
     from tether.providers.base import ToolDefinition as ToolDefinition
+    from tether.providers.fallback import FALLBACK_ON as FALLBACK_ON
+    from tether.providers.fallback import FallbackProvider as FallbackProvider
     from tether.providers.gemini import GeminiProvider as GeminiProvider
     from tether.providers.http.body import ResponseLimits as ResponseLimits
     from tether.providers.http.pool import close_sessions as close_sessions

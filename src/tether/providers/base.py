@@ -43,6 +43,7 @@ __all__ = [
     "ForceTool",
     "ModelInfo",
     "ModelSettings",
+    "OnFallback",
     "OnRetry",
     "Provider",
     "Request",
@@ -116,6 +117,9 @@ class Request(msgspec.Struct, frozen=True):
     provider allows beside them)."""
     on_retry: OnRetry | None = None
     """Called before each retry the provider makes (for the run's records, logs and spans); must not raise."""
+    on_fallback: OnFallback | None = None
+    """Called when a fallback provider moves on to its next model (for the run's records and spans); must not
+    raise. ``None`` for a run whose model is not a fallback."""
     record: ExchangeRecorder | None = None
     """Set when the run keeps its exchanges (``tether.exchanges``): a provider that speaks HTTP hands it the body
     it posts and the answer as it reads it. ``None`` (the default): nothing is copied."""
@@ -146,6 +150,10 @@ class ModelInfo(msgspec.Struct, frozen=True, gc=False):
     def model_string(self) -> str:
         """The ``provider:model`` string, as used for price lookup and display."""
         return f"{self.provider}:{self.name}"
+
+
+OnFallback: TypeAlias = Callable[[ProviderError, ModelInfo, ModelInfo], None]
+"""Told when a fallback moves on (``fallback.py``): the error, the model that failed, the model asked next."""
 
 
 @runtime_checkable

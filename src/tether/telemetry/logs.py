@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from tether.errors import ProviderError
     from tether.events import RunResult, ToolCallRecord, TurnRecord
     from tether.messages import Message, ToolCall, ToolResult
-    from tether.providers.base import Request
+    from tether.providers.base import ModelInfo, Request
     from tether.redaction import Redaction
     from tether.telemetry.observer import RunInfo
 
@@ -152,6 +152,15 @@ class LogObserver(RunObserver):
         fields = {"model": self.model, "attempt": attempt, "wait_s": wait, "error_code": code, "error_message": message}
         text = f"retry {attempt} of {self.model} after {code}, waiting {wait:.2f} s"
         self._log(PROVIDERS, logging.WARNING, "retry", text, fields)
+
+    def fell_back(self, error: ProviderError, failed: ModelInfo, to: ModelInfo) -> None:
+        if not self._retries:
+            return
+        message = self.redaction.text(error.message)
+        fields = {"model": failed.model_string, "next_model": to.model_string, "error_code": error.code,
+                  "error_message": message}  # fmt: skip
+        text = f"{failed.model_string} failed ({error.code}): asking {to.model_string}"
+        self._log(PROVIDERS, logging.WARNING, "fallback", text, fields)
 
     def call_ended(self, record: TurnRecord, message: Message, error: BaseException | None) -> None:
         if self._turns:

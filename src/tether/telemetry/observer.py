@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from tether.errors import ProviderError
     from tether.events import RunResult, ToolCallRecord, TurnRecord
     from tether.messages import Message, ToolCall, ToolResult
-    from tether.providers.base import ModelSettings, Request, ToolDefinition
+    from tether.providers.base import ModelInfo, ModelSettings, Request, ToolDefinition
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +84,10 @@ class RunObserver:
         """The provider failed with a retryable ``error`` and tries again (``attempt``: 1 for the first retry)
         after ``wait`` seconds."""
 
+    def fell_back(self, error: ProviderError, failed: ModelInfo, to: ModelInfo) -> None:
+        """A fallback moved on from ``failed`` before its answer began (that attempt's ``call_ended`` came
+        first); the next ``call_started`` asks ``to``."""
+
     def call_ended(self, record: TurnRecord, message: Message, error: BaseException | None) -> None:
         """The current provider call ended: ``record`` says how (its ``tool_calls`` are not known yet);
         ``message`` is what the model answered (empty when the call failed); ``error`` what ended it, if any."""
@@ -126,6 +130,10 @@ class Fanout(RunObserver):
     def retry(self, error: ProviderError, attempt: int, wait: float) -> None:
         for observer in self.observers:
             observer.retry(error, attempt, wait)
+
+    def fell_back(self, error: ProviderError, failed: ModelInfo, to: ModelInfo) -> None:
+        for observer in self.observers:
+            observer.fell_back(error, failed, to)
 
     def call_ended(self, record: TurnRecord, message: Message, error: BaseException | None) -> None:
         for observer in self.observers:

@@ -99,7 +99,7 @@ if TYPE_CHECKING:
     from tether.errors import ProviderError
     from tether.events import RunResult, ToolCallRecord, TurnRecord
     from tether.messages import Message, ToolCall, ToolResult
-    from tether.providers.base import Request
+    from tether.providers.base import ModelInfo, Request
     from tether.redaction import Redaction
     from tether.telemetry.observer import RunInfo
     from tether.telemetry.settings import Telemetry
@@ -194,7 +194,7 @@ class OtelObserver(RunObserver):
     """Spans and metrics of one run (see the module docstring)."""
 
     __slots__ = (
-        "_attributes", "_call", "_call_context", "_capture", "_info", "_instruments", "_redaction", "_run",
+        "_asked", "_attributes", "_call", "_call_context", "_capture", "_info", "_instruments", "_redaction", "_run",
         "_run_context", "_tool_calls", "_tools", "_tracer",
     )  # fmt: skip
 
@@ -212,6 +212,8 @@ class OtelObserver(RunObserver):
         self._call_context: Attached | None = None
         self._tools: dict[str, tuple[Any, Any]] = {}
         self._tool_calls = 0
+        self._asked: ModelInfo | None = None
+        """The model a fallback moved on to: the next call's span names it, not the run's first model."""
 
     # --- the run ------------------------------------------------------------------------------------------
 
@@ -287,8 +289,12 @@ class OtelObserver(RunObserver):
             attributes["gen_ai.request.top_p"] = settings.top_p
         if info.session_id:
             attributes["gen_ai.conversation.id"] = info.session_id
+        model, asked, self._asked = info.model, self._asked, None
+        if asked is not None:
+            model = attributes["gen_ai.request.model"] = asked.name
+            attributes["gen_ai.provider.name"] = PROVIDER_NAMES.get(asked.provider, asked.provider)
         kind = SpanKind.INTERNAL if info.provider in IN_PROCESS else SpanKind.CLIENT
-        span = self._tracer.start_span(f"chat {info.model}", self._run_context, kind, attributes)
+        span = self._tracer.start_span(f"chat {model}", self._run_context, kind, attributes)
         if self._capture and span.is_recording():
             self._capture_request(span, request)
         self._call = span
@@ -311,6 +317,9 @@ class OtelObserver(RunObserver):
         if self._call is not None:
             self._call.add_event("retry", {"error.type": error.code, "tether.retry.attempt": attempt,
                                            "tether.retry.wait_s": float(wait)})  # fmt: skip
+
+    def fell_back(self, error: ProviderError, failed: ModelInfo, to: ModelInfo) -> None:
+        self._asked = to
 
     def call_ended(self, record: TurnRecord, message: Message, error: BaseException | None) -> None:
         if self._instruments is not None:
