@@ -198,15 +198,21 @@ def chat_provider(base_url: str) -> Provider:
 
 
 def responses_provider(base_url: str) -> Provider:
-    return OpenAIResponsesProvider("gpt-5", base_url=base_url, api_key="test-key", stream=False, retry=NO_RETRY)
+    return OpenAIResponsesProvider(
+        "gpt-5", base_url=base_url, api_key="test-key", stream=False, retry=NO_RETRY, prompt_cache="off"
+    )
 
 
 def anthropic_provider(base_url: str) -> Provider:
-    return AnthropicProvider("claude-sonnet-4-0", base_url=base_url, api_key="test-key", stream=False, retry=NO_RETRY)
+    return AnthropicProvider(
+        "claude-sonnet-4-0", base_url=base_url, api_key="test-key", stream=False, retry=NO_RETRY, prompt_cache="off"
+    )
 
 
 def gemini_provider(base_url: str) -> Provider:
-    return GeminiProvider("gemini-2.5-pro", base_url=base_url, api_key="test-key", stream=False, retry=NO_RETRY)
+    return GeminiProvider(
+        "gemini-2.5-pro", base_url=base_url, api_key="test-key", stream=False, retry=NO_RETRY, prompt_cache="off"
+    )
 
 
 def first_part(body: dict[str, Any], key: str, kind: str, field: str) -> str | None:

@@ -56,6 +56,10 @@ class ToolsMemo:
 
     def json(self, tools: Sequence[ToolDefinition]) -> msgspec.Raw:
         """The tools as a JSON list, in order; each encoded now only if not seen before."""
+        return json_list(self.items(tools))
+
+    def items(self, tools: Sequence[ToolDefinition]) -> list[bytes]:
+        """Each tool's JSON, in order (what :meth:`json` joins), for a body that marks one of them."""
         kept, texts = self._kept, []
         for tool in tools:
             schema = tool.parameters
@@ -70,7 +74,7 @@ class ToolsMemo:
                     msgspec.json.encode(self._encode(tool)),
                 )
             texts.append(entry[3])
-        return json_list(texts)
+        return texts
 
 
 MAX_KEPT_TOOLS = 1024
