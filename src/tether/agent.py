@@ -86,6 +86,7 @@ class Agent(Generic[DepsT, OutputT]):
         output_mode: OutputMode | None = None,
         unknown_tool: UnknownTool | None = None,
         record_exchanges: bool = False,
+        prompt_cache: Literal["off", "5m", "1h"] | None = None,
     ) -> None:
         """
         Args:
@@ -106,6 +107,8 @@ class Agent(Generic[DepsT, OutputT]):
             on_event: called with every event of every run, in order (a sink; it must not block).
             base_url: where the model's API is, for a model string (needed by ``openai-compatible:``).
             api_key: the API key, for a model string; otherwise read from the provider's environment variable.
+            prompt_cache: for an ``anthropic:`` model string, the TTL of its cache breakpoints (``"5m"``, its
+                default, or ``"1h"``) or ``"off"`` (``tether.providers.anthropic_cache``).
             mode: ``"full"`` offers every tool; ``"read-only"`` only tools marked ``read_only``.
             deny: names of tools never offered nor run.
             can_use_tool: asked before every tool call: ``Allow()``, ``Deny(reason)`` or ``Ask(reason)``.
@@ -160,7 +163,7 @@ class Agent(Generic[DepsT, OutputT]):
                 body), masked like telemetry, in the run's session: ``store.load_exchanges(session_id)`` reads
                 them (``tether.exchanges``). A run without a session keeps none; off, nothing is copied.
         """
-        provider = resolve(model, base_url=base_url, api_key=api_key)
+        provider = resolve(model, base_url=base_url, api_key=api_key, prompt_cache=prompt_cache)
         registry = ToolRegistry(tools)
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)

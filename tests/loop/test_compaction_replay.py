@@ -198,9 +198,7 @@ def chat_provider(base_url: str) -> Provider:
 
 
 def responses_provider(base_url: str) -> Provider:
-    return OpenAIResponsesProvider(
-        "gpt-5", base_url=base_url, api_key="test-key", stream=False, retry=NO_RETRY, prompt_cache="off"
-    )
+    return OpenAIResponsesProvider("gpt-5", base_url=base_url, api_key="test-key", stream=False, retry=NO_RETRY)
 
 
 def anthropic_provider(base_url: str) -> Provider:
@@ -210,9 +208,7 @@ def anthropic_provider(base_url: str) -> Provider:
 
 
 def gemini_provider(base_url: str) -> Provider:
-    return GeminiProvider(
-        "gemini-2.5-pro", base_url=base_url, api_key="test-key", stream=False, retry=NO_RETRY, prompt_cache="off"
-    )
+    return GeminiProvider("gemini-2.5-pro", base_url=base_url, api_key="test-key", stream=False, retry=NO_RETRY)
 
 
 def first_part(body: dict[str, Any], key: str, kind: str, field: str) -> str | None:

@@ -161,6 +161,9 @@ class ProviderConfig(Section):
     ``openai-compatible`` when not given."""
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra HTTP headers sent with every request."""
+    prompt_cache: Literal["off", "5m", "1h"] | None = None
+    """``anthropic`` only: the TTL of the cache breakpoints placed in every request, or ``"off"``; ``"5m"`` when
+    not given (``tether.providers.anthropic_cache``)."""
 
     @field_validator("base_url")
     @classmethod

@@ -42,6 +42,8 @@ class ModelTarget:
     """Retries of a failed request (``runtime.retries``); ``None``: the provider's default."""
     name: str | None = None
     """A ``[providers.NAME]``'s NAME, the provider's name where a run is shown; ``None``: the prefix's."""
+    prompt_cache: str | None = None
+    """``[providers.anthropic] prompt_cache``; ``None``: the provider's default."""
 
     def provider(self) -> Provider:
         """Build the provider (``tether.providers.registry.resolve``)."""
@@ -57,6 +59,7 @@ class ModelTarget:
             headers=dict(self.headers) or None,
             retry=retry,
             provider_name=self.name,
+            prompt_cache=self.prompt_cache,
         )
 
 
@@ -86,7 +89,8 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
                 f"{model!r} needs an API key"
             )
     shown = None if prefix == profile else prefix
-    return ModelTarget(f"{profile}:{name}", settings.base_url, api_key, dict(settings.headers), retries, shown)
+    headers, cache = dict(settings.headers), settings.prompt_cache
+    return ModelTarget(f"{profile}:{name}", settings.base_url, api_key, headers, retries, shown, cache)
 
 
 def build_provider(config: Config, env: Mapping[str, str] | None = None) -> Provider:

@@ -124,6 +124,8 @@ def resolve(model: str | Provider, **options: Any) -> Provider:
     if target is None:
         known = ", ".join(f"{p}:" for p in sorted(_BUILDERS))
         raise ConfigInvalid(f"unknown provider {prefix!r} in {model!r}; available: {known}")
+    if prefix != "anthropic" and options.pop("prompt_cache", None) is not None:  # the others take no such option
+        raise ConfigInvalid(f"prompt_cache applies to 'anthropic:' models, not to {model!r}")
     module_name, function_name = target.split(":")
     build = getattr(importlib.import_module(module_name), function_name)
     provider: Provider = build(prefix, name, **options)
