@@ -21,9 +21,10 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.providers.anthropic_cache_mock import INSTRUCTIONS, RECORD, CacheServer  # noqa: E402
-from tether import Agent, Limits, tool  # noqa: E402
-from tether.providers.anthropic import AnthropicProvider  # noqa: E402
+from tests.providers.anthropic_cache_mock import INSTRUCTIONS, RECORD, CacheServer
+
+from tether import Agent, Limits, tool
+from tether.providers.anthropic import AnthropicProvider
 
 
 @tool

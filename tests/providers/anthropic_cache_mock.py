@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from aiohttp import web
@@ -60,7 +61,7 @@ def refusal(body: dict[str, Any]) -> str | None:
     if len(marks) > MAX_BREAKPOINTS:
         return f"A maximum of 4 blocks with cache_control may be provided. Found {len(marks)}."
     ttls = [1 if mark.get("ttl", "5m") == "5m" else 2 for mark in marks]
-    if any(later > earlier for earlier, later in zip(ttls, ttls[1:], strict=False)):
+    if any(later > earlier for earlier, later in pairwise(ttls)):
         return "a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block"
     return None
 

@@ -58,7 +58,8 @@ async def test_a_30_turn_run_marks_the_last_tool_the_system_prompt_and_the_movin
 ) -> None:
     server, result = await scripted_run(serve)
 
-    assert result.text == "All records read." and len(server.bodies) == 30
+    assert result.text == "All records read."
+    assert len(server.bodies) == 30
     for body in server.bodies:
         assert refusal(body) is None
         last = len(body["messages"]) - 1
@@ -73,7 +74,8 @@ async def test_each_turn_reads_what_the_turn_before_wrote_and_the_run_counts_it(
     server, result = await scripted_run(serve)
 
     first, *later = server.usages
-    assert first["cache_read_input_tokens"] == 0 and first["cache_creation_input_tokens"] > 1024
+    assert first["cache_read_input_tokens"] == 0
+    assert first["cache_creation_input_tokens"] > 1024
     for before, usage in zip(server.usages, later, strict=False):
         prefix = before["cache_read_input_tokens"] + before["cache_creation_input_tokens"]
         assert usage["cache_read_input_tokens"] == prefix, "the whole of the previous prompt is read back"
@@ -90,7 +92,8 @@ async def test_with_the_cache_off_no_breakpoint_is_sent_nothing_is_read_and_the_
 
     assert all(marked(body) == [] for body in off_server.bodies)
     assert off.usage.cache_read_tokens == off.usage.cache_write_tokens == 0
-    assert off.cost is not None and on.cost is not None
+    assert off.cost is not None
+    assert on.cost is not None
     assert off.cost.total_usd > 3 * on.cost.total_usd
 
 

@@ -47,7 +47,7 @@ def checked_prompt_cache(value: object) -> PromptCache:
     """``value`` if it is a prompt cache setting, else a ``ConfigInvalid`` naming the choices."""
     if value not in PROMPT_CACHE_CHOICES:
         raise ConfigInvalid(f"prompt_cache must be one of 'off', '5m', '1h', not {value!r}")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def control(ttl: str) -> dict[str, str]:
@@ -64,8 +64,7 @@ def place_breakpoints(body: dict[str, Any], ttl: str) -> None:
     if isinstance(messages, list) and messages:
         candidates.append((2, len(messages) - 1, _END))
     has_tools = isinstance(tools, list) and bool(tools)
-    has_system = bool(system) and isinstance(system, str | list)
-    if has_system:
+    if system and isinstance(system, str | list):
         candidates.append((1, _system_end(system), 0))
     if has_tools:
         candidates.append((0, len(tools) - 1, 0))  # type: ignore[arg-type]
