@@ -116,6 +116,9 @@ class Request(msgspec.Struct, frozen=True):
     provider allows beside them)."""
     on_retry: OnRetry | None = None
     """Called before each retry the provider makes (for the run's records, logs and spans); must not raise."""
+    cache_key: str | None = None
+    """The run's session id, when it has one: what groups this request with the others of its conversation for a
+    provider that routes its prompt cache by a key (OpenAI's ``prompt_cache_key``)."""
     record: ExchangeRecorder | None = None
     """Set when the run keeps its exchanges (``tether.exchanges``): a provider that speaks HTTP hands it the body
     it posts and the answer as it reads it. ``None`` (the default): nothing is copied."""

@@ -37,6 +37,8 @@ class Profile:
     """Accepts the ``parallel_tool_calls`` field."""
     json_schema: bool = False
     """Can constrain an answer to a JSON Schema (``response_format: json_schema``), for JSON action mode."""
+    prompt_cache_key: bool = False
+    """Takes ``prompt_cache_key`` (``memo.prompt_cache_key``), by which OpenAI routes requests to its prompt cache."""
     tool_choices: frozenset[str] = frozenset({"auto", "none", "required", "function"})
     """The ``tool_choice`` values the server honours: ``"auto"``, ``"none"``, ``"required"``, and
     ``"function"`` for a named tool (``{"type": "function", "function": {"name": ...}}``). What a server
@@ -55,6 +57,7 @@ PROFILES: dict[str, Profile] = {
         requires_key=True,
         max_tokens_field="max_completion_tokens",
         json_schema=True,
+        prompt_cache_key=True,
     ),
     # Ollama's Chat Completions endpoint has no tool_choice field (it is ignored): the model always decides.
     "ollama": Profile("ollama", "http://localhost:11434/v1", json_schema=True, tool_choices=frozenset({"auto"})),
