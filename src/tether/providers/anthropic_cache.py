@@ -103,7 +103,7 @@ def _existing(body: dict[str, Any]) -> list[tuple[Position, str]]:
     """The breakpoints already in ``body``: in plain-data tools, system blocks and message blocks, and a top-level
     ``cache_control`` (the API's automatic caching, which marks the last block it can)."""
     found: list[tuple[Position, str]] = []
-    for i, tool in enumerate(body.get("tools") or ()):
+    for i, tool in enumerate(_plain(body.get("tools"))):
         if isinstance(tool, dict) and "cache_control" in tool:
             found.append(((0, i, 0), _ttl_of(tool["cache_control"])))
     system = body.get("system")
@@ -112,7 +112,7 @@ def _existing(body: dict[str, Any]) -> list[tuple[Position, str]]:
             if isinstance(block, dict) and "cache_control" in block:
                 found.append(((1, i, 0), _ttl_of(block["cache_control"])))
     messages = body.get("messages")
-    for i, item in enumerate(messages if isinstance(messages, list) else ()):
+    for i, item in enumerate(_plain(messages)):
         content = item.get("content") if isinstance(item, dict) else None
         for j, block in enumerate(content if isinstance(content, list) else ()):
             if isinstance(block, dict) and "cache_control" in block:
@@ -120,6 +120,12 @@ def _existing(body: dict[str, Any]) -> list[tuple[Position, str]]:
     if "cache_control" in body and isinstance(messages, list) and messages:
         found.append(((2, len(messages) - 1, _END), _ttl_of(body["cache_control"])))
     return found
+
+
+def _plain(items: object) -> list[Any]:
+    """``items`` if it is a list of plain data (the caller's, through ``extra``), else nothing to look through: a
+    list of kept JSON is tether's own, which has no breakpoints, and reading it would cost a check an item."""
+    return items if isinstance(items, list) and items and not isinstance(items[0], bytes) else []
 
 
 def _system_end(system: str | list[Any]) -> int:
