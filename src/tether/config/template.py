@@ -61,6 +61,9 @@ PROVIDERS = """\
 # profile = "vllm"                       # the compatibility profile it speaks (openai-compatible if not given)
 # api_key_env = "GPU_BOX_API_KEY"        # the NAME of the variable holding the key, never the key
 # headers = { "X-Team" = "research" }    # extra HTTP headers for every request
+#
+# [providers.anthropic]
+# prompt_cache = "5m"                    # cache breakpoints' TTL: "5m" (the default), "1h", or "off"
 """
 
 MCP = """\

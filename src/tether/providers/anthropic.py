@@ -29,6 +29,8 @@ conversation becomes Anthropic's:
   options (``defer_loading``, ``cache_control``, ``strict``) are sent: ``extra["tools"]``, a list, replaces
   the tools tether builds, so it must hold every tool. ``tool_choice`` stays ``none`` on the loop's
   tools-off summary call whatever ``extra`` says.
+* Prompt caching: ``cache_control`` breakpoints are placed last (``anthropic_cache``; ``prompt_cache="off"``
+  places none), counting any that ``extra`` set.
 * ``tool_choice``: ``auto``, ``none``, ``required`` -> ``any``, ``ForceTool(name)`` -> ``tool``;
   ``parallel_tool_calls=False`` -> ``disable_parallel_tool_use``. With thinking on the API takes only ``auto``
   and ``none``: a forced choice then raises ``ConfigInvalid`` before anything is sent.
