@@ -97,6 +97,7 @@ class Agent(Generic[DepsT, OutputT]):
         unknown_tool: UnknownTool | None = None,
         record_exchanges: bool = False,
         cache: ResponseCache | None = None,
+        prompt_cache: Literal["off", "5m", "1h"] | None = None,
     ) -> None:
         """
         Args:
@@ -120,6 +121,8 @@ class Agent(Generic[DepsT, OutputT]):
             api_key: the API key, for a model string, or a reference to it (``cmd:pass show openai``,
                 ``file:~/.openai``, ``env:NAME``, ``keyring:SERVICE/USER``: ``tether.secret_refs``); otherwise
                 read from the provider's environment variable.
+            prompt_cache: for an ``anthropic:`` model string, the TTL of its cache breakpoints (``"5m"``, its
+                default, or ``"1h"``) or ``"off"`` (``tether.providers.anthropic_cache``).
             mode: ``"full"`` offers every tool; ``"read-only"`` only tools marked ``read_only``.
             deny: names of tools never offered nor run.
             can_use_tool: asked before every tool call: ``Allow()``, ``Deny(reason)`` or ``Ask(reason)``.
@@ -176,7 +179,7 @@ class Agent(Generic[DepsT, OutputT]):
             cache: a :class:`~tether.ResponseCache`: a request identical to one answered before (at temperature 0,
                 unless it allows any) is answered from it, its events replayed, no request made.
         """
-        provider = resolve_models(model, base_url=base_url, api_key=api_key)
+        provider = resolve_models(model, base_url=base_url, api_key=api_key, prompt_cache=prompt_cache)
         registry = ToolRegistry(tools)
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)

@@ -181,3 +181,28 @@ def test_every_model_of_a_list_is_checked(dirs: Dirs, value: str, message: str) 
 
     assert issue["key"] == "runtime.model"
     assert message in issue["message"]
+
+
+def test_the_anthropic_table_sets_the_prompt_cache_ttl_or_turns_it_off(dirs: Dirs) -> None:
+    table = (
+        '[runtime]\nmodel = "anthropic:claude-sonnet-4-5"\n\n'
+        '[providers.anthropic]\nprompt_cache = "{}"\napi_key_env = "KEY"\n'
+    )
+    for setting in ("1h", "off"):
+        dirs.write_project(table.format(setting))
+        provider = build_provider(dirs.load().config, {"KEY": "k"})
+        assert provider.prompt_cache == setting  # type: ignore[attr-defined]
+
+
+def test_a_prompt_cache_setting_is_checked_and_refused_for_a_provider_that_has_none(dirs: Dirs) -> None:
+    dirs.write_project(
+        '[runtime]\nmodel = "anthropic:claude-sonnet-4-5"\n\n[providers.anthropic]\nprompt_cache = "2h"\n'
+    )
+    (issue,) = dirs.issues()
+    assert issue["key"] == "providers.anthropic.prompt_cache"
+
+    dirs.write_project(
+        '[runtime]\nmodel = "openai:gpt-4o"\n\n[providers.openai]\nprompt_cache = "5m"\napi_key_env = "KEY"\n'
+    )
+    with pytest.raises(ConfigInvalid, match="applies to 'anthropic:' models"):
+        build_provider(dirs.load().config, {"KEY": "k"})

@@ -202,7 +202,9 @@ def responses_provider(base_url: str) -> Provider:
 
 
 def anthropic_provider(base_url: str) -> Provider:
-    return AnthropicProvider("claude-sonnet-4-0", base_url=base_url, api_key="test-key", stream=False, retry=NO_RETRY)
+    return AnthropicProvider(
+        "claude-sonnet-4-0", base_url=base_url, api_key="test-key", stream=False, retry=NO_RETRY, prompt_cache="off"
+    )
 
 
 def gemini_provider(base_url: str) -> Provider:

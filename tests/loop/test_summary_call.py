@@ -49,7 +49,7 @@ async def test_each_provider_s_summary_body_keeps_the_definitions_with_tools_off
     model, _ = await summary_run()
     summary = model.requests[1]
 
-    anthropic = AnthropicProvider("claude-sonnet-4-5", api_key="k").request_body(summary)
+    anthropic = AnthropicProvider("claude-sonnet-4-5", api_key="k", prompt_cache="off").request_body(summary)
     assert anthropic["tool_choice"] == {"type": "none"}
     assert [t["name"] for t in anthropic["tools"]] == ["lookup"], "it refuses tool_use blocks without definitions"
     assert any(block["type"] == "tool_use" for m in anthropic["messages"] for block in m["content"])

@@ -35,6 +35,7 @@ OURS = {"origin": "anthropic"}
 def provider(**options: Any) -> AnthropicProvider:
     options.setdefault("api_key", "sk-ant-test")
     options.setdefault("base_url", "http://127.0.0.1:9/v1")
+    options.setdefault("prompt_cache", "off")  # the bodies below are the mapping alone; breakpoints: test_prompt_cache
     return AnthropicProvider("claude-sonnet-4-5", **options)
 
 

@@ -56,7 +56,14 @@ OURS = {"origin": "anthropic"}
 def provider(server: ReplayServer, *, stream: bool, retry: RetryPolicy = NO_RETRY, **options: Any) -> AnthropicProvider:
     """``AnthropicProvider`` for the cassette's model, pointed at the replay server."""
     model = server.cassette.interactions[0].request_body["model"]
-    return AnthropicProvider(model, base_url=server.base_url, api_key="test-key", stream=stream, retry=retry, **options)
+    return AnthropicProvider(
+        model,
+        base_url=server.base_url,
+        api_key="test-key",
+        stream=stream,
+        retry=retry,
+        **{"prompt_cache": "off", **options},
+    )
 
 
 # --- the recordings read plainly (test oracles independent of the provider's decoder) ------------------------

@@ -30,7 +30,9 @@ ADD = ToolDefinition(
 Provider = AnthropicProvider | OpenAIResponsesProvider | GeminiProvider
 
 PROVIDERS: dict[str, Callable[[], Provider]] = {
-    "anthropic": lambda: AnthropicProvider("claude-sonnet-4-5", api_key="k", base_url="http://127.0.0.1:9/v1"),
+    "anthropic": lambda: AnthropicProvider(
+        "claude-sonnet-4-5", api_key="k", base_url="http://127.0.0.1:9/v1", prompt_cache="off"
+    ),
     "openai-responses": lambda: OpenAIResponsesProvider("o4-mini", api_key="k", base_url="http://127.0.0.1:9/v1"),
     "gemini-2.5": lambda: GeminiProvider("gemini-2.5-flash", api_key="k", base_url="http://127.0.0.1:9/v1beta"),
     "gemini-3": lambda: GeminiProvider("gemini-3-pro-preview", api_key="k", base_url="http://127.0.0.1:9/v1beta"),

@@ -16,6 +16,7 @@ The replay server answers with the recording whatever we send, so every test als
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -77,6 +78,14 @@ GENERATED_ID = re.compile(r"call_[0-9a-f]{24}")
 
 
 # --- helpers ------------------------------------------------------------------------------------------------
+
+
+def prefix_key(system: str = "", *tools: str) -> str:
+    """The ``prompt_cache_key`` of a run without a session: a digest of its system prompt and tools' names."""
+    digest = hashlib.sha256(system.encode())
+    for name in tools:
+        digest.update(b"\0" + name.encode())
+    return "tether-" + digest.hexdigest()[:32]
 
 
 def provider(server: ReplayServer, *, stream: bool, retry: RetryPolicy = NO_RETRY) -> OpenAIChatProvider:
@@ -191,9 +200,11 @@ async def test_a_whole_text_answer_gives_its_text_stop_and_usage(replay: Replaye
             {"role": "user", "content": "What is the capital of France?"},
         ],
         "stream": False,
+        "prompt_cache_key": prefix_key("You are a helpful assistant."),
     }
-    # pydantic-ai also sent "n": 1, the server's default; nothing else differs.
-    assert {k: v for k, v in recorded_request_bodies(server.cassette)[0].items() if k != "n"} == sent
+    # pydantic-ai also sent "n": 1, the server's default, and no cache key; nothing else differs.
+    recorded = {k: v for k, v in recorded_request_bodies(server.cassette)[0].items() if k != "n"}
+    assert {**recorded, "prompt_cache_key": prefix_key("You are a helpful assistant.")} == sent
 
 
 async def test_a_streamed_answer_reads_usage_from_the_final_usage_only_chunk(replay: Replayer) -> None:
@@ -338,6 +349,7 @@ async def test_an_unknown_model_404_is_bad_request_with_the_providers_message_an
         "model": "gpt-5.2-proo",
         "messages": [{"role": "user", "content": "hello"}],
         "stream": False,
+        "prompt_cache_key": prefix_key(),
     }
 
 

@@ -17,6 +17,7 @@ The replay server answers with the recording whatever we send, so every test als
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
@@ -190,6 +191,14 @@ def essentials(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def prefix_key(system: str = "", *tools: str) -> str:
+    """The ``prompt_cache_key`` of a run without a session: a digest of its system prompt and tools' names."""
+    digest = hashlib.sha256(system.encode())
+    for name in tools:
+        digest.update(b"\0" + name.encode())
+    return "tether-" + digest.hexdigest()[:32]
+
+
 def provider(server: ReplayServer, *, stream: bool, retry: RetryPolicy = NO_RETRY) -> OpenAIResponsesProvider:
     """``OpenAIResponsesProvider`` for the cassette's model, pointed at the replay server."""
     model = server.cassette.interactions[0].request_body["model"]
@@ -288,9 +297,10 @@ async def test_a_whole_text_answer_gives_its_text_stop_and_usage(replay: Replaye
         "input": [{"role": "user", "content": "What is the capital of France?"}],
         "stream": False,
         "store": False,
+        "prompt_cache_key": prefix_key(),
     }
-    # gpt-4o is not asked for encrypted reasoning (it answers that with HTTP 400); only "store" differs.
-    assert {**recorded_request_bodies(server.cassette)[0], "store": False} == sent
+    # gpt-4o is not asked for encrypted reasoning (it answers that with HTTP 400); "store" and the key differ.
+    assert {**recorded_request_bodies(server.cassette)[0], "store": False, "prompt_cache_key": prefix_key()} == sent
 
 
 async def test_a_streamed_text_answer_with_instructions_and_an_extra_include(replay: Replayer) -> None:
@@ -310,7 +320,8 @@ async def test_a_streamed_text_answer_with_instructions_and_an_extra_include(rep
     assert result.turn_usage == (Usage(input_tokens=25, output_tokens=10, requests=1),)
     (sent,) = server.bodies
     assert sent["instructions"] == "You are a helpful assistant."
-    assert {**recorded_request_bodies(server.cassette)[0], "store": False} == sent
+    key = prefix_key("You are a helpful assistant.")
+    assert {**recorded_request_bodies(server.cassette)[0], "store": False, "prompt_cache_key": key} == sent
 
 
 # --- tool calls ------------------------------------------------------------------------------------------------
@@ -738,7 +749,11 @@ async def test_an_unknown_model_is_bad_request_with_the_providers_message_and_st
     assert result.usage == Usage(requests=1)
     assert len(server.requests) == 1
     # A gpt-5 name: asked for encrypted reasoning, as the recording client did.
-    assert server.bodies[0] == {**recorded_request_bodies(server.cassette)[0], "store": False}
+    assert server.bodies[0] == {
+        **recorded_request_bodies(server.cassette)[0],
+        "store": False,
+        "prompt_cache_key": prefix_key(),
+    }
 
 
 DEDICATED = {

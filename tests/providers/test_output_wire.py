@@ -153,7 +153,7 @@ PROTOCOLS = [
     Protocol(
         "anthropic", "/v1/messages", anthropic_text, anthropic_call,
         lambda url: AnthropicProvider(
-            "claude-sonnet-4-5", base_url=f"{url}/v1", api_key="k", stream=False, retry=NO_RETRY
+            "claude-sonnet-4-5", base_url=f"{url}/v1", api_key="k", stream=False, retry=NO_RETRY, prompt_cache="off"
         ),
         native=lambda body: body["output_config"],
         prompted=lambda body: body.get("output_config"),

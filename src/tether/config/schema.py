@@ -180,6 +180,9 @@ class ProviderConfig(Section):
     api_version: str | None = None
     """Azure OpenAI only: the dated ``api-version`` (``2024-10-21``) of the deployments route; ``v1`` or none:
     the v1 route (``tether.providers.azure``)."""
+    prompt_cache: Literal["off", "5m", "1h"] | None = None
+    """``anthropic`` only: the TTL of the cache breakpoints placed in every request, or ``"off"``; ``"5m"`` when
+    not given (``tether.providers.anthropic_cache``)."""
 
     @field_validator("base_url")
     @classmethod

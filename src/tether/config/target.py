@@ -45,6 +45,8 @@ class ModelTarget:
     """A ``[providers.NAME]``'s NAME, the provider's name where a run is shown; ``None``: the prefix's."""
     api_version: str | None = None
     """Azure OpenAI's ``api-version`` (``[providers.NAME] api_version``); given to Azure's builder only."""
+    prompt_cache: str | None = None
+    """``[providers.anthropic] prompt_cache``; ``None``: the provider's default."""
 
     def provider(self) -> Provider:
         """Build the provider (``tether.providers.registry.resolve``)."""
@@ -61,6 +63,7 @@ class ModelTarget:
             retry=retry,
             provider_name=self.name,
             **({"api_version": self.api_version} if self.api_version else {}),
+            prompt_cache=self.prompt_cache,
         )
 
 
@@ -97,7 +100,14 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
             )
     shown = None if prefix == profile else prefix
     return ModelTarget(
-        f"{profile}:{name}", settings.base_url, api_key, dict(settings.headers), retries, shown, settings.api_version
+        f"{profile}:{name}",
+        settings.base_url,
+        api_key,
+        dict(settings.headers),
+        retries,
+        shown,
+        api_version=settings.api_version,
+        prompt_cache=settings.prompt_cache,
     )
 
 

@@ -63,6 +63,9 @@ PROVIDERS = """\
 # api_key_env = "GPU_BOX_API_KEY"        # the NAME of the variable holding the key, never the key
 # api_key = "cmd:pass show gpu-box"      # or a reference: env:NAME, file:PATH, cmd:COMMAND, keyring:SERVICE/USER
 # headers = { "X-Team" = "research" }    # extra HTTP headers for every request
+#
+# [providers.anthropic]
+# prompt_cache = "5m"                    # cache breakpoints' TTL: "5m" (the default), "1h", or "off"
 """
 
 MCP = """\

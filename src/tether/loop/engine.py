@@ -168,6 +168,7 @@ class Run:
         self.sinks = Sinks(sinks) if sinks else NO_SINKS
         self.calls = Calls(spec, interrupter, self.guard, self.observer, self.sinks, steps)
         self.offer = Offer(spec, self.state.system_text, self.run_id, self.calls.retried)
+        self.offer.cache_key = session_id
         self.compactor = Compactor(self.state, self.offer, self.calls)
         if history and self.outputs is not None and self.outputs.notice(self.state.transcript):
             self._offer_reader()  # only a history has results to read

@@ -29,7 +29,8 @@ class Offer:
     """The tools a run shows the model and the requests that carry them (see the module docstring)."""
 
     __slots__ = (
-        "_calls_read", "actions", "deadline", "definitions", "on_retry", "output", "run_id", "spec", "system_text",
+        "_calls_read", "actions", "cache_key", "deadline", "definitions", "on_retry", "output", "run_id", "spec",
+        "system_text",
     )  # fmt: skip
 
     def __init__(self, spec: RunSpec, system_text: str | None, run_id: str, on_retry: OnRetry) -> None:
@@ -43,6 +44,8 @@ class Offer:
         """Told of every retry a provider makes (the run's records and observer)."""
         self.deadline: float | None = None
         """``loop.time()`` when the run must stop: providers cap their retries by it (set when the run starts)."""
+        self.cache_key: str | None = None
+        """The run's session id, on every request (``Request.cache_key``)."""
         self._calls_read = 0
         self.definitions: tuple[ToolDefinition, ...] = ()
         self.actions: ActionProtocol | None = None
@@ -97,6 +100,7 @@ class Offer:
             request = self.actions.request(
                 history, extra, final=final, ask=ask, choice=choice, settings=spec.settings,
                 timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry,
+                cache_key=self.cache_key,
             )  # fmt: skip
         else:
             extra = extra if extra is not None else ask
@@ -104,6 +108,7 @@ class Offer:
                 messages=history if extra is None else (*history, extra), system=self.system_text,
                 tools=self.definitions, tool_choice=choice, settings=spec.settings,
                 timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry, output=self.output,
+                cache_key=self.cache_key,
             )  # fmt: skip
         return request, history if extra is None and ask is None else None
 
@@ -113,11 +118,12 @@ class Offer:
         if self.actions is not None:
             return self.actions.request(
                 summarized, None, final=True, ask=ask, settings=settings, timeout=limits.request_timeout,
-                deadline=self.deadline, on_retry=self.on_retry,
+                deadline=self.deadline, on_retry=self.on_retry, cache_key=self.cache_key,
             )  # fmt: skip
         return Request(
             messages=(*summarized, ask), system=self.system_text, tools=self.definitions, tool_choice="none",
             settings=settings, timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry,
+            cache_key=self.cache_key,
         )  # fmt: skip
 
     def _call_id(self) -> str:

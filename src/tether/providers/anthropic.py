@@ -29,6 +29,8 @@ conversation becomes Anthropic's:
   options (``defer_loading``, ``cache_control``, ``strict``) are sent: ``extra["tools"]``, a list, replaces
   the tools tether builds, so it must hold every tool. ``tool_choice`` stays ``none`` on the loop's
   tools-off summary call whatever ``extra`` says.
+* Prompt caching: ``cache_control`` breakpoints are placed last (``anthropic_cache``; ``prompt_cache="off"``
+  places none), counting any that ``extra`` set.
 * ``tool_choice``: ``auto``, ``none``, ``required`` -> ``any``, ``ForceTool(name)`` -> ``tool``;
   ``parallel_tool_calls=False`` -> ``disable_parallel_tool_use``. With thinking on the API takes only ``auto``
   and ``none``: a forced choice then raises ``ConfigInvalid`` before anything is sent.
@@ -47,13 +49,14 @@ from tether.events import LlmEvent
 from tether.keys import missing_key, read_key
 from tether.message_memo import MessageMemo
 from tether.messages import Attachment, Message, Text, Thinking, ToolCall, ToolResult
+from tether.providers.anthropic_cache import PromptCache, checked_prompt_cache, place_breakpoints
 from tether.providers.anthropic_stream import ORIGIN, AnthropicDecoder, anchors_of
 from tether.providers.attachments import MB, base64_of, check_inline, is_text_document
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http.body import ResponseLimits
 from tether.providers.http.client import HttpClient, OverHttp, Secret
 from tether.providers.http.retry import RetryPolicy
-from tether.providers.memo import RoleJoiner, ToolsMemo, joined_json
+from tether.providers.memo import RoleJoiner, ToolsMemo, joined_json, json_list
 from tether.providers.windows import checked_window, context_window_for
 
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
@@ -82,6 +85,7 @@ class AnthropicProvider(OverHttp):
         headers: dict[str, str] | None = None,
         max_tokens_default: int = MAX_TOKENS_DEFAULT,
         context_window: int | None = None,
+        prompt_cache: PromptCache = "5m",
     ) -> None:
         """
         Args:
@@ -95,6 +99,8 @@ class AnthropicProvider(OverHttp):
             max_tokens_default: ``max_tokens`` when ``ModelSettings.max_tokens`` is not given.
             context_window: the model's context window in tokens; the known one by default
                 (``tether.providers.windows``), e.g. 1,000,000 for a model run with the 1M-context beta header.
+            prompt_cache: the TTL of the ``cache_control`` breakpoints placed in every request (``"5m"``, the
+                default, or ``"1h"``), or ``"off"`` to place none (``tether.providers.anthropic_cache``).
         """
         key = read_key("anthropic", api_key)
         if not key:
@@ -102,6 +108,7 @@ class AnthropicProvider(OverHttp):
         if isinstance(max_tokens_default, bool) or not isinstance(max_tokens_default, int) or max_tokens_default < 1:
             raise ConfigInvalid(f"max_tokens_default must be a positive integer, not {max_tokens_default!r}")
         self.streaming = stream
+        self.prompt_cache = checked_prompt_cache(prompt_cache)
         self.max_tokens_default = max_tokens_default
         self.info = ModelInfo(
             ORIGIN,
@@ -141,13 +148,22 @@ class AnthropicProvider(OverHttp):
         """:meth:`request_body` encoded, the history and the tools from their kept JSON (``memo.py``): the cost
         of a request grows with the new messages, not with the whole history and every schema encoded again."""
         history, system = messages_json(request.messages)
-        return msgspec.json.encode(self._body(request, history, system, _TOOLS.json))
+        body = self._body(request, history, system, _TOOLS.items)
+        for key in ("messages", "tools"):  # the kept JSON of each item, written into the body as it is
+            if (items := body.get(key)) and isinstance(items, list) and isinstance(items[0], bytes):
+                body[key] = json_list(items)
+        return msgspec.json.encode(body)
 
     def _body(
-        self, request: Request, messages: Any, system: list[str], tools_of: Callable[[Sequence[ToolDefinition]], Any]
+        self,
+        request: Request,
+        messages: list[Any],
+        system: list[str],
+        tools_of: Callable[[Sequence[ToolDefinition]], list[Any]],
     ) -> dict[str, Any]:
-        """The body with ``messages`` as they are given (plain data or kept JSON), the system messages' ``system``
-        texts (the run's system prompt goes first), and the tools as ``tools_of`` gives them."""
+        """The body with ``messages`` as they are given (a list of plain data or kept JSON), the system messages'
+        ``system`` texts (the run's system prompt goes first), the tools as ``tools_of`` gives them, and the
+        prompt cache's breakpoints (``anthropic_cache``)."""
         settings = request.settings
         max_tokens = settings.max_tokens if settings.max_tokens is not None else self.max_tokens_default
         if request.system:
@@ -179,6 +195,8 @@ class AnthropicProvider(OverHttp):
                 f"Anthropic refuses a forced tool call (tool_choice={_shown(request.tool_choice)}) while thinking is "
                 "on: use tool_choice='auto', or turn thinking off for this agent"
             )
+        if self.prompt_cache != "off":
+            place_breakpoints(body, self.prompt_cache)
         return body
 
 
@@ -235,8 +253,8 @@ _MEMO: MessageMemo[_Kept] = MessageMemo()
 _OPENING = {"user": b'{"role":"user","content":[', "assistant": b'{"role":"assistant","content":['}
 
 
-def messages_json(messages: Sequence[Message]) -> tuple[msgspec.Raw, list[str]]:
-    """:func:`encode_messages`'s items as JSON, comma-joined, each message encoded once (``message_memo``), and
+def messages_json(messages: Sequence[Message]) -> tuple[list[bytes], list[str]]:
+    """:func:`encode_messages`'s items as JSON, one per item, each message encoded once (``message_memo``), and
     the text of the system messages."""
     joined, system = RoleJoiner(_OPENING), []
     for message, (role, blocks, alone) in zip(messages, _MEMO.values(messages, _kept_json), strict=True):
@@ -245,7 +263,7 @@ def messages_json(messages: Sequence[Message]) -> tuple[msgspec.Raw, list[str]]:
                 system.append(text)
         elif blocks:
             joined.add(role, blocks, alone)
-    return joined.json(), system
+    return joined.items, system
 
 
 def _kept_json(message: Message, position: int = 0) -> _Kept:

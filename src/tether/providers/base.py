@@ -120,6 +120,9 @@ class Request(msgspec.Struct, frozen=True):
     on_fallback: OnFallback | None = None
     """Called when a fallback provider moves on to its next model (for the run's records and spans); must not
     raise. ``None`` for a run whose model is not a fallback."""
+    cache_key: str | None = None
+    """The run's session id, when it has one: what groups this request with the others of its conversation for a
+    provider that routes its prompt cache by a key (OpenAI's ``prompt_cache_key``)."""
     record: ExchangeRecorder | None = None
     """Set when the run keeps its exchanges (``tether.exchanges``): a provider that speaks HTTP hands it the body
     it posts and the answer as it reads it. ``None`` (the default): nothing is copied."""

@@ -14,12 +14,13 @@ a body as long as its answer is awaited.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
 
-from tether.providers.base import ToolDefinition
+from tether.providers.base import Request, ToolDefinition
 
 
 def exact(data: bytes) -> bytes:
@@ -56,6 +57,10 @@ class ToolsMemo:
 
     def json(self, tools: Sequence[ToolDefinition]) -> msgspec.Raw:
         """The tools as a JSON list, in order; each encoded now only if not seen before."""
+        return json_list(self.items(tools))
+
+    def items(self, tools: Sequence[ToolDefinition]) -> list[bytes]:
+        """Each tool's JSON, in order (what :meth:`json` joins), for a body that marks one of them."""
         kept, texts = self._kept, []
         for tool in tools:
             schema = tool.parameters
@@ -70,11 +75,35 @@ class ToolsMemo:
                     msgspec.json.encode(self._encode(tool)),
                 )
             texts.append(entry[3])
-        return json_list(texts)
+        return texts
 
 
 MAX_KEPT_TOOLS = 1024
 """Tools a :class:`ToolsMemo` keeps; past this many, it starts over."""
+
+
+def prompt_cache_key(request: Request) -> str:
+    """OpenAI's ``prompt_cache_key`` for ``request``: requests with one key go to the same cache, so a conversation
+    keeps reading what its earlier turns wrote instead of landing where its prefix was never seen. The run's session
+    id (``Request.cache_key``) when it has one, else a digest of its stable prefix (the system prompt and the tools'
+    names): the runs of one agent share a key. Over 64 characters (OpenAI's limit), a digest of it."""
+    if (key := request.cache_key) is not None:
+        return key if len(key) <= MAX_CACHE_KEY else "tether-" + hashlib.sha256(key.encode()).hexdigest()[:32]
+    system, tools = request.system, request.tools
+    kept = _PREFIX_KEY[0]
+    if kept[0] is system and kept[1] is tools:  # the same agent's next turn: the same objects
+        return kept[2]
+    digest = hashlib.sha256((system or "").encode())
+    for tool in tools:
+        digest.update(b"\0" + tool.name.encode())
+    key = "tether-" + digest.hexdigest()[:32]
+    _PREFIX_KEY[0] = (system, tools, key)
+    return key
+
+
+MAX_CACHE_KEY = 64
+_PREFIX_KEY: list[tuple[str | None, tuple[ToolDefinition, ...], str]] = [(None, (), "tether-" + "0" * 32)]
+"""The last stable prefix's key, kept by identity of its system prompt and tools."""
 
 
 class RoleJoiner:

@@ -36,7 +36,7 @@ from tether.providers.base import ForceTool, ModelInfo, OutputFormat, Request, T
 from tether.providers.http.body import ResponseLimits
 from tether.providers.http.client import HttpClient, OverHttp, Secret
 from tether.providers.http.retry import RetryPolicy
-from tether.providers.memo import ToolsMemo, joined_json, json_list
+from tether.providers.memo import ToolsMemo, joined_json, json_list, prompt_cache_key
 from tether.providers.openai_chat_stream import CALL_EXTRA, ChatDecoder
 from tether.providers.registry import PROFILES, Profile
 from tether.providers.windows import checked_window, context_window_for
@@ -176,6 +176,8 @@ class OpenAIChatProvider(OverHttp):
             body["temperature"] = settings.temperature
         if settings.top_p is not None:
             body["top_p"] = settings.top_p
+        if profile.prompt_cache_key:
+            body["prompt_cache_key"] = prompt_cache_key(request)
         merge_extra(body, settings.extra)
         if request.tools and request.tool_choice == "none":  # tools off: an extra default must not undo it
             if "none" in profile.tool_choices:

@@ -47,7 +47,7 @@ from tether.providers.base import ForceTool, ModelInfo, OutputFormat, Request, T
 from tether.providers.http.body import ResponseLimits
 from tether.providers.http.client import HttpClient, OverHttp, Secret
 from tether.providers.http.retry import RetryPolicy
-from tether.providers.memo import ToolsMemo, joined_json, json_list
+from tether.providers.memo import ToolsMemo, joined_json, json_list, prompt_cache_key
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
 from tether.providers.openai_responses_stream import (
     ORIGIN,
@@ -181,6 +181,7 @@ class OpenAIResponsesProvider(OverHttp):
             body["temperature"] = settings.temperature
         if settings.top_p is not None:
             body["top_p"] = settings.top_p
+        body["prompt_cache_key"] = prompt_cache_key(request)
         merge_extra(body, settings.extra)
         if (output := request.output) is not None:
             body["text"] = {"format": text_format(output)}

@@ -37,6 +37,8 @@ class Profile:
     """Accepts the ``parallel_tool_calls`` field."""
     json_schema: bool = False
     """Can constrain an answer to a JSON Schema (``response_format: json_schema``), for JSON action mode."""
+    prompt_cache_key: bool = False
+    """Takes ``prompt_cache_key`` (``memo.prompt_cache_key``), by which OpenAI routes requests to its prompt cache."""
     tool_choices: frozenset[str] = frozenset({"auto", "none", "required", "function"})
     """The ``tool_choice`` values the server honours: ``"auto"``, ``"none"``, ``"required"``, and
     ``"function"`` for a named tool (``{"type": "function", "function": {"name": ...}}``). What a server
@@ -58,6 +60,7 @@ PROFILES: dict[str, Profile] = {
         requires_key=True,
         max_tokens_field="max_completion_tokens",
         json_schema=True,
+        prompt_cache_key=True,
     ),
     # Ollama's Chat Completions endpoint has no tool_choice field (it is ignored): the model always decides.
     "ollama": Profile("ollama", "http://localhost:11434/v1", json_schema=True, tool_choices=frozenset({"auto"})),
@@ -144,6 +147,8 @@ def resolve(model: str | Provider, **options: Any) -> Provider:
     if target is None:
         known = ", ".join(f"{p}:" for p in sorted(_BUILDERS))
         raise ConfigInvalid(f"unknown provider {prefix!r} in {model!r}; available: {known}")
+    if prefix != "anthropic" and options.pop("prompt_cache", None) is not None:  # the others take no such option
+        raise ConfigInvalid(f"prompt_cache applies to 'anthropic:' models, not to {model!r}")
     module_name, function_name = target.split(":")
     build = getattr(importlib.import_module(module_name), function_name)
     provider: Provider = build(prefix, name, **options)
