@@ -32,6 +32,8 @@ _EXPORTS: dict[str, str] = {
     "ThinkingStarted": "tether.events",
     "ThinkingEnded": "tether.events",
     "ProviderRetry": "tether.events",
+    "RateLimitWait": "tether.events",
+    "RateLimit": "tether.providers.http.ratelimit",
     "CallFailed": "tether.events",
     "ToolCallStarted": "tether.events",
     "ToolResultReceived": "tether.events",
@@ -82,6 +84,8 @@ if TYPE_CHECKING:
     from tether.events import Compacted as Compacted
     from tether.events import PartialOutput as PartialOutput
     from tether.events import ProviderRetry as ProviderRetry
+    from tether.events import RateLimitWait as RateLimitWait
+    from tether.providers.http.ratelimit import RateLimit as RateLimit
     from tether.events import RunCompleted as RunCompleted
     from tether.events import RunEvent as RunEvent
     from tether.events import RunResult as RunResult

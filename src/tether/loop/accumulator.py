@@ -15,7 +15,7 @@ parts keep their arrival order. What cannot be used is reported, not guessed at:
 * a stream without ``StreamEnd`` gives ``ended=False``.
 
 What a host is shown as it comes is what :meth:`StreamAccumulator.add` returns: the text and thinking deltas
-themselves, a provider's ``ProviderRetry``, and the marks of a thinking block (``ThinkingStarted`` when one begins,
+themselves, a provider's ``ProviderRetry`` and ``RateLimitWait``, and the marks of a thinking block (``ThinkingStarted`` when one begins,
 ``ThinkingEnded`` when it is closed or the answer goes on with something else). Where one event shows two things
 (a block's first delta is its start and its text), the first is returned and the rest is :attr:`held`, for the
 watch to hand on before it waits for the next event (``interrupts.Watched``). Only thinking makes more than one:
@@ -36,6 +36,7 @@ from tether.events import (
     FinishReason,
     LlmEvent,
     ProviderRetry,
+    RateLimitWait,
     StreamEnd,
     StreamStart,
     TextDelta,
@@ -112,7 +113,7 @@ class _CallBuilder:
         return ToolCall(self.id, self.name, arguments, raw, self.provider_data)
 
 
-Shown = TextDelta | ThinkingDelta | ThinkingStarted | ThinkingEnded | ProviderRetry
+Shown = TextDelta | ThinkingDelta | ThinkingStarted | ThinkingEnded | ProviderRetry | RateLimitWait
 """What of a stream a host is shown as it comes (:meth:`StreamAccumulator.add`)."""
 
 
@@ -154,6 +155,8 @@ class StreamAccumulator:
         ``type(event) is`` tests, most frequent first: exact, narrowed by the type checker, and cheaper than a
         ``match`` or ``isinstance`` on the hottest path of a stream (``bench/instructions.py``)."""
         if not self.first_event and type(event) is not StreamStart and type(event) is not ProviderRetry:
+            if type(event) is RateLimitWait:
+                return event
             self.first_event = perf_counter()
         if type(event) is TextDelta:
             return self._text(event)
@@ -170,7 +173,7 @@ class StreamAccumulator:
         elif type(event) is StreamStart:
             self._model = event.model
             self._response_id = event.response_id
-        elif type(event) is ProviderRetry:
+        elif type(event) is ProviderRetry or type(event) is RateLimitWait:
             return event
         else:
             raise InvalidResponse(f"unknown stream event {event!r}")

@@ -5,7 +5,7 @@ makes the call: the provider's events are awaited through the run's interrupter 
 a deadline interrupts the wait, never the host's code), folded by a ``StreamAccumulator``, and the text and
 thinking deltas are handed on as they come, a thinking block's between its marks (not in JSON action mode,
 whose text is an action, nor for a call whose text is not the run's answer), and so are the provider's retries
-(``ProviderRetry``, events of its stream: in JSON action mode too, never for a compaction's quiet call). When
+(``ProviderRetry`` and ``RateLimitWait``, events of its stream: in JSON action mode too, never for a compaction's quiet call). When
 the stream is over, however it ended, :attr:`ProviderCall.outcome` holds what the call gave
 (:class:`CallOutcome`), and its usage has been counted: in the run's guard (turns, budget), per call
 (``RunResult.turn_usage``), in its record and in the token gauge.
@@ -38,6 +38,7 @@ from tether.events import (
     LlmEvent,
     PartialOutput,
     ProviderRetry,
+    RateLimitWait,
     RunEvent,
     TextDelta,
     ThinkingDelta,
@@ -356,9 +357,9 @@ class _Quiet:
         self._accumulator = accumulator
         self._retries = retries
 
-    def pick(self, event: LlmEvent) -> ProviderRetry | None:
+    def pick(self, event: LlmEvent) -> ProviderRetry | RateLimitWait | None:
         shown = self._accumulator.add(event)
-        return shown if type(shown) is ProviderRetry and self._retries else None
+        return shown if (type(shown) is ProviderRetry or type(shown) is RateLimitWait) and self._retries else None
 
     def release(self) -> Delta:
         raise AssertionError("a quiet picker holds nothing")

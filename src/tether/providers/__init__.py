@@ -40,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "ToolCallEnd": "tether.events",
     "StreamEnd": "tether.events",
     "ProviderRetry": "tether.events",
+    "RateLimitWait": "tether.events",
     "FinishReason": "tether.events",
     "Usage": "tether.usage",
     "resolve": "tether.providers.registry",
@@ -51,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "GeminiProvider": "tether.providers.gemini",
     "LocalProvider": "tether.providers.local",
     "RetryPolicy": "tether.providers.http.retry",
+    "RateLimit": "tether.providers.http.ratelimit",
     "ResponseLimits": "tether.providers.http.body",
     "close_sessions": "tether.providers.http.pool",
     "ScriptedProvider": "tether.providers.scripted",
@@ -72,6 +74,7 @@ if TYPE_CHECKING:
     from tether.events import FinishReason as FinishReason
     from tether.events import LlmEvent as LlmEvent
     from tether.events import ProviderRetry as ProviderRetry
+    from tether.events import RateLimitWait as RateLimitWait
     from tether.events import StreamEnd as StreamEnd
     from tether.events import StreamStart as StreamStart
     from tether.events import TextDelta as TextDelta
@@ -93,6 +96,7 @@ if TYPE_CHECKING:
     from tether.providers.gemini import GeminiProvider as GeminiProvider
     from tether.providers.http.body import ResponseLimits as ResponseLimits
     from tether.providers.http.pool import close_sessions as close_sessions
+    from tether.providers.http.ratelimit import RateLimit as RateLimit
     from tether.providers.http.retry import RetryPolicy as RetryPolicy
     from tether.providers.local import LocalProvider as LocalProvider
     from tether.providers.openai_chat import OpenAIChatProvider as OpenAIChatProvider

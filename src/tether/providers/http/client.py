@@ -43,11 +43,12 @@ import msgspec
 
 from tether.alarms import Alarm, Deadline, shared_alarm
 from tether.errors import InvalidResponse, ProviderError
-from tether.events import LlmEvent
+from tether.events import LlmEvent, RateLimitWait, StreamEnd
 from tether.providers.base import ModelInfo, OnRetry, Request, Server
 from tether.providers.http.attempt import client_timeout, refused, transport_error
 from tether.providers.http.body import ResponseLimits, decode_text, parse_json, read_body
 from tether.providers.http.pool import session_for
+from tether.providers.http.ratelimit import Limiter, Spend, Ticket, estimate_tokens
 from tether.providers.http.retry import RetryPolicy, next_wait, retry_event, retrying
 from tether.providers.http.sse import ServerSentEvent
 from tether.providers.http.stream import EventStream, open_events
@@ -87,7 +88,7 @@ class Secret:
 class HttpClient:
     """JSON requests to one API, answered with JSON or a stream of server-sent events, read within ``limits``."""
 
-    __slots__ = ("_api_key", "_headers", "_pooled", "_urls", "base_url", "limits", "provider", "retry")
+    __slots__ = ("_api_key", "_headers", "_limiter", "_pooled", "_urls", "base_url", "limits", "provider", "retry")
 
     def __init__(
         self,
@@ -100,6 +101,7 @@ class HttpClient:
         headers: dict[str, str] | None = None,
         retry: RetryPolicy | None = None,
         limits: ResponseLimits | None = None,
+        limiter: Limiter | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.provider = provider
@@ -111,6 +113,8 @@ class HttpClient:
             self._headers[auth_header] = auth_prefix + api_key.reveal()
         self._urls: dict[str, str] = {}
         self._pooled: _Pooled | None = None
+        self._limiter = limiter
+        """The client-side rate limit every attempt waits for (``ratelimit.py``); ``None``: none, and no cost."""
         """The running loop, the session ``session_for`` gave for it, and that loop's alarm, which keeps this
         client's request timeouts."""
 
@@ -191,9 +195,19 @@ class HttpClient:
         reading: _Reading[Item],
     ) -> AsyncGenerator[Item, None]:
         """What ``reading`` makes of each event of the answer, then of its end; before each retry's wait, what it
-        makes of the retry (the ladder of ``retry.py``, climbed here so that a retry is said before its wait)."""
-        tried = 0
+        makes of the retry (the ladder of ``retry.py``, climbed here so that a retry is said before its wait); with
+        a rate limit, before each attempt, what it makes of the limit's wait, and the answer's usage settled."""
+        tried, limiter = 0, self._limiter
+        if limiter is not None:
+            reading = _Settling(reading)
         while True:
+            if limiter is not None:
+                ticket = limiter.reserve(estimate_tokens(payload))
+                if ticket.delay > 0:
+                    for item in reading.waiting(ticket):
+                        yield item
+                    await limiter.ready(ticket)
+                reading.spend = ticket.spend
             try:
                 opened = await self._attempt(path, payload, timeout, self._open)
                 break
@@ -228,6 +242,8 @@ class HttpClient:
     async def _parsed(
         self, path: str, payload: bytes, timeout: float | None, deadline: float | None, on_retry: OnRetry | None
     ) -> Any:
+        if self._limiter is not None:
+            await self._limiter.acquire(estimate_tokens(payload))
         data = await retrying(self._attempt, (path, payload, timeout, self._read), self.retry, deadline, on_retry)
         return parse_json(data, self.provider)
 
@@ -257,9 +273,14 @@ class HttpClient:
                     )
             finally:
                 wait.stop()
+            if self._limiter is not None:
+                self._limiter.learn(response.headers)
             if response.status >= 300:
                 secret = self._api_key.reveal() if self._api_key is not None else None
-                raise await refused(response, url, wait, provider=self.provider, secret=secret)
+                error = await refused(response, url, wait, provider=self.provider, secret=secret)
+                if self._limiter is not None and error.code == "rate_limited" and error.retry_after:
+                    self._limiter.pause(error.retry_after)  # every waiter of this API, not only this attempt
+                raise error
             return await read(response, wait)
         except ProviderError:
             raise
@@ -345,6 +366,8 @@ class _Reading(Protocol[Item]):
 
     def retry(self, error: ProviderError, attempt: int, wait: float) -> list[Item]: ...
 
+    def waiting(self, ticket: Ticket) -> list[Item]: ...
+
 
 class _Decoding:
     """Each event's JSON fed to a protocol's decoder, where the bytes are read; a shape the decoder does not
@@ -366,6 +389,9 @@ class _Decoding:
 
     def retry(self, error: ProviderError, attempt: int, wait: float) -> list[LlmEvent]:
         return [retry_event(error, attempt, wait)]
+
+    def waiting(self, ticket: Ticket) -> list[LlmEvent]:
+        return [RateLimitWait(ticket.delay, ticket.reason)]
 
 
 class _Recording(_Decoding):
@@ -403,6 +429,47 @@ class _RawEvents:
     def retry(self, error: ProviderError, attempt: int, wait: float) -> list[ServerSentEvent]:
         return []
 
+    def waiting(self, ticket: Ticket) -> list[ServerSentEvent]:
+        return []
+
+
+class _Settling:
+    """Another reading, whose answer's usage (its ``StreamEnd``) corrects the tokens its attempt was granted
+    (``ratelimit.Spend``): only a client with a rate limit reads through it."""
+
+    __slots__ = ("_reading", "spend")
+
+    def __init__(self, reading: _Reading[Any]) -> None:
+        self._reading = reading
+        self.spend: Spend | None = None
+
+    def event(self, event: ServerSentEvent) -> list[Any]:
+        return self._settled(self._reading.event(event))
+
+    def whole(self, text: str) -> list[Any]:
+        return self._settled(self._reading.whole(text))
+
+    def end(self) -> list[Any]:
+        return self._settled(self._reading.end())
+
+    def retry(self, error: ProviderError, attempt: int, wait: float) -> list[Any]:
+        return self._reading.retry(error, attempt, wait)
+
+    def waiting(self, ticket: Ticket) -> list[Any]:
+        return self._reading.waiting(ticket)
+
+    def _settled(self, items: list[Any]) -> list[Any]:
+        settle(self.spend, items)
+        return items
+
+
+def settle(spend: Spend | None, items: list[Any]) -> None:
+    """The usage of the ``StreamEnd`` among ``items``, if one is, is what ``spend`` used."""
+    if spend is not None:
+        for item in items:
+            if type(item) is StreamEnd and item.usage.total_tokens:
+                spend.settle(item.usage.total_tokens)
+
 
 _RAW = _RawEvents()
 
@@ -418,7 +485,7 @@ class WholeAnswer:
     It climbs the retry ladder itself (``retry.py``), an ask at a time: an attempt that fails and is to be made
     again is answered with its ``ProviderRetry``, and the next ask waits, then attempts again."""
 
-    __slots__ = ("_body", "_client", "_decoder", "_events", "_path", "_request", "_tried", "_wait")
+    __slots__ = ("_body", "_client", "_decoder", "_events", "_path", "_request", "_ticket", "_tried", "_wait")
 
     def __init__(self, client: HttpClient, path: str, body: bytes, decoder: Decoder, request: Request) -> None:
         self._client, self._path, self._body, self._decoder, self._request = client, path, body, decoder, request
@@ -427,6 +494,8 @@ class WholeAnswer:
         """Attempts that failed and were retried."""
         self._wait = 0.0
         """The wait before the next attempt, when the last one said it would retry."""
+        self._ticket: Ticket | None = None
+        """The rate limit's slot for the next attempt, when its wait has been said (``RateLimitWait``)."""
 
     def __aiter__(self) -> WholeAnswer:
         return self
@@ -443,13 +512,31 @@ class WholeAnswer:
         client, request = self._client, self._request
         if self._wait:
             await asyncio.sleep(self._wait)
+            self._wait = 0.0
+        if client._limiter is not None:
+            held = await self._held(client._limiter)
+            if held is not None:
+                return held
         try:
             return await client._attempt(self._path, self._body, request.timeout, self._first)
         except ProviderError as error:
             tried = self._tried
             wait = next_wait(error, tried, client.retry, request.deadline, request.on_retry)
-            self._tried, self._wait, self._events = tried + 1, wait, None
+            self._tried, self._wait, self._events, self._ticket = tried + 1, wait, None, None
             return retry_event(error, tried, wait)
+
+    async def _held(self, limiter: Limiter) -> RateLimitWait | None:
+        """The rate limit's wait for this attempt: said first (the next ask waits it), then waited."""
+        ticket = self._ticket
+        if ticket is None:
+            ticket = limiter.reserve(estimate_tokens(self._body))
+            if ticket.delay > 0:
+                self._ticket, self._events = ticket, None
+                return RateLimitWait(ticket.delay, ticket.reason)
+        else:
+            await limiter.ready(ticket)
+        self._ticket = ticket
+        return None
 
     async def _first(self, response: aiohttp.ClientResponse, wait: Deadline) -> LlmEvent:
         """An attempt's reading: the body read whole and decoded (a shape the decoder does not expect is
@@ -459,7 +546,11 @@ class WholeAnswer:
         text = decode_text(await client._read(response, wait), client.provider)
         if self._request.record is not None:
             self._request.record.whole(text)
-        self._events = rest = iter(decoded(self._decoder.whole_json, text, client.provider))
+        events = decoded(self._decoder.whole_json, text, client.provider)
+        if self._ticket is not None:
+            settle(self._ticket.spend, events)
+            self._ticket = None
+        self._events = rest = iter(events)
         for event in rest:
             return event
         raise InvalidResponse(f"{client.provider} sent an answer without any event")
