@@ -207,6 +207,7 @@ class HttpClient:
                     for item in reading.waiting(ticket):
                         yield item
                     await limiter.ready(ticket)
+                limiter.sent(ticket)
                 reading.spend = ticket.spend
             try:
                 opened = await self._attempt(path, payload, timeout, self._open)
@@ -535,6 +536,7 @@ class WholeAnswer:
                 return RateLimitWait(ticket.delay, ticket.reason)
         else:
             await limiter.ready(ticket)
+        limiter.sent(ticket)
         self._ticket = ticket
         return None
 

@@ -87,13 +87,28 @@ class Spend:
             self.amount = actual
 
 
+class Sent:
+    """When a request of the window went: its slot, then the time it really left (a busy event loop wakes a
+    waiter late, and a slot reckoned from the plan would let the next window's requests close in on it)."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+
 class Ticket:
-    """A reserved slot: when the request may go, and what of the window it holds."""
+    """A reserved slot: when the request may go, and what of the window it holds; ``prior`` the request ``rpm``
+    before it, which must have left a window before this one leaves."""
 
-    __slots__ = ("at", "delay", "reason", "shift", "spend")
+    __slots__ = ("at", "delay", "prior", "reason", "sent", "shift", "spend")
 
-    def __init__(self, at: float, delay: float, reason: str, shift: float, spend: Spend | None) -> None:
+    def __init__(
+        self, at: float, delay: float, reason: str, shift: float, spend: Spend | None, sent: Sent | None,
+        prior: Sent | None,
+    ) -> None:  # fmt: skip
         self.at, self.delay, self.reason, self.shift, self.spend = at, delay, reason, shift, spend
+        self.sent, self.prior = sent, prior
 
 
 class Limiter:
@@ -115,7 +130,7 @@ class Limiter:
     def __init__(self, limit: RateLimit) -> None:
         self.limit = limit
         self._lock = threading.Lock()  # runs on other threads' event loops share it
-        self._requests: deque[float] | None = deque(maxlen=limit.rpm) if limit.rpm else None
+        self._requests: deque[Sent] | None = deque(maxlen=limit.rpm) if limit.rpm else None
         self._tokens: deque[Spend] = deque()
         self._token_sum = 0
         self._last = 0.0
@@ -136,21 +151,24 @@ class Limiter:
             at, reason = max(now, self._last), "requests"
             if self._paused > at:
                 at, reason = self._paused, "retry_after"
-            requests = self._requests
-            if requests is not None and len(requests) == requests.maxlen and requests[0] + limit.window > at:
-                at, reason = requests[0] + limit.window, "requests"
+            requests, prior = self._requests, None
+            if requests is not None and len(requests) == requests.maxlen:
+                prior = requests[0]
+                if prior.at + limit.window > at:
+                    at, reason = prior.at + limit.window, "requests"
             spend = None
             if limit.tpm is not None:
                 at, reason = self._tokens_room(min(tokens, limit.tpm), at, reason)
             at, reason = self._server_room(tokens, at, reason)
+            sent = None
             if requests is not None:
-                requests.append(at)
+                requests.append(sent := Sent(at))
             if limit.tpm is not None:
                 spend = Spend(self, at, tokens)
                 self._tokens.append(spend)
                 self._token_sum += tokens
             self._last = at
-            return Ticket(at, at - now, reason, self._shift, spend)
+            return Ticket(at, at - now, reason, self._shift, spend, sent, prior)
 
     def _tokens_room(self, tokens: int, at: float, reason: str) -> tuple[float, str]:
         """The earliest time from ``at`` the window has room for ``tokens`` more, spends leaving it on the way."""
@@ -186,15 +204,24 @@ class Limiter:
             await asyncio.sleep(wait)
             moved, ticket.shift = self._shift - ticket.shift, self._shift
             wait = moved
+            if ticket.prior is not None:  # the request a window before left late: as late again
+                wait = max(wait, ticket.prior.at + self.limit.window - time.monotonic())
         # a slot given before a pause that ended it: the pause's own end bounds it too
         while (left := self._paused - time.monotonic()) > 0:
             await asyncio.sleep(left)
+
+    @staticmethod
+    def sent(ticket: Ticket) -> None:
+        """The request of ``ticket`` leaves now: the window counts it from now if that is after its slot."""
+        if ticket.sent is not None:
+            ticket.sent.at = max(ticket.sent.at, time.monotonic())
 
     async def acquire(self, tokens: int = 0) -> Spend | None:
         """:meth:`reserve` and :meth:`ready` in one, for callers with nothing to say of the wait."""
         ticket = self.reserve(tokens)
         if ticket.delay > 0:
             await self.ready(ticket)
+        self.sent(ticket)
         return ticket.spend
 
     def pause(self, seconds: float, now: float | None = None) -> None:
@@ -211,8 +238,8 @@ class Limiter:
             self._paused = until
             self._shift += moved
             self._last += moved
-            if self._requests is not None:
-                self._requests = deque((at + moved for at in self._requests), maxlen=self._requests.maxlen)
+            for sent in self._requests or ():
+                sent.at += moved
             for spend in self._tokens:
                 spend.at += moved
 
