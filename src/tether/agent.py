@@ -42,6 +42,7 @@ from tether.usage import Price
 
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
+    from tether.providers.http.ratelimit import RateLimit
     from tether.output import OutputType
     from tether.sessions import SessionStore
     from tether.telemetry.observer import RunObserver
@@ -69,6 +70,7 @@ class Agent(Generic[DepsT, OutputT]):
         on_event: EventSink | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
+        rate_limit: RateLimit | None = None,
         mode: Mode | str = Mode.FULL,
         deny: Iterable[str] = (),
         can_use_tool: PermissionHook | None = None,
@@ -106,6 +108,9 @@ class Agent(Generic[DepsT, OutputT]):
             on_event: called with every event of every run, in order (a sink; it must not block).
             base_url: where the model's API is, for a model string (needed by ``openai-compatible:``).
             api_key: the API key, for a model string; otherwise read from the provider's environment variable.
+            rate_limit: requests and tokens per minute (``RateLimit(rpm=..., tpm=...)``), for a model string over
+                HTTP: shared by every run of this process that sends to the same API, key and model, waited for
+                before each request (``RateLimitWait``). A ``Provider`` instance takes its own ``rate_limit=``.
             mode: ``"full"`` offers every tool; ``"read-only"`` only tools marked ``read_only``.
             deny: names of tools never offered nor run.
             can_use_tool: asked before every tool call: ``Allow()``, ``Deny(reason)`` or ``Ask(reason)``.
@@ -160,7 +165,8 @@ class Agent(Generic[DepsT, OutputT]):
                 body), masked like telemetry, in the run's session: ``store.load_exchanges(session_id)`` reads
                 them (``tether.exchanges``). A run without a session keeps none; off, nothing is copied.
         """
-        provider = resolve(model, base_url=base_url, api_key=api_key)
+        limited = {"rate_limit": rate_limit} if rate_limit is not None else {}
+        provider = resolve(model, base_url=base_url, api_key=api_key, **limited)
         registry = ToolRegistry(tools)
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)

@@ -11,8 +11,7 @@ import asyncio
 import datetime
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
 
 import msgspec
 import pytest
@@ -82,9 +81,9 @@ class WindowServer:
 
 
 @pytest.fixture
-def threaded() -> Iterator[list[str]]:
-    """A ``WindowServer`` served on an event loop of its own thread, so that the runs' loop does not delay the
-    times it records: the fixture yields a list the test appends the server's app factory's URL into."""
+def threaded() -> Iterator[Callable[[web.Application], str]]:
+    """Serve apps on an event loop of a thread of their own (a free port each; their root URL given back), so
+    that the runs' loop does not delay the times a server records."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
@@ -101,11 +100,12 @@ def threaded() -> Iterator[list[str]]:
     def serve_there(app: web.Application) -> str:
         return asyncio.run_coroutine_threadsafe(start(app), loop).result(10)
 
-    yield serve_there  # type: ignore[misc]
+    yield serve_there
     for runner in runners:
         asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
     loop.call_soon_threadsafe(loop.stop)
     thread.join(10)
+    loop.close()
 
 
 def provider(url: str, rate_limit: RateLimit | None, *, key: str, stream: bool = True) -> OpenAIChatProvider:
@@ -120,7 +120,7 @@ async def _waits(agent: Agent[None, str]) -> int:
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
-async def test_200_concurrent_runs_within_the_limit_get_no_429(threaded: Any, stream: bool) -> None:
+async def test_200_concurrent_runs_within_the_limit_get_no_429(threaded: Callable[[web.Application], str], stream: bool) -> None:
     """200 runs started at once, sharing one limiter of 40 requests per 0.5 s window, meet no 429 from a server
     that allows 40 per window, every window the server saw held at most 40, and the runs that had to wait said so
     (``RateLimitWait``). The server runs on its own thread's loop and counts windows of 0.4 s: what the limiter

@@ -161,6 +161,11 @@ class ProviderConfig(Section):
     ``openai-compatible`` when not given."""
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra HTTP headers sent with every request."""
+    rpm: int | None = Field(default=None, ge=1)
+    """Requests per minute this process sends to the provider's API, key and model, all runs together; the
+    requests past it wait (client-side, before they are sent)."""
+    tpm: int | None = Field(default=None, ge=1)
+    """Tokens per minute (input and output, estimated before a request, corrected by its usage), likewise."""
 
     @field_validator("base_url")
     @classmethod

@@ -1,7 +1,8 @@
 """From a configuration to what ``Agent`` takes: the provider for ``runtime.model`` and the limits.
 
 ``runtime.retries`` becomes the provider's ``RetryPolicy(max_retries=...)`` (providers that run in this
-process, ``scripted:`` and ``local:``, make no requests to retry).
+process, ``scripted:`` and ``local:``, make no requests to retry); ``[providers.NAME] rpm`` and ``tpm`` its
+``RateLimit`` (refused for those two).
 
 ``[providers.NAME]`` adjusts a built-in provider (``[providers.ollama] base_url = ...``) or adds one under a
 new name that speaks a compatibility profile (``[providers.gpu] profile = "vllm"`` makes ``gpu:qwen3`` a
@@ -24,6 +25,7 @@ from tether.providers.registry import PROFILES, over_http, resolve
 if TYPE_CHECKING:
     from tether.providers.base import Provider
     from tether.providers.http.client import Secret
+    from tether.providers.http.ratelimit import RateLimit
 
 NEED_KEY = frozenset({"anthropic", "gemini", "openai-responses"})
 """Built-in providers outside ``PROFILES`` that refuse to start without a key."""
@@ -42,6 +44,8 @@ class ModelTarget:
     """Retries of a failed request (``runtime.retries``); ``None``: the provider's default."""
     name: str | None = None
     """A ``[providers.NAME]``'s NAME, the provider's name where a run is shown; ``None``: the prefix's."""
+    rate_limit: RateLimit | None = None
+    """``[providers.NAME] rpm`` and ``tpm``; ``None``: no client-side limit."""
 
     def provider(self) -> Provider:
         """Build the provider (``tether.providers.registry.resolve``)."""
@@ -50,6 +54,7 @@ class ModelTarget:
             from tether.providers.http.retry import RetryPolicy
 
             retry = RetryPolicy(max_retries=self.retries)
+        limited = {"rate_limit": self.rate_limit} if self.rate_limit is not None else {}
         return resolve(
             self.model,
             base_url=self.base_url,
@@ -57,6 +62,7 @@ class ModelTarget:
             headers=dict(self.headers) or None,
             retry=retry,
             provider_name=self.name,
+            **limited,
         )
 
 
@@ -86,7 +92,16 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
                 f"{model!r} needs an API key"
             )
     shown = None if prefix == profile else prefix
-    return ModelTarget(f"{profile}:{name}", settings.base_url, api_key, dict(settings.headers), retries, shown)
+    rate_limit = None
+    if settings.rpm is not None or settings.tpm is not None:
+        if not over_http(profile):
+            raise ConfigInvalid(f"providers.{prefix}: rpm and tpm limit requests over HTTP; {model!r} makes none")
+        from tether.providers.http.ratelimit import RateLimit
+
+        rate_limit = RateLimit(rpm=settings.rpm, tpm=settings.tpm)
+    return ModelTarget(
+        f"{profile}:{name}", settings.base_url, api_key, dict(settings.headers), retries, shown, rate_limit
+    )
 
 
 def build_provider(config: Config, env: Mapping[str, str] | None = None) -> Provider:
