@@ -85,7 +85,6 @@ if TYPE_CHECKING:
     from tether.events import PartialOutput as PartialOutput
     from tether.events import ProviderRetry as ProviderRetry
     from tether.events import RateLimitWait as RateLimitWait
-    from tether.providers.http.ratelimit import RateLimit as RateLimit
     from tether.events import RunCompleted as RunCompleted
     from tether.events import RunEvent as RunEvent
     from tether.events import RunResult as RunResult
@@ -126,6 +125,7 @@ if TYPE_CHECKING:
     from tether.output import OutputSchema as OutputSchema
     from tether.providers.base import ModelSettings as ModelSettings
     from tether.providers.base import Provider as Provider
+    from tether.providers.http.ratelimit import RateLimit as RateLimit
     from tether.run_context import RunContext as RunContext
     from tether.run_handles import RunHandle as RunHandle
     from tether.run_handles import RunStream as RunStream

@@ -42,8 +42,8 @@ from tether.usage import Price
 
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
-    from tether.providers.http.ratelimit import RateLimit
     from tether.output import OutputType
+    from tether.providers.http.ratelimit import RateLimit
     from tether.sessions import SessionStore
     from tether.telemetry.observer import RunObserver
 

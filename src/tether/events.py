@@ -5,11 +5,11 @@ A provider turns its wire format into ``LlmEvent``s; the loop folds them into a 
 untouched, so the first token reaches the host as soon as the provider has it.
 
 A run's events come in this order (ARCHITECTURE.md §4): ``RunStarted``; per turn ``TurnStarted``, the provider's
-retries (``ProviderRetry``, before its wait) and client-side rate-limit waits (``RateLimitWait``), the deltas (a thinking block's between ``ThinkingStarted`` and
-``ThinkingEnded``), ``TurnCompleted`` as soon as the model's message is complete (with that call's usage), a
-``CallFailed`` when the call gave no usable answer, then ``ToolCallStarted`` and ``ToolResultReceived`` per tool
-call the message asked for; and ``RunCompleted`` last, always. So a consumer has the whole message and its usage
-before the turn's tools run, however long they take.
+retries (``ProviderRetry``, before its wait) and client-side rate-limit waits (``RateLimitWait``, likewise), the
+deltas (a thinking block's between ``ThinkingStarted`` and ``ThinkingEnded``), ``TurnCompleted`` as soon as the
+model's message is complete (with that call's usage), a ``CallFailed`` when the call gave no usable answer, then
+``ToolCallStarted`` and ``ToolResultReceived`` per tool call the message asked for; and ``RunCompleted`` last,
+always. So a consumer has the whole message and its usage before the turn's tools run, however long they take.
 """
 
 from __future__ import annotations

@@ -17,11 +17,11 @@ import msgspec
 import pytest
 from aiohttp import web
 
+from tests.providers.conftest import Serve
 from tether import Agent, ProviderRetry, RateLimitWait
 from tether.errors import ConfigInvalid
 from tether.providers import OpenAIChatProvider, RateLimit
 from tether.providers.http.ratelimit import Limiter, limiter_for
-from tests.providers.conftest import Serve
 
 ANSWER = msgspec.json.encode(
     {
@@ -120,7 +120,9 @@ async def _waits(agent: Agent[None, str]) -> int:
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
-async def test_200_concurrent_runs_within_the_limit_get_no_429(threaded: Callable[[web.Application], str], stream: bool) -> None:
+async def test_200_concurrent_runs_within_the_limit_get_no_429(
+    threaded: Callable[[web.Application], str], stream: bool
+) -> None:
     """200 runs started at once, sharing one limiter of 40 requests per 0.5 s window, meet no 429 from a server
     that allows 40 per window, every window the server saw held at most 40, and the runs that had to wait said so
     (``RateLimitWait``). The server runs on its own thread's loop and counts windows of 0.4 s: what the limiter
@@ -162,7 +164,7 @@ async def test_remaining_quota_headers_hold_requests_until_the_reset(serve: Serv
     async def handle(request: web.Request) -> web.Response:
         nonlocal reset_at
         arrivals.append(time.monotonic())
-        reset = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=0.6)
+        reset = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=0.6)
         if len(arrivals) == 1:
             reset_at = time.monotonic() + 0.6
         headers = {

@@ -15,11 +15,12 @@ parts keep their arrival order. What cannot be used is reported, not guessed at:
 * a stream without ``StreamEnd`` gives ``ended=False``.
 
 What a host is shown as it comes is what :meth:`StreamAccumulator.add` returns: the text and thinking deltas
-themselves, a provider's ``ProviderRetry`` and ``RateLimitWait``, and the marks of a thinking block (``ThinkingStarted`` when one begins,
-``ThinkingEnded`` when it is closed or the answer goes on with something else). Where one event shows two things
-(a block's first delta is its start and its text), the first is returned and the rest is :attr:`held`, for the
-watch to hand on before it waits for the next event (``interrupts.Watched``). Only thinking makes more than one:
-the marks are made where a part begins or a call starts, never for a delta within a part.
+themselves, a provider's ``ProviderRetry`` and ``RateLimitWait``, and the marks of a thinking block
+(``ThinkingStarted`` when one begins, ``ThinkingEnded`` when it is closed or the answer goes on with something
+else). Where one event shows two things (a block's first delta is its start and its text), the first is returned and
+the rest is :attr:`held`, for the watch to hand on before it waits for the next event (``interrupts.Watched``). Only
+thinking makes more than one: the marks are made where a part begins or a call starts, never for a delta within a
+part.
 """
 
 from __future__ import annotations

@@ -84,6 +84,10 @@ class RunObserver:
         """The provider failed with a retryable ``error`` and tries again (``attempt``: 1 for the first retry)
         after ``wait`` seconds."""
 
+    def rate_wait(self, delay: float, reason: str) -> None:
+        """The provider's client-side rate limit holds the current call ``delay`` seconds before it is sent;
+        ``reason`` says what holds it (``requests``, ``tokens``, ``server``, ``retry_after``)."""
+
     def call_ended(self, record: TurnRecord, message: Message, error: BaseException | None) -> None:
         """The current provider call ended: ``record`` says how (its ``tool_calls`` are not known yet);
         ``message`` is what the model answered (empty when the call failed); ``error`` what ended it, if any."""
@@ -126,6 +130,10 @@ class Fanout(RunObserver):
     def retry(self, error: ProviderError, attempt: int, wait: float) -> None:
         for observer in self.observers:
             observer.retry(error, attempt, wait)
+
+    def rate_wait(self, delay: float, reason: str) -> None:
+        for observer in self.observers:
+            observer.rate_wait(delay, reason)
 
     def call_ended(self, record: TurnRecord, message: Message, error: BaseException | None) -> None:
         for observer in self.observers:

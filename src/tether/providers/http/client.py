@@ -44,7 +44,7 @@ import msgspec
 from tether.alarms import Alarm, Deadline, shared_alarm
 from tether.errors import InvalidResponse, ProviderError
 from tether.events import LlmEvent, RateLimitWait, StreamEnd
-from tether.providers.base import ModelInfo, OnRetry, Request, Server
+from tether.providers.base import ModelInfo, OnRetry, OnWait, Request, Server
 from tether.providers.http.attempt import client_timeout, refused, transport_error
 from tether.providers.http.body import ResponseLimits, decode_text, parse_json, read_body
 from tether.providers.http.pool import session_for
@@ -156,7 +156,11 @@ class HttpClient:
             record.sent(body)
         if not streaming:
             return WholeAnswer(self, path, body, decoder, request)
-        reading = _Decoding(decoder, self.provider) if record is None else _Recording(decoder, self.provider, record)
+        reading: _Reading[LlmEvent] = (
+            _Decoding(decoder, self.provider) if record is None else _Recording(decoder, self.provider, record)
+        )
+        if self._limiter is not None:
+            reading = _Settling(reading, request.on_wait)
         return self._stream(path, body, request.timeout, request.deadline, request.on_retry, end_marker, reading)
 
     def post_json(
@@ -197,18 +201,19 @@ class HttpClient:
         """What ``reading`` makes of each event of the answer, then of its end; before each retry's wait, what it
         makes of the retry (the ladder of ``retry.py``, climbed here so that a retry is said before its wait); with
         a rate limit, before each attempt, what it makes of the limit's wait, and the answer's usage settled."""
-        tried, limiter = 0, self._limiter
+        tried, limiter, settling = 0, self._limiter, None
         if limiter is not None:
-            reading = _Settling(reading)
+            settling = reading if isinstance(reading, _Settling) else _Settling(reading, None)
+            reading = settling
         while True:
-            if limiter is not None:
+            if limiter is not None and settling is not None:
                 ticket = limiter.reserve(estimate_tokens(payload))
                 if ticket.delay > 0:
                     for item in reading.waiting(ticket):
                         yield item
                     await limiter.ready(ticket)
                 limiter.sent(ticket)
-                reading.spend = ticket.spend
+                settling.spend = ticket.spend
             try:
                 opened = await self._attempt(path, payload, timeout, self._open)
                 break
@@ -438,10 +443,10 @@ class _Settling:
     """Another reading, whose answer's usage (its ``StreamEnd``) corrects the tokens its attempt was granted
     (``ratelimit.Spend``): only a client with a rate limit reads through it."""
 
-    __slots__ = ("_reading", "spend")
+    __slots__ = ("_on_wait", "_reading", "spend")
 
-    def __init__(self, reading: _Reading[Any]) -> None:
-        self._reading = reading
+    def __init__(self, reading: _Reading[Any], on_wait: OnWait | None) -> None:
+        self._reading, self._on_wait = reading, on_wait
         self.spend: Spend | None = None
 
     def event(self, event: ServerSentEvent) -> list[Any]:
@@ -457,6 +462,8 @@ class _Settling:
         return self._reading.retry(error, attempt, wait)
 
     def waiting(self, ticket: Ticket) -> list[Any]:
+        if self._on_wait is not None:
+            self._on_wait(ticket.delay, ticket.reason)
         return self._reading.waiting(ticket)
 
     def _settled(self, items: list[Any]) -> list[Any]:
@@ -533,6 +540,8 @@ class WholeAnswer:
             ticket = limiter.reserve(estimate_tokens(self._body))
             if ticket.delay > 0:
                 self._ticket, self._events = ticket, None
+                if self._request.on_wait is not None:
+                    self._request.on_wait(ticket.delay, ticket.reason)
                 return RateLimitWait(ticket.delay, ticket.reason)
         else:
             await limiter.ready(ticket)

@@ -206,8 +206,8 @@ class Limiter:
             wait = moved
             if ticket.prior is not None:  # the request a window before left late: as late again
                 wait = max(wait, ticket.prior.at + self.limit.window - time.monotonic())
-        # a slot given before a pause that ended it: the pause's own end bounds it too
-        while (left := self._paused - time.monotonic()) > 0:
+        left = self._paused - time.monotonic()  # a slot given before a pause that ended it: the pause bounds it too
+        if left > 0:
             await asyncio.sleep(left)
 
     @staticmethod
