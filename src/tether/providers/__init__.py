@@ -3,7 +3,7 @@
 This face hands on what a user of providers needs, loaded on first use (``import tether.providers`` loads no
 provider): the protocol and its values, the events a provider streams (``LlmEvent`` and its kinds, ``Usage``),
 model strings (``resolve``, ``PROFILES``), each wire protocol's provider,
-the embedded model, the scripted model for tests, and the HTTP settings (``RetryPolicy``, ``ResponseLimits``).
+the embedded model, the scripted model for tests, and the HTTP settings (``RetryPolicy``, ``ResponseLimits``, ``RateLimit``).
 
 * ``base.py``: the Provider protocol and the values it speaks (``Request``, ``ModelInfo``, ...);
 * ``registry.py``: model strings and the profiles of OpenAI-compatible servers; ``default_model.py``: the model
@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "ToolChoice": "tether.providers.base",
     "ForceTool": "tether.providers.base",
     "OnRetry": "tether.providers.base",
+    "OnWait": "tether.providers.base",
     "LlmEvent": "tether.events",
     "StreamStart": "tether.events",
     "ThinkingDelta": "tether.events",
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
     from tether.providers.base import ModelInfo as ModelInfo
     from tether.providers.base import ModelSettings as ModelSettings
     from tether.providers.base import OnRetry as OnRetry
+    from tether.providers.base import OnWait as OnWait
     from tether.providers.base import Provider as Provider
     from tether.providers.base import Request as Request
     from tether.providers.base import ServedProvider as ServedProvider
