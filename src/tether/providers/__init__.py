@@ -2,8 +2,8 @@
 
 This face hands on what a user of providers needs, loaded on first use (``import tether.providers`` loads no
 provider): the protocol and its values, the events a provider streams (``LlmEvent`` and its kinds, ``Usage``),
-model strings (``resolve``, ``PROFILES``), each wire protocol's provider,
-the embedded model, the scripted model for tests, and the HTTP settings (``RetryPolicy``, ``ResponseLimits``, ``RateLimit``).
+model strings (``resolve``, ``PROFILES``), each wire protocol's provider, the embedded model, the scripted model
+for tests, and the HTTP settings (``RetryPolicy``, ``ResponseLimits``, ``RateLimit``).
 
 * ``base.py``: the Provider protocol and the values it speaks (``Request``, ``ModelInfo``, ...);
 * ``registry.py``: model strings and the profiles of OpenAI-compatible servers; ``default_model.py``: the model
