@@ -312,8 +312,8 @@ _LIMITERS_LOCK = threading.Lock()
 
 def limiter_for(base_url: str, api_key: str | None, model: str, limit: RateLimit) -> Limiter:
     """The process's one limiter for ``base_url``, ``api_key`` and ``model`` (the key known by a digest only);
-    made on first use. A later provider with a different ``limit`` for the same three sets it (the last
-    configured wins), keeping no grants of the old one."""
+    made on first use. A provider made later with a different ``limit`` for the same three gets a new limiter
+    in its place (the last configured wins for the providers made from then on; those made before keep theirs)."""
     digest = hashlib.sha256(api_key.encode()).hexdigest()[:16] if api_key else ""
     key = (base_url.rstrip("/"), digest, model)
     with _LIMITERS_LOCK:
