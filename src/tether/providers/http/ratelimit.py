@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import functools
 import hashlib
 import math
 import re
@@ -277,8 +278,10 @@ def _quota(headers: Any, what: str) -> tuple[int, float] | None:
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
 
+@functools.lru_cache(maxsize=256)
 def _duration(text: str | None) -> float | None:
-    """OpenAI's reset durations (``1s``, ``6m0s``, ``20ms``, ``1h2m3.5s``) in seconds."""
+    """OpenAI's reset durations (``1s``, ``6m0s``, ``20ms``, ``1h2m3.5s``) in seconds; the few a server sends
+    over and over read once."""
     if not text:
         return None
     scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
