@@ -65,8 +65,8 @@ def instructions() -> None:
         counts = []
         for calls in (10_000, 20_000):
             code = (
-                "import bench.ratelimit as b; b.PER_ROUND = %d; l, learn = b.limiters()[%r]; b.per_call(l, learn=learn)"
-                % (calls, name)
+                f"import bench.ratelimit as b; b.PER_ROUND = {calls}; l, learn = b.limiters()[{name!r}]; "
+                "b.per_call(l, learn=learn)"
             )
             done = subprocess.run(
                 ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
