@@ -201,7 +201,7 @@ class HttpClient:
         """What ``reading`` makes of each event of the answer, then of its end; before each retry's wait, what it
         makes of the retry (the ladder of ``retry.py``, climbed here so that a retry is said before its wait); with
         a rate limit, before each attempt, what it makes of the limit's wait, and the answer's usage settled."""
-        tried, limiter, settling = 0, self._limiter, None
+        tried, limiter, settling, ticket = 0, self._limiter, None, None
         if limiter is not None:
             settling = reading if isinstance(reading, _Settling) else _Settling(reading, None)
             reading = settling
@@ -215,7 +215,7 @@ class HttpClient:
                 limiter.sent(ticket)
                 settling.spend = ticket.spend
             try:
-                opened = await self._attempt(path, payload, timeout, self._open)
+                opened = await self._attempt(path, payload, timeout, self._open, ticket)
                 break
             except ProviderError as error:
                 wait = next_wait(error, tried, self.retry, deadline, on_retry)
@@ -259,10 +259,12 @@ class HttpClient:
         payload: bytes | None,
         timeout: float | None,
         read: Callable[[aiohttp.ClientResponse, Deadline], Awaitable[T]],
+        ticket: Ticket | None = None,
     ) -> T:
         """One attempt: post ``payload`` (or, without one, get: ``get_json``), then ``read`` what the answer
         starts with, its waits bounded by ``timeout``; a failure of the connection (or a wait past the timeout)
-        is a ``transport`` (``timeout``) error."""
+        is a ``transport`` (``timeout``) error. With a rate limit, the answer's head tells it when the request
+        had certainly reached the server (``ticket``), and what quota the server has left."""
         pooled = self._ready_pool() or await self._pool()
         wait, url = Deadline(pooled[2], timeout), self._url(path)
         try:
@@ -280,7 +282,7 @@ class HttpClient:
             finally:
                 wait.stop()
             if self._limiter is not None:
-                self._limiter.learn(response.headers)
+                self._limiter.answered(ticket, response.headers)
             if response.status >= 300:
                 secret = self._api_key.reveal() if self._api_key is not None else None
                 error = await refused(response, url, wait, provider=self.provider, secret=secret)
@@ -526,7 +528,7 @@ class WholeAnswer:
             if held is not None:
                 return held
         try:
-            return await client._attempt(self._path, self._body, request.timeout, self._first)
+            return await client._attempt(self._path, self._body, request.timeout, self._first, self._ticket)
         except ProviderError as error:
             tried = self._tried
             wait = next_wait(error, tried, client.retry, request.deadline, request.on_retry)

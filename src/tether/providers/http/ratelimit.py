@@ -7,6 +7,10 @@ the same API, key and model, waited for before a request is sent.
   after it was spent. A bucket that refills continuously would let twice its size through some window (a full
   bucket at its start, its refill during it), which a server that counts per window refuses; this one never
   lets more than ``rpm`` requests or ``tpm`` tokens into any window.
+* **Counted from when the server has it.** A request is counted in the window from its slot, then from when it
+  is sent, then from when its answer's head comes (by then the server has it, whatever delayed its arrival): the
+  request a window later waits for the last of these, so a late first request never lets the next window's close
+  in on it at the server.
 * **Reserved, then waited for.** :meth:`Limiter.reserve` gives a request its time slot at once (no lock held
   across a wait, no task woken to be put back to sleep: callers queue in the order they asked);
   :meth:`Limiter.ready` sleeps until it. A run that waits says so first (``RateLimitWait``).
@@ -243,6 +247,14 @@ class Limiter:
                 sent.at += moved
             for spend in self._tokens:
                 spend.at += moved
+
+    def answered(self, ticket: Ticket | None, headers: Any) -> None:
+        """An attempt's answer has its head: its request reached the server by now, so the window counts it from
+        now at the latest (the server counts it from when it arrived, which a connection opened for it or a busy
+        machine may have put well after the send); and the server's quota is read from ``headers``."""
+        if ticket is not None:
+            self.sent(ticket)
+        self.learn(headers)
 
     def learn(self, headers: Any, now: float | None = None) -> None:
         """Read the server's remaining quota from an answer's headers, where it sends it (OpenAI's, Anthropic's)."""
