@@ -32,6 +32,8 @@ _EXPORTS: dict[str, str] = {
     "ThinkingStarted": "tether.events",
     "ThinkingEnded": "tether.events",
     "ProviderRetry": "tether.events",
+    "RateLimitWait": "tether.events",
+    "RateLimit": "tether.providers.http.ratelimit",
     "CallFailed": "tether.events",
     "ToolCallStarted": "tether.events",
     "ToolResultReceived": "tether.events",
@@ -83,6 +85,7 @@ if TYPE_CHECKING:
     from tether.events import Compacted as Compacted
     from tether.events import PartialOutput as PartialOutput
     from tether.events import ProviderRetry as ProviderRetry
+    from tether.events import RateLimitWait as RateLimitWait
     from tether.events import RunCompleted as RunCompleted
     from tether.events import RunEvent as RunEvent
     from tether.events import RunResult as RunResult
@@ -123,6 +126,7 @@ if TYPE_CHECKING:
     from tether.output import OutputSchema as OutputSchema
     from tether.providers.base import ModelSettings as ModelSettings
     from tether.providers.base import Provider as Provider
+    from tether.providers.http.ratelimit import RateLimit as RateLimit
     from tether.providers.response_cache import ResponseCache as ResponseCache
     from tether.run_context import RunContext as RunContext
     from tether.run_handles import RunHandle as RunHandle

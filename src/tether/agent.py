@@ -52,6 +52,7 @@ from tether.usage import Price
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
     from tether.output import OutputType
+    from tether.providers.http.ratelimit import RateLimit
     from tether.providers.response_cache import ResponseCache
     from tether.sessions import SessionStore
     from tether.telemetry.observer import RunObserver
@@ -79,6 +80,7 @@ class Agent(Generic[DepsT, OutputT]):
         on_event: EventSink | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
+        rate_limit: RateLimit | None = None,
         mode: Mode | str = Mode.FULL,
         deny: Iterable[str] = (),
         can_use_tool: PermissionHook | None = None,
@@ -123,6 +125,9 @@ class Agent(Generic[DepsT, OutputT]):
                 read from the provider's environment variable.
             prompt_cache: for an ``anthropic:`` model string, the TTL of its cache breakpoints (``"5m"``, its
                 default, or ``"1h"``) or ``"off"`` (``tether.providers.anthropic_cache``).
+            rate_limit: requests and tokens per minute (``RateLimit(rpm=..., tpm=...)``), for a model string over
+                HTTP: shared by every run of this process that sends to the same API, key and model, waited for
+                before each request (``RateLimitWait``). A ``Provider`` instance takes its own ``rate_limit=``.
             mode: ``"full"`` offers every tool; ``"read-only"`` only tools marked ``read_only``.
             deny: names of tools never offered nor run.
             can_use_tool: asked before every tool call: ``Allow()``, ``Deny(reason)`` or ``Ask(reason)``.
@@ -179,7 +184,8 @@ class Agent(Generic[DepsT, OutputT]):
             cache: a :class:`~tether.ResponseCache`: a request identical to one answered before (at temperature 0,
                 unless it allows any) is answered from it, its events replayed, no request made.
         """
-        provider = resolve_models(model, base_url=base_url, api_key=api_key, prompt_cache=prompt_cache)
+        limited = {"rate_limit": rate_limit} if rate_limit is not None else {}
+        provider = resolve_models(model, base_url=base_url, api_key=api_key, prompt_cache=prompt_cache, **limited)
         registry = ToolRegistry(tools)
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)

@@ -5,11 +5,11 @@ A provider turns its wire format into ``LlmEvent``s; the loop folds them into a 
 untouched, so the first token reaches the host as soon as the provider has it.
 
 A run's events come in this order (ARCHITECTURE.md §4): ``RunStarted``; per turn ``TurnStarted``, the provider's
-retries (``ProviderRetry``, before its wait), the deltas (a thinking block's between ``ThinkingStarted`` and
-``ThinkingEnded``), ``TurnCompleted`` as soon as the model's message is complete (with that call's usage), a
-``CallFailed`` when the call gave no usable answer, then ``ToolCallStarted`` and ``ToolResultReceived`` per tool
-call the message asked for; and ``RunCompleted`` last, always. So a consumer has the whole message and its usage
-before the turn's tools run, however long they take.
+retries (``ProviderRetry``, before its wait) and client-side rate-limit waits (``RateLimitWait``, likewise), the
+deltas (a thinking block's between ``ThinkingStarted`` and ``ThinkingEnded``), ``TurnCompleted`` as soon as the
+model's message is complete (with that call's usage), a ``CallFailed`` when the call gave no usable answer, then
+``ToolCallStarted`` and ``ToolResultReceived`` per tool call the message asked for; and ``RunCompleted`` last,
+always. So a consumer has the whole message and its usage before the turn's tools run, however long they take.
 """
 
 from __future__ import annotations
@@ -114,8 +114,29 @@ class ProviderRetry(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag
     kind: ClassVar[Literal["provider_retry"]] = "provider_retry"
 
 
+class RateLimitWait(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="rate_limit_wait"):
+    """The provider's request waits ``delay`` seconds before it is sent, held by its client-side rate limit
+    (``providers/http/ratelimit.py``): what a consumer shows as "waiting 1.2 s for the rate limit".
+
+    Handed on before the wait, like ``ProviderRetry``; ``reason`` says what holds it: ``requests`` or ``tokens``
+    (the limit's own count), ``server`` (the server's remaining quota is spent until its reset),
+    ``retry_after`` (a 429 paused every request to that API)."""
+
+    delay: float
+    reason: str
+    kind: ClassVar[Literal["rate_limit_wait"]] = "rate_limit_wait"
+
+
 LlmEvent: TypeAlias = (
-    StreamStart | ThinkingDelta | TextDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | StreamEnd | ProviderRetry
+    StreamStart
+    | ThinkingDelta
+    | TextDelta
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCallEnd
+    | StreamEnd
+    | ProviderRetry
+    | RateLimitWait
 )
 
 
@@ -362,6 +383,7 @@ RunEvent: TypeAlias = (
     RunStarted
     | TurnStarted
     | ProviderRetry
+    | RateLimitWait
     | ThinkingStarted
     | ThinkingDelta
     | ThinkingEnded

@@ -525,3 +525,58 @@ def test_system_instructions_that_cannot_be_read_are_a_usage_error(tmp_path: Pat
     assert completed.returncode == 2
     assert problem in completed.stderr
     assert completed.stdout == ""
+
+
+def test_run_shows_a_rate_limit_wait_on_stderr_before_it(tmp_path: Path) -> None:
+    """With ``[providers.NAME] rpm`` set, a 429 whose headers say no request is left for a second and a half holds
+    the retry until then, and ``tether run`` says so on a dim line of its own before the answer."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    served: list[int] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            served.append(1)
+            if len(served) == 1:
+                body = json.dumps({"error": {"message": "slow down"}}).encode()
+                self.send_response(429)
+                self.send_header("Retry-After", "0")
+                self.send_header("x-ratelimit-remaining-requests", "0")
+                self.send_header("x-ratelimit-reset-requests", "1.5s")
+            else:
+                body = json.dumps(
+                    {"id": "c", "model": "qwen3", "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "the answer"}}]}
+                ).encode()  # fmt: skip
+                self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the signature of the base)
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        (tmp_path / "agent.toml").write_text(
+            f'[cli]\nstream = false\n\n[providers.box]\nbase_url = "http://127.0.0.1:{server.server_address[1]}/v1"\n'
+            'profile = "vllm"\nrpm = 1000\n'
+        )
+        completed = tether(tmp_path, "run", "--model", "box:qwen3", "hi")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "the answer\n"
+    waits = [line for line in completed.stderr.splitlines() if "for the rate limit" in line]
+    assert len(waits) == 1, completed.stderr
+    assert waits[0].startswith("waiting ")
+    assert waits[0].endswith("for the rate limit (the server's remaining quota)")
+    assert len(served) == 2

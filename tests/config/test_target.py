@@ -206,3 +206,38 @@ def test_a_prompt_cache_setting_is_checked_and_refused_for_a_provider_that_has_n
     )
     with pytest.raises(ConfigInvalid, match="applies to 'anthropic:' models"):
         build_provider(dirs.load().config, {"KEY": "k"})
+
+
+def test_rpm_and_tpm_of_a_provider_table_become_its_rate_limit(dirs: Dirs) -> None:
+    """``[providers.NAME] rpm/tpm`` is the provider's client-side ``RateLimit``, per minute."""
+    dirs.write_project(
+        '[runtime]\nmodel = "ollama:qwen3"\n\n[providers.ollama]\nbase_url = "http://box:11434/v1"\nrpm = 30\n'
+        "tpm = 40000\n"
+    )
+
+    provider = build_provider(dirs.load().config, {})
+
+    limiter = provider._client._limiter  # type: ignore[attr-defined]
+    assert limiter is not None
+    assert (limiter.limit.rpm, limiter.limit.tpm, limiter.limit.window) == (30, 40000, 60.0)
+
+
+def test_a_provider_table_without_rpm_or_tpm_has_no_limiter(dirs: Dirs) -> None:
+    dirs.write_project('[runtime]\nmodel = "ollama:qwen3"\n\n[providers.ollama]\nbase_url = "http://box:11434/v1"\n')
+
+    assert build_provider(dirs.load().config, {})._client._limiter is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("value", ["0", "-5", '"fast"'])
+def test_an_rpm_that_is_not_a_positive_integer_is_refused(dirs: Dirs, value: str) -> None:
+    dirs.write_project(f'[runtime]\nmodel = "ollama:qwen3"\n\n[providers.ollama]\nrpm = {value}\n')
+
+    with pytest.raises(ConfigInvalid, match=r"rpm"):
+        dirs.load()
+
+
+def test_rpm_for_a_model_run_in_this_process_is_refused(dirs: Dirs) -> None:
+    dirs.write_project('[runtime]\nmodel = "local:smollm2"\n\n[providers.local]\nrpm = 5\n')
+
+    with pytest.raises(ConfigInvalid, match=r"rpm and tpm limit requests over HTTP"):
+        model_target(dirs.load().config, {})

@@ -30,6 +30,7 @@ from tether.errors import TransportError
 from tether.events import (
     Compacted,
     ProviderRetry,
+    RateLimitWait,
     RunCompleted,
     RunEvent,
     TextDelta,
@@ -123,6 +124,20 @@ def describe_retry(event: ProviderRetry) -> str:
     """``retrying in 2.0 s (rate_limited, HTTP 429)``: a retry of the provider's on one line, before its wait."""
     status = f", HTTP {event.status}" if event.status is not None else ""
     return f"retrying in {event.delay:.1f} s ({event.code}{status})"
+
+
+_HELD_BY = {
+    "requests": "requests per minute",
+    "tokens": "tokens per minute",
+    "server": "the server's remaining quota",
+    "retry_after": "the server's Retry-After",
+}
+
+
+def describe_wait(event: RateLimitWait) -> str:
+    """``waiting 1.2 s for the rate limit (requests per minute)``: a client-side rate limit's wait on one line,
+    before it."""
+    return f"waiting {event.delay:.1f} s for the rate limit ({_HELD_BY.get(event.reason, event.reason)})"
 
 
 def _mark(result: ToolResult) -> str:
@@ -243,6 +258,10 @@ class Renderer:
         elif kind is ProviderRetry:
             assert isinstance(event, ProviderRetry)
             self.note(describe_retry(event))
+            self._wait_for_model()
+        elif kind is RateLimitWait:
+            assert isinstance(event, RateLimitWait)
+            self.note(describe_wait(event))
             self._wait_for_model()
         elif kind is Compacted:
             assert isinstance(event, Compacted)

@@ -183,6 +183,11 @@ class ProviderConfig(Section):
     prompt_cache: Literal["off", "5m", "1h"] | None = None
     """``anthropic`` only: the TTL of the cache breakpoints placed in every request, or ``"off"``; ``"5m"`` when
     not given (``tether.providers.anthropic_cache``)."""
+    rpm: int | None = Field(default=None, ge=1)
+    """Requests per minute this process sends to the provider's API, key and model, all runs together; the
+    requests past it wait (client-side, before they are sent)."""
+    tpm: int | None = Field(default=None, ge=1)
+    """Tokens per minute (input and output, estimated before a request, corrected by its usage), likewise."""
 
     @field_validator("base_url")
     @classmethod

@@ -1,7 +1,8 @@
 """From a configuration to what ``Agent`` takes: the provider for ``runtime.model`` and the limits.
 
 ``runtime.retries`` becomes the provider's ``RetryPolicy(max_retries=...)`` (providers that run in this
-process, ``scripted:`` and ``local:``, make no requests to retry).
+process, ``scripted:`` and ``local:``, make no requests to retry); ``[providers.NAME] rpm`` and ``tpm`` its
+``RateLimit`` (refused for those two).
 
 ``[providers.NAME]`` adjusts a built-in provider (``[providers.ollama] base_url = ...``) or adds one under a
 new name that speaks a compatibility profile (``[providers.gpu] profile = "vllm"`` makes ``gpu:qwen3`` a
@@ -25,6 +26,7 @@ from tether.providers.registry import PROFILES, over_http, resolve
 if TYPE_CHECKING:
     from tether.providers.base import Provider
     from tether.providers.http.client import Secret
+    from tether.providers.http.ratelimit import RateLimit
 
 NEED_KEY = frozenset({"anthropic", "gemini", "openai-responses"})
 """Built-in providers outside ``PROFILES`` that refuse to start without a key."""
@@ -47,6 +49,8 @@ class ModelTarget:
     """Azure OpenAI's ``api-version`` (``[providers.NAME] api_version``); given to Azure's builder only."""
     prompt_cache: str | None = None
     """``[providers.anthropic] prompt_cache``; ``None``: the provider's default."""
+    rate_limit: RateLimit | None = None
+    """``[providers.NAME] rpm`` and ``tpm``; ``None``: no client-side limit."""
 
     def provider(self) -> Provider:
         """Build the provider (``tether.providers.registry.resolve``)."""
@@ -55,6 +59,7 @@ class ModelTarget:
             from tether.providers.http.retry import RetryPolicy
 
             retry = RetryPolicy(max_retries=self.retries)
+        limited = {"rate_limit": self.rate_limit} if self.rate_limit is not None else {}
         return resolve(
             self.model,
             base_url=self.base_url,
@@ -64,6 +69,7 @@ class ModelTarget:
             provider_name=self.name,
             **({"api_version": self.api_version} if self.api_version else {}),
             prompt_cache=self.prompt_cache,
+            **limited,
         )
 
 
@@ -99,6 +105,13 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
                 f"{model!r} needs an API key"
             )
     shown = None if prefix == profile else prefix
+    rate_limit = None
+    if settings.rpm is not None or settings.tpm is not None:
+        if not over_http(profile):
+            raise ConfigInvalid(f"providers.{prefix}: rpm and tpm limit requests over HTTP; {model!r} makes none")
+        from tether.providers.http.ratelimit import RateLimit
+
+        rate_limit = RateLimit(rpm=settings.rpm, tpm=settings.tpm)
     return ModelTarget(
         f"{profile}:{name}",
         settings.base_url,
@@ -108,6 +121,7 @@ def model_target(config: Config, env: Mapping[str, str] | None = None) -> ModelT
         shown,
         api_version=settings.api_version,
         prompt_cache=settings.prompt_cache,
+        rate_limit=rate_limit,
     )
 
 

@@ -15,11 +15,12 @@ parts keep their arrival order. What cannot be used is reported, not guessed at:
 * a stream without ``StreamEnd`` gives ``ended=False``.
 
 What a host is shown as it comes is what :meth:`StreamAccumulator.add` returns: the text and thinking deltas
-themselves, a provider's ``ProviderRetry``, and the marks of a thinking block (``ThinkingStarted`` when one begins,
-``ThinkingEnded`` when it is closed or the answer goes on with something else). Where one event shows two things
-(a block's first delta is its start and its text), the first is returned and the rest is :attr:`held`, for the
-watch to hand on before it waits for the next event (``interrupts.Watched``). Only thinking makes more than one:
-the marks are made where a part begins or a call starts, never for a delta within a part.
+themselves, a provider's ``ProviderRetry`` and ``RateLimitWait``, and the marks of a thinking block
+(``ThinkingStarted`` when one begins, ``ThinkingEnded`` when it is closed or the answer goes on with something
+else). Where one event shows two things (a block's first delta is its start and its text), the first is returned and
+the rest is :attr:`held`, for the watch to hand on before it waits for the next event (``interrupts.Watched``). Only
+thinking makes more than one: the marks are made where a part begins or a call starts, never for a delta within a
+part.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from tether.events import (
     FinishReason,
     LlmEvent,
     ProviderRetry,
+    RateLimitWait,
     StreamEnd,
     StreamStart,
     TextDelta,
@@ -114,7 +116,7 @@ class _CallBuilder:
         return ToolCall(self.id, self.name, arguments, raw, self.provider_data)
 
 
-Shown = TextDelta | ThinkingDelta | ThinkingStarted | ThinkingEnded | ProviderRetry
+Shown = TextDelta | ThinkingDelta | ThinkingStarted | ThinkingEnded | ProviderRetry | RateLimitWait
 """What of a stream a host is shown as it comes (:meth:`StreamAccumulator.add`)."""
 
 
@@ -157,6 +159,8 @@ class StreamAccumulator:
         ``type(event) is`` tests, most frequent first: exact, narrowed by the type checker, and cheaper than a
         ``match`` or ``isinstance`` on the hottest path of a stream (``bench/instructions.py``)."""
         if not self.first_event and type(event) is not StreamStart and type(event) is not ProviderRetry:
+            if type(event) is RateLimitWait:
+                return event
             self.first_event = perf_counter()
         if type(event) is TextDelta:
             return self._text(event)
@@ -174,7 +178,7 @@ class StreamAccumulator:
             self._model = event.model
             self._response_id = event.response_id
             self._cached = event.cached
-        elif type(event) is ProviderRetry:
+        elif type(event) is ProviderRetry or type(event) is RateLimitWait:
             return event
         else:
             raise InvalidResponse(f"unknown stream event {event!r}")

@@ -2,13 +2,13 @@
 
 A :class:`ProviderCall` is made per call, one of the run's :class:`Calls`. Iterating :meth:`ProviderCall.deltas`
 makes the call: the provider's events are awaited through the run's interrupter (``interrupts.py``: a cancel or
-a deadline interrupts the wait, never the host's code), folded by a ``StreamAccumulator``, and the text and
-thinking deltas are handed on as they come, a thinking block's between its marks (not in JSON action mode,
-whose text is an action, nor for a call whose text is not the run's answer), and so are the provider's retries
-(``ProviderRetry``, events of its stream: in JSON action mode too, never for a compaction's quiet call). When
-the stream is over, however it ended, :attr:`ProviderCall.outcome` holds what the call gave
-(:class:`CallOutcome`), and its usage has been counted: in the run's guard (turns, budget), per call
-(``RunResult.turn_usage``), in its record and in the token gauge.
+a deadline interrupts the wait, never the host's code), folded by a ``StreamAccumulator``, and the text and thinking
+deltas are handed on as they come, a thinking block's between its marks (not in JSON action mode, whose text is an
+action, nor for a call whose text is not the run's answer), and so are the provider's retries (``ProviderRetry`` and
+``RateLimitWait``, events of its stream: in JSON action mode too, never for a compaction's quiet call). When the
+stream is over, however it ended, :attr:`ProviderCall.outcome` holds what the call gave (:class:`CallOutcome`), and
+its usage has been counted: in the run's guard (turns, budget), per call (``RunResult.turn_usage``), in its record
+and in the token gauge.
 
 A malformed answer (``InvalidResponse``) is not an exception out of the call: it is the outcome's ``problem``
 (the loop corrects and retries it). Every other failure (a provider error, an interrupt) is raised, with known
@@ -39,6 +39,7 @@ from tether.events import (
     LlmEvent,
     PartialOutput,
     ProviderRetry,
+    RateLimitWait,
     RunEvent,
     TextDelta,
     ThinkingDelta,
@@ -134,6 +135,12 @@ class Calls:
         mask_exception_in_place(error, self.spec.masker)
         if self.observer is not None:
             self.observer.retry(error, attempt, wait)
+
+    def waited(self, delay: float, reason: str) -> None:
+        """The provider's client-side rate limit holds the current call ``delay`` seconds (``Request.on_wait``):
+        observed (a span event)."""
+        if self.observer is not None:
+            self.observer.rate_wait(delay, reason)
 
     def counted(self, call: ProviderCall, turn: AccumulatedTurn, requested: bool, first: float) -> Usage:
         """What the call used, counted everywhere it counts; its text kept as the last written."""
@@ -415,9 +422,9 @@ class _Quiet:
         self._accumulator = accumulator
         self._retries = retries
 
-    def pick(self, event: LlmEvent) -> ProviderRetry | None:
+    def pick(self, event: LlmEvent) -> ProviderRetry | RateLimitWait | None:
         shown = self._accumulator.add(event)
-        return shown if type(shown) is ProviderRetry and self._retries else None
+        return shown if (type(shown) is ProviderRetry or type(shown) is RateLimitWait) and self._retries else None
 
     def release(self) -> Delta:
         raise AssertionError("a quiet picker holds nothing")

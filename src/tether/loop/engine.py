@@ -167,7 +167,7 @@ class Run:
         )  # fmt: skip
         self.sinks = Sinks(sinks) if sinks else NO_SINKS
         self.calls = Calls(spec, interrupter, self.guard, self.observer, self.sinks, steps)
-        self.offer = Offer(spec, self.state.system_text, self.run_id, self.calls.retried)
+        self.offer = Offer(spec, self.state.system_text, self.run_id, self.calls.retried, self.calls.waited)
         self.offer.cache_key = session_id
         self.compactor = Compactor(self.state, self.offer, self.calls)
         if history and self.outputs is not None and self.outputs.notice(self.state.transcript):

@@ -22,18 +22,21 @@ from tether.loop.context import shape_history
 from tether.loop.context.tokens import fixed_chars
 from tether.loop.spec import RunSpec
 from tether.messages import Message
-from tether.providers.base import ModelSettings, OnRetry, OutputFormat, Request, ToolChoice, ToolDefinition
+from tether.providers.base import ModelSettings, OnRetry, OnWait, OutputFormat, Request, ToolChoice, ToolDefinition
 
 
 class Offer:
     """The tools a run shows the model and the requests that carry them (see the module docstring)."""
 
     __slots__ = (
-        "_calls_read", "actions", "cache_key", "deadline", "definitions", "on_retry", "output", "run_id", "spec",
+        "_calls_read", "actions", "cache_key", "deadline", "definitions", "on_retry", "on_wait", "output", "run_id",
+        "spec",
         "system_text",
     )  # fmt: skip
 
-    def __init__(self, spec: RunSpec, system_text: str | None, run_id: str, on_retry: OnRetry) -> None:
+    def __init__(
+        self, spec: RunSpec, system_text: str | None, run_id: str, on_retry: OnRetry, on_wait: OnWait | None = None
+    ) -> None:
         self.spec = spec
         self.system_text: str | None = None
         self.output: OutputFormat | None = None
@@ -41,6 +44,7 @@ class Offer:
         self._instructions(system_text)
         self.run_id = run_id
         self.on_retry = on_retry
+        self.on_wait = on_wait
         """Told of every retry a provider makes (the run's records and observer)."""
         self.deadline: float | None = None
         """``loop.time()`` when the run must stop: providers cap their retries by it (set when the run starts)."""
@@ -99,7 +103,7 @@ class Offer:
         if self.actions is not None:
             request = self.actions.request(
                 history, extra, final=final, ask=ask, choice=choice, settings=spec.settings,
-                timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry,
+                timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry, on_wait=self.on_wait,
                 cache_key=self.cache_key,
             )  # fmt: skip
         else:
@@ -108,7 +112,7 @@ class Offer:
                 messages=history if extra is None else (*history, extra), system=self.system_text,
                 tools=self.definitions, tool_choice=choice, settings=spec.settings,
                 timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry, output=self.output,
-                cache_key=self.cache_key,
+                cache_key=self.cache_key, on_wait=self.on_wait,
             )  # fmt: skip
         return request, history if extra is None and ask is None else None
 
@@ -118,12 +122,12 @@ class Offer:
         if self.actions is not None:
             return self.actions.request(
                 summarized, None, final=True, ask=ask, settings=settings, timeout=limits.request_timeout,
-                deadline=self.deadline, on_retry=self.on_retry, cache_key=self.cache_key,
+                deadline=self.deadline, on_retry=self.on_retry, on_wait=self.on_wait, cache_key=self.cache_key,
             )  # fmt: skip
         return Request(
             messages=(*summarized, ask), system=self.system_text, tools=self.definitions, tool_choice="none",
             settings=settings, timeout=limits.request_timeout, deadline=self.deadline, on_retry=self.on_retry,
-            cache_key=self.cache_key,
+            cache_key=self.cache_key, on_wait=self.on_wait,
         )  # fmt: skip
 
     def _call_id(self) -> str:

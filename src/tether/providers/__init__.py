@@ -4,7 +4,7 @@ This face hands on what a user of providers needs, loaded on first use (``import
 provider): the protocol and its values, the events a provider streams (``LlmEvent`` and its kinds, ``Usage``),
 model strings (``resolve``, ``PROFILES``), each wire protocol's provider, the embedded model, models tried in
 order (``FallbackProvider``), the scripted model for tests, and the HTTP settings (``RetryPolicy``,
-``ResponseLimits``).
+``ResponseLimits``, ``RateLimit``).
 
 * ``base.py``: the Provider protocol and the values it speaks (``Request``, ``ModelInfo``, ...);
 * ``registry.py``: model strings and the profiles of OpenAI-compatible servers; ``fallback.py``: models tried
@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "OnFallback": "tether.providers.base",
     "FallbackProvider": "tether.providers.fallback",
     "FALLBACK_ON": "tether.providers.fallback",
+    "OnWait": "tether.providers.base",
     "LlmEvent": "tether.events",
     "StreamStart": "tether.events",
     "ThinkingDelta": "tether.events",
@@ -45,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "ToolCallEnd": "tether.events",
     "StreamEnd": "tether.events",
     "ProviderRetry": "tether.events",
+    "RateLimitWait": "tether.events",
     "FinishReason": "tether.events",
     "Usage": "tether.usage",
     "resolve": "tether.providers.registry",
@@ -57,6 +59,7 @@ _EXPORTS: dict[str, str] = {
     "GeminiProvider": "tether.providers.gemini",
     "LocalProvider": "tether.providers.local",
     "RetryPolicy": "tether.providers.http.retry",
+    "RateLimit": "tether.providers.http.ratelimit",
     "ResponseLimits": "tether.providers.http.body",
     "close_sessions": "tether.providers.http.pool",
     "ScriptedProvider": "tether.providers.scripted",
@@ -78,6 +81,7 @@ if TYPE_CHECKING:
     from tether.events import FinishReason as FinishReason
     from tether.events import LlmEvent as LlmEvent
     from tether.events import ProviderRetry as ProviderRetry
+    from tether.events import RateLimitWait as RateLimitWait
     from tether.events import StreamEnd as StreamEnd
     from tether.events import StreamStart as StreamStart
     from tether.events import TextDelta as TextDelta
@@ -92,6 +96,7 @@ if TYPE_CHECKING:
     from tether.providers.base import ModelSettings as ModelSettings
     from tether.providers.base import OnFallback as OnFallback
     from tether.providers.base import OnRetry as OnRetry
+    from tether.providers.base import OnWait as OnWait
     from tether.providers.base import Provider as Provider
     from tether.providers.base import Request as Request
     from tether.providers.base import ServedProvider as ServedProvider
@@ -103,6 +108,7 @@ if TYPE_CHECKING:
     from tether.providers.gemini import GeminiProvider as GeminiProvider
     from tether.providers.http.body import ResponseLimits as ResponseLimits
     from tether.providers.http.pool import close_sessions as close_sessions
+    from tether.providers.http.ratelimit import RateLimit as RateLimit
     from tether.providers.http.retry import RetryPolicy as RetryPolicy
     from tether.providers.local import LocalProvider as LocalProvider
     from tether.providers.openai_chat import OpenAIChatProvider as OpenAIChatProvider

@@ -55,6 +55,7 @@ from tether.providers.attachments import MB, base64_of, check_inline, is_text_do
 from tether.providers.base import ForceTool, ModelInfo, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http.body import ResponseLimits
 from tether.providers.http.client import HttpClient, OverHttp, Secret
+from tether.providers.http.ratelimit import RateLimit, limiter_of
 from tether.providers.http.retry import RetryPolicy
 from tether.providers.memo import RoleJoiner, ToolsMemo, joined_json, json_list
 from tether.providers.windows import checked_window, context_window_for
@@ -81,6 +82,7 @@ class AnthropicProvider(OverHttp):
         api_key: str | None = None,
         stream: bool = True,
         retry: RetryPolicy | None = None,
+        rate_limit: RateLimit | None = None,
         response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
         max_tokens_default: int = MAX_TOKENS_DEFAULT,
@@ -94,6 +96,8 @@ class AnthropicProvider(OverHttp):
             api_key: the key; otherwise read from ``ANTHROPIC_API_KEY``.
             stream: stream answers (the default), or ask for whole answers.
             retry: how failed requests are retried.
+            rate_limit: requests and tokens per window (``RateLimit``), shared by every run of this process
+                that sends to the same API, key and model; none by default.
             response_limits: the most of an answer read (``ResponseLimits``); the defaults when not given.
             headers: extra headers sent with every request (``anthropic-beta``, ...).
             max_tokens_default: ``max_tokens`` when ``ModelSettings.max_tokens`` is not given.
@@ -128,6 +132,7 @@ class AnthropicProvider(OverHttp):
             headers={"anthropic-version": API_VERSION, **(headers or {})},
             retry=retry,
             limits=response_limits,
+            limiter=limiter_of(rate_limit, base_url or DEFAULT_BASE_URL, key, self.info.name),
         )
 
     def __repr__(self) -> str:

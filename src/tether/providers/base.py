@@ -45,6 +45,7 @@ __all__ = [
     "ModelSettings",
     "OnFallback",
     "OnRetry",
+    "OnWait",
     "Provider",
     "Request",
     "ServedProvider",
@@ -75,6 +76,10 @@ TOOL_CHOICES = frozenset({"auto", "none", "required", "tool"})
 OnRetry: TypeAlias = Callable[[ProviderError, int, float], None]
 """Told of each retry a provider makes: the error, the attempt it starts (1 for the first retry), the wait in
 seconds before it."""
+
+OnWait: TypeAlias = Callable[[float, str], None]
+"""Told of each wait of a provider's client-side rate limit before it: the seconds, and what holds the request
+(``requests``, ``tokens``, ``server``, ``retry_after``)."""
 
 
 class ModelSettings(msgspec.Struct, frozen=True):
@@ -123,6 +128,9 @@ class Request(msgspec.Struct, frozen=True):
     cache_key: str | None = None
     """The run's session id, when it has one: what groups this request with the others of its conversation for a
     provider that routes its prompt cache by a key (OpenAI's ``prompt_cache_key``)."""
+    on_wait: OnWait | None = None
+    """Called before each wait of the provider's client-side rate limit (``RateLimitWait``), with its seconds and
+    what holds it (for the run's spans); must not raise."""
     record: ExchangeRecorder | None = None
     """Set when the run keeps its exchanges (``tether.exchanges``): a provider that speaks HTTP hands it the body
     it posts and the answer as it reads it. ``None`` (the default): nothing is copied."""

@@ -51,6 +51,7 @@ from tether.providers.gemini_schema import to_gemini_schema
 from tether.providers.gemini_stream import PROVIDER, GeminiDecoder, kept_parts_of, parse_usage, sent_without_id
 from tether.providers.http.body import ResponseLimits
 from tether.providers.http.client import HttpClient, OverHttp, Secret
+from tether.providers.http.ratelimit import RateLimit, limiter_of
 from tether.providers.http.retry import RetryPolicy
 from tether.providers.memo import RoleJoiner, ToolsMemo, joined_json
 from tether.providers.windows import checked_window, context_window_for
@@ -78,6 +79,7 @@ class GeminiProvider(OverHttp):
         api_key: str | None = None,
         stream: bool = True,
         retry: RetryPolicy | None = None,
+        rate_limit: RateLimit | None = None,
         response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
         context_window: int | None = None,
@@ -90,6 +92,8 @@ class GeminiProvider(OverHttp):
             api_key: the key; otherwise ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``. Sent as ``x-goog-api-key``.
             stream: stream answers (the default), or ask for whole answers.
             retry: how failed requests are retried.
+            rate_limit: requests and tokens per window (``RateLimit``), shared by every run of this process
+                that sends to the same API, key and model; none by default.
             response_limits: the most of an answer read (``ResponseLimits``); the defaults when not given.
             headers: extra headers sent with every request.
             context_window: the model's input limit in tokens; the known one by default
@@ -125,6 +129,7 @@ class GeminiProvider(OverHttp):
             headers=headers,
             retry=retry,
             limits=response_limits,
+            limiter=limiter_of(rate_limit, base_url or BASE_URL, key, self.info.name),
         )
 
     def __repr__(self) -> str:

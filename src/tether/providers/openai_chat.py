@@ -35,6 +35,7 @@ from tether.providers.attachments import (
 from tether.providers.base import ForceTool, ModelInfo, OutputFormat, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http.body import ResponseLimits
 from tether.providers.http.client import HttpClient, OverHttp, Secret
+from tether.providers.http.ratelimit import RateLimit, limiter_of
 from tether.providers.http.retry import RetryPolicy
 from tether.providers.memo import ToolsMemo, joined_json, json_list, prompt_cache_key
 from tether.providers.openai_chat_stream import CALL_EXTRA, ChatDecoder
@@ -57,6 +58,7 @@ class OpenAIChatProvider(OverHttp):
         api_key: str | None = None,
         stream: bool = True,
         retry: RetryPolicy | None = None,
+        rate_limit: RateLimit | None = None,
         response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
         context_window: int | None = None,
@@ -70,6 +72,8 @@ class OpenAIChatProvider(OverHttp):
             api_key: the key; otherwise read from the profile's environment variable.
             stream: stream answers (the default), or ask for whole answers.
             retry: how failed requests are retried.
+            rate_limit: requests and tokens per window (``RateLimit``), shared by every run of this process
+                that sends to the same API, key and model; none by default.
             response_limits: the most of an answer read (``ResponseLimits``); the defaults when not given.
             headers: extra headers sent with every request.
             context_window: the model's context window in tokens; by default the known window of a hosted
@@ -106,6 +110,7 @@ class OpenAIChatProvider(OverHttp):
             headers=headers,
             retry=retry,
             limits=response_limits,
+            limiter=limiter_of(rate_limit, url, key or None, self.info.name),
         )
         self._kept_system: tuple[str, bytes] = ("", b"")
         """The last system prompt and its message's JSON."""

@@ -46,6 +46,7 @@ from tether.providers.attachments import MB, check_inline, data_url, document_te
 from tether.providers.base import ForceTool, ModelInfo, OutputFormat, Request, ToolChoice, ToolDefinition, merge_extra
 from tether.providers.http.body import ResponseLimits
 from tether.providers.http.client import HttpClient, OverHttp, Secret
+from tether.providers.http.ratelimit import RateLimit, limiter_of
 from tether.providers.http.retry import RetryPolicy
 from tether.providers.memo import ToolsMemo, joined_json, json_list, prompt_cache_key
 from tether.providers.openai_chat import CANNOT_CALL_TOOLS
@@ -97,6 +98,7 @@ class OpenAIResponsesProvider(OverHttp):
         api_key: str | None = None,
         stream: bool = True,
         retry: RetryPolicy | None = None,
+        rate_limit: RateLimit | None = None,
         response_limits: ResponseLimits | None = None,
         headers: dict[str, str] | None = None,
         context_window: int | None = None,
@@ -109,6 +111,8 @@ class OpenAIResponsesProvider(OverHttp):
                 another ``base_url``.
             stream: stream answers (the default), or ask for whole answers.
             retry: how failed requests are retried.
+            rate_limit: requests and tokens per window (``RateLimit``), shared by every run of this process
+                that sends to the same API, key and model; none by default.
             response_limits: the most of an answer read (``ResponseLimits``); the defaults when not given.
             headers: extra headers sent with every request.
             context_window: the model's context window in tokens; the known one by default
@@ -135,6 +139,7 @@ class OpenAIResponsesProvider(OverHttp):
             headers=headers,
             retry=retry,
             limits=response_limits,
+            limiter=limiter_of(rate_limit, base_url or _OPENAI.base_url or "", key, self.info.name),
         )
 
     def __repr__(self) -> str:

@@ -88,6 +88,10 @@ class RunObserver:
         """A fallback moved on from ``failed`` before its answer began (that attempt's ``call_ended`` came
         first); the next ``call_started`` asks ``to``."""
 
+    def rate_wait(self, delay: float, reason: str) -> None:
+        """The provider's client-side rate limit holds the current call ``delay`` seconds before it is sent;
+        ``reason`` says what holds it (``requests``, ``tokens``, ``server``, ``retry_after``)."""
+
     def call_ended(self, record: TurnRecord, message: Message, error: BaseException | None) -> None:
         """The current provider call ended: ``record`` says how (its ``tool_calls`` are not known yet);
         ``message`` is what the model answered (empty when the call failed); ``error`` what ended it, if any."""
@@ -134,6 +138,10 @@ class Fanout(RunObserver):
     def fell_back(self, error: ProviderError, failed: ModelInfo, to: ModelInfo) -> None:
         for observer in self.observers:
             observer.fell_back(error, failed, to)
+
+    def rate_wait(self, delay: float, reason: str) -> None:
+        for observer in self.observers:
+            observer.rate_wait(delay, reason)
 
     def call_ended(self, record: TurnRecord, message: Message, error: BaseException | None) -> None:
         for observer in self.observers:

@@ -38,7 +38,9 @@ them, as in the conventions' examples: the chat call has ended when its tools ru
   ``gen_ai.usage.cache_write.input_tokens``, ``gen_ai.usage.reasoning.output_tokens``,
   ``gen_ai.response.time_to_first_chunk`` (seconds), ``tether.retries``, ``tether.rejected`` (why the answer
   was not used). Each retry is a ``retry`` event (``error.type``, ``tether.retry.attempt``,
-  ``tether.retry.wait_s``). A failed call (also one cut short by a cancellation or a deadline) has status
+  ``tether.retry.wait_s``); each wait of a client-side rate limit a ``rate_limit_wait`` event
+  (``tether.rate_limit.wait_s``, ``tether.rate_limit.reason``).
+  A failed call (also one cut short by a cancellation or a deadline) has status
   ERROR, ``error.type`` = its stable code, and an ``exception`` event with the redacted message.
 * ``execute_tool``: ``gen_ai.operation.name=execute_tool``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
   ``gen_ai.tool.type=function``, ``gen_ai.tool.description``, ``tether.turn``; at the end
@@ -320,6 +322,11 @@ class OtelObserver(RunObserver):
 
     def fell_back(self, error: ProviderError, failed: ModelInfo, to: ModelInfo) -> None:
         self._asked = to
+
+    def rate_wait(self, delay: float, reason: str) -> None:
+        if self._call is not None:
+            self._call.add_event("rate_limit_wait", {"tether.rate_limit.wait_s": float(delay),
+                                                     "tether.rate_limit.reason": reason})  # fmt: skip
 
     def call_ended(self, record: TurnRecord, message: Message, error: BaseException | None) -> None:
         if self._instruments is not None:

@@ -43,11 +43,12 @@ import msgspec
 
 from tether.alarms import Alarm, Deadline, shared_alarm
 from tether.errors import InvalidResponse, ProviderError
-from tether.events import LlmEvent
-from tether.providers.base import ModelInfo, OnRetry, Request, Server
+from tether.events import LlmEvent, RateLimitWait, StreamEnd
+from tether.providers.base import ModelInfo, OnRetry, OnWait, Request, Server
 from tether.providers.http.attempt import client_timeout, refused, transport_error
 from tether.providers.http.body import ResponseLimits, decode_text, parse_json, read_body
 from tether.providers.http.pool import session_for
+from tether.providers.http.ratelimit import Limiter, Spend, Ticket, estimate_tokens
 from tether.providers.http.retry import RetryPolicy, next_wait, retry_event, retrying
 from tether.providers.http.sse import ServerSentEvent
 from tether.providers.http.stream import EventStream, open_events
@@ -87,7 +88,7 @@ class Secret:
 class HttpClient:
     """JSON requests to one API, answered with JSON or a stream of server-sent events, read within ``limits``."""
 
-    __slots__ = ("_api_key", "_headers", "_pooled", "_urls", "base_url", "limits", "provider", "retry")
+    __slots__ = ("_api_key", "_headers", "_limiter", "_pooled", "_urls", "base_url", "limits", "provider", "retry")
 
     def __init__(
         self,
@@ -100,6 +101,7 @@ class HttpClient:
         headers: dict[str, str] | None = None,
         retry: RetryPolicy | None = None,
         limits: ResponseLimits | None = None,
+        limiter: Limiter | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.provider = provider
@@ -110,6 +112,7 @@ class HttpClient:
         if api_key is not None:
             self._headers[auth_header] = auth_prefix + api_key.reveal()
         self._urls: dict[str, str] = {}
+        self._limiter = limiter  # the client-side rate limit each attempt waits for (ratelimit.py); None: no cost
         self._pooled: _Pooled | None = None
         """The running loop, the session ``session_for`` gave for it, and that loop's alarm, which keeps this
         client's request timeouts."""
@@ -118,9 +121,8 @@ class HttpClient:
         return f"HttpClient({self.base_url!r}, provider={self.provider!r})"
 
     def renew_key(self, api_key: Secret, *, auth_header: str = "Authorization", auth_prefix: str = "Bearer ") -> None:
-        """Send ``api_key`` from the next request on: a short-lived token (Microsoft Entra's) replaced by a
-        fresh one, or a key that goes in a header of its own (Azure's ``api-key``), which then replaces the
-        ``Authorization`` header. It is the secret masked in this client's errors from then on."""
+        """Send ``api_key`` from the next request on (a fresh Entra token; Azure's ``api-key`` header, replacing
+        ``Authorization``); it is the secret masked in this client's errors from then on."""
         self._api_key = api_key
         self._headers.pop("Authorization", None)
         self._headers[auth_header] = auth_prefix + api_key.reveal()
@@ -160,7 +162,11 @@ class HttpClient:
             record.sent(body)
         if not streaming:
             return WholeAnswer(self, path, body, decoder, request)
-        reading = _Decoding(decoder, self.provider) if record is None else _Recording(decoder, self.provider, record)
+        reading: _Reading[LlmEvent] = (
+            _Decoding(decoder, self.provider) if record is None else _Recording(decoder, self.provider, record)
+        )
+        if self._limiter is not None:
+            reading = _Settling(reading, request.on_wait)
         return self._stream(path, body, request.timeout, request.deadline, request.on_retry, end_marker, reading)
 
     def post_json(
@@ -198,12 +204,23 @@ class HttpClient:
         end_marker: str | None,
         reading: _Reading[Item],
     ) -> AsyncGenerator[Item, None]:
-        """What ``reading`` makes of each event of the answer, then of its end; before each retry's wait, what it
-        makes of the retry (the ladder of ``retry.py``, climbed here so that a retry is said before its wait)."""
-        tried = 0
+        """What ``reading`` makes of each event, then of the end; of each retry before its wait (``retry.py``'s
+        ladder, climbed here so a retry is said first); of a rate limit's wait before an attempt, usage settled."""
+        tried, limiter, settling, ticket = 0, self._limiter, None, None
+        if limiter is not None:
+            settling = reading if isinstance(reading, _Settling) else _Settling(reading, None)
+            reading = settling
         while True:
+            if limiter is not None and settling is not None:
+                ticket = limiter.reserve(estimate_tokens(payload))
+                if ticket.delay > 0:
+                    for item in reading.waiting(ticket):
+                        yield item
+                    await limiter.ready(ticket)
+                limiter.sent(ticket)
+                settling.spend = ticket.spend
             try:
-                opened = await self._attempt(path, payload, timeout, self._open)
+                opened = await self._attempt(path, payload, timeout, self._open, ticket)
                 break
             except ProviderError as error:
                 wait = next_wait(error, tried, self.retry, deadline, on_retry)
@@ -236,6 +253,8 @@ class HttpClient:
     async def _parsed(
         self, path: str, payload: bytes, timeout: float | None, deadline: float | None, on_retry: OnRetry | None
     ) -> Any:
+        if self._limiter is not None:
+            await self._limiter.acquire(estimate_tokens(payload))
         data = await retrying(self._attempt, (path, payload, timeout, self._read), self.retry, deadline, on_retry)
         return parse_json(data, self.provider)
 
@@ -245,10 +264,12 @@ class HttpClient:
         payload: bytes | None,
         timeout: float | None,
         read: Callable[[aiohttp.ClientResponse, Deadline], Awaitable[T]],
+        ticket: Ticket | None = None,
     ) -> T:
         """One attempt: post ``payload`` (or, without one, get: ``get_json``), then ``read`` what the answer
         starts with, its waits bounded by ``timeout``; a failure of the connection (or a wait past the timeout)
-        is a ``transport`` (``timeout``) error."""
+        is a ``transport`` (``timeout``) error. With a rate limit, the answer's head tells it when the request
+        had certainly reached the server (``ticket``), and what quota the server has left."""
         pooled = self._ready_pool() or await self._pool()
         wait, url = Deadline(pooled[2], timeout), self._url(path)
         try:
@@ -265,9 +286,14 @@ class HttpClient:
                     )
             finally:
                 wait.stop()
+            if self._limiter is not None:
+                self._limiter.answered(ticket, response.headers)
             if response.status >= 300:
                 secret = self._api_key.reveal() if self._api_key is not None else None
-                raise await refused(response, url, wait, provider=self.provider, secret=secret)
+                error = await refused(response, url, wait, provider=self.provider, secret=secret)
+                if self._limiter is not None and error.code == "rate_limited" and error.retry_after:
+                    self._limiter.pause(error.retry_after)  # every waiter of this API, not only this attempt
+                raise error
             return await read(response, wait)
         except ProviderError:
             raise
@@ -353,6 +379,8 @@ class _Reading(Protocol[Item]):
 
     def retry(self, error: ProviderError, attempt: int, wait: float) -> list[Item]: ...
 
+    def waiting(self, ticket: Ticket) -> list[Item]: ...
+
 
 class _Decoding:
     """Each event's JSON fed to a protocol's decoder, where the bytes are read; a shape the decoder does not
@@ -374,6 +402,9 @@ class _Decoding:
 
     def retry(self, error: ProviderError, attempt: int, wait: float) -> list[LlmEvent]:
         return [retry_event(error, attempt, wait)]
+
+    def waiting(self, ticket: Ticket) -> list[LlmEvent]:
+        return [RateLimitWait(ticket.delay, ticket.reason)]
 
 
 class _Recording(_Decoding):
@@ -411,6 +442,49 @@ class _RawEvents:
     def retry(self, error: ProviderError, attempt: int, wait: float) -> list[ServerSentEvent]:
         return []
 
+    def waiting(self, ticket: Ticket) -> list[ServerSentEvent]:
+        return []
+
+
+class _Settling:
+    """Another reading, whose answer's usage (its ``StreamEnd``) corrects the tokens its attempt was granted
+    (``ratelimit.Spend``): only a client with a rate limit reads through it."""
+
+    __slots__ = ("_on_wait", "_reading", "spend")
+
+    def __init__(self, reading: _Reading[Any], on_wait: OnWait | None) -> None:
+        self._reading, self._on_wait = reading, on_wait
+        self.spend: Spend | None = None
+
+    def event(self, event: ServerSentEvent) -> list[Any]:
+        return self._settled(self._reading.event(event))
+
+    def whole(self, text: str) -> list[Any]:
+        return self._settled(self._reading.whole(text))
+
+    def end(self) -> list[Any]:
+        return self._settled(self._reading.end())
+
+    def retry(self, error: ProviderError, attempt: int, wait: float) -> list[Any]:
+        return self._reading.retry(error, attempt, wait)
+
+    def waiting(self, ticket: Ticket) -> list[Any]:
+        if self._on_wait is not None:
+            self._on_wait(ticket.delay, ticket.reason)
+        return self._reading.waiting(ticket)
+
+    def _settled(self, items: list[Any]) -> list[Any]:
+        settle(self.spend, items)
+        return items
+
+
+def settle(spend: Spend | None, items: list[Any]) -> None:
+    """The usage of the ``StreamEnd`` among ``items``, if one is, is what ``spend`` used."""
+    if spend is not None:
+        for item in items:
+            if type(item) is StreamEnd and item.usage.total_tokens:
+                spend.settle(item.usage.total_tokens)
+
 
 _RAW = _RawEvents()
 
@@ -426,7 +500,7 @@ class WholeAnswer:
     It climbs the retry ladder itself (``retry.py``), an ask at a time: an attempt that fails and is to be made
     again is answered with its ``ProviderRetry``, and the next ask waits, then attempts again."""
 
-    __slots__ = ("_body", "_client", "_decoder", "_events", "_path", "_request", "_tried", "_wait")
+    __slots__ = ("_body", "_client", "_decoder", "_events", "_path", "_request", "_ticket", "_tried", "_wait")
 
     def __init__(self, client: HttpClient, path: str, body: bytes, decoder: Decoder, request: Request) -> None:
         self._client, self._path, self._body, self._decoder, self._request = client, path, body, decoder, request
@@ -435,6 +509,8 @@ class WholeAnswer:
         """Attempts that failed and were retried."""
         self._wait = 0.0
         """The wait before the next attempt, when the last one said it would retry."""
+        self._ticket: Ticket | None = None
+        """The rate limit's slot for the next attempt, when its wait has been said (``RateLimitWait``)."""
 
     def __aiter__(self) -> WholeAnswer:
         return self
@@ -451,13 +527,34 @@ class WholeAnswer:
         client, request = self._client, self._request
         if self._wait:
             await asyncio.sleep(self._wait)
+            self._wait = 0.0
+        if client._limiter is not None:
+            held = await self._held(client._limiter)
+            if held is not None:
+                return held
         try:
-            return await client._attempt(self._path, self._body, request.timeout, self._first)
+            return await client._attempt(self._path, self._body, request.timeout, self._first, self._ticket)
         except ProviderError as error:
             tried = self._tried
             wait = next_wait(error, tried, client.retry, request.deadline, request.on_retry)
-            self._tried, self._wait, self._events = tried + 1, wait, None
+            self._tried, self._wait, self._events, self._ticket = tried + 1, wait, None, None
             return retry_event(error, tried, wait)
+
+    async def _held(self, limiter: Limiter) -> RateLimitWait | None:
+        """The rate limit's wait for this attempt: said first (the next ask waits it), then waited."""
+        ticket = self._ticket
+        if ticket is None:
+            ticket = limiter.reserve(estimate_tokens(self._body))
+            if ticket.delay > 0:
+                self._ticket, self._events = ticket, None
+                if self._request.on_wait is not None:
+                    self._request.on_wait(ticket.delay, ticket.reason)
+                return RateLimitWait(ticket.delay, ticket.reason)
+        else:
+            await limiter.ready(ticket)
+        limiter.sent(ticket)
+        self._ticket = ticket
+        return None
 
     async def _first(self, response: aiohttp.ClientResponse, wait: Deadline) -> LlmEvent:
         """An attempt's reading: the body read whole and decoded (a shape the decoder does not expect is
@@ -467,7 +564,11 @@ class WholeAnswer:
         text = decode_text(await client._read(response, wait), client.provider)
         if self._request.record is not None:
             self._request.record.whole(text)
-        self._events = rest = iter(decoded(self._decoder.whole_json, text, client.provider))
+        events = decoded(self._decoder.whole_json, text, client.provider)
+        if self._ticket is not None:
+            settle(self._ticket.spend, events)
+            self._ticket = None
+        self._events = rest = iter(events)
         for event in rest:
             return event
         raise InvalidResponse(f"{client.provider} sent an answer without any event")
