@@ -11,18 +11,23 @@ Serve = Callable[[web.Application], Awaitable[str]]
 """Start an app on 127.0.0.1 and give back its root URL."""
 
 
+async def started(app: web.Application) -> tuple[web.AppRunner, str]:
+    """``app`` served on 127.0.0.1 (a free port): its runner, to clean up after, and its root URL."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+
 @pytest.fixture
 async def serve() -> AsyncIterator[Serve]:
     """Start apps on 127.0.0.1 (a free port each); give back their root URL; stop them after the test."""
     runners: list[web.AppRunner] = []
 
     async def start(app: web.Application) -> str:
-        runner = web.AppRunner(app)
-        await runner.setup()
+        runner, url = await started(app)
         runners.append(runner)
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        return f"http://127.0.0.1:{runner.addresses[0][1]}"
+        return url
 
     yield start
     for runner in runners:

@@ -17,7 +17,7 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from tests.providers.conftest import Serve
+from tests.providers.conftest import Serve, started
 from tether import Agent, ProviderRetry, RateLimitWait
 from tether.errors import ConfigInvalid
 from tether.providers import OpenAIChatProvider, RateLimit
@@ -90,12 +90,9 @@ def threaded() -> Iterator[Callable[[web.Application], str]]:
     runners: list[web.AppRunner] = []
 
     async def start(app: web.Application) -> str:
-        runner = web.AppRunner(app)
-        await runner.setup()
+        runner, url = await started(app)
         runners.append(runner)
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        return f"http://127.0.0.1:{runner.addresses[0][1]}"
+        return url
 
     def serve_there(app: web.Application) -> str:
         return asyncio.run_coroutine_threadsafe(start(app), loop).result(10)
