@@ -40,3 +40,18 @@ def _own_cache_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
         os.environ.pop("TETHER_CACHE_DIR", None)
     else:
         os.environ["TETHER_CACHE_DIR"] = before
+
+
+@pytest.fixture(autouse=True)
+def _no_resolved_secret_outlives_its_test() -> Iterator[None]:
+    """A key a test resolved from a reference (``file:``, ``cmd:``...) joins the process's masked set for good
+    (``tether.secret_refs``, by design): after each test the set is put back as it was, and the cache emptied, so
+    the next test's maskers see only their own keys."""
+    from tether import secret_refs
+
+    with secret_refs._lock:
+        before = set(secret_refs._resolved)
+    yield
+    secret_refs.forget()
+    with secret_refs._lock:
+        secret_refs._resolved.intersection_update(before)
