@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,7 +57,8 @@ def enqueue(project: Project, db: Path, runs: dict[str, str]) -> None:
 
 
 class Worker:
-    """A ``tether worker`` subprocess whose stderr is read line by line."""
+    """A ``tether worker`` subprocess whose stderr a thread reads line by line, so that a worker that stays
+    silent fails the wait at its deadline instead of blocking the test on a read."""
 
     def __init__(self, project: Project, *args: str) -> None:
         self.process = subprocess.Popen(
@@ -69,23 +71,42 @@ class Worker:
             text=True,
         )
         self.lines: list[str] = []
+        self._read = threading.Condition()
+        self._ended = False
+        self._reader = threading.Thread(target=self._read_lines, daemon=True)
+        self._reader.start()
+
+    def _read_lines(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            with self._read:
+                self.lines.append(line)
+                self._read.notify_all()
+        with self._read:
+            self._ended = True
+            self._read.notify_all()
 
     def wait_for(self, text: str) -> None:
-        """Read stderr until a line holds ``text`` (the worker must not end first)."""
-        assert self.process.stderr is not None
-        deadline = time.monotonic() + DEADLINE
-        while not any(text in line for line in self.lines):
-            assert time.monotonic() < deadline, f"no {text!r} within {DEADLINE} s: {self.lines}"
-            line = self.process.stderr.readline()
-            assert line, f"the worker ended before {text!r}: {self.lines}"
-            self.lines.append(line)
+        """Wait until a line holds ``text`` (the worker must not end first), at most ``DEADLINE`` seconds."""
+
+        def seen() -> bool:
+            return self._ended or any(text in line for line in self.lines)
+
+        with self._read:
+            self._read.wait_for(seen, DEADLINE)
+            assert any(text in line for line in self.lines), (
+                f"the worker ended before {text!r}: {self.lines}"
+                if self._ended
+                else f"no {text!r} within {DEADLINE} s: {self.lines}"
+            )
 
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(DEADLINE)
+        self._reader.join(DEADLINE)
         assert self.process.stderr is not None
-        self.lines += self.process.stderr.readlines()
         self.process.stderr.close()
-        return self.process.wait(DEADLINE)
+        return code
 
 
 @pytest.fixture
@@ -96,6 +117,7 @@ def worker_of(project: Project) -> Iterator[list[Worker]]:
         if one.process.poll() is None:
             one.process.kill()
             one.process.wait()
+        one._reader.join(DEADLINE)
         if one.process.stderr is not None:
             one.process.stderr.close()
 
