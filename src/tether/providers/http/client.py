@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from tether.exchanges import ExchangeRecorder
     from tether.providers.decoding import Decoder
 
-__all__ = ["HttpClient", "OverHttp", "RetryPolicy", "Secret", "WholeAnswer", "parse_event_json"]
+__all__ = ["HttpClient", "OverHttp", "RetryPolicy", "Secret", "Signer", "WholeAnswer", "parse_event_json"]
 
 T = TypeVar("T")
 Item = TypeVar("Item")
@@ -85,10 +85,26 @@ class Secret:
     __str__ = __repr__
 
 
+Signer = Callable[[str, bytes, dict[str, str]], tuple[Any, dict[str, str]]]
+"""Signs one attempt (AWS SigV4: ``providers/bedrock_auth.py``): given its URL, body and headers, the URL to
+request (as aiohttp takes it) and the headers to send. Called before every attempt, so a retry is signed anew."""
+
+
 class HttpClient:
     """JSON requests to one API, answered with JSON or a stream of server-sent events, read within ``limits``."""
 
-    __slots__ = ("_api_key", "_headers", "_limiter", "_pooled", "_urls", "base_url", "limits", "provider", "retry")
+    __slots__ = (
+        "_api_key",
+        "_headers",
+        "_limiter",
+        "_pooled",
+        "_signer",
+        "_urls",
+        "base_url",
+        "limits",
+        "provider",
+        "retry",
+    )
 
     def __init__(
         self,
@@ -102,6 +118,7 @@ class HttpClient:
         retry: RetryPolicy | None = None,
         limits: ResponseLimits | None = None,
         limiter: Limiter | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.provider = provider
@@ -113,6 +130,7 @@ class HttpClient:
             self._headers[auth_header] = auth_prefix + api_key.reveal()
         self._urls: dict[str, str] = {}
         self._limiter = limiter  # the client-side rate limit each attempt waits for (ratelimit.py); None: no cost
+        self._signer = signer
         self._pooled: _Pooled | None = None
         """The running loop, the session ``session_for`` gave for it, and that loop's alarm, which keeps this
         client's request timeouts."""
@@ -276,8 +294,11 @@ class HttpClient:
             wait.start()
             try:
                 if payload is not None:
+                    target, headers = (
+                        (url, self._headers) if self._signer is None else self._signer(url, payload, self._headers)
+                    )
                     response = await pooled[1].post(
-                        url, data=payload, headers=self._headers, allow_redirects=False, timeout=client_timeout(timeout)
+                        target, data=payload, headers=headers, allow_redirects=False, timeout=client_timeout(timeout)
                     )
                 else:
                     headers = {name: value for name, value in self._headers.items() if name != "Content-Type"}

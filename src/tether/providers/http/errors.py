@@ -111,7 +111,9 @@ def error_for_response(provider: str, status: int, body: str, headers: Any) -> P
         f"{provider} returned HTTP {status}: {message}",
         status=status,
         provider_message=message,
-        request_id=_first_header(headers, "x-request-id", "request-id", "x-goog-request-id", "cf-ray")
+        request_id=_first_header(
+            headers, "x-request-id", "request-id", "x-goog-request-id", "x-amzn-requestid", "cf-ray"
+        )
         or _body_request_id(data),
         retry_after=retry_after(headers),
         details=({"provider_code": code} if code else {}) | details,
