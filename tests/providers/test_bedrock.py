@@ -235,7 +235,7 @@ async def test_a_bedrock_api_key_is_sent_as_a_bearer_token(serve: Serve) -> None
     assert bedrock.credentials() == ("br-key",)
 
 
-END = [
+END: list[dict[str, Any]] = [
     {"messageStart": {"role": "assistant"}},
     {"contentBlockDelta": {"contentBlockIndex": 0, "delta": {"text": "Hi"}}},
 ]
