@@ -355,6 +355,13 @@ def test_tools_and_tool_choice(choice: Any, encoded: dict[str, Any]) -> None:
     }
 
 
+def test_a_model_that_cannot_be_made_to_call_a_tool_refuses_required() -> None:
+    llama = BedrockProvider("meta.llama3-3-70b-instruct-v1:0", region="us-east-1", api_key="k", environ={})
+    assert llama.request_body(asked(tools=(WEATHER,)))["toolConfig"]["toolChoice"] == {"auto": {}}
+    with pytest.raises(ConfigInvalid, match="tool_choice"):
+        llama.request_body(asked(tools=(WEATHER,), tool_choice="required"))
+
+
 def test_tool_choice_none_leaves_the_tools_out() -> None:
     assert "toolConfig" not in body(asked(tools=(WEATHER,), tool_choice="none"))
 

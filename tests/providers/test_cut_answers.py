@@ -1,8 +1,8 @@
 """An answer cut at the output limit, as each provider's API says it (Chat Completions' and an OpenAI-compatible
 server's ``length``, the Responses API's ``incomplete`` for ``max_output_tokens``, Anthropic's ``max_tokens``,
-Gemini's ``MAX_TOKENS``, Bedrock's ``max_tokens``), over real HTTP on 127.0.0.1: the run asks the model to go on, sends the cut answer
-back as the assistant's with the request to continue, and a run whose answer stays cut ends ``complete`` but
-``degraded`` with ``finish_reason`` ``length``."""
+Gemini's ``MAX_TOKENS``, Bedrock's ``max_tokens``), over real HTTP on 127.0.0.1: the run asks the model to go on,
+sends the cut answer back as the assistant's with the request to continue, and a run whose answer stays cut ends
+``complete`` but ``degraded`` with ``finish_reason`` ``length``."""
 
 from __future__ import annotations
 
@@ -84,7 +84,8 @@ KINDS: dict[str, tuple[str, Callable[[str], dict[str, Any]], Callable[[str], Pro
     "gemini": ("/v1beta/models/m:generateContent", gemini,
                lambda url: GeminiProvider("m", base_url=url + "/v1beta", api_key="k", stream=False)),
     "bedrock": ("/model/m/converse", bedrock,
-                lambda url: BedrockProvider("m", region="us-east-1", base_url=url, api_key="k", environ={}, stream=False)),
+                lambda url: BedrockProvider("m", region="us-east-1", base_url=url, api_key="k", environ={},
+                                            stream=False)),
 }  # fmt: skip
 
 

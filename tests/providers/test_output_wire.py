@@ -190,7 +190,8 @@ PROTOCOLS = [
     Protocol(
         "bedrock", "/model/amazon.nova-pro-v1/converse", bedrock_text, bedrock_call,
         lambda url: BedrockProvider(
-            "amazon.nova-pro-v1", region="us-east-1", base_url=url, api_key="k", environ={}, stream=False, retry=NO_RETRY
+            "amazon.nova-pro-v1", region="us-east-1", base_url=url, api_key="k", environ={}, stream=False,
+            retry=NO_RETRY,
         ),
         native=lambda body: body["outputConfig"],
         prompted=lambda body: body.get("outputConfig"),

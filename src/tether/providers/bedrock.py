@@ -34,7 +34,7 @@ import msgspec
 from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
 from tether.keys import read_key
-from tether.providers.base import TOOL_CHOICES, ModelInfo, Request
+from tether.providers.base import TOOL_CHOICES, ForceTool, ModelInfo, Request
 from tether.providers.bedrock_auth import load_credentials, region_from, signer_for
 from tether.providers.bedrock_stream import PROVIDER, BedrockDecoder
 from tether.providers.bedrock_wire import encode_body
@@ -150,7 +150,15 @@ class BedrockProvider(OverHttp):
         return self._client.answer(self._paths[streaming], body, BedrockDecoder(), request, streaming=streaming)
 
     def request_body(self, request: Request) -> dict[str, Any]:
-        """The JSON body for ``request``, as plain data (``bedrock_wire.py``)."""
+        """The JSON body for ``request``, as plain data (``bedrock_wire.py``); ``ConfigInvalid`` for a tool choice
+        the model cannot honour (Converse takes ``any`` and a named tool for Claude, Mistral and Nova only)."""
+        choice = request.tool_choice
+        named = "tool" if isinstance(choice, ForceTool) else choice
+        if request.tools and named not in self.info.tool_choices:
+            raise ConfigInvalid(
+                f"'bedrock:{self.info.name}' takes tool_choice {' or '.join(sorted(self.info.tool_choices))} "
+                f"only, not {named!r}"
+            )
         return encode_body(request)
 
     async def reach(self, timeout: float) -> str:

@@ -45,7 +45,8 @@ from tether.alarms import Alarm, Deadline, shared_alarm
 from tether.errors import InvalidResponse, ProviderError
 from tether.events import LlmEvent, RateLimitWait, StreamEnd
 from tether.providers.base import ModelInfo, OnRetry, OnWait, Request, Server
-from tether.providers.http.attempt import client_timeout, refused, transport_error
+from tether.providers.decoding import parse_json_text as parse_event_json
+from tether.providers.http.attempt import Signer, client_timeout, refused, transport_error
 from tether.providers.http.body import ResponseLimits, decode_text, parse_json, read_body
 from tether.providers.http.pool import session_for
 from tether.providers.http.ratelimit import Limiter, Spend, Ticket, estimate_tokens
@@ -85,26 +86,11 @@ class Secret:
     __str__ = __repr__
 
 
-Signer = Callable[[str, bytes, dict[str, str]], tuple[Any, dict[str, str]]]
-"""Signs one attempt (AWS SigV4: ``providers/bedrock_auth.py``): given its URL, body and headers, the URL to
-request (as aiohttp takes it) and the headers to send. Called before every attempt, so a retry is signed anew."""
-
-
 class HttpClient:
     """JSON requests to one API, answered with JSON or a stream of server-sent events, read within ``limits``."""
 
-    __slots__ = (
-        "_api_key",
-        "_headers",
-        "_limiter",
-        "_pooled",
-        "_signer",
-        "_urls",
-        "base_url",
-        "limits",
-        "provider",
-        "retry",
-    )
+    __slots__ = ("_api_key", "_headers", "_limiter", "_pooled", "_signer", "_urls", "base_url", "limits",
+                 "provider", "retry")  # fmt: skip
 
     def __init__(
         self,
@@ -610,12 +596,3 @@ def _call(function: Callable[[], list[LlmEvent]]) -> list[LlmEvent]:
 
 def _payload(body: dict[str, Any] | bytes) -> bytes:
     return body if isinstance(body, bytes) else msgspec.json.encode(body)
-
-
-def parse_event_json(data: str | bytes, provider: str) -> Any:
-    """The JSON an event of a stream carries; ``InvalidResponse`` when it is not JSON."""
-    try:
-        return msgspec.json.decode(data)
-    except ValueError:
-        shown = data if isinstance(data, str) else data.decode(errors="replace")
-        raise InvalidResponse(f"{provider} sent an event that is not JSON: {shown[:200]!r}") from None
