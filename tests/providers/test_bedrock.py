@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -469,3 +471,40 @@ def test_cross_region_model_ids_are_priced_as_their_model() -> None:
     assert price_for("bedrock:amazon.nova-pro-v1:0") is not None
     usage = Usage(input_tokens=1_000_000, output_tokens=0, cache_read_tokens=1_000_000)
     assert cost_of(usage, regional).total_usd == pytest.approx(3.0 + regional.cache_read)
+
+
+# --- botocore, on first use only ---------------------------------------------------------------------------------
+
+
+def run_python(code: str) -> str:
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    return completed.stdout.strip()
+
+
+def test_botocore_is_loaded_only_to_sign() -> None:
+    code = (
+        "import sys, tether\n"
+        "from tether.providers import resolve\n"
+        "resolve('bedrock:amazon.nova-pro-v1:0', api_key='br-key', base_url='http://127.0.0.1:9')\n"
+        "print('botocore' in sys.modules)\n"
+        "resolve('bedrock:amazon.nova-pro-v1:0', base_url='http://127.0.0.1:9')\n"
+        "print('botocore' in sys.modules)\n"
+    )
+    environ = "import os\nos.environ.update(AWS_ACCESS_KEY_ID='AKID', AWS_SECRET_ACCESS_KEY='s')\n"
+    environ += "os.environ['AWS_REGION'] = 'eu-west-1'\n"
+    assert run_python(environ + code).split() == ["False", "True"]
+
+
+def test_without_botocore_aws_credentials_are_a_config_error_naming_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['botocore'] = None\n"
+        "from tether.errors import ConfigInvalid\n"
+        "from tether.providers import BedrockProvider\n"
+        "try:\n"
+        "    BedrockProvider('amazon.nova-pro-v1:0', region='us-east-1', access_key='AKID', secret_key='s')\n"
+        "except ConfigInvalid as error:\n"
+        "    print(error)\n"
+    )
+    assert run_python(code) == (
+        "[config_invalid] 'bedrock:' models need botocore, to sign their requests: pip install 'tether[bedrock]'"
+    )
