@@ -108,8 +108,8 @@ class Bedrock:
     """A Bedrock runtime on loopback: checks each request's signature, keeps its body and raw path, answers as
     told (event-stream bytes cut into ``chunk``-byte pieces, or JSON, or an error)."""
 
-    def __init__(self, answer: bytes | dict[str, Any], *, status: int = 200, chunk: int = 0) -> None:
-        self.answer, self.status, self.chunk = answer, status, chunk
+    def __init__(self, answer: bytes | dict[str, Any], *, status: int = 200, chunk: int = 0, error: str = "") -> None:
+        self.answer, self.status, self.chunk, self.error = answer, status, chunk, error
         self.bodies: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.authorizations: list[str] = []
@@ -124,7 +124,8 @@ class Bedrock:
             error = {"message": "The request signature we calculated does not match the signature you provided."}
             return web.json_response(error, status=403, headers={"x-amzn-ErrorType": "InvalidSignatureException"})
         if isinstance(self.answer, dict):
-            return web.json_response(self.answer, status=self.status)
+            headers = {"x-amzn-ErrorType": f"{self.error}:http://internal.amazon.com/coral/com.amazon.bedrock/"}
+            return web.json_response(self.answer, status=self.status, headers=headers if self.error else None)
         response = web.StreamResponse(headers={"Content-Type": "application/vnd.amazon.eventstream"})
         await response.prepare(request)
         step = self.chunk or len(self.answer)
@@ -298,22 +299,24 @@ async def test_a_stream_cut_before_its_stop_is_a_transport_error(serve: Serve) -
 
 
 @pytest.mark.parametrize(
-    ("status", "message", "kind"),
+    ("status", "error", "message", "kind"),
     [
-        (403, "The security token included in the request is invalid.", AuthFailed),
-        (429, "Too many requests, please wait before trying again.", RateLimited),
-        (400, "Input is too long for requested model.", ContextOverflow),
-        (400, "The model returned the following errors: malformed", BadRequest),
-        (503, "Bedrock is unable to process your request.", ProviderUnavailable),
-        (500, "An internal server error occurred.", ProviderUnavailable),
+        (403, "UnrecognizedClientException", "The security token included in the request is invalid.", AuthFailed),
+        (403, "AccessDeniedException", "You don't have access to the model with the specified model ID.", AuthFailed),
+        (429, "ThrottlingException", "Too many requests, please wait before trying again.", RateLimited),
+        (400, "ValidationException", "Input is too long for requested model.", ContextOverflow),
+        (400, "ValidationException", "The model returned the following errors: malformed", BadRequest),
+        (503, "ServiceUnavailableException", "Bedrock is unable to process your request.", ProviderUnavailable),
+        (500, "InternalServerException", "An internal server error occurred.", ProviderUnavailable),
     ],
 )
-async def test_http_errors(serve: Serve, status: int, message: str, kind: type[ProviderError]) -> None:
-    server = Bedrock({"message": message}, status=status)
+async def test_http_errors(serve: Serve, status: int, error: str, message: str, kind: type[ProviderError]) -> None:
+    server = Bedrock({"message": message}, status=status, error=error)
     with pytest.raises(kind) as caught:
         await events_of(provider(await server.start(serve)), asked())
     assert caught.value.status == status
     assert caught.value.provider_message == message
+    assert caught.value.details["provider_code"] == error
 
 
 # --- request bodies ---------------------------------------------------------------------------------------------
@@ -364,8 +367,17 @@ def test_a_model_that_cannot_be_made_to_call_a_tool_refuses_required() -> None:
         llama.request_body(asked(tools=(WEATHER,), tool_choice="required"))
 
 
-def test_tool_choice_none_leaves_the_tools_out() -> None:
+def test_tool_choice_none_leaves_the_tools_out_unless_the_history_holds_tool_blocks() -> None:
     assert "toolConfig" not in body(asked(tools=(WEATHER,), tool_choice="none"))
+    history = (
+        Message.user("Weather in Paris?"),
+        Message("assistant", (ToolCall("tooluse_1", "weather", {"city": "Paris"}),)),
+        Message("tool", (ToolResult("tooluse_1", "weather", "sunny"),)),
+    )
+    forced = ModelSettings(extra={"toolConfig": {"toolChoice": {"any": {}}}})
+    sent = body(Request(messages=history, tools=(WEATHER,), tool_choice="none", settings=forced))
+    assert sent["toolConfig"] == {"tools": [{"toolSpec": {"name": "weather", "description": "Weather in a city.",
+                                                         "inputSchema": {"json": WEATHER.parameters}}}]}  # fmt: skip
 
 
 def test_tool_calls_results_images_and_own_reasoning_go_back() -> None:

@@ -15,7 +15,9 @@
   models cannot verify a foreign signature).
 * ``toolConfig``: ``{"tools": [{"toolSpec": {"name", "description", "inputSchema": {"json"}}}],
   "toolChoice": {"auto": {}} | {"any": {}} | {"tool": {"name"}}}``. Converse has no "none": for a request
-  whose choice is ``"none"`` the tools are left out (``base.py``'s contract).
+  whose choice is ``"none"`` the tools are left out (``base.py``'s contract), unless the history holds tool
+  calls or results, which Converse refuses without a ``toolConfig``: the tools are then listed without a
+  ``toolChoice`` (the model's own choice), and the loop drops any call such a tools-off request brings back.
 * ``inferenceConfig``: ``maxTokens``, ``temperature``, ``topP`` (``stopSequences`` through ``extra``).
 * A typed output with a schema: ``outputConfig.textFormat`` of type ``json_schema``, the schema sent as a JSON
   string, as the API reference has it.
@@ -82,18 +84,24 @@ def encode_body(request: Request) -> dict[str, Any]:
     }
     if config:
         body["inferenceConfig"] = config
-    if request.tools and request.tool_choice != "none":
-        body["toolConfig"] = {
-            "tools": [encode_tool(tool) for tool in request.tools],
-            "toolChoice": encode_tool_choice(request.tool_choice),
-        }
+    none = request.tool_choice == "none"
+    if request.tools and (not none or _holds_tool_blocks(messages)):
+        body["toolConfig"] = {"tools": [encode_tool(tool) for tool in request.tools]}
+        if not none:
+            body["toolConfig"]["toolChoice"] = encode_tool_choice(request.tool_choice)
     if (output := request.output) is not None and output.schema is not None:
         schema = {"schema": msgspec.json.encode(output.schema).decode(), "name": output.name}
         body["outputConfig"] = {"textFormat": {"type": "json_schema", "structure": {"jsonSchema": schema}}}
     merge_extra(body, settings.extra)
-    if request.tool_choice == "none":  # the loop's tools-off call: extra must not bring them back
-        body.pop("toolConfig", None)
+    if none and isinstance(body.get("toolConfig"), dict):  # the loop's tools-off call: extra must not force a call
+        body["toolConfig"].pop("toolChoice", None)
     return body
+
+
+def _holds_tool_blocks(messages: list[dict[str, Any]]) -> bool:
+    """Whether the history has ``toolUse`` or ``toolResult`` blocks, which Converse refuses without a
+    ``toolConfig``."""
+    return any("toolUse" in block or "toolResult" in block for message in messages for block in message["content"])
 
 
 def encode_tool(tool: ToolDefinition) -> dict[str, Any]:
