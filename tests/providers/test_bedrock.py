@@ -520,3 +520,16 @@ def test_without_botocore_aws_credentials_are_a_config_error_naming_the_extra() 
     assert run_python(code) == (
         "[config_invalid] 'bedrock:' models need botocore, to sign their requests: pip install 'tether[bedrock]'"
     )
+
+
+def test_the_credentials_and_region_of_an_aws_profile(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "config").write_text("[profile work]\nregion = ap-northeast-1\n")
+    (tmp_path / "credentials").write_text(f"[work]\naws_access_key_id = {ACCESS}\naws_secret_access_key = {SECRET}\n")
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK", raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    built = BedrockProvider(MODEL, profile="work")
+    assert built.server == ("bedrock-runtime.ap-northeast-1.amazonaws.com", 443)
+    assert built.credentials() == (SECRET,)

@@ -2,7 +2,7 @@
 
 A model string names a Bedrock model id or inference profile: ``bedrock:anthropic.claude-3-5-haiku-20241022-v1:0``,
 ``bedrock:us.anthropic.claude-sonnet-4-20250514-v1:0``, ``bedrock:amazon.nova-pro-v1:0``. The region is
-``region``, else ``AWS_REGION``, else ``AWS_DEFAULT_REGION``; requests go to
+``region``, else ``AWS_REGION``, else ``AWS_DEFAULT_REGION``, else the AWS profile's; requests go to
 ``https://bedrock-runtime.{region}.amazonaws.com`` (``base_url`` overrides it: a VPC endpoint, or a test server).
 The model id is URI-encoded in the path (``...-v1%3A0``), as Bedrock's API requires.
 
@@ -35,7 +35,7 @@ from tether.errors import ConfigInvalid
 from tether.events import LlmEvent
 from tether.keys import read_key
 from tether.providers.base import TOOL_CHOICES, ForceTool, ModelInfo, Request
-from tether.providers.bedrock_auth import load_credentials, region_from, signer_for
+from tether.providers.bedrock_auth import load_credentials, profile_region, region_from, signer_for
 from tether.providers.bedrock_stream import PROVIDER, BedrockDecoder
 from tether.providers.bedrock_wire import encode_body
 from tether.providers.http.body import ResponseLimits
@@ -80,7 +80,8 @@ class BedrockProvider(OverHttp):
         """
         Args:
             model: the model id or inference profile (``anthropic.claude-3-5-haiku-20241022-v1:0``).
-            region: the AWS region; else ``AWS_REGION``, else ``AWS_DEFAULT_REGION``.
+            region: the AWS region; else ``AWS_REGION``, else ``AWS_DEFAULT_REGION``, else (with AWS credentials)
+                the profile's ``region`` in ``~/.aws/config``.
             base_url: the runtime endpoint; ``https://bedrock-runtime.{region}.amazonaws.com``.
             api_key: a Bedrock API key (Bearer); else ``AWS_BEARER_TOKEN_BEDROCK``; else SigV4 signing.
             access_key, secret_key, session_token: AWS credentials; else botocore's credential chain.
@@ -95,6 +96,8 @@ class BedrockProvider(OverHttp):
         """
         env = os.environ if environ is None else environ
         region = region_from(region, env)
+        if not region and environ is None and not (api_key or env.get(TOKEN_VARIABLE)):
+            region = profile_region(profile)  # AWS credentials: the profile's region, as the AWS CLI reads it
         if not region and not base_url:
             raise ConfigInvalid(f"'bedrock:{model}' needs a region: set AWS_REGION, or pass region='us-east-1'")
         root = (base_url or f"https://bedrock-runtime.{region}.amazonaws.com").rstrip("/")

@@ -22,7 +22,16 @@ from typing import Any
 
 from tether.errors import AuthFailed, ConfigInvalid
 
-__all__ = ["INSTALL_HINT", "SERVICE", "Credentials", "load_credentials", "sign", "signer_for"]
+__all__ = [
+    "INSTALL_HINT",
+    "SERVICE",
+    "Credentials",
+    "load_credentials",
+    "profile_region",
+    "region_from",
+    "sign",
+    "signer_for",
+]
 
 SERVICE = "bedrock"
 """The service name Bedrock's runtime signs with (its endpoints are ``bedrock-runtime.{region}...``)."""
@@ -136,3 +145,17 @@ def region_from(region: str | None, environ: Mapping[str, str] | None = None) ->
     """The region given, else ``AWS_REGION``, else ``AWS_DEFAULT_REGION``."""
     env = os.environ if environ is None else environ
     return region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None
+
+
+def profile_region(profile: str | None) -> str | None:
+    """The region of the AWS profile (``region`` in ``~/.aws/config``), as botocore reads it; ``None`` without
+    one, or without botocore."""
+    try:
+        import botocore.session
+    except ImportError:
+        return None
+    try:
+        region = botocore.session.Session(profile=profile).get_config_variable("region")
+    except Exception:  # noqa: BLE001 - a profile that does not exist: no region from it
+        return None
+    return region if isinstance(region, str) and region else None
