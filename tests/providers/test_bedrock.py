@@ -23,6 +23,7 @@ from botocore.credentials import Credentials
 from botocore.eventstream import EventStreamBuffer
 
 from tests.providers.conftest import Serve
+from tether import Agent, tool
 from tether.errors import (
     AuthFailed,
     BadRequest,
@@ -533,3 +534,50 @@ def test_the_credentials_and_region_of_an_aws_profile(monkeypatch: pytest.Monkey
     built = BedrockProvider(MODEL, profile="work")
     assert built.server == ("bedrock-runtime.ap-northeast-1.amazonaws.com", 443)
     assert built.credentials() == (SECRET,)
+
+
+# --- a run ------------------------------------------------------------------------------------------------------
+
+
+async def test_a_streamed_run_calls_a_tool_replays_its_reasoning_and_is_priced(serve: Serve) -> None:
+    answers = [event_frames(STREAMED), event_frames([*END, {"messageStop": {"stopReason": "end_turn"}}, USAGE])]
+
+    class Run(Bedrock):
+        async def handle(self, request: web.Request) -> web.StreamResponse:
+            self.answer = answers[len(self.bodies)]
+            return await super().handle(request)
+
+    @tool
+    def weather(city: str) -> str:
+        """Weather in a city."""
+        return f"sunny in {city}"
+
+    server = Run(b"")
+    url = await server.start(serve)
+    bedrock = BedrockProvider("us.anthropic.claude-sonnet-4-20250514-v1:0", region="us-east-1", base_url=url,
+                              access_key=ACCESS, secret_key=SECRET, environ={})  # fmt: skip
+    result = await Agent(bedrock, tools=[weather]).run("Weather in Paris?")
+    assert result.text == "Hi", result.detail
+    assert len(server.bodies) == 2, "both requests were signed as Bedrock checks them"
+    replayed = server.bodies[1]["messages"][1]["content"]
+    assert replayed[0] == {
+        "reasoningContent": {
+            "reasoningText": {"text": "The user wants the weather.", "signature": "EqoBCkgIARABGAIiQL"}
+        }
+    }
+    assert server.bodies[1]["messages"][2]["content"] == [
+        {"toolResult": {"toolUseId": "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q", "content": [{"text": "sunny in Paris"}],
+                        "status": "success"}}
+    ]  # fmt: skip
+    assert result.usage.input_tokens == 417 + 20
+    assert result.usage.cache_read_tokens == 1200
+    price = price_for("bedrock:us.anthropic.claude-sonnet-4-20250514-v1:0")
+    assert price is not None
+    assert result.cost is not None
+    assert result.cost.total_usd == pytest.approx(
+        cost_of(STREAMED_USAGE, price).total_usd + cost_of(Usage(input_tokens=20, output_tokens=2), price).total_usd
+    )
+
+
+USAGE = {"metadata": {"usage": {"inputTokens": 20, "outputTokens": 2, "totalTokens": 22}}}
+STREAMED_USAGE = Usage(input_tokens=417, output_tokens=58, cache_read_tokens=1200)
