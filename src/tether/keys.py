@@ -30,6 +30,7 @@ KEY_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "together": ("TOGETHER_API_KEY",),
     "fireworks": ("FIREWORKS_API_KEY",),
     "azure": ("AZURE_OPENAI_API_KEY",),
+    "bedrock": ("AWS_BEARER_TOKEN_BEDROCK",),
     "openai-compatible": ("OPENAI_COMPATIBLE_API_KEY",),
 }
 """Model-string prefix -> the variables its key is read from, in order of preference."""

@@ -90,7 +90,11 @@ def find_price(model: str) -> Listed | None:
 def builtin_price(model: str) -> Price | None:
     """The price of ``model`` in :data:`PRICES`. Dated snapshots (``claude-sonnet-4-5-20250929``,
     ``gpt-4o-2024-08-06``) take their family's price."""
-    name = model.split(":", 1)[1] if ":" in model else model
+    prefix, colon, name = model.partition(":")
+    if not colon:
+        name = model
+    elif prefix == "bedrock":  # anthropic.claude-sonnet-4-20250514-v1:0 -> claude-sonnet-4-20250514
+        name = bedrock_names(name)[1].partition(".")[2].partition(":")[0].removesuffix("-v1")
     if name in PRICES:
         return PRICES[name]
     family = _DATED_SNAPSHOT.match(name)
@@ -114,10 +118,22 @@ _GENAI_PROVIDERS = {
     "openrouter": "openrouter",
     "together": "together",
     "fireworks": "fireworks",
+    "bedrock": "aws",
 }
 """tether's provider prefix -> genai-prices' provider id. Self-hosted prefixes (ollama, vllm, llamacpp, local,
 openai-compatible) and scripted models are absent: their models are not billed by a list price. So is
-``azure``: a model string names a deployment, whose name need not be its model's."""
+``azure``: a model string names a deployment, whose name need not be its model's. A ``bedrock`` model id is
+looked up as it is, then without its cross-region prefix (``us.``, ``eu.``, ``global.``, ...), then under the
+``global.`` profile (``bedrock_names``)."""
+
+_REGION_PREFIXES = ("us.", "eu.", "apac.", "global.", "jp.", "au.", "ca.", "us-gov.")
+
+
+def bedrock_names(name: str) -> list[str]:
+    """The names a Bedrock model id is priced under, in order: as given, without its cross-region prefix, and
+    as the ``global.`` profile (genai-prices lists some models only so)."""
+    bare = next((name[len(prefix) :] for prefix in _REGION_PREFIXES if name.startswith(prefix)), name)
+    return list(dict.fromkeys((name, bare, "global." + bare)))
 
 
 def genai_price(model: str) -> Price | None:
@@ -131,11 +147,14 @@ def genai_price(model: str) -> Price | None:
         from genai_prices import data_snapshot
     except ImportError:
         return None
-    try:
-        _, info = data_snapshot.get_snapshot().find_provider_model(name if colon else model, None, provider, None)
-    except LookupError:
-        return None
-    return price_from_genai(info.get_prices(datetime.now(tz=UTC)))
+    snapshot = data_snapshot.get_snapshot()
+    for each in bedrock_names(name) if prefix == "bedrock" else [name if colon else model]:
+        try:
+            _, info = snapshot.find_provider_model(each, None, provider, None)
+        except LookupError:
+            continue
+        return price_from_genai(info.get_prices(datetime.now(tz=UTC)))
+    return None
 
 
 _GENAI_KEYS = (

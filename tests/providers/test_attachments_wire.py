@@ -3,7 +3,8 @@ image by URL, and a tool's result with an image, each in the form its API refere
 ``image_url``/``file``/``input_audio`` content parts, and a user message after the tool messages, which hold
 text only; Responses ``input_image``/``input_file``, and a ``function_call_output`` whose output is a list;
 Anthropic ``image``/``document`` blocks with ``base64`` or ``url`` sources, also inside a ``tool_result``;
-Gemini ``inlineData``/``fileData`` parts). Answers are the documented whole-answer forms of
+Gemini ``inlineData``/``fileData`` parts; Bedrock Converse ``image``/``document`` blocks, also inside a
+``toolResult``). Answers are the documented whole-answer forms of
 ``test_output_wire.py``."""
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ PROMPT_FORMS: dict[str, Any] = {
         {"inlineData": {"mimeType": "application/pdf", "data": B64_PDF}},
         {"fileData": {"mimeType": "image/jpeg", "fileUri": "https://example.com/cat.jpg"}},
     ],
+    "bedrock": [  # Converse fetches nothing by URL (S3 locations only): the image by URL is refused, below
+        {"text": "Look:"},
+        {"image": {"format": "png", "source": {"bytes": B64_PNG}}},
+        {"document": {"format": "pdf", "name": "spec", "source": {"bytes": B64_PDF}}},
+    ],
 }  # fmt: skip
 
 
@@ -72,7 +78,8 @@ def prompt_content(protocol: Protocol, body: dict[str, Any]) -> Any:
 @pytest.mark.parametrize("protocol", PROTOCOLS, ids=[p.name for p in PROTOCOLS])
 async def test_a_prompt_with_an_image_a_pdf_and_an_image_by_url(replay: Replayer, protocol: Protocol) -> None:
     server = await serve(replay, protocol, [protocol.text("A chart, a spec and a cat.")])
-    result = await Agent(protocol.provider(server.url)).run(["Look:", IMAGE, PDF, LINKED])
+    linked = [] if protocol.name == "bedrock" else [LINKED]
+    result = await Agent(protocol.provider(server.url)).run(["Look:", IMAGE, PDF, *linked])
     assert result.stop_reason == StopReason.COMPLETE, result.detail
     [body] = (request.body for request in server.requests)
     assert prompt_content(protocol, body) == PROMPT_FORMS[protocol.name]
@@ -89,7 +96,7 @@ def tool_result_form(protocol: Protocol, body: dict[str, Any]) -> Any:
         return body["messages"][-2:]
     if protocol.name == "openai-responses":
         return body["input"][-1]
-    if protocol.name == "anthropic":
+    if protocol.name in ("anthropic", "bedrock"):
         return body["messages"][-1]["content"][0]
     return body["contents"][-1]["parts"]
 
@@ -113,6 +120,9 @@ RESULT_FORMS: dict[str, Any] = {
         {"functionResponse": {"name": "snapshot", "response": {"ok": True, "result": "the desk:"}}},
         {"inlineData": {"mimeType": "image/png", "data": B64_PNG}},
     ],
+    "bedrock": {"toolResult": {"toolUseId": "tooluse_1", "status": "success", "content": [
+        {"text": "the desk:"}, {"image": {"format": "png", "source": {"bytes": B64_PNG}}},
+    ]}},
 }  # fmt: skip
 
 

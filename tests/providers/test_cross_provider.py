@@ -1,4 +1,5 @@
-"""A conversation started with one provider continues with another: Anthropic, then OpenAI, then Gemini.
+"""A conversation started with one provider continues with another: Anthropic, then OpenAI, then Gemini, then
+Bedrock.
 
 Each hop sends the whole history to a different API. What one provider needs replayed (Anthropic's thinking
 signatures) means nothing to the next, whose API would reject it: it is dropped, while text, tool calls
@@ -18,6 +19,7 @@ from tests.helpers import assert_valid
 from tether import Agent, tool
 from tether.messages import Thinking
 from tether.providers.anthropic import AnthropicProvider
+from tether.providers.bedrock import BedrockProvider
 from tether.providers.gemini import GeminiProvider
 from tether.providers.openai_chat import OpenAIChatProvider
 
@@ -112,11 +114,19 @@ def gemini(body: dict[str, Any]) -> dict[str, Any]:
     return {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}]}
 
 
-async def test_a_conversation_moves_from_anthropic_to_openai_to_gemini(serve: Callable[[Model], Any]) -> None:
-    anthropic, openai, google = (
+def converse(body: dict[str, Any]) -> dict[str, Any]:
+    message = {"role": "assistant", "content": [{"text": "Still 20."}]}
+    return {"output": {"message": message}, "stopReason": "end_turn", "usage": {"inputTokens": 30, "outputTokens": 3}}
+
+
+async def test_a_conversation_moves_from_anthropic_to_openai_to_gemini_to_bedrock(
+    serve: Callable[[Model], Any],
+) -> None:
+    anthropic, openai, google, bedrock = (
         Model("/v1/messages", claude),
         Model("/v1/chat/completions", gpt),
         Model("/v1beta/models/gemini-2.5-flash:generateContent", gemini),
+        Model("/model/{model}/converse", converse),
     )
     first = await Agent(
         AnthropicProvider("claude-sonnet-4-5", base_url=await serve(anthropic) + "/v1", api_key="k", stream=False),
@@ -163,5 +173,34 @@ async def test_a_conversation_moves_from_anthropic_to_openai_to_gemini(serve: Ca
         ("call_02", {"ok": True, "result": 20}),
     ]
     assert not any(part.get("thought") for part in parts)
-    for result in (first, second, third):
+
+    fourth = await Agent(
+        BedrockProvider(
+            "anthropic.claude-sonnet-4-5-20250929-v1:0",
+            region="us-east-1",
+            base_url=await serve(bedrock),
+            api_key="k",
+            environ={},
+            stream=False,
+        ),
+        tools=[add, multiply],
+        system="Be brief.",
+    ).run("Again?", history=third.messages)
+    assert fourth.text == "Still 20."
+    sent = bedrock.bodies[0]
+    assert SIGNATURE not in json.dumps(sent)
+    assert "I should use the tool." not in json.dumps(sent), "Anthropic's thinking means nothing on Bedrock"
+    assert sent["system"] == [{"text": "Be brief."}]
+    blocks = [block for message in sent["messages"] for block in message["content"]]
+    assert [(b["toolUse"]["toolUseId"], b["toolUse"]["input"]) for b in blocks if "toolUse" in b] == [
+        ("toolu_01", {"a": 2, "b": 3}),
+        ("call_02", {"a": 5, "b": 4}),
+    ]
+    assert [b["toolResult"] for b in blocks if "toolResult" in b] == [
+        {"toolUseId": "toolu_01", "content": [{"text": "5"}], "status": "success"},
+        {"toolUseId": "call_02", "content": [{"text": "20"}], "status": "success"},
+    ]
+    roles = [m["role"] for m in sent["messages"]]
+    assert roles == ["user", "assistant"] * (len(roles) // 2) + ["user"], "neighbours of one role are joined"
+    for result in (first, second, third, fourth):
         assert_valid(result)

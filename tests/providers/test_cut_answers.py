@@ -1,8 +1,8 @@
 """An answer cut at the output limit, as each provider's API says it (Chat Completions' and an OpenAI-compatible
 server's ``length``, the Responses API's ``incomplete`` for ``max_output_tokens``, Anthropic's ``max_tokens``,
-Gemini's ``MAX_TOKENS``), over real HTTP on 127.0.0.1: the run asks the model to go on, sends the cut answer
-back as the assistant's with the request to continue, and a run whose answer stays cut ends ``complete`` but
-``degraded`` with ``finish_reason`` ``length``."""
+Gemini's ``MAX_TOKENS``, Bedrock's ``max_tokens``), over real HTTP on 127.0.0.1: the run asks the model to go on,
+sends the cut answer back as the assistant's with the request to continue, and a run whose answer stays cut ends
+``complete`` but ``degraded`` with ``finish_reason`` ``length``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tether.loop.context import CONTINUATION_REQUEST
 from tether.providers import resolve
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import Provider
+from tether.providers.bedrock import BedrockProvider
 from tether.providers.gemini import GeminiProvider
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.openai_responses import OpenAIResponsesProvider
@@ -45,6 +46,11 @@ def anthropic(text: str) -> dict[str, Any]:
 
 def gemini(text: str) -> dict[str, Any]:
     return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "MAX_TOKENS"}]}
+
+
+def bedrock(text: str) -> dict[str, Any]:
+    return {"output": {"message": {"role": "assistant", "content": [{"text": text}]}}, "stopReason": "max_tokens",
+            "usage": {"inputTokens": 9, "outputTokens": 4, "totalTokens": 13}}  # fmt: skip
 
 
 def sent_texts(kind: str, body: dict[str, Any]) -> list[tuple[str, str]]:
@@ -77,6 +83,9 @@ KINDS: dict[str, tuple[str, Callable[[str], dict[str, Any]], Callable[[str], Pro
                   lambda url: AnthropicProvider("m", base_url=url + "/v1", api_key="k", stream=False)),
     "gemini": ("/v1beta/models/m:generateContent", gemini,
                lambda url: GeminiProvider("m", base_url=url + "/v1beta", api_key="k", stream=False)),
+    "bedrock": ("/model/m/converse", bedrock,
+                lambda url: BedrockProvider("m", region="us-east-1", base_url=url, api_key="k", environ={},
+                                            stream=False)),
 }  # fmt: skip
 
 

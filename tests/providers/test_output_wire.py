@@ -24,6 +24,7 @@ from tether import Agent, Limits, StopReason
 from tether.errors import InvalidOutput
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import Provider
+from tether.providers.bedrock import BedrockProvider
 from tether.providers.gemini import GeminiProvider
 from tether.providers.http import RetryPolicy
 from tether.providers.openai_chat import OpenAIChatProvider
@@ -114,6 +115,22 @@ def gemini_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {**gemini_text(""), "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP"}]}
 
 
+def bedrock_text(text: str) -> dict[str, Any]:
+    return {
+        "output": {"message": {"role": "assistant", "content": [{"text": text}]}}, "stopReason": "end_turn",
+        "usage": {"inputTokens": 20, "outputTokens": 8, "totalTokens": 28},
+    }  # fmt: skip
+
+
+def bedrock_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    block = {"toolUse": {"toolUseId": "tooluse_1", "name": name, "input": arguments}}
+    return {
+        **bedrock_text(""),
+        "output": {"message": {"role": "assistant", "content": [block]}},
+        "stopReason": "tool_use",
+    }
+
+
 class Protocol:
     """One wire protocol: its endpoint, its answers, its provider, and where its body asks for the output."""
 
@@ -170,6 +187,17 @@ PROTOCOLS = [
         system=lambda body: body["systemInstruction"]["parts"][0]["text"],
         tool_names=lambda body: [d["name"] for t in body.get("tools", []) for d in t["functionDeclarations"]],
     ),
+    Protocol(
+        "bedrock", "/model/amazon.nova-pro-v1/converse", bedrock_text, bedrock_call,
+        lambda url: BedrockProvider(
+            "amazon.nova-pro-v1", region="us-east-1", base_url=url, api_key="k", environ={}, stream=False,
+            retry=NO_RETRY,
+        ),
+        native=lambda body: body["outputConfig"],
+        prompted=lambda body: body.get("outputConfig"),
+        system=lambda body: body["system"][0]["text"],
+        tool_names=lambda body: [t["toolSpec"]["name"] for t in body.get("toolConfig", {}).get("tools", [])],
+    ),
 ]  # fmt: skip
 
 NATIVE_FORMS = {
@@ -177,12 +205,15 @@ NATIVE_FORMS = {
     "openai-responses": {"format": {"type": "json_schema", "name": "CityLocation", "schema": STRICT, "strict": True}},
     "anthropic": {"format": {"type": "json_schema", "schema": STRICT}},
     "gemini": {"responseMimeType": "application/json", "responseJsonSchema": STRICT},
-}
+    "bedrock": {"textFormat": {"type": "json_schema", "structure": {"jsonSchema": {
+        "schema": json.dumps(STRICT, separators=(",", ":")), "name": "CityLocation"}}}},
+}  # fmt: skip
 PROMPTED_FORMS = {
     "openai-chat": {"type": "json_object"},
     "openai-responses": {"format": {"type": "json_object"}},
     "anthropic": None,
     "gemini": {"responseMimeType": "application/json"},
+    "bedrock": None,
 }
 
 

@@ -13,6 +13,7 @@ from tether.errors import ConfigInvalid
 from tether.messages import Message
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.base import ForceTool, ModelSettings, Request, ToolChoice, ToolDefinition
+from tether.providers.bedrock import BedrockProvider
 from tether.providers.gemini import GeminiProvider
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.openai_responses import OpenAIResponsesProvider
@@ -65,6 +66,12 @@ NAMED_AS_DOCUMENTED: dict[str, tuple[Callable[[Request], Any], dict[ToolChoice, 
             "required": {"mode": "ANY"},
             FORCED: {"mode": "ANY", "allowedFunctionNames": ["clock"]},
         },
+    ),
+    # Converse has no "none": the tools are left out of that request.
+    "bedrock": (
+        lambda r: BedrockProvider("anthropic.claude-sonnet-4-5-20250929-v1:0", region="us-east-1", api_key="k",
+                                  environ={}).request_body(r).get("toolConfig", {}).get("toolChoice", "no tools"),
+        {"auto": {"auto": {}}, "none": "no tools", "required": {"any": {}}, FORCED: {"tool": {"name": "clock"}}},
     ),
 }  # fmt: skip
 

@@ -26,6 +26,7 @@ _NOTES = {
     "openai-responses": "OpenAI's Responses API",
     "openai-compatible": "any OpenAI-compatible server: set [providers.openai-compatible] base_url",
     "azure": "azure:DEPLOYMENT at AZURE_OPENAI_ENDPOINT; a key or an Entra ID token (AZURE_OPENAI_AD_TOKEN)",
+    "bedrock": "bedrock:MODEL_ID in AWS_REGION; a Bedrock API key, or AWS credentials (pip install tether[bedrock])",
 }
 
 

@@ -54,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "Profile": "tether.providers.registry",
     "OpenAIChatProvider": "tether.providers.openai_chat",
     "AzureOpenAIProvider": "tether.providers.azure",
+    "BedrockProvider": "tether.providers.bedrock",
     "OpenAIResponsesProvider": "tether.providers.openai_responses",
     "AnthropicProvider": "tether.providers.anthropic",
     "GeminiProvider": "tether.providers.gemini",
@@ -103,6 +104,7 @@ if TYPE_CHECKING:
     from tether.providers.base import Server as Server
     from tether.providers.base import ToolChoice as ToolChoice
     from tether.providers.base import ToolDefinition as ToolDefinition
+    from tether.providers.bedrock import BedrockProvider as BedrockProvider
     from tether.providers.fallback import FALLBACK_ON as FALLBACK_ON
     from tether.providers.fallback import FallbackProvider as FallbackProvider
     from tether.providers.gemini import GeminiProvider as GeminiProvider

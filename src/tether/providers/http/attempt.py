@@ -18,7 +18,8 @@ from __future__ import annotations
 import functools
 import os
 import urllib.parse
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from tether.errors import BadRequest, ProviderError, RequestTimeout, TransportError
 from tether.providers.http.errors import error_for_response
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 
     from tether.alarms import Deadline
 
+Signer = Callable[[str, bytes, dict[str, str]], tuple[Any, dict[str, str]]]
+"""Signs one attempt (AWS SigV4: ``providers/bedrock_auth.py``): given its URL, body and headers, the URL to
+request (as aiohttp takes it) and the headers to send. Called before every attempt, so a retry is signed anew."""
 MAX_ERROR_BODY = 64 * 1024
 """Bytes of an error response read for its message."""
 

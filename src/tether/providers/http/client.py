@@ -45,7 +45,8 @@ from tether.alarms import Alarm, Deadline, shared_alarm
 from tether.errors import InvalidResponse, ProviderError
 from tether.events import LlmEvent, RateLimitWait, StreamEnd
 from tether.providers.base import ModelInfo, OnRetry, OnWait, Request, Server
-from tether.providers.http.attempt import client_timeout, refused, transport_error
+from tether.providers.decoding import parse_json_text as parse_event_json
+from tether.providers.http.attempt import Signer, client_timeout, refused, transport_error
 from tether.providers.http.body import ResponseLimits, decode_text, parse_json, read_body
 from tether.providers.http.pool import session_for
 from tether.providers.http.ratelimit import Limiter, Spend, Ticket, estimate_tokens
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
     from tether.exchanges import ExchangeRecorder
     from tether.providers.decoding import Decoder
 
-__all__ = ["HttpClient", "OverHttp", "RetryPolicy", "Secret", "WholeAnswer", "parse_event_json"]
+__all__ = ["HttpClient", "OverHttp", "RetryPolicy", "Secret", "Signer", "WholeAnswer", "parse_event_json"]
 
 T = TypeVar("T")
 Item = TypeVar("Item")
@@ -88,7 +89,8 @@ class Secret:
 class HttpClient:
     """JSON requests to one API, answered with JSON or a stream of server-sent events, read within ``limits``."""
 
-    __slots__ = ("_api_key", "_headers", "_limiter", "_pooled", "_urls", "base_url", "limits", "provider", "retry")
+    __slots__ = ("_api_key", "_headers", "_limiter", "_pooled", "_signer", "_urls", "base_url", "limits",
+                 "provider", "retry")  # fmt: skip
 
     def __init__(
         self,
@@ -102,6 +104,7 @@ class HttpClient:
         retry: RetryPolicy | None = None,
         limits: ResponseLimits | None = None,
         limiter: Limiter | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.provider = provider
@@ -113,6 +116,7 @@ class HttpClient:
             self._headers[auth_header] = auth_prefix + api_key.reveal()
         self._urls: dict[str, str] = {}
         self._limiter = limiter  # the client-side rate limit each attempt waits for (ratelimit.py); None: no cost
+        self._signer = signer
         self._pooled: _Pooled | None = None
         """The running loop, the session ``session_for`` gave for it, and that loop's alarm, which keeps this
         client's request timeouts."""
@@ -276,8 +280,11 @@ class HttpClient:
             wait.start()
             try:
                 if payload is not None:
+                    target, headers = (
+                        (url, self._headers) if self._signer is None else self._signer(url, payload, self._headers)
+                    )
                     response = await pooled[1].post(
-                        url, data=payload, headers=self._headers, allow_redirects=False, timeout=client_timeout(timeout)
+                        target, data=payload, headers=headers, allow_redirects=False, timeout=client_timeout(timeout)
                     )
                 else:
                     headers = {name: value for name, value in self._headers.items() if name != "Content-Type"}
@@ -589,12 +596,3 @@ def _call(function: Callable[[], list[LlmEvent]]) -> list[LlmEvent]:
 
 def _payload(body: dict[str, Any] | bytes) -> bytes:
     return body if isinstance(body, bytes) else msgspec.json.encode(body)
-
-
-def parse_event_json(data: str | bytes, provider: str) -> Any:
-    """The JSON an event of a stream carries; ``InvalidResponse`` when it is not JSON."""
-    try:
-        return msgspec.json.decode(data)
-    except ValueError:
-        shown = data if isinstance(data, str) else data.decode(errors="replace")
-        raise InvalidResponse(f"{provider} sent an event that is not JSON: {shown[:200]!r}") from None

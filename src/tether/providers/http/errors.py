@@ -106,12 +106,15 @@ def error_for_response(provider: str, status: int, body: str, headers: Any) -> P
     """The ``ProviderError`` for an HTTP error response, with the provider's message and request id."""
     data = _json_or_none(body)
     message, code = provider_message(body)
+    code = code or _aws_error_type(headers)
     kind, details = classify(status, _names(data), message)
     return kind(
         f"{provider} returned HTTP {status}: {message}",
         status=status,
         provider_message=message,
-        request_id=_first_header(headers, "x-request-id", "request-id", "x-goog-request-id", "cf-ray")
+        request_id=_first_header(
+            headers, "x-request-id", "request-id", "x-goog-request-id", "x-amzn-requestid", "cf-ray"
+        )
         or _body_request_id(data),
         retry_after=retry_after(headers),
         details=({"provider_code": code} if code else {}) | details,
@@ -139,6 +142,12 @@ def _names(data: Any) -> frozenset[str]:
     if not isinstance(error, dict):
         return frozenset()
     return frozenset(str(error[key]).lower() for key in ("type", "code", "status") if error.get(key) is not None)
+
+
+def _aws_error_type(headers: Any) -> str | None:
+    """An AWS service's error name (Bedrock's ``x-amzn-ErrorType: ThrottlingException:http://...``)."""
+    value = _first_header(headers, "x-amzn-errortype")
+    return value.partition(":")[0] or None if value is not None else None
 
 
 def _json_or_none(body: str) -> Any:

@@ -5,6 +5,8 @@ attempt again until then); an :class:`EventStream` reads the rest, a chunk per :
 never retried: a failure of the connection from then on is final, a ``transport`` or ``timeout`` error that
 says it came in the middle of the stream.
 
+* An AWS event stream (``application/vnd.amazon.eventstream``, Bedrock's) is framed by
+  :class:`~tether.providers.http.eventstream.EventStreamDecoder` instead, its messages handed on as events.
 * A response that is not an event stream (a server that ignored ``stream: true``) is read whole (within
   ``max_body_bytes``) and handed on as one event, for the decoder to read as a complete answer.
 * A whole stream may hold at most ``max_stream_bytes``, one event ``max_event_bytes`` (``sse.py``).
@@ -22,6 +24,8 @@ from typing import TYPE_CHECKING
 from tether.errors import ProviderError
 from tether.providers.http.attempt import transport_error
 from tether.providers.http.body import ResponseLimits, decode_text, read_body, too_large
+from tether.providers.http.eventstream import CONTENT_TYPE as AWS_EVENT_STREAM
+from tether.providers.http.eventstream import EventStreamDecoder
 from tether.providers.http.sse import ServerSentEvent, SSEDecoder
 
 if TYPE_CHECKING:
@@ -40,13 +44,22 @@ class EventStream:
 
     __slots__ = ("_finished", "_received", "_response", "_reusable", "_sse", "first", "limits", "provider", "wait")
 
-    def __init__(self, response: aiohttp.ClientResponse, wait: Deadline, limits: ResponseLimits, provider: str) -> None:
+    def __init__(
+        self,
+        response: aiohttp.ClientResponse,
+        wait: Deadline,
+        limits: ResponseLimits,
+        provider: str,
+        *,
+        aws: bool = False,
+    ) -> None:
         self._response = response
         self.wait = wait
         """Bounds each wait for the next chunk (the request's timeout)."""
         self.limits = limits
         self.provider = provider
-        self._sse = SSEDecoder(max_event_bytes=limits.max_event_bytes, provider=provider)
+        framing = EventStreamDecoder if aws else SSEDecoder
+        self._sse: SSEDecoder | EventStreamDecoder = framing(max_event_bytes=limits.max_event_bytes, provider=provider)
         self._received = 0
         self._finished = self._reusable = False
         self.first: list[ServerSentEvent] = []
@@ -99,10 +112,12 @@ async def open_events(
 ) -> EventStream | str:
     """The answer's stream, read up to its first event; or, when the answer is not an event stream, its whole
     body as text. The response is closed if this fails."""
-    if "text/event-stream" not in response.headers.get("Content-Type", ""):
+    content_type = response.headers.get("Content-Type", "")
+    aws = AWS_EVENT_STREAM in content_type
+    if not aws and "text/event-stream" not in content_type:
         data = await read_body(response, limits.max_body_bytes, provider=provider, setting="max_body_bytes", wait=wait)
         return decode_text(data, provider)
-    stream = EventStream(response, wait, limits, provider)
+    stream = EventStream(response, wait, limits, provider, aws=aws)
     try:
         while not stream.first:
             events = await stream.read()
