@@ -72,7 +72,7 @@ class LoopGuard:
         self._input_tokens = self._output_tokens = self._cache_read_tokens = self._cache_write_tokens = 0
         self._reasoning_tokens = self._requests = self._cache_write_1h_tokens = 0
         """The run's usage so far as plain counts: a ``Usage`` is made when it is read (at a checkpoint and at the
-        end), not on every call (a frozen six-field value costs about 5,000 instructions to make)."""
+        end), not on every call (a frozen seven-field value costs about 5,000 instructions to make)."""
         self.spent = NO_COST
         """The sum of each call's cost, priced when the call completed."""
         self._refused: str | None = None
