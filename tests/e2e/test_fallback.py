@@ -4,8 +4,11 @@ second model when the first is not there, and says so."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from tests.e2e.conftest import Project
+import pexpect
+
+from tests.e2e.conftest import Project, screen
 from tests.e2e.mock_llm import MockLLM, Say
 from tests.e2e.test_connection_errors import free_port
 
@@ -60,3 +63,22 @@ def test_tether_model_a_comma_b_is_a_fallback_and_json_lists_the_moves(project: 
         ("down:m", "transport", "up:mock", 2)
     ]
     assert [(r["model"], r["error"]) for r in data["turn_records"]] == [("m", "transport"), ("mock", None)]
+
+
+def test_chat_model_a_comma_b_is_a_fallback_too(project: Project, children: list[Any]) -> None:
+    """``tether chat --model down:m,up:mock``: the chat's agent is the whole list, and says when it moves on."""
+    with MockLLM([Say("Hello from the backup.")]) as server:
+        (project.cwd / "agent.toml").write_text(providers_toml(free_port(), server))
+        child = project.spawn("chat", "--model", "down:m,up:mock")
+        children.append(child)
+        child.expect_exact("tether>")
+        child.sendline("hello")
+        child.expect_exact("[down:m transport → up:mock]")
+        child.expect_exact("Hello from the backup.")
+        child.expect_exact("tether>")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+        child.close()
+
+    assert child.exitstatus == 0, screen(child)
+    assert len(server.requests) == 1
