@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "ThinkingEnded": "tether.events",
     "ProviderRetry": "tether.events",
     "RateLimitWait": "tether.events",
+    "FallbackTaken": "tether.events",
     "RateLimit": "tether.providers.http.ratelimit",
     "CallFailed": "tether.events",
     "ToolCallStarted": "tether.events",
@@ -83,6 +84,7 @@ if TYPE_CHECKING:
     from tether.errors import ToolError as ToolError
     from tether.events import CallFailed as CallFailed
     from tether.events import Compacted as Compacted
+    from tether.events import FallbackTaken as FallbackTaken
     from tether.events import PartialOutput as PartialOutput
     from tether.events import ProviderRetry as ProviderRetry
     from tether.events import RateLimitWait as RateLimitWait

@@ -34,6 +34,8 @@ ErrorCode = Literal[
     "download_failed",
     "checksum_mismatch",
     "script_exhausted",
+    "content_filter",
+    "empty_answer",
 ]
 
 

@@ -127,6 +127,25 @@ class RateLimitWait(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag
     kind: ClassVar[Literal["rate_limit_wait"]] = "rate_limit_wait"
 
 
+class FallbackTaken(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="fallback_taken"):
+    """A fallback (``Agent(["anthropic:...", "openai:..."])``, ``providers/fallback.py``) moved on: ``model``
+    failed before its answer began, for a reason the fallback moves on for, and the same request goes to
+    ``next_model``: what a consumer shows as "[anthropic:... rate_limited → openai:...]".
+
+    The fallback hands it on between the two attempts, as an event of the call's stream (like ``ProviderRetry``),
+    after the failed attempt's own retries. ``code`` is the failure's stable code (``rate_limited``,
+    ``provider_unavailable``, ``timeout``, ``transport``, ``auth_failed``, ``content_filter``,
+    ``empty_answer``), ``message`` its text, with known keys masked; ``attempt`` the number of the model asked
+    next (2 when the first one failed). The failed attempt is a ``TurnRecord`` of its own (``error`` its code)."""
+
+    model: str
+    code: str
+    message: str
+    next_model: str
+    attempt: int
+    kind: ClassVar[Literal["fallback_taken"]] = "fallback_taken"
+
+
 LlmEvent: TypeAlias = (
     StreamStart
     | ThinkingDelta
@@ -137,6 +156,7 @@ LlmEvent: TypeAlias = (
     | StreamEnd
     | ProviderRetry
     | RateLimitWait
+    | FallbackTaken
 )
 
 
@@ -297,7 +317,8 @@ class TurnCompleted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag
 
     ``status`` is the step's outcome: ``"completed"`` (the answer was used), ``"rejected"`` (it could not be
     used: a corrective retry or a stop followed) or ``"failed"`` (the provider call failed or was
-    interrupted)."""
+    interrupted). ``cached``: the answer was replayed from the run's response cache (``Agent(cache=...)``): no
+    request was made, and ``usage`` is zero (as on its ``TurnRecord``)."""
 
     turn: int
     message: Message
@@ -305,6 +326,7 @@ class TurnCompleted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag
     finish_reason: FinishReason
     rejected: str | None = None
     status: TurnStatus = "completed"
+    cached: bool = False
     kind: ClassVar[Literal["turn_completed"]] = "turn_completed"
 
 
@@ -384,6 +406,7 @@ RunEvent: TypeAlias = (
     | TurnStarted
     | ProviderRetry
     | RateLimitWait
+    | FallbackTaken
     | ThinkingStarted
     | ThinkingDelta
     | ThinkingEnded

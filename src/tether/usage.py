@@ -27,6 +27,9 @@ class Usage(msgspec.Struct, frozen=True, gc=False):
     """Part of ``output_tokens`` spent on reasoning, when the provider says."""
     requests: int = 0
     """Provider calls made."""
+    cache_write_1h_tokens: int = 0
+    """Part of ``cache_write_tokens`` written with a 1-hour TTL (Anthropic's ``ttl: "1h"``), priced apart: at
+    ``Price.cache_write_1h``, else twice the input price (the 5-minute writes are ``cache_write``, 1.25x)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -36,6 +39,7 @@ class Usage(msgspec.Struct, frozen=True, gc=False):
             self.cache_write_tokens + other.cache_write_tokens,
             self.reasoning_tokens + other.reasoning_tokens,
             self.requests + other.requests,
+            self.cache_write_1h_tokens + other.cache_write_1h_tokens,
         )
 
     @property
@@ -60,6 +64,8 @@ class Tier(msgspec.Struct, frozen=True, gc=False):
     """Defaults to this tier's input price."""
     cache_write: float | None = None
     """Defaults to this tier's input price."""
+    cache_write_1h: float | None = None
+    """A 1-hour cache write; defaults to twice this tier's input price."""
 
 
 class Price(msgspec.Struct, frozen=True, gc=False):
@@ -75,9 +81,12 @@ class Price(msgspec.Struct, frozen=True, gc=False):
     cache_read: float | None = None
     """Defaults to the input price when the provider has no cache discount."""
     cache_write: float | None = None
-    """Defaults to the input price when the provider charges nothing extra for cache writes."""
+    """Defaults to the input price when the provider charges nothing extra for cache writes. A 5-minute write,
+    for a provider that has two (Anthropic: 1.25x the input price)."""
     tiers: tuple[Tier, ...] = ()
     """Prices for long prompts, by increasing ``above_input_tokens``; the last one a request exceeds wins."""
+    cache_write_1h: float | None = None
+    """A 1-hour cache write (``Usage.cache_write_1h_tokens``); defaults to twice the input price, Anthropic's."""
 
     def __post_init__(self) -> None:
         bounds = [tier.above_input_tokens for tier in self.tiers]
@@ -120,7 +129,9 @@ def cost_of(usage: Usage, price: Price) -> Cost:
     rates = price.rates(usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens)
     cache_read = rates.input if rates.cache_read is None else rates.cache_read
     cache_write = rates.input if rates.cache_write is None else rates.cache_write
-    input_usd = (
-        usage.input_tokens * rates.input + usage.cache_read_tokens * cache_read + usage.cache_write_tokens * cache_write
-    ) / 1_000_000
+    written = usage.cache_write_tokens * cache_write
+    if hour := min(usage.cache_write_1h_tokens, usage.cache_write_tokens):
+        hour_write = 2 * rates.input if rates.cache_write_1h is None else rates.cache_write_1h
+        written += hour * (hour_write - cache_write)
+    input_usd = (usage.input_tokens * rates.input + usage.cache_read_tokens * cache_read + written) / 1_000_000
     return Cost(input_usd=input_usd, output_usd=usage.output_tokens * rates.output / 1_000_000)

@@ -291,3 +291,23 @@ def test_a_key_command_that_fails_fails_api_key_with_its_own_code_and_a_hint(tmp
     assert found["provider"]["status"] == "skipped"
     assert api.requests == []
     assert KEY not in done.stdout + done.stderr
+
+
+def test_every_model_of_a_fallback_is_checked_each_on_lines_of_its_own(tmp_path: Path) -> None:
+    """``--model vllm:small-model,anthropic:claude-test``: the first model's API is reached, and the second's key,
+    not set, fails its own line, which a check of the first model alone would not show."""
+    with model_api("models") as api:
+        write_config(tmp_path, "vllm:small-model", base_url=api.url)
+        done = doctor(tmp_path, "--json", "--model", "vllm:small-model,anthropic:claude-test")
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    found = checks(done)
+    statuses = {name: check["status"] for name, check in found.items() if name.partition(":")[0] in {
+        "model", "api_key", "provider"}}  # fmt: skip
+    assert statuses == {
+        "model:vllm:small-model": "ok", "api_key:vllm:small-model": "skipped", "provider:vllm:small-model": "ok",
+        "model:anthropic:claude-test": "ok", "api_key:anthropic:claude-test": "failed",
+        "provider:anthropic:claude-test": "skipped",
+    }  # fmt: skip
+    assert "ANTHROPIC_API_KEY is not set" in found["api_key:anthropic:claude-test"]["detail"]
+    assert api.requests == [("GET", "/v1/models", "")]

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from tests.config.helpers import Dirs
-from tether.config.schema import Config, LimitsConfig
+from tether.config.schema import Config, LimitsConfig, RuntimeConfig
 from tether.errors import ConfigInvalid
 from tether.limits import Limits
 
@@ -242,3 +242,10 @@ def test_an_empty_configuration_is_all_defaults(dirs: Dirs) -> None:
 def test_an_mcp_server_id_is_refused_here_when_the_connection_would_refuse_it(dirs: Dirs) -> None:
     issue = only_issue(dirs, '[[mcp.servers]]\nid = "my.server"\ncommand = "x"\n')
     assert "1-32 letters" in str(issue["message"])
+
+
+@pytest.mark.parametrize("written", ["openai:gpt-4o-mini,anthropic:claude-x", "openai:gpt-4o-mini, anthropic:claude-x"])
+def test_a_model_string_of_models_joined_by_commas_is_a_fallback_list(written: str) -> None:
+    """``--model a,b`` and ``TETHER_MODEL=a,b`` give one string: it is the list, as ``model = [...]`` is."""
+    assert RuntimeConfig.model_validate({"model": written}).model == ["openai:gpt-4o-mini", "anthropic:claude-x"]
+    assert RuntimeConfig.model_validate({"model": "openai:gpt-4o-mini"}).model == "openai:gpt-4o-mini"

@@ -5,10 +5,14 @@ another system prompt goes to the model; ``[cache]`` in agent.toml turns it on w
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
+
+import pytest
 
 from tests.e2e.conftest import Project
 from tests.e2e.mock_llm import Call, MockLLM, Say
+from tests.postgres import URL, require_postgres
 
 
 def run_json(project: Project, *args: str) -> dict[str, Any]:
@@ -75,3 +79,46 @@ def test_without_cache_every_run_asks_the_model(project: Project) -> None:
 
     assert (first["text"], second["text"]) == ("A.", "B.")
     assert not (project.root / "cache" / "tether" / "responses.db").exists()
+
+
+def test_a_replayed_turn_is_marked_cached_on_a_dim_line(project: Project) -> None:
+    """Without ``--json``, a turn answered from the cache is followed by ``[cached]`` on stderr; a live one is not."""
+    with MockLLM([Say("Live answer.")]) as server:
+        project.use(server)
+        live = project.run("run", "Hello", "--cache")
+        replay = project.run("run", "Hello", "--cache")
+
+    assert live.returncode == replay.returncode == 0, live.stderr + replay.stderr
+    assert live.stdout == replay.stdout == "Live answer.\n"
+    assert "[cached]" not in live.stderr
+    assert [line for line in replay.stderr.splitlines() if line == "[cached]"] == ["[cached]"], replay.stderr
+
+
+def test_cache_path_a_postgresql_url_keeps_the_answers_in_that_database(
+    project: Project, request: pytest.FixtureRequest
+) -> None:
+    """``--cache-path postgresql://...``: the second run is answered from the database (a schema of its own
+    here, named in the URL's search_path, dropped after)."""
+    require_postgres(request.config, "the PostgreSQL response cache")
+    import psycopg
+
+    schema = f"test_cache_{secrets.token_hex(6)}"
+    with psycopg.connect(URL, autocommit=True) as db:
+        db.execute(f"CREATE SCHEMA {schema}")
+    url = f"{URL}?options=-csearch_path%3D{schema}"
+    try:
+        with MockLLM([Say("From the database.")]) as server:
+            project.use(server)
+            live = run_json(project, "Hello", "--cache-path", url)
+            replay = run_json(project, "Hello", "--cache-path", url)
+            requests = len(server.requests)
+        with psycopg.connect(URL, autocommit=True) as db:
+            rows = db.execute(f"SELECT COUNT(*) FROM {schema}.tether_responses").fetchone()
+    finally:
+        with psycopg.connect(URL, autocommit=True) as db:
+            db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+    assert requests == 1
+    assert replay["text"] == live["text"] == "From the database."
+    assert [r["cached"] for r in replay["turn_records"]] == [True]
+    assert rows == (1,)

@@ -16,7 +16,8 @@ from tests.e2e.test_chat import load_sessions
 from tether.messages import transcript_problems
 
 JSON_KEYS = {"text", "stop_reason", "degraded", "finish_reason", "detail", "error", "usage", "cost", "turns",
-             "session_id", "model", "exit_code", "duration_ms", "turn_records", "messages", "output"}  # fmt: skip
+             "session_id", "model", "exit_code", "duration_ms", "turn_records", "messages", "output",
+             "fallbacks"}  # fmt: skip
 
 
 def test_json_prints_the_whole_result_on_stdout_and_nothing_else(project: Project) -> None:
@@ -28,6 +29,7 @@ def test_json_prints_the_whole_result_on_stdout_and_nothing_else(project: Projec
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
     assert set(result) == JSON_KEYS
+    assert result["fallbacks"] == [], "one model: nothing to move on from"
     assert result["text"] == "The notes say hello."
     assert result["stop_reason"] == "complete"
     assert result["exit_code"] == 0

@@ -101,6 +101,18 @@ RUNS: dict[str, Callable[[], Agent[Any, Any]]] = {
             ]
         )
     ),
+    "a fallback that moves on after its first model's retries": lambda: Agent(
+        [
+            ScriptedProvider(
+                [  # a raw step may end with the error it raises
+                    events(
+                        ProviderRetry(2, 0.0, "rate_limited", "slow down", 429), RateLimited("slow down", status=429)
+                    )  # type: ignore[arg-type]
+                ]
+            ),
+            ScriptedProvider([reply("Hi.")]),
+        ]
+    ),
     "an answer that thinks first": lambda: Agent(ScriptedProvider([reply("Hi.", thinking="A greeting.")])),
     "a typed output written after thinking": lambda: Agent(
         ScriptedProvider([reply('{"name": "Paris"}', thinking="The capital.", chunk_size=4)]),
@@ -185,6 +197,7 @@ async def test_a_run_cancelled_in_the_middle_of_a_tool_answers_its_open_call_bef
         "RunStarted,TurnStarted,TurnCompleted,Compacted,Compacted,RunCompleted,",
         "RunStarted,TurnStarted,TurnCompleted,RunCompleted,Compacted,",
         "RunStarted,TurnStarted,TextDelta,ProviderRetry,TurnCompleted,RunCompleted,",
+        "RunStarted,TurnStarted,TextDelta,FallbackTaken,TurnCompleted,RunCompleted,",
         "RunStarted,TurnStarted,ThinkingDelta,TurnCompleted,RunCompleted,",
         "RunStarted,TurnStarted,CallFailed,TurnCompleted,RunCompleted,",
         "RunStarted,TurnStarted,TurnCompleted,CallFailed,CallFailed,RunCompleted,",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from tether import Agent, Message, tool
@@ -24,7 +25,7 @@ from tether.providers.anthropic import AnthropicProvider, encode_messages
 from tether.providers.anthropic_stream import AnthropicDecoder, as_stream_events
 from tether.providers.base import ForceTool, ModelSettings, Request, ToolDefinition
 from tether.providers.registry import resolve
-from tether.usage import Usage
+from tether.usage import Price, Usage, cost_of
 
 WEATHER = ToolDefinition(
     "weather", "Weather in a city.", {"type": "object", "properties": {"city": {"type": "string"}}}
@@ -46,7 +47,7 @@ def body_for(*messages: Message, **request: Any) -> dict[str, Any]:
 # Stream events as the API sends them (the JSON of each server-sent event's data).
 
 
-def message_start(**usage: int) -> dict[str, Any]:
+def message_start(**usage: Any) -> dict[str, Any]:
     message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929"}
     return {"type": "message_start", "message": {**message, "content": [], "usage": usage or {"input_tokens": 10}}}
 
@@ -369,6 +370,30 @@ def test_usage_counts_cache_reads_and_writes_apart_and_the_final_counts_win() ->
     assert events[-1] == StreamEnd(
         "stop", Usage(input_tokens=12, output_tokens=57, cache_read_tokens=310, cache_write_tokens=40)
     )
+
+
+def test_usage_counts_the_one_hour_cache_writes_apart_and_prices_them_at_twice_the_input() -> None:
+    """A usage block of the shape the Messages API sends with 1-hour cache writes (``usage.cache_creation`` by
+    TTL): the 1-hour writes are counted apart, part of the writes, and cost 2x the input price, the 5-minute
+    ones the table's ``cache_write`` (1.25x)."""
+    usage = {
+        "input_tokens": 10,
+        "cache_creation_input_tokens": 3_000,
+        "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 1_000, "ephemeral_1h_input_tokens": 2_000},
+        "output_tokens": 1,
+        "service_tier": "standard",
+    }
+    events = decode(message_start(**usage), *text_block(0, "ok"), message_delta("end_turn", output_tokens=5),
+                    MESSAGE_STOP)  # fmt: skip
+    end = events[-1]
+    assert isinstance(end, StreamEnd)
+    assert end.usage == Usage(input_tokens=10, output_tokens=5, cache_write_tokens=3_000, cache_write_1h_tokens=2_000)
+    price = Price(input=3.00, output=15.00, cache_read=0.30, cache_write=3.75)
+    cost = cost_of(end.usage, price)
+    assert cost.input_usd == pytest.approx((10 * 3.00 + 1_000 * 3.75 + 2_000 * 6.00) / 1_000_000)
+    with_hour_price = cost_of(end.usage, msgspec.structs.replace(price, cache_write_1h=5.0))
+    assert with_hour_price.input_usd == pytest.approx((10 * 3.00 + 1_000 * 3.75 + 2_000 * 5.0) / 1_000_000)
 
 
 @pytest.mark.parametrize(

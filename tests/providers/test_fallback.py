@@ -18,11 +18,13 @@ from aiohttp import web
 from tests.helpers import assert_valid
 from tests.providers.conftest import Serve
 from tether import Agent, Limits, StopReason
-from tether.errors import ConfigInvalid
+from tether.errors import ConfigInvalid, ProviderUnavailable
+from tether.events import FallbackTaken, RateLimitWait
 from tether.providers import FallbackProvider, RetryPolicy
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.fallback import resolve_models
 from tether.providers.openai_chat import OpenAIChatProvider
+from tether.providers.scripted import ScriptedProvider, events, reply
 
 NO_RETRY = RetryPolicy(max_retries=0)
 """Each provider tries once: the fallback is what is under test, not the retry ladder."""
@@ -212,3 +214,95 @@ async def test_a_fallbacks_health_reaches_every_model(serve: Serve) -> None:
     assert check.ok, check
     assert "openai:primary-1: " in check.detail
     assert "openai:backup-1: " in check.detail
+
+
+async def test_a_move_is_a_fallback_taken_event_between_the_attempts(serve: Serve) -> None:
+    """The run's stream says each move: a ``FallbackTaken`` naming the failed model, the error's code and the next
+    model, before any of the answer and after the failed model's own retries."""
+    first = Server(status(429))
+    url = await first.start(serve)
+    _, backup_model = await backup(serve)
+    primary = AnthropicProvider(
+        "claude-primary", base_url=f"{url}/v1", api_key="sk-primary-1234567890abcdef",
+        retry=RetryPolicy(max_retries=1, base_delay=0.0, max_delay=0.0),
+    )  # fmt: skip
+
+    events = [event async for event in Agent([primary, backup_model]).stream("Hello?")]
+
+    kinds = [type(event).__name__ for event in events]
+    taken = [event for event in events if isinstance(event, FallbackTaken)]
+    assert taken == [FallbackTaken("anthropic:claude-primary", "rate_limited", taken[0].message, "openai:backup-1", 2)]
+    assert kinds.index("ProviderRetry") < kinds.index("FallbackTaken") < kinds.index("TextDelta")
+    assert kinds.count("TurnStarted") == kinds.count("TurnCompleted") == 1
+    assert first.requests == 2
+
+
+def ending(finish: str, text: str = "") -> Handler:
+    """An OpenAI-compatible model whose answer ends with ``finish``, having written ``text`` (none: an answer of
+    its end alone)."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(chunk({"role": "assistant", "content": text}))
+        await response.write(chunk({}, finish))
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+    return handle
+
+
+@pytest.mark.parametrize(
+    ("finish", "code"), [("content_filter", "content_filter"), ("stop", "empty_answer")], ids=["filtered", "empty"]
+)
+async def test_a_filtered_or_empty_answer_moves_on_only_when_asked(serve: Serve, finish: str, code: str) -> None:
+    """An answer that ends before any of it came (a content filter's stop, or nothing at all) moves on to the next
+    model when its code is in ``on``, as a record of its own and a ``FallbackTaken``; by default it is the answer."""
+    first = Server(ending(finish))
+    url = await first.start(serve)
+    second, backup_model = await backup(serve)
+    primary = OpenAIChatProvider("primary-1", base_url=f"{url}/v1", api_key="sk-primary", retry=NO_RETRY)
+
+    default = await Agent(FallbackProvider([primary, backup_model]), limits=Limits(invalid_response_retries=0)).run(
+        "Hello?"
+    )
+    assert second.requests == 0
+    assert "backup" not in default.text
+
+    asked = FallbackProvider([primary, backup_model], on={code})
+    events = [event async for event in Agent(asked).stream("Hello?")]
+    result = events[-1].result  # type: ignore[union-attr]
+    assert result.text == "from the backup"
+    assert second.requests == 1
+    assert [(r.model, r.error) for r in result.turn_records] == [("primary-1", code), ("backup-1", None)]
+    assert [(e.code, e.next_model) for e in events if isinstance(e, FallbackTaken)] == [(code, "openai:backup-1")]
+    assert_valid(result)
+
+
+async def test_a_filtered_answer_that_wrote_text_first_is_the_answer(serve: Serve) -> None:
+    """A content filter's stop after some text: that text reached the host as it came, so the answer stands."""
+    first = Server(ending("content_filter", text="Part of it"))
+    url = await first.start(serve)
+    second, backup_model = await backup(serve)
+    primary = OpenAIChatProvider("primary-1", base_url=f"{url}/v1", api_key="sk-primary", retry=NO_RETRY)
+
+    result = await Agent(FallbackProvider([primary, backup_model], on={"content_filter"})).run("Hello?")
+
+    assert second.requests == 0
+    assert result.text.startswith("Part of it")
+    assert result.turn_records[0].finish_reason == "content_filter"
+
+
+async def test_a_rate_limit_wait_before_the_request_is_no_answer() -> None:
+    """A client-side rate limit's wait comes before the request (an event of the stream, not of an answer): the
+    model that then fails still moves on, and the wait reached the host first."""
+    waiting = ScriptedProvider(
+        [events(RateLimitWait(0.0, "requests"), ProviderUnavailable("overloaded", status=503))]  # type: ignore[arg-type]
+    )
+    answering_model = ScriptedProvider([reply("from the backup")])
+
+    seen = [event async for event in Agent([waiting, answering_model]).stream("Hello?")]
+
+    kinds = [type(event).__name__ for event in seen]
+    assert kinds.index("RateLimitWait") < kinds.index("FallbackTaken") < kinds.index("TextDelta")
+    assert seen[-1].result.text == "from the backup"  # type: ignore[union-attr]

@@ -1,16 +1,20 @@
 """The response cache (``providers/response_cache.py``) over real HTTP: a run against a scripted OpenAI-compatible
-server on 127.0.0.1, then the same run again. An identical request is answered from the SQLite file with no
-request made and the same events; any change of what the model is asked (temperature, a tool, the system
-prompt) goes to the server; an entry past its TTL, a failed or cut-short answer, and a request at a temperature
-the cache does not take are never replayed; runs and processes writing one file at once leave it whole."""
+server on 127.0.0.1, then the same run again. Each behaviour is tested on both stores, a SQLite file and a table of
+the real PostgreSQL server (``response_cache_pg.py``, a table of its own per test, dropped after it). An identical
+request is answered from the cache with no request made and the same events; any change of what the model is asked
+(temperature, a tool, the system prompt) goes to the server; an entry past its TTL, a failed or cut-short answer, and
+a request at a temperature the cache does not take are never replayed; runs and processes writing one file at once
+leave it whole."""
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +22,9 @@ import msgspec
 import pytest
 
 from tests.e2e.mock_llm import Call, Fail, MockLLM, Responder, Say, Step
+from tests.postgres import URL, require_postgres
 from tether import Agent, ModelSettings, ResponseCache, tool
-from tether.errors import ConfigInvalid, TransportError
+from tether.errors import ConfigInvalid, StoreUnavailable, TransportError
 from tether.events import RunCompleted, RunEvent, RunStarted, StreamEnd, TextDelta, TurnCompleted
 from tether.limits import Limits
 from tether.providers import Request
@@ -42,6 +47,43 @@ def other(name: str) -> str:
     return name
 
 
+class Store:
+    """One of the cache's stores, for one test: ``make`` a cache on it, ``age`` its entries."""
+
+    def __init__(self, kind: str, tmp_path: Path, table: str = "") -> None:
+        self.kind, self.path, self.table = kind, tmp_path / "cache.db", table
+
+    def make(self, **options: Any) -> ResponseCache:
+        if self.kind == "sqlite":
+            return ResponseCache(self.path, **options)
+        return ResponseCache(URL, table=self.table, **options)
+
+    def age(self, seconds: float) -> None:
+        """Every entry stored ``seconds`` earlier than it was."""
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.path) as db:
+                db.execute("UPDATE responses SET created = created - ?", (seconds,))
+            return
+        import psycopg
+
+        with psycopg.connect(URL, autocommit=True) as db:
+            db.execute(f"UPDATE {self.table} SET created = created - %s", (seconds,))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        yield Store("sqlite", tmp_path)
+        return
+    require_postgres(request.config, "the PostgreSQL response cache")
+    import psycopg
+
+    table = f"test_responses_{secrets.token_hex(6)}"
+    yield Store("postgres", tmp_path, table)
+    with psycopg.connect(URL, autocommit=True) as db:
+        db.execute(f"DROP TABLE IF EXISTS {table}")
+
+
 def agent(server: MockLLM, cache: ResponseCache, **options: Any) -> Agent:
     options.setdefault("settings", ZERO)
     return Agent("openai-compatible:mock", base_url=server.base_url, api_key="sk-test", cache=cache, **options)
@@ -59,8 +101,8 @@ def comparable(events: list[RunEvent]) -> list[Any]:
         if type(event) is RunStarted:
             shown.append(msgspec.structs.replace(event, run_id=""))
         elif type(event) is TurnCompleted:
-            shown.append(msgspec.structs.replace(event, usage=msgspec.structs.replace(event.usage, input_tokens=0,
-                                                                                       output_tokens=0)))  # fmt: skip
+            usage = msgspec.structs.replace(event.usage, input_tokens=0, output_tokens=0)
+            shown.append(msgspec.structs.replace(event, usage=usage, cached=False))  # a hit says so (checked apart)
         elif type(event) is RunCompleted:
             result = event.result
             shown.append(("completed", result.text, result.stop_reason, result.messages, result.turns))
@@ -75,8 +117,8 @@ def result_of(events: list[RunEvent]) -> Any:
     return last.result
 
 
-def test_a_second_identical_run_makes_no_request_and_yields_the_same_events(tmp_path: Path) -> None:
-    cache = ResponseCache(tmp_path / "cache.db")
+def test_a_second_identical_run_makes_no_request_and_yields_the_same_events(store: Store) -> None:
+    cache = store.make()
     script: list[Step | Responder] = [Call("lookup", {"city": "Oslo"}, text="Checking."), Say("It is sunny in Oslo.")]
     with MockLLM(script) as server:
         live = asyncio.run(events_of(agent(server, cache, tools=[lookup]), "Weather in Oslo?"))
@@ -95,6 +137,8 @@ def test_a_second_identical_run_makes_no_request_and_yields_the_same_events(tmp_
     assert second.usage.requests == 0, "a hit is no request"
     assert all(event.usage.total_tokens == 0 for event in replay if type(event) is TurnCompleted)
     assert cache.entries() == 2
+    assert [event.cached for event in live if type(event) is TurnCompleted] == [False, False]
+    assert [event.cached for event in replay if type(event) is TurnCompleted] == [True, True], "a hit says so"
 
 
 @pytest.mark.parametrize(
@@ -106,8 +150,8 @@ def test_a_second_identical_run_makes_no_request_and_yields_the_same_events(tmp_
         ("max_tokens", {"settings": ModelSettings(temperature=0, max_tokens=50)}),
     ],
 )
-def test_a_changed_setting_misses(tmp_path: Path, changed: str, options: dict[str, Any]) -> None:
-    cache = ResponseCache(tmp_path / "cache.db", any_temperature=True)
+def test_a_changed_setting_misses(store: Store, changed: str, options: dict[str, Any]) -> None:
+    cache = store.make(any_temperature=True)
     with MockLLM([Say("First."), Say("Second.")]) as server:
         asyncio.run(agent(server, cache, tools=[lookup]).run("Hello?"))
         changed_agent = agent(server, cache, **{"tools": [lookup], **options})
@@ -119,14 +163,12 @@ def test_a_changed_setting_misses(tmp_path: Path, changed: str, options: dict[st
     assert not result.turn_records[0].cached
 
 
-def test_an_entry_past_its_ttl_misses_and_is_replaced(tmp_path: Path) -> None:
-    path = tmp_path / "cache.db"
-    cache = ResponseCache(path, ttl=600)
+def test_an_entry_past_its_ttl_misses_and_is_replaced(store: Store) -> None:
+    cache = store.make(ttl=600)
     with MockLLM([Say("Old."), Say("New.")]) as server:
         asyncio.run(agent(server, cache).run("Hi"))
         fresh = asyncio.run(agent(server, cache).run("Hi"))
-        with sqlite3.connect(path) as db:  # the entry was stored 20 minutes ago
-            db.execute("UPDATE responses SET created = created - 1200")
+        store.age(1200)  # the entry was stored 20 minutes ago
         expired = asyncio.run(agent(server, cache).run("Hi"))
         again = asyncio.run(agent(server, cache).run("Hi"))
         requests = len(server.requests)
@@ -140,8 +182,8 @@ def test_an_entry_past_its_ttl_misses_and_is_replaced(tmp_path: Path) -> None:
     assert requests == 2
 
 
-def test_a_request_with_the_providers_default_temperature_is_not_cached(tmp_path: Path) -> None:
-    cache = ResponseCache(tmp_path / "cache.db")
+def test_a_request_with_the_providers_default_temperature_is_not_cached(store: Store) -> None:
+    cache = store.make()
     with MockLLM([Say("One."), Say("Two.")]) as server:
         unset = {"settings": ModelSettings()}
         first = asyncio.run(agent(server, cache, **unset).run("Hi"))
@@ -152,8 +194,8 @@ def test_a_request_with_the_providers_default_temperature_is_not_cached(tmp_path
     assert cache.entries() == 0
 
 
-def test_a_failed_answer_is_not_stored(tmp_path: Path) -> None:
-    cache = ResponseCache(tmp_path / "cache.db")
+def test_a_failed_answer_is_not_stored(store: Store) -> None:
+    cache = store.make()
     with MockLLM([Fail(400, {"error": {"message": "bad"}}), Say("Fine.")]) as server:
         failed = asyncio.run(agent(server, cache).run("Hi"))
         answered = asyncio.run(agent(server, cache).run("Hi"))
@@ -163,8 +205,8 @@ def test_a_failed_answer_is_not_stored(tmp_path: Path) -> None:
     assert not answered.turn_records[0].cached
 
 
-def test_an_answer_that_fails_mid_stream_or_ends_in_error_or_empty_is_not_stored(tmp_path: Path) -> None:
-    cache = ResponseCache(tmp_path / "cache.db")
+def test_an_answer_that_fails_mid_stream_or_ends_in_error_or_empty_is_not_stored(store: Store) -> None:
+    cache = store.make()
     dropped = TransportError("connection dropped")
     script = ScriptedProvider([
         fail(dropped, after_text="Half an"),
@@ -181,8 +223,8 @@ def test_an_answer_that_fails_mid_stream_or_ends_in_error_or_empty_is_not_stored
     assert replay.text == "Whole."
 
 
-def test_an_answer_cut_short_by_cancellation_is_not_stored(tmp_path: Path) -> None:
-    cache = ResponseCache(tmp_path / "cache.db")
+def test_an_answer_cut_short_by_cancellation_is_not_stored(store: Store) -> None:
+    cache = store.make()
 
     async def cancelled(server: MockLLM) -> str:
         handle = agent(server, cache).start("Hi")
@@ -201,8 +243,8 @@ def test_an_answer_cut_short_by_cancellation_is_not_stored(tmp_path: Path) -> No
     assert not answered.turn_records[0].cached
 
 
-def test_concurrent_runs_in_one_process_share_the_file(tmp_path: Path) -> None:
-    cache = ResponseCache(tmp_path / "cache.db")
+def test_concurrent_runs_in_one_process_share_the_store(store: Store) -> None:
+    cache = store.make()
 
     async def many(server: MockLLM) -> list[str]:
         results = await asyncio.gather(*(agent(server, cache).run(f"Question {n}") for n in range(12)))
@@ -276,3 +318,18 @@ def test_bad_settings_and_a_wrong_cache_are_refused(tmp_path: Path) -> None:
         ResponseCache(tmp_path / "c.db", ttl=0)
     with pytest.raises(ConfigInvalid, match="ResponseCache"):
         Agent(ScriptedProvider([]), cache=str(tmp_path / "c.db"))  # type: ignore[arg-type]
+
+
+def test_a_postgres_cache_names_its_table_never_its_url_and_checks_the_name() -> None:
+    cache = ResponseCache("postgresql://tether:hunter2@127.0.0.1:1/db", table="answers")
+    assert "hunter2" not in repr(cache)
+    assert "answers" in repr(cache)
+    assert cache.path is None
+    with pytest.raises(ConfigInvalid, match="table"):
+        ResponseCache("postgresql://127.0.0.1/db", table="answers; DROP TABLE x")
+
+
+def test_a_postgres_server_out_of_reach_is_store_unavailable() -> None:
+    cache = ResponseCache("postgresql://postgres@127.0.0.1:1/test", timeout=1)
+    with pytest.raises(StoreUnavailable, match="tether_responses"):
+        cache.entries()

@@ -127,7 +127,7 @@ def _cache_options(command: Any) -> Any:
     command = click.option(
         "--cache-path",
         metavar="PATH",
-        help="The response cache's SQLite file (cache.path); implies --cache.",
+        help="The response cache's SQLite file, or a postgresql:// URL (cache.path); implies --cache.",
     )(command)
     return click.option(
         "--cache",
@@ -245,7 +245,12 @@ def _read_prompt(prompt: str | None) -> str:
 
 @main.command()
 @click.argument("prompt", required=False)
-@click.option("--model", "-m", metavar="PROVIDER:MODEL", help="The model, e.g. openai:gpt-4o-mini (runtime.model).")
+@click.option(
+    "--model",
+    "-m",
+    metavar="PROVIDER:MODEL",
+    help="The model, e.g. openai:gpt-4o-mini; a,b: a fallback list (runtime.model).",
+)
 @_session_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout, and nothing else there.")
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands without asking.")

@@ -280,8 +280,10 @@ def response_cache(settings: CacheConfig, cwd: Path, env: Mapping[str, str]) -> 
     cached: the command line sends none, leaving the provider's default."""
     if not settings.enabled:
         return None
-    from tether.providers.response_cache import ResponseCache
+    from tether.providers.response_cache import POSTGRES_SCHEMES, ResponseCache
 
+    if settings.path is not None and settings.path.startswith(POSTGRES_SCHEMES):  # a database, not a file
+        return ResponseCache(settings.path, ttl=settings.ttl, any_temperature=True)
     path = cwd / Path(settings.path).expanduser() if settings.path is not None else cache_dir(env) / "responses.db"
     return ResponseCache(path, ttl=settings.ttl, any_temperature=True)
 

@@ -122,8 +122,14 @@ async def _chat(setup: Setup, options: ChatOptions, console: Console, env: Mappi
     typed = TypeAhead()  # what was typed ahead of an approval question, shown again at the next prompt
     approve = terminal_approver(console, renderer, typed) if interactive else None
 
+    listed = isinstance(setup.config.runtime.model, list)
+
     def build(model: str, mode: str) -> Agent:
-        return setup.agent(model=model, mode=mode, yes=options.yes, interactive=interactive, approve=approve)
+        """The agent on ``model``; on the configured one, a fallback's whole list (``--model a,b`` included)."""
+        whole = listed and model == setup.model
+        return setup.agent(
+            model=None if whole else model, mode=mode, yes=options.yes, interactive=interactive, approve=approve
+        )
 
     try:
         session_id, note = await pick_session(setup.store, options.session, options.continue_last)

@@ -11,6 +11,8 @@ The checks, in order (each a :class:`~tether.health.HealthCheck`, bounded by ``-
   (the variable, or the reference: ``the command 'pass show openai'``) and length only, never its value.
   Skipped for a provider that takes no key, or whose key is optional and not set.
 * ``provider``: the model's API reached and the key accepted, no token spent (``Agent.health()``'s check).
+* For a fallback (``runtime.model`` a list, ``--model a,b``), these three for each of its models, named
+  ``model:<model>``, ``api_key:<model>`` and ``provider:<model>``: a run may come to any of them.
 * ``mcp:<id>``: each ``[[mcp.servers]]`` started (or reached), its handshake done, its tools listed; then
   closed. Each server on its own, so one that fails hides no other.
 * ``store``: the session store writes, reads back and deletes a probe session (``Agent.health()``'s check).
@@ -75,12 +77,20 @@ class Doctor:
             for name in ("model", "api_key", "provider", "store", "durable", "sandbox"):
                 await self._check(name, _skipped("the configuration does not load"), "config_invalid")
             return HealthReport(tuple(self.checks))
-        model = await self._check("model", self._model(config), "config_invalid")
-        keyed = await self._check("api_key", self._api_key(config, model.status == "ok"), "config_invalid")
-        ready = model.status == "ok" and keyed.status != "failed"
+        model_list = config.runtime.model
+        fallback = isinstance(model_list, list) and len(model_list) > 1
+        providers = []
+        for wanted in model_list if fallback and isinstance(model_list, list) else [config.runtime.first_model]:
+            suffix = f":{wanted}" if fallback else ""  # each model of a fallback checked, named by its model
+            self.model = ""
+            model = await self._check("model" + suffix, self._model(config, wanted), "config_invalid")
+            keyed = await self._check("api_key" + suffix, self._api_key(config, model.status == "ok"), "config_invalid")
+            ready = model.status == "ok" and keyed.status != "failed"
+            check = self._provider(config, ready, self.model)
+            providers.append(self._run("provider" + suffix, check, "transport", HINTS["provider"]))
         servers = mcp_server_configs(config, self.cwd)
         parts = await asyncio.gather(  # apart from one another: at once, the report as slow as the slowest
-            self._run("provider", self._provider(config, ready), "transport", HINTS["provider"]),
+            *providers,
             *(self._run(f"mcp:{server.id}", _server(server), "transport") for server in servers),
             self._run("store", self._store(config), "store_unavailable", HINTS["store"]),
             self._run("durable", self._durable, "store_unavailable"),
@@ -113,12 +123,14 @@ class Doctor:
         files = ", ".join(str(path) for path in loaded.files)
         return f"read {files}" if files else "no configuration file: the defaults and TETHER_* variables"
 
-    def _model(self, config: Config) -> Check:
+    def _model(self, config: Config, wanted: str | None) -> Check:
+        """``wanted`` (one model of a fallback's list, or the configured one) found, or one chosen."""
+
         async def check() -> str:
             from tether.providers.default_model import choose_model
             from tether.providers.registry import prefixes
 
-            choice = choose_model(config.runtime.first_model, self.env)
+            choice = choose_model(wanted, self.env)
             if choice.model is None:
                 raise ConfigInvalid((choice.problem or "no model is configured").replace("\n", " "))
             self.model = choice.model
@@ -153,14 +165,14 @@ class Doctor:
 
         return check
 
-    def _provider(self, config: Config, ready: bool) -> Check:
+    def _provider(self, config: Config, ready: bool, model: str) -> Check:
         async def check() -> str:
             if not ready:
                 raise Skip("needs a model and its key")
             from tether.cli.build import with_model
             from tether.config import model_target
 
-            provider = model_target(with_model(config, self.model), self.env).provider()
+            provider = model_target(with_model(config, model), self.env).provider()
             return await provider_check(provider, self.options.timeout)()
 
         return check

@@ -29,6 +29,7 @@ from rich.text import Text
 from tether.errors import TransportError
 from tether.events import (
     Compacted,
+    FallbackTaken,
     ProviderRetry,
     RateLimitWait,
     RunCompleted,
@@ -125,6 +126,15 @@ def describe_retry(event: ProviderRetry) -> str:
     status = f", HTTP {event.status}" if event.status is not None else ""
     return f"retrying in {event.delay:.1f} s ({event.code}{status})"
 
+
+def describe_fallback(event: FallbackTaken) -> str:
+    """``[anthropic:claude-sonnet-4-5 rate_limited → openai:gpt-4.1]``: a fallback's move on one line, before
+    the next model is asked."""
+    return f"[{event.model} {event.code} → {event.next_model}]"
+
+
+CACHED_MARK = "[cached]"
+"""After a turn whose answer the response cache replayed (``TurnCompleted.cached``)."""
 
 _HELD_BY = {
     "requests": "requests per minute",
@@ -251,6 +261,8 @@ class Renderer:
             if not self._cut:
                 self._release()
                 self.end_lines()
+            if event.cached:
+                self.note(CACHED_MARK)
             self._rejected = event.rejected
         elif kind is ThinkingEnded:
             if self._in_thinking:  # the next block, or the answer, starts on a line of its own
@@ -262,6 +274,10 @@ class Renderer:
         elif kind is RateLimitWait:
             assert isinstance(event, RateLimitWait)
             self.note(describe_wait(event))
+            self._wait_for_model()
+        elif kind is FallbackTaken:
+            assert isinstance(event, FallbackTaken)
+            self.note(describe_fallback(event))
             self._wait_for_model()
         elif kind is Compacted:
             assert isinstance(event, Compacted)

@@ -45,7 +45,7 @@ from tether.cli.render import Renderer, make_console, probe_address, usage_line
 from tether.cli.terminal import Interrupts, terminal_approver
 from tether.cli.trace import print_trace
 from tether.errors import ConfigInvalid, SessionInvalid, TetherError
-from tether.events import RunCompleted, RunResult
+from tether.events import FallbackTaken, RunCompleted, RunResult
 from tether.messages import Attachment, Prompt, messages_to_jsonable, redacted_messages
 from tether.redaction import Redaction, default_redaction
 
@@ -174,11 +174,14 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
 
     interrupts = Interrupts(first, task.cancel).install()
     result: RunResult | None = None
+    fallbacks: list[FallbackTaken] = []
     try:
         async for event in stream:
             renderer(event)
             if type(event) is RunCompleted:
                 result = event.result
+            elif type(event) is FallbackTaken:
+                fallbacks.append(event)
     except asyncio.CancelledError:
         renderer.note("(quit before the run could finish)", "yellow")
         return exits.CANCELLED
@@ -192,6 +195,7 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
     model = agent.provider.info.model_string
     if options.as_json:
         shown = result_json(result, session_id=session_id, model=model, redaction=agent.redaction)
+        shown["fallbacks"] = [fallback_json(taken, agent.redaction) for taken in fallbacks]
         out.file.write(json.dumps(shown, indent=2) + "\n")
         out.file.flush()
     elif options.schema is not None and result.stop_reason == "complete":
@@ -201,6 +205,17 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
     if options.trace:
         print_trace(err, result, model, agent.redaction)
     return exits.exit_code(result.stop_reason)
+
+
+def fallback_json(taken: FallbackTaken, redaction: Redaction) -> dict[str, Any]:
+    """A fallback's move as ``--json`` lists it (``fallbacks``, in order), its message through ``redaction``."""
+    return {
+        "model": taken.model,
+        "code": taken.code,
+        "message": redaction.text(taken.message),
+        "next_model": taken.next_model,
+        "attempt": taken.attempt,
+    }
 
 
 def output_json(output: Any) -> str:

@@ -128,9 +128,10 @@ class RuntimeConfig(Section):
 
     model: str | list[str] | None = None
     """The model, as ``"provider:model"`` (``"openai:gpt-4o-mini"``, ``"ollama:llama3.2"``); the prefix is a
-    built-in provider or a ``[providers.NAME]`` of this file. A list (``["anthropic:...", "openai:..."]``) is a
-    fallback: the next model is asked when one is down, overloaded, rate-limited, times out or loses its
-    connection before its answer begins."""
+    built-in provider or a ``[providers.NAME]`` of this file. A list (``["anthropic:...", "openai:..."]``, or
+    one string of models joined by commas, as ``--model a,b`` and ``TETHER_MODEL=a,b`` give it) is a fallback:
+    the next model is asked when one is down, overloaded, rate-limited, times out or loses its connection
+    before its answer begins."""
     retries: int = DEFAULT_RETRIES
     """Retries of a provider request that failed for a passing reason (rate limit, server error, lost
     connection), after the first attempt; 0 never retries."""
@@ -148,6 +149,14 @@ class RuntimeConfig(Section):
         if is_int(value) and value >= 0:
             return value
         raise ValueError("must be a whole number >= 0")
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_list(cls, value: object) -> object:
+        """``"a:x,b:y"`` (``--model``, ``TETHER_MODEL``, a string in the file) is the list ``["a:x", "b:y"]``."""
+        if isinstance(value, str) and "," in value:
+            return [part.strip() for part in value.split(",")]
+        return value
 
     @field_validator("model")
     @classmethod
@@ -418,7 +427,7 @@ class SessionConfig(Section):
 
 
 class CacheConfig(Section):
-    """``[cache]``: model answers kept in a SQLite file and replayed for an identical request
+    """``[cache]``: model answers kept in a SQLite file (or PostgreSQL) and replayed for an identical request
     (``tether.ResponseCache``), for development loops, tests and evaluations. The command line sends no
     temperature, so its cache keeps every answer (``any_temperature``): a replay is one sampled answer."""
 
@@ -426,7 +435,9 @@ class CacheConfig(Section):
     """Answer an identical request from the cache (``--cache`` for one command)."""
     path: str | None = None
     """The cache's SQLite file, as written (relative to the working directory); ``responses.db`` in
-    ``$XDG_CACHE_HOME/tether`` (else ``~/.cache/tether``) when not given (``--cache-path`` for one command)."""
+    ``$XDG_CACHE_HOME/tether`` (else ``~/.cache/tether``) when not given (``--cache-path`` for one command). A
+    ``postgresql://`` URL keeps the answers in that database instead (table ``tether_responses``;
+    ``tether[postgres]``), shared by every machine that reaches it."""
     ttl: float | None = Field(default=None, gt=0)
     """Seconds an answer is replayed for; an older one is asked for again. Not set: no expiry."""
 

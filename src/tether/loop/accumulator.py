@@ -34,6 +34,7 @@ from tether.errors import InvalidResponse
 from tether.events import (
     THINKING_ENDED,
     THINKING_STARTED,
+    FallbackTaken,
     FinishReason,
     LlmEvent,
     ProviderRetry,
@@ -116,7 +117,7 @@ class _CallBuilder:
         return ToolCall(self.id, self.name, arguments, raw, self.provider_data)
 
 
-Shown = TextDelta | ThinkingDelta | ThinkingStarted | ThinkingEnded | ProviderRetry | RateLimitWait
+Shown = TextDelta | ThinkingDelta | ThinkingStarted | ThinkingEnded | ProviderRetry | RateLimitWait | FallbackTaken
 """What of a stream a host is shown as it comes (:meth:`StreamAccumulator.add`)."""
 
 
@@ -159,7 +160,7 @@ class StreamAccumulator:
         ``type(event) is`` tests, most frequent first: exact, narrowed by the type checker, and cheaper than a
         ``match`` or ``isinstance`` on the hottest path of a stream (``bench/instructions.py``)."""
         if not self.first_event and type(event) is not StreamStart and type(event) is not ProviderRetry:
-            if type(event) is RateLimitWait:
+            if type(event) is RateLimitWait or type(event) is FallbackTaken:
                 return event
             self.first_event = perf_counter()
         if type(event) is TextDelta:
@@ -178,7 +179,7 @@ class StreamAccumulator:
             self._model = event.model
             self._response_id = event.response_id
             self._cached = event.cached
-        elif type(event) is ProviderRetry or type(event) is RateLimitWait:
+        elif type(event) is ProviderRetry or type(event) is RateLimitWait or type(event) is FallbackTaken:
             return event
         else:
             raise InvalidResponse(f"unknown stream event {event!r}")

@@ -36,6 +36,7 @@ from tether.events import (
     THINKING_STARTED,
     CallFailed,
     CallNext,
+    FallbackTaken,
     LlmEvent,
     PartialOutput,
     ProviderRetry,
@@ -55,7 +56,7 @@ from tether.loop.outputs import PartialOutputs
 from tether.loop.records import CallRecorder, close_stream, within
 from tether.messages import Message, Text, Thinking
 from tether.providers.base import ModelInfo, Request
-from tether.providers.fallback import FallbackProvider
+from tether.providers.fallback import FallbackProvider, Refused
 from tether.secrets import mask_exception_in_place
 from tether.usage import NO_USAGE, Usage
 
@@ -195,7 +196,7 @@ class Calls:
         if self.observer is not None:
             self.observer.call_ended(recorder.last(), turn.message, failure)
         status: TurnStatus = "failed" if failure is not None else "rejected" if rejected is not None else "completed"
-        return TurnCompleted(call.turn, turn.message, turn.usage, turn.finish_reason, rejected, status)
+        return TurnCompleted(call.turn, turn.message, turn.usage, turn.finish_reason, rejected, status, turn.cached)
 
     def rejected(self, call: ProviderCall, problem: str, decided: object) -> CallFailed:
         """The ``CallFailed`` of ``call``, whose answer could not be used (``problem`` says why): retried when the
@@ -323,10 +324,12 @@ class ProviderCall:
         ``to`` for the same turn and attempt, starts its own clock and span."""
         calls = self._calls
         mask_exception_in_place(error, calls.spec.masker)
-        calls.turn_usage.append(ONE_REQUEST)
-        calls.guard.record_call(ONE_REQUEST)
-        calls.recorder.end_call(0.0, ONE_REQUEST)
-        calls.completed(self, msgspec.structs.replace(NOTHING, model=failed.name), None, error)
+        spent = error.usage if isinstance(error, Refused) else NO_USAGE  # a refused answer's tokens were spent
+        usage = spent + ONE_REQUEST
+        calls.turn_usage.append(usage)
+        calls.guard.record_call(usage)
+        calls.recorder.end_call(0.0, usage)
+        calls.completed(self, msgspec.structs.replace(NOTHING, model=failed.name, usage=spent), None, error)
         calls.recorder.begin_call()
         if calls.observer is not None:
             calls.observer.fell_back(error, failed, to)
@@ -422,9 +425,11 @@ class _Quiet:
         self._accumulator = accumulator
         self._retries = retries
 
-    def pick(self, event: LlmEvent) -> ProviderRetry | RateLimitWait | None:
+    def pick(self, event: LlmEvent) -> ProviderRetry | RateLimitWait | FallbackTaken | None:
         shown = self._accumulator.add(event)
-        return shown if (type(shown) is ProviderRetry or type(shown) is RateLimitWait) and self._retries else None
+        if type(shown) is ProviderRetry or type(shown) is RateLimitWait or type(shown) is FallbackTaken:
+            return shown if self._retries else None
+        return None
 
     def release(self) -> Delta:
         raise AssertionError("a quiet picker holds nothing")

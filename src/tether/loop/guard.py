@@ -52,8 +52,8 @@ class LoopGuard:
     """Counts turns, tool calls, errors and spend for one run, and says when and why to stop."""
 
     __slots__ = (
-        "_cache_read_tokens", "_cache_write_tokens", "_input_tokens", "_output_tokens", "_reasoning_tokens",
-        "_refused", "_requests", "error_turns", "invalid_in_a_row", "limits", "price", "repeated",
+        "_cache_read_tokens", "_cache_write_1h_tokens", "_cache_write_tokens", "_input_tokens", "_output_tokens",
+        "_reasoning_tokens", "_refused", "_requests", "error_turns", "invalid_in_a_row", "limits", "price", "repeated",
         "repeats", "spent", "tool_calls", "turns",
     )  # fmt: skip
 
@@ -70,9 +70,9 @@ class LoopGuard:
         self.error_turns = 0
         self.invalid_in_a_row = 0
         self._input_tokens = self._output_tokens = self._cache_read_tokens = self._cache_write_tokens = 0
-        self._reasoning_tokens = self._requests = 0
+        self._reasoning_tokens = self._requests = self._cache_write_1h_tokens = 0
         """The run's usage so far as plain counts: a ``Usage`` is made when it is read (at a checkpoint and at the
-        end), not on every call (a frozen six-field value costs about 5,000 instructions to make)."""
+        end), not on every call (a frozen seven-field value costs about 5,000 instructions to make)."""
         self.spent = NO_COST
         """The sum of each call's cost, priced when the call completed."""
         self._refused: str | None = None
@@ -89,7 +89,7 @@ class LoopGuard:
         """What the run has used so far, every provider call's usage added up."""
         return Usage(
             self._input_tokens, self._output_tokens, self._cache_read_tokens, self._cache_write_tokens,
-            self._reasoning_tokens, self._requests,
+            self._reasoning_tokens, self._requests, self._cache_write_1h_tokens,
         )  # fmt: skip
 
     def record_call(self, usage: Usage) -> None:
@@ -100,6 +100,7 @@ class LoopGuard:
         self._cache_write_tokens += usage.cache_write_tokens
         self._reasoning_tokens += usage.reasoning_tokens
         self._requests += usage.requests
+        self._cache_write_1h_tokens += usage.cache_write_1h_tokens
         if self.price is not None:
             self.spent = self.spent + cost_of(usage, self.price)
 

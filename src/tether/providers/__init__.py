@@ -47,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "StreamEnd": "tether.events",
     "ProviderRetry": "tether.events",
     "RateLimitWait": "tether.events",
+    "FallbackTaken": "tether.events",
     "FinishReason": "tether.events",
     "Usage": "tether.usage",
     "resolve": "tether.providers.registry",
@@ -79,6 +80,7 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_face(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
+    from tether.events import FallbackTaken as FallbackTaken
     from tether.events import FinishReason as FinishReason
     from tether.events import LlmEvent as LlmEvent
     from tether.events import ProviderRetry as ProviderRetry

@@ -31,7 +31,8 @@ wrong JSON type is ``invalid_response`` naming it, so nothing wrongly typed reac
 -> ``length``, ``refusal`` -> ``content_filter``, ``pause_turn`` (a server tool's loop paused; sending the turn back
 resumes it), ``compaction`` (paused after compacting) and anything new -> ``other``. Usage: ``input_tokens`` (cache
 reads and writes excluded, as Anthropic counts them), ``output_tokens``, ``cache_read_input_tokens`` ->
-``cache_read_tokens``, ``cache_creation_input_tokens`` -> ``cache_write_tokens``, each through
+``cache_read_tokens``, ``cache_creation_input_tokens`` -> ``cache_write_tokens`` (of which
+``cache_creation.ephemeral_1h_input_tokens`` -> ``cache_write_1h_tokens``, the writes of a 1-hour TTL), each through
 :func:`~tether.providers.wire.as_count`; a count ``message_delta`` carries (cumulative) replaces the one
 ``message_start`` sent, a ``null`` one does not.
 """
@@ -293,6 +294,7 @@ class AnthropicDecoder:
             output_tokens=usage.get("output_tokens", 0),
             cache_read_tokens=usage.get("cache_read_input_tokens", 0),
             cache_write_tokens=usage.get("cache_creation_input_tokens", 0),
+            cache_write_1h_tokens=usage.get(_HOUR, 0),
         )
 
     # --- reading fields -----------------------------------------------------------------------------------
@@ -336,6 +338,10 @@ class AnthropicDecoder:
         for key, count in (_USAGE.of(value, self.provider, what) if value is not None else {}).items():
             if key in _COUNTS and count is not None:
                 self._usage[key] = as_count(count)
+            elif key == "cache_creation" and isinstance(count, dict):  # the writes by TTL: the 1-hour ones
+                hour = count.get("ephemeral_1h_input_tokens")
+                if hour is not None:
+                    self._usage[_HOUR] = as_count(hour)
 
     def _start(self, at: int, block: dict[str, Any], what: str) -> list[LlmEvent]:
         kind = _TYPED.of(block, self.provider, what).type or ""
@@ -437,7 +443,10 @@ class AnthropicDecoder:
 
 
 _COUNTS = frozenset({"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"})
-"""The usage fields read; the others (``server_tool_use``, ``cache_creation`` by TTL, ...) are not counts of ours."""
+"""The usage fields read as they are; ``cache_creation`` (the writes by TTL) gives :data:`_HOUR`; the others
+(``server_tool_use``, ...) are not counts of ours."""
+_HOUR = "cache_creation.ephemeral_1h_input_tokens"
+"""The 1-hour cache writes (``usage.cache_creation.ephemeral_1h_input_tokens``), part of the cache writes."""
 
 
 def as_stream_events(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""ResponseCache: a provider call answered from a SQLite file when the very same request was answered before.
+"""ResponseCache: a provider call answered from a SQLite file or PostgreSQL when the same request was answered before.
 
 For development loops, tests and evaluations, where the same prompt is sent again and again: an opt-in cache
 (``Agent(cache=ResponseCache(path))``, ``tether run --cache``) that the loop puts around each provider call
@@ -10,10 +10,10 @@ For development loops, tests and evaluations, where the same prompt is sent agai
   included), the JSON Schema and the output format; encoded as JSON with every object's keys sorted, so that
   the same request always gives the same key. What is not the model's input is left out: the timeout, the
   deadline, the retry and exchange hooks.
-* **What is kept** is the provider's own event sequence for the call, as it streamed (a retry's
-  ``ProviderRetry`` left out: it belongs to that attempt), stored only once its ``StreamEnd`` came with a
-  finish other than ``error`` and the answer holds something (text, thinking or a tool call). A call that
-  failed, was cancelled or was cut short by its consumer stores nothing.
+* **What is kept** is the provider's own event sequence for the call, as it streamed (a retry's ``ProviderRetry``, a
+  ``RateLimitWait`` and a fallback's ``FallbackTaken`` left out: they belong to that attempt), stored only once its
+  ``StreamEnd`` came with a finish other than ``error`` and the answer holds something (text, thinking or a tool
+  call). A call that failed, was cancelled or was cut short by its consumer stores nothing.
 * **A hit** replays those events: the same text, thinking and tool-call events, in the same order, so a host
   sees what a live answer shows. Two of them say it was a replay: the first, a ``StreamStart`` with
   ``cached=True`` (the recorded one's model and response id kept), and the last, the ``StreamEnd``, whose usage
@@ -28,6 +28,11 @@ For development loops, tests and evaluations, where the same prompt is sent agai
 The file is one table in WAL mode; every read and write is a single statement in its own transaction, made on
 a worker thread, so any number of runs and processes may share one file (a writer waits up to ``timeout``
 seconds for another's lock). It is created with mode 0600: it holds prompts and answers.
+
+A ``postgresql://`` URL in place of the file keeps the answers in a table of that database instead
+(``response_cache_pg.py``, ``tether[postgres]``), for a cache that several machines share: the same keys, the
+same rows, the same TTL and the same replays. The one switch is the URL: ``ResponseCache(url)``,
+``[cache] path = "postgresql://..."`` and ``--cache-path postgresql://...`` alike.
 """
 
 from __future__ import annotations
@@ -40,16 +45,26 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from tether.errors import ConfigInvalid, StoreUnavailable
-from tether.events import LlmEvent, ProviderRetry, StreamEnd, StreamStart, TextDelta, ThinkingDelta, ToolCallStart
+from tether.events import (
+    FallbackTaken,
+    LlmEvent,
+    ProviderRetry,
+    RateLimitWait,
+    StreamEnd,
+    StreamStart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallStart,
+)
 from tether.providers.base import Provider, Request, ServedProvider
 from tether.usage import NO_USAGE
 
-__all__ = ["ResponseCache", "request_key"]
+__all__ = ["POSTGRES_SCHEMES", "ResponseCache", "request_key"]
 
 KEY_VERSION = 1
 """Part of every key: a change of what a key covers (or of how events are stored) starts a fresh cache."""
@@ -59,6 +74,8 @@ _SCHEMA = (
 )
 _EVENTS = msgspec.json.Decoder(list[LlmEvent])
 _ENCODE = msgspec.json.Encoder(order="sorted")
+_NOT_KEPT = frozenset({ProviderRetry, RateLimitWait, FallbackTaken})
+"""Events of the attempt, not of the answer: a retry's, a rate limit's wait, a fallback's move."""
 _CONTENT = (TextDelta, ThinkingDelta, ToolCallStart)
 """Events that make an answer hold something: an answer with none is not stored (the loop rejects it)."""
 
@@ -83,12 +100,19 @@ def request_key(provider: Provider, request: Request) -> str:
     return hashlib.sha256(_ENCODE.encode(normalised)).hexdigest()
 
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+"""A ``path`` that starts with one of these is a PostgreSQL URL (``response_cache_pg.py``), not a file."""
+
+
 class ResponseCache:
-    """Provider answers kept in a SQLite file and replayed for an identical request (see the module docstring).
+    """Provider answers kept in a SQLite file, or a PostgreSQL table, and replayed for an identical request (see
+    the module docstring).
 
     ``ResponseCache("answers.db")`` caches requests sent at temperature 0, with no expiry; ``ttl=3600`` makes
     an entry a miss an hour after it was stored; ``any_temperature=True`` caches every request, whatever its
-    temperature. Give it to ``Agent(cache=...)``; one cache may serve any number of agents and processes.
+    temperature. ``ResponseCache("postgresql://host/db")`` keeps them in the table ``table`` of that database
+    (``tether[postgres]``), shared by every machine that reaches it. Give it to ``Agent(cache=...)``; one cache
+    may serve any number of agents and processes.
     """
 
     def __init__(
@@ -98,19 +122,30 @@ class ResponseCache:
         ttl: float | None = None,
         any_temperature: bool = False,
         timeout: float = 30.0,
+        table: str = "tether_responses",
     ) -> None:
+        """``path``: the SQLite file, or a ``postgresql://`` URL; ``timeout``: seconds a write waits for another's
+        lock (and, for PostgreSQL, to connect); ``table``: the PostgreSQL table (lowercase letters, digits and
+        ``_``; created on first use)."""
         if ttl is not None and not ttl > 0:
             raise ConfigInvalid(f"ResponseCache ttl must be a positive number of seconds or None, not {ttl!r}")
         if not timeout > 0:
             raise ConfigInvalid(f"ResponseCache timeout must be a positive number of seconds, not {timeout!r}")
-        self.path = Path(path)
         self.ttl = ttl
         self.any_temperature = any_temperature
         self.timeout = timeout
-        self._local = threading.local()
+        self._store: _Store
+        if isinstance(path, str) and path.startswith(POSTGRES_SCHEMES):
+            from tether.providers.response_cache_pg import PostgresResponses
+
+            self.path: Path | None = None
+            self._store = PostgresResponses(path, table=table, timeout=timeout)
+        else:
+            self.path = Path(path)
+            self._store = _SqliteResponses(self.path, timeout)
 
     def __repr__(self) -> str:
-        return f"ResponseCache({str(self.path)!r}, ttl={self.ttl!r}, any_temperature={self.any_temperature!r})"
+        return f"ResponseCache({self._store.where!r}, ttl={self.ttl!r}, any_temperature={self.any_temperature!r})"
 
     def cacheable(self, request: Request) -> bool:
         """Whether ``request`` may be answered from, and stored in, this cache: its temperature is 0, or any
@@ -144,7 +179,7 @@ class ResponseCache:
                     kept.append(event)
                     if event.finish_reason != "error" and any(type(seen) in _CONTENT for seen in kept):
                         await asyncio.to_thread(self._put, key, provider.info.model_string, kept)
-                elif type(event) is not ProviderRetry:
+                elif type(event) not in _NOT_KEPT:
                     kept.append(event)
                 yield event
         finally:
@@ -153,23 +188,20 @@ class ResponseCache:
                 await aclose()
 
     def entries(self) -> int:
-        """How many answers the file holds (expired ones included, until replaced or cleared)."""
-        return int(self._run(lambda db: db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]))
+        """How many answers the cache holds (expired ones included, until replaced or cleared)."""
+        return self._store.count()
 
     def clear(self) -> None:
         """Forget every answer."""
-        self._run(lambda db: db.execute("DELETE FROM responses"))
+        self._store.clear()
 
     def close(self) -> None:
         """Close this thread's connection (each thread that used the cache has its own; the others close when
         their thread ends)."""
-        connection = getattr(self._local, "connection", None)
-        if connection is not None:
-            self._local.connection = None
-            connection.close()
+        self._store.close()
 
     def _get(self, key: str) -> list[LlmEvent] | None:
-        row = self._run(lambda db: db.execute("SELECT created, events FROM responses WHERE key = ?", (key,)).fetchone())
+        row = self._store.get(key)
         if row is None or (self.ttl is not None and time.time() - row[0] > self.ttl):
             return None
         try:
@@ -178,13 +210,56 @@ class ResponseCache:
             return None  # written by a version that stored events differently: a miss, replaced by the answer
 
     def _put(self, key: str, model: str, events: list[LlmEvent]) -> None:
-        blob = msgspec.json.encode(events)
+        self._store.put(key, model, time.time(), msgspec.json.encode(events))
+
+
+class _Store(Protocol):
+    """Where the answers are kept: one row per key, its model, when it was stored and its events' JSON. Each
+    method is one statement in its own transaction, on the calling thread's connection; a failure is
+    ``StoreUnavailable``."""
+
+    where: str
+    """What the cache's ``repr`` names: the file, or the table (never a URL, which may hold a password)."""
+
+    def get(self, key: str) -> tuple[float, bytes] | None: ...
+    def put(self, key: str, model: str, created: float, events: bytes) -> None: ...
+    def count(self) -> int: ...
+    def clear(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class _SqliteResponses:
+    """The answers in a SQLite file (see the module docstring)."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path = path
+        self.where = str(path)
+        self.timeout = timeout
+        self._local = threading.local()
+
+    def get(self, key: str) -> tuple[float, bytes] | None:
+        row = self._run(lambda db: db.execute("SELECT created, events FROM responses WHERE key = ?", (key,)).fetchone())
+        return None if row is None else (row[0], row[1])
+
+    def put(self, key: str, model: str, created: float, events: bytes) -> None:
         self._run(
             lambda db: db.execute(
                 "INSERT OR REPLACE INTO responses (key, model, created, events) VALUES (?, ?, ?, ?)",
-                (key, model, time.time(), blob),
+                (key, model, created, events),
             )
         )
+
+    def count(self) -> int:
+        return int(self._run(lambda db: db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]))
+
+    def clear(self) -> None:
+        self._run(lambda db: db.execute("DELETE FROM responses"))
+
+    def close(self) -> None:
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            self._local.connection = None
+            connection.close()
 
     def _run(self, operation: Any) -> Any:
         """``operation(connection)`` on this thread's connection; a file that cannot be used -> StoreUnavailable."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tether.events import (
     CallFailed,
     Compacted,
+    FallbackTaken,
     PartialOutput,
     ProviderRetry,
     RunCompleted,
@@ -67,6 +68,8 @@ def describe(event: RunEvent) -> str:
         return f"CallFailed({event.turn} {event.code} -> {event.then})"
     if isinstance(event, ProviderRetry):
         return f"ProviderRetry({event.attempt} {event.code})"
+    if isinstance(event, FallbackTaken):
+        return f"FallbackTaken({event.attempt} {event.code})"
     if isinstance(event, ThinkingStarted | ThinkingEnded):
         return type(event).__name__
     assert isinstance(event, RunCompleted)
