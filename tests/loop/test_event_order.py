@@ -106,8 +106,9 @@ RUNS: dict[str, Callable[[], Agent[Any, Any]]] = {
             ScriptedProvider(
                 [  # a raw step may end with the error it raises
                     events(
-                        ProviderRetry(2, 0.0, "rate_limited", "slow down", 429), RateLimited("slow down", status=429)
-                    )  # type: ignore[arg-type]
+                        ProviderRetry(2, 0.0, "rate_limited", "slow down", 429),
+                        RateLimited("slow down", status=429),  # type: ignore[arg-type]
+                    )
                 ]
             ),
             ScriptedProvider([reply("Hi.")]),

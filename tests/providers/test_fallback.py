@@ -19,7 +19,7 @@ from tests.helpers import assert_valid
 from tests.providers.conftest import Serve
 from tether import Agent, Limits, StopReason
 from tether.errors import ConfigInvalid, ProviderUnavailable
-from tether.events import FallbackTaken, RateLimitWait
+from tether.events import FallbackTaken, RateLimitWait, RunCompleted
 from tether.providers import FallbackProvider, RetryPolicy
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.fallback import resolve_models
@@ -271,7 +271,9 @@ async def test_a_filtered_or_empty_answer_moves_on_only_when_asked(serve: Serve,
 
     asked = FallbackProvider([primary, backup_model], on={code})
     events = [event async for event in Agent(asked).stream("Hello?")]
-    result = events[-1].result  # type: ignore[union-attr]
+    finished = events[-1]
+    assert isinstance(finished, RunCompleted)
+    result = finished.result
     assert result.text == "from the backup"
     assert second.requests == 1
     assert [(r.model, r.error) for r in result.turn_records] == [("primary-1", code), ("backup-1", None)]
