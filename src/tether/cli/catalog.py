@@ -26,6 +26,8 @@ _NOTES = {
     "openai-responses": "OpenAI's Responses API",
     "openai-compatible": "any OpenAI-compatible server: set [providers.openai-compatible] base_url",
     "azure": "azure:DEPLOYMENT at AZURE_OPENAI_ENDPOINT; a key or an Entra ID token (AZURE_OPENAI_AD_TOKEN)",
+    "vertex": "Gemini on Vertex AI: Application Default Credentials (the vertex extra), GOOGLE_CLOUD_PROJECT, "
+    "GOOGLE_CLOUD_LOCATION (global by default)",
 }
 
 
