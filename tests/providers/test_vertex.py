@@ -4,6 +4,7 @@ provider would send, the answers read as Gemini's, and Vertex AI's errors."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -143,6 +144,14 @@ def test_a_model_string_resolves_to_vertex_and_is_priced(clean_env: None) -> Non
     assert provider.info.provider == "vertex"
     assert provider.info.context_window == GeminiProvider(MODEL, api_key="k").info.context_window
     assert find_price(f"vertex:{MODEL}") == find_price(f"gemini:{MODEL}") is not None
+
+
+def test_tether_models_lists_vertex_with_what_it_reads() -> None:
+    from tether.cli.catalog import catalog
+
+    (line,) = [line for line in catalog({}).splitlines() if line.strip().startswith("vertex:")]
+    assert "Application Default Credentials" in line
+    assert "GOOGLE_CLOUD_PROJECT" in line
 
 
 # --- the request: the Gemini provider's, byte for byte --------------------------------------------------------
@@ -412,3 +421,30 @@ async def test_health_counts_tokens_of_the_model(serve: Serve) -> None:
     assert api.received[0].path == f"{ROUTE}:countTokens"
     assert json.loads(api.received[0].body)["contents"][0]["parts"] == [{"text": "ping"}]
     assert "1 tokens" in found
+
+
+async def test_tether_doctor_gets_a_token_and_counts_a_words_tokens(serve: Serve, tmp_path: Path) -> None:
+    """The command, in a process of its own, with a service account key for the loopback token endpoint."""
+    from tests.cli.test_doctor_command import checks, environment, write_config
+
+    tokens = TokenServer()
+    tokens.url = await serve(tokens.app())
+    api = VertexApi([lambda _: web.json_response({"totalTokens": 1})])
+    write_config(tmp_path, f"vertex:{MODEL}", base_url=await serve(api.app()))
+    env = environment(tmp_path, GOOGLE_APPLICATION_CREDENTIALS=str(tokens.key_file(tmp_path)), NO_GCE_CHECK="true")
+    env = {name: value for name, value in env.items() if not name.startswith(("GOOGLE_CLOUD_", "GCLOUD"))}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tether", "doctor", "--json", cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    done = subprocess.CompletedProcess([], process.returncode or 0, out.decode(), err.decode())
+    found = checks(done)
+    assert found["api_key"]["status"] == "skipped"
+    assert "Application Default Credentials" in found["api_key"]["detail"]
+    assert found["provider"]["status"] == "ok", found["provider"]
+    assert [r.path for r in api.received] == [
+        f"/v1/projects/{PROJECT}/locations/global/publishers/google/models/{MODEL}:countTokens"
+    ]
+    assert api.tokens == ["Bearer tok-1"]
+    assert "tok-1" not in done.stdout + done.stderr
