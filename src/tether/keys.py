@@ -31,6 +31,7 @@ KEY_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "fireworks": ("FIREWORKS_API_KEY",),
     "azure": ("AZURE_OPENAI_API_KEY",),
     "bedrock": ("AWS_BEARER_TOKEN_BEDROCK",),
+    "vertex": (),  # signs with Application Default Credentials; an express mode key only as api_key=
     "openai-compatible": ("OPENAI_COMPATIBLE_API_KEY",),
 }
 """Model-string prefix -> the variables its key is read from, in order of preference."""

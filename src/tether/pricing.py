@@ -109,6 +109,7 @@ _GENAI_PROVIDERS = {
     "openai-responses": "openai",
     "anthropic": "anthropic",
     "gemini": "google",
+    "vertex": "google",  # genai-prices has no Vertex AI list of its own: its google one covers it
     "deepseek": "deepseek",
     "zai": "zai",
     "minimax": "minimax",

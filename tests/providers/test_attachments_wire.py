@@ -33,6 +33,9 @@ B64_PDF = base64.b64encode(PDF.data or b"").decode()
 DATA_PNG = f"data:image/png;base64,{B64_PNG}"
 DATA_PDF = f"data:application/pdf;base64,{B64_PDF}"
 
+GEMINI = ("gemini", "vertex")
+"""The protocols that speak Gemini's ``generateContent``."""
+
 PROMPT_FORMS: dict[str, Any] = {
     "openai-chat": [
         {"type": "text", "text": "Look:"},
@@ -65,10 +68,11 @@ PROMPT_FORMS: dict[str, Any] = {
         {"document": {"format": "pdf", "name": "spec", "source": {"bytes": B64_PDF}}},
     ],
 }  # fmt: skip
+PROMPT_FORMS["vertex"] = PROMPT_FORMS["gemini"]  # Vertex AI speaks Gemini's protocol
 
 
 def prompt_content(protocol: Protocol, body: dict[str, Any]) -> Any:
-    if protocol.name == "gemini":
+    if protocol.name in GEMINI:
         return body["contents"][0]["parts"]
     if protocol.name == "openai-responses":
         return body["input"][0]["content"]
@@ -124,6 +128,7 @@ RESULT_FORMS: dict[str, Any] = {
         {"text": "the desk:"}, {"image": {"format": "png", "source": {"bytes": B64_PNG}}},
     ]}},
 }  # fmt: skip
+RESULT_FORMS["vertex"] = RESULT_FORMS["gemini"]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS, ids=[p.name for p in PROTOCOLS])
@@ -133,7 +138,7 @@ async def test_a_tools_image_goes_back_as_the_api_allows(replay: Replayer, proto
     assert result.text == "A tidy desk.", result.detail
     second = server.requests[1].body
     form = tool_result_form(protocol, second)
-    if protocol.name == "gemini":  # the call id is made by the provider for a call that had none
+    if protocol.name in GEMINI:  # the call id is made by the provider for a call that had none
         form[0]["functionResponse"].pop("id", None)
     assert form == RESULT_FORMS[protocol.name]
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
+from tests.providers.vertex_servers import fixed_credentials
 from tether.errors import BadRequest, ProviderError
 from tether.messages import Message
 from tether.providers.anthropic import AnthropicProvider
@@ -20,6 +21,7 @@ from tether.providers.http import RetryPolicy
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.openai_responses import OpenAIResponsesProvider
 from tether.providers.probe import probe
+from tether.providers.vertex import VertexProvider
 
 KEY = "sk-secret-0123456789abcdef"
 CONVERSATION = "my bank password is hunter2"
@@ -38,6 +40,14 @@ FAMILIES: dict[str, Callable[[str, bool], Provider]] = {
     ),
     "gemini": lambda url, stream: GeminiProvider(
         "gemini-2.5-flash", base_url=url, api_key=KEY, stream=stream, retry=RETRY_AT_ONCE
+    ),
+    "vertex": lambda url, stream: VertexProvider(  # its token is the key that must not show
+        "gemini-2.5-flash",
+        project="p",
+        base_url=url,
+        credentials=fixed_credentials(KEY),
+        stream=stream,
+        retry=RETRY_AT_ONCE,
     ),
 }
 

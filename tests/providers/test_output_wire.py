@@ -1,4 +1,5 @@
-"""Typed output on the four wire protocols, over real HTTP on 127.0.0.1, in each of the three modes.
+"""Typed output on the four wire protocols (and Gemini's at Vertex AI), over real HTTP on 127.0.0.1, in each of
+the three modes.
 
 Request bodies are checked against each API reference: Chat Completions ``response_format`` (``json_schema`` with
 ``strict``, or ``json_object``), Responses ``text.format`` (``json_schema`` or ``json_object``), Anthropic
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from tests.providers.vertex_servers import fixed_credentials
 from tests.wire import replay as wire
 from tests.wire.replay import Cassette, Interaction, Replayer, ReplayServer
 from tether import Agent, Limits, StopReason
@@ -30,9 +32,11 @@ from tether.providers.http import RetryPolicy
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.openai_responses import OpenAIResponsesProvider
 from tether.providers.registry import PROFILES
+from tether.providers.vertex import VertexProvider
 
 replay = wire.replay
 NO_RETRY = RetryPolicy(max_retries=0)
+VERTEX_ROOT = "/v1/projects/p/locations/us-central1/publishers/google"
 
 
 class CityLocation(BaseModel):
@@ -198,6 +202,17 @@ PROTOCOLS = [
         system=lambda body: body["system"][0]["text"],
         tool_names=lambda body: [t["toolSpec"]["name"] for t in body.get("toolConfig", {}).get("tools", [])],
     ),
+    Protocol(  # Gemini's protocol at Vertex AI's route, with a bearer token
+        "vertex", f"{VERTEX_ROOT}/models/gemini-2.5-flash:generateContent", gemini_text, gemini_call,
+        lambda url: VertexProvider(
+            "gemini-2.5-flash", project="p", location="us-central1", base_url=url,
+            credentials=fixed_credentials(), stream=False, retry=NO_RETRY,
+        ),
+        native=lambda body: body["generationConfig"],
+        prompted=lambda body: body["generationConfig"],
+        system=lambda body: body["systemInstruction"]["parts"][0]["text"],
+        tool_names=lambda body: [d["name"] for t in body.get("tools", []) for d in t["functionDeclarations"]],
+    ),
 ]  # fmt: skip
 
 NATIVE_FORMS = {
@@ -207,6 +222,7 @@ NATIVE_FORMS = {
     "gemini": {"responseMimeType": "application/json", "responseJsonSchema": STRICT},
     "bedrock": {"textFormat": {"type": "json_schema", "structure": {"jsonSchema": {
         "schema": json.dumps(STRICT, separators=(",", ":")), "name": "CityLocation"}}}},
+    "vertex": {"responseMimeType": "application/json", "responseJsonSchema": STRICT},
 }  # fmt: skip
 PROMPTED_FORMS = {
     "openai-chat": {"type": "json_object"},
@@ -214,6 +230,7 @@ PROMPTED_FORMS = {
     "anthropic": None,
     "gemini": {"responseMimeType": "application/json"},
     "bedrock": None,
+    "vertex": {"responseMimeType": "application/json"},
 }
 
 

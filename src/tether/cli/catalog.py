@@ -27,6 +27,8 @@ _NOTES = {
     "openai-compatible": "any OpenAI-compatible server: set [providers.openai-compatible] base_url",
     "azure": "azure:DEPLOYMENT at AZURE_OPENAI_ENDPOINT; a key or an Entra ID token (AZURE_OPENAI_AD_TOKEN)",
     "bedrock": "bedrock:MODEL_ID in AWS_REGION; a Bedrock API key, or AWS credentials (pip install tether[bedrock])",
+    "vertex": "Gemini on Vertex AI: Application Default Credentials (the vertex extra), GOOGLE_CLOUD_PROJECT, "
+    "GOOGLE_CLOUD_LOCATION (global by default)",
 }
 
 

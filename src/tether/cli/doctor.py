@@ -154,7 +154,8 @@ class Doctor:
                 return f"from {describe(reference)} (***, {len(value)} characters)"
             variables, required = key_of(config, self.model)
             if not variables:
-                raise Skip(f"{self.model.partition(':')[0]} takes no key")
+                prefix = self.model.partition(":")[0]
+                raise Skip(SIGNED_OTHERWISE.get(prefix, f"{prefix} takes no key"))
             found = find_key_in(variables, self.env)
             if found is None:
                 if not required:
@@ -239,6 +240,12 @@ _HINTS: dict[str, dict[str, str]] = {
     },
     "sandbox": {"permission_denied": 'or set tools.bash.sandbox = "off" to run bash commands unconfined knowingly'},
 }
+
+
+SIGNED_OTHERWISE = {
+    "vertex": "vertex signs with Application Default Credentials (the provider check asks for a token)",
+}
+"""Providers over HTTP that take no key variable, and what they sign with instead."""
 
 
 def key_of(config: Config, model: str) -> tuple[tuple[str, ...], bool]:

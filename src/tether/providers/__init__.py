@@ -11,7 +11,8 @@ order (``FallbackProvider``), the scripted model for tests, and the HTTP setting
   in order; ``default_model.py``: the model used when none is configured; ``windows.py``: known context
   windows; ``probe.py``: what a server serves;
 * one module per wire protocol (``openai_chat.py``, ``openai_responses.py``, ``anthropic.py``, ``gemini.py``),
-  each with its answers' decoder (``*_stream.py``); ``wire.py`` and ``decoding.py``: reading answers;
+  each with its answers' decoder (``*_stream.py``), and the same protocols elsewhere (``azure.py``,
+  ``vertex.py``); ``wire.py`` and ``decoding.py``: reading answers;
   ``memo.py``: request bodies made of kept JSON;
 * ``http/``: the HTTP layer; ``local/``: the embedded model; ``scripted.py``: ``ScriptedProvider``.
 """
@@ -59,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "OpenAIResponsesProvider": "tether.providers.openai_responses",
     "AnthropicProvider": "tether.providers.anthropic",
     "GeminiProvider": "tether.providers.gemini",
+    "VertexProvider": "tether.providers.vertex",
     "LocalProvider": "tether.providers.local",
     "RetryPolicy": "tether.providers.http.retry",
     "RateLimit": "tether.providers.http.ratelimit",
@@ -130,4 +132,5 @@ if TYPE_CHECKING:
     from tether.providers.scripted import hang as hang
     from tether.providers.scripted import parallel as parallel
     from tether.providers.scripted import reply as reply
+    from tether.providers.vertex import VertexProvider as VertexProvider
     from tether.usage import Usage as Usage

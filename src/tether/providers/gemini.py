@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -102,19 +102,18 @@ class GeminiProvider(OverHttp):
                 Gemini API reads since v1beta); ``False`` translates it to the OpenAPI subset of ``parameters``,
                 for an endpoint that does not know the field.
         """
-        key = read_key("gemini", api_key)
-        if not key:
-            raise ConfigInvalid(missing_key("gemini", model))
+        key, auth_header = self._credential(model, api_key)
         name = model.removeprefix("models/")
         self.streaming = stream
         self.info = ModelInfo(
-            PROVIDER,
+            self.prefix,
             name,
             supports_tools=not name.startswith(NO_TOOLS_PREFIXES),
             supports_thinking=_thinks(name),
             supports_output_schema=True,
             input_kinds=ALL_KINDS,
-            context_window=checked_window(context_window, f"'gemini:{model}'") or context_window_for(PROVIDER, name),
+            context_window=checked_window(context_window, f"'{self.prefix}:{model}'")
+            or context_window_for(PROVIDER, name),
         )
         self._path = "/" + (name if name.startswith("tunedModels/") else f"models/{name}")
         self._signs_calls = _version(name) >= (3, 0)
@@ -122,9 +121,9 @@ class GeminiProvider(OverHttp):
         self._declarations: dict[int, tuple[ToolDefinition, dict[str, Any]]] = {}
         self._client = HttpClient(
             base_url or BASE_URL,
-            provider=PROVIDER,
-            api_key=Secret(key),
-            auth_header="x-goog-api-key",
+            provider=self.prefix,
+            api_key=Secret(key) if key else None,
+            auth_header=auth_header,
             auth_prefix="",
             headers=headers,
             retry=retry,
@@ -132,8 +131,20 @@ class GeminiProvider(OverHttp):
             limiter=limiter_of(rate_limit, base_url or BASE_URL, key, self.info.name),
         )
 
+    prefix: ClassVar[str] = PROVIDER
+    """The model strings' prefix, the name in ``ModelInfo`` and in errors: the same models reached elsewhere
+    (``vertex``) differ in it."""
+
+    def _credential(self, model: str, api_key: str | None) -> tuple[str, str]:
+        """The key sent with every request and the header it goes in: Gemini's, ``x-goog-api-key``. A subclass
+        that signs its requests otherwise (Vertex AI's tokens) answers ``""`` and sets its own later."""
+        key = read_key("gemini", api_key)
+        if not key:
+            raise ConfigInvalid(missing_key("gemini", model))
+        return key, "x-goog-api-key"
+
     def __repr__(self) -> str:
-        return f"GeminiProvider({self.info.model_string!r}, base_url={self._client.base_url!r})"
+        return f"{type(self).__name__}({self.info.model_string!r}, base_url={self._client.base_url!r})"
 
     def stream(self, request: Request) -> AsyncIterator[LlmEvent]:
         """The events of ``request``'s answer, streamed or read whole; the HTTP client's iterator as it is

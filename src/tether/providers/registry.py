@@ -114,6 +114,7 @@ _BUILDERS: dict[str, str] = {
     **dict.fromkeys(PROFILES, "tether.providers.openai_chat:from_model_name"),
     "azure": "tether.providers.azure:from_model_name",
     "bedrock": "tether.providers.bedrock:from_model_name",
+    "vertex": "tether.providers.vertex:from_model_name",
 }
 """prefix -> ``module:function``; the function takes the prefix, the model name and the options."""
 

@@ -112,6 +112,7 @@ __all__ = ["ERROR_STOPS", "PROVIDER_NAMES", "otel_observer"]
 SCOPE = "tether"
 PROVIDER_NAMES = {
     "openai": "openai", "openai-responses": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini",
+    "vertex": "gcp.vertex_ai",
     "deepseek": "deepseek", "groq": "groq", "mistral": "mistral_ai", "xai": "x_ai", "perplexity": "perplexity",
 }  # fmt: skip
 """tether's provider names whose conventions' ``gen_ai.provider.name`` differs or is well known; any other
