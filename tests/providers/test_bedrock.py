@@ -381,6 +381,23 @@ def test_tool_choice_none_leaves_the_tools_out_unless_the_history_holds_tool_blo
                                                          "inputSchema": {"json": WEATHER.parameters}}}]}  # fmt: skip
 
 
+def test_a_history_with_tool_calls_continued_without_tools_names_them_as_retired_tools() -> None:
+    history = (
+        Message.user("Weather in Paris?"),
+        Message("assistant", (ToolCall("tooluse_1", "weather", {"city": "Paris"}),)),
+        Message("tool", (ToolResult("tooluse_1", "weather", "sunny"),)),
+        Message("assistant", (ToolCall("tooluse_2", "weather", {"city": "Rome"}),)),
+        Message("tool", (ToolResult("tooluse_2", "weather", "rain"),)),
+        Message.user("Thanks: summarise."),
+    )
+    sent = body(Request(messages=history))
+    (spec,) = sent["toolConfig"]["tools"]  # one entry for the tool called twice, and no toolChoice
+    assert sent["toolConfig"].keys() == {"tools"}
+    assert spec["toolSpec"]["name"] == "weather"
+    assert spec["toolSpec"]["inputSchema"] == {"json": {"type": "object"}}
+    assert "toolConfig" not in body(Request(messages=(Message.user("Hi"),)))
+
+
 def test_tool_calls_results_images_and_own_reasoning_go_back() -> None:
     call = ToolCall("tooluse_1", "weather", {"city": "Paris"})
     messages = (

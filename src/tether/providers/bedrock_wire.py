@@ -18,6 +18,8 @@
   whose choice is ``"none"`` the tools are left out (``base.py``'s contract), unless the history holds tool
   calls or results, which Converse refuses without a ``toolConfig``: the tools are then listed without a
   ``toolChoice`` (the model's own choice), and the loop drops any call such a tools-off request brings back.
+  A request with no tools at all whose history holds tool calls (an agent without tools continuing another's
+  conversation) lists the history's tools as retired ones, each with an empty schema.
 * ``inferenceConfig``: ``maxTokens``, ``temperature``, ``topP`` (``stopSequences`` through ``extra``).
 * A typed output with a schema: ``outputConfig.textFormat`` of type ``json_schema``, the schema sent as a JSON
   string, as the API reference has it.
@@ -89,6 +91,8 @@ def encode_body(request: Request) -> dict[str, Any]:
         body["toolConfig"] = {"tools": [encode_tool(tool) for tool in request.tools]}
         if not none:
             body["toolConfig"]["toolChoice"] = encode_tool_choice(request.tool_choice)
+    elif not request.tools and (used := _history_tool_names(messages)):
+        body["toolConfig"] = {"tools": [_retired_tool(name) for name in used]}
     if (output := request.output) is not None and output.schema is not None:
         schema = {"schema": msgspec.json.encode(output.schema).decode(), "name": output.name}
         body["outputConfig"] = {"textFormat": {"type": "json_schema", "structure": {"jsonSchema": schema}}}
@@ -102,6 +106,20 @@ def _holds_tool_blocks(messages: list[dict[str, Any]]) -> bool:
     """Whether the history has ``toolUse`` or ``toolResult`` blocks, which Converse refuses without a
     ``toolConfig``."""
     return any("toolUse" in block or "toolResult" in block for message in messages for block in message["content"])
+
+
+def _history_tool_names(messages: list[dict[str, Any]]) -> list[str]:
+    """The names of the tools the history's ``toolUse`` blocks called, in order of first use."""
+    names = (block["toolUse"]["name"] for message in messages for block in message["content"] if "toolUse" in block)
+    return list(dict.fromkeys(names))
+
+
+def _retired_tool(name: str) -> dict[str, Any]:
+    """A ``toolSpec`` for a tool the history called but this request does not offer (a history continued by an
+    agent with no tools, after a handoff or a fallback): Converse refuses ``toolUse`` blocks without a
+    ``toolConfig`` naming them. A call the model makes to it anyway is answered as an unknown tool."""
+    description = "No longer available: it appears only in the conversation so far."
+    return {"toolSpec": {"name": name, "description": description, "inputSchema": {"json": {"type": "object"}}}}
 
 
 def encode_tool(tool: ToolDefinition) -> dict[str, Any]:
