@@ -24,6 +24,7 @@ from tether.cli.help import WholeSummaries
 from tether.cli.models_commands import models as models_group
 from tether.cli.runs_commands import runs as runs_group
 from tether.cli.sessions_commands import sessions as sessions_group
+from tether.cli.skills_commands import skills as skills_group
 
 if TYPE_CHECKING:
     from tether.providers.probe import ProbeResult
@@ -528,6 +529,7 @@ main.add_command(config_group)  # its module imports only click; each command lo
 main.add_command(sessions_group)
 main.add_command(runs_group)
 main.add_command(models_group)
+main.add_command(skills_group)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from tether.tools.workspace import Workspace
 if TYPE_CHECKING:
     from tether.providers.response_cache import ResponseCache
     from tether.sessions import SessionStore
+    from tether.skills import Skills
     from tether.telemetry import Telemetry
     from tether.tools.mcp_spec import MCPServerConfig
 
@@ -136,6 +137,8 @@ class Setup:
     defaults (log records as ``-v`` says)."""
     settings: ConfigService | None = None
     """The configuration the setup was loaded from, for commands that change it (the chat's ``--save``)."""
+    skills: Skills | None = None
+    """The skills the agent has (:func:`find_skills`); ``None`` when there are none."""
 
     @property
     def model(self) -> str:
@@ -152,7 +155,7 @@ class Setup:
             network=bash.network,
             bwrap=bash.bwrap,
             pass_env=bash.pass_env,
-            read_only_paths=bash.read_only_paths,
+            read_only_paths=[*bash.read_only_paths, *(self.skills.folders if self.skills else ())],
             masker=Masker.from_environment(self.env),
         )
         return [*file_tools(self.workspace), shell, calculator_tool(), *self.extra_tools]
@@ -206,6 +209,7 @@ class Setup:
             cache_tool_outputs=config.tools.cache_tool_outputs,
             record_exchanges=config.session.record_exchanges,
             cache=response_cache(config.cache, self.workspace.root, self.env),
+            skills=self.skills or (),
         )
 
 
@@ -220,8 +224,33 @@ def load_setup(cwd: Path, env: Mapping[str, str], flags: Mapping[str, object], c
         raise NoModel(choice.problem or "no model")
     if choice.base_url is not None:
         config = with_server(config, choice.model, choice.base_url)
+    skills = find_skills(config.agent, cwd, env)
     store = open_store(config.session, cwd, env)
-    return Setup(config, choice, store, Workspace(cwd), env, notices=loaded.notices, settings=settings)
+    workspace = Workspace(cwd)
+    return Setup(config, choice, store, workspace, env, notices=loaded.notices, settings=settings, skills=skills)
+
+
+PROJECT_SKILLS = Path(".tether") / "skills"
+"""The project's skills, in the working directory."""
+
+
+def user_skills(env: Mapping[str, str]) -> Path:
+    """The user's skills: ``skills/`` beside their ``config.toml`` (``$XDG_CONFIG_HOME/tether/skills``, else
+    ``~/.config/tether/skills``)."""
+    from tether.config.load import user_path
+
+    return user_path(env).parent / "skills"
+
+
+def find_skills(agent: AgentConfig, cwd: Path, env: Mapping[str, str]) -> Skills | None:
+    """The command's skills: ``[agent] skills`` (relative to ``cwd``; each must exist), then the project's
+    ``.tether/skills/``, then the user's (:func:`user_skills`); a skill of an earlier one shadows a skill of the
+    same name in a later one. ``SkillInvalid`` (a ``ConfigInvalid``) for a malformed one; ``None`` for none."""
+    from tether.skills import Skills
+
+    explicit = [cwd / Path(path).expanduser() for path in agent.skills]
+    found = Skills.discover(explicit, [cwd / PROJECT_SKILLS], [user_skills(env)])
+    return found if found else None
 
 
 @asynccontextmanager
