@@ -146,12 +146,12 @@ class _Reader:
                 if here > indent:
                     raise self.fail("a list item holds more than one line of text: quote it, or give it on its line")
                 break
-            self.at += 1
             item = body[1:].strip()
             if not item or item.startswith("#"):
                 raise self.fail("an empty list item")
             if item[0] in "[{" or item.startswith("- ") or _KEY.match(item):
                 raise self.fail("a list item must be text, not a list or a mapping")
+            self.at += 1
             items.append(self.scalar(item, self.at - 1, indent=indent + 1, continued=False))
         return items
 
@@ -175,11 +175,11 @@ class _Reader:
             name, text = match.group(1), (match.group(2) or "").strip()
             if name in entries:
                 raise self.fail(f"{key}.{name} is given twice")
-            self.at += 1
             if text in _NULLS or text.startswith("#"):
                 raise self.fail(f"{key}.{name} has no value: the values of {key!r} are text")
             if text[0] in "[{" or _BLOCK.match(text):
                 raise self.fail(f"{key}.{name} must be text on its line (the values of {key!r} are text)")
+            self.at += 1
             entries[name] = self.scalar(text, self.at - 1, indent=indent + 1, continued=False)
         return entries
 
