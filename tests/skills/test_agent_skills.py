@@ -60,12 +60,14 @@ async def test_the_body_reaches_the_model_only_once_it_loads_the_skill(skills: P
     first, before, after = texts(model, 0), texts(model, 1), texts(model, 2)
     assert "- greet: Greets people in the house style." in first
     assert "- csv: Reads CSV files." in first
-    assert "SECRET-BODY-7" not in first and "SECRET-BODY-7" not in before
+    assert "SECRET-BODY-7" not in first
+    assert "SECRET-BODY-7" not in before
     assert "SECRET-BODY-7" in after
     assert "SECRET-CSV-BODY" not in after, "only the skill asked for is loaded"
     (loaded,) = results(result.messages)
     assert not loaded.is_error
-    assert f'folder="{skills.resolve() / "greet"}"' in loaded.content
+    assert agent.skills is not None
+    assert f'folder="{agent.skills["greet"].folder}"' in loaded.content
     assert "- scripts/greet.sh" in loaded.content
     assert [t.name for t in model.requests[0].tools] == ["load_skill"]
     assert model.requests[0].tools[0].parameters["properties"]["name"]["enum"] == ["csv", "greet"]
@@ -151,7 +153,7 @@ async def test_a_skills_script_runs_through_bash_in_its_sandbox(
     require_bwrap(request.config)
     (tmp_path / "work").mkdir()
     found = Skills.load([skills])
-    script = skills.resolve() / "greet" / "scripts" / "greet.sh"
+    script = found["greet"].folder / "scripts" / "greet.sh"
     steps = [call("load_skill", {"name": "greet"}), call("bash", {"command": f"sh {script} Ann"}), reply("Hi")]
     confined = bash_tool(Workspace(tmp_path / "work"), sandbox="required", read_only_paths=found.folders)
     unseen = bash_tool(Workspace(tmp_path / "work"), sandbox="required")

@@ -92,7 +92,7 @@ def test_a_path_that_is_missing_or_holds_no_skill_is_refused(tmp_path: Path) -> 
     assert refusal(tmp_path / "nowhere").reason == "not_found"
     assert refusal(tmp_path / "empty").reason == "no_skill"
     with pytest.raises(SkillInvalid, match="a list of paths, not one path"):
-        Skills.load(str(tmp_path))  # type: ignore[arg-type]
+        Skills.load(str(tmp_path))
 
 
 def test_a_name_given_twice_by_the_paths_of_one_level_is_refused(tmp_path: Path) -> None:
@@ -199,4 +199,4 @@ def test_a_long_file_list_is_cut_and_counted(skill: Skill) -> None:
     listed, more = skill.files()
 
     assert len(listed) == MAX_LISTED
-    assert more == 2 + 5  # the two of the fixture's folders, and the five past the cut
+    assert more == 7  # the fixture's two files and the 205 assets: 207, of which 200 are listed

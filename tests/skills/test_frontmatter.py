@@ -15,7 +15,8 @@ SAMPLES = [
     'name: a\ndescription: >\n  folded one\n  two\n\n  three\nmetadata:\n  author: me\n  version: "1.0"\n',
     "name: a\ndescription: |-\n  line one\n  line two\nallowed-tools:\n- Read\n- 'Bash(git:*)'\n",
     'name: a\ndescription: "with \\"escapes\\" \\u00e9 \\x41 and\n  continued"\nallowed-tools: [Read, "Bash(x)"]\n',
-    "name: a # a comment\ndescription: 'it''s'\nmetadata: {a: b, c: 'd'}\n# a comment\n\nallowed-tools: Bash(jq:*) Read\n",
+    "name: a # a comment\ndescription: 'it''s'\nmetadata: {a: b, c: 'd'}\n# a comment\n\n"
+    "allowed-tools: Bash(jq:*) Read\n",
     "name: a\ndescription: |\n  keep\n\n    indented\nlicense: MIT\n",
     "name: a\ndescription: >-\n  x\n    indented\n  y\n",
     "name: a\nmetadata:\n    k: v\n    k2: 1.0\nallowed-tools:\n  - a\n  - b\ncompatibility: ~\n",
