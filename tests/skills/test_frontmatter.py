@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tether.skills.frontmatter import FrontMatterError, split
 
@@ -22,6 +24,7 @@ SAMPLES = [
     "name: a\nmetadata:\n    k: v\n    k2: 1.0\nallowed-tools:\n  - a\n  - b\ncompatibility: ~\n",
     "name: a\ndescription: |+\n  kept\n\n",
     "name: 'single\n  over lines'\ndescription: null\nlicense:\n",
+    "name: a\ndescription:\n  On the next line,\n  and the one after.\nlicense:\n  'MIT'\n",
 ]
 
 
@@ -88,3 +91,12 @@ def test_what_the_reader_does_not_take_is_refused_naming_the_line(text: str, lin
 
     assert raised.value.line == line
     assert says in raised.value.message
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.text(alphabet="ab: -#'\"\\[]{},|>+~&\t\nu0", max_size=30), max_size=8))
+def test_any_text_is_read_or_refused_with_a_line_never_another_error(lines: list[str]) -> None:
+    try:
+        split("---\n" + "\n".join(lines) + "\n---\n")
+    except FrontMatterError as error:
+        assert error.line >= 1

@@ -50,6 +50,8 @@ MAX_FILE_BYTES = 1024 * 1024
 """The largest file of a skill the load tool returns; a larger one is for ``bash`` (``head``, ``sed -n``)."""
 MAX_LISTED = 200
 """Files of a skill listed when it is loaded; the rest are counted."""
+MAX_WALKED = 10_000
+"""Files of a skill looked at to list them: a folder holding more costs a bounded time, its count a lower bound."""
 SKIPPED = frozenset({"__pycache__", "node_modules"})
 """Folders whose files are never listed (nor are hidden ones, whose names begin with ``.``)."""
 
@@ -114,6 +116,8 @@ class Skill:
                 if name.startswith(".") or path == str(self.file) or not _inside(root, os.path.realpath(path)):
                     continue
                 found.append(os.path.relpath(path, root))
+            if len(found) >= MAX_WALKED:
+                break
         found.sort()
         return found[:MAX_LISTED], max(0, len(found) - MAX_LISTED)
 
