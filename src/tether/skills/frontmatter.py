@@ -12,8 +12,9 @@ What it reads, between a first line ``---`` and the next line ``---``:
   blank lines and ``#`` comments between them;
 * a value is text: plain (``name: pdf-tools``; a `` #`` ends it; indented lines after it continue it, joined
   by spaces; it may begin on the line after its key), single-quoted (``''`` is a quote) or double-quoted
-  (with YAML's backslash escapes), either of them over several lines too; a block (``|`` keeps the line breaks, ``>`` folds them into spaces; ``-`` drops the
-  last line break, ``+`` keeps every trailing one); ``null``, ``~`` or nothing is no value (``None``);
+  (with YAML's backslash escapes), either of them over several lines too; a block (``|`` keeps the line
+  breaks, ``>`` folds them into spaces; ``-`` drops the last line break, ``+`` keeps every trailing one);
+  ``null``, ``~`` or nothing is no value (``None``);
 * a list: ``[a, b]``, or ``- item`` lines under the key (indented or not);
 * a mapping of text: ``{k: v}``, or indented ``k: v`` lines under the key (``metadata``).
 
