@@ -200,3 +200,15 @@ def test_a_long_file_list_is_cut_and_counted(skill: Skill) -> None:
 
     assert len(listed) == MAX_LISTED
     assert more == 7  # the fixture's two files and the 205 assets: 207, of which 200 are listed
+
+
+def test_a_skill_folder_may_be_a_symlink_named_as_the_skill(tmp_path: Path) -> None:
+    stored = write_skill(tmp_path / "store", "greet", body="# Greet\nSay hello.")
+    stored.rename(tmp_path / "store" / "v1.2")
+    (tmp_path / "skills").mkdir()
+    (tmp_path / "skills" / "greet").symlink_to(tmp_path / "store" / "v1.2")
+
+    (skill,) = Skills.load([tmp_path / "skills"])
+
+    assert skill.folder == (tmp_path / "store" / "v1.2").resolve()
+    assert skill.body() == "# Greet\nSay hello."

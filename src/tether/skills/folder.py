@@ -101,7 +101,7 @@ class Skill:
     def body(self) -> str:
         """The instructions: ``SKILL.md`` after its front matter, read now. ``SkillInvalid`` when the file is
         gone or no longer a skill's."""
-        return _parse(self.file, self.folder.name)[1]
+        return _parse(self.file, None)[1]
 
     def files(self) -> tuple[list[str], int]:
         """The skill's files but ``SKILL.md``, as paths relative to its folder, sorted, at most
@@ -170,8 +170,9 @@ def read_skill(folder: str | os.PathLike[str]) -> Skill:
     )
 
 
-def _parse(path: Path, folder_name: str) -> tuple[dict[str, Value], str]:
-    """``SKILL.md``'s fields, checked (``name`` and ``description``), and its body."""
+def _parse(path: Path, folder_name: str | None) -> tuple[dict[str, Value], str]:
+    """``SKILL.md``'s fields, checked (``name``, against ``folder_name`` unless it is ``None``, and
+    ``description``), and its body."""
     try:
         text = read_bounded(path, MAX_SKILL_BYTES).decode("utf-8", "replace")
     except FileNotFoundError:
@@ -193,7 +194,8 @@ def _parse(path: Path, folder_name: str) -> tuple[dict[str, Value], str]:
             "and 'description: ...' lines, then a '---' line"
         )  # fmt: skip
     fields, body = parsed
-    _check_name(path, fields.get("name"), folder_name)
+    if folder_name is not None:
+        _check_name(path, fields.get("name"), folder_name)
     description = fields.get("description")
     if description is None or (isinstance(description, str) and not description.strip()):
         raise SkillInvalid(path, "missing_field", "no description: say what the skill does and when to use it")
