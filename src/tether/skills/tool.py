@@ -36,7 +36,7 @@ _HEAD = (
     f"a skill's description, call {LOAD_TOOL} with its name before you begin, and follow what it says; "
     f"{LOAD_TOOL} with a file (a path relative to the skill's folder) reads one of the skill's files."
 )
-_SCRIPTS = " Run a skill's scripts with the bash tool, by the absolute path of the skill's folder."
+_SCRIPTS = " Run a skill's scripts with the bash tool, by their absolute paths: loading a skill names its folder."
 
 
 def instructions(skills: Sequence[Skill], *, scripts: bool = True) -> str:
