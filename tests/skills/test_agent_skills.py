@@ -168,3 +168,12 @@ async def test_a_skills_script_runs_through_bash_in_its_sandbox(
     assert not (skills / "greet" / "written").exists()
     assert not (tmp_path / "outside.txt").exists(), "a write outside the workspace vanished with the sandbox"
     assert "No such file" in results(without.messages)[0].content, "the folder is there only when given"
+
+
+async def test_with_a_bash_tool_the_instructions_say_how_to_run_a_script(skills: Path, tmp_path: Path) -> None:
+    model = ScriptedProvider([reply("a")])
+    shell = bash_tool(Workspace(tmp_path), sandbox="off")
+
+    await Agent(model, tools=[shell], skills=[skills]).run("x")
+
+    assert "Run a skill's scripts with the bash tool" in (model.requests[0].system or "")
