@@ -1,8 +1,8 @@
 """One skill: a folder in the Agent Skills layout, read and checked; its body, its files, and reading one.
 
-A skill is a folder holding a ``SKILL.md``: front matter (:mod:`tether.skills.frontmatter`) whose ``name`` and
-``description`` say what it is and when to use it, then a Markdown body of instructions; beside it, any files
-(``scripts/``, ``references/``, ``assets/``, ...). The checks are the format's:
+A skill is a folder holding a ``SKILL.md``: front matter (:mod:`tether.skills.frontmatter`, every value read as
+text) whose ``name`` and ``description`` say what it is and when to use it, then a Markdown body of
+instructions; beside it, any files (``scripts/``, ``references/``, ``assets/``, ...). The checks are the format's:
 
 * ``name``: 1-64 characters, lowercase letters, digits and single hyphens, neither first nor last
   (``pdf-tools``), and the folder's own name;
@@ -237,7 +237,7 @@ def _metadata(fields: Mapping[str, Value], path: Path) -> dict[str, str]:
     value = fields.get("metadata")
     if value is None:
         return {}
-    if not isinstance(value, dict):
+    if not isinstance(value, dict) or not all(isinstance(item, str) for item in value.values()):
         raise SkillInvalid(path, "bad_field", "metadata must be a mapping of names to text (indented 'key: value')")
     return dict(value)
 
@@ -248,7 +248,7 @@ def _allowed_tools(fields: Mapping[str, Value], path: Path) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         return tuple(value.split())
-    if isinstance(value, list):
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
         return tuple(value)
     raise SkillInvalid(path, "bad_field", "allowed-tools must be text (names separated by spaces) or a list")
 

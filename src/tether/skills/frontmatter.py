@@ -1,50 +1,54 @@
-"""A ``SKILL.md``'s front matter: the small part of YAML that skills write, read strictly.
+"""A ``SKILL.md``'s front matter: the YAML between a first line ``---`` and the next, read by PyYAML.
 
-Why not a YAML library: none is a dependency of tether (PyYAML is only a test's), and a front matter read by
-PyYAML where it is installed and by something else where it is not would make a skill valid on one machine
-and not on another. Skills' front matter is a handful of ``key: value`` lines, so this module reads that
-subset itself, the same everywhere, and refuses, naming the line, anything it does not read (rather than
-guess at it).
+Why PyYAML: the front matter is YAML, written by people and by other clients' tools, and a reader of its
+subset kept here would be one more YAML dialect to maintain, test and explain; PyYAML (``pyyaml``, a core
+dependency) is the library every Python client of the format uses, reads the whole language the same
+everywhere (the C loader, ``CSafeLoader``, when libyaml is there, else the pure-Python one, which agree on
+what they accept), and says on which line a document goes wrong. It is imported here, when a ``SKILL.md``
+is first read, never by ``import tether``.
 
-What it reads, between a first line ``---`` and the next line ``---``:
+How it is read, on top of ``yaml.safe_load``:
 
-* ``key: value`` entries at the left margin (a key of letters, digits, ``_`` and ``-``; each key once);
-  blank lines and ``#`` comments between them;
-* a value is text: plain (``name: pdf-tools``; a `` #`` ends it; indented lines after it continue it, joined
-  by spaces; it may begin on the line after its key), single-quoted (``''`` is a quote) or double-quoted
-  (with YAML's backslash escapes), either of them over several lines too; a block (``|`` keeps the line
-  breaks, ``>`` folds them into spaces; ``-`` drops the last line break, ``+`` keeps every trailing one);
-  ``null``, ``~`` or nothing is no value (``None``);
-* a list: ``[a, b]``, or ``- item`` lines under the key (indented or not);
-* a mapping of text: ``{k: v}``, or indented ``k: v`` lines under the key (``metadata``).
+* **every value is text**, as the Agent Skills format's fields are: a scalar keeps the text it was written
+  with (``version: 1.0`` is ``"1.0"``, ``date: 2025-01-01`` is ``"2025-01-01"``, ``x: yes`` is ``"yes"``),
+  except ``null``, ``~`` and nothing, which are no value (``None``). The loader is a ``SafeLoader`` whose only
+  implicit type is null; checking each field against the format's rules is ``folder.py``'s job;
+* **anchors, aliases and tags are refused**, naming the line: no skill needs them, and an alias is how a small
+  document grows large; so is nesting deeper than :data:`MAX_DEPTH`, refused before anything is built;
+* **a key given twice is refused**, naming its second line (YAML forbids it; PyYAML would keep the last);
+* **one leniency**, as the format's guide for clients advises: a plain value holding ``": "``
+  (``description: Use it when: the user asks``), which YAML refuses, is read as if it were quoted. On the
+  scanner's error for such a line, the line's value (and the indented lines continuing it) is quoted and the
+  text read again.
 
-Every value is text, as the Agent Skills format's fields are: ``version: 1.0`` is ``"1.0"``, never a number.
-One deliberate leniency, as the format's guide for clients advises: a plain value may hold ``": "``
-(``description: Use it when: the user asks``), which YAML itself would refuse. Anchors, aliases, tags,
-nesting deeper than a list or a mapping of text, and flow collections inside flow collections are refused.
-
-:func:`split` returns the fields and the body (the text after the closing ``---``); :class:`FrontMatterError`
-says what is wrong and on which line of the file.
+Malformed YAML is :class:`FrontMatterError`, with the line of the file it is on (yaml's ``problem_mark``) and
+yaml's own words for what is wrong.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from typing import TYPE_CHECKING, Any, ClassVar
 
-__all__ = ["FrontMatterError", "Value", "split"]
+if TYPE_CHECKING:
+    import yaml
 
-Value = str | list[str] | dict[str, str] | None
-"""What a field holds: text, a list of text, a mapping of text, or nothing."""
+__all__ = ["MAX_DEPTH", "FrontMatterError", "Value", "split"]
 
-_KEY = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_-]*)[ \t]*:(?:[ \t]+(.*))?$")
-_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
-_ESCAPES = {
-    "0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f", "r": "\r",
-    "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85", "_": "\xa0", "L": "\u2028",
-    "P": "\u2029",
-}  # fmt: skip
-_HEX = {"x": 2, "u": 4, "U": 8}
-_BLOCK = re.compile(r"([|>])([+-]?)[ \t]*(?:#.*)?$")
+Value = Any
+"""What a field holds once read: text, ``None``, or lists and mappings of them (``folder.py`` checks which)."""
+
+MAX_DEPTH = 32
+"""Collections inside collections, at most (a skill's fields need two or three)."""
+
+FIRST_LINE = 2
+"""The file's line of the front matter's first line (the file's first line is ``---``)."""
+
+_NULL = "tag:yaml.org,2002:null"
+_PLAIN_ENTRY = re.compile(r"(?P<key>[ \t]*[^\s#'\"\[\]{}&*!|>%@`,?:-][^:]*?)[ \t]*:[ \t]+(?P<value>\S.*)$")
+_NOT_PLAIN = tuple("'\"[{|>&*!%@`")
+_COLON = re.compile(r":(?:[ \t]|$)")
 
 
 class FrontMatterError(ValueError):
@@ -59,7 +63,7 @@ class FrontMatterError(ValueError):
 def split(text: str) -> tuple[dict[str, Value], str] | None:
     """The fields of ``text``'s front matter and the body after it; ``None`` when ``text`` does not begin with
     one (its first line is not ``---``). :class:`FrontMatterError` when it begins one that is not closed or
-    that this reader refuses."""
+    not read (see the module docstring)."""
     lines = text.removeprefix("\ufeff").replace("\r\n", "\n").split("\n")
     if lines[0].rstrip() != "---":
         return None
@@ -68,305 +72,129 @@ def split(text: str) -> tuple[dict[str, Value], str] | None:
             break
     else:
         raise FrontMatterError("the front matter has no closing '---' line", len(lines))
-    fields = _Reader(lines[1:end]).fields()
-    return fields, "\n".join(lines[end + 1 :])
+    return _fields(lines[1:end]), "\n".join(lines[end + 1 :])
 
 
-class _Reader:
-    """The front matter's lines (the file's line ``n + 2`` is ``lines[n]``), read entry by entry."""
+def _fields(lines: list[str]) -> dict[str, Value]:
+    """The front matter's lines read: a mapping of keys to values, the leniency applied line by line."""
+    import yaml
 
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
-        self.at = 0
-
-    def fail(self, message: str, index: int | None = None) -> FrontMatterError:
-        return FrontMatterError(message, (self.at if index is None else index) + 2)
-
-    def fields(self) -> dict[str, Value]:
-        fields: dict[str, Value] = {}
-        while self.at < len(self.lines):
-            line = self.lines[self.at]
-            if _skipped(line):
-                self.at += 1
-                continue
-            if line[0] in " \t":
-                raise self.fail("an indented line where a 'key: value' entry should begin")
-            match = _KEY.match(line.rstrip())
-            if match is None:
-                raise self.fail(f"not a 'key: value' entry: {line.strip()[:60]!r}")
-            key = match.group(1)
-            if key in fields:
-                raise self.fail(f"{key!r} is given twice")
-            self.at += 1
-            fields[key] = self.value(key, match.group(2) or "")
-        return fields
-
-    def value(self, key: str, text: str) -> Value:
-        """The value of ``key``, whose line (already passed) ended with ``text``."""
-        text = text.strip()
-        if text.startswith("#"):
-            text = ""
-        if text in _NULLS:
-            return self.nested(key)
-        block = _BLOCK.match(text)
-        if block is not None:
-            return self.block(block.group(1), block.group(2))
-        if text[0] in "[{":
-            return self.flow(text, self.at - 1)
-        return self.scalar(text, self.at - 1, indent=1)
-
-    # --- values on the lines after the key ----------------------------------------------------------------
-
-    def nested(self, key: str) -> Value:
-        """What follows a key without a value on its line: a list, a mapping, or nothing."""
-        start = self.at
-        while start < len(self.lines) and _skipped(self.lines[start]):
-            start += 1
-        if start == len(self.lines):
-            return None
-        first = self.lines[start]
-        indent = len(first) - len(first.lstrip(" "))
-        if first.lstrip(" ").startswith("- ") or first.strip() == "-":
-            self.at = start
-            return self.sequence(indent)
-        if indent == 0:
-            return None
-        if _KEY.match(first.strip()) is None:  # the value itself, on the lines after its key
-            self.at = start + 1
-            return self.scalar(first.strip(), start, indent=1)
-        self.at = start
-        return self.mapping(key, indent)
-
-    def sequence(self, indent: int) -> list[str]:
-        items: list[str] = []
-        while self.at < len(self.lines):
-            line = self.lines[self.at]
-            if _skipped(line):
-                self.at += 1
-                continue
-            here = len(line) - len(line.lstrip(" "))
-            body = line.lstrip(" ")
-            if here != indent or not (body.startswith("- ") or body.strip() == "-"):
-                if here > indent:
-                    raise self.fail("a list item holds more than one line of text: quote it, or give it on its line")
-                break
-            item = body[1:].strip()
-            if not item or item.startswith("#"):
-                raise self.fail("an empty list item")
-            if item[0] in "[{" or item.startswith("- ") or _KEY.match(item):
-                raise self.fail("a list item must be text, not a list or a mapping")
-            self.at += 1
-            items.append(self.scalar(item, self.at - 1, indent=indent + 1, continued=False))
-        return items
-
-    def mapping(self, key: str, indent: int) -> dict[str, str]:
-        entries: dict[str, str] = {}
-        while self.at < len(self.lines):
-            line = self.lines[self.at]
-            if _skipped(line):
-                self.at += 1
-                continue
-            here = len(line) - len(line.lstrip(" "))
-            if here < indent:
-                if here > 0:
-                    raise self.fail(f"the entries of {key!r} must line up")
-                break
-            if here > indent:
-                raise self.fail(f"the entries of {key!r} must line up (a value over several lines: quote it)")
-            match = _KEY.match(line.strip())
-            if match is None:
-                raise self.fail(f"not a 'key: value' entry of {key!r}: {line.strip()[:60]!r}")
-            name, text = match.group(1), (match.group(2) or "").strip()
-            if name in entries:
-                raise self.fail(f"{key}.{name} is given twice")
-            if text in _NULLS or text.startswith("#"):
-                raise self.fail(f"{key}.{name} has no value: the values of {key!r} are text")
-            if text[0] in "[{" or _BLOCK.match(text):
-                raise self.fail(f"{key}.{name} must be text on its line (the values of {key!r} are text)")
-            self.at += 1
-            entries[name] = self.scalar(text, self.at - 1, indent=indent + 1, continued=False)
-        return entries
-
-    def block(self, style: str, chomp: str) -> str:
-        """A ``|`` or ``>`` block: the indented lines after the key, blank ones within it kept."""
-        taken: list[str] = []
-        indent: int | None = None
-        while self.at < len(self.lines):
-            line = self.lines[self.at]
-            if not line.strip():
-                taken.append("")
-                self.at += 1
-                continue
-            here = len(line) - len(line.lstrip(" "))
-            if here == 0:
-                break
-            if indent is None:
-                indent = here
-            elif here < indent:
-                raise self.fail("a block's lines must be indented at least as far as its first")
-            taken.append(line[indent:])
-            self.at += 1
-        content = len(taken)
-        while content and not taken[content - 1]:
-            content -= 1
-        trailing = len(taken) - content
-        lines = taken[:content]
-        text = "\n".join(lines) if style == "|" else _fold(lines)
-        if not lines or chomp == "-":
-            return text
-        return text + ("\n" * (trailing + 1) if chomp == "+" else "\n")
-
-    # --- values on one line (or continued on the next) ---------------------------------------------------
-
-    def scalar(self, text: str, index: int, *, indent: int, continued: bool = True) -> str:
-        """Text that begins on line ``index``: quoted (perhaps over more lines) or plain."""
-        if text[0] in "&*!":
-            raise self.fail("anchors, aliases and tags are not read here: write the value itself", index)
-        if text[0] in "@`":
-            raise self.fail(f"a value beginning with {text[0]!r} must be quoted", index)
-        if text[0] in "'\"":
-            return self.quoted(text, index, indent)
-        words = [_plain(text)]
-        while continued and self.at < len(self.lines):
-            line = self.lines[self.at]
-            if not line.strip() or len(line) - len(line.lstrip(" ")) < indent or line.lstrip(" ").startswith("#"):
-                break
-            words.append(_plain(line.strip()))
-            self.at += 1
-        return " ".join(word for word in words if word)
-
-    def quoted(self, text: str, index: int, indent: int) -> str:
-        quote = text[0]
-        pieces = [text]
-        while not _closes(" ".join(pieces), quote):
-            if self.at >= len(self.lines) or len(self.lines[self.at]) - len(self.lines[self.at].lstrip()) < indent:
-                raise self.fail(f"a {quote}quoted{quote} value is not closed", index)
-            pieces.append(self.lines[self.at].strip())
-            self.at += 1
-        joined = " ".join(pieces)
-        end = _closes(joined, quote)
-        assert end is not None
-        rest = joined[end + 1 :].strip()
-        if rest and not rest.startswith("#"):
-            raise self.fail(f"text after the closing {quote}: {rest[:40]!r}", index)
-        inner = joined[1:end]
-        return inner.replace("''", "'") if quote == "'" else self.unescape(inner, index)
-
-    def unescape(self, inner: str, index: int) -> str:
-        out: list[str] = []
-        at = 0
-        while (slash := inner.find("\\", at)) >= 0:
-            out.append(inner[at:slash])
-            code = inner[slash + 1 : slash + 2]
-            if code in _HEX:
-                digits = inner[slash + 2 : slash + 2 + _HEX[code]]
-                if len(digits) != _HEX[code] or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                    raise self.fail(f"\\{code} needs {_HEX[code]} hexadecimal digits", index)
-                out.append(chr(int(digits, 16)))
-                at = slash + 2 + _HEX[code]
-            elif code in _ESCAPES:
-                out.append(_ESCAPES[code])
-                at = slash + 2
-            else:
-                raise self.fail(f"unknown escape \\{code} in a double-quoted value", index)
-        out.append(inner[at:])
-        return "".join(out)
-
-    def flow(self, text: str, index: int) -> list[str] | dict[str, str]:
-        """``[a, "b"]`` or ``{k: v}`` on one line, of text only."""
-        close = "]" if text[0] == "[" else "}"
-        items: list[str] = []
-        current: list[str] = []
-        quote: str | None = None
-        at = 1
-        while at < len(text):
-            char = text[at]
-            if quote is not None:
-                current.append(char)
-                if char == quote and not (quote == "'" and text[at + 1 : at + 2] == "'"):
-                    quote = None
-                elif quote == "'" and char == "'":
-                    current.append("'")
-                    at += 1
-                elif quote == '"' and char == "\\":
-                    current.append(text[at + 1 : at + 2])
-                    at += 1
-            elif char in "'\"":
-                quote = char
-                current.append(char)
-            elif char in "[{":
-                raise self.fail("a list or mapping inside a list or mapping is not read here", index)
-            elif char in ",]}":
-                items.append("".join(current).strip())
-                current = []
-                if char != ",":
-                    if char != close:
-                        raise self.fail(f"{text[0]!r} is closed by {char!r}", index)
-                    break
-            else:
-                current.append(char)
-            at += 1
-        else:
-            raise self.fail(f"{text[0]!r} is not closed on its line", index)
-        rest = text[at + 1 :].strip()
-        if rest and not rest.startswith("#"):
-            raise self.fail(f"text after {close!r}: {rest[:40]!r}", index)
-        if items and not items[-1]:
-            items.pop()  # a trailing comma
-        if any(not item for item in items):
-            raise self.fail("an empty item", index)
-        if close == "]":
-            return [self.scalar(item, index, indent=0, continued=False) for item in items]
-        entries: dict[str, str] = {}
-        for item in items:
-            match = _KEY.match(item)
-            if match is None or not match.group(2):
-                raise self.fail(f"not a 'key: value' entry: {item[:40]!r}", index)
-            entries[match.group(1)] = self.scalar(match.group(2).strip(), index, indent=0, continued=False)
-        return entries
+    quoted: set[int] = set()
+    while True:
+        try:
+            return _read("\n".join(lines))
+        except yaml.scanner.ScannerError as error:
+            mark = error.problem_mark
+            if mark is None or mark.line in quoted or not _quote_value(lines, mark.line, mark.column):
+                raise _refusal(error, "\n".join(lines)) from None
+            quoted.add(mark.line)
+        except yaml.YAMLError as error:
+            raise _refusal(error, "\n".join(lines)) from None
 
 
-def _skipped(line: str) -> bool:
-    stripped = line.strip()
-    return not stripped or stripped.startswith("#")
+def _read(text: str) -> dict[str, Value]:
+    import yaml
+
+    loader = _text_loader()
+    _check_events(yaml.parse(text, Loader=loader))
+    fields = yaml.load(text, Loader=loader)  # a SafeLoader, whose scalars are text
+    if fields is None:
+        return {}
+    if not isinstance(fields, dict):
+        raise FrontMatterError("the front matter must be 'key: value' lines", FIRST_LINE)
+    return fields
 
 
-def _plain(text: str) -> str:
-    """A plain value's text on one line: up to a comment (`` #``)."""
-    cut = text.find(" #")
-    return (text if cut < 0 else text[:cut]).strip()
+def _check_events(events: Any) -> None:
+    """Refuse anchors, aliases, tags and deep nesting, from the parser's events: before anything is built."""
+    import yaml
+
+    depth = 0
+    for event in events:
+        line = event.start_mark.line + FIRST_LINE
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise FrontMatterError("anchors, aliases and tags are not read here: write the value itself", line)
+        if isinstance(event, yaml.ScalarEvent | yaml.CollectionStartEvent) and event.tag is not None:
+            raise FrontMatterError(f"anchors, aliases and tags are not read here: remove {event.tag!r}", line)
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise FrontMatterError(f"nested deeper than {MAX_DEPTH} lists or mappings", line)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
-def _closes(text: str, quote: str) -> int | None:
-    """Where the quoted value that opens ``text`` closes, or ``None`` when it does not on this text."""
-    at = 1
-    while at < len(text):
-        char = text[at]
-        if quote == '"' and char == "\\":
-            at += 2
-            continue
-        if char == quote:
-            if quote == "'" and text[at + 1 : at + 2] == "'":
-                at += 2
-                continue
-            return at
-        at += 1
-    return None
+def _quote_value(lines: list[str], index: int, column: int) -> bool:
+    """Quote the plain value of ``lines[index]`` (a ``key: value`` line whose value holds ``": "``, the
+    scanner's complaint being at ``column``, inside the value) and of the more indented lines continuing it;
+    the continuing lines are left blank, so that every line keeps its number. ``False``: not such a line."""
+    entry = _PLAIN_ENTRY.match(lines[index]) if index < len(lines) else None
+    if entry is None or column < entry.start("value") or entry["value"].startswith(_NOT_PLAIN):
+        return False
+    if not _COLON.search(entry["value"]):
+        return False
+    indent = len(entry["key"]) - len(entry["key"].lstrip())
+    parts = [_uncommented(entry["value"])]
+    following = index + 1
+    while following < len(lines) and lines[following].strip() and _indent(lines[following]) > indent:
+        parts.append(_uncommented(lines[following].strip()))
+        lines[following] = ""
+        following += 1
+    value = " ".join(part for part in parts if part)
+    lines[index] = f"{entry['key']}: '{value.replace(chr(39), chr(39) * 2)}'"
+    return True
 
 
-def _fold(lines: list[str]) -> str:
-    """A ``>`` block's lines folded: a line break between two lines of text becomes a space, a blank line a
-    line break; lines indented further than the block keep their breaks."""
-    out = ""
-    previous: str | None = None
-    for line in lines:
-        if previous is None:
-            out = line
-        elif not line:
-            out += "\n"
-        elif not previous or line[0] in " \t" or previous[0] in " \t":
-            out += ("\n" if previous else "") + line
-        else:
-            out += " " + line
-        previous = line
-    return out
+def _uncommented(text: str) -> str:
+    """A plain value without the comment that `` #`` begins."""
+    return text.split(" #", 1)[0].split("\t#", 1)[0].strip()
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _refusal(error: yaml.YAMLError, text: str) -> FrontMatterError:
+    """``error`` said on the line of the file it is on, in yaml's words."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    # a reader's error (a character YAML does not take) has a position instead of a mark
+    at = mark.line if mark is not None else text[: getattr(error, "position", 0)].count("\n")
+    line = at + FIRST_LINE
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    context = getattr(error, "context", None)
+    context_mark = getattr(error, "context_mark", None)
+    if context and context_mark is not None and context_mark.line + FIRST_LINE != line:
+        problem = f"{problem} ({context} on line {context_mark.line + FIRST_LINE})"
+    elif context:
+        problem = f"{problem} ({context})"
+    return FrontMatterError(problem, line)
+
+
+@functools.cache
+def _text_loader() -> type[Any]:
+    """A safe loader (the C one when libyaml is there) whose scalars are the text written, null aside, and
+    which refuses a key given twice or a key that is not text."""
+    import yaml
+
+    base: type[Any] = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
+
+    class TextLoader(base):  # type: ignore[misc]
+        yaml_implicit_resolvers: ClassVar[dict[Any, Any]] = {
+            first: [(tag, pattern) for tag, pattern in resolvers if tag == _NULL]
+            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+            if any(tag == _NULL for tag, _ in resolvers)
+        }
+
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            seen: set[object] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if not isinstance(key, str):
+                    raise FrontMatterError("a key must be text", key_node.start_mark.line + FIRST_LINE)
+                if key in seen:
+                    raise FrontMatterError(f"{key!r} is given twice", key_node.start_mark.line + FIRST_LINE)
+                seen.add(key)
+            mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+            return mapping
+
+    return TextLoader
