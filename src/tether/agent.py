@@ -190,13 +190,14 @@ class Agent(Generic[DepsT, OutputT]):
             skills: folders of skills in the Agent Skills layout (``tether.skills``): each path a skill's folder
                 (holding a ``SKILL.md``) or a folder of them; or a ``tether.skills.Skills``. Their names and
                 descriptions are appended to the system prompt, and the read-only tool ``load_skill`` gives the
-                model a skill's instructions and files when it asks; its scripts run through the ``bash`` tool.
+                model a skill's instructions and files when it asks; its scripts run through the ``bash`` tool,
+                whose sandbox the agent makes show the skills' folders, read-only (``bash_tool``'s own tool).
                 A malformed ``SKILL.md`` is ``SkillInvalid`` (code ``skill_invalid``) now.
         """
         limited = {"rate_limit": rate_limit} if rate_limit is not None else {}
         provider = resolve_models(model, base_url=base_url, api_key=api_key, prompt_cache=prompt_cache, **limited)
         skill_set = skills_of(skills)
-        registry = ToolRegistry([*tools, *skill_set.tools])
+        registry = ToolRegistry(skill_set.equip(tools))
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)
         if limits.max_cost_usd is not None and price is None:

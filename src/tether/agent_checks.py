@@ -4,7 +4,7 @@ to change: kept apart so that the agent reads as what it holds and does, not as 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -106,6 +106,18 @@ class SkillSet:
 
     skills: Skills | None = None
     tools: tuple[Tool, ...] = ()
+
+    def equip(self, tools: Iterable[Tool | Callable[..., Any]]) -> list[Tool | Callable[..., Any]]:
+        """``tools`` as the agent has them: the built-in ``bash`` tool (``tether.tools.shell.bash_tool``) made
+        again with the skills' folders readable in its sandbox, so that their scripts run there (read-only:
+        a script cannot change its skill), and the ``load_skill`` tool after them. The command line and a
+        library's agent share this one rule; a tool of one's own named ``bash`` is left as it is."""
+        if self.skills is None:
+            return list(tools)
+        from tether.tools.shell import BashTool
+
+        folders = self.skills.folders
+        return [*(tool.reading(folders) if isinstance(tool, BashTool) else tool for tool in tools), *self.tools]
 
     def instructions(self, bash: bool) -> str | None:
         """The block the system prompt gains (``bash``: the agent can run the skills' scripts)."""

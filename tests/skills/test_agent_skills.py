@@ -15,7 +15,7 @@ from tests.tools.sandboxing import require_bwrap
 from tether import Agent, RunContext, ToolResult, tool
 from tether.errors import ConfigInvalid
 from tether.providers import ScriptedProvider, call, reply
-from tether.skills import SkillInvalid, Skills
+from tether.skills import SkillInvalid
 from tether.tools.shell import bash_tool
 from tether.tools.workspace import Workspace
 
@@ -147,27 +147,25 @@ def test_an_agent_refuses_a_malformed_skill_and_a_tool_taking_the_tools_name(ski
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap is Linux-only")
-async def test_a_skills_script_runs_through_bash_in_its_sandbox(
+async def test_an_agent_with_skills_shows_their_folders_to_its_bash_sandbox_read_only(
     skills: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     require_bwrap(request.config)
     (tmp_path / "work").mkdir()
-    found = Skills.load([skills])
-    script = found["greet"].folder / "scripts" / "greet.sh"
+    shell = bash_tool(Workspace(tmp_path / "work"), sandbox="required")  # no read_only_paths given
+    script = (skills / "greet").resolve() / "scripts" / "greet.sh"
     steps = [call("load_skill", {"name": "greet"}), call("bash", {"command": f"sh {script} Ann"}), reply("Hi")]
-    confined = bash_tool(Workspace(tmp_path / "work"), sandbox="required", read_only_paths=found.folders)
-    unseen = bash_tool(Workspace(tmp_path / "work"), sandbox="required")
-    model = ScriptedProvider(steps)
 
-    result = await Agent(model, tools=[confined], skills=found).run("Greet Ann.")
-    without = await Agent(ScriptedProvider(steps[1:]), tools=[unseen], skills=found).run("Greet Ann.")
+    result = await Agent(ScriptedProvider(steps), tools=[shell], skills=[skills]).run("Greet Ann.")
+    without = await Agent(ScriptedProvider(steps[1:]), tools=[shell]).run("Greet Ann.")
 
     ran = results(result.messages)[1].content
     assert "Hello, Ann, from the skill" in ran
     assert "skill-read-only" in ran, "the skill's folder is read-only in the sandbox"
     assert not (skills / "greet" / "written").exists()
     assert not (tmp_path / "outside.txt").exists(), "a write outside the workspace vanished with the sandbox"
-    assert "No such file" in results(without.messages)[0].content, "the folder is there only when given"
+    assert "No such file" in results(without.messages)[0].content, "the tool given is left as it was"
+    assert shell.read_only_paths == ()
 
 
 async def test_with_a_bash_tool_the_instructions_say_how_to_run_a_script(skills: Path, tmp_path: Path) -> None:

@@ -155,7 +155,7 @@ class Setup:
             network=bash.network,
             bwrap=bash.bwrap,
             pass_env=bash.pass_env,
-            read_only_paths=[*bash.read_only_paths, *(self.skills.folders if self.skills else ())],
+            read_only_paths=bash.read_only_paths,
             masker=Masker.from_environment(self.env),
         )
         return [*file_tools(self.workspace), shell, calculator_tool(), *self.extra_tools]
