@@ -1,6 +1,7 @@
 """Skills with the ``tether`` command, run as a user would: the project's ``.tether/skills/`` and the user's
 ``skills/`` found by themselves, ``[agent] skills`` first; a skill's body sent only once the model loads it; a
-user's skill's script run by ``bash`` in its sandbox; ``tether skills list``; a broken SKILL.md reported."""
+user's skill's script run by ``bash`` in its sandbox; ``tether skills list``; a broken SKILL.md found skipped
+with one warning, a broken one named stopping the command; discovery switched off."""
 
 from __future__ import annotations
 
@@ -88,18 +89,48 @@ def test_agent_skills_in_agent_toml_come_first(skilled: Project) -> None:
     assert "(shadowed)" in table.stdout
 
 
-def test_a_broken_skill_md_stops_the_command_naming_the_file(skilled: Project) -> None:
+def test_a_broken_skill_found_is_skipped_with_one_warning_and_a_named_one_stops_the_command(skilled: Project) -> None:
     write_skill(skilled.cwd / ".tether" / "skills", "lint", front="name: Lint\ndescription: Lints.\n")
-    with MockLLM([Say("never asked")]) as server:
+    with MockLLM([Say("Hi.")]) as server:
         skilled.use(server)
         done = skilled.run("run", "hello", "--yes")
-        listed = skilled.run("skills", "list")
+        listed = skilled.run("skills", "list", "--json")
+        with (skilled.cwd / "agent.toml").open("a") as config:
+            config.write('[agent]\nskills = [".tether/skills/lint"]\n')
+        named = skilled.run("run", "hello", "--yes")
 
-    assert done.returncode == 1
-    assert not server.requests
-    assert ".tether/skills/lint/SKILL.md: the name 'Lint' must be 1-64 lowercase letters" in done.stderr
-    assert listed.returncode == 1
-    assert "lint/SKILL.md" in listed.stderr
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "skipped the skill" in line]
+    assert len(warnings) == 1, done.stderr
+    assert ".tether/skills/lint/SKILL.md: skill_invalid (bad_name): the name 'Lint' must be" in warnings[0]
+    assert "- greet: Greets people." in request_text(server, 0)
+    assert "lint" not in request_text(server, 0)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [row for row in json.loads(listed.stdout) if row["broken"]]
+    assert (row["name"], row["broken"]["code"], row["broken"]["reason"]) == ("lint", "skill_invalid", "bad_name")
+    assert named.returncode == 1
+    assert len(server.requests) == 1, "a skill named in [agent] skills and broken stops the command"
+    assert ".tether/skills/lint/SKILL.md: the name 'Lint' must be 1-64 lowercase letters" in named.stderr
+
+
+def test_discovery_is_switched_off_by_the_flag_or_the_key(skilled: Project) -> None:
+    write_skill(skilled.cwd / ".tether" / "skills", "lint", front="name: Lint\ndescription: Lints.\n")
+    write_skill(skilled.cwd / "named", "release", "Writes release notes.")
+    with MockLLM([Say("One."), Say("Two.")]) as server:
+        skilled.use(server)
+        flagged = skilled.run("run", "hello", "--yes", "--no-discover-skills")
+        with (skilled.cwd / "agent.toml").open("a") as config:
+            config.write('[agent]\nskills = ["named"]\ndiscover_skills = false\n')
+        keyed = skilled.run("run", "hello", "--yes")
+        listed = skilled.run("skills", "list", "--json")
+
+    assert (flagged.returncode, keyed.returncode) == (0, 0), flagged.stderr + keyed.stderr
+    assert "skipped the skill" not in flagged.stderr + keyed.stderr, "the broken project skill is not even read"
+    assert "load_skill" not in json.dumps(server.requests[0]), "no skill at all: no tool"
+    assert "- release: Writes release notes." in request_text(server, 1)
+    assert "greet" not in request_text(server, 1)
+    assert "deploy" not in request_text(server, 1)
+    assert [row["name"] for row in json.loads(listed.stdout)] == ["release"]
 
 
 def test_no_skills_no_tool_and_nothing_in_the_prompt(project: Project) -> None:

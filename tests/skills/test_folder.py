@@ -212,3 +212,27 @@ def test_a_skill_folder_may_be_a_symlink_named_as_the_skill(tmp_path: Path) -> N
 
     assert skill.folder == (tmp_path / "store" / "v1.2").resolve()
     assert skill.body() == "# Greet\nSay hello."
+
+
+def test_a_broken_skill_found_is_skipped_with_a_warning_and_a_named_one_is_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_skill(tmp_path / "project", "greet", "Greets.")
+    broken = write_skill(tmp_path / "project", "lint", front="name: Lint\ndescription: Lints.\n")
+    write_skill(tmp_path / "user", "deploy", front="name: deploy\ndescription: [unclosed\n")
+
+    with caplog.at_level("WARNING", logger="tether.skills"):
+        found = Skills.discover([], [tmp_path / "project"], [tmp_path / "user"])
+
+    assert found.names == ["greet"]
+    assert [(e.skill_folder.name, e.reason) for e in found.broken] == [("lint", "bad_name"), ("deploy", "front_matter")]
+    warnings = [record.getMessage() for record in caplog.records]
+    assert len(warnings) == 2
+    assert warnings[0].startswith(
+        f"tether: skipped the skill {broken.resolve() / 'SKILL.md'}: skill_invalid (bad_name):"
+    )
+    assert "line 3" in warnings[1]
+    with pytest.raises(SkillInvalid, match="lowercase letters"):
+        Skills.discover([tmp_path / "project"])  # named: refused
+    with pytest.raises(SkillInvalid, match="lowercase letters"):
+        Skills.load([broken])

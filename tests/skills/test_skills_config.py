@@ -53,4 +53,8 @@ def test_the_commands_skills_are_the_configured_then_the_projects_then_the_users
         ("greet", "Mine."),
         ("lint", "The project's lint."),
     ]
-    assert find_skills(load_config(tmp_path, env).agent, tmp_path / "nowhere", {"HOME": str(tmp_path)}) is None
+    assert not find_skills(load_config(tmp_path, env).agent, tmp_path / "nowhere", {"HOME": str(tmp_path)})
+    named_only = find_skills(
+        load_config(tmp_path / "work", env, {"agent.discover_skills": False}).agent, tmp_path / "work", env
+    )
+    assert named_only.names == [], "discover_skills = false: neither the project's nor the user's"

@@ -159,7 +159,14 @@ def _compaction_options(command: Any) -> Any:
 
 
 def _instruction_options(command: Any) -> Any:
-    """``--system TEXT|@FILE`` and ``--no-agents-md``, shared by ``run`` and ``chat`` (``[agent]``)."""
+    """``--system TEXT|@FILE``, ``--no-agents-md`` and ``--no-discover-skills``, shared by ``run`` and ``chat``
+    (``[agent]``)."""
+    command = click.option(
+        "--no-discover-skills",
+        is_flag=True,
+        help="Give only the skills of [agent] skills, not those of .tether/skills/ and the user's skills/ "
+        "(agent.discover_skills).",
+    )(command)
     command = click.option(
         "--no-agents-md",
         is_flag=True,
@@ -288,6 +295,7 @@ def run(
     schema: object,
     system: str | None,
     no_agents_md: bool,
+    no_discover_skills: bool,
     no_compact: bool,
     context_window: int | None,
     record_exchanges: bool,
@@ -334,6 +342,7 @@ def run(
         context_window=context_window,
         system=system,
         no_agents_md=no_agents_md,
+        no_discover_skills=no_discover_skills,
         schema=schema,
         attachments=attachments,
         record_exchanges=record_exchanges,
@@ -362,6 +371,7 @@ def chat(
     mode: str | None,
     system: str | None,
     no_agents_md: bool,
+    no_discover_skills: bool,
     no_compact: bool,
     context_window: int | None,
     record_exchanges: bool,
@@ -383,7 +393,8 @@ def chat(
     configure_logging(verbose)
     options = ChatOptions(
         model, session, continue_last, yes, mode, config_file, no_compact=no_compact, context_window=context_window,
-        system=system, no_agents_md=no_agents_md, record_exchanges=record_exchanges,
+        system=system, no_agents_md=no_agents_md, no_discover_skills=no_discover_skills,
+        record_exchanges=record_exchanges,
         cache=_cache_choice(use_cache, cache_path),
     )  # fmt: skip
     sys.exit(chat_main(options))

@@ -227,7 +227,9 @@ def load_setup(cwd: Path, env: Mapping[str, str], flags: Mapping[str, object], c
     skills = find_skills(config.agent, cwd, env)
     store = open_store(config.session, cwd, env)
     workspace = Workspace(cwd)
-    return Setup(config, choice, store, workspace, env, notices=loaded.notices, settings=settings, skills=skills)
+    return Setup(
+        config, choice, store, workspace, env, notices=loaded.notices, settings=settings, skills=skills or None
+    )
 
 
 PROJECT_SKILLS = Path(".tether") / "skills"
@@ -242,15 +244,18 @@ def user_skills(env: Mapping[str, str]) -> Path:
     return user_path(env).parent / "skills"
 
 
-def find_skills(agent: AgentConfig, cwd: Path, env: Mapping[str, str]) -> Skills | None:
-    """The command's skills: ``[agent] skills`` (relative to ``cwd``; each must exist), then the project's
-    ``.tether/skills/``, then the user's (:func:`user_skills`); a skill of an earlier one shadows a skill of the
-    same name in a later one. ``SkillInvalid`` (a ``ConfigInvalid``) for a malformed one; ``None`` for none."""
+def find_skills(agent: AgentConfig, cwd: Path, env: Mapping[str, str]) -> Skills:
+    """The command's skills: ``[agent] skills`` (relative to ``cwd``; each must exist), then, unless
+    ``agent.discover_skills`` is false, the project's ``.tether/skills/`` and the user's (:func:`user_skills`);
+    a skill of an earlier one shadows a skill of the same name in a later one. ``SkillInvalid`` (a
+    ``ConfigInvalid``) for a malformed one of ``[agent] skills``; one found is skipped with a warning
+    (``Skills.broken``)."""
     from tether.skills import Skills
 
     explicit = [cwd / Path(path).expanduser() for path in agent.skills]
-    found = Skills.discover(explicit, [cwd / PROJECT_SKILLS], [user_skills(env)])
-    return found if found else None
+    if not agent.discover_skills:
+        return Skills.discover(explicit)
+    return Skills.discover(explicit, [cwd / PROJECT_SKILLS], [user_skills(env)])
 
 
 @asynccontextmanager
@@ -288,9 +293,14 @@ def mcp_server_configs(config: Config, root: Path) -> list[MCPServerConfig]:
     ]
 
 
-def agent_flags(*, system: str | None, no_agents_md: bool) -> dict[str, object]:
-    """The ``[agent]`` keys ``--system`` and ``--no-agents-md`` set (``None``: not given)."""
-    return {"agent.instructions": system, "agent.agents_md": False if no_agents_md else None}
+def agent_flags(*, system: str | None, no_agents_md: bool, no_discover_skills: bool = False) -> dict[str, object]:
+    """The ``[agent]`` keys ``--system``, ``--no-agents-md`` and ``--no-discover-skills`` set (``None``: not
+    given)."""
+    return {
+        "agent.instructions": system,
+        "agent.agents_md": False if no_agents_md else None,
+        "agent.discover_skills": False if no_discover_skills else None,
+    }
 
 
 def session_flags(*, record_exchanges: bool) -> dict[str, object]:

@@ -19,7 +19,8 @@ The checks, in order (each a :class:`~tether.health.HealthCheck`, bounded by ``-
 * ``sandbox``: ``bwrap`` found and able to start a sandbox here, as the ``bash`` tool would; skipped when
   ``tools.bash.sandbox`` is ``"off"``.
 * ``skills``: the skills of ``[agent] skills``, ``.tether/skills/`` and the user's ``skills/`` read and checked,
-  as a run reads them (``skill_invalid`` names the ``SKILL.md`` and what to change); skipped when there are none.
+  as a run reads them: failed (``skill_invalid``, naming the ``SKILL.md`` and what to change) for a broken one,
+  also one a run would skip with a warning; skipped when there are none.
 
 The first three run one after the other (each needs the one before); the others at once, so a report takes as
 long as its slowest check. Exit codes (:mod:`tether.cli.exits`): 0 when no check failed (skipped ones are not
@@ -213,9 +214,14 @@ class Doctor:
     def _skills(self, config: Config) -> Check:
         async def check() -> str:
             from tether.cli.build import find_skills
+            from tether.skills import SkillInvalid
 
             found = await asyncio.to_thread(find_skills, config.agent, self.cwd, self.env)
-            if found is None:
+            if found.broken:
+                first, more = found.broken[0], len(found.broken) - 1
+                also = f" (and {more} more broken: tether skills list)" if more else ""
+                raise SkillInvalid(first.path, first.reason, f"{first.problem}; a run skips it{also}")
+            if not found:
                 raise Skip("no skills ([agent] skills, .tether/skills/, the user's skills/)")
             shadowed = f" ({len(found.shadowed)} shadowed)" if found.shadowed else ""
             return f"{len(found)} skill{'s' if len(found) != 1 else ''}: {', '.join(found.names)}{shadowed}"

@@ -2,9 +2,10 @@
 
 The same skills the agent gets (``cli/build.py``'s :func:`~tether.cli.build.find_skills`): ``[agent] skills``,
 then the project's ``.tether/skills/``, then the user's ``skills/`` beside their ``config.toml``; a skill
-shadowed by one of the same name found earlier is listed too, marked so. This module imports only click; the
-command loads the configuration (``--config`` read as everywhere) when it runs. Exit codes: 0, or 1 for a
-configuration problem or a malformed ``SKILL.md`` (the message names the file and what to change).
+shadowed by one of the same name found earlier is listed too, marked so, and so is a broken one found there
+(which a run skips with a warning), with why. This module imports only click; the command loads the
+configuration (``--config`` read as everywhere) when it runs. Exit codes: 0, or 1 for a configuration problem
+or a malformed ``SKILL.md`` named in ``[agent] skills`` (the message names the file and what to change).
 """
 
 from __future__ import annotations
@@ -43,20 +44,27 @@ def list_(as_json: bool, config_file: str | None) -> None:
     except ConfigInvalid as error:
         click.echo(f"error: {error.message}", err=True)
         sys.exit(1)
-    kept = list(found) if found is not None else []
-    shadowed = list(found.shadowed) if found is not None else []
+    kept, shadowed, broken = list(found), list(found.shadowed), list(found.broken)
     if as_json:
-        rows = [
-            {"name": s.name, "description": s.description, "folder": str(s.folder), "shadowed": hidden}
+        rows: list[dict[str, object]] = [
+            {"name": s.name, "description": s.description, "folder": str(s.folder), "shadowed": hidden, "broken": None}
             for hidden, group in ((False, kept), (True, shadowed))
             for s in group
         ]
+        rows += [
+            {
+                "name": e.skill_folder.name, "description": None, "folder": str(e.skill_folder), "shadowed": False,
+                "broken": {"code": e.code, "reason": e.reason, "path": str(e.path), "message": e.problem},
+            }
+            for e in broken
+        ]  # fmt: skip
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
-    if not kept:
+    if not kept and not broken:
         click.echo("no skills: put them in .tether/skills/, or name their folders in [agent] skills")
         return
     table = [("NAME", "FOLDER", "DESCRIPTION")]
     table += [(s.name, str(s.folder), s.description) for s in kept]
     table += [(s.name, f"{s.folder} (shadowed)", s.description) for s in shadowed]
+    table += [(e.skill_folder.name, f"{e.skill_folder} (broken)", f"{e.reason}: {e.problem}") for e in broken]
     click.echo("\n".join(aligned(table, free_last=True)))

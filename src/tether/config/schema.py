@@ -443,8 +443,12 @@ class AgentConfig(Section):
     skills: list[str] = Field(default_factory=list)
     """Folders of skills in the Agent Skills layout (each a skill's folder, holding a SKILL.md, or a folder of
     them), relative to the working directory; they win over the project's .tether/skills/ and the user's skills/
-    folder beside config.toml, which are read too. The model sees each skill's name and description and loads
-    the rest when it needs it."""
+    folder beside config.toml, which are read too (unless discover_skills is false). The model sees each skill's
+    name and description and loads the rest when it needs it."""
+    discover_skills: bool = True
+    """Read the skills of the project's .tether/skills/ and of the user's skills/ folder too (a broken one there
+    is skipped with a warning); ``false`` reads only those listed in skills (``--no-discover-skills`` for one
+    command)."""
 
     @field_validator("instructions")
     @classmethod

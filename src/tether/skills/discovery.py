@@ -12,8 +12,13 @@ then the project's ``.tether/skills/``, then the user's ``skills/`` beside their
 (``cli/build.py``): what a project or its user named wins over what is merely installed.
 
 Every skill is checked when it is found, so a broken ``SKILL.md`` is reported before any run, not in the middle
-of one. The skills are kept sorted by name, so the instructions they make are the same for the same folders,
-whatever order the file system lists them in (the prompt cache keeps working).
+of one: a skill named (:meth:`Skills.load`, the first level of :meth:`Skills.discover`) is ``SkillInvalid``,
+since it was asked for; a skill merely found in a later level is skipped, kept in :attr:`Skills.broken` and
+logged as a warning (``tether: skipped the skill ...``, naming the file, the code and the reason), so that a
+broken skill in a user's folder does not stop every command in every project.
+
+The skills are kept sorted by name, so the instructions they make are the same for the same folders, whatever
+order the file system lists them in (the prompt cache keeps working).
 """
 
 from __future__ import annotations
@@ -39,9 +44,11 @@ class Skills:
     """The skills an agent has, by name (see the module docstring): ``Agent(skills=...)`` takes paths or one of
     these. Iterating gives the skills sorted by name."""
 
-    __slots__ = ("_skills", "shadowed")
+    __slots__ = ("_skills", "broken", "shadowed")
 
-    def __init__(self, skills: Iterable[Skill] = (), *, shadowed: Iterable[Skill] = ()) -> None:
+    def __init__(
+        self, skills: Iterable[Skill] = (), *, shadowed: Iterable[Skill] = (), broken: Iterable[SkillInvalid] = ()
+    ) -> None:
         by_name: dict[str, Skill] = {}
         for skill in skills:
             if not isinstance(skill, Skill):
@@ -53,6 +60,8 @@ class Skills:
         self._skills = tuple(sorted(by_name.values(), key=lambda skill: skill.name))
         self.shadowed: tuple[Skill, ...] = tuple(shadowed)
         """Skills passed over because one of an earlier level had their name (:meth:`discover`)."""
+        self.broken: tuple[SkillInvalid, ...] = tuple(broken)
+        """Why each skill found but not named was skipped (:meth:`discover`): its ``path``, ``reason``, ``problem``."""
 
     @classmethod
     def load(cls, paths: Iterable[str | os.PathLike[str]]) -> Skills:
@@ -66,14 +75,17 @@ class Skills:
 
     @classmethod
     def discover(cls, *levels: Iterable[str | os.PathLike[str]]) -> Skills:
-        """The skills of ``levels``, an earlier level's shadowing a later one's of the same name; a folder of a
-        later level than the first that does not exist is passed over."""
+        """The skills of ``levels``, an earlier level's shadowing a later one's of the same name. The first
+        level's paths were named: they must exist, and a broken skill there is ``SkillInvalid``; a folder of a
+        later level that does not exist is passed over, and a broken skill there is skipped with a warning
+        (:attr:`broken`)."""
         kept: dict[str, Skill] = {}
         shadowed: list[Skill] = []
+        broken: list[SkillInvalid] = []
         for number, level in enumerate(levels):
             here: list[Skill] = []
             for path in level:
-                here.extend(skills_at(path, required=number == 0))
+                here.extend(skills_at(path, required=number == 0, broken=None if number == 0 else broken))
             for skill in Skills(here):  # a name twice in one level is refused
                 if skill.name in kept:
                     shadowed.append(skill)
@@ -82,7 +94,11 @@ class Skills:
                     )
                 else:
                     kept[skill.name] = skill
-        return cls(kept.values(), shadowed=shadowed)
+        for error in broken:
+            log.warning(
+                "tether: skipped the skill %s: %s (%s): %s", error.path, error.code, error.reason, error.problem
+            )
+        return cls(kept.values(), shadowed=shadowed, broken=broken)
 
     @property
     def names(self) -> list[str]:
@@ -125,23 +141,42 @@ class Skills:
         return f"Skills({self.names!r})"
 
 
-def skills_at(path: str | os.PathLike[str], *, required: bool) -> Sequence[Skill]:
+def skills_at(
+    path: str | os.PathLike[str], *, required: bool, broken: list[SkillInvalid] | None = None
+) -> Sequence[Skill]:
     """The skills at ``path``: its own, when it holds a ``SKILL.md``, else those of its folders that do.
-    ``required``: a path that does not exist, or holds no skill, is ``SkillInvalid``; else it gives none."""
+    ``required``: a path that does not exist, or holds no skill, is ``SkillInvalid``; else it gives none.
+    ``broken``: a skill that cannot be read is added to it and skipped, instead of raising."""
     folder = Path(os.path.expanduser(os.fspath(path)))
     if not folder.is_dir():
         if required:
             raise SkillInvalid(folder, "not_found", "no such folder (skills are folders holding a SKILL.md)")
         return ()
     if (folder / SKILL_FILE).exists():
-        return (read_skill(folder),)
+        return _read([folder], broken)
     try:
         entries = sorted(entry for entry in os.listdir(folder) if not entry.startswith("."))
     except OSError as error:
-        raise SkillInvalid(folder, "unreadable", f"cannot be listed: {error.strerror or error}") from None
-    found = [read_skill(folder / entry) for entry in entries if (folder / entry / SKILL_FILE).exists()]
+        refused = SkillInvalid(folder, "unreadable", f"cannot be listed: {error.strerror or error}")
+        if broken is None:
+            raise refused from None
+        broken.append(refused)
+        return ()
+    found = _read([folder / entry for entry in entries if (folder / entry / SKILL_FILE).exists()], broken)
     if not found and required:
         raise SkillInvalid(folder, "no_skill", f"holds no {SKILL_FILE}, nor any folder with one")
+    return found
+
+
+def _read(folders: Iterable[Path], broken: list[SkillInvalid] | None) -> list[Skill]:
+    found: list[Skill] = []
+    for folder in folders:
+        try:
+            found.append(read_skill(folder))
+        except SkillInvalid as error:
+            if broken is None:
+                raise
+            broken.append(error)
     return found
 
 

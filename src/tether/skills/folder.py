@@ -75,6 +75,13 @@ class SkillInvalid(ConfigInvalid):
         super().__init__(f"{os.fspath(path)}: {message}", details={"path": os.fspath(path), "reason": reason})
         self.path = Path(path)
         self.reason = reason
+        self.problem = message
+        """What is wrong, without the path."""
+
+    @property
+    def skill_folder(self) -> Path:
+        """The folder of the skill refused (the path itself when it is not a ``SKILL.md``)."""
+        return self.path.parent if self.path.name == SKILL_FILE else self.path
 
 
 @dataclass(frozen=True, slots=True)
