@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.skills.frontmatter import MAX_DEPTH, FrontMatterError, split
+from tether.skills.frontmatter import MAX_DEPTH, MAX_QUOTED, FrontMatterError, split
 
 
 def fields(front: str) -> dict[str, object]:
@@ -94,6 +94,15 @@ def test_what_is_not_read_is_refused_naming_the_line(text: str, line: int, says:
 
     assert raised.value.line == line
     assert says in raised.value.message
+
+
+def test_the_leniency_quotes_a_bounded_number_of_lines() -> None:
+    many = "".join(f"k{number}: a: b\n" for number in range(MAX_QUOTED + 1))
+
+    assert len(fields("".join(f"k{number}: a: b\n" for number in range(MAX_QUOTED)))) == MAX_QUOTED
+    with pytest.raises(FrontMatterError, match="quote the values that hold ': '") as raised:
+        split(f"---\n{many}---\n")
+    assert raised.value.line == MAX_QUOTED + 2
 
 
 @settings(max_examples=300, deadline=None)

@@ -34,13 +34,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     import yaml
 
-__all__ = ["MAX_DEPTH", "FrontMatterError", "Value", "split"]
+__all__ = ["MAX_DEPTH", "MAX_QUOTED", "FrontMatterError", "Value", "split"]
 
 Value = Any
 """What a field holds once read: text, ``None``, or lists and mappings of them (``folder.py`` checks which)."""
 
 MAX_DEPTH = 32
 """Collections inside collections, at most (a skill's fields need two or three)."""
+
+MAX_QUOTED = 64
+"""Lines quoted by the leniency, at most (each is one more reading of the whole front matter)."""
 
 FIRST_LINE = 2
 """The file's line of the front matter's first line (the file's first line is ``---``)."""
@@ -85,8 +88,16 @@ def _fields(lines: list[str]) -> dict[str, Value]:
             return _read("\n".join(lines))
         except yaml.scanner.ScannerError as error:
             mark = error.problem_mark
-            if mark is None or mark.line in quoted or not _quote_value(lines, mark.line, mark.column):
-                raise _refusal(error, "\n".join(lines)) from None
+            if (
+                mark is None
+                or mark.line in quoted
+                or len(quoted) >= MAX_QUOTED
+                or not _quote_value(lines, mark.line, mark.column)
+            ):
+                refusal = _refusal(error, "\n".join(lines))
+                if len(quoted) >= MAX_QUOTED:
+                    refusal = FrontMatterError(f"{refusal.message}: quote the values that hold ': '", refusal.line)
+                raise refusal from None
             quoted.add(mark.line)
         except yaml.YAMLError as error:
             raise _refusal(error, "\n".join(lines)) from None
