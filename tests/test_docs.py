@@ -41,6 +41,7 @@ PUBLIC = {
     "tether.testing",
     "tether.testing.store_conformance",
     "tether.config",
+    "tether.skills",
 }
 FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 

@@ -25,6 +25,7 @@ FACES = {
     "tether.testing.store_conformance": "testing.md",
     "tether.telemetry": "telemetry.md",
     "tether.config": "config.md",
+    "tether.skills": "skills.md",
 }
 DIRECTIVE = re.compile(r"^::: ([\w.]+)$", re.MULTILINE)
 EXTERNAL = re.compile(r"<(?:link|script)[^>]+(?:href|src)=\"https?://")

@@ -55,7 +55,7 @@ def test_the_quick_start_example_runs() -> None:
 
 def test_import_tether_loads_no_dependency_and_no_submodule() -> None:
     code = "import sys, tether; print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
-    code += "{'tether', 'pydantic', 'pydantic_core', 'jsonschema', 'aiohttp', 'typing_extensions'})))"
+    code += "{'tether', 'pydantic', 'pydantic_core', 'jsonschema', 'aiohttp', 'typing_extensions', 'yaml'})))"
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert completed.stdout.split() == ["tether"]
 

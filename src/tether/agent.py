@@ -9,6 +9,7 @@ a conversation. See ``loop/interrupts.py`` for what cancellation guarantees.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
@@ -19,6 +20,7 @@ from tether.agent_checks import (
     deps_checks,
     response_cache_class,
     secret_strings,
+    skills_of,
     tool_mode_of,
 )
 from tether.errors import ConfigInvalid
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from tether.providers.http.ratelimit import RateLimit
     from tether.providers.response_cache import ResponseCache
     from tether.sessions import SessionStore
+    from tether.skills import Skills
     from tether.telemetry.observer import RunObserver
 
 
@@ -100,6 +103,7 @@ class Agent(Generic[DepsT, OutputT]):
         record_exchanges: bool = False,
         cache: ResponseCache | None = None,
         prompt_cache: Literal["off", "5m", "1h"] | None = None,
+        skills: Skills | Iterable[str | os.PathLike[str]] = (),
     ) -> None:
         """
         Args:
@@ -183,10 +187,17 @@ class Agent(Generic[DepsT, OutputT]):
                 them (``tether.exchanges``). A run without a session keeps none; off, nothing is copied.
             cache: a :class:`~tether.ResponseCache`: a request identical to one answered before (at temperature 0,
                 unless it allows any) is answered from it, its events replayed, no request made.
+            skills: folders of skills in the Agent Skills layout (``tether.skills``): each path a skill's folder
+                (holding a ``SKILL.md``) or a folder of them; or a ``tether.skills.Skills``. Their names and
+                descriptions are appended to the system prompt, and the read-only tool ``load_skill`` gives the
+                model a skill's instructions and files when it asks; its scripts run through the ``bash`` tool,
+                whose sandbox the agent makes show the skills' folders, read-only (``bash_tool``'s own tool).
+                A malformed ``SKILL.md`` is ``SkillInvalid`` (code ``skill_invalid``) now.
         """
         limited = {"rate_limit": rate_limit} if rate_limit is not None else {}
         provider = resolve_models(model, base_url=base_url, api_key=api_key, prompt_cache=prompt_cache, **limited)
-        registry = ToolRegistry(tools)
+        skill_set = skills_of(skills)
+        registry = ToolRegistry(skill_set.equip(tools))
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)
         if limits.max_cost_usd is not None and price is None:
@@ -222,11 +233,15 @@ class Agent(Generic[DepsT, OutputT]):
         self.system = system
         self.deps_type = deps_type
         self.limits = limits
+        self.skills = skill_set.skills
+        """The agent's skills (``tether.skills.Skills``; ``None`` without ``skills=``)."""
+        catalog = skill_set.instructions("bash" in registry)
         self._spec = RunSpec(
             provider=provider,
             tools=registry,
-            system=system if isinstance(system, str) else None,
+            system=joined_instructions(system, catalog) if isinstance(system, str) or system is None else None,
             system_function=None if isinstance(system, str) or system is None else system,
+            instructions=None if isinstance(system, str) or system is None else catalog,
             limits=limits,
             settings=settings or ModelSettings(),
             price=price,
@@ -384,7 +399,7 @@ class Agent(Generic[DepsT, OutputT]):
             if spec.system_function is None:
                 spec = replace(spec, system=joined_instructions(spec.system, instructions))
             else:
-                spec = replace(spec, instructions=instructions)
+                spec = replace(spec, instructions=joined_instructions(spec.instructions, instructions))
         if option == "auto":
             return spec
         offered = [t.name for t in spec.tools if spec.permissions.offers(t)]

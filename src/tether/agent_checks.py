@@ -3,7 +3,9 @@ to change: kept apart so that the agent reads as what it holds and does, not as 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from tether.errors import ConfigInvalid
@@ -14,6 +16,8 @@ from tether.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
     from tether.providers.response_cache import ResponseCache
+    from tether.skills import Skills
+    from tether.tools.base import Tool
 
 
 def deps_checks(deps_type: Any, tools: ToolRegistry) -> tuple[tuple[Any, str], ...]:
@@ -93,3 +97,40 @@ def response_cache_class() -> type[ResponseCache]:
     from tether.providers.response_cache import ResponseCache
 
     return ResponseCache
+
+
+@dataclass(frozen=True, slots=True)
+class SkillSet:
+    """An agent's skills and what they add to it: the ``load_skill`` tool (none without skills) and the
+    instructions listing them."""
+
+    skills: Skills | None = None
+    tools: tuple[Tool, ...] = ()
+
+    def equip(self, tools: Iterable[Tool | Callable[..., Any]]) -> list[Tool | Callable[..., Any]]:
+        """``tools`` as the agent has them: the built-in ``bash`` tool (``tether.tools.shell.bash_tool``) made
+        again with the skills' folders readable in its sandbox, so that their scripts run there (read-only:
+        a script cannot change its skill), and the ``load_skill`` tool after them. The command line and a
+        library's agent share this one rule; a tool of one's own named ``bash`` is left as it is."""
+        if self.skills is None:
+            return list(tools)
+        from tether.tools.shell import BashTool
+
+        folders = self.skills.folders
+        return [*(tool.reading(folders) if isinstance(tool, BashTool) else tool for tool in tools), *self.tools]
+
+    def instructions(self, bash: bool) -> str | None:
+        """The block the system prompt gains (``bash``: the agent can run the skills' scripts)."""
+        return self.skills.instructions(scripts=bash) if self.skills is not None else None
+
+
+def skills_of(skills: Skills | Iterable[str | os.PathLike[str]]) -> SkillSet:
+    """``Agent(skills=...)``: paths, read and checked now (``SkillInvalid``), or a ``Skills`` as it is. The skills
+    package is imported only by an agent given some."""
+    if isinstance(skills, tuple | list) and not skills:
+        return SkillSet()
+    from tether.skills import Skills
+
+    found = skills if isinstance(skills, Skills) else Skills.load(skills)
+    tool = found.tool()
+    return SkillSet(found, (tool,) if tool is not None else ())

@@ -28,6 +28,7 @@ ErrorCode = Literal[
     "permission_denied",
     "config_invalid",
     "secret_unavailable",
+    "skill_invalid",
     "session_invalid",
     "store_unavailable",
     "cancelled",

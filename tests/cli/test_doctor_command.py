@@ -70,11 +70,13 @@ def test_everything_working_passes_every_check_and_exits_0(tmp_path: Path) -> No
 
     assert done.returncode == 0, done.stdout + done.stderr
     found = checks(done)
-    assert list(found) == ["config", "model", "api_key", "provider", "mcp:py", "store", "durable", "sandbox"]
+    assert list(found) == [
+        "config", "model", "api_key", "provider", "mcp:py", "store", "durable", "sandbox", "skills",
+    ]  # fmt: skip
     statuses = {name: check["status"] for name, check in found.items()}
     assert statuses == {
         "config": "ok", "model": "ok", "api_key": "skipped", "provider": "ok", "mcp:py": "ok", "store": "ok",
-        "durable": "skipped", "sandbox": "skipped",
+        "durable": "skipped", "sandbox": "skipped", "skills": "skipped",
     }  # fmt: skip
     assert found["mcp:py"]["detail"].startswith("started, ")
     assert api.requests == [("GET", "/v1/models", "")]
@@ -191,6 +193,27 @@ def test_a_working_bwrap_passes_the_sandbox_line(tmp_path: Path) -> None:
 
     assert done.returncode == 0, done.stdout
     assert checks(done)["sandbox"]["status"] == "ok"
+
+
+def test_the_skills_line_counts_the_skills_and_names_a_broken_skill_md(tmp_path: Path) -> None:
+    write_config(tmp_path, "scripted:echo")
+    skills = tmp_path / ".tether" / "skills"
+    for name, front in (("greet", "name: greet\ndescription: Greets.\n"), ("lint", "description: Lints.\n")):
+        (skills / name).mkdir(parents=True)
+        (skills / name / "SKILL.md").write_text(f"---\n{front}---\nBody.\n")
+    (tmp_path / "config" / "tether" / "skills" / "greet").mkdir(parents=True)
+    (tmp_path / "config" / "tether" / "skills" / "greet" / "SKILL.md").write_text(
+        "---\nname: greet\ndescription: The user's.\n---\n"
+    )
+
+    broken = checks(doctor(tmp_path, "--json"))["skills"]
+    (skills / "lint" / "SKILL.md").write_text("---\nname: lint\ndescription: Lints.\n---\n")
+    fixed = checks(doctor(tmp_path, "--json"))["skills"]
+
+    assert (broken["status"], broken["code"]) == ("failed", "skill_invalid")
+    assert "lint/SKILL.md: no name" in broken["detail"]
+    assert "fix the SKILL.md named" in broken["hint"]
+    assert (fixed["status"], fixed["detail"]) == ("ok", "2 skills: greet, lint (1 shadowed)")
 
 
 def test_the_workflow_database_is_checked_when_named_without_writing_to_it(tmp_path: Path) -> None:

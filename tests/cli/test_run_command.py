@@ -85,6 +85,7 @@ def test_flags_map_to_configuration_keys() -> None:
         "compaction.context_window": None,
         "agent.instructions": None,
         "agent.agents_md": None,
+        "agent.discover_skills": None,
         "session.record_exchanges": None,
         "cache.enabled": None,
         "cache.path": None,
@@ -103,12 +104,14 @@ def test_flags_map_to_configuration_keys() -> None:
         "compaction.context_window": 32000,
         "agent.instructions": None,
         "agent.agents_md": None,
+        "agent.discover_skills": None,
         "session.record_exchanges": None,
         "cache.enabled": None,
         "cache.path": None,
     }
     told = RunOptions("p", system="Be terse.", no_agents_md=True).flags()
     assert (told["agent.instructions"], told["agent.agents_md"]) == ("Be terse.", False)
+    assert ChatOptions(no_discover_skills=True).flags()["agent.discover_skills"] is False
     assert set(RunOptions("p").flags().values()) == {None}
 
 

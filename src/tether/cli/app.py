@@ -24,6 +24,7 @@ from tether.cli.help import WholeSummaries
 from tether.cli.models_commands import models as models_group
 from tether.cli.runs_commands import runs as runs_group
 from tether.cli.sessions_commands import sessions as sessions_group
+from tether.cli.skills_commands import skills as skills_group
 
 if TYPE_CHECKING:
     from tether.providers.probe import ProbeResult
@@ -158,7 +159,14 @@ def _compaction_options(command: Any) -> Any:
 
 
 def _instruction_options(command: Any) -> Any:
-    """``--system TEXT|@FILE`` and ``--no-agents-md``, shared by ``run`` and ``chat`` (``[agent]``)."""
+    """``--system TEXT|@FILE``, ``--no-agents-md`` and ``--no-discover-skills``, shared by ``run`` and ``chat``
+    (``[agent]``)."""
+    command = click.option(
+        "--no-discover-skills",
+        is_flag=True,
+        help="Give only the skills of [agent] skills, not those of .tether/skills/ and the user's skills/ "
+        "(agent.discover_skills).",
+    )(command)
     command = click.option(
         "--no-agents-md",
         is_flag=True,
@@ -292,6 +300,7 @@ def run(
     schema: object,
     system: str | None,
     no_agents_md: bool,
+    no_discover_skills: bool,
     no_compact: bool,
     context_window: int | None,
     record_exchanges: bool,
@@ -338,6 +347,7 @@ def run(
         context_window=context_window,
         system=system,
         no_agents_md=no_agents_md,
+        no_discover_skills=no_discover_skills,
         schema=schema,
         attachments=attachments,
         record_exchanges=record_exchanges,
@@ -366,6 +376,7 @@ def chat(
     mode: str | None,
     system: str | None,
     no_agents_md: bool,
+    no_discover_skills: bool,
     no_compact: bool,
     context_window: int | None,
     record_exchanges: bool,
@@ -387,7 +398,8 @@ def chat(
     configure_logging(verbose)
     options = ChatOptions(
         model, session, continue_last, yes, mode, config_file, no_compact=no_compact, context_window=context_window,
-        system=system, no_agents_md=no_agents_md, record_exchanges=record_exchanges,
+        system=system, no_agents_md=no_agents_md, no_discover_skills=no_discover_skills,
+        record_exchanges=record_exchanges,
         cache=_cache_choice(use_cache, cache_path),
     )  # fmt: skip
     sys.exit(chat_main(options))
@@ -533,6 +545,7 @@ main.add_command(config_group)  # its module imports only click; each command lo
 main.add_command(sessions_group)
 main.add_command(runs_group)
 main.add_command(models_group)
+main.add_command(skills_group)
 
 
 if __name__ == "__main__":

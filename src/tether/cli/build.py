@@ -38,6 +38,7 @@ from tether.tools.workspace import Workspace
 if TYPE_CHECKING:
     from tether.providers.response_cache import ResponseCache
     from tether.sessions import SessionStore
+    from tether.skills import Skills
     from tether.telemetry import Telemetry
     from tether.tools.mcp_spec import MCPServerConfig
 
@@ -136,6 +137,8 @@ class Setup:
     defaults (log records as ``-v`` says)."""
     settings: ConfigService | None = None
     """The configuration the setup was loaded from, for commands that change it (the chat's ``--save``)."""
+    skills: Skills | None = None
+    """The skills the agent has (:func:`find_skills`); ``None`` when there are none."""
 
     @property
     def model(self) -> str:
@@ -206,6 +209,7 @@ class Setup:
             cache_tool_outputs=config.tools.cache_tool_outputs,
             record_exchanges=config.session.record_exchanges,
             cache=response_cache(config.cache, self.workspace.root, self.env),
+            skills=self.skills or (),
         )
 
 
@@ -220,8 +224,38 @@ def load_setup(cwd: Path, env: Mapping[str, str], flags: Mapping[str, object], c
         raise NoModel(choice.problem or "no model")
     if choice.base_url is not None:
         config = with_server(config, choice.model, choice.base_url)
+    skills = find_skills(config.agent, cwd, env)
     store = open_store(config.session, cwd, env)
-    return Setup(config, choice, store, Workspace(cwd), env, notices=loaded.notices, settings=settings)
+    workspace = Workspace(cwd)
+    return Setup(
+        config, choice, store, workspace, env, notices=loaded.notices, settings=settings, skills=skills or None
+    )
+
+
+PROJECT_SKILLS = Path(".tether") / "skills"
+"""The project's skills, in the working directory."""
+
+
+def user_skills(env: Mapping[str, str]) -> Path:
+    """The user's skills: ``skills/`` beside their ``config.toml`` (``$XDG_CONFIG_HOME/tether/skills``, else
+    ``~/.config/tether/skills``)."""
+    from tether.config.load import user_path
+
+    return user_path(env).parent / "skills"
+
+
+def find_skills(agent: AgentConfig, cwd: Path, env: Mapping[str, str]) -> Skills:
+    """The command's skills: ``[agent] skills`` (relative to ``cwd``; each must exist), then, unless
+    ``agent.discover_skills`` is false, the project's ``.tether/skills/`` and the user's (:func:`user_skills`);
+    a skill of an earlier one shadows a skill of the same name in a later one. ``SkillInvalid`` (a
+    ``ConfigInvalid``) for a malformed one of ``[agent] skills``; one found is skipped with a warning
+    (``Skills.broken``)."""
+    from tether.skills import Skills
+
+    explicit = [cwd / Path(path).expanduser() for path in agent.skills]
+    if not agent.discover_skills:
+        return Skills.discover(explicit)
+    return Skills.discover(explicit, [cwd / PROJECT_SKILLS], [user_skills(env)])
 
 
 @asynccontextmanager
@@ -259,9 +293,14 @@ def mcp_server_configs(config: Config, root: Path) -> list[MCPServerConfig]:
     ]
 
 
-def agent_flags(*, system: str | None, no_agents_md: bool) -> dict[str, object]:
-    """The ``[agent]`` keys ``--system`` and ``--no-agents-md`` set (``None``: not given)."""
-    return {"agent.instructions": system, "agent.agents_md": False if no_agents_md else None}
+def agent_flags(*, system: str | None, no_agents_md: bool, no_discover_skills: bool = False) -> dict[str, object]:
+    """The ``[agent]`` keys ``--system``, ``--no-agents-md`` and ``--no-discover-skills`` set (``None``: not
+    given)."""
+    return {
+        "agent.instructions": system,
+        "agent.agents_md": False if no_agents_md else None,
+        "agent.discover_skills": False if no_discover_skills else None,
+    }
 
 
 def session_flags(*, record_exchanges: bool) -> dict[str, object]:

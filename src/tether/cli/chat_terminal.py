@@ -69,6 +69,8 @@ class ChatOptions:
     """``--system``: ``agent.instructions`` (a file's text already read, for ``@FILE``)."""
     no_agents_md: bool = False
     """``--no-agents-md``: ``agent.agents_md = false``."""
+    no_discover_skills: bool = False
+    """``--no-discover-skills``: ``agent.discover_skills = false``."""
     record_exchanges: bool = False
     """``--record-exchanges``: ``session.record_exchanges = true``."""
     cache: str | None = None
@@ -80,7 +82,9 @@ class ChatOptions:
             "runtime.model": self.model,
             "tools.mode": self.mode,
             **compaction_flags(no_compact=self.no_compact, context_window=self.context_window),
-            **agent_flags(system=self.system, no_agents_md=self.no_agents_md),
+            **agent_flags(
+                system=self.system, no_agents_md=self.no_agents_md, no_discover_skills=self.no_discover_skills
+            ),
             **session_flags(record_exchanges=self.record_exchanges),
             **cache_flags(self.cache),
         }

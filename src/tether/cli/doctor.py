@@ -20,6 +20,9 @@ The checks, in order (each a :class:`~tether.health.HealthCheck`, bounded by ``-
   when it exists): reachable and writable, without writing a row, and ``tether[durable]`` installed.
 * ``sandbox``: ``bwrap`` found and able to start a sandbox here, as the ``bash`` tool would; skipped when
   ``tools.bash.sandbox`` is ``"off"``.
+* ``skills``: the skills of ``[agent] skills``, ``.tether/skills/`` and the user's ``skills/`` read and checked,
+  as a run reads them: failed (``skill_invalid``, naming the ``SKILL.md`` and what to change) for a broken one,
+  also one a run would skip with a warning; skipped when there are none.
 
 The first three run one after the other (each needs the one before); the others at once, so a report takes as
 long as its slowest check. Exit codes (:mod:`tether.cli.exits`): 0 when no check failed (skipped ones are not
@@ -74,7 +77,7 @@ class Doctor:
         await self._check("config", self._config, "config_invalid")
         config = self.config
         if config is None:
-            for name in ("model", "api_key", "provider", "store", "durable", "sandbox"):
+            for name in ("model", "api_key", "provider", "store", "durable", "sandbox", "skills"):
                 await self._check(name, _skipped("the configuration does not load"), "config_invalid")
             return HealthReport(tuple(self.checks))
         model_list = config.runtime.model
@@ -95,6 +98,7 @@ class Doctor:
             self._run("store", self._store(config), "store_unavailable", HINTS["store"]),
             self._run("durable", self._durable, "store_unavailable"),
             self._run("sandbox", self._sandbox(config), "permission_denied"),
+            self._run("skills", self._skills(config), "skill_invalid"),
         )
         self.checks.extend(parts)
         return HealthReport(tuple(self.checks))
@@ -220,6 +224,23 @@ class Doctor:
 
         return check
 
+    def _skills(self, config: Config) -> Check:
+        async def check() -> str:
+            from tether.cli.build import find_skills
+            from tether.skills import SkillInvalid
+
+            found = await asyncio.to_thread(find_skills, config.agent, self.cwd, self.env)
+            if found.broken:
+                first, more = found.broken[0], len(found.broken) - 1
+                also = f" (and {more} more broken: tether skills list)" if more else ""
+                raise SkillInvalid(first.path, first.reason, f"{first.problem}; a run skips it{also}")
+            if not found:
+                raise Skip("no skills ([agent] skills, .tether/skills/, the user's skills/)")
+            shadowed = f" ({len(found.shadowed)} shadowed)" if found.shadowed else ""
+            return f"{len(found)} skill{'s' if len(found) != 1 else ''}: {', '.join(found.names)}{shadowed}"
+
+        return check
+
 
 _HINTS: dict[str, dict[str, str]] = {
     "config": {"config_invalid": "fix the key the message names (tether config show says where each is set)"},
@@ -239,6 +260,7 @@ _HINTS: dict[str, dict[str, str]] = {
         "store_unavailable": "check the path's permissions, or give --db another database",
     },
     "sandbox": {"permission_denied": 'or set tools.bash.sandbox = "off" to run bash commands unconfined knowingly'},
+    "skills": {"skill_invalid": "fix the SKILL.md named (tether skills list reads them as a run does)"},
 }
 
 

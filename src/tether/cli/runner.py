@@ -74,6 +74,8 @@ class RunOptions:
     """``--system``: ``agent.instructions`` (a file's text already read, for ``@FILE``)."""
     no_agents_md: bool = False
     """``--no-agents-md``: ``agent.agents_md = false``."""
+    no_discover_skills: bool = False
+    """``--no-discover-skills``: ``agent.discover_skills = false``."""
     schema: Any = None
     """``--schema``: the run's output type (``cli/schemas.py``); ``None``: the answer's text."""
     attachments: tuple[Attachment, ...] = ()
@@ -90,7 +92,9 @@ class RunOptions:
             "tools.mode": self.mode,
             "runtime.limits.max_turns": self.max_turns,
             **compaction_flags(no_compact=self.no_compact, context_window=self.context_window),
-            **agent_flags(system=self.system, no_agents_md=self.no_agents_md),
+            **agent_flags(
+                system=self.system, no_agents_md=self.no_agents_md, no_discover_skills=self.no_discover_skills
+            ),
             **session_flags(record_exchanges=self.record_exchanges),
             **cache_flags(self.cache),
         }

@@ -451,12 +451,29 @@ class AgentConfig(Section):
     agents_md: bool = True
     """Read the workspace's AGENTS.md (the instructions file coding agents share) into the system prompt;
     ``false`` leaves it out (``--no-agents-md`` for one command)."""
+    skills: list[str] = Field(default_factory=list)
+    """Folders of skills in the Agent Skills layout (each a skill's folder, holding a SKILL.md, or a folder of
+    them), relative to the working directory; they win over the project's .tether/skills/ and the user's skills/
+    folder beside config.toml, which are read too (unless discover_skills is false). The model sees each skill's
+    name and description and loads the rest when it needs it."""
+    discover_skills: bool = True
+    """Read the skills of the project's .tether/skills/ and of the user's skills/ folder too (a broken one there
+    is skipped with a warning); ``false`` reads only those listed in skills (``--no-discover-skills`` for one
+    command)."""
 
     @field_validator("instructions")
     @classmethod
     def _instructions(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("must not be empty: remove the key for no instructions")
+        return value
+
+    @field_validator("skills")
+    @classmethod
+    def _skills(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not path.strip():
+                raise ValueError("a path must not be empty")
         return value
 
 

@@ -19,7 +19,7 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol, TypedDict, TypeVar, Unpack, overload
+from typing import Any, Literal, Protocol, Self, TypedDict, TypeVar, Unpack, overload
 
 import msgspec
 
@@ -129,7 +129,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         **options: Unpack[ToolOptions],
-    ) -> Tool:
+    ) -> Self:
         """A tool from a typed function; descriptions come from its docstring unless given."""
         # The raw docstring: inspect.getdoc's cleaning would flatten one that opens with its Args section.
         doc = parse_docstring(getattr(function, "__doc__", None) or inspect.getdoc(function))

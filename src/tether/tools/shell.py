@@ -54,7 +54,7 @@ from tether.tools.base import Tool
 from tether.tools.sandbox import DEFAULT_BWRAP, PROBE_TIMEOUT, Sandbox, SandboxMode
 from tether.tools.workspace import Access, Workspace
 
-__all__ = ["TOOL_ACCESS", "CommandOutcome", "bash_tool", "run_command"]
+__all__ = ["TOOL_ACCESS", "BashTool", "CommandOutcome", "bash_tool", "run_command"]
 
 TOOL_ACCESS: Mapping[str, Access] = MappingProxyType({"bash": "write"})
 """``bash`` can change anything, so it counts as a write tool."""
@@ -347,7 +347,7 @@ def bash_tool(
     bwrap: str = DEFAULT_BWRAP,
     read_only_paths: Collection[str] = (),
     masker: Masker | None = None,
-) -> Tool:
+) -> BashTool:
     """The ``bash`` tool: runs a command in ``workspace.root`` (see the module docstring).
 
     Args:
@@ -404,9 +404,36 @@ def bash_tool(
             raise ToolError(f"The command could not run ({NOT_RUN[outcome.returncode]}): {outcome.render()}")
         return outcome.render()
 
+    def remake(paths: tuple[str, ...]) -> BashTool:
+        return bash_tool(
+            workspace, timeout=timeout, max_timeout=max_timeout, max_output_bytes=max_output_bytes,
+            kill_grace=kill_grace, scrub_env=scrub_env, pass_env=passed, env=extra, sandbox=sandbox, network=network,
+            bwrap=bwrap, read_only_paths=paths, masker=masker,
+        )  # fmt: skip
+
     description = _description(default_timeout, max_timeout, max_output_bytes, confinement)
     backstop = max_timeout + 2 * kill_grace + DRAIN_SECONDS * 2 + _BACKSTOP_SLACK + PROBE_TIMEOUT
-    return Tool.from_function(bash, description=description, timeout=backstop)
+    made = BashTool.from_function(bash, description=description, timeout=backstop)
+    made.read_only_paths = confinement.read_only_paths
+    made._remake = remake
+    return made
+
+
+class BashTool(Tool):
+    """The tool :func:`bash_tool` makes: a ``Tool`` that knows the host paths its sandbox shows read-only, and
+    can be made again showing more (an agent with skills shows their folders: ``SkillSet.equip``)."""
+
+    __slots__ = ("_remake", "read_only_paths")
+
+    read_only_paths: tuple[str, ...]
+    """The host paths a sandboxed command may read (``bash_tool(read_only_paths=...)``)."""
+    _remake: Callable[[tuple[str, ...]], BashTool]
+
+    def reading(self, paths: Collection[str]) -> BashTool:
+        """This tool, made again with ``paths`` (absolute) readable in its sandbox too; itself when it reads
+        them all already. This one is left as it is, for the agents it was given to."""
+        more = tuple(dict.fromkeys(path for path in paths if path not in self.read_only_paths))
+        return self._remake((*self.read_only_paths, *more)) if more else self
 
 
 def _check_settings(*, timeout: float, max_timeout: float, kill_grace: float, max_output: int) -> None:
