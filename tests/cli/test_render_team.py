@@ -11,7 +11,7 @@ from rich.console import Console
 from tests.cli.test_render import Screen
 from tether import Agent, Limits, tool
 from tether.cli.trace import print_trace
-from tether.providers.scripted import ScriptedProvider, call, reply
+from tether.providers.scripted import ScriptedProvider, Step, call, reply
 
 
 @tool
@@ -20,7 +20,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def boss(inner_script: list[object] | None = None, inner_limits: Limits | None = None) -> Agent:
+def boss(inner_script: list[Step] | None = None, inner_limits: Limits | None = None) -> Agent:
     inner = Agent(
         ScriptedProvider(inner_script or [call("add", {"a": 2, "b": 3}), reply("Five.")]),
         tools=[add],
