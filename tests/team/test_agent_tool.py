@@ -15,9 +15,9 @@ import pytest
 from pydantic import BaseModel
 
 from tether import Agent, Limits, RunContext, StopReason, tool
-from tether.events import RunCompleted, RunEvent, RunResult, SubAgentEvent, ToolResultReceived
+from tether.events import RunCompleted, RunEvent, RunResult, SubAgentEvent, ToolCallStarted, ToolResultReceived
 from tether.messages import ToolResult
-from tether.providers.scripted import ScriptedProvider, call, reply
+from tether.providers.scripted import ScriptedProvider, call, parallel, reply
 from tether.testing.runs import assert_valid_transcript
 from tether.usage import Price, Usage
 
@@ -282,3 +282,89 @@ async def test_the_sub_run_ends_by_the_calling_runs_deadline() -> None:
     assert inner.stop_reason in ("timeout", "cancelled")
     assert_valid_transcript(result)
     assert_valid_transcript(inner)
+
+
+async def test_sub_agents_run_together_their_events_told_apart_by_call_and_their_usage_summed() -> None:
+    gates = {"a": asyncio.Event(), "b": asyncio.Event()}
+
+    @tool
+    async def wait_for(key: str) -> str:
+        """Wait for the other call, then answer."""
+        gates[key].set()
+        await gates["b" if key == "a" else "a"].wait()
+        return key
+
+    def helper(key: str) -> Agent[Any, Any]:
+        return Agent(ScriptedProvider([calls("wait_for", {"key": key}), said(key)]), tools=[wait_for], price=PRICE)
+
+    boss = Agent(
+        ScriptedProvider(
+            [
+                parallel(call("one", {"input": "a"}, id="c1"), call("two", {"input": "b"}, id="c2"), usage=CALL),
+                said("a and b"),
+            ]
+        ),
+        tools=[helper("a").as_tool(name="one", concurrent=True), helper("b").as_tool(name="two", concurrent=True)],
+        price=PRICE,
+    )
+    sink = Relayed()
+    result = await boss.run("go", on_event=sink)  # each waits for the other: only together do they end
+    assert result.text == "a and b"
+    assert result.usage == Usage(600, 60, requests=6)
+    relayed = [e for e in sink.events if type(e) is SubAgentEvent]
+    assert {(e.path, e.call_ids) for e in relayed} == {(("one",), ("c1",)), (("two",), ("c2",))}
+    assert_valid_transcript(result)
+
+
+async def test_a_call_past_its_timeout_cancels_its_sub_run_and_is_a_timeout_result() -> None:
+    cancelled = asyncio.Event()
+
+    @tool
+    async def stall() -> str:
+        """Never returns."""
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cancelled.set()
+        return "never"
+
+    helper = Agent(ScriptedProvider([calls("stall", {})]), tools=[stall])
+    boss = Agent(
+        ScriptedProvider([calls("helper", {"input": "x"}), said("it timed out")]),
+        tools=[helper.as_tool(name="helper", timeout=0.2)],
+    )
+    sink = Relayed()
+    result = await boss.run("go", on_event=sink)
+    assert cancelled.is_set()
+    (inner,) = sink.results("helper")
+    assert inner.stop_reason == "cancelled"
+    assert_valid_transcript(inner)
+    answer = next(m for m in result.messages if m.role == "tool").tool_results[0]
+    assert answer.code == "tool_timeout"
+    assert result.text == "it timed out"
+    assert result.usage.requests == 3
+
+
+async def test_a_consumer_that_leaves_mid_way_cancels_the_sub_run_it_was_relaying() -> None:
+    cancelled = asyncio.Event()
+
+    @tool
+    async def stall() -> str:
+        """Never returns."""
+        try:
+            await asyncio.Event().wait()
+        finally:
+            cancelled.set()
+        return "never"
+
+    helper = Agent(ScriptedProvider([calls("stall", {})]), tools=[stall])
+    boss = Agent(ScriptedProvider([calls("helper", {"input": "x"})]), tools=[helper.as_tool(name="helper")])
+    stream = boss.stream("go")
+    async for event in stream:
+        if type(event) is SubAgentEvent and type(event.event) is ToolCallStarted:
+            break
+    await stream.aclose()
+    assert cancelled.is_set()
+    assert stream.result is not None
+    assert stream.result.stop_reason == "cancelled"
+    assert_valid_transcript(stream.result)
