@@ -368,3 +368,12 @@ async def test_a_consumer_that_leaves_mid_way_cancels_the_sub_run_it_was_relayin
     assert stream.result is not None
     assert stream.result.stop_reason == "cancelled"
     assert_valid_transcript(stream.result)
+
+
+async def test_the_testing_helpers_describe_a_relayed_event_by_its_path() -> None:
+    from tether.testing.runs import describe
+
+    boss = three_levels([add], [calls("add", {"a": 2, "b": 3}), said("5")])
+    described = [describe(event) async for event in boss.stream("go")]
+    assert "SubAgent(middle/inner: ToolResult(add -> 5))" in described
+    assert "ToolResult(middle -> middle done)" in described

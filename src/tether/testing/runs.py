@@ -17,6 +17,7 @@ from tether.events import (
     RunEvent,
     RunResult,
     RunStarted,
+    SubAgentEvent,
     TextDelta,
     ThinkingDelta,
     ThinkingEnded,
@@ -69,6 +70,8 @@ def describe(event: RunEvent) -> str:
         return f"ProviderRetry({event.attempt} {event.code})"
     if isinstance(event, ThinkingStarted | ThinkingEnded):
         return type(event).__name__
+    if isinstance(event, SubAgentEvent):
+        return f"SubAgent({'/'.join(event.path)}: {describe(event.event)})"
     assert isinstance(event, RunCompleted)
     return f"RunCompleted({event.result.stop_reason})"
 
