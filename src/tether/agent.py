@@ -310,6 +310,17 @@ class Agent(Generic[DepsT, OutputT]):
         permissions = Permissions.of(mode, current.deny, current.can_use_tool, current.approve)
         self._spec = replace(self._spec, permissions=permissions)
 
+    @property
+    def approve(self) -> Approver | None:
+        """What answers an ``Ask`` of the next runs (see ``approve=`` in the constructor); settable."""
+        return self._spec.permissions.approve
+
+    @approve.setter
+    def approve(self, approve: Approver | None) -> None:
+        current = self._spec.permissions
+        permissions = Permissions.of(current.mode, current.deny, current.can_use_tool, approve)
+        self._spec = replace(self._spec, permissions=permissions)
+
     def stream(
         self,
         prompt: Prompt | None = None,
