@@ -189,7 +189,12 @@ def test_run_says_in_one_line_why_it_cannot_run_the_agent_named(project: Project
 
 def test_flags_that_would_change_a_python_agent_are_usage_errors(project: Project) -> None:
     with_team(project)
-    for flags in (["--model", "openai:gpt-4o-mini"], ["--max-turns", "2"], ["--system", "Be terse."], ["--cache"]):
+    for flags in (
+        ["--model", "openai:gpt-4o-mini"],
+        ["--max-turns", "2"],
+        ["--system", "Be terse."],
+        ["--cache-path", "c.db"],
+    ):
         completed = project.run("run", "--agent", "team:lead", *flags, "Hi", TEAM_MOCK_URL="http://127.0.0.1:9/v1")
         assert completed.returncode == 2, (flags, completed.stderr)
         assert f"{flags[0]} cannot be used with --agent" in completed.stderr

@@ -228,7 +228,7 @@ def _agent_option(command: Any) -> Any:
     )(command)
 
 
-AGENT_DEFINES = "the agent --agent names sets its own model, instructions, limits, compaction and caches in Python"
+AGENT_DEFINES = "the agent it names is defined in Python (model, instructions, limits, compaction, caches, recording)"
 
 
 def _check_agent_options(agent: str | None, given: dict[str, object]) -> None:
@@ -258,7 +258,7 @@ def _definition_flags(
         "--no-compact": no_compact,
         "--context-window": context_window,
         "--record-exchanges": record_exchanges,
-        "--cache": cache is not None,
+        "--cache-path" if cache else "--cache": cache is not None,
     }
 
 
