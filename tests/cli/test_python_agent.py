@@ -5,6 +5,7 @@ the same spec. Modules written into a temporary project, imported for real."""
 
 from __future__ import annotations
 
+import io
 import itertools
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ import pytest
 
 from tether.cli.build import load_python_setup
 from tether.cli.python_agent import plain_agent
+from tether.cli.render import Renderer, make_console
+from tether.cli.repl import Chat
 from tether.cli.worker import AGENT_NAME, entry_point
 from tether.errors import ConfigInvalid
 from tether.messages import ToolCall
@@ -139,3 +142,24 @@ async def test_the_configured_store_is_a_real_one_by_default(tmp_path: Path, mod
     assert result.text == "Done."
     assert (await setup.store.load("s1")).messages[-1].text == "Done."
     await setup.store.aclose()
+
+
+async def test_the_chat_keeps_the_agents_model_sets_its_mode_and_leaves_its_permissions_to_it(
+    tmp_path: Path, module: str
+) -> None:
+    setup = load_python_setup(f"{module}:plain", tmp_path, {})
+    file = io.StringIO()
+    chat = Chat(
+        lambda model, mode: setup.agent(model=model, mode=mode),
+        setup.store,
+        Renderer(make_console(file)),
+        model=setup.model,
+        mode=setup.tool_mode(setup.model, yes=False),
+        own_permissions=True,
+    )
+    await chat.handle("/tools")
+    assert "change  as the agent's can_use_tool decides" in file.getvalue()
+    await chat.handle("/model openai:gpt-4o-mini")
+    assert "its model is set in its Python code (still on scripted:scripted)" in file.getvalue()
+    await chat.handle("/mode read-only")
+    assert str(sys.modules[module].plain.mode) == "read-only"

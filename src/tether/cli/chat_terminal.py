@@ -145,6 +145,7 @@ async def _chat(setup: Setup, options: ChatOptions, console: Console, env: Mappi
             deny=setup.config.tools.deny if setup.python is None else (),
             yes=options.yes,
             settings=setup.settings,
+            own_permissions=setup.python is not None,
         )
     except TetherError as error:
         console.print(Text(f"error: {error.message}", style="red"))
