@@ -43,6 +43,8 @@ _EXPORTS: dict[str, str] = {
     "RunCompleted": "tether.events",
     "TurnRecord": "tether.events",
     "ToolCallRecord": "tether.events",
+    "SubAgentEvent": "tether.events",
+    "AgentTool": "tether.team",
     "JsonObject": "tether.messages",
     "Message": "tether.messages",
     "Text": "tether.messages",
@@ -92,6 +94,7 @@ if TYPE_CHECKING:
     from tether.events import RunEvent as RunEvent
     from tether.events import RunResult as RunResult
     from tether.events import RunStarted as RunStarted
+    from tether.events import SubAgentEvent as SubAgentEvent
     from tether.events import TextDelta as TextDelta
     from tether.events import ThinkingDelta as ThinkingDelta
     from tether.events import ThinkingEnded as ThinkingEnded
@@ -133,6 +136,7 @@ if TYPE_CHECKING:
     from tether.run_context import RunContext as RunContext
     from tether.run_handles import RunHandle as RunHandle
     from tether.run_handles import RunStream as RunStream
+    from tether.team import AgentTool as AgentTool
     from tether.telemetry import Telemetry as Telemetry
     from tether.tools.base import Done as Done
     from tether.tools.base import Tool as Tool

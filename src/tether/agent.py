@@ -12,7 +12,7 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack
 
 from tether.agent_checks import (
     check_output_cache,
@@ -44,8 +44,9 @@ from tether.run_handles import RunHandle, RunStream
 from tether.secret_refs import is_reference
 from tether.secrets import Masker, connection_password
 from tether.session_run import SessionRun
+from tether.team.agent_tool import AgentTool, agent_tool
 from tether.telemetry import DISABLED, Telemetry, observer_for
-from tether.tools.base import Tool
+from tether.tools.base import Tool, ToolOptions
 from tether.tools.output_cache import DEFAULT_THRESHOLD
 from tether.tools.permissions import Approver, Mode, PermissionHook, Permissions
 from tether.tools.registry import ToolRegistry
@@ -324,6 +325,17 @@ class Agent(Generic[DepsT, OutputT]):
         permissions = Permissions.of(mode, current.deny, current.can_use_tool, current.approve)
         self._spec = replace(self._spec, permissions=permissions)
 
+    @property
+    def approve(self) -> Approver | None:
+        """What answers an ``Ask`` of the next runs (see ``approve=`` in the constructor); settable."""
+        return self._spec.permissions.approve
+
+    @approve.setter
+    def approve(self, approve: Approver | None) -> None:
+        current = self._spec.permissions
+        permissions = Permissions.of(current.mode, current.deny, current.can_use_tool, approve)
+        self._spec = replace(self._spec, permissions=permissions)
+
     def stream(
         self,
         prompt: Prompt | None = None,
@@ -427,6 +439,23 @@ class Agent(Generic[DepsT, OutputT]):
                 result = event.result
         assert result is not None, "a run always ends with RunCompleted"
         return result
+
+    def as_tool(
+        self,
+        *,
+        name: str,
+        description: str | None = None,
+        input_type: type[Any] | None = None,
+        **options: Unpack[ToolOptions],
+    ) -> AgentTool:
+        """This agent as a tool of another agent (docs/agents.md, "Many agents"): a call runs it as part of the
+        calling run, with its ``deps``, under what is left of its budget (cost, tool calls, deadline), cancelled
+        with it, its usage added to it and its events relayed in its stream as ``SubAgentEvent``s. ``name`` and
+        ``description`` are what the calling model sees; ``input_type`` the input's type (a pydantic model, a
+        dataclass or a ``TypedDict``; text by default). Its output is the call's result; a sub-run that fails is
+        an error result, one that spends the budget or is cancelled stops the calling run too
+        (``tether.team.agent_tool``). ``options`` are any tool's (``timeout=``, ``concurrent=``, ...)."""
+        return agent_tool(self, name=name, description=description, input_type=input_type, **options)
 
     def output_validator(self, function: V) -> V:
         """Add a check of the typed output, run after its type's, in the order added: ``function(output)`` or

@@ -8,8 +8,9 @@ A run's events come in this order (ARCHITECTURE.md §4): ``RunStarted``; per tur
 retries (``ProviderRetry``, before its wait) and client-side rate-limit waits (``RateLimitWait``, likewise), the
 deltas (a thinking block's between ``ThinkingStarted`` and ``ThinkingEnded``), ``TurnCompleted`` as soon as the
 model's message is complete (with that call's usage), a ``CallFailed`` when the call gave no usable answer, then
-``ToolCallStarted`` and ``ToolResultReceived`` per tool call the message asked for; and ``RunCompleted`` last,
-always. So a consumer has the whole message and its usage before the turn's tools run, however long they take.
+``ToolCallStarted`` and ``ToolResultReceived`` per tool call the message asked for (between them, the events of
+an agent the call runs, as ``SubAgentEvent``s); and ``RunCompleted`` last, always. So a consumer has the whole
+message and its usage before the turn's tools run, however long they take.
 """
 
 from __future__ import annotations
@@ -174,6 +175,9 @@ class ToolCallRecord(msgspec.Struct, frozen=True, gc=False):
     duration_ms: float | None = None
     """How long the tool ran; ``None`` for a call answered without running it (refused, unknown, invalid
     arguments, repeated, cancelled before it started)."""
+    turn_records: tuple[TurnRecord, ...] = ()
+    """The provider calls of the agent the call ran (``agent.as_tool()``, ``tether.team``), each with its own tool
+    calls' records; empty for any other tool."""
 
 
 class TurnRecord(msgspec.Struct, frozen=True, gc=False):
@@ -401,6 +405,19 @@ class RunCompleted(msgspec.Struct, frozen=True, tag_field="kind", tag="run_compl
     kind: ClassVar[Literal["run_completed"]] = "run_completed"
 
 
+class SubAgentEvent(msgspec.Struct, frozen=True, tag_field="kind", tag="sub_agent_event"):
+    """An event of an agent this run runs as a tool (``agent.as_tool()``, ``tether.team``), relayed while the
+    call runs, between its ``ToolCallStarted`` and its ``ToolResultReceived``. ``path`` names the agents it came
+    from, outermost first (each by the name of the tool that runs it: ``("research", "search")`` is an event of
+    the agent that ``research``'s agent ran as ``search``); ``call_ids`` are the calls that run them, in the same
+    order; ``event`` is the event as that agent's run emitted it (never itself a ``SubAgentEvent``)."""
+
+    path: tuple[str, ...]
+    call_ids: tuple[str, ...]
+    event: RunEvent
+    kind: ClassVar[Literal["sub_agent_event"]] = "sub_agent_event"
+
+
 RunEvent: TypeAlias = (
     RunStarted
     | TurnStarted
@@ -418,4 +435,5 @@ RunEvent: TypeAlias = (
     | CallFailed
     | Compacted
     | RunCompleted
+    | SubAgentEvent
 )

@@ -148,6 +148,12 @@ RUNS: dict[str, Callable[[], Agent[Any, Any]]] = {
     "an answer cut, its continuation failing": lambda: Agent(
         ScriptedProvider([reply("The answer", finish="length"), fail(RateLimited("slow down", status=429))])
     ),
+    "an agent as a tool": lambda: Agent(
+        ScriptedProvider([call("helper", {"input": "2+3?"}), reply("5")]),
+        tools=[
+            Agent(ScriptedProvider([call("add", {"a": 2, "b": 3}), reply("5")]), tools=[add]).as_tool(name="helper")
+        ],
+    ),
     "an answer, compacted after it": lambda: Agent(
         ScriptedProvider([reply("the long answer: " + "word " * 1_600), reply("SUMMARY: parts were described.")]),
         compaction=Compaction(context_window=4_000, after_answer="always"),
@@ -202,6 +208,8 @@ async def test_a_run_cancelled_in_the_middle_of_a_tool_answers_its_open_call_bef
         "RunStarted,TurnStarted,ThinkingDelta,TurnCompleted,RunCompleted,",
         "RunStarted,TurnStarted,CallFailed,TurnCompleted,RunCompleted,",
         "RunStarted,TurnStarted,TurnCompleted,CallFailed,CallFailed,RunCompleted,",
+        "RunStarted,TurnStarted,TurnCompleted,SubAgentEvent,RunCompleted,",
+        "RunStarted,TurnStarted,TurnCompleted,ToolCallStarted,ToolResultReceived,SubAgentEvent,RunCompleted,",
     ],
 )
 def test_an_order_the_map_forbids_is_refused(wrong: str) -> None:

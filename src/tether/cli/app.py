@@ -227,6 +227,49 @@ def _attachments_option(context: click.Context, parameter: click.Parameter, valu
         raise click.BadParameter(error.message, context, parameter) from None
 
 
+def _agent_option(command: Any) -> Any:
+    """``--agent MODULE:ATTR``, shared by ``run`` and ``chat`` (``cli/python_agent.py``)."""
+    return click.option(
+        "--agent",
+        metavar="MODULE:ATTR",
+        help="Run this Python Agent (imported from here) instead of the one the configuration describes.",
+    )(command)
+
+
+AGENT_DEFINES = "the agent it names is defined in Python (model, instructions, limits, compaction, caches, recording)"
+
+
+def _check_agent_options(agent: str | None, given: dict[str, object]) -> None:
+    """With ``--agent``, the flags that would change the agent's definition are a usage error: its definition
+    is its Python code. Those about the run (``--json``, ``--trace``, ``--session``, ``--yes``, ``--mode``, ...)
+    apply."""
+    if agent is None:
+        return
+    if named := [flag for flag, value in given.items() if value]:
+        raise click.UsageError(f"{', '.join(named)} cannot be used with --agent: {AGENT_DEFINES}")
+
+
+def _definition_flags(
+    model: str | None,
+    system: str | None,
+    no_agents_md: bool,
+    no_compact: bool,
+    context_window: int | None,
+    record_exchanges: bool,
+    cache: str | None,
+) -> dict[str, object]:
+    """The flags of ``run`` and ``chat`` that set the configured agent's definition, by name."""
+    return {
+        "--model": model,
+        "--system": system,
+        "--no-agents-md": no_agents_md,
+        "--no-compact": no_compact,
+        "--context-window": context_window,
+        "--record-exchanges": record_exchanges,
+        "--cache-path" if cache else "--cache": cache is not None,
+    }
+
+
 def _check_session_options(session: str | None, continue_last: bool) -> None:
     if session is not None and continue_last:
         raise click.UsageError("--session and --continue cannot be used together")
@@ -285,6 +328,7 @@ def _read_prompt(prompt: str | None) -> str:
 @_record_option
 @_cache_options
 @_verbose_option
+@_agent_option
 @config_option
 def run(
     prompt: str | None,
@@ -307,6 +351,7 @@ def run(
     use_cache: bool,
     cache_path: str | None,
     verbose: int,
+    agent: str | None,
     config_file: str | None,
 ) -> None:
     """Run an agent on PROMPT in the current directory and stream its answer.
@@ -322,12 +367,16 @@ def run(
     ([compaction]; --context-window for a model whose window tether does not know, --no-compact never).
     --record-exchanges keeps each model request and its raw answer in the session (keys masked).
     --cache answers a request identical to an earlier one from a SQLite file, replayed, no model call
-    ([cache]; --cache-path names the file).
+    ([cache]; --cache-path names the file). --agent MODULE:ATTR runs a Python Agent instead (its model, tools
+    and permissions its own; --model and the other flags that would change it are refused).
 
     Exit codes: 0 answered, 1 configuration problem, 2 usage error, 3 a limit stopped the run, 4 the run
     failed, 130 cancelled (Ctrl-C).
     """
     _check_session_options(session, continue_last)
+    cache = _cache_choice(use_cache, cache_path)
+    definition = _definition_flags(model, system, no_agents_md, no_compact, context_window, record_exchanges, cache)
+    _check_agent_options(agent, {**definition, "--max-turns": max_turns})
     from tether.cli.runner import RunOptions
     from tether.cli.runner import main as run_main
     from tether.cli.verbose import configure_logging
@@ -351,7 +400,8 @@ def run(
         schema=schema,
         attachments=attachments,
         record_exchanges=record_exchanges,
-        cache=_cache_choice(use_cache, cache_path),
+        cache=cache,
+        agent=agent,
     )
     configure_logging(verbose)
     sys.exit(run_main(options))
@@ -367,6 +417,7 @@ def run(
 @_record_option
 @_cache_options
 @_verbose_option
+@_agent_option
 @config_option
 def chat(
     model: str | None,
@@ -383,14 +434,20 @@ def chat(
     use_cache: bool,
     cache_path: str | None,
     verbose: int,
+    agent: str | None,
     config_file: str | None,
 ) -> None:
     """Talk with an agent in the current directory; /help lists the commands.
 
     Ctrl-C stops the answer being written (the conversation stays and is saved); at the prompt it clears the
     line. Ctrl-D or /exit leaves. Esc then Enter, or a line ending in a backslash, starts a new line.
+    --agent MODULE:ATTR talks with a Python Agent instead (as for tether run).
     """
     _check_session_options(session, continue_last)
+    cache = _cache_choice(use_cache, cache_path)
+    _check_agent_options(
+        agent, _definition_flags(model, system, no_agents_md, no_compact, context_window, record_exchanges, cache)
+    )
     from tether.cli.chat_terminal import ChatOptions
     from tether.cli.chat_terminal import main as chat_main
     from tether.cli.verbose import configure_logging
@@ -399,7 +456,7 @@ def chat(
     options = ChatOptions(
         model, session, continue_last, yes, mode, config_file, no_compact=no_compact, context_window=context_window,
         system=system, no_agents_md=no_agents_md, no_discover_skills=no_discover_skills,
-        record_exchanges=record_exchanges,
+        record_exchanges=record_exchanges, agent=agent,
         cache=_cache_choice(use_cache, cache_path),
     )  # fmt: skip
     sys.exit(chat_main(options))

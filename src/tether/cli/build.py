@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tether.agent import Agent
 from tether.bounded import read_bounded
@@ -28,6 +28,7 @@ from tether.errors import ConfigInvalid
 from tether.messages import ToolCall
 from tether.providers.default_model import READ_ONLY_TOOLS, ModelChoice, choose_model, embedded_notice
 from tether.secrets import Masker
+from tether.telemetry import DISABLED
 from tether.tools.base import Tool
 from tether.tools.calculator import calculator_tool
 from tether.tools.files import file_tools
@@ -139,6 +140,9 @@ class Setup:
     """The configuration the setup was loaded from, for commands that change it (the chat's ``--save``)."""
     skills: Skills | None = None
     """The skills the agent has (:func:`find_skills`); ``None`` when there are none."""
+    python: Agent[Any, Any] | None = None
+    """The agent ``--agent MODULE:ATTR`` named (:func:`load_python_setup`): every run is its, and the
+    configuration gives only the command's own settings."""
 
     @property
     def model(self) -> str:
@@ -163,6 +167,8 @@ class Setup:
     def tool_mode(self, model: str, *, yes: bool) -> str:
         """``tools.mode``, except for the embedded model tether chose itself (:attr:`ModelChoice.read_only`):
         read-only unless ``tools.mode`` was set (file, variable or ``--mode``) or ``--yes`` was given."""
+        if self.python is not None:
+            return str(self.python.mode)
         tools = self.config.tools
         if self.choice.read_only and model == self.choice.model and not yes and "mode" not in tools.model_fields_set:
             return "read-only"
@@ -189,7 +195,10 @@ class Setup:
         interactive: bool = False,
         approve: Approver | None = None,
     ) -> Agent:
-        """An agent on ``model`` (the chosen one by default) with the workspace tools and this setup's store."""
+        """An agent on ``model`` (the chosen one by default) with the workspace tools and this setup's store; or
+        the Python agent (:meth:`python_agent`)."""
+        if self.python is not None:
+            return self.python_agent(model=model, mode=mode, yes=yes, approve=approve)
         config = self.config
         if model is not None or not isinstance(config.runtime.model, list):  # a fallback's list is kept whole
             config = with_model(config, model or self.model)
@@ -211,6 +220,52 @@ class Setup:
             cache=response_cache(config.cache, self.workspace.root, self.env),
             skills=self.skills or (),
         )
+
+    def python_agent(
+        self, *, model: str | None, mode: str | None, yes: bool, approve: Approver | None
+    ) -> Agent[Any, Any]:
+        """The agent of ``--agent``, with ``mode`` (``--mode``, ``/mode``) when given; an ``Ask`` of its
+        ``can_use_tool`` is answered by its own ``approve``, else yes with ``--yes``, else by ``approve`` (the
+        terminal's question; ``None``: refused). When the command exports spans (``self.telemetry``) and the agent
+        has no tracer provider of its own, its runs export theirs too. ``ConfigInvalid`` for another ``model``:
+        its model is its own."""
+        agent = self.python
+        assert agent is not None
+        if model is not None and model != self.model:
+            raise ConfigInvalid(f"the --agent agent runs on {self.model}; its model is set in its Python code")
+        if mode is not None:
+            agent.mode = mode
+        if agent.approve is None:
+            agent.approve = _yes if yes else approve
+        if self.telemetry is not None and agent.telemetry is not DISABLED and agent.telemetry.tracer_provider is None:
+            agent.telemetry = dataclasses.replace(  # the command's exporters (``cli/otlp.py``); sub-agents' spans nest
+                agent.telemetry,
+                tracer_provider=self.telemetry.tracer_provider,
+                meter_provider=agent.telemetry.meter_provider or self.telemetry.meter_provider,
+            )
+        return agent
+
+
+def _yes(call: ToolCall, reason: str) -> bool:
+    """``--yes``: every ``Ask`` is answered yes."""
+    return True
+
+
+def load_python_setup(spec: str, cwd: Path, env: Mapping[str, str], config_file: str | None = None) -> Setup:
+    """The setup of ``--agent MODULE:ATTR`` (:mod:`tether.cli.python_agent`): its runs are the Python agent's
+    (model, tools, instructions, limits, permissions, store), and of the configuration only the command's own
+    settings are used: ``[cli]``, and ``[session]`` for an agent without a store of its own."""
+    from tether.cli.python_agent import plain_agent
+
+    settings = ConfigService(cwd, env, config_file=config_file)
+    loaded = settings.load({})
+    agent = plain_agent(spec, cwd)
+    if agent.store is None:
+        agent.store = open_store(loaded.config.session, cwd, env)
+    choice = ModelChoice(agent.provider.info.model_string)
+    return Setup(
+        loaded.config, choice, agent.store, Workspace(cwd), env, notices=loaded.notices, settings=settings, python=agent
+    )
 
 
 def load_setup(cwd: Path, env: Mapping[str, str], flags: Mapping[str, object], config_file: str | None = None) -> Setup:
@@ -262,10 +317,11 @@ def find_skills(agent: AgentConfig, cwd: Path, env: Mapping[str, str]) -> Skills
 async def mcp_tools(setup: Setup) -> AsyncIterator[Setup]:
     """``setup`` with the tools of the ``[[mcp.servers]]`` it configures, connected for the block.
 
-    Without servers nothing is imported or started. A server that cannot start raises ``ConfigInvalid``
-    (a bad command or variable) or the transport error that stopped it.
+    Without servers, or for a Python agent (``--agent``: its tools are its own), nothing is imported or
+    started. A server that cannot start raises ``ConfigInvalid`` (a bad command or variable) or the transport
+    error that stopped it.
     """
-    if not setup.config.mcp.servers:
+    if not setup.config.mcp.servers or setup.python is not None:
         yield setup
         return
     from tether.tools.mcp import MCPTools

@@ -31,6 +31,7 @@ from tether.cli.build import (
     close_store,
     compaction_flags,
     config_problem,
+    load_python_setup,
     load_setup,
     mcp_tools,
     pick_session,
@@ -75,6 +76,9 @@ class ChatOptions:
     """``--record-exchanges``: ``session.record_exchanges = true``."""
     cache: str | None = None
     """``--cache`` (``""``: the configured or default file) or ``--cache-path PATH``: ``[cache]`` on."""
+    agent: str | None = None
+    """``--agent MODULE:ATTR``: chat with that Python agent instead of the configured one (``/model`` cannot
+    change its model; ``/mode`` and ``--mode`` set its tool mode)."""
 
     def flags(self) -> dict[str, object]:
         """The configuration keys the flags set (``None``: not given)."""
@@ -94,8 +98,12 @@ def main(options: ChatOptions, env: Mapping[str, str] | None = None, cwd: Path |
     """Run ``tether chat`` and return its exit code."""
     env = os.environ if env is None else env
     console = make_console()
+    cwd = cwd or Path.cwd()
     try:
-        setup = load_setup(cwd or Path.cwd(), env, options.flags(), options.config_file)
+        if options.agent is not None:
+            setup = load_python_setup(options.agent, cwd, env, options.config_file)
+        else:
+            setup = load_setup(cwd, env, options.flags(), options.config_file)
     except (ConfigInvalid, NoModel) as error:
         make_console(stderr=True).print(Text(config_problem(error), style="red"))
         return exits.CONFIG
@@ -142,11 +150,12 @@ async def _chat(setup: Setup, options: ChatOptions, console: Console, env: Mappi
             setup.store,
             renderer,
             model=setup.model,
-            mode=setup.tool_mode(setup.model, yes=options.yes),  # the embedded model's rule, as in `run`
+            mode=options.mode or setup.tool_mode(setup.model, yes=options.yes),  # the embedded model's rule
             session_id=session_id,
-            deny=setup.config.tools.deny,
+            deny=setup.config.tools.deny if setup.python is None else (),
             yes=options.yes,
             settings=setup.settings,
+            own_permissions=setup.python is not None,
         )
     except TetherError as error:
         console.print(Text(f"error: {error.message}", style="red"))

@@ -6,7 +6,9 @@ provider's retries (``retrying in 2.0 s (rate_limited)``, one line each), compac
 each), notes and the closing summary go to ``err`` (stderr). An answer cut at the output limit and continued by
 the loop is shown as one answer; one still cut when the run ends is marked on its closing line
 (``[complete, degraded, cut off at the output limit] ...``). In the chat both are the same console. A
-spinner runs on ``err`` while the model has not sent anything yet, when ``err`` is a terminal.
+spinner runs on ``err`` while the model has not sent anything yet, when ``err`` is a terminal. An agent a tool
+call runs (``agent.as_tool()``) shows its activity on ``err`` under the call, indented by its depth: its text
+when each of its turns ends, its tool calls and their results, and its stop when it was not an answer.
 
 Everything but the answer goes through the agent's :class:`~tether.redaction.Redaction`
 (``renderer.redaction = agent.redaction``): a tool call's secret-named arguments print as ``***``, and so do
@@ -34,6 +36,7 @@ from tether.events import (
     RateLimitWait,
     RunCompleted,
     RunEvent,
+    SubAgentEvent,
     TextDelta,
     ThinkingDelta,
     ThinkingEnded,
@@ -227,6 +230,9 @@ class Renderer:
         self._cut = False
         """The last turn's answer stopped at the output limit: the next turn (the loop asks the model to go on)
         continues it on the same line, without a note or a spinner between its parts."""
+        self._sub_text: dict[tuple[str, ...], list[str]] = {}
+        """Per agent run as a tool (by its path), the text of its turn under way, shown when the turn ends."""
+        self._sub_calls: dict[tuple[tuple[str, ...], str], ToolCall] = {}
         self.probe: str | None = None
         """Where the model's server is, as ``tether probe`` takes it (:func:`probe_address`); set with the
         agent. A run that fails to connect to it ends with the hint to probe it."""
@@ -286,6 +292,38 @@ class Renderer:
         elif kind is RunCompleted:
             assert isinstance(event, RunCompleted)
             self._completed(event)
+        elif kind is SubAgentEvent:
+            assert isinstance(event, SubAgentEvent)
+            self._sub_agent(event)
+
+    def _sub_agent(self, event: SubAgentEvent) -> None:
+        """An event of an agent a tool call runs (``agent.as_tool()``), on lines of its own under the call,
+        indented by its depth: its text when its turn ends, its tool calls and results, its retries, and how it
+        stopped when that was not an answer."""
+        inner, path = event.event, event.path
+        indent = "  " * len(path)
+        if type(inner) is TextDelta:
+            self._sub_text.setdefault(path, []).append(inner.text)
+            return
+        if (held := self._sub_text.pop(path, None)) and (text := "".join(held).strip()):
+            for number, line in enumerate(text.splitlines()):
+                self.note(f"{indent}{path[-1] + ': ' if number == 0 else ''}{line}")
+        if type(inner) is ToolCallStarted:
+            self._sub_calls[path, inner.call.id] = inner.call
+            self.note(f"{indent}→ {describe_call(inner.call, redaction=self.redaction)}", "cyan")
+        elif type(inner) is ToolResultReceived:
+            result = inner.result
+            call = self._sub_calls.pop((path, result.call_id), None)
+            line = describe_result(result)
+            line = self.redaction.hide_values(line, call.arguments) if call else self.redaction.text(line)
+            self.note(f"{indent}  {_mark(result)} {line}", _style(result))
+        elif type(inner) is ProviderRetry:
+            self.note(f"{indent}{describe_retry(inner)}")
+        elif type(inner) is RunCompleted:
+            ended = inner.result
+            reason = str(ended.stop_reason)
+            if reason not in ("complete", "done_tool") or ended.degraded:
+                self.note(f"{indent}[{path[-1]}: {reason}] {ended.detail}".rstrip(), "yellow")
 
     # --- pieces --------------------------------------------------------------------------------------------
 

@@ -78,6 +78,7 @@ class Chat:
         deny: Collection[str] = (),
         yes: bool = False,
         settings: ConfigService | None = None,
+        own_permissions: bool = False,
     ) -> None:
         self.build = build
         self.settings = settings
@@ -90,6 +91,8 @@ class Chat:
         self.session_id = session_id or new_session_id()
         self.deny = frozenset(deny)
         self.yes = yes
+        self.own_permissions = own_permissions
+        """The agent's permissions are its own (``--agent``): ``/tools`` does not say what the command's are."""
         self.usage = Usage()
         """Tokens used by this chat's turns (all sessions)."""
         self.cost: Cost | None = Cost(0.0, 0.0)
@@ -267,6 +270,8 @@ class Chat:
                 status = "read-only"
             elif self.mode == "read-only":
                 status = "not offered in read-only mode"
+            elif self.own_permissions:
+                status = "as the agent's can_use_tool decides"
             else:
                 status = "allowed (--yes)" if self.yes else "asks first"
             rows.append((tool.name, status, shorten(tool.description, 60)))

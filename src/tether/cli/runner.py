@@ -6,6 +6,9 @@ Ctrl-C cancels the run through ``RunStream.cancel()``: it ends as ``cancelled`` 
 transcript, saved. A second Ctrl-C stops waiting for that and exits at once (the session keeps what its last
 checkpoint saved). Exit codes: :mod:`tether.cli.exits`.
 
+``--agent MODULE:ATTR`` runs that Python agent (``cli/python_agent.py``, ``Setup.python_agent``) instead of the
+one the configuration describes; ``app.py`` refuses the flags that would change its definition.
+
 ``--trace`` prints the tree of the run (``cli/trace.py``) on stderr after the answer; with
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, the run's spans are exported (``cli/otlp.py``).
 """
@@ -34,6 +37,7 @@ from tether.cli.build import (
     close_store,
     compaction_flags,
     config_problem,
+    load_python_setup,
     load_setup,
     mcp_tools,
     pick_session,
@@ -84,6 +88,8 @@ class RunOptions:
     """``--record-exchanges``: ``session.record_exchanges = true``."""
     cache: str | None = None
     """``--cache`` (``""``: the configured or default file) or ``--cache-path PATH``: ``[cache]`` on."""
+    agent: str | None = None
+    """``--agent MODULE:ATTR``: run that Python agent instead of the configured one (``cli/python_agent.py``)."""
 
     def flags(self) -> dict[str, object]:
         """The configuration keys the flags set (``None``: not given)."""
@@ -104,8 +110,12 @@ def main(options: RunOptions, env: Mapping[str, str] | None = None, cwd: Path | 
     """Run ``tether run`` and return its exit code."""
     env = os.environ if env is None else env
     err = make_console(stderr=True)
+    cwd = cwd or Path.cwd()
     try:
-        setup = load_setup(cwd or Path.cwd(), env, options.flags(), options.config_file)
+        if options.agent is not None:
+            setup = load_python_setup(options.agent, cwd, env, options.config_file)
+        else:
+            setup = load_setup(cwd, env, options.flags(), options.config_file)
     except (ConfigInvalid, NoModel) as error:
         err.print(Text(config_problem(error), style="red"))
         return exits.CONFIG

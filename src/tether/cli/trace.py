@@ -12,6 +12,8 @@ whether or not spans are exported::
 
 A call that asked for a summary to compact the history (``TurnRecord.compaction``) is labelled
 ``compaction``; the call made without tools after a limit, ``final``.
+A tool call that ran an agent (``agent.as_tool()``) has that agent's provider calls as its branches, and so on
+down (``ToolCallRecord.turn_records``).
 
 What it shows passes through the agent's :class:`~tether.redaction.Redaction` (the reasons an answer
 was rejected quote the model and the provider).
@@ -51,13 +53,19 @@ def trace_tree(result: RunResult, model: str, redaction: Redaction | None = None
     if stop not in ("complete", "done_tool", "ask_user"):
         label.stylize("yellow" if stop != "error" else "red", len(f"run {result.run_id[:8]}"))
     tree = Tree(label, guide_style="dim")
-    for record in result.turn_records:
-        branch = tree.add(_turn_label(record, redaction))
-        for call in record.tool_calls:
-            branch.add(_tool_label(call))
+    _add_turns(tree, result.turn_records, redaction)
     if not result.turn_records:
         tree.add(Text("no provider call", style="dim"))
     return tree
+
+
+def _add_turns(tree: Tree, records: tuple[TurnRecord, ...], redaction: Redaction | None) -> None:
+    """Each provider call under ``tree``, the tool calls it asked for under it, and under a call that ran an
+    agent (``agent.as_tool()``), that agent's calls, as deep as they go."""
+    for record in records:
+        branch = tree.add(_turn_label(record, redaction))
+        for call in record.tool_calls:
+            _add_turns(branch.add(_tool_label(call)), call.turn_records, redaction)
 
 
 def _turn_label(record: TurnRecord, redaction: Redaction | None) -> Text:

@@ -18,7 +18,6 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-import importlib
 import os
 import re
 import socket
@@ -108,28 +107,14 @@ def main(options: WorkerOptions, env: Mapping[str, str] | None = None, cwd: Path
 
 
 def entry_point(spec: str, cwd: Path) -> DurableAgent:
-    """The ``DurableAgent`` of ``module:attr`` (an ``Agent`` is wrapped); ``ConfigInvalid`` otherwise."""
+    """The ``DurableAgent`` of ``module:attr`` (:mod:`tether.cli.python_agent`; an ``Agent`` is wrapped);
+    ``ConfigInvalid`` otherwise."""
     from tether.agent import Agent
+    from tether.cli.python_agent import python_agent
     from tether.durable import DurableAgent
 
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigInvalid(f"--agent {spec!r}: give it as module:attribute, e.g. myagents:support")
-    if str(cwd) not in sys.path:
-        sys.path.insert(0, str(cwd))
-    try:
-        value: object = importlib.import_module(module_name)
-        for part in attr.split("."):
-            value = getattr(value, part)
-    except ImportError as error:
-        raise ConfigInvalid(f"--agent {spec!r}: cannot import {module_name!r}: {error}") from None
-    except AttributeError:
-        raise ConfigInvalid(f"--agent {spec!r}: {module_name!r} has no attribute {attr!r}") from None
-    if isinstance(value, DurableAgent):
-        return value
-    if isinstance(value, Agent):
-        return DurableAgent(value, name=AGENT_NAME)
-    raise ConfigInvalid(f"--agent {spec!r} is a {type(value).__name__}, not a tether Agent or DurableAgent")
+    value = python_agent(spec, cwd)
+    return DurableAgent(value, name=AGENT_NAME) if isinstance(value, Agent) else value
 
 
 async def _serve(durable: DurableAgent, queue: object, database: RunsDatabase, worker_id: str) -> int:

@@ -25,7 +25,8 @@ Contract:
   on their queues. Recovered runs keep their queue, so its limits hold.
 * The run store (:func:`list_runs`, :func:`get_run`, :func:`cancel_run`, :func:`resume_run`) reads DBOS's
   workflow table into :class:`~tether.durable.records.RunRecord`. Cancelling a running run is a DBOS message
-  the run reads before each model call (a recorded operation), so it ends with a cancelled ``RunResult``.
+  the run reads before each model call (a recorded operation; an agent it runs as a tool reads it before each of
+  its own), so it ends with a cancelled ``RunResult``.
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ class DBOSSteps:
         async def call() -> T:  # DBOS runs a coroutine function on the loop, anything else in a thread
             return await function()
 
-        cancellable = self.on_cancel is not None and name.startswith("model:")
+        # a model call of the run's, or of an agent it runs as a tool (``agent:{tool}:{call}/model:...``)
+        cancellable = self.on_cancel is not None and (name.startswith("model:") or "/model:" in name)
         if cancellable and await DBOS.recv_async(_CANCEL_TOPIC, timeout_seconds=0) is not None:
             assert self.on_cancel is not None
             self.on_cancel()

@@ -55,6 +55,7 @@ from tether.loop.continuation import Continuation, Continued, continued_detail, 
 from tether.loop.executor import ToolBatch, ToolExecutor
 from tether.loop.guard import LoopGuard, Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter, deadline_passed
+from tether.loop.nesting import Nesting, NestingExecutor
 from tether.loop.offer import Offer
 from tether.loop.outputs import OutputJudge
 from tether.loop.progress import RunProgress, system_text
@@ -99,25 +100,8 @@ class Run:
     """One run of an agent; iterate :meth:`events` once."""
 
     __slots__ = (
-        "__weakref__",
-        "calls",
-        "compactor",
-        "executor",
-        "guard",
-        "interrupter",
-        "judge",
-        "observer",
-        "offer",
-        "outputs",
-        "progress",
-        "result",
-        "run_id",
-        "saves",
-        "session_id",
-        "sinks",
-        "spec",
-        "state",
-        "steps",
+        "__weakref__", "calls", "compactor", "executor", "guard", "interrupter", "judge", "observer", "offer",
+        "outputs", "progress", "result", "run_id", "saves", "session_id", "sinks", "spec", "state", "steps",
     )  # fmt: skip
     """Slots, not a dict: a run in flight is a few hundred bytes smaller and its attributes quicker to read."""
 
@@ -159,7 +143,7 @@ class Run:
         """Long tool outputs kept whole (in ``output_store`` too, when the run is in a session)."""
         self.saves = Saves(checkpoint, self.outputs, spec.save_errors) if checkpoint is not None else None
         """The run's saves (``saving.py``); ``None``: the run is not in a session."""
-        self.executor = ToolExecutor(
+        self.executor = (NestingExecutor if spec.nests else ToolExecutor)(
             spec.tools, interrupter, timeout=spec.limits.tool_timeout, concurrent_tools=spec.concurrent_tools,
             max_concurrency=spec.max_concurrency, permissions=spec.permissions, max_output=spec.max_tool_output,
             masker=spec.masker, observer=self.observer, redaction=spec.redaction, outputs=self.outputs, steps=steps,
@@ -169,10 +153,19 @@ class Run:
         self.calls = Calls(spec, interrupter, self.guard, self.observer, self.sinks, steps)
         self.offer = Offer(spec, self.state.system_text, self.run_id, self.calls.retried, self.calls.waited)
         self.offer.cache_key = session_id
+        if spec.nests:  # it runs agents as tools: they share its steps, budget and events (``nesting.py``)
+            self._nest()
         self.compactor = Compactor(self.state, self.offer, self.calls)
         if history and self.outputs is not None and self.outputs.notice(self.state.transcript):
             self._offer_reader()  # only a history has results to read
         self.result: RunResult | None = None
+
+    def _nest(self) -> None:
+        """Make the run's :class:`Nesting`, reached by its executor and by the tools that run agents."""
+        nesting = Nesting(self.guard, self.interrupter, self.offer, self.calls.recorder, self.steps)
+        assert isinstance(self.executor, NestingExecutor)
+        assert self.progress is not None, "a tool that runs an agent takes the run's context"
+        self.executor.nesting = self.progress.nesting = nesting
 
     # --- start and finish ---------------------------------------------------------------------------------
 
@@ -214,6 +207,8 @@ class Run:
             if timed:
                 self.interrupter.alarm.clear(self)
             self.interrupter.close()
+            if isinstance(self.executor, NestingExecutor):  # calls still settling when the consumer left
+                await self.executor.nesting.close()
             if self.result is None:  # the consumer left early, or the host cancelled the task
                 self.state.close_open_calls("the run was cancelled")
                 self.sinks(RunCompleted(self._finish(Stop(StopReason.CANCELLED, "the run was abandoned"), None)))
@@ -389,12 +384,12 @@ class Run:
             for group in (executor := self.executor).groups(batch):
                 for started in executor.starting(batch, group, turn_no):
                     yield self._emit(started)
-                await executor.settle(batch, group)
+                while (relayed := await executor.settle(batch, group)) is not None:  # an agent's, as it runs
+                    yield self._emit(relayed)
                 for reported in executor.reporting(batch, group, turn_no):
                     yield self._emit(reported)
             decided = await self._acted(batch)
-            # the frame outlives the turn and keeps nothing of it (all bound: a turn with calls has a group, events)
-            del read, asked, batch, group, started, reported
+            del read, asked, batch, group, started, reported  # the frame outlives the turn, and keeps none of it
             if decided.stop is not None:
                 yield decided
                 return

@@ -74,6 +74,7 @@ from tether.tools.registry import ToolRegistry
 from tether.tools.threads import RaisedInThread
 
 if TYPE_CHECKING:
+    from tether.events import SubAgentEvent
     from tether.loop.steps import StepRunner
     from tether.redaction import Redaction
     from tether.run_context import RunContext
@@ -223,17 +224,19 @@ class ToolExecutor:
             events.append(ToolCallStarted(plan.call, turn))
         return events
 
-    async def settle(self, batch: ToolBatch, group: list[_Plan]) -> None:
+    async def settle(self, batch: ToolBatch, group: list[_Plan]) -> SubAgentEvent | None:
         """Give every call of ``group`` its result: asked about and run, or, once a tool has ended the run,
-        answered ``cancelled``."""
+        answered ``cancelled``. ``None``: the executor of a run that runs agents as tools (``nesting.py``) hands
+        on their events instead, one a call, until it has settled the group."""
         if batch.done is not None:
             why = f"the run ended when tool {batch.done_by!r} finished"
             for plan in group:
                 self._keep(batch, plan.call, cancelled_result(plan.call, why))
-            return
+            return None
         if self.permissions.can_use_tool is not None:  # else nobody is asked: no coroutine for it either
             await self._permit(group)
         await self._run_group(batch, group)
+        return None
 
     def reporting(self, batch: ToolBatch, group: list[_Plan], turn: int) -> list[ToolResultReceived]:
         """The ``ToolResultReceived`` of each call of ``group``, recorded as reported."""
@@ -376,6 +379,8 @@ class ToolExecutor:
         steps, call, tool = self.steps, plan.call, plan.tool
         assert steps is not None
         assert tool is not None
+        if tool.nests:  # its agent's provider and tool calls are the run's steps (``nesting.py``), not the call
+            return await self._outcome(plan)
 
         async def run() -> ToolOutcome:
             return portable(await self._outcome(plan))  # a step's outcome is kept: it must pickle

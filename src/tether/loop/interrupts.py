@@ -98,6 +98,17 @@ class Interrupter(TaskCanceller):
         self._loop = asyncio.get_running_loop()
         self._thread = threading.current_thread()  # the thread itself: its id would be one more int a run
 
+    def bind_here(self) -> tuple[Any, int, bool]:
+        """Cancel the task running now from here on (the task a run's tool calls are settled in while the events
+        of the agents they run are relayed: ``nesting.py``); what it was bound to, for :meth:`restore`."""
+        bound = (self._task, self._cancelling, self.sent)
+        self._bind()
+        return bound
+
+    def restore(self, bound: tuple[Any, int, bool]) -> None:
+        """Bound again as before :meth:`bind_here`."""
+        self._task, self._cancelling, self.sent = bound
+
     def request(self, interrupt: Interrupt, *, after_turn: bool = False) -> None:
         """Ask the run to stop; safe from any task or thread, and idempotent."""
         loop = self._loop

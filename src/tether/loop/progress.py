@@ -17,6 +17,7 @@ from tether.tools.threads import run_in_tool_thread
 
 if TYPE_CHECKING:
     from tether.loop.guard import LoopGuard
+    from tether.loop.nesting import Nesting
     from tether.loop.spec import RunSpec
     from tether.loop.state import RunState
     from tether.messages import Message, ToolCall
@@ -26,13 +27,15 @@ if TYPE_CHECKING:
 class RunProgress:
     """One run as its contexts see it: its id and ``deps``, its turn, transcript, usage and cost so far."""
 
-    __slots__ = ("_guard", "_state", "deps", "run_id")
+    __slots__ = ("_guard", "_state", "deps", "nesting", "run_id")
 
     def __init__(self, run_id: str, deps: Any, state: RunState, guard: LoopGuard) -> None:
         self.run_id = run_id
         self.deps = deps
         self._state = state
         self._guard = guard
+        self.nesting: Nesting | None = None
+        """What an agent this run runs as a tool shares with it (``nesting.py``); ``None``: the run has none."""
 
     @property
     def turn(self) -> int:

@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from msgspec.structs import replace
+
 from tether.errors import TetherError
 from tether.events import FinishReason, LlmEvent, ToolCallRecord, TurnRecord
 from tether.loop.accumulator import AccumulatedTurn
@@ -35,6 +37,7 @@ class CallRecorder:
         "call_ended",
         "call_started",
         "first_event",
+        "nested",
         "retries",
         "run_started",
         "usage",
@@ -56,6 +59,8 @@ class CallRecorder:
         self.retries = 0
         self.waited = 0.0
         """Seconds the provider's retries of the call under way waited (``TurnRecord.retry_wait_ms``)."""
+        self.nested: dict[str, tuple[TurnRecord, ...]] | None = None
+        """The records of the agents tool calls ran, by call id (``nesting.py``); ``None`` until one did."""
 
     def begin_call(self) -> None:
         """A provider call is about to be made: its clock starts, its counts are zero."""
@@ -119,7 +124,7 @@ class CallRecorder:
         for position, arguments in enumerate(self._calls):
             *fields, message, calls, waited, cached = arguments
             fields += [
-                () if calls is None else tool_records(*calls),
+                () if calls is None else tool_records(calls[0], calls[1], self.nested),
                 position in self._compactions,
                 answer_text(message),
                 waited,
@@ -142,9 +147,20 @@ def answer_text(message: Message) -> str:
     return message.text
 
 
-def tool_records(results: Sequence[ToolResult], durations: Mapping[str, float]) -> tuple[ToolCallRecord, ...]:
-    """A record per tool call, in order: its result's outcome and, if it ran, its duration."""
-    return tuple(tool_record(result, durations.get(result.call_id)) for result in results)
+def tool_records(
+    results: Sequence[ToolResult],
+    durations: Mapping[str, float],
+    nested: Mapping[str, tuple[TurnRecord, ...]] | None = None,
+) -> tuple[ToolCallRecord, ...]:
+    """A record per tool call, in order: its result's outcome and, if it ran, its duration (and the records of
+    the agent it ran, in ``nested``)."""
+    records = tuple(tool_record(result, durations.get(result.call_id)) for result in results)
+    if not nested:
+        return records
+    return tuple(
+        replace(record, turn_records=nested[record.call_id]) if record.call_id in nested else record
+        for record in records
+    )
 
 
 def tool_record(result: ToolResult, duration_ms: float | None) -> ToolCallRecord:

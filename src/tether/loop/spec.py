@@ -94,6 +94,8 @@ class RunSpec:
     """``tools.is_repeatable``, bound once per spec rather than once per run (each run's guard asks it)."""
     takes_context: bool = field(init=False, repr=False, compare=False)
     """Some tool takes the run's context: a run makes its ``RunProgress``."""
+    nests: bool = field(init=False, repr=False, compare=False)
+    """Some tool runs an agent of its own (``Tool.nests``): a run relays its events (``nesting.py``)."""
 
     def __post_init__(self) -> None:
         offered = tuple(
@@ -111,3 +113,4 @@ class RunSpec:
 
         object.__setattr__(self, "is_repeatable", repeatable)
         object.__setattr__(self, "takes_context", any(t.takes_context for t in self.tools))
+        object.__setattr__(self, "nests", any(t.nests for t in self.tools))

@@ -17,6 +17,9 @@ Spans of a run (the parent of each in brackets)::
 
 ``execute_tool`` spans are children of ``invoke_agent``, siblings of the ``chat`` span whose answer asked for
 them, as in the conventions' examples: the chat call has ended when its tools run.
+An agent run as a tool (``agent.as_tool()``, ``tether.team``) is an ``invoke_agent`` span inside the tool's
+``execute_tool`` span, with its own ``chat`` and ``execute_tool`` spans below it; without a tracer provider of
+its own it traces to its caller's.
 
 * ``invoke_agent``: ``gen_ai.operation.name=invoke_agent``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
   ``gen_ai.agent.name`` (``Telemetry.agent_name``), ``gen_ai.conversation.id`` (the session id),
@@ -132,9 +135,11 @@ def otel_observer(settings: Telemetry, redaction: Redaction) -> RunObserver | No
     """The OpenTelemetry observer of a run, or ``None`` when no tracer or meter provider is configured."""
     tracer_provider = settings.tracer_provider or _configured(trace.get_tracer_provider())
     meter_provider = settings.meter_provider or _configured(metrics.get_meter_provider())
-    if tracer_provider is None and meter_provider is None:
+    # a run made inside another run's tool call (an agent run as a tool) traces to that run's tracer by default
+    inherited = otel_context.get_value(tracer_key()) if tracer_provider is None else None
+    if tracer_provider is None and meter_provider is None and inherited is None:
         return None
-    tracer = _tracer(tracer_provider) if tracer_provider is not None else None
+    tracer = _tracer(tracer_provider) if tracer_provider is not None else inherited
     instruments = _instruments_of(meter_provider) if meter_provider is not None else None
     return OtelObserver(tracer, instruments, redaction, _capture(settings))
 

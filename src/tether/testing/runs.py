@@ -18,6 +18,7 @@ from tether.events import (
     RunEvent,
     RunResult,
     RunStarted,
+    SubAgentEvent,
     TextDelta,
     ThinkingDelta,
     ThinkingEnded,
@@ -72,6 +73,8 @@ def describe(event: RunEvent) -> str:
         return f"FallbackTaken({event.attempt} {event.code})"
     if isinstance(event, ThinkingStarted | ThinkingEnded):
         return type(event).__name__
+    if isinstance(event, SubAgentEvent):
+        return f"SubAgent({'/'.join(event.path)}: {describe(event.event)})"
     assert isinstance(event, RunCompleted)
     return f"RunCompleted({event.result.stop_reason})"
 

@@ -19,7 +19,7 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, Protocol, Self, TypedDict, TypeVar, Unpack, overload
+from typing import Any, ClassVar, Literal, Protocol, Self, TypedDict, TypeVar, Unpack, overload
 
 import msgspec
 
@@ -79,6 +79,11 @@ class ToolOptions(TypedDict, total=False):
 
 class Tool:
     """Something the model can call. Calling the ``Tool`` itself calls the wrapped function directly."""
+
+    nests: ClassVar[bool] = False
+    """The tool runs an agent of its own (``agent.as_tool()``, ``tether.team``): a run that offers it relays the
+    agent's events while it runs, and in a durable run its provider and tool calls are the run's steps, so the
+    call itself is not made a step (``loop/nesting.py``)."""
 
     __slots__ = (
         "_validator", "concurrent", "description", "extra_arguments", "function", "idempotent", "is_async",
