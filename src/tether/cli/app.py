@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -22,6 +21,23 @@ from tether.cli.config_commands import config as config_group
 from tether.cli.config_flag import config_option
 from tether.cli.help import WholeSummaries
 from tether.cli.models_commands import models as models_group
+from tether.cli.run_options import (
+    MODES,
+    agent_option,
+    attachments_option,
+    cache_choice,
+    cache_options,
+    check_agent_options,
+    check_session_options,
+    compaction_options,
+    definition_flags,
+    instruction_options,
+    read_prompt,
+    record_option,
+    schema_option,
+    session_options,
+    verbose_option,
+)
 from tether.cli.runs_commands import runs as runs_group
 from tether.cli.sessions_commands import sessions as sessions_group
 from tether.cli.skills_commands import skills as skills_group
@@ -91,209 +107,6 @@ def probe_summary(result: ProbeResult) -> str:
     return "\n".join(lines)
 
 
-_MODES = click.Choice(["read-only", "full"])
-
-
-def _session_options(command: Any) -> Any:
-    """``--session ID`` and ``--continue``, shared by ``run`` and ``chat``."""
-    command = click.option("--continue", "-c", "continue_last", is_flag=True, help="Continue the most recent session.")(
-        command
-    )
-    return click.option("--session", "-s", metavar="ID", help="Continue the session ID, or start it under that id.")(
-        command
-    )
-
-
-def _verbose_option(command: Any) -> Any:
-    """``-v/--verbose``, shared by ``run`` and ``chat``: tether's log records on stderr (``cli/verbose.py``)."""
-    return click.option(
-        "--verbose",
-        "-v",
-        count=True,
-        help="Log the run on stderr: -v each run (INFO), -vv each model and tool call too (DEBUG).",
-    )(command)
-
-
-def _record_option(command: Any) -> Any:
-    """``--record-exchanges``, shared by ``run`` and ``chat`` (``session.record_exchanges``)."""
-    return click.option(
-        "--record-exchanges",
-        is_flag=True,
-        help="Keep each model request and its raw answer in the session, keys masked (session.record_exchanges).",
-    )(command)
-
-
-def _cache_options(command: Any) -> Any:
-    """``--cache`` and ``--cache-path``, shared by ``run`` and ``chat`` (``[cache]``)."""
-    command = click.option(
-        "--cache-path",
-        metavar="PATH",
-        help="The response cache's SQLite file, or a postgresql:// URL (cache.path); implies --cache.",
-    )(command)
-    return click.option(
-        "--cache",
-        "use_cache",
-        is_flag=True,
-        help="Answer a request identical to an earlier one from the response cache, no model call (cache.enabled).",
-    )(command)
-
-
-def _cache_choice(use_cache: bool, cache_path: str | None) -> str | None:
-    """What ``--cache`` and ``--cache-path`` ask: ``None`` nothing, ``""`` the configured file, else a file."""
-    return cache_path if cache_path else "" if use_cache else None
-
-
-def _compaction_options(command: Any) -> Any:
-    """``--no-compact`` and ``--context-window N``, shared by ``run`` and ``chat`` (``[compaction]``)."""
-    command = click.option(
-        "--context-window",
-        type=click.IntRange(min=256),
-        metavar="N",
-        help="The model's context window in tokens, for compaction (compaction.context_window).",
-    )(command)
-    return click.option(
-        "--no-compact",
-        is_flag=True,
-        help="Never compact the history; a run that outgrows the window stops (compaction.enabled).",
-    )(command)
-
-
-def _instruction_options(command: Any) -> Any:
-    """``--system TEXT|@FILE``, ``--no-agents-md`` and ``--no-discover-skills``, shared by ``run`` and ``chat``
-    (``[agent]``)."""
-    command = click.option(
-        "--no-discover-skills",
-        is_flag=True,
-        help="Give only the skills of [agent] skills, not those of .tether/skills/ and the user's skills/ "
-        "(agent.discover_skills).",
-    )(command)
-    command = click.option(
-        "--no-agents-md",
-        is_flag=True,
-        help="Leave the workspace's AGENTS.md out of the system prompt (agent.agents_md).",
-    )(command)
-    return click.option(
-        "--system",
-        metavar="TEXT|@FILE",
-        callback=_system_text,
-        help="Instructions added to the system prompt for this command; @FILE reads them from FILE "
-        "(agent.instructions).",
-    )(command)
-
-
-MAX_INSTRUCTIONS_BYTES = 1024 * 1024
-"""The largest ``--system @FILE`` read."""
-
-
-def _system_text(context: click.Context, parameter: click.Parameter, value: str | None) -> str | None:
-    """``--system``'s instructions: the text, or ``@FILE``'s contents (UTF-8); a usage error when empty or when
-    the file cannot be read."""
-    if value is None:
-        return None
-    if value.startswith("@"):
-        path = Path(value[1:]).expanduser()
-        from tether.bounded import read_bounded
-
-        try:
-            value = read_bounded(path, MAX_INSTRUCTIONS_BYTES).decode("utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-            raise click.BadParameter(f"cannot read {str(path)!r}: {reason}", context, parameter) from None
-    if not value.strip():
-        raise click.BadParameter("the instructions are empty", context, parameter)
-    return value
-
-
-def _schema_option(context: click.Context, parameter: click.Parameter, value: str | None) -> object:
-    """``--schema``'s output type (``cli/schemas.py``); a usage error when it cannot be used."""
-    if value is None:
-        return None
-    from tether.cli.schemas import output_type_of
-
-    try:
-        return output_type_of(value, Path.cwd())
-    except ValueError as error:
-        raise click.BadParameter(str(error), context, parameter) from None
-
-
-def _attachments_option(context: click.Context, parameter: click.Parameter, value: tuple[str, ...]) -> object:
-    """``-a``'s files, read (a usage error when one cannot be read or is of no kind a model takes)."""
-    from tether.errors import ConfigInvalid
-    from tether.messages import Attachment
-
-    try:
-        return tuple(Attachment.from_path(Path(path).expanduser()) for path in value)
-    except ConfigInvalid as error:
-        raise click.BadParameter(error.message, context, parameter) from None
-
-
-def _agent_option(command: Any) -> Any:
-    """``--agent MODULE:ATTR``, shared by ``run`` and ``chat`` (``cli/python_agent.py``)."""
-    return click.option(
-        "--agent",
-        metavar="MODULE:ATTR",
-        help="Run this Python Agent (imported from here) instead of the one the configuration describes.",
-    )(command)
-
-
-AGENT_DEFINES = "the agent it names is defined in Python (model, instructions, limits, compaction, caches, recording)"
-
-
-def _check_agent_options(agent: str | None, given: dict[str, object]) -> None:
-    """With ``--agent``, the flags that would change the agent's definition are a usage error: its definition
-    is its Python code. Those about the run (``--json``, ``--trace``, ``--session``, ``--yes``, ``--mode``, ...)
-    apply."""
-    if agent is None:
-        return
-    if named := [flag for flag, value in given.items() if value]:
-        raise click.UsageError(f"{', '.join(named)} cannot be used with --agent: {AGENT_DEFINES}")
-
-
-def _definition_flags(
-    model: str | None,
-    system: str | None,
-    no_agents_md: bool,
-    no_compact: bool,
-    context_window: int | None,
-    record_exchanges: bool,
-    cache: str | None,
-) -> dict[str, object]:
-    """The flags of ``run`` and ``chat`` that set the configured agent's definition, by name."""
-    return {
-        "--model": model,
-        "--system": system,
-        "--no-agents-md": no_agents_md,
-        "--no-compact": no_compact,
-        "--context-window": context_window,
-        "--record-exchanges": record_exchanges,
-        "--cache-path" if cache else "--cache": cache is not None,
-    }
-
-
-def _check_session_options(session: str | None, continue_last: bool) -> None:
-    if session is not None and continue_last:
-        raise click.UsageError("--session and --continue cannot be used together")
-
-
-def _read_prompt(prompt: str | None) -> str:
-    """PROMPT as given; ``-``, or no PROMPT while stdin is not a terminal, reads the whole prompt from stdin.
-
-    stdin is read only when asked like this, so a run started by a script whose stdin never closes cannot hang.
-    """
-    if prompt is not None and prompt != "-":
-        return prompt
-    if prompt is None and sys.stdin.isatty():
-        raise click.UsageError("Missing argument 'PROMPT' (give it, pipe it on stdin, or give - to read stdin).")
-    data = sys.stdin.buffer.read()
-    try:
-        text = data.decode("utf-8").strip()
-    except UnicodeDecodeError as error:
-        raise click.UsageError(f"the prompt on stdin is not UTF-8 text (byte {error.start})") from None
-    if not text:
-        raise click.UsageError("the prompt on stdin is empty")
-    return text
-
-
 @main.command()
 @click.argument("prompt", required=False)
 @click.option(
@@ -302,10 +115,10 @@ def _read_prompt(prompt: str | None) -> str:
     metavar="PROVIDER:MODEL",
     help="The model, e.g. openai:gpt-4o-mini; a,b: a fallback list (runtime.model).",
 )
-@_session_options
+@session_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout, and nothing else there.")
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands without asking.")
-@click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
+@click.option("--mode", type=MODES, help="read-only offers only tools that change nothing (tools.mode).")
 @click.option("--max-turns", type=click.IntRange(min=1), metavar="N", help="Stop after N model turns.")
 @click.option("--trace", is_flag=True, help="After the answer, print its model and tool calls as a tree on stderr.")
 @click.option(
@@ -314,21 +127,21 @@ def _read_prompt(prompt: str | None) -> str:
     "attachments",
     multiple=True,
     metavar="PATH",
-    callback=_attachments_option,
+    callback=attachments_option,
     help="Attach a file to the prompt: an image, a PDF, audio or a text file (repeatable).",
 )
 @click.option(
     "--schema",
     metavar="FILE|JSON|MODULE:NAME",
-    callback=_schema_option,
+    callback=schema_option,
     help="Answer as JSON valid under this JSON Schema (a file or JSON text) or type; print that JSON.",
 )
-@_instruction_options
-@_compaction_options
-@_record_option
-@_cache_options
-@_verbose_option
-@_agent_option
+@instruction_options
+@compaction_options
+@record_option
+@cache_options
+@verbose_option
+@agent_option
 @config_option
 def run(
     prompt: str | None,
@@ -373,16 +186,16 @@ def run(
     Exit codes: 0 answered, 1 configuration problem, 2 usage error, 3 a limit stopped the run, 4 the run
     failed, 130 cancelled (Ctrl-C).
     """
-    _check_session_options(session, continue_last)
-    cache = _cache_choice(use_cache, cache_path)
-    definition = _definition_flags(model, system, no_agents_md, no_compact, context_window, record_exchanges, cache)
-    _check_agent_options(agent, {**definition, "--max-turns": max_turns})
+    check_session_options(session, continue_last)
+    cache = cache_choice(use_cache, cache_path)
+    definition = definition_flags(model, system, no_agents_md, no_compact, context_window, record_exchanges, cache)
+    check_agent_options(agent, {**definition, "--max-turns": max_turns})
     from tether.cli.runner import RunOptions
     from tether.cli.runner import main as run_main
     from tether.cli.verbose import configure_logging
 
     options = RunOptions(
-        _read_prompt(prompt),
+        read_prompt(prompt),
         model,
         session,
         continue_last,
@@ -409,15 +222,15 @@ def run(
 
 @main.command()
 @click.option("--model", "-m", metavar="PROVIDER:MODEL", help="The model, e.g. openai:gpt-4o-mini (runtime.model).")
-@_session_options
+@session_options
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands without asking.")
-@click.option("--mode", type=_MODES, help="read-only offers only tools that change nothing (tools.mode).")
-@_instruction_options
-@_compaction_options
-@_record_option
-@_cache_options
-@_verbose_option
-@_agent_option
+@click.option("--mode", type=MODES, help="read-only offers only tools that change nothing (tools.mode).")
+@instruction_options
+@compaction_options
+@record_option
+@cache_options
+@verbose_option
+@agent_option
 @config_option
 def chat(
     model: str | None,
@@ -443,10 +256,10 @@ def chat(
     line. Ctrl-D or /exit leaves. Esc then Enter, or a line ending in a backslash, starts a new line.
     --agent MODULE:ATTR talks with a Python Agent instead (as for tether run).
     """
-    _check_session_options(session, continue_last)
-    cache = _cache_choice(use_cache, cache_path)
-    _check_agent_options(
-        agent, _definition_flags(model, system, no_agents_md, no_compact, context_window, record_exchanges, cache)
+    check_session_options(session, continue_last)
+    cache = cache_choice(use_cache, cache_path)
+    check_agent_options(
+        agent, definition_flags(model, system, no_agents_md, no_compact, context_window, record_exchanges, cache)
     )
     from tether.cli.chat_terminal import ChatOptions
     from tether.cli.chat_terminal import main as chat_main
@@ -456,8 +269,7 @@ def chat(
     options = ChatOptions(
         model, session, continue_last, yes, mode, config_file, no_compact=no_compact, context_window=context_window,
         system=system, no_agents_md=no_agents_md, no_discover_skills=no_discover_skills,
-        record_exchanges=record_exchanges, agent=agent,
-        cache=_cache_choice(use_cache, cache_path),
+        record_exchanges=record_exchanges, agent=agent, cache=cache,
     )  # fmt: skip
     sys.exit(chat_main(options))
 
@@ -474,7 +286,7 @@ def chat(
     show_default=True,
     help="json: the model calls the session's functions through JSON in its text (the embedded model can).",
 )
-@_verbose_option
+@verbose_option
 @config_option
 def py(
     script: str | None,
