@@ -42,6 +42,9 @@ from tether.run_handles import RunHandle, RunStream
 from tether.secret_refs import is_reference
 from tether.secrets import Masker, connection_password
 from tether.session_run import SessionRun
+from tether.team.guardrails import Guardrail, GuardrailCheck, guardrails_of
+from tether.team.handoffs import Handoff, handoffs_of
+from tether.team.relay import Member, Relay, output_check
 from tether.telemetry import DISABLED, Telemetry, observer_for
 from tether.tools.base import Tool
 from tether.tools.output_cache import DEFAULT_THRESHOLD
@@ -100,6 +103,10 @@ class Agent(Generic[DepsT, OutputT]):
         record_exchanges: bool = False,
         cache: ResponseCache | None = None,
         prompt_cache: Literal["off", "5m", "1h"] | None = None,
+        name: str | None = None,
+        handoffs: Iterable[Agent[Any, Any] | Handoff] = (),
+        input_guardrails: Iterable[Guardrail | GuardrailCheck] = (),
+        output_guardrails: Iterable[Guardrail | GuardrailCheck] = (),
     ) -> None:
         """
         Args:
@@ -183,10 +190,26 @@ class Agent(Generic[DepsT, OutputT]):
                 them (``tether.exchanges``). A run without a session keeps none; off, nothing is copied.
             cache: a :class:`~tether.ResponseCache`: a request identical to one answered before (at temperature 0,
                 unless it allows any) is answered from it, its events replayed, no request made.
+            name: the agent's name: what a handoff to it is called, ``result.last_agent``, and the agent's name for
+                its observers when ``Telemetry.agent_name`` gives none.
+            handoffs: agents (each with a ``name``) or ``Handoff``s the model may pass the conversation to, one
+                transfer tool each: the run goes on under the target (``tether.team.handoffs``, docs/agents.md).
+            input_guardrails: checks of a run's prompt, before the first model call (or alongside it), that may
+                block the run (stop reason ``guardrail``): functions ``check(ctx, prompt) -> GuardrailResult``,
+                sync or async, or ``Guardrail``s (``tether.team.guardrails``).
+            output_guardrails: checks of the answer (its text, or the typed output once valid) that may block it
+                or ask the model again with a message (an output retry).
         """
         limited = {"rate_limit": rate_limit} if rate_limit is not None else {}
         provider = resolve_models(model, base_url=base_url, api_key=api_key, prompt_cache=prompt_cache, **limited)
-        registry = ToolRegistry(tools)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ConfigInvalid(f"name must be a non-empty string, not {name!r}")
+        self.name = name
+        """The agent's name (see ``name=`` above)."""
+        self._handoffs = handoffs_of(handoffs)
+        self._input_guardrails = guardrails_of(input_guardrails, "input_guardrails")
+        self._output_guardrails = guardrails_of(output_guardrails, "output_guardrails")
+        registry = ToolRegistry([*tools, *(handoff.tool() for handoff in self._handoffs)])
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)
         if limits.max_cost_usd is not None and price is None:
@@ -293,7 +316,7 @@ class Agent(Generic[DepsT, OutputT]):
         self._spec = replace(
             self._spec,
             observe=observe,
-            agent_name=settings.agent_name,
+            agent_name=settings.agent_name or self.name,
             server=self.provider.server if isinstance(self.provider, ServedProvider) else (None, None),
             redaction=redaction,
         )
@@ -360,12 +383,30 @@ class Agent(Generic[DepsT, OutputT]):
         sinks = self._sinks + ((on_event,) if on_event is not None else ())
         spec = self._run_spec(tool_choice, instructions, output_type)
         interrupter = Interrupter()
+        if self._handoffs or self._input_guardrails or self._output_guardrails:
+            if steps is not None and self._handoffs:
+                raise ConfigInvalid("a durable run cannot hand off to another agent yet: run it without handoffs")
+            store = check_session(self, history) if session is not None else None
+            relay = Relay(
+                self._team_member(spec), prompt, history, interrupter, sinks, store=store, session=session,
+                steps=steps, deps=deps,
+            )  # fmt: skip
+            return RunStream(relay.events(), relay, interrupter)
         if session is None:
             run = Run(spec, prompt, history, interrupter, sinks, steps=steps, deps=deps)
             return RunStream(run.events(), run, interrupter)
         store = check_session(self, history)
         stored = SessionRun(spec, prompt, store, session, interrupter, sinks, steps, deps)
         return RunStream(stored.events(), stored, interrupter)
+
+    def _team_member(self, spec: RunSpec | None = None) -> Member:
+        """This agent as a relay runs it (``tether.team.relay``): with ``spec`` (its own for a handoff to it), its
+        output guardrails its last output validators."""
+        spec = spec if spec is not None else self._run_spec(None)
+        if self._output_guardrails:
+            spec = replace(spec, output_validators=(*spec.output_validators, output_check(self._output_guardrails)))
+        transfers = {handoff.name: handoff for handoff in self._handoffs}
+        return Member(self.name, spec, transfers, self._input_guardrails, self._output_guardrails)
 
     def _run_spec(
         self, tool_choice: ToolChoiceOption | None, instructions: str | None = None, output_type: Any = None
