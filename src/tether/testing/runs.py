@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tether.events import (
     CallFailed,
     Compacted,
+    HandoffTaken,
     PartialOutput,
     ProviderRetry,
     RunCompleted,
@@ -69,6 +70,8 @@ def describe(event: RunEvent) -> str:
         return f"ProviderRetry({event.attempt} {event.code})"
     if isinstance(event, ThinkingStarted | ThinkingEnded):
         return type(event).__name__
+    if isinstance(event, HandoffTaken):
+        return f"HandoffTaken({event.from_agent} -> {event.to_agent})"
     assert isinstance(event, RunCompleted)
     return f"RunCompleted({event.result.stop_reason})"
 
