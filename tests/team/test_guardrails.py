@@ -249,6 +249,7 @@ async def test_an_output_guardrail_on_a_typed_output_that_blocks_stops_the_run()
     assert result.text == "The answer was withheld."
     assert result.output is None
     assert len(model.requests) == 1
+    assert_valid(result)
 
 
 async def test_an_agent_can_be_a_guardrail_and_one_that_fails_blocks() -> None:

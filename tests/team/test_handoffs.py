@@ -7,6 +7,7 @@ its result), its agent's own system prompt and tools, and the run's result names
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -14,9 +15,10 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from typing_extensions import TypedDict
 
 from tests.helpers import assert_valid, check_order
-from tether import Agent, Handoff, HandoffTaken, Limits, RunEvent, tool
+from tether import Agent, Handoff, HandoffTaken, Limits, RunEvent, ToolCallStarted, tool
 from tether.errors import ConfigInvalid
 from tether.messages import Message, speaker_of
 from tether.providers import ScriptedProvider, call, reply
@@ -267,3 +269,41 @@ def test_a_target_needs_a_name_and_transfer_names_are_distinct() -> None:
     with pytest.raises(ConfigInvalid, match="transfer_to_billing"):
         Agent(ScriptedProvider([]), handoffs=[billing, Handoff(billing)])
     assert Agent(ScriptedProvider([]), handoffs=[Handoff(billing, name="to_accounts")]).tools.names == ["to_accounts"]
+
+
+class Refund(TypedDict):
+    amount: int
+
+
+async def test_the_target_answers_with_its_own_output_type() -> None:
+    refunds = Agent(ScriptedProvider([call("final_result", {"amount": 12})]), name="refunds", output_type=Refund)
+    triage = Agent(ScriptedProvider([call("transfer_to_refunds")]), name="triage", handoffs=[refunds])
+    result = await triage.run("Refund me")
+
+    assert result.stop_reason == "complete"
+    assert result.output == {"amount": 12}
+    assert result.last_agent == "refunds"
+
+
+async def test_a_cancel_reaches_the_agent_the_run_was_handed_to() -> None:
+    @tool
+    async def wait_for_bank() -> str:
+        """Wait for the bank."""
+        await asyncio.Event().wait()
+        return "never"
+
+    billing = Agent(ScriptedProvider([call("wait_for_bank")]), name="billing", tools=[wait_for_bank])
+    triage = Agent(ScriptedProvider([call("transfer_to_billing")]), name="triage", handoffs=[billing])
+    stream = triage.stream("Hi")
+    events: list[RunEvent] = []
+    async for event in stream:
+        events.append(event)
+        if isinstance(event, ToolCallStarted) and event.call.name == "wait_for_bank":
+            stream.cancel()
+    result = events[-1].result  # type: ignore[union-attr]
+
+    assert result.stop_reason == "cancelled"
+    assert result.messages[-1].tool_results[0].code == "cancelled"
+    assert result.last_agent == "billing"
+    check_order(events)
+    assert_valid(result)

@@ -68,14 +68,20 @@ class Handoff:
         self.history = history
 
     def tool(self) -> Tool:
-        """The transfer tool the model is offered: it ends the current agent's part with a ``Done``."""
+        """The transfer tool the model is offered: it ends the current agent's part with a ``Done``. It changes
+        nothing, so a read-only agent offers it too."""
         message = f"Transferred to {self.target}."
 
         def transfer(arguments: dict[str, Any]) -> Done:
             return Done(message)
 
         return Tool.from_schema(
-            self.name, self.description, {"type": "object", "properties": {}}, transfer, extra_arguments="ignore"
+            self.name,
+            self.description,
+            {"type": "object", "properties": {}},
+            transfer,
+            extra_arguments="ignore",
+            read_only=True,
         )
 
     def filtered(self, messages: Sequence[Message]) -> tuple[Message, ...]:
