@@ -276,9 +276,14 @@ class Refund(TypedDict):
 
 
 async def test_the_target_answers_with_its_own_output_type() -> None:
-    refunds = Agent(ScriptedProvider([call("final_result", {"amount": 12})]), name="refunds", output_type=Refund)
+    refunds = Agent(
+        ScriptedProvider([call("final_result", {"amount": 12})]), name="refunds", system="Refunds.", output_type=Refund
+    )
     triage = Agent(ScriptedProvider([call("transfer_to_refunds")]), name="triage", handoffs=[refunds])
     result = await triage.run("Refund me")
+
+    assert result.messages[0] == Message.system("Refunds.")
+    assert result.new_messages[0] == Message.user("Refund me"), "the run's own messages start at its prompt"
 
     assert result.stop_reason == "complete"
     assert result.output == {"amount": 12}

@@ -116,7 +116,7 @@ class Relay:
         member, prompt, history = self._first, self._prompt, self._history
         legs: list[RunResult[Any]] = []
         blocked: tuple[str, str, str] | None = None
-        retries, started, carried = 0, time.perf_counter(), None
+        retries, started, carried, filtered = 0, time.perf_counter(), None, False
         while True:
             leg = self._leg(member, prompt, history, carried, time.perf_counter() - started, first=not legs)
             inner = leg.events()
@@ -154,6 +154,7 @@ class Relay:
                 yield event
                 try:
                     history = handed.filtered(_body(result.messages))
+                    filtered = filtered or handed.history is not None
                 except TetherError as error:
                     legs[-1] = structs.replace(result, stop_reason=StopReason.ERROR, error=error, detail=str(error))
                     break
@@ -171,7 +172,7 @@ class Relay:
             elif verdict.action == "retry":
                 legs[-1] = _invalid(result, retries + 1, verdict.message)
             break
-        self.result = _joined(legs, member, blocked, started, self._sinks)
+        self.result = _joined(legs, member, blocked, started, self._sinks, filtered)
         completed = RunCompleted(self.result)
         self._forward.last(completed)
         yield completed
@@ -384,12 +385,26 @@ def _invalid(result: RunResult[Any], tries: int, message: str) -> RunResult[Any]
     )
 
 
+def _first_new(first: RunResult[Any], last: RunResult[Any], filtered: bool) -> int:
+    """Where the run's own messages start in the last leg's transcript: where they did in the first (the system
+    prompt there may be another agent's, or none), or, once a handoff's filter rewrote the history, where the last
+    leg's did."""
+    if filtered:
+        return last.first_new_message
+    return first.first_new_message - _systems(first.messages) + _systems(last.messages)
+
+
+def _systems(messages: Sequence[Message]) -> int:
+    return 1 if messages and messages[0].role == "system" else 0
+
+
 def _joined(
     legs: Sequence[RunResult[Any]],
     member: Member,
     blocked: tuple[str, str, str] | None,
     started: float,
     sinks: Sinks,
+    filtered: bool,
 ) -> RunResult[Any]:
     """The run's result: its last leg's, with the legs' usage and records added up, the agent that answered
     named, and a guardrail's block (an input's, or an output's on text or a typed output) as its stop."""
@@ -403,7 +418,7 @@ def _joined(
         turn_usage=tuple(u for leg in legs for u in leg.turn_usage),
         turn_records=tuple(r for leg in legs for r in leg.turn_records),
         duration_ms=(time.perf_counter() - started) * 1000.0,
-        first_new_message=first.first_new_message if len(legs) == 1 else last.first_new_message,
+        first_new_message=_first_new(first, last, filtered),
         last_agent=member.name,
     )
     if blocked is None and isinstance(last.error, GuardrailBlocked):
