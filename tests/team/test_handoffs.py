@@ -236,9 +236,13 @@ async def test_a_filter_that_separates_a_call_from_its_result_stops_the_run_befo
         name="triage",
         handoffs=[Handoff(billing, history=without_results)],
     )
-    result = await triage.run("Hi")
+    events: list[RunEvent] = [event async for event in triage.stream("Hi")]
+    result = events[-1].result  # type: ignore[union-attr]
 
+    assert not any(isinstance(event, HandoffTaken) for event in events)
     assert result.stop_reason == "error"
+    assert result.degraded
+    assert result.text.startswith("The run stopped on an error")
     assert isinstance(result.error, ConfigInvalid)
     assert "transfer_to_billing" in result.detail
     assert target.requests == []

@@ -37,6 +37,7 @@ from tether.events import (
     TurnCompleted,
 )
 from tether.limits import StopReason
+from tether.loop.context import fallback_text
 from tether.loop.engine import Run
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
 from tether.loop.progress import RunProgress
@@ -148,16 +149,16 @@ class Relay:
             if blocked is not None or self._sinks.error is not None:
                 break
             if handed is not None and result.stop_reason is StopReason.DONE_TOOL:
-                target = handed.agent._team_member()
+                try:
+                    target = handed.agent._team_member()
+                    history = handed.filtered(_body(result.messages))
+                except TetherError as error:  # the target cannot be run, or the filter broke the history
+                    legs[-1] = _failed(result, error)
+                    break
+                filtered = filtered or handed.history is not None
                 event = HandoffTaken(member.name or "", target.name or "", result.turns)
                 self._forward(event)
                 yield event
-                try:
-                    history = handed.filtered(_body(result.messages))
-                    filtered = filtered or handed.history is not None
-                except TetherError as error:
-                    legs[-1] = structs.replace(result, stop_reason=StopReason.ERROR, error=error, detail=str(error))
-                    break
                 member, prompt = target, None
                 continue
             if not _checks_text(member, result):
@@ -374,6 +375,13 @@ def _remaining(spec: RunSpec, elapsed: float) -> RunSpec:
     if limits.run_timeout is None:
         return spec
     return replace(spec, limits=replace(limits, run_timeout=max(limits.run_timeout - elapsed, 0.001)))
+
+
+def _failed(result: RunResult[Any], error: TetherError) -> RunResult[Any]:
+    """``result`` stopped as ``error``: the handoff its last turn asked for could not be made."""
+    detail = str(error)
+    text = fallback_text(StopReason.ERROR, detail)
+    return structs.replace(result, stop_reason=StopReason.ERROR, error=error, detail=detail, text=text, degraded=True)
 
 
 def _invalid(result: RunResult[Any], tries: int, message: str) -> RunResult[Any]:
