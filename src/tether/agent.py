@@ -42,9 +42,6 @@ from tether.run_handles import RunHandle, RunStream
 from tether.secret_refs import is_reference
 from tether.secrets import Masker, connection_password
 from tether.session_run import SessionRun
-from tether.team.guardrails import Guardrail, GuardrailCheck, guardrails_of
-from tether.team.handoffs import Handoff, handoffs_of
-from tether.team.relay import Member, Relay, output_check
 from tether.telemetry import DISABLED, Telemetry, observer_for
 from tether.tools.base import Tool
 from tether.tools.output_cache import DEFAULT_THRESHOLD
@@ -58,6 +55,9 @@ if TYPE_CHECKING:
     from tether.providers.http.ratelimit import RateLimit
     from tether.providers.response_cache import ResponseCache
     from tether.sessions import SessionStore
+    from tether.team.guardrails import Guardrail, GuardrailCheck
+    from tether.team.handoffs import Handoff
+    from tether.team.relay import Member
     from tether.telemetry.observer import RunObserver
 
 
@@ -206,9 +206,12 @@ class Agent(Generic[DepsT, OutputT]):
             raise ConfigInvalid(f"name must be a non-empty string, not {name!r}")
         self.name = name
         """The agent's name (see ``name=`` above)."""
-        self._handoffs = handoffs_of(handoffs)
-        self._input_guardrails = guardrails_of(input_guardrails, "input_guardrails")
-        self._output_guardrails = guardrails_of(output_guardrails, "output_guardrails")
+        team: tuple[tuple[Handoff, ...], tuple[Guardrail, ...], tuple[Guardrail, ...]] = ((), (), ())
+        if handoffs or input_guardrails or output_guardrails:  # tether.team is loaded only by agents that use it
+            from tether.team.relay import team_of
+
+            team = team_of(handoffs, input_guardrails, output_guardrails)
+        self._handoffs, self._input_guardrails, self._output_guardrails = team
         registry = ToolRegistry([*tools, *(handoff.tool() for handoff in self._handoffs)])
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)
@@ -386,6 +389,8 @@ class Agent(Generic[DepsT, OutputT]):
         if self._handoffs or self._input_guardrails or self._output_guardrails:
             if steps is not None and self._handoffs:
                 raise ConfigInvalid("a durable run cannot hand off to another agent yet: run it without handoffs")
+            from tether.team.relay import Relay
+
             store = check_session(self, history) if session is not None else None
             relay = Relay(
                 self._team_member(spec), prompt, history, interrupter, sinks, store=store, session=session,
@@ -400,13 +405,11 @@ class Agent(Generic[DepsT, OutputT]):
         return RunStream(stored.events(), stored, interrupter)
 
     def _team_member(self, spec: RunSpec | None = None) -> Member:
-        """This agent as a relay runs it (``tether.team.relay``): with ``spec`` (its own for a handoff to it), its
-        output guardrails its last output validators."""
+        """This agent as a relay runs it (``tether.team.relay``), with ``spec`` (else its own: a handoff to it)."""
+        from tether.team.relay import Member
+
         spec = spec if spec is not None else self._run_spec(None)
-        if self._output_guardrails:
-            spec = replace(spec, output_validators=(*spec.output_validators, output_check(self._output_guardrails)))
-        transfers = {handoff.name: handoff for handoff in self._handoffs}
-        return Member(self.name, spec, transfers, self._input_guardrails, self._output_guardrails)
+        return Member.of(self.name, spec, self._handoffs, self._input_guardrails, self._output_guardrails)
 
     def _run_spec(
         self, tool_choice: ToolChoiceOption | None, instructions: str | None = None, output_type: Any = None

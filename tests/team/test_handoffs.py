@@ -316,3 +316,20 @@ async def test_a_cancel_reaches_the_agent_the_run_was_handed_to() -> None:
     assert result.last_agent == "billing"
     check_order(events)
     assert_valid(result)
+
+
+async def test_a_cancel_after_the_turn_that_takes_a_transfer_ends_the_run_there() -> None:
+    billing = Agent(ScriptedProvider([reply("never")]), name="billing")
+    triage = Agent(ScriptedProvider([call("transfer_to_billing")]), name="triage", handoffs=[billing])
+    stream = triage.stream("Hi")
+    events: list[RunEvent] = []
+    async for event in stream:
+        events.append(event)
+        if isinstance(event, ToolCallStarted):
+            stream.cancel(after_turn=True)
+    result = events[-1].result  # type: ignore[union-attr]
+
+    assert result.stop_reason == "cancelled"
+    assert result.last_agent == "triage"
+    assert not any(isinstance(event, HandoffTaken) for event in events)
+    assert_valid(result)

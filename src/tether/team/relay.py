@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -45,14 +45,14 @@ from tether.loop.sinks import EventSink, Sinks
 from tether.loop.spec import RunSpec
 from tether.messages import Message, Prompt
 from tether.session_run import SessionRun
-from tether.team.guardrails import Guardrail, GuardrailResult
-from tether.team.handoffs import Handoff
+from tether.team.guardrails import Guardrail, GuardrailResult, guardrails_of
+from tether.team.handoffs import Handoff, handoffs_of
 
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
     from tether.sessions import SessionStore
 
-__all__ = ["Member", "Relay", "output_check"]
+__all__ = ["Member", "Relay", "output_check", "team_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +64,27 @@ class Member:
     transfers: dict[str, Handoff]
     input_guardrails: tuple[Guardrail, ...] = ()
     output_guardrails: tuple[Guardrail, ...] = ()
+
+    @classmethod
+    def of(
+        cls,
+        name: str | None,
+        spec: RunSpec,
+        handoffs: Sequence[Handoff],
+        inputs: tuple[Guardrail, ...],
+        outputs: tuple[Guardrail, ...],
+    ) -> Member:
+        """An agent's member: its output guardrails ``spec``'s last output validators."""
+        if outputs:
+            spec = replace(spec, output_validators=(*spec.output_validators, output_check(outputs)))
+        return cls(name, spec, {handoff.name: handoff for handoff in handoffs}, inputs, outputs)
+
+
+def team_of(
+    handoffs: Iterable[Any], inputs: Iterable[Any], outputs: Iterable[Any]
+) -> tuple[tuple[Handoff, ...], tuple[Guardrail, ...], tuple[Guardrail, ...]]:
+    """``Agent(handoffs=..., input_guardrails=..., output_guardrails=...)``, checked."""
+    return handoffs_of(handoffs), guardrails_of(inputs, "input_guardrails"), guardrails_of(outputs, "output_guardrails")
 
 
 def output_check(guardrails: Sequence[Guardrail]) -> Callable[[Any, Any], Any]:
@@ -147,6 +168,9 @@ class Relay:
             legs.append(result)
             carried = leg.run
             if blocked is not None or self._sinks.error is not None:
+                break
+            if (after_turn := self._interrupter.after_turn) is not None and result.stop_reason is StopReason.DONE_TOOL:
+                legs[-1] = _stopped(result, after_turn)  # the host asked to stop after this turn: no handoff
                 break
             if handed is not None and result.stop_reason is StopReason.DONE_TOOL:
                 try:
@@ -375,6 +399,12 @@ def _remaining(spec: RunSpec, elapsed: float) -> RunSpec:
     if limits.run_timeout is None:
         return spec
     return replace(spec, limits=replace(limits, run_timeout=max(limits.run_timeout - elapsed, 0.001)))
+
+
+def _stopped(result: RunResult[Any], interrupt: Interrupt) -> RunResult[Any]:
+    """``result`` stopped by ``interrupt`` (a cancel after the turn) where its leg would have handed off."""
+    text = fallback_text(interrupt.reason, interrupt.detail)
+    return structs.replace(result, stop_reason=interrupt.reason, detail=interrupt.detail, text=text, degraded=True)
 
 
 def _failed(result: RunResult[Any], error: TetherError) -> RunResult[Any]:
