@@ -18,7 +18,7 @@ from aiohttp import web
 from typing_extensions import TypedDict
 
 from tests.helpers import assert_valid, check_order
-from tether import Agent, Handoff, HandoffTaken, Limits, RunEvent, ToolCallStarted, tool
+from tether import Agent, Handoff, HandoffTaken, Limits, RunContext, RunEvent, ToolCallStarted, tool
 from tether.errors import ConfigInvalid
 from tether.messages import Message, speaker_of
 from tether.providers import ScriptedProvider, call, reply
@@ -333,3 +333,19 @@ async def test_a_cancel_after_the_turn_that_takes_a_transfer_ends_the_run_there(
     assert result.last_agent == "triage"
     assert not any(isinstance(event, HandoffTaken) for event in events)
     assert_valid(result)
+
+
+async def test_the_agent_handed_to_is_in_the_same_run_for_its_tools() -> None:
+    seen: list[str] = []
+
+    @tool
+    def whoami(ctx: RunContext[None]) -> str:
+        """Say which run this is."""
+        seen.append(ctx.run_id)
+        return "ok"
+
+    billing = Agent(ScriptedProvider([call("whoami"), reply("Done.")]), name="billing", tools=[whoami])
+    triage = Agent(ScriptedProvider([call("transfer_to_billing")]), name="triage", handoffs=[billing])
+    result = await triage.run("Hi")
+
+    assert seen == [result.run_id]

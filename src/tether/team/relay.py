@@ -225,7 +225,9 @@ class Relay:
             run.state.speaker = member.name
             if carried is not None:
                 run.guard.carry(carried.guard)
-                run.run_id = carried.run_id
+                run.run_id = carried.run_id  # one run to its host, its tools and its observers
+                if run.progress is not None:
+                    run.progress.run_id = carried.run_id
 
         if self._store is None or self._session is None:
             run = Run(spec, prompt, history, self._interrupter, sinks, steps=self._steps, deps=self._deps)
