@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tether.events import (
     CallFailed,
+    HandoffTaken,
     PartialOutput,
     ProviderRetry,
     RunCompleted,
@@ -50,6 +51,9 @@ def check_order(events: list[RunEvent]) -> None:
         elif isinstance(event, TurnCompleted):
             assert in_turn, name
             in_turn = False
+        elif isinstance(event, HandoffTaken):
+            assert not in_turn, name
+            assert not open_calls, name
         elif isinstance(event, ToolCallStarted):
             assert not in_turn, name
             open_calls.append(event.call.id)

@@ -41,6 +41,13 @@ _EXPORTS: dict[str, str] = {
     "TurnCompleted": "tether.events",
     "Compacted": "tether.events",
     "RunCompleted": "tether.events",
+    "HandoffTaken": "tether.events",
+    "Handoff": "tether.team.handoffs",
+    "Guardrail": "tether.team.guardrails",
+    "GuardrailResult": "tether.team.guardrails",
+    "GuardrailVerdict": "tether.team.guardrails",
+    "agent_guardrail": "tether.team.guardrails",
+    "GuardrailBlocked": "tether.errors",
     "TurnRecord": "tether.events",
     "ToolCallRecord": "tether.events",
     "SubAgentEvent": "tether.events",
@@ -81,12 +88,14 @@ if TYPE_CHECKING:
     from tether.assistant import Assistant as Assistant
     from tether.assistant import ask as ask
     from tether.assistant import ask_async as ask_async
+    from tether.errors import GuardrailBlocked as GuardrailBlocked
     from tether.errors import InvalidOutput as InvalidOutput
     from tether.errors import TetherError as TetherError
     from tether.errors import ToolError as ToolError
     from tether.events import CallFailed as CallFailed
     from tether.events import Compacted as Compacted
     from tether.events import FallbackTaken as FallbackTaken
+    from tether.events import HandoffTaken as HandoffTaken
     from tether.events import PartialOutput as PartialOutput
     from tether.events import ProviderRetry as ProviderRetry
     from tether.events import RateLimitWait as RateLimitWait
@@ -137,6 +146,11 @@ if TYPE_CHECKING:
     from tether.run_handles import RunHandle as RunHandle
     from tether.run_handles import RunStream as RunStream
     from tether.team import AgentTool as AgentTool
+    from tether.team.guardrails import Guardrail as Guardrail
+    from tether.team.guardrails import GuardrailResult as GuardrailResult
+    from tether.team.guardrails import GuardrailVerdict as GuardrailVerdict
+    from tether.team.guardrails import agent_guardrail as agent_guardrail
+    from tether.team.handoffs import Handoff as Handoff
     from tether.telemetry import Telemetry as Telemetry
     from tether.tools.base import Done as Done
     from tether.tools.base import Tool as Tool

@@ -15,13 +15,19 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack
 
 from tether.agent_checks import (
+    OutputMode,
     check_output_cache,
+    checked_name,
+    checked_output_mode,
     compaction_of,
     deps_checks,
+    provider_credentials,
     response_cache_class,
     secret_strings,
     skills_of,
+    team_of,
     tool_mode_of,
+    with_output,
 )
 from tether.errors import ConfigInvalid
 from tether.events import OutputT, RunCompleted, RunResult
@@ -59,6 +65,9 @@ if TYPE_CHECKING:
     from tether.providers.response_cache import ResponseCache
     from tether.sessions import SessionStore
     from tether.skills import Skills
+    from tether.team.guardrails import Guardrail, GuardrailCheck
+    from tether.team.handoffs import Handoff
+    from tether.team.relay import Member
     from tether.telemetry.observer import RunObserver
 
 
@@ -105,6 +114,10 @@ class Agent(Generic[DepsT, OutputT]):
         cache: ResponseCache | None = None,
         prompt_cache: Literal["off", "5m", "1h"] | None = None,
         skills: Skills | Iterable[str | os.PathLike[str]] = (),
+        name: str | None = None,
+        handoffs: Iterable[Agent[Any, Any] | Handoff] = (),
+        input_guardrails: Iterable[Guardrail | GuardrailCheck] = (),
+        output_guardrails: Iterable[Guardrail | GuardrailCheck] = (),
     ) -> None:
         """
         Args:
@@ -188,17 +201,28 @@ class Agent(Generic[DepsT, OutputT]):
                 them (``tether.exchanges``). A run without a session keeps none; off, nothing is copied.
             cache: a :class:`~tether.ResponseCache`: a request identical to one answered before (at temperature 0,
                 unless it allows any) is answered from it, its events replayed, no request made.
-            skills: folders of skills in the Agent Skills layout (``tether.skills``): each path a skill's folder
-                (holding a ``SKILL.md``) or a folder of them; or a ``tether.skills.Skills``. Their names and
-                descriptions are appended to the system prompt, and the read-only tool ``load_skill`` gives the
-                model a skill's instructions and files when it asks; its scripts run through the ``bash`` tool,
-                whose sandbox the agent makes show the skills' folders, read-only (``bash_tool``'s own tool).
-                A malformed ``SKILL.md`` is ``SkillInvalid`` (code ``skill_invalid``) now.
+            skills: Agent Skills (``tether.skills``): each path a skill's folder (with a ``SKILL.md``) or a folder
+                of them, or a ``Skills``. Their names and descriptions join the system prompt; the read-only tool
+                ``load_skill`` gives a skill's instructions and files when asked; scripts run through ``bash``,
+                whose sandbox shows the skills' folders, read-only. A bad ``SKILL.md`` is ``SkillInvalid`` now.
+            name: the agent's name: its handoff tool's, ``result.last_agent``, its observers' (unless telemetry's).
+            handoffs: agents (each with a ``name``) or ``Handoff``s the model may pass the conversation to, one
+                transfer tool each: the run goes on under the target (``tether.team.handoffs``, docs/agents.md).
+            input_guardrails: checks of a run's prompt before the first model call (or alongside it) that may
+                block the run (stop ``guardrail``): ``check(ctx, prompt) -> GuardrailResult``, sync or async, or
+                ``Guardrail``s (``tether.team.guardrails``).
+            output_guardrails: checks of the answer (its text, or the typed output once valid) that may block it
+                or ask the model again with a message (an output retry).
         """
         limited = {"rate_limit": rate_limit} if rate_limit is not None else {}
         provider = resolve_models(model, base_url=base_url, api_key=api_key, prompt_cache=prompt_cache, **limited)
+        self.name = checked_name(name)
+        """The agent's name (see ``name=`` above)."""
+        self._handoffs, self._input_guardrails, self._output_guardrails = team_of(
+            handoffs, input_guardrails, output_guardrails
+        )
         skill_set = skills_of(skills)
-        registry = ToolRegistry(skill_set.equip(tools))
+        registry = ToolRegistry([*skill_set.equip(tools), *(handoff.tool() for handoff in self._handoffs)])
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)
         if limits.max_cost_usd is not None and price is None:
@@ -223,7 +247,7 @@ class Agent(Generic[DepsT, OutputT]):
         masker = Masker.from_environment(
             extra=(
                 None if api_key and is_reference(api_key) else api_key,
-                *_credentials(provider),
+                *provider_credentials(provider),
                 connection_password(base_url or ""),
                 *secret_strings(secrets),
             )
@@ -263,8 +287,8 @@ class Agent(Generic[DepsT, OutputT]):
         self.telemetry = telemetry  # the setter takes a bool or None too
         self.tool_choice = tool_choice
         """The tool choice of the next runs (see ``tool_choice=`` above); a run's own wins."""
-        self._output_mode = _checked_mode(output_mode)
-        self._spec = _with_output(self._spec, output_type, output_mode)
+        self._output_mode = checked_output_mode(output_mode)
+        self._spec = with_output(self._spec, output_type, output_mode)
         self._run_spec(None)  # a choice this agent can never keep is refused now, not at its first run
 
     @property
@@ -296,8 +320,7 @@ class Agent(Generic[DepsT, OutputT]):
         elif settings is False:
             settings = DISABLED
         elif not isinstance(settings, Telemetry):
-            kind = type(settings).__name__
-            raise ConfigInvalid(f"telemetry must be a tether.telemetry.Telemetry or a bool, not {kind}")
+            raise ConfigInvalid(f"telemetry must be a Telemetry or a bool, not {type(settings).__name__}")
         self._telemetry = settings
         redaction = settings.redaction(self._spec.masker)
         self.redaction = redaction
@@ -309,7 +332,7 @@ class Agent(Generic[DepsT, OutputT]):
         self._spec = replace(
             self._spec,
             observe=observe,
-            agent_name=settings.agent_name,
+            agent_name=settings.agent_name or self.name,
             server=self.provider.server if isinstance(self.provider, ServedProvider) else (None, None),
             redaction=redaction,
         )
@@ -387,12 +410,30 @@ class Agent(Generic[DepsT, OutputT]):
         sinks = self._sinks + ((on_event,) if on_event is not None else ())
         spec = self._run_spec(tool_choice, instructions, output_type)
         interrupter = Interrupter()
+        if self._handoffs or self._input_guardrails or self._output_guardrails:
+            if steps is not None and self._handoffs:
+                raise ConfigInvalid("a durable run cannot hand off to another agent yet: run it without handoffs")
+            from tether.team.relay import Relay
+
+            store = check_session(self, history) if session is not None else None
+            relay = Relay(
+                self._team_member(spec), prompt, history, interrupter, sinks, store=store, session=session,
+                steps=steps, deps=deps,
+            )  # fmt: skip
+            return RunStream(relay.events(), relay, interrupter)
         if session is None:
             run = Run(spec, prompt, history, interrupter, sinks, steps=steps, deps=deps)
             return RunStream(run.events(), run, interrupter)
         store = check_session(self, history)
         stored = SessionRun(spec, prompt, store, session, interrupter, sinks, steps, deps)
         return RunStream(stored.events(), stored, interrupter)
+
+    def _team_member(self, spec: RunSpec | None = None) -> Member:
+        """This agent as a relay runs it (``tether.team.relay``), with ``spec`` (else its own: a handoff to it)."""
+        from tether.team.relay import Member
+
+        spec = spec if spec is not None else self._run_spec(None)
+        return Member.of(self.name, spec, self._handoffs, self._input_guardrails, self._output_guardrails)
 
     def _run_spec(
         self, tool_choice: ToolChoiceOption | None, instructions: str | None = None, output_type: Any = None
@@ -404,7 +445,7 @@ class Agent(Generic[DepsT, OutputT]):
         option = self.tool_choice if tool_choice is None else tool_choice
         spec = self._spec
         if output_type is not None:
-            spec = _with_output(spec, output_type, self._output_mode)
+            spec = with_output(spec, output_type, self._output_mode)
         if instructions is not None:
             if not isinstance(instructions, str):
                 raise ConfigInvalid(f"instructions must be a string, not {type(instructions).__name__}")
@@ -556,35 +597,4 @@ def stream_with_steps(
     return agent._open(prompt, history, on_event, session, tool_choice, steps, deps)
 
 
-OutputMode = Literal["tool", "native", "prompted"]
-
 V = TypeVar("V", bound=Callable[..., Any])
-
-
-def _checked_mode(mode: str | None) -> OutputMode | None:
-    if mode not in (None, "tool", "native", "prompted"):
-        raise ConfigInvalid(f"output_mode must be 'tool', 'native' or 'prompted', not {mode!r}")
-    return mode  # type: ignore[return-value]
-
-
-def _with_output(spec: RunSpec, output_type: Any, mode: OutputMode | None) -> RunSpec:
-    """``spec`` asking for ``output_type`` (``str``: text), as ``mode`` says or as the model allows best: output
-    tools for a model that calls tools natively, else its JSON Schema output, else the schema in the prompt."""
-    from tether.output import OutputSpec
-
-    output = OutputSpec.of(output_type)
-    if output is None:
-        return replace(spec, output=None) if spec.output is not None else spec
-    info = spec.provider.info
-    if mode is None:
-        mode = "tool" if spec.tool_mode == "native" and info.supports_tools else "prompted"
-        mode = "native" if mode == "prompted" and info.supports_output_schema else mode
-    if mode == "tool" and (taken := sorted({c.name for c in output.choices} & set(spec.tools.names))):
-        raise ConfigInvalid(f"a tool is named {taken[0]!r}, the name of an output tool: rename it")
-    return replace(spec, output=output, output_mode=mode)
-
-
-def _credentials(provider: Provider) -> tuple[str, ...]:
-    """The secrets a provider sends (its API key), whatever their source (passed, read from the environment, or
-    set on a provider built elsewhere); none for a provider that serves no model over the network."""
-    return provider.credentials() if isinstance(provider, ServedProvider) else ()

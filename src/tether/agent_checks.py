@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from tether.errors import ConfigInvalid
 from tether.limits import Compaction
-from tether.providers.base import Provider
+from tether.providers.base import Provider, ServedProvider
 from tether.tools.output_cache import MIN_THRESHOLD, READ_TOOL
 from tether.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
+    from tether.loop.spec import RunSpec
     from tether.providers.response_cache import ResponseCache
     from tether.skills import Skills
+    from tether.team.guardrails import Guardrail
+    from tether.team.handoffs import Handoff
     from tether.tools.base import Tool
 
 
@@ -134,3 +137,57 @@ def skills_of(skills: Skills | Iterable[str | os.PathLike[str]]) -> SkillSet:
     found = skills if isinstance(skills, Skills) else Skills.load(skills)
     tool = found.tool()
     return SkillSet(found, (tool,) if tool is not None else ())
+
+
+def checked_name(name: str | None) -> str | None:
+    """``name=``: ``None``, or a name with something in it (a handoff's tool and ``result.last_agent`` use it)."""
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ConfigInvalid(f"name must be a non-empty string, not {name!r}")
+    return name
+
+
+Team = tuple["tuple[Handoff, ...]", "tuple[Guardrail, ...]", "tuple[Guardrail, ...]"]
+
+
+def team_of(handoffs: Iterable[Any], input_guardrails: Iterable[Any], output_guardrails: Iterable[Any]) -> Team:
+    """The agent's handoffs and guardrails, checked (``tether.team.relay``); three empty tuples, with
+    ``tether.team`` never loaded, for an agent that has none."""
+    handoffs, input_guardrails, output_guardrails = tuple(handoffs), tuple(input_guardrails), tuple(output_guardrails)
+    if not (handoffs or input_guardrails or output_guardrails):
+        return (), (), ()
+    from tether.team.relay import team_of as checked_team
+
+    return checked_team(handoffs, input_guardrails, output_guardrails)
+
+
+OutputMode = Literal["tool", "native", "prompted"]
+
+
+def checked_output_mode(mode: str | None) -> OutputMode | None:
+    """``output_mode=`` checked: one of the three modes, or ``None`` (the model's best)."""
+    if mode not in (None, "tool", "native", "prompted"):
+        raise ConfigInvalid(f"output_mode must be 'tool', 'native' or 'prompted', not {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+def with_output(spec: RunSpec, output_type: Any, mode: OutputMode | None) -> RunSpec:
+    """``spec`` asking for ``output_type`` (``str``: text), as ``mode`` says or as the model allows best: output
+    tools for a model that calls tools natively, else its JSON Schema output, else the schema in the prompt."""
+    from tether.output import OutputSpec
+
+    output = OutputSpec.of(output_type)
+    if output is None:
+        return replace(spec, output=None) if spec.output is not None else spec
+    info = spec.provider.info
+    if mode is None:
+        mode = "tool" if spec.tool_mode == "native" and info.supports_tools else "prompted"
+        mode = "native" if mode == "prompted" and info.supports_output_schema else mode
+    if mode == "tool" and (taken := sorted({c.name for c in output.choices} & set(spec.tools.names))):
+        raise ConfigInvalid(f"a tool is named {taken[0]!r}, the name of an output tool: rename it")
+    return replace(spec, output=output, output_mode=mode)
+
+
+def provider_credentials(provider: Provider) -> tuple[str, ...]:
+    """The secrets a provider sends (its API key), whatever their source (passed, read from the environment, or
+    set on a provider built elsewhere); none for a provider that serves no model over the network."""
+    return provider.credentials() if isinstance(provider, ServedProvider) else ()

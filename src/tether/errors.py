@@ -37,6 +37,7 @@ ErrorCode = Literal[
     "script_exhausted",
     "content_filter",
     "empty_answer",
+    "guardrail",
 ]
 
 
@@ -190,6 +191,24 @@ class InvalidOutput(TetherError):
 
 def _invalid_output(message: str, raw: str, errors: tuple[str, ...]) -> InvalidOutput:
     return InvalidOutput(message, raw=raw, errors=errors)
+
+
+class GuardrailBlocked(TetherError):
+    """A guardrail blocked the run's input or its answer (``tether.team.guardrails``): the run's error when it
+    stops as ``guardrail``, never raised out of a run. ``guardrail`` is its name, the message its words."""
+
+    code: ClassVar[ErrorCode] = "guardrail"
+
+    def __init__(self, message: str, *, guardrail: str) -> None:
+        super().__init__(message, details={"guardrail": guardrail})
+        self.guardrail = guardrail
+
+    def __reduce__(self) -> tuple[Any, ...]:  # kept by a durable run's result: pickled with its keywords
+        return (_guardrail_blocked, (self.message, self.guardrail))
+
+
+def _guardrail_blocked(message: str, guardrail: str) -> GuardrailBlocked:
+    return GuardrailBlocked(message, guardrail=guardrail)
 
 
 # --- host errors: configuration and stored state -------------------------------------------------------------

@@ -256,6 +256,9 @@ class RunResult(msgspec.Struct, Generic[OutputT], frozen=True):
     """How the model's last answer ended (its call's finish reason, a compaction's aside): ``length`` when it was
     cut off at the output limit, which leaves the run ``degraded`` even when it is ``complete`` (the answer is
     continued first, up to ``Limits.answer_continuations`` times); ``None`` when no call was made."""
+    last_agent: str | None = None
+    """The name of the agent that answered: the last one the run was handed to (``Agent(handoffs=...)``), or the
+    agent's own name; ``None`` for an agent without one."""
 
     @property
     def new_messages(self) -> tuple[Message, ...]:
@@ -400,6 +403,17 @@ class Compacted(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="co
     kind: ClassVar[Literal["compacted"]] = "compacted"
 
 
+class HandoffTaken(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="handoff_taken"):
+    """The run moved to another agent (``Agent(handoffs=...)``, ``tether.team.handoffs``): the model of
+    ``from_agent`` called its transfer tool in ``turn``, and the turns from now on are ``to_agent``'s (its model,
+    instructions, tools and output type)."""
+
+    from_agent: str
+    to_agent: str
+    turn: int
+    kind: ClassVar[Literal["handoff_taken"]] = "handoff_taken"
+
+
 class RunCompleted(msgspec.Struct, frozen=True, tag_field="kind", tag="run_completed"):
     result: RunResult[Any]
     kind: ClassVar[Literal["run_completed"]] = "run_completed"
@@ -434,6 +448,7 @@ RunEvent: TypeAlias = (
     | TurnCompleted
     | CallFailed
     | Compacted
+    | HandoffTaken
     | RunCompleted
     | SubAgentEvent
 )

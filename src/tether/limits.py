@@ -49,6 +49,8 @@ class StopReason(StrEnum):
     ``Limits.output_retries`` retries; ``result.text`` is the last raw answer, ``result.error`` the errors."""
     BUDGET = "budget"
     """``max_cost_usd`` was reached."""
+    GUARDRAIL = "guardrail"
+    """A guardrail blocked the input or the output (``tether.team.guardrails``); ``result.text`` is its message."""
     ERROR = "error"
     """The provider failed (after its own retries) or something unexpected broke; see ``result.error``."""
 

@@ -416,6 +416,26 @@ def transcript_problems(messages: Sequence[Message]) -> list[str]:
     return problems
 
 
+# --- who spoke ---------------------------------------------------------------------------------------------
+
+SPEAKER_KEY = "agent"
+"""The ``provider_data`` key that names the agent whose answer an assistant message is (``tether.team``)."""
+
+
+def spoken_by(message: Message, agent: str) -> Message:
+    """``message`` marked as the answer of ``agent`` (in its ``provider_data``, which every store keeps and no
+    provider reads: a session written before names no one, and reads as before)."""
+    data = message.provider_data
+    return replace(message, provider_data={SPEAKER_KEY: agent} if data is None else {**data, SPEAKER_KEY: agent})
+
+
+def speaker_of(message: Message) -> str | None:
+    """The agent that gave ``message`` (see :func:`spoken_by`); ``None`` when none is named."""
+    data = message.provider_data
+    name = data.get(SPEAKER_KEY) if data is not None and message.role == "assistant" else None
+    return name if isinstance(name, str) else None
+
+
 # --- compaction markers -------------------------------------------------------------------------------------
 
 COMPACTION_KEY = "compaction"

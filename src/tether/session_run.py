@@ -13,7 +13,7 @@ again sees the session as the first one did, and never saves an older transcript
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from tether.events import RunEvent, RunResult
@@ -35,8 +35,8 @@ class SessionRun:
     """One run continuing a stored session (see the module docstring); iterate :meth:`events` once."""
 
     __slots__ = (
-        "_deps", "_interrupter", "_latest", "_loaded", "_prompt", "_run", "_saves", "_sinks", "_spec", "_steps",
-        "_store", "id",
+        "_deps", "_interrupter", "_latest", "_loaded", "_prepare", "_prompt", "_run", "_saves", "_sinks", "_spec",
+        "_steps", "_store", "id",
     )  # fmt: skip
 
     def __init__(
@@ -49,8 +49,13 @@ class SessionRun:
         sinks: Sequence[EventSink],
         steps: StepRunner | None = None,
         deps: Any = None,
+        prepare: Callable[[Sequence[Message]], tuple[Sequence[Message], Callable[[Run], None]]] | None = None,
     ) -> None:
+        """``prepare``: for a run that continues another under a new agent (``tether.team``), the history it
+        runs from (the stored one as the handoff filters it; saved so from then on) and what is done to the run
+        once it is made."""
         self._spec, self._prompt, self._store, self.id = spec, prompt, store, session_id
+        self._prepare = prepare
         self._deps = deps
         self._interrupter, self._sinks, self._steps = interrupter, sinks, steps
         self._run: Run | None = None
@@ -75,10 +80,13 @@ class SessionRun:
         self._latest, self._loaded = stored, stored.usage
         refuse_unreadable(stored.messages, self._spec.provider.info, f"the session {self.id!r}")
         outputs = self._store if isinstance(self._store, OutputStore) else None  # else kept for this run only
+        history, prepared = self._prepare(stored.messages) if self._prepare is not None else (stored.messages, None)
         self._run = Run(
-            self._spec, self._prompt, stored.messages, self._interrupter, self._sinks, self._checkpoint,
+            self._spec, self._prompt, history, self._interrupter, self._sinks, self._checkpoint,
             session_id=self.id, output_store=outputs, steps=self._steps, deps=self._deps,
         )  # fmt: skip
+        if prepared is not None:
+            prepared(self._run)
         if self._spec.record_exchanges:
             self._run.calls.exchanges = self._exchange_log(self._run.run_id)
         events = self._run.events()

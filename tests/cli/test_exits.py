@@ -18,6 +18,7 @@ EXPECTED = {
     StopReason.INVALID_OUTPUT: 3,
     StopReason.BUDGET: 3,
     StopReason.TIMEOUT: 3,
+    StopReason.GUARDRAIL: 3,
     StopReason.ERROR: 4,
     StopReason.CANCELLED: 130,
 }

@@ -10,6 +10,7 @@ from tether.events import (
     THINKING_ENDED,
     THINKING_STARTED,
     Compacted,
+    HandoffTaken,
     ProviderRetry,
     RunCompleted,
     RunEvent,
@@ -303,3 +304,20 @@ def test_an_answer_still_cut_at_the_output_limit_is_marked_on_the_closing_line()
     screen.play(cut_turn(" two"), RunCompleted(result))
     assert screen.out == "One two\n"
     assert screen.err.splitlines()[-1] == f"[complete, degraded, cut off at the output limit] {cut}"
+
+
+def test_a_handoff_is_a_dim_line_saying_who_takes_over() -> None:
+    screen = Screen()
+    screen.play(
+        TurnStarted(1),
+        turn_done(),
+        ToolCallStarted(ToolCall("c1", "transfer_to_billing", {}), 1),
+        ToolResultReceived(ToolResult("c1", "transfer_to_billing", "Transferred to billing."), 1),
+        HandoffTaken("triage", "billing", 1),
+        TurnStarted(2),
+        TextDelta("You owe 12 EUR."),
+        turn_done(),
+        completed("You owe 12 EUR."),
+    )
+    assert "⇢ billing takes over from triage" in screen.err.splitlines()
+    assert screen.out == "You owe 12 EUR.\n"

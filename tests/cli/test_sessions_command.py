@@ -187,3 +187,22 @@ def test_models_lists_prices_and_provider_variables() -> None:
     assert "OPENAI_API_KEY (set)" in out
     assert "sk-not-shown" not in out
     assert "tether uses: openai:gpt-4o-mini" in out
+
+
+def test_markdown_names_the_agent_of_each_answer_in_a_run_of_agents() -> None:
+    from tether.cli.transcript import to_markdown
+    from tether.messages import spoken_by
+
+    session = Session.new(id="team").updated(
+        messages=(
+            Message.user("Charged twice?"),
+            spoken_by(Message.assistant("Passing you on."), "triage"),
+            spoken_by(Message.assistant("Refunded."), "billing"),
+            Message.user("Thanks"),
+            Message.assistant("You are welcome."),
+        )
+    )
+    out = to_markdown(session, full=False)
+    assert "## Assistant (triage)\n\nPassing you on." in out
+    assert "## Assistant (billing)\n\nRefunded." in out
+    assert "## Assistant\n\nYou are welcome." in out, "an answer of no named agent, as before"

@@ -4,7 +4,7 @@ The map's ``event-order`` block is a regular expression over event names; each r
 one by one and together, a corrected answer, a failed call recovered by compaction, a call that fails for good, a
 call the provider retried, an answer that thinks first, thinking before a tool call, a step limit and its summary,
 a tool that ends the run, a cancel in the middle of a tool, a compaction after the answer, an answer cut at
-the output limit and continued) must match it whole, and
+the output limit and continued, a handoff, an output guardrail's retry, a blocked input) must match it whole, and
 an order the map forbids must not. (``test_failure_events.py`` checks retries over real HTTP against the same
 order.)
 """
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from typing_extensions import TypedDict
 
-from tether import Agent, Compaction, Done, Limits, RunEvent, RunResult, tool
+from tether import Agent, Compaction, Done, GuardrailResult, Limits, RunCompleted, RunEvent, RunResult, tool
 from tether.errors import ContextOverflow, RateLimited
 from tether.events import ProviderRetry, StreamEnd, StreamStart, TextDelta
 from tether.messages import Message
@@ -154,6 +154,20 @@ RUNS: dict[str, Callable[[], Agent[Any, Any]]] = {
             Agent(ScriptedProvider([call("add", {"a": 2, "b": 3}), reply("5")]), tools=[add]).as_tool(name="helper")
         ],
     ),
+    "a handoff to another agent": lambda: Agent(
+        ScriptedProvider([call("transfer_to_billing", {})]),
+        name="triage",
+        handoffs=[Agent(ScriptedProvider([call("add", {"a": 1, "b": 2}), reply("3")]), name="billing", tools=[add])],
+    ),
+    "an answer an output guardrail sends back": lambda: Agent(
+        ScriptedProvider([reply("no"), reply("yes")]),
+        output_guardrails=[
+            lambda ctx, text: GuardrailResult.passed() if text == "yes" else GuardrailResult.retry("Again.")
+        ],
+    ),
+    "an input an input guardrail blocks": lambda: Agent(
+        ScriptedProvider([reply("never")]), input_guardrails=[lambda ctx, prompt: GuardrailResult.block("No.")]
+    ),
     "an answer, compacted after it": lambda: Agent(
         ScriptedProvider([reply("the long answer: " + "word " * 1_600), reply("SUMMARY: parts were described.")]),
         compaction=Compaction(context_window=4_000, after_answer="always"),
@@ -188,7 +202,9 @@ async def test_a_run_cancelled_in_the_middle_of_a_tool_answers_its_open_call_bef
         events.append(event)
         if type(event).__name__ == "ToolCallStarted":
             stream.cancel()
-    result = events[-1].result  # type: ignore[union-attr]
+    ended = events[-1]
+    assert isinstance(ended, RunCompleted)
+    result = ended.result
     assert isinstance(result, RunResult)
     assert result.stop_reason == "cancelled"
     assert order().fullmatch(names(events)), names(events)
@@ -210,6 +226,8 @@ async def test_a_run_cancelled_in_the_middle_of_a_tool_answers_its_open_call_bef
         "RunStarted,TurnStarted,TurnCompleted,CallFailed,CallFailed,RunCompleted,",
         "RunStarted,TurnStarted,TurnCompleted,SubAgentEvent,RunCompleted,",
         "RunStarted,TurnStarted,TurnCompleted,ToolCallStarted,ToolResultReceived,SubAgentEvent,RunCompleted,",
+        "RunStarted,TurnStarted,HandoffTaken,TurnCompleted,RunCompleted,",
+        "RunStarted,TurnStarted,TurnCompleted,ToolCallStarted,HandoffTaken,ToolResultReceived,RunCompleted,",
     ],
 )
 def test_an_order_the_map_forbids_is_refused(wrong: str) -> None:

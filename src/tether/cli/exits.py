@@ -5,7 +5,8 @@ since the model did answer: it is marked ``degraded`` instead, with ``finish_rea
 configuration problem (the message names the key and where it was set; for ``tether doctor``, a check failed;
 for ``tether probe``, the server is not usable); 2: a usage error (click's); 3: a guard stopped the run
 (``max_turns``, ``max_tool_calls``, ``consecutive_errors``, ``invalid_response``, ``invalid_output``, ``budget``,
-``timeout``); 4: the run failed (``error``); 130: cancelled (Ctrl-C), as a shell reports a process ended by SIGINT.
+``timeout``, ``guardrail``); 4: the run failed (``error``); 130: cancelled (Ctrl-C), as a shell reports a process
+ended by SIGINT.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ _BY_STOP = {
     "invalid_output": GUARD,
     "budget": GUARD,
     "timeout": GUARD,
+    "guardrail": GUARD,
     "error": ERROR,
     "cancelled": CANCELLED,
 }

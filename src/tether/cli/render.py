@@ -32,6 +32,7 @@ from tether.errors import TransportError
 from tether.events import (
     Compacted,
     FallbackTaken,
+    HandoffTaken,
     ProviderRetry,
     RateLimitWait,
     RunCompleted,
@@ -122,6 +123,11 @@ def describe_compaction(event: Compacted) -> str:
         what += f", {event.trimmed:,} tool output{'' if event.trimmed == 1 else 's'} shown by reference"
     why = " after the model's context overflowed" if event.reason == "overflow" else ""
     return f"context compacted{why}: {event.tokens_before:,} → {event.tokens_after:,} tokens ({what})"
+
+
+def describe_handoff(event: HandoffTaken) -> str:
+    """``⇢ billing takes over from triage``: the run moved to another agent (``Agent(handoffs=...)``)."""
+    return f"⇢ {event.to_agent} takes over from {event.from_agent}"
 
 
 def describe_retry(event: ProviderRetry) -> str:
@@ -289,6 +295,9 @@ class Renderer:
             assert isinstance(event, Compacted)
             self._flush_rejected()  # an overflow that set it off is told first
             self.note(describe_compaction(event))
+        elif kind is HandoffTaken:
+            assert isinstance(event, HandoffTaken)
+            self.note(describe_handoff(event))
         elif kind is RunCompleted:
             assert isinstance(event, RunCompleted)
             self._completed(event)

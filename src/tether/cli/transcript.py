@@ -25,6 +25,7 @@ from tether.messages import (
     ToolResult,
     compaction_of,
     messages_to_jsonable,
+    speaker_of,
 )
 from tether.redaction import default_redaction
 from tether.sessions import Session, SessionSummary
@@ -78,7 +79,8 @@ def to_markdown(session: Session, *, full: bool) -> str:
         if info is not None:
             lines += ["", "## Compacted", "", f"*{compaction_note(info)}*", "", summary_text(message)]
             continue
-        lines += ["", f"## {_ROLE[message.role]}", ""]
+        speaker = speaker_of(message)  # the agent that answered, in a run of agents that hand off
+        lines += ["", f"## {_ROLE[message.role]}" + (f" ({speaker})" if speaker else ""), ""]
         lines += _parts(message, full)
     return "\n".join(lines) + "\n"
 

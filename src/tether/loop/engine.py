@@ -302,6 +302,7 @@ class Run:
             turn_usage=tuple(self.calls.turn_usage), cost=guard.cost, run_id=self.run_id,
             first_new_message=self.state.first_new, turn_records=recorder.records(), duration_ms=recorder.run_ms(),
             output=text if self.judge is None else self.judge.output, finish_reason=recorder.answer_finish(),
+            last_agent=self.spec.agent_name,
         )  # fmt: skip
         if self.observer is not None:
             self.observer.run_ended(self.result)

@@ -92,6 +92,12 @@ class LoopGuard:
             self._reasoning_tokens, self._requests, self._cache_write_1h_tokens,
         )  # fmt: skip
 
+    def carry(self, before: LoopGuard) -> None:
+        """Go on from the counts of ``before``, the guard of the run this one continues under another agent
+        (``tether.team``): its turns, tool calls and spend count against the same limits. Its usage stays its own
+        (each run's result, and its session, add up their own)."""
+        self.turns, self.tool_calls, self.spent = before.turns, before.tool_calls, before.spent
+
     def record_call(self, usage: Usage) -> None:
         """Add one provider call's usage and its cost (checked against the budget before the next call)."""
         self._input_tokens += usage.input_tokens

@@ -115,13 +115,13 @@ class Interrupter(TaskCanceller):
         if loop is not None and threading.current_thread() is not self._thread:
             loop.call_soon_threadsafe(functools.partial(self.request, interrupt, after_turn=after_turn))
             return
-        if self._finished:
-            return
         if after_turn:
             self.after_turn = self.after_turn or interrupt
             return
         if self.pending is None:
-            self.pending = interrupt
+            self.pending = interrupt  # also once closed: a relay's next run takes it (``reopen``)
+        if self._finished:
+            return
         if self._armed and self._task is not None and not self.sent:
             self.cancel()
 
@@ -142,6 +142,11 @@ class Interrupter(TaskCanceller):
     def close(self) -> None:
         """The run is over: later requests are ignored (its deadlines were withdrawn as its waits ended)."""
         self._finished = True
+
+    def reopen(self) -> None:
+        """Let one more run take this interrupter after the last closed it: the runs a relay of agents makes in
+        turn (``tether.team``) are stopped by the one handle their host holds."""
+        self._finished = False
 
     def check(self) -> None:
         """Raise ``Interrupted`` if an interrupt is pending."""

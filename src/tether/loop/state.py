@@ -22,6 +22,7 @@ from tether.messages import (
     ToolResult,
     cancelled_result,
     open_tool_calls,
+    spoken_by,
     user_message,
 )
 
@@ -29,7 +30,7 @@ from tether.messages import (
 class RunState:
     """A run's transcript and what is under way in it (see the module docstring)."""
 
-    __slots__ = ("batch", "body_start", "first_new", "prompted", "system_text", "transcript", "turn")
+    __slots__ = ("batch", "body_start", "first_new", "prompted", "speaker", "system_text", "transcript", "turn")
 
     def __init__(self, system: str | None, history: Sequence[Message], prompt: Prompt | None) -> None:
         """``prompt`` ``None``: the history is run as it is, and must end where the model speaks next
@@ -52,6 +53,8 @@ class RunState:
         """The number of the turn under way (0 before the first)."""
         self.batch: ToolBatch | None = None
         """The tool calls in flight, until their results join the transcript."""
+        self.speaker: str | None = None
+        """The name each answer is marked with (``spoken_by``), in a run of agents that hand off to each other."""
 
     def instruct(self, system: str | None) -> None:
         """The system prompt set before the first request (``system=`` given as a function): the head of the
@@ -75,8 +78,8 @@ class RunState:
         return tuple(self.transcript[self.body_start : self.first_new])
 
     def answered(self, message: Message) -> None:
-        """The model's usable answer joins the transcript."""
-        self.transcript.append(message)
+        """The model's usable answer joins the transcript (marked with the agent that gave it, in a relay)."""
+        self.transcript.append(message if self.speaker is None else spoken_by(message, self.speaker))
 
     def continue_answer(self, message: Message) -> Message:
         """More of the answer the transcript ends with (a continuation after the output limit): its parts are

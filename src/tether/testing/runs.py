@@ -12,6 +12,7 @@ from tether.events import (
     CallFailed,
     Compacted,
     FallbackTaken,
+    HandoffTaken,
     PartialOutput,
     ProviderRetry,
     RunCompleted,
@@ -75,6 +76,8 @@ def describe(event: RunEvent) -> str:
         return type(event).__name__
     if isinstance(event, SubAgentEvent):
         return f"SubAgent({'/'.join(event.path)}: {describe(event.event)})"
+    if isinstance(event, HandoffTaken):
+        return f"HandoffTaken({event.from_agent} -> {event.to_agent})"
     assert isinstance(event, RunCompleted)
     return f"RunCompleted({event.result.stop_reason})"
 

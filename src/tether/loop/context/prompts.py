@@ -82,6 +82,7 @@ _FALLBACKS = {
     StopReason.INVALID_RESPONSE: "The run stopped because the model gave {detail}.",
     StopReason.BUDGET: "The run stopped because its budget was used up ({detail}) " + _UNANSWERED,
     StopReason.ERROR: "The run stopped on an error ({detail}) " + _UNANSWERED,
+    StopReason.GUARDRAIL: "{detail}",
 }
 
 
