@@ -57,6 +57,7 @@ READERS = [
     ("py", "--config", "{file}"),
     ("batch", "prompts.jsonl", "--output", "out.jsonl", "--config", "{file}"),
     ("worker", "--config", "{file}"),
+    ("skills", "list", "--config", "{file}"),
 ]
 
 
@@ -169,8 +170,8 @@ def test_the_help_options_are_taken_after_every_command_and_config_is_listed_whe
 
     from tether.cli.app import main
 
-    reading = {tuple(args[: 2 if args[0] in ("config", "sessions") else 1]) for args in READERS}
-    reading |= {("config",), ("sessions",), ("config", "init"), ("config", "path")}
+    reading = {tuple(args[: 2 if args[0] in ("config", "sessions", "skills") else 1]) for args in READERS}
+    reading |= {("config",), ("sessions",), ("skills",), ("config", "init"), ("config", "path")}
     reading |= {("doctor",)}  # reads it too, and reports a broken file as its `config` line rather than failing
     reading |= {("models",)}  # lists the configured [providers.NAME], and names a broken file without failing
     reading |= {("runs", "submit")}  # makes the worker's agent from the configuration
