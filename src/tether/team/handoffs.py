@@ -23,10 +23,11 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeAlias
 
-from tether.errors import ConfigInvalid
-from tether.messages import Message, transcript_problems
-from tether.run_context import Done
+from tether.errors import ConfigInvalid, ToolError
+from tether.messages import Message, ToolCall, transcript_problems
+from tether.run_context import Done, RunContext
 from tether.tools.base import Tool
+from tether.tools.schema import ContextParameter, JsonSchemaValidator
 
 __all__ = ["Handoff", "HistoryFilter", "handoffs_of"]
 
@@ -39,7 +40,7 @@ class Handoff:
     ``transfer_to_<agent's name>``), its ``description`` for the model, and the ``history`` filter of what the
     target sees (see the module docstring)."""
 
-    __slots__ = ("agent", "description", "history", "name", "target")
+    __slots__ = ("_agent", "_lazy", "description", "history", "name")
 
     def __init__(
         self,
@@ -49,40 +50,60 @@ class Handoff:
         description: str | None = None,
         history: HistoryFilter | None = None,
     ) -> None:
-        target = getattr(agent, "name", None)
-        if not hasattr(agent, "_team_member") or not isinstance(target, str) or not target:
-            kind = type(agent).__name__
-            raise ConfigInvalid(f"a handoff's target must be an Agent with a name (Agent(..., name='x')), not {kind}")
+        self._lazy = not hasattr(agent, "_team_member") and callable(agent)
+        if self._lazy and name is None:
+            raise ConfigInvalid("a handoff to an agent given by a function (Handoff(lambda: agent, ...)) needs a name=")
         if history is not None and not callable(history):
             kind = type(history).__name__
             raise ConfigInvalid(f"a handoff's history must be a function of the messages, not {kind}")
-        self.agent = agent
-        self.target = target
-        """The name of the agent the conversation passes to."""
-        self.name = name if name is not None else f"transfer_to_{_slug(target)}"
-        self.description = (
-            description
-            if description is not None
-            else f"Transfer the conversation to {target}, who takes it from here. Call it alone, with no arguments."
-        )
+        self._agent = agent
+        target = None if self._lazy else _target(agent)
+        self.name = name if name is not None else f"transfer_to_{_slug(target or '')}"
+        if description is None:
+            whom = f"to {target}" if target is not None else "to the agent this tool names"
+            description = f"Transfer the conversation {whom}, who takes it from here. Call it alone, with no arguments."
+        self.description = description
         self.history = history
 
-    def tool(self) -> Tool:
-        """The transfer tool the model is offered: it ends the current agent's part with a ``Done``. It changes
-        nothing, so a read-only agent offers it too."""
-        message = f"Transferred to {self.target}."
+    @property
+    def agent(self) -> Any:
+        """The agent the conversation passes to (a function's, called now, when the handoff was given one);
+        ``ConfigInvalid`` when it gives no Agent with a name."""
+        if not self._lazy:
+            return self._agent
+        agent = self._agent()
+        _target(agent)
+        return agent
 
-        def transfer(arguments: dict[str, Any]) -> Done:
-            return Done(message)
+    @property
+    def target(self) -> str:
+        """The name of the agent the conversation passes to."""
+        return str(self.agent.name)
 
-        return Tool.from_schema(
-            self.name,
-            self.description,
-            {"type": "object", "properties": {}},
-            transfer,
-            extra_arguments="ignore",
-            read_only=True,
-        )
+    def tool(self, team: Sequence[Handoff] = ()) -> Tool:
+        """The transfer tool the model is offered: it ends the current agent's part with a ``Done``. Of the
+        transfer calls of one turn (to any of ``team``, its agent's handoffs) only the first is taken: the others
+        fail, so the transcript never says they were made. It changes nothing, so a read-only agent offers it too."""
+        transfers = {handoff.name: handoff for handoff in (*team, self)}
+
+        async def transfer(ctx: RunContext[Any], arguments: dict[str, Any]) -> Done:
+            first = _first_transfer(ctx, transfers)
+            if first is not None and first.id != ctx.tool_call_id:
+                went = transfers[first.name]._shown()
+                raise ToolError(f"Not transferred: the conversation went to {went}; one handoff per turn.")
+            return Done(f"Transferred to {self._shown()}.")
+
+        validator = JsonSchemaValidator(self.name, {"type": "object", "properties": {}}, ignore_extra=True)
+        validator.context = ContextParameter("ctx", None)
+        return Tool(self.name, self.description, transfer, validator, read_only=True)
+
+    def _shown(self) -> str:
+        """The target's name for the model; the tool's, when a function gives no agent (the relay then stops
+        the run as ``error``, naming what is wrong)."""
+        try:
+            return self.target
+        except ConfigInvalid:
+            return self.name
 
     def filtered(self, messages: Sequence[Message]) -> tuple[Message, ...]:
         """What the target sees of ``messages`` (the conversation, without a system prompt); ``ConfigInvalid``
@@ -102,7 +123,8 @@ class Handoff:
         return kept
 
     def __repr__(self) -> str:
-        return f"Handoff({self.target!r}, name={self.name!r})"
+        target = "<function>" if self._lazy else repr(self.target)
+        return f"Handoff({target}, name={self.name!r})"
 
 
 def handoffs_of(given: Iterable[Any]) -> tuple[Handoff, ...]:
@@ -115,6 +137,23 @@ def handoffs_of(given: Iterable[Any]) -> tuple[Handoff, ...]:
     if twice := sorted({name for name in names if names.count(name) > 1}):
         raise ConfigInvalid(f"two handoffs have the tool name {twice[0]!r}: give one a name=")
     return handoffs
+
+
+def _target(agent: Any) -> str:
+    """The name of ``agent``, a handoff's target; ``ConfigInvalid`` unless it is an Agent with a name."""
+    target = getattr(agent, "name", None)
+    if not hasattr(agent, "_team_member") or not isinstance(target, str) or not target:
+        kind = type(agent).__name__
+        raise ConfigInvalid(f"a handoff's target must be an Agent with a name (Agent(..., name='x')), not {kind}")
+    return target
+
+
+def _first_transfer(ctx: RunContext[Any], transfers: dict[str, Handoff]) -> ToolCall | None:
+    """The first transfer call of the turn whose call ``ctx`` serves (its assistant message's, in order)."""
+    for message in reversed(ctx.messages):
+        if message.role == "assistant" and any(call.id == ctx.tool_call_id for call in message.tool_calls):
+            return next((call for call in message.tool_calls if call.name in transfers), None)
+    return None
 
 
 def _slug(name: str) -> str:
