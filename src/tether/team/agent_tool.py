@@ -29,6 +29,9 @@ A call of the tool runs the agent (a *sub-run*) as part of the calling run, whic
 * **Events and spans.** The sub-run's events reach the calling run's stream and sinks as
   ``SubAgentEvent``\\ s (``path``: the tools' names, outermost first); its ``invoke_agent`` span is a child of the
   call's ``execute_tool`` span (``telemetry/otel.py``).
+* **Handoffs and guardrails.** A sub-run of an agent that has them goes through the relay (``relay.py``) as
+  any run of it does: an input guardrail that blocks is an error result naming it, a handoff's target answers
+  the call (under the same lowered limits) and its ``HandoffTaken`` is relayed as the others are.
 * **Durable runs.** The sub-run's provider and tool calls are steps of the calling run's workflow, named after
   the call (``agent:{tool}:{call_id}/model:...``), so a crash inside it is recovered without repeating a finished
   step; the call itself is not a step.

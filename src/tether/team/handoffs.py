@@ -6,7 +6,12 @@ so the transcript stays valid for any provider, and the same run goes on under t
 provider), its instructions, its tools, its handoffs and its output type, with the run's limits counted across
 both (turns, tool calls, spend, ``run_timeout``). A ``HandoffTaken`` event marks the move, ``result.last_agent``
 names the agent that answered, and every answer in the transcript names its agent (``speaker_of``), in a session
-too. A turn that calls several transfer tools takes the first; the run relay is ``relay.py``'s.
+too. One handoff per turn: of a turn's transfer calls the first is taken, and the others get an error result
+(the conversation went elsewhere), so the transcript never says they were made. The run relay is ``relay.py``'s.
+
+A target may be given as a function that returns it (``Handoff(lambda: triage, name=...)``), called when the
+transfer is taken: an agent can then hand off to one built after it, and agents can hand off in a cycle, which
+the run's limits bound (``max_turns`` counts every agent's turns).
 
 The history the target sees is the whole conversation (its own system prompt in place of the other's), or what
 ``Handoff(..., history=filter)`` keeps of it: ``filter(messages) -> messages``, given the conversation without

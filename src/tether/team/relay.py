@@ -4,7 +4,8 @@ An agent with handoffs or guardrails runs through a :class:`Relay` (``agent.py``
 as it is, at no cost. The relay runs the loop (``loop/engine.py``, or ``session_run.py`` in a session) once per
 *leg*: the first agent's, then, each time the model takes a transfer tool (``handoffs.py``), the target's, from
 the conversation so far (filtered, if the handoff says so), its guard going on from the last leg's counts; and
-once more for each retry an output guardrail asks of an answer in text (``guardrails.py``). Its host sees one
+once more for each retry an output guardrail asks of an answer in text (``guardrails.py``). A turn that reached
+one of the run's limits (``LoopGuard.after_turn``) ends the run, its handoff not taken. Its host sees one
 run: one ``RunStarted``, the legs' events in order with a ``HandoffTaken`` between two agents' legs, and one
 ``RunCompleted`` whose result adds the legs up (usage, turn records, the wall time) and names the agent that
 answered. One interrupter serves every leg, so the host's ``cancel()`` stops whichever is under way.
