@@ -14,6 +14,7 @@ from tether.events import RunCompleted, RunEvent, RunResult, SubAgentEvent, Tool
 from tether.messages import ToolResult
 from tether.providers.scripted import ScriptedProvider, call, parallel, reply
 from tether.testing.runs import assert_valid_transcript
+from tether.tools.permissions import Allow, Deny
 
 
 def no_secrets(ctx: RunContext[Any], prompt: str) -> GuardrailResult:
@@ -128,6 +129,22 @@ async def test_a_turn_that_calls_two_transfers_takes_the_first_and_tells_the_mod
     assert "one handoff per turn" in second.content
     assert [(e.from_agent, e.to_agent) for e in events if type(e) is HandoffTaken] == [("triage", "billing")]
     assert (result.last_agent, result.text) == ("billing", "Billing here.")
+    assert_valid_transcript(result)
+
+
+async def test_when_the_first_transfer_of_a_turn_is_denied_the_next_is_taken() -> None:
+    billing = Agent(ScriptedProvider([reply("never")]), name="billing")
+    refunds = Agent(ScriptedProvider([reply("Refunds here.")]), name="refunds")
+    triage = Agent(
+        ScriptedProvider([parallel(call("transfer_to_billing", {}), call("transfer_to_refunds", {}))]),
+        name="triage",
+        handoffs=[billing, refunds],
+        can_use_tool=lambda call: Deny("billing is closed") if call.name == "transfer_to_billing" else Allow(),
+    )
+    result = await triage.run("help")
+    first, second = results_of(result.messages)
+    assert (first.is_error, second.is_error, second.content) == (True, False, "Transferred to refunds.")
+    assert (result.last_agent, result.text) == ("refunds", "Refunds here.")
     assert_valid_transcript(result)
 
 

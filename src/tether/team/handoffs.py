@@ -6,8 +6,8 @@ so the transcript stays valid for any provider, and the same run goes on under t
 provider), its instructions, its tools, its handoffs and its output type, with the run's limits counted across
 both (turns, tool calls, spend, ``run_timeout``). A ``HandoffTaken`` event marks the move, ``result.last_agent``
 names the agent that answered, and every answer in the transcript names its agent (``speaker_of``), in a session
-too. One handoff per turn: of a turn's transfer calls the first is taken, and the others get an error result
-(the conversation went elsewhere), so the transcript never says they were made. The run relay is ``relay.py``'s.
+too. One handoff per turn: of a turn's transfer calls the first to run is taken, and the others get an error
+result (the conversation went elsewhere), so the transcript never says they were made. The run relay is ``relay.py``'s.
 
 A target may be given as a function that returns it (``Handoff(lambda: triage, name=...)``), called when the
 transfer is taken: an agent can then hand off to one built after it, and agents can hand off in a cycle, which
@@ -25,11 +25,12 @@ filtered history is what the session holds from then on.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeAlias
 
 from tether.errors import ConfigInvalid, ToolError
-from tether.messages import Message, ToolCall, transcript_problems
+from tether.messages import Message, transcript_problems
 from tether.run_context import Done, RunContext
 from tether.tools.base import Tool
 from tether.tools.schema import ContextParameter, JsonSchemaValidator
@@ -92,10 +93,12 @@ class Handoff:
         transfers = {handoff.name: handoff for handoff in (*team, self)}
 
         async def transfer(ctx: RunContext[Any], arguments: dict[str, Any]) -> Done:
-            first = _first_transfer(ctx, transfers)
-            if first is not None and first.id != ctx.tool_call_id:
-                went = transfers[first.name]._shown()
-                raise ToolError(f"Not transferred: the conversation went to {went}; one handoff per turn.")
+            turn = _turn_of(ctx)
+            taken = _claimed(turn, ctx.tool_call_id) if turn is not None else ctx.tool_call_id
+            if turn is not None and taken != ctx.tool_call_id:
+                went = next((call.name for call in turn.tool_calls if call.id == taken), "")
+                shown = transfers[went]._shown() if went in transfers else went
+                raise ToolError(f"Not transferred: the conversation went to {shown}; one handoff per turn.")
             return Done(f"Transferred to {self._shown()}.")
 
         validator = JsonSchemaValidator(self.name, {"type": "object", "properties": {}}, ignore_extra=True)
@@ -153,12 +156,25 @@ def _target(agent: Any) -> str:
     return target
 
 
-def _first_transfer(ctx: RunContext[Any], transfers: dict[str, Handoff]) -> ToolCall | None:
-    """The first transfer call of the turn whose call ``ctx`` serves (its assistant message's, in order)."""
+_TAKEN: deque[tuple[Message, str | None]] = deque(maxlen=64)
+"""The transfer call taken in each of the last turns that took one: a turn's calls run together, never far apart."""
+
+
+def _turn_of(ctx: RunContext[Any]) -> Message | None:
+    """The assistant message whose call ``ctx`` serves (``None`` outside a run)."""
     for message in reversed(ctx.messages):
         if message.role == "assistant" and any(call.id == ctx.tool_call_id for call in message.tool_calls):
-            return next((call for call in message.tool_calls if call.name in transfers), None)
+            return message
     return None
+
+
+def _claimed(turn: Message, call_id: str | None) -> str | None:
+    """The transfer call ``turn`` takes: the first of its calls to run (``call_id`` if no other ran before)."""
+    for message, taken in _TAKEN:
+        if message is turn:
+            return taken
+    _TAKEN.append((turn, call_id))
+    return call_id
 
 
 def _slug(name: str) -> str:
