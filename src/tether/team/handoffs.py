@@ -25,7 +25,6 @@ filtered history is what the session holds from then on.
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeAlias
 
@@ -94,7 +93,7 @@ class Handoff:
 
         async def transfer(ctx: RunContext[Any], arguments: dict[str, Any]) -> Done:
             turn = _turn_of(ctx)
-            taken = _claimed(turn, ctx.tool_call_id) if turn is not None else ctx.tool_call_id
+            taken = ctx._view.claim_transfer(turn, ctx.tool_call_id) if turn is not None else ctx.tool_call_id
             if turn is not None and taken != ctx.tool_call_id:
                 went = next((call.name for call in turn.tool_calls if call.id == taken), "")
                 shown = transfers[went]._shown() if went in transfers else went
@@ -156,25 +155,12 @@ def _target(agent: Any) -> str:
     return target
 
 
-_TAKEN: deque[tuple[Message, str | None]] = deque(maxlen=64)
-"""The transfer call taken in each of the last turns that took one: a turn's calls run together, never far apart."""
-
-
 def _turn_of(ctx: RunContext[Any]) -> Message | None:
     """The assistant message whose call ``ctx`` serves (``None`` outside a run)."""
     for message in reversed(ctx.messages):
         if message.role == "assistant" and any(call.id == ctx.tool_call_id for call in message.tool_calls):
             return message
     return None
-
-
-def _claimed(turn: Message, call_id: str | None) -> str | None:
-    """The transfer call ``turn`` takes: the first of its calls to run (``call_id`` if no other ran before)."""
-    for message, taken in _TAKEN:
-        if message is turn:
-            return taken
-    _TAKEN.append((turn, call_id))
-    return call_id
 
 
 def _slug(name: str) -> str:
