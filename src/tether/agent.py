@@ -222,7 +222,7 @@ class Agent(Generic[DepsT, OutputT]):
             handoffs, input_guardrails, output_guardrails
         )
         skill_set = skills_of(skills)
-        registry = ToolRegistry([*skill_set.equip(tools), *(handoff.tool() for handoff in self._handoffs)])
+        registry = ToolRegistry([*skill_set.equip(tools), *(h.tool(self._handoffs) for h in self._handoffs)])
         limits = limits if limits is not None else Limits()
         price = price if price is not None else price_for(provider.info.model_string)
         if limits.max_cost_usd is not None and price is None:

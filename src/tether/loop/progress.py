@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 class RunProgress:
     """One run as its contexts see it: its id and ``deps``, its turn, transcript, usage and cost so far."""
 
-    __slots__ = ("_guard", "_state", "deps", "nesting", "run_id")
+    __slots__ = ("_guard", "_state", "_transfer", "deps", "nesting", "run_id")
 
     def __init__(self, run_id: str, deps: Any, state: RunState, guard: LoopGuard) -> None:
         self.run_id = run_id
@@ -36,6 +36,15 @@ class RunProgress:
         self._guard = guard
         self.nesting: Nesting | None = None
         """What an agent this run runs as a tool shares with it (``nesting.py``); ``None``: the run has none."""
+        self._transfer: tuple[Message, str | None] | None = None
+
+    def claim_transfer(self, turn: Message, call_id: str | None) -> str | None:
+        """The handoff ``turn`` takes (``team/handoffs.py``: one a turn): the id of the first of its transfer
+        calls to claim it, ``call_id`` when none did before. Kept by the run, so runs never see each other's."""
+        if self._transfer is not None and self._transfer[0] is turn:
+            return self._transfer[1]
+        self._transfer = (turn, call_id)
+        return call_id
 
     @property
     def turn(self) -> int:

@@ -29,6 +29,9 @@ A call of the tool runs the agent (a *sub-run*) as part of the calling run, whic
 * **Events and spans.** The sub-run's events reach the calling run's stream and sinks as
   ``SubAgentEvent``\\ s (``path``: the tools' names, outermost first); its ``invoke_agent`` span is a child of the
   call's ``execute_tool`` span (``telemetry/otel.py``).
+* **Handoffs and guardrails.** A sub-run of an agent that has them goes through the relay (``relay.py``) as
+  any run of it does: an input guardrail that blocks is an error result naming it, a handoff's target answers
+  the call (under the same lowered limits) and its ``HandoffTaken`` is relayed as the others are.
 * **Durable runs.** The sub-run's provider and tool calls are steps of the calling run's workflow, named after
   the call (``agent:{tool}:{call_id}/model:...``), so a crash inside it is recovered without repeating a finished
   step; the call itself is not a step.
@@ -40,7 +43,7 @@ with its own limits, and nothing is shared.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Unpack
 
@@ -51,6 +54,7 @@ from tether.loop.engine import Run
 from tether.loop.interrupts import Interrupt, Interrupter
 from tether.loop.nesting import NestedSteps, Nesting
 from tether.loop.progress import RunProgress
+from tether.loop.spec import RunSpec
 from tether.run_context import RunContext, check_deps
 from tether.tools.base import Tool, ToolOptions
 from tether.tools.schema import BoundArguments, ContextParameter, strip_titles
@@ -58,8 +62,10 @@ from tether.tools.schema import BoundArguments, ContextParameter, strip_titles
 if TYPE_CHECKING:
     from tether.loop.choice import ToolChoiceOption
     from tether.loop.sinks import EventSink
-    from tether.loop.spec import RunSpec
     from tether.messages import ToolCall
+    from tether.team.guardrails import Guardrail
+    from tether.team.handoffs import Handoff
+    from tether.team.relay import Member, Relay
 
 __all__ = ["PROPAGATED", "AgentTool", "agent_tool", "shared_limits"]
 
@@ -78,6 +84,14 @@ class Delegate(Protocol):
     def _deps_checks(self) -> Sequence[tuple[Any, str]]: ...
     @property
     def _sinks(self) -> tuple[EventSink, ...]: ...
+    @property
+    def _handoffs(self) -> tuple[Handoff, ...]: ...
+    @property
+    def _input_guardrails(self) -> tuple[Guardrail, ...]: ...
+    @property
+    def _output_guardrails(self) -> tuple[Guardrail, ...]: ...
+
+    def _team_member(self, spec: RunSpec | None = None) -> Member: ...
 
     def _run_spec(
         self, tool_choice: ToolChoiceOption | None, instructions: str | None = None, output_type: Any = None
@@ -181,13 +195,14 @@ async def _sub_run(tool: AgentTool, ctx: RunContext[Any] | None, prompt: str) ->
 
 def _opened(
     tool: AgentTool, ctx: RunContext[Any] | None, prompt: str, nesting: Nesting | None, call: ToolCall | None
-) -> tuple[Run, Interrupter]:
-    """The sub-run, made (not started): the agent's spec under what the calling run has left."""
+) -> tuple[Run | Relay, Interrupter]:
+    """The sub-run, made (not started): the agent's spec under what the calling run has left; through the relay
+    (``relay.py``) when the agent has handoffs or guardrails, its later legs under the same limits."""
     agent, deps = tool.agent, ctx.deps if ctx is not None else None
     for expected, where in agent._deps_checks:
         check_deps(deps, expected, where)
     steps = None
-    calls_left = None
+    bound: Callable[[RunSpec], RunSpec] | None = None
     spec = agent._run_spec(None)
     if nesting is not None and call is not None:
         cost_left, calls_left = nesting.cost_left(), nesting.calls_left()
@@ -199,13 +214,24 @@ def _opened(
         if cost_left is not None and cost_left <= 0:
             nesting.stop(Interrupt(StopReason.BUDGET, "the budget was spent before the agent could start"))
             raise ToolError(f"The agent {tool.name!r} was not run: the budget is spent.")
-        limits = shared_limits(spec.limits, cost_left, calls_left, nesting.seconds_left())
-        spec = agent._run_spec("none") if calls_left == 0 else spec  # no tool call left: it may only answer
-        spec = replace(spec, limits=limits)
+        seconds_left = nesting.seconds_left()
+
+        def lowered(spec: RunSpec) -> RunSpec:
+            return replace(spec, limits=shared_limits(spec.limits, cost_left, calls_left, seconds_left))
+
+        bound = lowered
+        spec = bound(agent._run_spec("none") if calls_left == 0 else spec)  # no tool call left: it may only answer
         if nesting.steps is not None:
             steps = NestedSteps(nesting.steps, tool.name, call.id)
     interrupter = Interrupter()
-    return Run(spec, prompt, (), interrupter, agent._sinks, steps=steps, deps=deps), interrupter
+    if not (agent._handoffs or agent._input_guardrails or agent._output_guardrails):
+        return Run(spec, prompt, (), interrupter, agent._sinks, steps=steps, deps=deps), interrupter
+    if steps is not None and agent._handoffs:
+        raise ConfigInvalid("a durable run cannot hand off to another agent yet: run it without handoffs")
+    from tether.team.relay import Relay
+
+    relay = Relay(agent._team_member(spec), prompt, (), interrupter, agent._sinks, steps=steps, deps=deps, bound=bound)
+    return relay, interrupter
 
 
 def shared_limits(own: Limits, cost_left: float | None, calls_left: int | None, seconds_left: float | None) -> Limits:
@@ -222,7 +248,7 @@ def shared_limits(own: Limits, cost_left: float | None, calls_left: int | None, 
 
 
 async def _driven(
-    run: Run, interrupter: Interrupter, name: str, call: ToolCall | None, nesting: Nesting | None
+    run: Run | Relay, interrupter: Interrupter, name: str, call: ToolCall | None, nesting: Nesting | None
 ) -> RunResult[Any]:
     """The sub-run, driven to its end in a task of its own, its events relayed; what it used counted. A
     cancellation of the call is passed on to it, and raised again once it has ended."""
@@ -258,9 +284,10 @@ async def _driven(
     return result
 
 
-def _count(nesting: Nesting | None, call_id: str, run: Run, result: RunResult[Any]) -> None:
+def _count(nesting: Nesting | None, call_id: str, run: Run | Relay, result: RunResult[Any]) -> None:
     if nesting is not None:
-        nesting.ended(call_id, result.usage, result.cost, run.guard.tool_calls, result.turn_records)
+        tool_calls = run.guard.tool_calls if isinstance(run, Run) else run.tool_calls
+        nesting.ended(call_id, result.usage, result.cost, tool_calls, result.turn_records)
 
 
 def _tagged(name: str, call_id: str, event: RunEvent) -> SubAgentEvent:

@@ -4,7 +4,8 @@ An agent with handoffs or guardrails runs through a :class:`Relay` (``agent.py``
 as it is, at no cost. The relay runs the loop (``loop/engine.py``, or ``session_run.py`` in a session) once per
 *leg*: the first agent's, then, each time the model takes a transfer tool (``handoffs.py``), the target's, from
 the conversation so far (filtered, if the handoff says so), its guard going on from the last leg's counts; and
-once more for each retry an output guardrail asks of an answer in text (``guardrails.py``). Its host sees one
+once more for each retry an output guardrail asks of an answer in text (``guardrails.py``). A turn that reached
+one of the run's limits (``LoopGuard.after_turn``) ends the run, its handoff not taken. Its host sees one
 run: one ``RunStarted``, the legs' events in order with a ``HandoffTaken`` between two agents' legs, and one
 ``RunCompleted`` whose result adds the legs up (usage, turn records, the wall time) and names the agent that
 answered. One interrupter serves every leg, so the host's ``cancel()`` stops whichever is under way.
@@ -39,6 +40,7 @@ from tether.events import (
 from tether.limits import StopReason
 from tether.loop.context import fallback_text
 from tether.loop.engine import Run
+from tether.loop.guard import Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
 from tether.loop.progress import RunProgress
 from tether.loop.sinks import EventSink, Sinks
@@ -108,8 +110,8 @@ class Relay:
     """One run of a team of agents (see the module docstring); iterate :meth:`events` once."""
 
     __slots__ = (
-        "_deps", "_first", "_forward", "_history", "_interrupter", "_prompt", "_session", "_sinks", "_steps",
-        "_store", "result",
+        "_bound", "_deps", "_first", "_forward", "_history", "_interrupter", "_last", "_prompt", "_session",
+        "_sinks", "_steps", "_store", "result",
     )  # fmt: skip
 
     def __init__(
@@ -124,14 +126,23 @@ class Relay:
         session: str | None = None,
         steps: StepRunner | None = None,
         deps: Any = None,
+        bound: Callable[[RunSpec], RunSpec] | None = None,
     ) -> None:
+        """``bound`` lowers the spec of each agent handed to (the limits of a run nested in another)."""
         self._first, self._prompt, self._history = first, prompt, tuple(history)
         self._interrupter, self._store, self._session, self._steps, self._deps = (
             interrupter, store, session, steps, deps,
         )  # fmt: skip
         self._sinks = Sinks(sinks)
         self._forward = _Forward(self._sinks)
+        self._bound = bound
+        self._last: Run | None = None
         self.result: RunResult[Any] | None = None
+
+    @property
+    def tool_calls(self) -> int:
+        """The tool calls the run's legs have made so far (the last leg's guard counts the earlier legs')."""
+        return self._last.guard.tool_calls if self._last is not None else 0
 
     async def events(self) -> AsyncGenerator[RunEvent, None]:
         """The run's events, its legs' one after the other (see the module docstring)."""
@@ -166,15 +177,20 @@ class Relay:
             assert result is not None, "a leg always has a result once its events are over"
             blocked = blocked or gate.blocked
             legs.append(result)
-            carried = leg.run
+            carried = self._last = leg.run
             if blocked is not None or self._sinks.error is not None:
                 break
             if (after_turn := self._interrupter.after_turn) is not None and result.stop_reason is StopReason.DONE_TOOL:
                 legs[-1] = _stopped(result, after_turn)  # the host asked to stop after this turn: no handoff
                 break
             if handed is not None and result.stop_reason is StopReason.DONE_TOOL:
+                if leg.run is not None and (limit := leg.run.guard.after_turn()) is not None:
+                    legs[-1] = _stopped(result, limit)  # a limit reached by this turn: no handoff past it
+                    break
                 try:
                     target = handed.agent._team_member()
+                    if self._bound is not None:
+                        target = replace(target, spec=self._bound(target.spec))
                     history = handed.filtered(_body(result.messages))
                 except TetherError as error:  # the target cannot be run, or the filter broke the history
                     legs[-1] = _failed(result, error)
@@ -403,8 +419,9 @@ def _remaining(spec: RunSpec, elapsed: float) -> RunSpec:
     return replace(spec, limits=replace(limits, run_timeout=max(limits.run_timeout - elapsed, 0.001)))
 
 
-def _stopped(result: RunResult[Any], interrupt: Interrupt) -> RunResult[Any]:
-    """``result`` stopped by ``interrupt`` (a cancel after the turn) where its leg would have handed off."""
+def _stopped(result: RunResult[Any], interrupt: Interrupt | Stop) -> RunResult[Any]:
+    """``result`` stopped by ``interrupt`` (a cancel after the turn, or a limit the turn reached) where its leg
+    would have handed off."""
     text = fallback_text(interrupt.reason, interrupt.detail)
     return structs.replace(result, stop_reason=interrupt.reason, detail=interrupt.detail, text=text, degraded=True)
 
