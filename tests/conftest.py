@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 
+from tests.json_model import Model, models_served
 from tests.postgres import PgSchema, fresh_schema
 
 # A shell starts a background job (`cmd &`, `nohup`) with SIGINT ignored, and Python then installs no
@@ -15,6 +17,13 @@ from tests.postgres import PgSchema, fresh_schema
 # arrive, however the suite was launched.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture
+async def serve_model() -> AsyncIterator[Callable[[Model], Any]]:
+    """Start ``tests.json_model.Model``s on 127.0.0.1; give back each one's root URL; stop them after the test."""
+    async for start in models_served():
+        yield start
 
 
 @pytest.fixture

@@ -9,13 +9,11 @@ and their results carry over with their ids.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-from aiohttp import web
-
 from tests.helpers import assert_valid
+from tests.json_model import Model
 from tether import Agent, tool
 from tether.messages import Thinking
 from tether.providers.anthropic import AnthropicProvider
@@ -36,38 +34,6 @@ def add(a: int, b: int) -> int:
 def multiply(a: int, b: int) -> int:
     """Multiply two integers."""
     return a * b
-
-
-class Model:
-    """A loopback server answering POSTs to one path with what ``answer`` says, keeping the request bodies."""
-
-    def __init__(self, path: str, answer: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-        self.path = path
-        self.answer = answer
-        self.bodies: list[dict[str, Any]] = []
-
-    async def handle(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        self.bodies.append(body)
-        return web.json_response(self.answer(body))
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Callable[[Model], Any]]:
-    runners: list[web.AppRunner] = []
-
-    async def start(model: Model) -> str:
-        app = web.Application()
-        app.router.add_post(model.path, model.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}"
-
-    yield start
-    for runner in runners:
-        await runner.cleanup()
 
 
 def claude(body: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +86,7 @@ def converse(body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_a_conversation_moves_from_anthropic_to_openai_to_gemini_to_bedrock(
-    serve: Callable[[Model], Any],
+    serve_model: Callable[[Model], Any],
 ) -> None:
     anthropic, openai, google, bedrock = (
         Model("/v1/messages", claude),
@@ -129,7 +95,9 @@ async def test_a_conversation_moves_from_anthropic_to_openai_to_gemini_to_bedroc
         Model("/model/{model}/converse", converse),
     )
     first = await Agent(
-        AnthropicProvider("claude-sonnet-4-5", base_url=await serve(anthropic) + "/v1", api_key="k", stream=False),
+        AnthropicProvider(
+            "claude-sonnet-4-5", base_url=await serve_model(anthropic) + "/v1", api_key="k", stream=False
+        ),
         tools=[add, multiply],
         system="Be brief.",
     ).run("What is 2 + 3?")
@@ -138,7 +106,7 @@ async def test_a_conversation_moves_from_anthropic_to_openai_to_gemini_to_bedroc
     assert SIGNATURE in json.dumps(anthropic.bodies[1]), "Anthropic gets its own signature back"
 
     second = await Agent(
-        OpenAIChatProvider("gpt-4o-mini", base_url=await serve(openai) + "/v1", api_key="k", stream=False),
+        OpenAIChatProvider("gpt-4o-mini", base_url=await serve_model(openai) + "/v1", api_key="k", stream=False),
         tools=[add, multiply],
         system="Be brief.",
     ).run("And times 4?", history=first.messages)
@@ -152,7 +120,7 @@ async def test_a_conversation_moves_from_anthropic_to_openai_to_gemini_to_bedroc
     assert sent["messages"][3] == {"role": "tool", "tool_call_id": "toolu_01", "content": "5"}
 
     third = await Agent(
-        GeminiProvider("gemini-2.5-flash", base_url=await serve(google) + "/v1beta", api_key="k", stream=False),
+        GeminiProvider("gemini-2.5-flash", base_url=await serve_model(google) + "/v1beta", api_key="k", stream=False),
         tools=[add, multiply],
         system="Be brief.",
     ).run("Thanks. Summarize.", history=second.messages)
@@ -178,7 +146,7 @@ async def test_a_conversation_moves_from_anthropic_to_openai_to_gemini_to_bedroc
         BedrockProvider(
             "anthropic.claude-sonnet-4-5-20250929-v1:0",
             region="us-east-1",
-            base_url=await serve(bedrock),
+            base_url=await serve_model(bedrock),
             api_key="k",
             environ={},
             stream=False,

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from typing_extensions import TypedDict
 
 from tests.helpers import assert_valid, check_order
+from tests.json_model import Model
 from tether import Agent, Handoff, HandoffTaken, Limits, RunCompleted, RunContext, RunEvent, ToolCallStarted, tool
 from tether.errors import ConfigInvalid
 from tether.messages import Message, speaker_of
@@ -25,38 +25,6 @@ from tether.providers import ScriptedProvider, call, reply
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.sessions import SQLiteSessionStore
-
-
-class Model:
-    """A loopback server answering POSTs to one path with what ``answer`` says, keeping the request bodies."""
-
-    def __init__(self, path: str, answer: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-        self.path = path
-        self.answer = answer
-        self.bodies: list[dict[str, Any]] = []
-
-    async def handle(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        self.bodies.append(body)
-        return web.json_response(self.answer(body))
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Callable[[Model], Any]]:
-    runners: list[web.AppRunner] = []
-
-    async def start(model: Model) -> str:
-        app = web.Application()
-        app.router.add_post(model.path, model.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
-        runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}"
-
-    yield start
-    for runner in runners:
-        await runner.cleanup()
 
 
 def claude_message(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
@@ -112,10 +80,10 @@ def team(anthropic_url: str, openai_url: str) -> Agent[None, str]:
 
 
 async def test_a_run_hands_off_from_anthropic_to_openai_and_back_with_a_valid_history_each(
-    serve: Callable[[Model], Any],
+    serve_model: Callable[[Model], Any],
 ) -> None:
     anthropic, openai = Model("/v1/messages", claude), Model("/v1/chat/completions", gpt)
-    triage = team(await serve(anthropic), await serve(openai))
+    triage = team(await serve_model(anthropic), await serve_model(openai))
     events: list[RunEvent] = [event async for event in triage.stream("I was charged twice.")]
     ended = events[-1]
     assert isinstance(ended, RunCompleted)
@@ -169,11 +137,11 @@ async def test_a_run_hands_off_from_anthropic_to_openai_and_back_with_a_valid_hi
 
 
 async def test_a_session_records_who_spoke_and_reads_sessions_written_before(
-    serve: Callable[[Model], Any], tmp_path: Path
+    serve_model: Callable[[Model], Any], tmp_path: Path
 ) -> None:
     anthropic, openai = Model("/v1/messages", claude), Model("/v1/chat/completions", gpt)
     store = SQLiteSessionStore(tmp_path / "sessions.db")
-    triage = team(await serve(anthropic), await serve(openai))
+    triage = team(await serve_model(anthropic), await serve_model(openai))
     triage.store = store
     older = Agent(ScriptedProvider([reply("Hello.")]), store=store)  # a session that names no one
     await older.run("Hi", session="s1")
@@ -193,10 +161,10 @@ async def test_a_session_records_who_spoke_and_reads_sessions_written_before(
     assert stored.usage.requests == 5, "each leg adds its own usage to the session's"
 
 
-async def test_a_history_filter_decides_what_the_target_sees(serve: Callable[[Model], Any]) -> None:
+async def test_a_history_filter_decides_what_the_target_sees(serve_model: Callable[[Model], Any]) -> None:
     openai = Model("/v1/chat/completions", lambda body: gpt_answer("Billing here."))
     billing = Agent(
-        OpenAIChatProvider("gpt-4o-mini", base_url=await serve(openai) + "/v1", api_key="k", stream=False),
+        OpenAIChatProvider("gpt-4o-mini", base_url=await serve_model(openai) + "/v1", api_key="k", stream=False),
         name="billing",
     )
 
