@@ -21,11 +21,12 @@ from typing import Any
 import pytest
 from typing_extensions import TypedDict
 
-from tether import Agent, Compaction, Done, GuardrailResult, Limits, RunCompleted, RunEvent, RunResult, tool
+from tether import Agent, Compaction, Done, GuardrailResult, Limits, RunEvent, RunResult, tool
 from tether.errors import ContextOverflow, RateLimited
 from tether.events import ProviderRetry, StreamEnd, StreamStart, TextDelta
 from tether.messages import Message
 from tether.providers import ScriptedProvider, call, empty, events, fail, parallel, reply
+from tether.testing import result_of
 from tether.usage import Usage
 
 MAP = Path(__file__).resolve().parents[2] / "ARCHITECTURE.md"
@@ -202,9 +203,7 @@ async def test_a_run_cancelled_in_the_middle_of_a_tool_answers_its_open_call_bef
         events.append(event)
         if type(event).__name__ == "ToolCallStarted":
             stream.cancel()
-    ended = events[-1]
-    assert isinstance(ended, RunCompleted)
-    result = ended.result
+    result = result_of(events)
     assert isinstance(result, RunResult)
     assert result.stop_reason == "cancelled"
     assert order().fullmatch(names(events)), names(events)

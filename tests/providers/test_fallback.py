@@ -19,12 +19,13 @@ from tests.helpers import assert_valid
 from tests.providers.conftest import Serve
 from tether import Agent, Limits, StopReason
 from tether.errors import ConfigInvalid, ProviderUnavailable
-from tether.events import FallbackTaken, RateLimitWait, RunCompleted
+from tether.events import FallbackTaken, RateLimitWait
 from tether.providers import FallbackProvider, RetryPolicy
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.fallback import resolve_models
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.providers.scripted import ScriptedProvider, events, reply
+from tether.testing import result_of
 
 NO_RETRY = RetryPolicy(max_retries=0)
 """Each provider tries once: the fallback is what is under test, not the retry ladder."""
@@ -271,9 +272,7 @@ async def test_a_filtered_or_empty_answer_moves_on_only_when_asked(serve: Serve,
 
     asked = FallbackProvider([primary, backup_model], on={code})
     events = [event async for event in Agent(asked).stream("Hello?")]
-    finished = events[-1]
-    assert isinstance(finished, RunCompleted)
-    result = finished.result
+    result = result_of(events)
     assert result.text == "from the backup"
     assert second.requests == 1
     assert [(r.model, r.error) for r in result.turn_records] == [("primary-1", code), ("backup-1", None)]

@@ -23,7 +23,6 @@ from tether import (
     GuardrailResult,
     InvalidOutput,
     Limits,
-    RunCompleted,
     RunContext,
     RunEvent,
     agent_guardrail,
@@ -31,6 +30,7 @@ from tether import (
 )
 from tether.providers import ScriptedProvider, call, reply
 from tether.providers.openai_chat import OpenAIChatProvider
+from tether.testing import result_of
 
 
 class Server:
@@ -98,9 +98,7 @@ async def test_an_input_guardrail_that_blocks_stops_the_run_before_any_request(s
     server = Server("Hello.")
     agent = Agent(await serve(server), input_guardrails=[no_passwords])
     events: list[RunEvent] = [event async for event in agent.stream("my password is hunter22")]
-    ended = events[-1]
-    assert isinstance(ended, RunCompleted)
-    result = ended.result
+    result = result_of(events)
 
     assert result.stop_reason == "guardrail"
     assert result.text == "I cannot take passwords."
@@ -136,9 +134,7 @@ async def test_an_input_guardrail_alongside_that_blocks_after_the_answer_keeps_i
 
     agent = Agent(await serve(server), tools=[refund], input_guardrails=[Guardrail(slow_check, run_alongside=True)])
     events: list[RunEvent] = [event async for event in agent.stream("refund me")]
-    ended = events[-1]
-    assert isinstance(ended, RunCompleted)
-    result = ended.result
+    result = result_of(events)
 
     assert result.stop_reason == "guardrail"
     assert result.text == "Not for refunds."
@@ -197,9 +193,7 @@ async def test_an_output_guardrail_that_asks_for_a_retry_sends_its_message_and_t
     server = Server("Give me the file.", "Could you please give me the file?")
     agent = Agent(await serve(server), output_guardrails=[polite])
     events: list[RunEvent] = [event async for event in agent.stream("Write a request")]
-    ended = events[-1]
-    assert isinstance(ended, RunCompleted)
-    result = ended.result
+    result = result_of(events)
 
     assert result.stop_reason == "complete"
     assert result.text == "Could you please give me the file?"

@@ -18,13 +18,14 @@ from typing_extensions import TypedDict
 
 from tests.helpers import assert_valid, check_order
 from tests.json_model import Model
-from tether import Agent, Handoff, HandoffTaken, Limits, RunCompleted, RunContext, RunEvent, ToolCallStarted, tool
+from tether import Agent, Handoff, HandoffTaken, Limits, RunContext, RunEvent, ToolCallStarted, tool
 from tether.errors import ConfigInvalid
 from tether.messages import Message, speaker_of
 from tether.providers import ScriptedProvider, call, reply
 from tether.providers.anthropic import AnthropicProvider
 from tether.providers.openai_chat import OpenAIChatProvider
 from tether.sessions import SQLiteSessionStore
+from tether.testing import result_of
 
 
 def claude_message(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
@@ -85,9 +86,7 @@ async def test_a_run_hands_off_from_anthropic_to_openai_and_back_with_a_valid_hi
     anthropic, openai = Model("/v1/messages", claude), Model("/v1/chat/completions", gpt)
     triage = team(await serve_model(anthropic), await serve_model(openai))
     events: list[RunEvent] = [event async for event in triage.stream("I was charged twice.")]
-    ended = events[-1]
-    assert isinstance(ended, RunCompleted)
-    result = ended.result
+    result = result_of(events)
 
     assert result.stop_reason == "complete"
     assert result.text == "Refund of 12 EUR issued."
@@ -207,9 +206,7 @@ async def test_a_filter_that_separates_a_call_from_its_result_stops_the_run_befo
         handoffs=[Handoff(billing, history=without_results)],
     )
     events: list[RunEvent] = [event async for event in triage.stream("Hi")]
-    ended = events[-1]
-    assert isinstance(ended, RunCompleted)
-    result = ended.result
+    result = result_of(events)
 
     assert not any(isinstance(event, HandoffTaken) for event in events)
     assert result.stop_reason == "error"
@@ -282,9 +279,7 @@ async def test_a_cancel_reaches_the_agent_the_run_was_handed_to() -> None:
         events.append(event)
         if isinstance(event, ToolCallStarted) and event.call.name == "wait_for_bank":
             stream.cancel()
-    ended = events[-1]
-    assert isinstance(ended, RunCompleted)
-    result = ended.result
+    result = result_of(events)
 
     assert result.stop_reason == "cancelled"
     assert result.messages[-1].tool_results[0].code == "cancelled"
@@ -302,9 +297,7 @@ async def test_a_cancel_after_the_turn_that_takes_a_transfer_ends_the_run_there(
         events.append(event)
         if isinstance(event, ToolCallStarted):
             stream.cancel(after_turn=True)
-    ended = events[-1]
-    assert isinstance(ended, RunCompleted)
-    result = ended.result
+    result = result_of(events)
 
     assert result.stop_reason == "cancelled"
     assert result.last_agent == "triage"
