@@ -377,3 +377,16 @@ async def test_the_testing_helpers_describe_a_relayed_event_by_its_path() -> Non
     described = [describe(event) async for event in boss.stream("go")]
     assert "SubAgent(middle/inner: ToolResult(add -> 5))" in described
     assert "ToolResult(middle -> middle done)" in described
+
+
+async def test_every_count_of_a_sub_runs_usage_joins_the_callers() -> None:
+    cached = Usage(100, 10, cache_read_tokens=7, cache_write_tokens=5, reasoning_tokens=3, requests=1,
+                   cache_write_1h_tokens=2)  # fmt: skip
+    helper = Agent(ScriptedProvider([reply("done", usage=cached)]))
+    boss = Agent(
+        ScriptedProvider([calls("helper", {"input": "x"}), said("ok")]), tools=[helper.as_tool(name="helper")]
+    )
+    usage = (await boss.run("go")).usage
+    counts = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
+    assert counts == (300, 30, 7, 5)
+    assert (usage.reasoning_tokens, usage.cache_write_1h_tokens) == (3, 2)

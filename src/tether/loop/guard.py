@@ -100,6 +100,20 @@ class LoopGuard:
 
     def record_call(self, usage: Usage) -> None:
         """Add one provider call's usage and its cost (checked against the budget before the next call)."""
+        self._count(usage)
+        if self.price is not None:
+            self.spent = self.spent + cost_of(usage, self.price)
+
+    def record_nested(self, usage: Usage, cost: Cost | None, tool_calls: int) -> None:
+        """Add what an agent this run ran as a tool used (``nesting.py``): its usage and cost (priced at its own
+        model's price) count against this run's budget, its tool calls against this run's ``max_tool_calls``."""
+        self._count(usage)
+        if cost is not None:
+            self.spent = self.spent + cost
+        self.tool_calls += tool_calls
+
+    def _count(self, usage: Usage) -> None:
+        """Add ``usage`` to the seven counts a ``Usage`` is made of when it is read (:attr:`usage`)."""
         self._input_tokens += usage.input_tokens
         self._output_tokens += usage.output_tokens
         self._cache_read_tokens += usage.cache_read_tokens
@@ -107,21 +121,6 @@ class LoopGuard:
         self._reasoning_tokens += usage.reasoning_tokens
         self._requests += usage.requests
         self._cache_write_1h_tokens += usage.cache_write_1h_tokens
-        if self.price is not None:
-            self.spent = self.spent + cost_of(usage, self.price)
-
-    def record_nested(self, usage: Usage, cost: Cost | None, tool_calls: int) -> None:
-        """Add what an agent this run ran as a tool used (``nesting.py``): its usage and cost (priced at its own
-        model's price) count against this run's budget, its tool calls against this run's ``max_tool_calls``."""
-        self._input_tokens += usage.input_tokens
-        self._output_tokens += usage.output_tokens
-        self._cache_read_tokens += usage.cache_read_tokens
-        self._cache_write_tokens += usage.cache_write_tokens
-        self._reasoning_tokens += usage.reasoning_tokens
-        self._requests += usage.requests
-        if cost is not None:
-            self.spent = self.spent + cost
-        self.tool_calls += tool_calls
 
     def record_invalid(self, problem: str, error: Exception | None = None) -> Stop | None:
         """A rejected answer (``error``: the malformed answer's ``InvalidResponse``, if that was the problem);
