@@ -383,9 +383,7 @@ async def test_every_count_of_a_sub_runs_usage_joins_the_callers() -> None:
     cached = Usage(100, 10, cache_read_tokens=7, cache_write_tokens=5, reasoning_tokens=3, requests=1,
                    cache_write_1h_tokens=2)  # fmt: skip
     helper = Agent(ScriptedProvider([reply("done", usage=cached)]))
-    boss = Agent(
-        ScriptedProvider([calls("helper", {"input": "x"}), said("ok")]), tools=[helper.as_tool(name="helper")]
-    )
+    boss = Agent(ScriptedProvider([calls("helper", {"input": "x"}), said("ok")]), tools=[helper.as_tool(name="helper")])
     usage = (await boss.run("go")).usage
     counts = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
     assert counts == (300, 30, 7, 5)
