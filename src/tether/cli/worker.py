@@ -41,6 +41,8 @@ AGENT_NAME = "agent"
 """The durable agent's name when the worker makes it (its workflow is ``tether.run.agent``)."""
 WATCH_INTERVAL = 0.5
 """Seconds between two looks at the runs this worker holds, for its log lines."""
+STORED_TIME_RESOLUTION = 1.0
+"""How coarse a stored run's times may be, in seconds: the engine keeps whole seconds on SQLite."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +178,8 @@ async def _watch(worker_id: str, since: float) -> None:
         for record in reversed(records):  # oldest first
             if record.worker != worker_id or record.status == "queued" or record.run_id in ended:
                 continue
-            if record.status != "running" and (record.updated_at or 0) < since:
-                continue  # ended before this worker started
+            if record.status != "running" and ended_before(record, since):
+                continue
             if record.run_id not in taken:
                 taken.add(record.run_id)
                 _say(f"took {record.run_id}: {record.prompt_head[:60]!r}")
@@ -185,6 +187,13 @@ async def _watch(worker_id: str, since: float) -> None:
                 ended.add(record.run_id)
                 _say(_ended(record))
         await asyncio.sleep(WATCH_INTERVAL)
+
+
+def ended_before(record: RunRecord, since: float) -> bool:
+    """Whether ``record``, not running, certainly ended before ``since`` (when this worker started), so that it
+    is no run of this worker's to report. Its time is kept in whole seconds on SQLite: one that ended in the
+    second the worker started in (a run taken and finished at once) is this worker's, and must be reported."""
+    return (record.updated_at or 0) + STORED_TIME_RESOLUTION <= since
 
 
 def _ended(record: RunRecord) -> str:
