@@ -333,3 +333,14 @@ def test_a_postgres_server_out_of_reach_is_store_unavailable() -> None:
     cache = ResponseCache("postgresql://postgres@127.0.0.1:1/test", timeout=1)
     with pytest.raises(StoreUnavailable, match="tether_responses"):
         cache.entries()
+
+
+def test_many_threads_opening_a_new_cache_file_at_once_all_get_a_connection(tmp_path: Path) -> None:
+    """Each thread has its own connection; the first ones made at once must not fail the file's setup."""
+    import concurrent.futures
+
+    for attempt in range(20):
+        cache = ResponseCache(tmp_path / f"cache-{attempt}.db")
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            counts = list(pool.map(ResponseCache.entries, [cache] * 16))
+        assert counts == [0] * 16

@@ -236,6 +236,8 @@ class _SqliteResponses:
         self.where = str(path)
         self.timeout = timeout
         self._local = threading.local()
+        self._prepare = threading.Lock()
+        self._prepared = False
 
     def get(self, key: str) -> tuple[float, bytes] | None:
         row = self._run(lambda db: db.execute("SELECT created, events FROM responses WHERE key = ?", (key,)).fetchone())
@@ -278,8 +280,11 @@ class _SqliteResponses:
             connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
             if new:
                 os.chmod(self.path, 0o600)
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute(_SCHEMA)
+            with self._prepare:  # one thread at a time: switching to WAL beside another connection of this
+                if not self._prepared:  # process's fails at once ("database is locked"), never waits
+                    connection.execute("PRAGMA journal_mode=WAL")
+                    connection.execute(_SCHEMA)
+                    self._prepared = True
             self._local.connection = connection
         return connection
 
