@@ -316,7 +316,8 @@ async def test_sub_agents_run_together_their_events_told_apart_by_call_and_their
     assert_valid_transcript(result)
 
 
-async def test_a_call_past_its_timeout_cancels_its_sub_run_and_is_a_timeout_result() -> None:
+def stalling_helper() -> tuple[Agent[None, str], asyncio.Event]:
+    """An agent whose one tool call never returns, and the event set once that call is cancelled."""
     cancelled = asyncio.Event()
 
     @tool
@@ -328,7 +329,11 @@ async def test_a_call_past_its_timeout_cancels_its_sub_run_and_is_a_timeout_resu
             cancelled.set()
         return "never"
 
-    helper = Agent(ScriptedProvider([calls("stall", {})]), tools=[stall])
+    return Agent(ScriptedProvider([calls("stall", {})]), tools=[stall]), cancelled
+
+
+async def test_a_call_past_its_timeout_cancels_its_sub_run_and_is_a_timeout_result() -> None:
+    helper, cancelled = stalling_helper()
     boss = Agent(
         ScriptedProvider([calls("helper", {"input": "x"}), said("it timed out")]),
         tools=[helper.as_tool(name="helper", timeout=0.2)],
@@ -346,18 +351,7 @@ async def test_a_call_past_its_timeout_cancels_its_sub_run_and_is_a_timeout_resu
 
 
 async def test_a_consumer_that_leaves_mid_way_cancels_the_sub_run_it_was_relaying() -> None:
-    cancelled = asyncio.Event()
-
-    @tool
-    async def stall() -> str:
-        """Never returns."""
-        try:
-            await asyncio.Event().wait()
-        finally:
-            cancelled.set()
-        return "never"
-
-    helper = Agent(ScriptedProvider([calls("stall", {})]), tools=[stall])
+    helper, cancelled = stalling_helper()
     boss = Agent(ScriptedProvider([calls("helper", {"input": "x"})]), tools=[helper.as_tool(name="helper")])
     stream = boss.stream("go")
     async for event in stream:
