@@ -110,12 +110,13 @@ async def client(database_url: str, base_url: str, runs: int) -> dict[str, Any]:
         await one_run("plain")
     mark.kind = "once"
     mark("begin")
+    import tether.durable as tether_durable
     from tether.durable import dbos_engine
 
     mark("import")
     durable = dbos_engine.DurableAgent(agent, name="bench")
     mark("register")
-    dbos_engine.launch(system_database_url=database_url)
+    tether_durable.launch(system_database_url=database_url)
     mark("launch")
     texts.append((await durable.run("Add the numbers.")).text)
     mark("first_run")
@@ -127,7 +128,7 @@ async def client(database_url: str, base_url: str, runs: int) -> dict[str, Any]:
         await asyncio.sleep(IDLE_SECONDS)
         mark("idle")
     finally:
-        dbos_engine.shutdown()
+        tether_durable.shutdown()
     return {"marks": mark.marks, "failures": sum(not text.endswith(EXPECTED_END) for text in texts)}
 
 

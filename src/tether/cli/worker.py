@@ -154,7 +154,7 @@ async def _serve(durable: DurableAgent, queue: object, database: RunsDatabase, w
 
 async def _until_launched(serving: asyncio.Task[None]) -> bool:
     """Wait until DBOS is launched in this process (``True``) or ``serving`` ended (``False``)."""
-    from tether.durable.dbos_engine import _launched
+    from tether.durable.dbos_base import _launched
 
     while not _launched():
         if serving.done():

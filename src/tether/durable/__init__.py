@@ -13,7 +13,9 @@ on one or many machines; :func:`list_runs`, :func:`get_run`, :func:`cancel_run` 
 and change the store of runs from any process.
 
 Importing this package costs nothing; DBOS (about a second to import) is loaded on first use of a name from
-it. The engine's code is all in ``dbos_engine.py``, behind the loop's step seam (``tether.loop.steps``).
+it. The engine's code is in the ``dbos_*.py`` modules (the only ones that import DBOS), behind the loop's step
+seam (``tether.loop.steps``): ``dbos_engine`` the workflow of an agent, ``dbos_steps`` its steps,
+``dbos_launch`` the database, queues and workers, ``dbos_runs`` run handles and the run store.
 See docs/durable.md.
 """
 
@@ -24,19 +26,9 @@ from typing import TYPE_CHECKING, Any
 from tether.durable.records import Queue, RateLimit, RunRecord, RunStatus
 
 if TYPE_CHECKING:
-    from tether.durable.dbos_engine import (
-        DurableAgent,
-        DurableRun,
-        cancel_run,
-        get_run,
-        launch,
-        list_runs,
-        recover_worker,
-        resume_run,
-        serve,
-        shutdown,
-        sqlite_url,
-    )
+    from tether.durable.dbos_engine import DurableAgent
+    from tether.durable.dbos_launch import launch, recover_worker, serve, shutdown, sqlite_url
+    from tether.durable.dbos_runs import DurableRun, cancel_run, get_run, list_runs, resume_run
 
 __all__ = [
     "DurableAgent",
@@ -55,12 +47,18 @@ __all__ = [
     "shutdown",
     "sqlite_url",
 ]
-_ENGINE = {name for name in __all__ if name not in {"Queue", "RateLimit", "RunRecord", "RunStatus"}}
+_ENGINE = {
+    "DurableAgent": "dbos_engine",
+    **dict.fromkeys(("launch", "recover_worker", "serve", "shutdown", "sqlite_url"), "dbos_launch"),
+    **dict.fromkeys(("DurableRun", "cancel_run", "get_run", "list_runs", "resume_run"), "dbos_runs"),
+}
+"""The module of each name DBOS is imported for."""
 
 
 def __getattr__(name: str) -> Any:
-    if name in _ENGINE:
-        from tether.durable import dbos_engine
+    module = _ENGINE.get(name)
+    if module is not None:
+        from importlib import import_module
 
-        return getattr(dbos_engine, name)
+        return getattr(import_module(f"tether.durable.{module}"), name)
     raise AttributeError(f"module 'tether.durable' has no attribute {name!r}")

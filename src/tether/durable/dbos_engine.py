@@ -32,23 +32,15 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-import os
 import pickle
-import re
-import signal
-import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
 
-from dbos import DBOS, DBOSConfig, SetWorkflowID, WorkflowHandleAsync, WorkflowStatus
-from dbos import Queue as DBOSQueue
-from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSNonExistentWorkflowError
+from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
 from msgspec.structs import replace
 
-from tether.durable.records import ENGINE_STATUSES, WORKFLOW_PREFIX, Queue, RunRecord, RunStatus, run_record
-from tether.errors import Cancelled, ConfigInvalid
+from tether.durable.records import Queue
+from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunResult
 
 if TYPE_CHECKING:
@@ -57,48 +49,13 @@ if TYPE_CHECKING:
     from tether.loop.sinks import EventSink
     from tether.messages import Message
 
-T = TypeVar("T")
+from tether.durable.dbos_base import _NAME, _awaited, _launched, _require_launch, _run_id
+from tether.durable.dbos_launch import _register
+from tether.durable.dbos_runs import DurableRun
+from tether.durable.dbos_steps import DBOSSteps
 
-DEFAULT_DATABASE = "tether-runs.sqlite"
-"""The SQLite file :func:`launch` uses when given neither a file nor a URL (in the working directory)."""
-_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _sinks: dict[str, EventSink] = {}
 """The host's event sink of each run started in this process, by run id, while it runs."""
-
-
-_CANCEL_TOPIC = "tether.cancel"
-"""The topic of the message :func:`cancel_run` sends a running run."""
-
-
-class DBOSSteps:
-    """The loop's :class:`~tether.loop.steps.StepRunner` inside a DBOS workflow: each step a DBOS step.
-
-    Before each model call it reads (as a recorded workflow operation, so that every execution of the run
-    reads the same) whether :func:`cancel_run` asked the run to stop, and then calls ``on_cancel``: the run
-    stops as a plain run cancelled by its host does."""
-
-    __slots__ = ("_run_id", "on_cancel")
-
-    def __init__(self, run_id: str) -> None:
-        self._run_id = run_id
-        self.on_cancel: Callable[[], None] | None = None
-
-    @property
-    def run_id(self) -> str:
-        return self._run_id
-
-    async def step(self, name: str, function: Callable[[], Awaitable[T]]) -> T:
-        async def call() -> T:  # DBOS runs a coroutine function on the loop, anything else in a thread
-            return await function()
-
-        # a model call of the run's, or of an agent it runs as a tool (``agent:{tool}:{call}/model:...``)
-        cancellable = self.on_cancel is not None and (name.startswith("model:") or "/model:" in name)
-        if cancellable and await DBOS.recv_async(_CANCEL_TOPIC, timeout_seconds=0) is not None:
-            assert self.on_cancel is not None
-            self.on_cancel()
-
-        result: T = await DBOS.run_step_async({"name": name, "retries_allowed": False}, call)
-        return result
 
 
 class DurableAgent:
@@ -203,46 +160,6 @@ class DurableAgent:
         return await DurableRun(run_id).result()
 
 
-async def _awaited(handle: WorkflowHandleAsync[RunResult[Any]], run_id: str) -> RunResult[Any]:
-    """The result a workflow handle gives, its errors told in tether's terms."""
-    try:
-        result: RunResult[Any] = await handle.get_result()
-    except DBOSNonExistentWorkflowError:
-        raise ConfigInvalid(f"there is no durable run with id {run_id!r}") from None
-    except DBOSAwaitedWorkflowCancelledError:
-        raise Cancelled(f"the durable run {run_id!r} was cancelled") from None
-    return result
-
-
-class DurableRun:
-    """A handle on one durable run, valid in any process launched on its database."""
-
-    __slots__ = ("run_id",)
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-
-    def __repr__(self) -> str:
-        return f"DurableRun({self.run_id!r})"
-
-    async def result(self) -> RunResult[Any]:
-        """Wait for the run to end and return its result. Raises ``Cancelled`` for a run cancelled with
-        :func:`cancel_run`, ``ConfigInvalid`` when there is no run with this id."""
-        _require_launch()
-        try:
-            handle: WorkflowHandleAsync[RunResult[Any]] = await DBOS.retrieve_workflow_async(self.run_id)
-        except DBOSNonExistentWorkflowError:
-            raise ConfigInvalid(f"there is no durable run with id {self.run_id!r}") from None
-        return await _awaited(handle, self.run_id)
-
-    async def status(self) -> RunStatus:
-        """Where the run is now (``ConfigInvalid`` when there is no run with this id)."""
-        record = await get_run(self.run_id)
-        if record is None:
-            raise ConfigInvalid(f"there is no durable run with id {self.run_id!r}")
-        return record.status
-
-
 Workflow = Callable[
     [str, tuple["Message", ...], "ToolChoiceOption | None", "str | None"], Coroutine[Any, Any, RunResult[Any]]
 ]
@@ -282,244 +199,3 @@ def _portable(result: RunResult[Any]) -> RunResult[Any]:
     except Exception:  # noqa: BLE001 - any failure to round-trip: the detail stays, the object goes
         return replace(result, error=None)
     return result
-
-
-def sqlite_url(path: str | os.PathLike[str]) -> str:
-    """The database URL of a SQLite file (made, with its folder, on launch)."""
-    return f"sqlite:///{Path(path).resolve()}"
-
-
-def launch(
-    database: str | os.PathLike[str] | None = None,
-    *,
-    system_database_url: str | None = None,
-    app_name: str = "tether",
-    queues: Sequence[Queue] = (),
-    worker_id: str | None = None,
-) -> None:
-    """Open the workflow database and recover this executor's unfinished runs; once per process, after every
-    :class:`DurableAgent` is made. ``database``: a SQLite file (default :data:`DEFAULT_DATABASE`);
-    ``system_database_url``: any database DBOS takes (``postgresql://user@host:5432/db``). ``queues``: the
-    queues this process takes runs from (registered in the database; a process takes no queued run
-    otherwise). ``worker_id``: this process's id in the store (default ``local``): a process launched again
-    with the id of one that died recovers the runs it had taken."""
-    if database is not None and system_database_url is not None:
-        raise ConfigInvalid("launch() takes a SQLite file or system_database_url, not both")
-    if _launched():
-        raise ConfigInvalid("tether.durable.launch() was already called in this process")
-    if system_database_url is None:
-        path = Path(database if database is not None else DEFAULT_DATABASE)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        url = sqlite_url(path)
-    elif not system_database_url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://", "sqlite:///")):
-        raise ConfigInvalid(
-            f"system_database_url must be a postgresql:// or sqlite:/// URL, not {system_database_url!r}"
-        )
-    else:
-        url = system_database_url
-    if worker_id is not None and not _NAME.fullmatch(worker_id):
-        raise ConfigInvalid(f"worker id {worker_id!r} must be 1-64 letters, digits, '_', '.' or '-'")
-    config: DBOSConfig = {"name": app_name, "system_database_url": url, "log_level": "WARNING"}
-    if worker_id is not None:
-        config["executor_id"] = worker_id
-    DBOS(config=config)
-    DBOS.listen_queues([queue.name for queue in queues])
-    DBOS.launch()
-    if queues:  # DBOS refuses its blocking calls on a thread running an event loop: register from another
-        with ThreadPoolExecutor(1) as thread:
-            thread.submit(lambda: [_register(queue) for queue in queues]).result()
-
-
-def shutdown() -> None:
-    """Stop DBOS in this process (runs under way stop where they are; a later launch recovers them)."""
-    _registered.clear()
-    DBOS.destroy()
-
-
-def _launched() -> bool:
-    from dbos import _dbos
-
-    instance: Any = getattr(_dbos, "_dbos_global_instance", None)
-    return instance is not None and bool(getattr(instance, "_launched", False))
-
-
-def _require_launch() -> None:
-    if not _launched():
-        raise ConfigInvalid("durable runs need tether.durable.launch(...) first (it opens the workflow database)")
-
-
-# --- queues and workers ---------------------------------------------------------------------------------------
-
-_registered: dict[str, DBOSQueue] = {}
-"""The queues this process registered since launch, by name."""
-
-
-def _register(queue: Queue) -> DBOSQueue:
-    """``queue`` registered in the database (its declaration there updated to this one); once per process."""
-    known = _registered.get(queue.name)
-    if known is not None:
-        return known
-    limiter = None if queue.limit is None else {"limit": queue.limit.runs, "period": queue.limit.seconds}
-    registered = DBOS.register_queue(
-        queue.name,
-        global_concurrency=queue.concurrency,
-        worker_concurrency=queue.worker_concurrency,
-        limiter=limiter,  # type: ignore[arg-type]  # a QueueRateLimit TypedDict
-        polling_interval_sec=0.2,
-        on_conflict="always_update",
-    )
-    _registered[queue.name] = registered
-    return registered
-
-
-async def serve(
-    queues: Sequence[Queue],
-    *,
-    database: str | os.PathLike[str] | None = None,
-    system_database_url: str | None = None,
-    worker_id: str | None = None,
-    app_name: str = "tether",
-    stop: asyncio.Event | None = None,
-    grace: float = 10.0,
-) -> None:
-    """Be a worker: launch on the database, take runs from ``queues`` until SIGTERM or SIGINT (or ``stop``
-    is set), then stop taking runs, give the runs under way ``grace`` seconds to end, and shut down. A run
-    still under way then stays where it is and is recovered by the next worker launched with this
-    ``worker_id`` (or by :func:`recover_worker`). Make every :class:`DurableAgent` first, as for
-    :func:`launch`."""
-    if not queues:
-        raise ConfigInvalid("serve() needs at least one queue to take runs from")
-    stopping = stop if stop is not None else asyncio.Event()
-    loop = asyncio.get_running_loop()
-    await asyncio.to_thread(
-        launch,
-        database,
-        system_database_url=system_database_url,
-        app_name=app_name,
-        queues=queues,
-        worker_id=worker_id,
-    )
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stopping.set)
-    try:
-        await stopping.wait()
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
-        await asyncio.to_thread(_shutdown, grace)
-
-
-def _shutdown(grace: float) -> None:
-    _registered.clear()
-    DBOS.destroy(workflow_completion_timeout_sec=max(0, round(grace)))
-
-
-async def recover_worker(worker_id: str) -> list[str]:
-    """Put the runs a dead worker had taken back on their queues, for the live workers; their run ids.
-
-    Only for a worker that is gone (killed, its machine lost): a live worker's runs would run twice. Steps
-    that had finished are not run again (the at-least-once rule holds)."""
-    _require_launch()
-    handles = await asyncio.to_thread(DBOS._recover_pending_workflows, [worker_id])
-    return [handle.workflow_id for handle in handles]
-
-
-# --- the run store --------------------------------------------------------------------------------------------
-
-_STATUSES = ENGINE_STATUSES
-_PREFIX = WORKFLOW_PREFIX
-
-
-def _record(status: WorkflowStatus) -> RunRecord:
-    return run_record(
-        run_id=status.workflow_id,
-        engine_status=status.status,
-        workflow_name=status.name,
-        queue=status.queue_name,
-        created_ms=status.created_at,
-        updated_ms=status.updated_at,
-        inputs=status.input,
-        output=status.output,
-        worker=status.executor_id,
-    )
-
-
-async def list_runs(status: RunStatus | None = None, *, limit: int = 100) -> list[RunRecord]:
-    """The newest ``limit`` durable runs (of every durable agent), newest first; only those in ``status``
-    when given."""
-    _require_launch()
-    if status is not None and status not in _STATUSES.values():
-        raise ConfigInvalid(f"no run status {status!r}: one of {sorted(set(_STATUSES.values()))}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ConfigInvalid(f"limit must be a positive integer, not {limit!r}")
-    if status in ("completed", "cancelled"):  # a run cancelled while running ended with a cancelled result
-        wanted: list[str] | None = ["SUCCESS", "CANCELLED"]
-    else:
-        wanted = None if status is None else [name for name, mine in _STATUSES.items() if mine == status]
-    records: list[RunRecord] = []
-    offset = 0
-    while len(records) < limit:
-        found = await DBOS.list_workflows_async(status=wanted, limit=limit, offset=offset, sort_desc=True)
-        mine = (_record(one) for one in found if one.name.startswith(_PREFIX))
-        records += [record for record in mine if status is None or record.status == status]
-        if len(found) < limit:
-            break
-        offset += limit
-    return records[:limit]
-
-
-async def get_run(run_id: str) -> RunRecord | None:
-    """The record of the run ``run_id``; ``None`` when there is none."""
-    _require_launch()
-    _run_id(run_id)
-    found = await DBOS.list_workflows_async(workflow_ids=[run_id])
-    mine = [one for one in found if one.name.startswith(_PREFIX)]
-    return _record(mine[0]) if mine else None
-
-
-async def cancel_run(run_id: str) -> RunRecord:
-    """Cancel the run ``run_id``. A running run stops before its next model call (the tool calls under way
-    end first) and ends as a plain run cancelled by its host: a ``RunResult`` with stop reason ``cancelled``
-    and a valid transcript. A queued run never starts; its ``result()`` raises ``Cancelled``. An ended run
-    is left as it is. Its record after."""
-    record = await _existing(run_id)
-    if record.status == "running":
-        await DBOS.send_async(run_id, "cancel", _CANCEL_TOPIC)
-    elif record.status == "queued":
-        await DBOS.cancel_workflow_async(run_id)
-    return await _existing(run_id)
-
-
-async def resume_run(run_id: str) -> DurableRun:
-    """Put a run cancelled before it started (or one a dead worker left) back on its queue: it goes on from
-    its last finished step. A run that ended, with any result (a run cancelled while running ended with its
-    cancelled result), is left as it is. Its handle."""
-    record = await _existing(run_id)
-    if record.status in ("completed", "failed") or record.stop_reason is not None:
-        return DurableRun(run_id)
-    await DBOS.resume_workflow_async(run_id, queue_name=record.queue)
-    return DurableRun(run_id)
-
-
-_RUN_ID = re.compile(r"[^\s\x00-\x1f\x7f](?:[^\x00-\x1f\x7f]{0,254}[^\s\x00-\x1f\x7f])?")
-"""A run id: 1-256 characters, no control character, no white space at either end."""
-
-
-def _run_id(workflow_id: str | None) -> str:
-    """``workflow_id`` checked (``ConfigInvalid`` for what the workflow store would refuse with its own error), or
-    a new id when none is given."""
-    if workflow_id is None:
-        return uuid.uuid4().hex
-    if not isinstance(workflow_id, str) or not _RUN_ID.fullmatch(workflow_id):
-        raise ConfigInvalid(
-            f"a run id must be 1-256 characters with no control character and no space at either end, not "
-            f"{workflow_id!r}"
-        )
-    return workflow_id
-
-
-async def _existing(run_id: str) -> RunRecord:
-    record = await get_run(run_id)
-    if record is None:
-        raise ConfigInvalid(f"there is no durable run with id {run_id!r}")
-    return record

@@ -1,0 +1,131 @@
+"""Run handles and the store of runs, read and changed from any process launched on the database."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dbos import DBOS, WorkflowHandleAsync, WorkflowStatus
+from dbos._error import DBOSNonExistentWorkflowError
+
+from tether.durable.records import ENGINE_STATUSES, WORKFLOW_PREFIX, RunRecord, RunStatus, run_record
+from tether.errors import ConfigInvalid
+from tether.events import RunResult
+
+if TYPE_CHECKING:
+    pass
+
+from tether.durable.dbos_base import _awaited, _require_launch, _run_id
+from tether.durable.dbos_steps import _CANCEL_TOPIC
+
+
+class DurableRun:
+    """A handle on one durable run, valid in any process launched on its database."""
+
+    __slots__ = ("run_id",)
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def __repr__(self) -> str:
+        return f"DurableRun({self.run_id!r})"
+
+    async def result(self) -> RunResult[Any]:
+        """Wait for the run to end and return its result. Raises ``Cancelled`` for a run cancelled with
+        :func:`cancel_run`, ``ConfigInvalid`` when there is no run with this id."""
+        _require_launch()
+        try:
+            handle: WorkflowHandleAsync[RunResult[Any]] = await DBOS.retrieve_workflow_async(self.run_id)
+        except DBOSNonExistentWorkflowError:
+            raise ConfigInvalid(f"there is no durable run with id {self.run_id!r}") from None
+        return await _awaited(handle, self.run_id)
+
+    async def status(self) -> RunStatus:
+        """Where the run is now (``ConfigInvalid`` when there is no run with this id)."""
+        record = await get_run(self.run_id)
+        if record is None:
+            raise ConfigInvalid(f"there is no durable run with id {self.run_id!r}")
+        return record.status
+
+
+# --- the run store --------------------------------------------------------------------------------------------
+
+_STATUSES = ENGINE_STATUSES
+_PREFIX = WORKFLOW_PREFIX
+
+
+def _record(status: WorkflowStatus) -> RunRecord:
+    return run_record(
+        run_id=status.workflow_id,
+        engine_status=status.status,
+        workflow_name=status.name,
+        queue=status.queue_name,
+        created_ms=status.created_at,
+        updated_ms=status.updated_at,
+        inputs=status.input,
+        output=status.output,
+        worker=status.executor_id,
+    )
+
+
+async def list_runs(status: RunStatus | None = None, *, limit: int = 100) -> list[RunRecord]:
+    """The newest ``limit`` durable runs (of every durable agent), newest first; only those in ``status``
+    when given."""
+    _require_launch()
+    if status is not None and status not in _STATUSES.values():
+        raise ConfigInvalid(f"no run status {status!r}: one of {sorted(set(_STATUSES.values()))}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ConfigInvalid(f"limit must be a positive integer, not {limit!r}")
+    if status in ("completed", "cancelled"):  # a run cancelled while running ended with a cancelled result
+        wanted: list[str] | None = ["SUCCESS", "CANCELLED"]
+    else:
+        wanted = None if status is None else [name for name, mine in _STATUSES.items() if mine == status]
+    records: list[RunRecord] = []
+    offset = 0
+    while len(records) < limit:
+        found = await DBOS.list_workflows_async(status=wanted, limit=limit, offset=offset, sort_desc=True)
+        mine = (_record(one) for one in found if one.name.startswith(_PREFIX))
+        records += [record for record in mine if status is None or record.status == status]
+        if len(found) < limit:
+            break
+        offset += limit
+    return records[:limit]
+
+
+async def get_run(run_id: str) -> RunRecord | None:
+    """The record of the run ``run_id``; ``None`` when there is none."""
+    _require_launch()
+    _run_id(run_id)
+    found = await DBOS.list_workflows_async(workflow_ids=[run_id])
+    mine = [one for one in found if one.name.startswith(_PREFIX)]
+    return _record(mine[0]) if mine else None
+
+
+async def cancel_run(run_id: str) -> RunRecord:
+    """Cancel the run ``run_id``. A running run stops before its next model call (the tool calls under way
+    end first) and ends as a plain run cancelled by its host: a ``RunResult`` with stop reason ``cancelled``
+    and a valid transcript. A queued run never starts; its ``result()`` raises ``Cancelled``. An ended run
+    is left as it is. Its record after."""
+    record = await _existing(run_id)
+    if record.status == "running":
+        await DBOS.send_async(run_id, "cancel", _CANCEL_TOPIC)
+    elif record.status == "queued":
+        await DBOS.cancel_workflow_async(run_id)
+    return await _existing(run_id)
+
+
+async def resume_run(run_id: str) -> DurableRun:
+    """Put a run cancelled before it started (or one a dead worker left) back on its queue: it goes on from
+    its last finished step. A run that ended, with any result (a run cancelled while running ended with its
+    cancelled result), is left as it is. Its handle."""
+    record = await _existing(run_id)
+    if record.status in ("completed", "failed") or record.stop_reason is not None:
+        return DurableRun(run_id)
+    await DBOS.resume_workflow_async(run_id, queue_name=record.queue)
+    return DurableRun(run_id)
+
+
+async def _existing(run_id: str) -> RunRecord:
+    record = await get_run(run_id)
+    if record is None:
+        raise ConfigInvalid(f"there is no durable run with id {run_id!r}")
+    return record

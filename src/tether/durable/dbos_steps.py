@@ -1,0 +1,49 @@
+"""The loop's step seam inside a DBOS workflow: each provider call and tool call a DBOS step."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from dbos import DBOS
+
+if TYPE_CHECKING:
+    pass
+
+
+T = TypeVar("T")
+
+
+_CANCEL_TOPIC = "tether.cancel"
+"""The topic of the message :func:`cancel_run` sends a running run."""
+
+
+class DBOSSteps:
+    """The loop's :class:`~tether.loop.steps.StepRunner` inside a DBOS workflow: each step a DBOS step.
+
+    Before each model call it reads (as a recorded workflow operation, so that every execution of the run
+    reads the same) whether :func:`cancel_run` asked the run to stop, and then calls ``on_cancel``: the run
+    stops as a plain run cancelled by its host does."""
+
+    __slots__ = ("_run_id", "on_cancel")
+
+    def __init__(self, run_id: str) -> None:
+        self._run_id = run_id
+        self.on_cancel: Callable[[], None] | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    async def step(self, name: str, function: Callable[[], Awaitable[T]]) -> T:
+        async def call() -> T:  # DBOS runs a coroutine function on the loop, anything else in a thread
+            return await function()
+
+        # a model call of the run's, or of an agent it runs as a tool (``agent:{tool}:{call}/model:...``)
+        cancellable = self.on_cancel is not None and (name.startswith("model:") or "/model:" in name)
+        if cancellable and await DBOS.recv_async(_CANCEL_TOPIC, timeout_seconds=0) is not None:
+            assert self.on_cancel is not None
+            self.on_cancel()
+
+        result: T = await DBOS.run_step_async({"name": name, "retries_allowed": False}, call)
+        return result
