@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,11 @@ def call_cancellations(log: Path) -> int:
     return sum(not str(params.get("requestId")).startswith("listen") for params in cancelled)
 
 
+def waits_received(log: Path) -> int:
+    """How many ``wait_for_release`` calls the server received."""
+    return sum(seen["name"] == "wait_for_release" for seen in calls_seen(log))
+
+
 def results_of(messages: object) -> list[ToolResult]:
     return [result for message in messages for result in message.tool_results]  # type: ignore[attr-defined]
 
@@ -36,16 +43,28 @@ async def test_each_server_has_its_own_tool_timeout_which_overrides_the_limits_o
         )
         agent = Agent(model, tools=mcp.tools, limits=Limits(tool_timeout=0.5), concurrent_tools=True)
         run = agent.start("wait")
-        # The quick server's call was cut at its 0.5 s and cancelled on the server; the patient one, started
-        # with it, has therefore waited longer than Limits.tool_timeout: it is only now released.
-        await apoll(lambda: call_cancellations(quick_log) == 1, "the quick call's cancellation")
-        if has_marker(quick_log, "waiting"):
-            # The handler had started (a slow machine may cancel it before it does): it is interrupted.
-            await apoll(lambda: has_marker(quick_log, "wait cancelled"), "the quick handler's interruption")
+        # The quick server's call is cut at its 0.5 s and cancelled on the server; the patient one, started with
+        # it, has therefore waited longer than Limits.tool_timeout: it is only now released. (A loaded machine
+        # may reach the deadline before the call is even written: then the quick server never sees it.)
+        started = time.monotonic()
+        await apoll(
+            lambda: (
+                call_cancellations(quick_log) == 1 or (not waits_received(quick_log) and time.monotonic() > started + 2)
+            ),
+            "the quick call's cancellation",
+        )
         release = mcp.get("patient__release")
         assert release is not None
         await release({})
         result = await run
+        # Every call the quick server received was cancelled on it (the cancel follows the call on the same pipe,
+        # written before the call was answered).
+        received = waits_received(quick_log)
+        assert received <= 1
+        await apoll(lambda: call_cancellations(quick_log) == received, "the quick call's cancellation")
+        if has_marker(quick_log, "waiting"):
+            # The handler had started (a slow machine may cancel it before it does): it is interrupted.
+            await apoll(lambda: has_marker(quick_log, "wait cancelled"), "the quick handler's interruption")
     quick, patient = results_of(result.messages)
     assert (quick.is_error, quick.code) == (True, "tool_timeout")
     assert (patient.is_error, patient.content) == (False, "released")
@@ -168,3 +187,23 @@ async def test_a_server_that_never_answers_is_given_up_after_connect_timeout_and
         async with MCPTools([config]):
             pass
     assert not alive(int(pid_file.read_text())), "the silent server was stopped"
+
+
+@pytest.mark.parametrize("yields", [0, 1, 2])
+async def test_a_call_cancelled_twice_is_still_cancelled_on_the_server(yields: int, tmp_path: Path) -> None:
+    """Two deadlines (the loop's and the server's own) may cancel one call one after the other: the second must
+    not cut short the message that tells the server to stop."""
+    log = tmp_path / "log.jsonl"
+    async with MCPTools([py_server(log=log)]) as mcp:
+        wait = mcp.get("wait_for_release")
+        assert wait is not None
+        task = asyncio.ensure_future(wait({}))
+        await apoll(lambda: has_marker(log, "waiting"), "the call")
+        task.cancel()
+        for _ in range(yields):  # the first cancellation is being unwound
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await apoll(lambda: call_cancellations(log) == 1, "the call's cancellation")
+        await apoll(lambda: has_marker(log, "wait cancelled"), "the handler's interruption")

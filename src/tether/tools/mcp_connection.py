@@ -260,9 +260,14 @@ class Connection:
         from mcp.types import CONNECTION_CLOSED
 
         server = self.config.id
+        # The SDK tells the server of a call it gives up (``notifications/cancelled``) as it unwinds its first
+        # cancellation; a second one (this deadline and the loop's, equal for an MCP tool, fire one after the
+        # other) would cut that message short. So the call is a task of its own, cancelled exactly once.
+        call = asyncio.ensure_future(client.call_tool(name, arguments))
+        call.add_done_callback(_retrieved)
         try:
             async with asyncio.timeout(self.config.tool_timeout) as scope:
-                return await client.call_tool(name, arguments)
+                return await asyncio.shield(call)
         except TimeoutError:
             if span is not None:
                 span.set_attribute("error.type", "timeout")
@@ -286,6 +291,8 @@ class Connection:
             raise ToolError(f"MCP server {server!r} refused the call to {name!r}: {exc.message}") from None
         except Exception as exc:  # whatever went wrong, the model gets a plain message
             raise ToolError(f"MCP server {server!r}: the call to {name!r} failed: {_describe(exc)}") from exc
+        finally:
+            call.cancel()  # a no-op once it ended
 
     def _span_attributes(self, client: Client | None) -> dict[str, Any]:
         """What the MCP conventions put on every client span of this connection."""
@@ -496,3 +503,9 @@ def _leaf(exc: BaseException) -> BaseException:
 def _describe(exc: BaseException) -> str:
     detail = str(exc)
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+def _retrieved(call: asyncio.Future[Any]) -> None:
+    """Mark the outcome of a call nobody awaits any more (one given up) as seen: asyncio would log it."""
+    if not call.cancelled():
+        call.exception()
