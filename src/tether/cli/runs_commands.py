@@ -215,15 +215,17 @@ def cancel(run_id: str, db: str | None) -> None:
 
 @runs.command("resume")
 @click.argument("run_id", metavar="ID")
+@click.option("--queue", metavar="NAME", help="The queue to put it on (default: its own).")
 @_db_option
-def resume(run_id: str, db: str | None) -> None:
-    """Put the run ID back on its queue (cancelled before it started, or left by a dead worker)."""
+def resume(run_id: str, queue: str | None, db: str | None) -> None:
+    """Put the run ID back on its queue (cancelled before it started, or left by a dead worker), for a worker
+    serving that queue to run it within the queue's limits."""
 
     async def go() -> RunRecord:
         from tether.durable import get_run, resume_run
         from tether.errors import ConfigInvalid
 
-        await resume_run(run_id)
+        await resume_run(run_id, queue=queue)
         record = await get_run(run_id)
         if record is None:
             raise ConfigInvalid(f"there is no durable run with id {run_id!r}")
@@ -231,3 +233,54 @@ def resume(run_id: str, db: str | None) -> None:
 
     record = _with_runs(db, go)
     click.echo(f"{record.run_id}: {record.status}")
+
+
+@runs.command("queue")
+@click.argument("name", metavar="NAME")
+@click.option("--concurrency", metavar="N|none", help="Runs of the queue at once over all workers.")
+@click.option("--rate", metavar="RUNS/SECONDS|none", help="Runs started in any window of SECONDS.")
+@_db_option
+def queue_(name: str, concurrency: str | None, rate: str | None, db: str | None) -> None:
+    """Show the queue NAME's limits, or change them (the options given; the others are kept): the one way
+    they change, for every worker at its next look at the queue. Each worker's own limit is its --concurrency."""
+    from tether.durable.records import Queue, RateLimit
+    from tether.errors import ConfigInvalid
+
+    def parsed() -> tuple[int | None, RateLimit | None, bool, bool]:
+        count = None if concurrency in (None, "none") else _number(concurrency, "--concurrency", int)
+        window = None
+        if rate not in (None, "none"):
+            runs_text, _, seconds = rate.partition("/")
+            window = RateLimit(_number(runs_text, "--rate", int), _number(seconds, "--rate", float))
+        return count, window, concurrency is not None, rate is not None
+
+    async def go() -> Queue:
+        from tether.durable import configure_queue, queue_configuration
+
+        count, window, set_count, set_rate = parsed()
+        stored = await queue_configuration(name)
+        if not (set_count or set_rate):
+            if stored is None:
+                raise ConfigInvalid(f"there is no queue {name!r} (a worker or a submission makes it)")
+            return stored
+        base = stored if stored is not None else Queue(name)
+        return await configure_queue(
+            Queue(
+                name,
+                concurrency=count if set_count else base.concurrency,
+                limit=window if set_rate else base.limit,
+            )
+        )
+
+    queue = _with_runs(db, go)
+    limit = "none" if queue.limit is None else f"{queue.limit.runs}/{queue.limit.seconds:g}s"
+    click.echo(f"{queue.name}: concurrency {queue.concurrency or 'none'}, rate {limit}")
+
+
+def _number(text: str, option: str, kind: type[int] | type[float]) -> Any:
+    from tether.errors import ConfigInvalid
+
+    try:
+        return kind(text)
+    except ValueError:
+        raise ConfigInvalid(f"{option}: {text!r} is not a number (or none)") from None
