@@ -38,9 +38,10 @@ durable = DurableAgent(Agent("openai-compatible:mock", base_url=base_url, api_ke
 launch(system_database_url=db, worker_id="client")
 
 async def main() -> None:
-    if mode == "enqueue":
+    if mode in ("enqueue", "declare"):  # declare: the queue declared with global limits
+        queue = Queue("jobs", concurrency=3, limit=(100, 60.0)) if mode == "declare" else Queue("jobs")
         for run_id in run_ids:
-            await durable.enqueue(f"prompt {run_id}", queue=Queue("jobs"), workflow_id=run_id)
+            await durable.enqueue(f"prompt {run_id}", queue=queue, workflow_id=run_id)
     elif mode == "results":
         print(json.dumps({run_id: (await durable.result(run_id)).text for run_id in run_ids}))
     elif mode == "idle":  # a plain client, alive until its stdin closes
@@ -157,25 +158,24 @@ def test_three_workers_with_concurrency_2_never_run_more_than_2_each_with_a_clie
     assert model.most["w3-again"] >= 1, "the restarted worker took runs"
 
 
-def test_a_queues_global_limits_set_once_hold_over_workers_and_clients_that_declare_it(
+def test_a_queues_global_limits_declared_first_hold_over_the_workers_and_clients_that_declare_it_later(
     deployment: Deployment,
 ) -> None:
-    configured = deployment.tether("runs", "queue", "jobs", "--concurrency", "3", "--rate", "100/60")
-    assert configured.returncode == 0, configured.stderr
-    assert configured.stdout.strip() == "jobs: concurrency 3, rate 100/60s"
-    deployment.worker("w1", "worker-1")  # declares the queue with its own limit only
-    runs = ids("run", 16)
-    deployment.client("enqueue", *runs)  # declares Queue("jobs"): no limit of its own
-    deployment.worker("w2", "worker-2")
-    json.loads(deployment.client("results", *runs))
+    first, second = ids("early", 8), ids("late", 8)
+    deployment.client("declare", *first)  # makes the queue: 3 at once over all workers, 100 a minute
+    workers = [deployment.worker(f"w{n}", f"worker-{n}", wait=False) for n in (1, 2)]  # each its own limit, 2
+    for worker in workers:
+        worker.wait_for("serving queue 'jobs'")
+    deployment.client("enqueue", *second)  # declares Queue("jobs"): no limit of its own
+    json.loads(deployment.client("results", *first, *second))
     shown = deployment.tether("runs", "queue", "jobs")
-    for worker in deployment.workers:
+    for worker in workers:
         assert worker.stop() == 0, "".join(worker.lines)
 
-    assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.strip() == "jobs: concurrency 3, rate 100/60s"  # neither workers nor client changed it
     assert deployment.model.most_overall <= 3, "the global concurrency held across the two workers"
     assert max(deployment.model.most.values()) <= 2
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == "jobs: concurrency 3, rate 100/60s"  # neither workers nor client changed it
 
 
 def test_a_run_cancelled_while_queued_and_resumed_goes_back_on_its_queue_and_only_a_worker_runs_it(
