@@ -212,3 +212,21 @@ def test_resuming_a_run_with_no_queue_to_go_back_on_is_a_clear_error(deployment:
     assert resumed.returncode == 1
     assert "queue name 'no such' must be" in resumed.stderr
     assert "Traceback" not in resumed.stderr
+
+
+def test_tether_runs_queue_shows_and_changes_a_queues_limits(deployment: Deployment) -> None:
+    missing = deployment.tether("runs", "queue", "jobs")
+    assert missing.returncode == 1
+    assert "there is no queue 'jobs'" in missing.stderr
+    made = deployment.tether("runs", "queue", "jobs", "--concurrency", "4")
+    assert made.stdout.strip() == "jobs: concurrency 4, rate none", made.stderr
+    rated = deployment.tether("runs", "queue", "jobs", "--rate", "10/2.5")  # the concurrency is kept
+    assert rated.stdout.strip() == "jobs: concurrency 4, rate 10/2.5s", rated.stderr
+    freed = deployment.tether("runs", "queue", "jobs", "--concurrency", "none")
+    assert freed.stdout.strip() == "jobs: concurrency none, rate 10/2.5s", freed.stderr
+    for bad in (["--concurrency", "0"], ["--rate", "ten/60"], ["--rate", "5"]):
+        refused = deployment.tether("runs", "queue", "jobs", *bad)
+        assert refused.returncode == 1, refused.stdout
+        assert refused.stderr.startswith("error: "), refused.stderr
+        assert "Traceback" not in refused.stderr
+    assert deployment.tether("runs", "queue", "jobs").stdout.strip() == "jobs: concurrency none, rate 10/2.5s"

@@ -1,4 +1,5 @@
-"""``tether runs``: submit, list, show, cancel and resume the durable runs of a workflow database.
+"""``tether runs``: submit, list, show, cancel and resume the durable runs of a workflow database, and show or
+change a queue's limits (``tether runs queue``).
 
 Contract: every command opens the database ``--db`` names (:mod:`tether.cli.runs_db`; the state directory's
 SQLite file by default) under an executor id of its own, so that it never recovers nor disturbs a worker's
@@ -35,7 +36,8 @@ def _db_option(command: Callable[..., None]) -> Callable[..., None]:
 
 @click.group("runs", cls=WholeSummaries)
 def runs() -> None:
-    """Submit, list, show, cancel and resume durable runs (those of tether batch and tether worker)."""
+    """Submit, list, show, cancel and resume durable runs (those of tether batch and tether worker); a queue's
+    limits."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -246,33 +248,37 @@ def queue_(name: str, concurrency: str | None, rate: str | None, db: str | None)
     from tether.durable.records import Queue, RateLimit
     from tether.errors import ConfigInvalid
 
-    def parsed() -> tuple[int | None, RateLimit | None, bool, bool]:
+    try:
+        Queue(name)
         count = None if concurrency in (None, "none") else _number(concurrency, "--concurrency", int)
         window = None
-        if rate not in (None, "none"):
-            runs_text, _, seconds = rate.partition("/")
+        if rate is not None and rate != "none":
+            runs_text, slash, seconds = rate.partition("/")
+            if not slash:
+                raise ConfigInvalid(f"--rate {rate!r}: give RUNS/SECONDS (60/60 for 60 a minute) or none")
             window = RateLimit(_number(runs_text, "--rate", int), _number(seconds, "--rate", float))
-        return count, window, concurrency is not None, rate is not None
+        Queue(name, concurrency=count, limit=window)  # the values checked before the database is opened
+    except ConfigInvalid as error:
+        _fail(error.message)
 
-    async def go() -> Queue:
+    async def go() -> Queue | None:
         from tether.durable import configure_queue, queue_configuration
 
-        count, window, set_count, set_rate = parsed()
         stored = await queue_configuration(name)
-        if not (set_count or set_rate):
-            if stored is None:
-                raise ConfigInvalid(f"there is no queue {name!r} (a worker or a submission makes it)")
+        if concurrency is None and rate is None:
             return stored
         base = stored if stored is not None else Queue(name)
         return await configure_queue(
             Queue(
                 name,
-                concurrency=count if set_count else base.concurrency,
-                limit=window if set_rate else base.limit,
+                concurrency=base.concurrency if concurrency is None else count,
+                limit=base.limit if rate is None else window,
             )
         )
 
     queue = _with_runs(db, go)
+    if queue is None:
+        _fail(f"there is no queue {name!r} (a worker serving it or a run put on it makes it)")
     limit = "none" if queue.limit is None else f"{queue.limit.runs}/{queue.limit.seconds:g}s"
     click.echo(f"{queue.name}: concurrency {queue.concurrency or 'none'}, rate {limit}")
 

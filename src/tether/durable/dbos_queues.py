@@ -134,6 +134,9 @@ class QueuePoller:
         self._thread = threading.Thread(target=self._run, name="tether-queue-poller", daemon=True)
 
     def start(self) -> None:
+        from dbos._dbos import _get_dbos_instance
+
+        _get_dbos_instance().background_thread_stop_events.append(self._stop)  # DBOS destroyed: it stops too
         self._thread.start()
 
     def stop(self) -> None:
