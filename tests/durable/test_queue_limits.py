@@ -206,7 +206,7 @@ def test_a_run_cancelled_while_queued_and_resumed_goes_back_on_its_queue_and_onl
     assert deployment.model.asked == [("w1", "prompt later")]  # asked once, by the worker
 
 
-def test_resuming_a_run_with_no_queue_to_go_back_on_is_a_clear_error(deployment: Deployment) -> None:
+def test_runs_resume_refuses_a_bad_queue_name_in_one_line(deployment: Deployment) -> None:
     deployment.client("enqueue", "direct")
     resumed = deployment.tether("runs", "resume", "direct", "--queue", "no such")
     assert resumed.returncode == 1
