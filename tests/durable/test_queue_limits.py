@@ -229,4 +229,3 @@ def test_tether_runs_queue_shows_and_changes_a_queues_limits(deployment: Deploym
         assert refused.returncode == 1, refused.stdout
         assert refused.stderr.startswith("error: "), refused.stderr
         assert "Traceback" not in refused.stderr
-    assert deployment.tether("runs", "queue", "jobs").stdout.strip() == "jobs: concurrency none, rate 10/2.5s"
