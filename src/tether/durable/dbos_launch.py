@@ -111,7 +111,8 @@ async def serve(
     stop: asyncio.Event | None = None,
     grace: float = 10.0,
 ) -> None:
-    """Be a worker: launch on the database, take runs from ``queues`` until SIGTERM or SIGINT (or ``stop``
+    """Be a worker: launch on the database, take runs from ``queues`` (each at most its
+    ``worker_concurrency`` at once here, within the queue's configured limits) until SIGTERM or SIGINT (or ``stop``
     is set), then stop taking runs, give the runs under way ``grace`` seconds to end, and shut down. A run
     still under way then stays where it is and is recovered by the next worker launched with this
     ``worker_id`` (or by :func:`recover_worker`). Make every :class:`DurableAgent` first, as for
