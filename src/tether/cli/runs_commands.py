@@ -1,4 +1,5 @@
-"""``tether runs``: submit, list, show, cancel and resume the durable runs of a workflow database.
+"""``tether runs``: submit, list, show, cancel and resume the durable runs of a workflow database, and show or
+change a queue's limits (``tether runs queue``).
 
 Contract: every command opens the database ``--db`` names (:mod:`tether.cli.runs_db`; the state directory's
 SQLite file by default) under an executor id of its own, so that it never recovers nor disturbs a worker's
@@ -35,7 +36,8 @@ def _db_option(command: Callable[..., None]) -> Callable[..., None]:
 
 @click.group("runs", cls=WholeSummaries)
 def runs() -> None:
-    """Submit, list, show, cancel and resume durable runs (those of tether batch and tether worker)."""
+    """Submit, list, show, cancel and resume durable runs (those of tether batch and tether worker); a queue's
+    limits."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -215,15 +217,17 @@ def cancel(run_id: str, db: str | None) -> None:
 
 @runs.command("resume")
 @click.argument("run_id", metavar="ID")
+@click.option("--queue", metavar="NAME", help="The queue to put it on (default: its own).")
 @_db_option
-def resume(run_id: str, db: str | None) -> None:
-    """Put the run ID back on its queue (cancelled before it started, or left by a dead worker)."""
+def resume(run_id: str, queue: str | None, db: str | None) -> None:
+    """Put the run ID back on its queue (cancelled before it started, or left by a dead worker), for a worker
+    serving that queue to run it within the queue's limits."""
 
     async def go() -> RunRecord:
         from tether.durable import get_run, resume_run
         from tether.errors import ConfigInvalid
 
-        await resume_run(run_id)
+        await resume_run(run_id, queue=queue)
         record = await get_run(run_id)
         if record is None:
             raise ConfigInvalid(f"there is no durable run with id {run_id!r}")
@@ -231,3 +235,58 @@ def resume(run_id: str, db: str | None) -> None:
 
     record = _with_runs(db, go)
     click.echo(f"{record.run_id}: {record.status}")
+
+
+@runs.command("queue")
+@click.argument("name", metavar="NAME")
+@click.option("--concurrency", metavar="N|none", help="Runs of the queue at once over all workers.")
+@click.option("--rate", metavar="RUNS/SECONDS|none", help="Runs started in any window of SECONDS.")
+@_db_option
+def queue_(name: str, concurrency: str | None, rate: str | None, db: str | None) -> None:
+    """Show the queue NAME's limits, or change them (the options given; the others are kept): the one way
+    they change, for every worker at its next look at the queue. Each worker's own limit is its --concurrency."""
+    from tether.durable.records import Queue, RateLimit
+    from tether.errors import ConfigInvalid
+
+    try:
+        Queue(name)
+        count = None if concurrency in (None, "none") else _number(concurrency, "--concurrency", int)
+        window = None
+        if rate is not None and rate != "none":
+            runs_text, slash, seconds = rate.partition("/")
+            if not slash:
+                raise ConfigInvalid(f"--rate {rate!r}: give RUNS/SECONDS (60/60 for 60 a minute) or none")
+            window = RateLimit(_number(runs_text, "--rate", int), _number(seconds, "--rate", float))
+        Queue(name, concurrency=count, limit=window)  # the values checked before the database is opened
+    except ConfigInvalid as error:
+        _fail(error.message)
+
+    async def go() -> Queue | None:
+        from tether.durable import configure_queue, queue_configuration
+
+        stored = await queue_configuration(name)
+        if concurrency is None and rate is None:
+            return stored
+        base = stored if stored is not None else Queue(name)
+        return await configure_queue(
+            Queue(
+                name,
+                concurrency=base.concurrency if concurrency is None else count,
+                limit=base.limit if rate is None else window,
+            )
+        )
+
+    queue = _with_runs(db, go)
+    if queue is None:
+        _fail(f"there is no queue {name!r} (a worker serving it or a run put on it makes it)")
+    limit = "none" if queue.limit is None else f"{queue.limit.runs}/{queue.limit.seconds:g}s"
+    click.echo(f"{queue.name}: concurrency {queue.concurrency or 'none'}, rate {limit}")
+
+
+def _number(text: str, option: str, kind: type[int] | type[float]) -> Any:
+    from tether.errors import ConfigInvalid
+
+    try:
+        return kind(text)
+    except ValueError:
+        raise ConfigInvalid(f"{option}: {text!r} is not a number (or none)") from None

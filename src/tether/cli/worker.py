@@ -7,7 +7,8 @@ Contract:
   module imported with the working directory on ``sys.path``). An ``Agent`` becomes a ``DurableAgent`` named
   :data:`AGENT_NAME`; a process enqueuing runs for this worker uses the same name (``DurableAgent(agent,
   name="agent").enqueue(...)``).
-* It serves the queue ``--queue`` (at most ``--concurrency`` of its runs at once in this process) on the
+* It serves the queue ``--queue`` (at most ``--concurrency`` of its runs at once in this process, whatever
+  other processes declared; the queue's own limits are its configuration, ``tether runs queue``) on the
   database ``--db`` names (:mod:`tether.cli.runs_db`), under ``--worker-id``: a worker started again with the
   id of one that died recovers the runs it had taken.
 * Each run it takes and each it ends is one line on stderr.

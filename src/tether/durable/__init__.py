@@ -9,14 +9,15 @@ interrupted mid-way runs again (at least once); a tool that must not run twice s
 run id is the workflow id, which the caller may choose, so that submitting a run twice runs it once.
 
 Runs can be put on a :class:`Queue` (``DurableAgent.enqueue``) and taken by worker processes (:func:`serve`)
-on one or many machines; :func:`list_runs`, :func:`get_run`, :func:`cancel_run` and :func:`resume_run` read
-and change the store of runs from any process.
+on one or many machines, each within its own ``worker_concurrency``; a queue's global limits are its stored
+configuration, changed only with :func:`configure_queue`. :func:`list_runs`, :func:`get_run`,
+:func:`cancel_run` and :func:`resume_run` read and change the store of runs from any process.
 
 Importing this package costs nothing; DBOS (about a second to import) is loaded on first use of a name from
 it. The engine's code is in the ``dbos_*.py`` modules (the only ones that import DBOS), behind the loop's step
 seam (``tether.loop.steps``): ``dbos_engine`` the workflow of an agent, ``dbos_steps`` its steps,
-``dbos_launch`` the database, queues and workers, ``dbos_runs`` run handles and the run store.
-See docs/durable.md.
+``dbos_launch`` the database and workers, ``dbos_queues`` the queues' configuration and limits, ``dbos_runs``
+run handles and the run store. See docs/durable.md.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tether.durable.records import Queue, RateLimit, RunRecord, RunStatus
 if TYPE_CHECKING:
     from tether.durable.dbos_engine import DurableAgent
     from tether.durable.dbos_launch import launch, recover_worker, serve, shutdown, sqlite_url
+    from tether.durable.dbos_queues import configure_queue, queue_configuration
     from tether.durable.dbos_runs import DurableRun, cancel_run, get_run, list_runs, resume_run
 
 __all__ = [
@@ -38,9 +40,11 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "cancel_run",
+    "configure_queue",
     "get_run",
     "launch",
     "list_runs",
+    "queue_configuration",
     "recover_worker",
     "resume_run",
     "serve",
@@ -50,6 +54,7 @@ __all__ = [
 _ENGINE = {
     "DurableAgent": "dbos_engine",
     **dict.fromkeys(("launch", "recover_worker", "serve", "shutdown", "sqlite_url"), "dbos_launch"),
+    **dict.fromkeys(("configure_queue", "queue_configuration"), "dbos_queues"),
     **dict.fromkeys(("DurableRun", "cancel_run", "get_run", "list_runs", "resume_run"), "dbos_runs"),
 }
 """The module of each name DBOS is imported for."""

@@ -18,9 +18,10 @@ Contract:
 * A run's ``deps`` are never stored: ``DurableAgent(agent, deps=make)`` calls ``make()`` in the process that
   executes the run (the one that started it, a worker, or the one that recovers it) when the run starts there,
   so a database handle or a client is made where it is used and deps of any size cost the workflow nothing.
-* Queues: a tether :class:`~tether.durable.records.Queue` becomes a DBOS queue registered (``register_queue``,
-  after launch) when a process first enqueues on it or serves it. :func:`launch` listens to the queues it is
-  given and to no other; :func:`serve` is launch plus waiting for SIGTERM/SIGINT. A worker's id is its DBOS
+* Queues (``dbos_queues``): a tether :class:`~tether.durable.records.Queue` is a DBOS queue row, made when a
+  process first declares it and changed only by ``configure_queue``. :func:`launch` takes runs from the
+  queues it is given and from no other, within each one's ``worker_concurrency`` in this process;
+  :func:`serve` is launch plus waiting for SIGTERM/SIGINT. A worker's id is its DBOS
   executor id: a launch with the id of a dead worker recovers its runs, :func:`recover_worker` puts them back
   on their queues. Recovered runs keep their queue, so its limits hold.
 * The run store (:func:`list_runs`, :func:`get_run`, :func:`cancel_run`, :func:`resume_run`) reads DBOS's
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from tether.messages import Message
 
 from tether.durable.dbos_base import _NAME, _awaited, _launched, _require_launch, _run_id
-from tether.durable.dbos_launch import _register
+from tether.durable.dbos_queues import _declare
 from tether.durable.dbos_runs import DurableRun
 from tether.durable.dbos_steps import DBOSSteps
 
@@ -133,7 +134,8 @@ class DurableAgent:
         history: Sequence[Message] = (),
         session: str | None = None,
     ) -> DurableRun:
-        """Put a run on ``queue`` (registered in the database if it is not yet) for a worker serving it; its
+        """Put a run on ``queue`` (made in the database if it is not yet; an existing queue's limits are never
+        changed by enqueuing) for a worker serving it; its
         handle. With the ``workflow_id`` of a run that exists, nothing is enqueued: that run's handle.
         ``session=``: the run continues that session of the agent's store (which the worker must reach)."""
         _require_launch()
@@ -141,7 +143,7 @@ class DurableAgent:
             raise ConfigInvalid(f"enqueue() takes a tether.durable.Queue, not {queue!r}")
         self._check(history, session)
         run_id = _run_id(workflow_id)
-        dbos_queue = await asyncio.to_thread(_register, queue)
+        dbos_queue = await asyncio.to_thread(_declare, queue)
         with SetWorkflowID(run_id):
             handle: WorkflowHandleAsync[RunResult[Any]] = await dbos_queue.enqueue_async(
                 self._workflow, prompt, tuple(history), None, session

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dbos import DBOS, DBOSConfig
-from dbos import Queue as DBOSQueue
 
+from tether.durable.dbos_queues import QueuePoller, _declare, _declared
 from tether.durable.records import Queue
 from tether.errors import ConfigInvalid
 
@@ -42,8 +42,10 @@ def launch(
     :class:`DurableAgent` is made. ``database``: a SQLite file (default :data:`DEFAULT_DATABASE`);
     ``system_database_url``: any database DBOS takes (``postgresql://user@host:5432/db``). ``queues``: the
     queues this process takes runs from (registered in the database; a process takes no queued run
-    otherwise). ``worker_id``: this process's id in the store (default ``local``): a process launched again
-    with the id of one that died recovers the runs it had taken."""
+    otherwise), each at most its ``worker_concurrency`` at once in this process (``dbos_queues``); a queue that
+    does not exist yet is made with its declared limits, and one declared with global limits other than its
+    stored configuration is refused. ``worker_id``: this process's id in the store (default ``local``): a
+    process launched again with the id of one that died recovers the runs it had taken."""
     if database is not None and system_database_url is not None:
         raise ConfigInvalid("launch() takes a SQLite file or system_database_url, not both")
     if _launched():
@@ -64,41 +66,39 @@ def launch(
     if worker_id is not None:
         config["executor_id"] = worker_id
     DBOS(config=config)
-    DBOS.listen_queues([queue.name for queue in queues])
+    DBOS.listen_queues([])  # the engine's queue thread takes none of tether's queues: the poller does
     DBOS.launch()
-    if queues:  # DBOS refuses its blocking calls on a thread running an event loop: register from another
-        with ThreadPoolExecutor(1) as thread:
-            thread.submit(lambda: [_register(queue) for queue in queues]).result()
+    if queues:  # DBOS refuses its blocking calls on a thread running an event loop: declare from another
+        try:
+            with ThreadPoolExecutor(1) as thread:
+                thread.submit(lambda: [_declare(queue) for queue in queues]).result()
+        except BaseException:
+            shutdown()
+            raise
+        global _poller
+        _poller = QueuePoller(queues)
+        _poller.start()
+
+
+_poller: QueuePoller | None = None
+"""What takes runs from the queues this process serves, while it is launched."""
+
+
+def _stop_taking() -> None:
+    global _poller
+    if _poller is not None:
+        _poller.stop()
+        _poller = None
+    _declared.clear()
 
 
 def shutdown() -> None:
     """Stop DBOS in this process (runs under way stop where they are; a later launch recovers them)."""
-    _registered.clear()
+    _stop_taking()
     DBOS.destroy()
 
 
 # --- queues and workers ---------------------------------------------------------------------------------------
-
-_registered: dict[str, DBOSQueue] = {}
-"""The queues this process registered since launch, by name."""
-
-
-def _register(queue: Queue) -> DBOSQueue:
-    """``queue`` registered in the database (its declaration there updated to this one); once per process."""
-    known = _registered.get(queue.name)
-    if known is not None:
-        return known
-    limiter = None if queue.limit is None else {"limit": queue.limit.runs, "period": queue.limit.seconds}
-    registered = DBOS.register_queue(
-        queue.name,
-        global_concurrency=queue.concurrency,
-        worker_concurrency=queue.worker_concurrency,
-        limiter=limiter,  # type: ignore[arg-type]  # a QueueRateLimit TypedDict
-        polling_interval_sec=0.2,
-        on_conflict="always_update",
-    )
-    _registered[queue.name] = registered
-    return registered
 
 
 async def serve(
@@ -111,7 +111,8 @@ async def serve(
     stop: asyncio.Event | None = None,
     grace: float = 10.0,
 ) -> None:
-    """Be a worker: launch on the database, take runs from ``queues`` until SIGTERM or SIGINT (or ``stop``
+    """Be a worker: launch on the database, take runs from ``queues`` (each at most its
+    ``worker_concurrency`` at once here, within the queue's configured limits) until SIGTERM or SIGINT (or ``stop``
     is set), then stop taking runs, give the runs under way ``grace`` seconds to end, and shut down. A run
     still under way then stays where it is and is recovered by the next worker launched with this
     ``worker_id`` (or by :func:`recover_worker`). Make every :class:`DurableAgent` first, as for
@@ -139,7 +140,7 @@ async def serve(
 
 
 def _shutdown(grace: float) -> None:
-    _registered.clear()
+    _stop_taking()
     DBOS.destroy(workflow_completion_timeout_sec=max(0, round(grace)))
 
 

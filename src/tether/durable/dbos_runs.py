@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS, WorkflowHandleAsync, WorkflowStatus
 from dbos._error import DBOSNonExistentWorkflowError
 
-from tether.durable.records import ENGINE_STATUSES, WORKFLOW_PREFIX, RunRecord, RunStatus, run_record
+from tether.durable.records import ENGINE_STATUSES, WORKFLOW_PREFIX, Queue, RunRecord, RunStatus, run_record
 from tether.errors import ConfigInvalid
 from tether.events import RunResult
 
@@ -106,21 +107,60 @@ async def cancel_run(run_id: str) -> RunRecord:
     and a valid transcript. A queued run never starts; its ``result()`` raises ``Cancelled``. An ended run
     is left as it is. Its record after."""
     record = await _existing(run_id)
+    if record.status == "queued" and not await asyncio.to_thread(_cancel_queued, run_id):
+        record = await _existing(run_id)  # a worker took it meanwhile: it is running now
     if record.status == "running":
         await DBOS.send_async(run_id, "cancel", _CANCEL_TOPIC)
-    elif record.status == "queued":
-        await DBOS.cancel_workflow_async(run_id)
     return await _existing(run_id)
 
 
-async def resume_run(run_id: str) -> DurableRun:
-    """Put a run cancelled before it started (or one a dead worker left) back on its queue: it goes on from
-    its last finished step. A run that ended, with any result (a run cancelled while running ended with its
-    cancelled result), is left as it is. Its handle."""
+def _cancel_queued(run_id: str) -> bool:
+    """Cancel ``run_id`` if it is still queued (one statement: a worker taking it at the same moment either
+    took it first, and this does nothing, or finds it cancelled), keeping its queue (the engine's own cancel
+    forgets it), so that :func:`resume_run` puts it back there; whether it was cancelled here."""
+    import sqlalchemy as sa
+    from dbos._dbos import _get_dbos_instance
+
+    sys_db = _get_dbos_instance()._sys_db
+    runs = sys_db.tables.workflow_status
+    with sys_db.engine.begin() as connection:
+        now = sys_db._now_ms_sql()
+        done = connection.execute(
+            sa.update(runs)
+            .where(*sys_db._wf(runs, run_id))
+            .where(runs.c.status.in_(["ENQUEUED", "DELAYED"]))
+            .values(
+                status="CANCELLED",
+                owner_xid=None,
+                deduplication_id=None,
+                started_at_epoch_ms=None,
+                updated_at=now,
+                completed_at=now,
+            )
+        )
+    return bool(done.rowcount)
+
+
+async def resume_run(run_id: str, *, queue: str | None = None) -> DurableRun:
+    """Put a run cancelled before it started (or one a dead worker left) back on its queue, with that queue's
+    limits, for a worker serving it: it goes on from its last finished step. ``queue``: another queue to put
+    it on, or the queue of a run that has none (one started directly, or cancelled by an older tether);
+    ``ConfigInvalid`` when there is none to put it on (never the engine's own queue, from which any process,
+    a client too, would take it). A run that ended, with any result (a run cancelled while running ended with
+    its cancelled result), is left as it is. Its handle."""
+    if queue is not None:
+        Queue(queue)  # its name checked
     record = await _existing(run_id)
     if record.status in ("completed", "failed") or record.stop_reason is not None:
         return DurableRun(run_id)
-    await DBOS.resume_workflow_async(run_id, queue_name=record.queue)
+    target = queue if queue is not None else record.queue
+    if target is None:
+        raise ConfigInvalid(
+            f"the run {run_id!r} has no queue to go back on (it was started directly, or cancelled by an older "
+            "tether): name the queue of the workers that should run it (resume_run(..., queue=NAME), "
+            "tether runs resume ID --queue NAME)"
+        )
+    await DBOS.resume_workflow_async(run_id, queue_name=target)
     return DurableRun(run_id)
 
 
