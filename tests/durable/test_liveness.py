@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,7 +35,8 @@ def T(url: str) -> Table:  # noqa: N802 - a table closed after the test
 def test_unique_ids_differ_in_one_process() -> None:
     first, second = unique_id("worker"), unique_id("worker")
     assert first != second
-    assert first.startswith("worker-") and first.split("-")[-2].isdigit()
+    assert first.startswith("worker-")
+    assert first.split("-")[-2].isdigit()
 
 
 def test_an_id_held_by_a_live_process_is_refused_and_taken_once_it_stopped(db_url: str) -> None:
@@ -49,7 +50,9 @@ def test_an_id_held_by_a_live_process_is_refused_and_taken_once_it_stopped(db_ur
     held.stop()
     again.claim()  # stopped: the id is free
     row = again.table.row("w1")
-    assert row is not None and row.state == "alive" and row.alive
+    assert row is not None
+    assert row.state == "alive"
+    assert row.alive
     again.stop()
 
 
@@ -60,18 +63,25 @@ def test_an_id_whose_lease_ran_out_is_taken(db_url: str) -> None:
     while (row := table.row("w2")) is not None and row.alive:
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    assert row is not None and row.health() == "dead"
+    assert row is not None
+    assert row.health() == "dead"
     Heartbeat(T(db_url), "w2", kind="worker").claim()
     table.close()
 
 
 def test_a_process_gone_from_this_host_is_dead_at_once(db_url: str, tmp_path: Path) -> None:
-    script = "import sys; from tether.durable.liveness import *; Heartbeat(Table(sys.argv[1]), 'w3', kind='worker').claim()"
+    script = (
+        "import sys; from tether.durable.liveness import Heartbeat, Table; "
+        "Heartbeat(Table(sys.argv[1]), 'w3', kind='worker').claim()"
+    )
     subprocess.run([sys.executable, "-c", script, db_url], check=True, timeout=60)
     table = T(db_url)
     row = table.row("w3")
-    assert row is not None and row.state == "alive" and row.age < row.dead_after  # its lease has not run out
-    assert not row.alive and row.health() == "dead"  # but its process is gone
+    assert row is not None
+    assert row.state == "alive"
+    assert row.age < row.dead_after
+    assert not row.alive
+    assert row.health() == "dead"
     Heartbeat(T(db_url), "w3", kind="worker").claim()  # so its id is free now
     table.close()
 
@@ -96,7 +106,9 @@ def test_of_many_claimers_of_a_dead_worker_exactly_one_wins(db_url: str) -> None
     assert len(wins) == 1, wins
     table = T(db_url)
     row = table.row("dead")
-    assert row is not None and row.state == "recovering" and row.recovered_by == wins[0]
+    assert row is not None
+    assert row.state == "recovering"
+    assert row.recovered_by == wins[0]
     assert inherit_claims(table, wins[0], "heir") == ["dead"]  # the claimer died: its heir takes its claims
     table.close()
 
@@ -111,10 +123,11 @@ def test_a_live_worker_recovers_a_dead_one_and_only_once(db_url: str) -> None:
     Heartbeat(T(db_url), "gone", kind="worker", dead_after=0.1).claim()
     time.sleep(0.3)
     recovered: list[tuple[str, str]] = []
-    live = [
-        Heartbeat(T(db_url), name, kind="worker", recover=lambda dead, name=name: recovered.append((name, dead)))
-        for name in ("a", "b")
-    ]
+
+    def recoverer(name: str) -> Callable[[str], None]:
+        return lambda dead: recovered.append((name, dead))
+
+    live = [Heartbeat(T(db_url), name, kind="worker", recover=recoverer(name)) for name in ("a", "b")]
     for beat in live:
         beat.claim()
     assert [beat.recover_dead() for beat in live] in (
@@ -123,7 +136,8 @@ def test_a_live_worker_recovers_a_dead_one_and_only_once(db_url: str) -> None:
     )
     assert len(recovered) == 1
     row = live[0].table.row("gone")
-    assert row is not None and row.state == "recovered"
+    assert row is not None
+    assert row.state == "recovered"
     for beat in live:
         beat.stop()
 
