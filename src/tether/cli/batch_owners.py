@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -60,7 +61,8 @@ async def launched(
         finally:
             shutdown()
     finally:
-        await asyncio.to_thread(beat.stop)
+        with ThreadPoolExecutor(1) as thread:  # DBOS, shut down, took the loop's default executor with it
+            await asyncio.get_running_loop().run_in_executor(thread, beat.stop)
 
 
 async def _take_over(

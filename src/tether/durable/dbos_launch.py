@@ -161,7 +161,8 @@ async def serve(
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         await asyncio.to_thread(_shutdown, grace)
-        await asyncio.to_thread(beat.stop)
+        with ThreadPoolExecutor(1) as thread:  # DBOS, shut down, took the loop's default executor with it
+            await loop.run_in_executor(thread, beat.stop)
 
 
 def _heartbeat(
