@@ -8,8 +8,10 @@ Contract:
   :data:`AGENT_NAME`; a process enqueuing runs for this worker uses the same name (``DurableAgent(agent,
   name="agent").enqueue(...)``).
 * It serves the queue ``--queue`` (at most ``--concurrency`` of its runs at once in this process) on the
-  database ``--db`` names (:mod:`tether.cli.runs_db`), under ``--worker-id``: a worker started again with the
-  id of one that died recovers the runs it had taken.
+  database ``--db`` names (:mod:`tether.cli.runs_db`), under ``--worker-id`` (default a unique id): a worker
+  started again with the id of one that died recovers the runs it had taken; an id a live worker holds is
+  refused (exit 1). It beats in the database while it lives, and recovers the runs of workers silent for
+  their ``--dead-after`` (:mod:`tether.durable.liveness`).
 * Each run it takes and each it ends is one line on stderr.
 * SIGTERM or SIGINT: it stops taking runs, gives those under way a grace period, shuts down and exits 0.
   Exit codes otherwise: 1 a configuration problem (a bad entry point, a bad ``--db``), 4 the worker failed.

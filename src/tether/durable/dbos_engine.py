@@ -22,7 +22,8 @@ Contract:
   after launch) when a process first enqueues on it or serves it. :func:`launch` listens to the queues it is
   given and to no other; :func:`serve` is launch plus waiting for SIGTERM/SIGINT. A worker's id is its DBOS
   executor id: a launch with the id of a dead worker recovers its runs, :func:`recover_worker` puts them back
-  on their queues. Recovered runs keep their queue, so its limits hold.
+  on their queues; who is dead is :mod:`tether.durable.liveness`'s heartbeats' to say. Recovered runs keep
+  their queue, so its limits hold.
 * The run store (:func:`list_runs`, :func:`get_run`, :func:`cancel_run`, :func:`resume_run`) reads DBOS's
   workflow table into :class:`~tether.durable.records.RunRecord`. Cancelling a running run is a DBOS message
   the run reads before each model call (a recorded operation; an agent it runs as a tool reads it before each of
