@@ -39,15 +39,35 @@ def test_unique_ids_differ_in_one_process() -> None:
     assert first.split("-")[-2].isdigit()
 
 
+HOLD = """
+import sys
+from tether.durable.liveness import Heartbeat, Table
+beat = Heartbeat(Table(sys.argv[1]), "w1", kind="worker", queues=["jobs"], dead_after=30)
+beat.claim()
+beat.start()
+print("held", flush=True)
+sys.stdin.read()
+beat.stop()
+"""
+
+
 def test_an_id_held_by_a_live_process_is_refused_and_taken_once_it_stopped(db_url: str) -> None:
-    held = Heartbeat(T(db_url), "w1", kind="worker", queues=["jobs"], dead_after=30)
-    held.claim()
-    again = Heartbeat(T(db_url), "w1", kind="worker", dead_after=30)
-    with pytest.raises(WorkerAlive) as refused:
-        again.claim()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, db_url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        again = Heartbeat(T(db_url), "w1", kind="worker", dead_after=30)
+        with pytest.raises(WorkerAlive) as refused:
+            again.claim()
+    finally:
+        holder.communicate("", timeout=60)  # its stdin closed: it stops and marks its row stopped
     assert refused.value.code == "worker_alive"
     assert "'w1' is held by a live process" in refused.value.message
-    held.stop()
+    stopped = again.table.row("w1")
+    assert stopped is not None
+    assert stopped.state == "stopped"
     again.claim()  # stopped: the id is free
     row = again.table.row("w1")
     assert row is not None
@@ -148,3 +168,14 @@ def test_a_reader_never_makes_a_sqlite_file(tmp_path: Path) -> None:
     assert table.rows(["w"]) == []
     assert table.rows() == []
     assert not path.exists()
+
+
+def test_an_id_left_on_this_host_with_this_processs_pid_is_taken_at_once(db_url: str) -> None:
+    """A container restarted: the new process has the old one's host name and pid (1), the old one's lease
+    has not run out, but the old process is certainly gone, since this one has its pid."""
+    Heartbeat(T(db_url), "w4", kind="worker", dead_after=30).claim()  # "the old process": never stopped
+    again = Heartbeat(T(db_url), "w4", kind="worker", dead_after=30)
+    again.claim()
+    row = again.table.row("w4")
+    assert row is not None
+    assert row.alive

@@ -45,6 +45,8 @@ DEAD_AFTER = 30.0
 """Seconds without a heartbeat after which a worker is taken for dead, by default."""
 MAX_BEAT = 5.0
 """The longest wait between two heartbeats, whatever the lease."""
+KEEP_RECOVERED = 7 * 86400.0
+"""Seconds a recovered process's row is kept (``tether runs list`` shows it), pruned when a process starts."""
 _POSTGRES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 _FIELDS = "worker_id, kind, host, pid, queues, started_at, heartbeat_at, state, dead_after, recovered_by"
 
@@ -296,9 +298,13 @@ class Heartbeat:
     def claim(self) -> None:
         """Take this id (refused with ``WorkerAlive`` while another process holds it alive); before launch."""
         self.table.create()
-        existing = self.table.row(self.worker_id)
-        gone = existing.pid if existing is not None and existing.gone_here() else -1
         t, now = self.table.name, self.table.now
+        self.table.run(f"DELETE FROM {t} WHERE state = 'recovered' AND heartbeat_at < {now} - ?", [KEEP_RECOVERED])
+        existing = self.table.row(self.worker_id)
+        # gone: its process is gone from this host, or it had this process's pid here (a container restarted)
+        gone = -1
+        if existing is not None and existing.host == host_name():
+            gone = existing.pid if existing.pid == os.getpid() or existing.gone_here() else -1
         count, _ = self.table.run(
             f"INSERT INTO {t} ({_FIELDS}) VALUES (?, ?, ?, ?, ?, {now}, {now}, 'alive', ?, NULL) "
             "ON CONFLICT (worker_id) DO UPDATE SET kind = excluded.kind, host = excluded.host, pid = excluded.pid, "
