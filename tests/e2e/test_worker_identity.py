@@ -198,3 +198,32 @@ def test_a_batch_killed_and_started_again_finishes_the_runs_it_left(project: Pro
     assert again.returncode == 0, again.stderr
     assert "left running by batch-" in again.stderr, again.stderr
     assert "done a 1" in (project.cwd / "a.out").read_text()
+
+
+def test_a_worker_killed_is_found_dead_by_a_live_one_which_finishes_its_run(
+    project: Project, worker_of: list[Worker]
+) -> None:
+    with MockLLM([answer] * 10) as server:
+        (project.cwd / "hang_agent.py").write_text(AGENT.replace("BASE_URL", repr(server.base_url)))
+        args = ("--queue", "jobs", "--db", "runs.sqlite", "--agent", "hang_agent:agent", "--dead-after", "2")
+        a = Worker(project, *args, "--concurrency", "1")
+        worker_of.append(a)
+        a.wait_for("serving queue")
+        submitted = runs(project, "submit", "run 1", "--queue", "jobs", "--id", "r1", "--agent", "hang_agent:agent")
+        assert submitted.returncode == 0, submitted.stderr
+        wait_for(lambda: charges(project), "charge by worker a")
+        b = Worker(project, *args)
+        worker_of.append(b)
+        b.wait_for("serving queue")
+        a.process.kill()
+        a.process.wait(DEADLINE)
+        b.wait_for(f"recovered the runs of the dead worker {serving_id(a)}: ['r1']")
+        b.wait_for("ended r1: completed")
+        assert b.stop() == 0, "".join(b.lines)
+        listed = runs(project, "list")
+        interrupted = [body for body in server.requests if "interrupted" in str(body["messages"][-1])]
+
+    assert charges(project) == [(1, a.process.pid)], "the charge cut by the kill was not made again"
+    assert len(interrupted) == 1, "it was answered as interrupted"
+    row = next(line for line in listed.stdout.splitlines() if line.startswith("r1 "))
+    assert row.split()[:5] == ["r1", "completed", "agent", serving_id(b), "stopped"]

@@ -133,6 +133,7 @@ async def _serve(
     from tether.durable import Queue, serve
 
     assert isinstance(queue, Queue)
+    _say_liveness()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -157,6 +158,17 @@ async def _serve(
             watcher.cancel()
     _say(f"worker {worker_id} stopped")
     return exits.OK
+
+
+def _say_liveness() -> None:
+    """The heartbeat's news (a dead worker's runs recovered here, this worker judged dead) as stderr lines."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    liveness = logging.getLogger("tether.durable.liveness")
+    liveness.addHandler(handler)
+    liveness.setLevel(logging.WARNING)
 
 
 async def _until_launched(serving: asyncio.Task[None]) -> bool:

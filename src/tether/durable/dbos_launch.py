@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 from tether.durable.dbos_base import _NAME, _launched, _require_launch
 
-logger = get_logger("tether.durable")
+logger = get_logger("tether.durable.liveness")
+"""What a worker's heartbeat did: runs of a dead worker recovered, this worker judged dead."""
 DEFAULT_DATABASE = "tether-runs.sqlite"
 """The SQLite file :func:`launch` uses when given neither a file nor a URL (in the working directory)."""
 
@@ -176,11 +177,11 @@ def _heartbeat(
     """A worker's heartbeat: it recovers dead workers' runs; judged dead itself, it stops taking runs."""
 
     def lost() -> None:
-        logger.error("worker %s was judged dead by another (no heartbeat in time): it stops", worker_id)
+        logger.error("worker %s was judged dead by another (no heartbeat in time): it stops taking runs", worker_id)
         loop.call_soon_threadsafe(stopping.set)
 
     def recovered(dead: str, runs: object) -> None:
-        logger.warning("worker %s recovered the runs of the dead worker %s: %s", worker_id, dead, runs)
+        logger.warning("recovered the runs of the dead worker %s: %s", dead, runs)
 
     return Heartbeat(
         Table(url),
