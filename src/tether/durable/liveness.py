@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether.errors import ConfigInvalid, WorkerAlive
+from tether.errors import ConfigInvalid, StoreUnavailable, WorkerAlive
 
 DEAD_AFTER = 30.0
 """Seconds without a heartbeat after which a worker is taken for dead, by default."""
@@ -140,19 +140,27 @@ class Table:
 
     def _connect(self) -> Any:
         if self._connection is None:
-            if self.postgres:
-                import psycopg
-
-                plain = self.url.replace("postgresql+psycopg://", "postgresql://", 1)
-                self._connection = psycopg.connect(plain, autocommit=True, connect_timeout=10)
-            elif self.read_only:
-                uri = f"{Path(self.url.removeprefix('sqlite:///')).resolve().as_uri()}?mode=ro"
-                self._connection = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
-            else:
-                path = self.url.removeprefix("sqlite:///")
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-                self._connection = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+            try:
+                self._connection = self._open()
+            except Exception as error:
+                if self.read_only and isinstance(error, sqlite3.OperationalError):
+                    raise  # a file that is not there: a reader has nothing to read (rows() says so)
+                shown = " ".join(str(error).split())
+                raise StoreUnavailable(f"the workflow database cannot be opened for heartbeats: {shown}") from None
         return self._connection
+
+    def _open(self) -> Any:
+        if self.postgres:
+            import psycopg
+
+            plain = self.url.replace("postgresql+psycopg://", "postgresql://", 1)
+            return psycopg.connect(plain, autocommit=True, connect_timeout=10)
+        if self.read_only:
+            uri = f"{Path(self.url.removeprefix('sqlite:///')).resolve().as_uri()}?mode=ro"
+            return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+        path = self.url.removeprefix("sqlite:///")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        return sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
 
     def run(self, sql: str, parameters: Sequence[Any] = ()) -> tuple[int, list[tuple[Any, ...]]]:
         """Execute one statement: its row count and the rows it returned."""
