@@ -139,6 +139,8 @@ async def serve(
     stopping = stop if stop is not None else asyncio.Event()
     loop = asyncio.get_running_loop()
     worker_id = worker_id if worker_id is not None else unique_id("worker")
+    if not _NAME.fullmatch(worker_id):  # checked before its heartbeat row is written
+        raise ConfigInvalid(f"worker id {worker_id!r} must be 1-64 letters, digits, '_', '.' or '-'")
     beat = _heartbeat(_database_url(database, system_database_url), worker_id, queues, dead_after, loop, stopping)
     await asyncio.to_thread(beat.claim)
     try:
