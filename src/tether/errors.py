@@ -38,6 +38,7 @@ ErrorCode = Literal[
     "content_filter",
     "empty_answer",
     "guardrail",
+    "worker_alive",
 ]
 
 
@@ -218,6 +219,13 @@ class ConfigInvalid(TetherError):
     """The agent, its limits or a configuration file are invalid; raised before any model call."""
 
     code: ClassVar[ErrorCode] = "config_invalid"
+
+
+class WorkerAlive(ConfigInvalid):
+    """A durable runs' process id is held by a live process (its heartbeat is recent): taking it, recovering its
+    runs or resuming a run it is running would run them twice (``tether.durable.liveness``)."""
+
+    code: ClassVar[ErrorCode] = "worker_alive"
 
 
 class SessionInvalid(TetherError):

@@ -4,7 +4,8 @@ one worker is killed (SIGKILL) with runs under way, the other finishes them.
 200 runs are enqueued on a queue allowing 4 runs at once (3 per worker). Each run calls the tool ``begin``
 (which logs ``start``), then ``finish`` (which logs ``end``), then answers. Worker ``a`` blocks in ``finish``
 for runs numbered 60 and up, so it ends up with its 3 runs stuck there; the test then kills it, puts its runs
-back on the queue (``recover_worker``), and worker ``b`` finishes everything. The log's start/end lines give
+back on the queue (``recover_worker``; ``b`` does it too on its own, its heartbeat finding ``a`` gone), and
+worker ``b`` finishes everything. The log's start/end lines give
 the runs under way at every moment; the model server's request count shows no model call made twice.
 """
 
@@ -107,7 +108,8 @@ def test_two_workers_share_a_queue_within_its_limit_and_one_finishes_the_runs_of
             assert a.returncode == -signal.SIGKILL
             stuck = sorted(n for kind, n, pid in events(log) if kind == "blocked")
             recovered = json.loads(output_of(process("recover", postgres_url, server, log, "worker-a")))
-            assert sorted(recovered) == sorted(f"run-{n}" for n in stuck)  # as text both: run-109 before run-63
+            # b, seeing a's process gone from this host, may have put some back already (liveness)
+            assert set(recovered) <= {f"run-{n}" for n in stuck}
 
             def all_ended() -> bool:
                 return sum(1 for kind, _, _ in events(log) if kind == "end") >= RUNS

@@ -356,7 +356,15 @@ def batch(
 @click.option("--agent", metavar="MODULE:ATTR", help="An Agent or DurableAgent to run, instead of agent.toml's.")
 @click.option("--db", metavar="URL", help="The workflow database: postgresql://..., sqlite:///... or a file.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, metavar="N")
-@click.option("--worker-id", metavar="ID", help="This worker's id (default worker-<host>).")
+@click.option("--worker-id", metavar="ID", help="This worker's id (default: a unique worker-<host>-<pid>-<hex>).")
+@click.option(
+    "--dead-after",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds without this worker's heartbeat after which the other workers recover its runs.",
+)
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands.")
 @config_option
 def worker(
@@ -365,6 +373,7 @@ def worker(
     db: str | None,
     concurrency: int,
     worker_id: str | None,
+    dead_after: float,
     yes: bool,
     config_file: str | None,
 ) -> None:
@@ -372,13 +381,14 @@ def worker(
 
     The agent is agent.toml's (named "agent") unless --agent names a Python Agent or DurableAgent. Runs are
     put on the queue with tether.durable (DurableAgent.enqueue), on the database --db names (as for tether
-    batch). Each run taken and ended is a line on stderr. A worker started again with the --worker-id of one
-    that died goes on with the runs it had taken. Exit codes: 0 stopped, 1 configuration problem.
+    batch). Each run taken and ended is a line on stderr. Each worker beats in the database; the runs of one
+    silent for --dead-after seconds (or stopped) are recovered by a live one. An id held by a live worker is
+    refused (exit 1). Exit codes: 0 stopped, 1 configuration problem.
     """
     from tether.cli.worker import WorkerOptions
     from tether.cli.worker import main as worker_main
 
-    options = WorkerOptions(queue, agent, db, concurrency, worker_id, yes, config_file)
+    options = WorkerOptions(queue, agent, db, concurrency, worker_id, yes, config_file, dead_after)
     sys.exit(worker_main(options))
 
 

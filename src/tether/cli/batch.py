@@ -9,7 +9,9 @@ Contract:
   refused unless ``--yes``, as anywhere without a terminal.
 * Items already in the results file are not run again. An item whose run had finished (but whose line was not
   written) is not run again either: its kept result is written. An item whose run was under way goes on from
-  its last finished step (``docs/durable.md``).
+  its last finished step (``docs/durable.md``), here if the batch process that ran it is dead, there (its
+  result written here) while it lives: each batch process has its own id and heartbeat
+  (:mod:`tether.cli.batch_owners`), and never takes a live one's runs.
 * A line is written as each run finishes (``batch_files.result_line``); a run that stopped without answering
   (an error, a limit) is written too, with its ``error``, and counts as failed.
 * In a terminal, stderr shows a progress bar: done, failed, running, the cost so far (when the model's price
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
 
 DURABLE_NAME = "batch"
 """The durable agent's name (its workflow is ``tether.run.batch``): the same in every batch process, so that
-one recovers the runs another left."""
+one recovers the runs another, dead, left (:mod:`tether.cli.batch_owners`)."""
 _ANSWERED = ("complete", "done_tool", "ask_user")
 
 
@@ -129,18 +131,21 @@ async def _batch(
 ) -> int:
     """Launch the durable runs and write their results; the store is closed and DBOS shut down however it
     ends."""
-    from tether.durable import DurableAgent, launch, shutdown
+    from tether.cli.batch_owners import launched
+    from tether.durable import DurableAgent
+
+    def say(line: str) -> None:
+        err.print(Text(line, style="dim"))
 
     try:
         async with mcp_tools(setup) as connected:
             durable = DurableAgent(connected.agent(yes=options.yes, interactive=False), name=DURABLE_NAME)
-            launch(**database.launch_arguments())  # type: ignore[arg-type]
-            try:
-                with output.open("ab") as file:
-                    await _run_all(durable, pending, file, tally, options.concurrency, err)
-            finally:
-                await close_store(setup.store)  # before DBOS shuts down the loop's default executor
-                shutdown()
+            async with launched(database, pending, say):  # a unique id, its heartbeat, dead batches' runs
+                try:
+                    with output.open("ab") as file:
+                        await _run_all(durable, pending, file, tally, options.concurrency, err)
+                finally:
+                    await close_store(setup.store)  # before DBOS shuts down the loop's default executor
     except ConfigInvalid as error:
         err.print(Text(f"error: {error.message}", style="red"))
         return exits.CONFIG

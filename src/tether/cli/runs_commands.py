@@ -1,11 +1,12 @@
-"""``tether runs``: submit, list, show, cancel and resume the durable runs of a workflow database, and show or
-change a queue's limits (``tether runs queue``).
+"""``tether runs``: submit, list, show, cancel, resume and recover the durable runs of a workflow database, and
+show or change a queue's limits (``tether runs queue``).
 
 Contract: every command opens the database ``--db`` names (:mod:`tether.cli.runs_db`; the state directory's
 SQLite file by default) under an executor id of its own, so that it never recovers nor disturbs a worker's
-runs, and shuts DBOS down before it returns; ``list`` only reads the runs' table, without the engine
-(:mod:`tether.durable.store`). Exit codes: 0 success, 1 no such run or a configuration or
-database problem, 2 a usage error. This module imports only click; each command loads the rest when it runs.
+runs, and shuts DBOS down before it returns; ``list`` only reads the runs' table (:mod:`tether.durable.store`)
+and the workers' heartbeats (:mod:`tether.durable.liveness`), without the engine. Exit codes: 0 success, 1 no
+such run, a live worker's run or id, a configuration or database problem, 2 a usage error. This module imports
+only click; each command loads the rest when it runs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tether.cli.help import WholeSummaries
 
 if TYPE_CHECKING:
     from tether.durable import RunRecord
+    from tether.durable.liveness import WorkerRow
 
 T = TypeVar("T")
 _STATUSES = click.Choice(["queued", "running", "completed", "failed", "cancelled"])
@@ -36,8 +38,8 @@ def _db_option(command: Callable[..., None]) -> Callable[..., None]:
 
 @click.group("runs", cls=WholeSummaries)
 def runs() -> None:
-    """Submit, list, show, cancel and resume durable runs (those of tether batch and tether worker); a queue's
-    limits."""
+    """Submit, list, show, cancel, resume and recover durable runs (those of tether batch and tether worker); a
+    queue's limits."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -75,23 +77,43 @@ def _with_runs(db: str | None, operation: Callable[[], Coroutine[Any, Any, T]]) 
         shutdown()
 
 
-def _read_runs(db: str | None, status: str | None, limit: int) -> list[RunRecord]:
-    """The runs of the database ``--db`` names, read without the engine (``tether.durable.store``): a listing
-    answers in the time of its query, not of DBOS's import. Problems exit with 1."""
+def _read_runs(db: str | None, status: str | None, limit: int) -> tuple[list[RunRecord], dict[str, WorkerRow]]:
+    """The runs of the database ``--db`` names, and the heartbeat rows of their workers, read without the
+    engine (``tether.durable.store``, ``tether.durable.liveness``): a listing answers in the time of its
+    queries, not of DBOS's import. Problems exit with 1."""
     import os
     from pathlib import Path
 
     from tether.cli.runs_db import runs_database
+    from tether.durable.liveness import Table
     from tether.durable.store import read_runs
     from tether.errors import TetherError
 
     try:
         database = runs_database(db, Path.cwd(), os.environ)
-        return read_runs(path=database.path, url=database.url, status=status, limit=limit)  # type: ignore[arg-type]
+        records = read_runs(path=database.path, url=database.url, status=status, limit=limit)  # type: ignore[arg-type]
+        table = Table.of(database.path, database.url, read_only=True)
+        try:
+            workers = {row.worker_id: row for row in table.rows(r.worker for r in records if r.worker)}
+        finally:
+            table.close()
+        return records, workers
     except TetherError as error:
         _fail(error.message)
     except Exception as error:  # noqa: BLE001 - the database out of reach or unreadable: one line, no traceback
         _fail(f"the workflow database {database.shown()} cannot be read: {' '.join(str(error).split())}")
+
+
+def _heartbeat(worker: str | None, rows: dict[str, WorkerRow]) -> str:
+    """How the run's worker stands: ``alive 2s`` (its last heartbeat), ``dead 45s``, ``stopped``,
+    ``recovered``, or ``gone`` (it keeps no heartbeat row: an older process, or a plain launch)."""
+    if worker is None:
+        return "-"
+    row = rows.get(worker)
+    if row is None:
+        return "gone"
+    health = row.health()
+    return f"{health} {row.age:.0f}s" if health in ("alive", "dead") else health
 
 
 def _when(seconds: float | None) -> str:
@@ -116,17 +138,22 @@ def _one_line(text: str, width: int) -> str:
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, metavar="N")
 @_db_option
 def list_(status: str | None, limit: int, db: str | None) -> None:
-    """List the newest runs: id, status, agent, created, prompt, stop reason, cost."""
-    records = _read_runs(db, status, limit)
+    """List the newest runs: id, status, agent, worker and its heartbeat, created, prompt, stop reason, cost.
+
+    HEARTBEAT: alive Ns (its last heartbeat N seconds ago), dead Ns (past its lease, its runs not yet
+    recovered), stopped, recovered, or gone (it keeps no heartbeat)."""
+    records, workers = _read_runs(db, status, limit)
     if not records:
         click.echo("no runs", err=True)
         return
-    rows = [("ID", "STATUS", "AGENT", "CREATED", "PROMPT", "STOP", "COST")]
+    rows = [("ID", "STATUS", "AGENT", "WORKER", "HEARTBEAT", "CREATED", "PROMPT", "STOP", "COST")]
     rows += [
         (
             r.run_id,
             r.status,
             r.agent,
+            r.worker or "-",
+            _heartbeat(r.worker, workers),
             _when(r.created_at),
             _one_line(r.prompt_head, _HEAD),
             "-" if r.stop_reason is None else str(r.stop_reason),
@@ -218,16 +245,20 @@ def cancel(run_id: str, db: str | None) -> None:
 @runs.command("resume")
 @click.argument("run_id", metavar="ID")
 @click.option("--queue", metavar="NAME", help="The queue to put it on (default: its own).")
+@click.option("--force", is_flag=True, help="Resume a running run even when its process may be alive.")
 @_db_option
-def resume(run_id: str, queue: str | None, db: str | None) -> None:
+def resume(run_id: str, queue: str | None, force: bool, db: str | None) -> None:
     """Put the run ID back on its queue (cancelled before it started, or left by a dead worker), for a worker
-    serving that queue to run it within the queue's limits."""
+    serving that queue to run it within the queue's limits.
+
+    A run still running in a live process (or one that keeps no heartbeat) is refused, exit 1: resuming it
+    would run it twice. --force when that process is certainly gone."""
 
     async def go() -> RunRecord:
         from tether.durable import get_run, resume_run
         from tether.errors import ConfigInvalid
 
-        await resume_run(run_id, queue=queue)
+        await resume_run(run_id, queue=queue, force=force)
         record = await get_run(run_id)
         if record is None:
             raise ConfigInvalid(f"there is no durable run with id {run_id!r}")
@@ -290,3 +321,44 @@ def _number(text: str, option: str, kind: type[int] | type[float]) -> Any:
         return kind(text)
     except ValueError:
         raise ConfigInvalid(f"{option}: {text!r} is not a number (or none)") from None
+
+
+@runs.command("recover")
+@click.argument("worker_id", metavar="[WORKER_ID]", required=False)
+@click.option("--force", is_flag=True, help="Recover WORKER_ID even when it may be alive.")
+@_db_option
+def recover(worker_id: str | None, force: bool, db: str | None) -> None:
+    """Put the runs of dead workers back on their queues, for the live workers to finish.
+
+    Without WORKER_ID: every worker past its heartbeat lease (--dead-after) or stopped (live workers do this
+    on their own; this is for when none runs). With WORKER_ID: that one; refused, exit 1, while it is alive
+    or when it keeps no heartbeat (an older tether): --force when it is certainly gone. Finished steps are
+    not run again. One line per worker: its id and the runs put back."""
+    for line in _with_runs(db, lambda: _recover_dead(worker_id, force)):
+        click.echo(line)
+
+
+async def _recover_dead(worker_id: str | None, force: bool) -> list[str]:
+    import asyncio
+
+    from tether.durable import dbos_launch, recover_worker
+    from tether.durable.liveness import Table
+
+    if worker_id is not None:
+        return [_recovered(worker_id, await recover_worker(worker_id, force=force))]
+    assert dbos_launch._url is not None
+    table = Table(dbos_launch._url, read_only=True)
+    try:
+        rows = await asyncio.to_thread(table.rows)
+    finally:
+        table.close()
+    dead = [row for row in rows if row.kind == "worker" and row.health() in ("dead", "stopped")]
+    if not dead:
+        return ["no dead worker: nothing to recover"]
+    return [_recovered(row.worker_id, await recover_worker(row.worker_id)) for row in dead]
+
+
+def _recovered(worker_id: str, run_ids: list[str]) -> str:
+    return f"{worker_id}: {len(run_ids)} run{'s' if len(run_ids) != 1 else ''} put back" + (
+        f" ({', '.join(run_ids)})" if run_ids else ""
+    )

@@ -9,8 +9,10 @@ Contract:
   name="agent").enqueue(...)``).
 * It serves the queue ``--queue`` (at most ``--concurrency`` of its runs at once in this process, whatever
   other processes declared; the queue's own limits are its configuration, ``tether runs queue``) on the
-  database ``--db`` names (:mod:`tether.cli.runs_db`), under ``--worker-id``: a worker started again with the
-  id of one that died recovers the runs it had taken.
+  database ``--db`` names (:mod:`tether.cli.runs_db`), under ``--worker-id`` (default a unique id): a worker
+  started again with the id of one that died recovers the runs it had taken; an id a live worker holds is
+  refused (exit 1). It beats in the database while it lives, and recovers the runs of workers silent for
+  their ``--dead-after`` (:mod:`tether.durable.liveness`).
 * Each run it takes and each it ends is one line on stderr.
 * SIGTERM or SIGINT: it stops taking runs, gives those under way a grace period, shuts down and exits 0.
   Exit codes otherwise: 1 a configuration problem (a bad entry point, a bad ``--db``), 4 the worker failed.
@@ -20,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
-import socket
 import sys
 import time
 from collections.abc import Mapping
@@ -57,12 +57,17 @@ class WorkerOptions:
     worker_id: str | None = None
     yes: bool = False
     config_file: str | None = None
+    dead_after: float = 30.0
+    """Seconds without this worker's heartbeat after which the others take it for dead and recover its runs."""
 
 
 def default_worker_id() -> str:
-    """``worker-<host>``: a worker started again on the same machine recovers the runs the last one left."""
-    host = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname())[:40] or "host"
-    return f"worker-{host}"
+    """``worker-<host>-<pid>-<6 hex>``: unique, so that two workers on one host, or a worker started again,
+    never share an id (a restart that took a live sibling's id would run its runs twice). A worker that died
+    has its runs recovered by a live one (``--dead-after``); ``--worker-id`` names a stable id instead."""
+    from tether.durable.liveness import unique_id
+
+    return unique_id("worker")
 
 
 def _say(line: str) -> None:
@@ -81,7 +86,7 @@ def main(options: WorkerOptions, env: Mapping[str, str] | None = None, cwd: Path
         queue = Queue(options.queue, worker_concurrency=options.concurrency)
         database = runs_database(options.db, cwd, env)
         if options.agent is not None:
-            return asyncio.run(_serve(entry_point(options.agent, cwd), queue, database, worker_id))
+            return asyncio.run(_serve(entry_point(options.agent, cwd), queue, database, worker_id, options.dead_after))
         setup = load_setup(cwd, env, {}, options.config_file)
     except (ConfigInvalid, NoModel) as error:
         _say(config_problem(error))
@@ -95,7 +100,7 @@ def main(options: WorkerOptions, env: Mapping[str, str] | None = None, cwd: Path
         async with mcp_tools(setup) as connected:
             durable = DurableAgent(connected.agent(yes=options.yes, interactive=False), name=AGENT_NAME)
             try:
-                return await _serve(durable, queue, database, worker_id)
+                return await _serve(durable, queue, database, worker_id, options.dead_after)
             finally:  # DBOS, shut down, took the loop's default executor with it: the store closes on another
                 asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1))
                 await close_store(setup.store)
@@ -120,19 +125,22 @@ def entry_point(spec: str, cwd: Path) -> DurableAgent:
     return DurableAgent(value, name=AGENT_NAME) if isinstance(value, Agent) else value
 
 
-async def _serve(durable: DurableAgent, queue: object, database: RunsDatabase, worker_id: str) -> int:
+async def _serve(
+    durable: DurableAgent, queue: object, database: RunsDatabase, worker_id: str, dead_after: float = 30.0
+) -> int:
     """Serve ``queue`` until SIGTERM or SIGINT (caught from the start, even while launching)."""
     import signal
 
     from tether.durable import Queue, serve
 
     assert isinstance(queue, Queue)
+    _say_liveness()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     serving = asyncio.create_task(
-        serve([queue], **database.launch_arguments(), worker_id=worker_id, stop=stop)  # type: ignore[arg-type]
+        serve([queue], **database.launch_arguments(), worker_id=worker_id, stop=stop, dead_after=dead_after)  # type: ignore[arg-type]
     )
     watcher: asyncio.Task[None] | None = None
     try:
@@ -151,6 +159,17 @@ async def _serve(durable: DurableAgent, queue: object, database: RunsDatabase, w
             watcher.cancel()
     _say(f"worker {worker_id} stopped")
     return exits.OK
+
+
+def _say_liveness() -> None:
+    """The heartbeat's news (a dead worker's runs recovered here, this worker judged dead) as stderr lines."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    liveness = logging.getLogger("tether.durable.liveness")
+    liveness.addHandler(handler)
+    liveness.setLevel(logging.WARNING)
 
 
 async def _until_launched(serving: asyncio.Task[None]) -> bool:

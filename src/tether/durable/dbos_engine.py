@@ -23,7 +23,8 @@ Contract:
   queues it is given and from no other, within each one's ``worker_concurrency`` in this process;
   :func:`serve` is launch plus waiting for SIGTERM/SIGINT. A worker's id is its DBOS
   executor id: a launch with the id of a dead worker recovers its runs, :func:`recover_worker` puts them back
-  on their queues. Recovered runs keep their queue, so its limits hold.
+  on their queues; who is dead is :mod:`tether.durable.liveness`'s heartbeats' to say. Recovered runs keep
+  their queue, so its limits hold.
 * The run store (:func:`list_runs`, :func:`get_run`, :func:`cancel_run`, :func:`resume_run`) reads DBOS's
   workflow table into :class:`~tether.durable.records.RunRecord`. Cancelling a running run is a DBOS message
   the run reads before each model call (a recorded operation; an agent it runs as a tool reads it before each of

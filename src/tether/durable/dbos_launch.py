@@ -12,15 +12,19 @@ from typing import TYPE_CHECKING
 
 from dbos import DBOS, DBOSConfig
 
+from tether._logging import get_logger
 from tether.durable.dbos_queues import QueuePoller, _declare, _declared
+from tether.durable.liveness import DEAD_AFTER, Heartbeat, Table, claim_dead, mark_recovered, unique_id
 from tether.durable.records import Queue
-from tether.errors import ConfigInvalid
+from tether.errors import ConfigInvalid, WorkerAlive
 
 if TYPE_CHECKING:
     pass
 
 from tether.durable.dbos_base import _NAME, _launched, _require_launch
 
+logger = get_logger("tether.durable.liveness")
+"""What a worker's heartbeat did: runs of a dead worker recovered, this worker judged dead."""
 DEFAULT_DATABASE = "tether-runs.sqlite"
 """The SQLite file :func:`launch` uses when given neither a file nor a URL (in the working directory)."""
 
@@ -46,20 +50,11 @@ def launch(
     does not exist yet is made with its declared limits, and one declared with global limits other than its
     stored configuration is refused. ``worker_id``: this process's id in the store (default ``local``): a
     process launched again with the id of one that died recovers the runs it had taken."""
-    if database is not None and system_database_url is not None:
-        raise ConfigInvalid("launch() takes a SQLite file or system_database_url, not both")
     if _launched():
         raise ConfigInvalid("tether.durable.launch() was already called in this process")
-    if system_database_url is None:
-        path = Path(database if database is not None else DEFAULT_DATABASE)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        url = sqlite_url(path)
-    elif not system_database_url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://", "sqlite:///")):
-        raise ConfigInvalid(
-            f"system_database_url must be a postgresql:// or sqlite:/// URL, not {system_database_url!r}"
-        )
-    else:
-        url = system_database_url
+    url = _database_url(database, system_database_url)
+    global _url
+    _url = url
     if worker_id is not None and not _NAME.fullmatch(worker_id):
         raise ConfigInvalid(f"worker id {worker_id!r} must be 1-64 letters, digits, '_', '.' or '-'")
     config: DBOSConfig = {"name": app_name, "system_database_url": url, "log_level": "WARNING"}
@@ -92,6 +87,25 @@ def _stop_taking() -> None:
     _declared.clear()
 
 
+_url: str | None = None
+"""The URL of the workflow database of this process's last launch (its heartbeat table is there too)."""
+
+
+def _database_url(database: str | os.PathLike[str] | None, system_database_url: str | None) -> str:
+    """The URL of the database :func:`launch` opens (a SQLite file's folder made)."""
+    if database is not None and system_database_url is not None:
+        raise ConfigInvalid("launch() takes a SQLite file or system_database_url, not both")
+    if system_database_url is None:
+        path = Path(database if database is not None else DEFAULT_DATABASE)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return sqlite_url(path)
+    if not system_database_url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://", "sqlite:///")):
+        raise ConfigInvalid(
+            f"system_database_url must be a postgresql:// or sqlite:/// URL, not {system_database_url!r}"
+        )
+    return system_database_url
+
+
 def shutdown() -> None:
     """Stop DBOS in this process (runs under way stop where they are; a later launch recovers them)."""
     _stop_taking()
@@ -110,25 +124,39 @@ async def serve(
     app_name: str = "tether",
     stop: asyncio.Event | None = None,
     grace: float = 10.0,
+    dead_after: float = DEAD_AFTER,
 ) -> None:
-    """Be a worker: launch on the database, take runs from ``queues`` (each at most its
-    ``worker_concurrency`` at once here, within the queue's configured limits) until SIGTERM or SIGINT (or ``stop``
-    is set), then stop taking runs, give the runs under way ``grace`` seconds to end, and shut down. A run
-    still under way then stays where it is and is recovered by the next worker launched with this
-    ``worker_id`` (or by :func:`recover_worker`). Make every :class:`DurableAgent` first, as for
-    :func:`launch`."""
+    """Be a worker: launch on the database, take runs from ``queues`` (each at most its ``worker_concurrency``
+    at once here, within the queue's configured limits) until SIGTERM or SIGINT (or ``stop`` is set), then stop
+    taking runs, give the runs under way ``grace`` seconds to end, and shut down. Make every
+    :class:`DurableAgent` first, as for :func:`launch`.
+
+    Liveness (:mod:`tether.durable.liveness`): ``worker_id`` (default: a unique one) is refused with
+    ``WorkerAlive`` while a live process holds it; the worker beats while it lives, and is taken for dead
+    ``dead_after`` seconds after its last beat. Each beat it also recovers the runs of dead (or stopped)
+    workers, each recovered by one live worker only; a run still under way at shutdown is recovered so."""
     if not queues:
         raise ConfigInvalid("serve() needs at least one queue to take runs from")
     stopping = stop if stop is not None else asyncio.Event()
     loop = asyncio.get_running_loop()
-    await asyncio.to_thread(
-        launch,
-        database,
-        system_database_url=system_database_url,
-        app_name=app_name,
-        queues=queues,
-        worker_id=worker_id,
-    )
+    worker_id = worker_id if worker_id is not None else unique_id("worker")
+    if not _NAME.fullmatch(worker_id):  # checked before its heartbeat row is written
+        raise ConfigInvalid(f"worker id {worker_id!r} must be 1-64 letters, digits, '_', '.' or '-'")
+    beat = _heartbeat(_database_url(database, system_database_url), worker_id, queues, dead_after, loop, stopping)
+    await asyncio.to_thread(beat.claim)
+    try:
+        await asyncio.to_thread(
+            launch,
+            database,
+            system_database_url=system_database_url,
+            app_name=app_name,
+            queues=queues,
+            worker_id=worker_id,
+        )
+    except BaseException:
+        await asyncio.to_thread(beat.stop)
+        raise
+    beat.start()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     try:
@@ -137,6 +165,42 @@ async def serve(
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         await asyncio.to_thread(_shutdown, grace)
+        with ThreadPoolExecutor(1) as thread:  # DBOS, shut down, took the loop's default executor with it
+            await loop.run_in_executor(thread, beat.stop)
+
+
+def _heartbeat(
+    url: str,
+    worker_id: str,
+    queues: Sequence[Queue],
+    dead_after: float,
+    loop: asyncio.AbstractEventLoop,
+    stopping: asyncio.Event,
+) -> Heartbeat:
+    """A worker's heartbeat: it recovers dead workers' runs; judged dead itself, it stops taking runs."""
+
+    def lost() -> None:
+        logger.error("worker %s was judged dead by another (no heartbeat in time): it stops taking runs", worker_id)
+        loop.call_soon_threadsafe(stopping.set)
+
+    def recovered(dead: str, runs: object) -> None:
+        logger.warning("recovered the runs of the dead worker %s: %s", dead, runs)
+
+    return Heartbeat(
+        Table(url),
+        worker_id,
+        kind="worker",
+        queues=[queue.name for queue in queues],
+        dead_after=dead_after,
+        recover=_recover_pending,
+        on_lost=lost,
+        on_recovered=recovered,
+    )
+
+
+def _recover_pending(worker_id: str) -> list[str]:
+    """Put the pending runs of ``worker_id`` back on their queues (from any thread); their ids."""
+    return [handle.workflow_id for handle in DBOS._recover_pending_workflows([worker_id])]
 
 
 def _shutdown(grace: float) -> None:
@@ -144,11 +208,44 @@ def _shutdown(grace: float) -> None:
     DBOS.destroy(workflow_completion_timeout_sec=max(0, round(grace)))
 
 
-async def recover_worker(worker_id: str) -> list[str]:
+async def recover_worker(worker_id: str, *, force: bool = False) -> list[str]:
     """Put the runs a dead worker had taken back on their queues, for the live workers; their run ids.
 
-    Only for a worker that is gone (killed, its machine lost): a live worker's runs would run twice. Steps
-    that had finished are not run again (the at-least-once rule holds)."""
+    Refused with ``WorkerAlive`` while the worker is alive (its heartbeat within its lease), or when it keeps
+    no heartbeat (nothing tells whether it lives), unless ``force``: a live worker's runs would run twice.
+    The worker is claimed first (:func:`tether.durable.liveness.claim_dead`), so that live workers recovering
+    dead ones on their own leave it alone. Steps that had finished are not run again (the at-least-once rule
+    holds)."""
     _require_launch()
-    handles = await asyncio.to_thread(DBOS._recover_pending_workflows, [worker_id])
-    return [handle.workflow_id for handle in handles]
+    if not isinstance(worker_id, str) or not worker_id:
+        raise ConfigInvalid(f"a worker id is a non-empty string, not {worker_id!r}")
+    return await asyncio.to_thread(_recover_claimed, worker_id, force)
+
+
+def _recover_claimed(worker_id: str, force: bool) -> list[str]:
+    from dbos._utils import GlobalParams
+
+    assert _url is not None
+    table = Table(_url)
+    try:
+        row = table.row(worker_id)
+        if not force and (row is None or row.alive):
+            why = (
+                "keeps no heartbeat, so nothing tells whether it is alive"
+                if row is None
+                else f"is alive (host {row.host}, pid {row.pid}, last heartbeat {row.age:.1f} s ago)"
+            )
+            raise WorkerAlive(
+                f"worker {worker_id!r} {why}: recovering its runs would run them twice; --force (force=True) "
+                "when it is certainly gone",
+                details={"worker_id": worker_id},
+            )
+        me = GlobalParams.executor_id
+        gone = row.pid if row is not None and row.gone_here() else None
+        claimed = claim_dead(table, worker_id, me, gone_pid=gone)
+        recovered = _recover_pending(worker_id)
+        if claimed:
+            mark_recovered(table, worker_id, me)
+        return recovered
+    finally:
+        table.close()

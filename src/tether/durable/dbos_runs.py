@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 from dbos import DBOS, WorkflowHandleAsync, WorkflowStatus
 from dbos._error import DBOSNonExistentWorkflowError
 
+from tether.durable.liveness import Table
 from tether.durable.records import ENGINE_STATUSES, WORKFLOW_PREFIX, Queue, RunRecord, RunStatus, run_record
-from tether.errors import ConfigInvalid
+from tether.errors import ConfigInvalid, WorkerAlive
 from tether.events import RunResult
 
 if TYPE_CHECKING:
@@ -141,18 +142,22 @@ def _cancel_queued(run_id: str) -> bool:
     return bool(done.rowcount)
 
 
-async def resume_run(run_id: str, *, queue: str | None = None) -> DurableRun:
+async def resume_run(run_id: str, *, queue: str | None = None, force: bool = False) -> DurableRun:
     """Put a run cancelled before it started (or one a dead worker left) back on its queue, with that queue's
     limits, for a worker serving it: it goes on from its last finished step. ``queue``: another queue to put
     it on, or the queue of a run that has none (one started directly, or cancelled by an older tether);
     ``ConfigInvalid`` when there is none to put it on (never the engine's own queue, from which any process,
     a client too, would take it). A run that ended, with any result (a run cancelled while running ended with
-    its cancelled result), is left as it is. Its handle."""
+    its cancelled result), is left as it is. A run still running is refused with ``WorkerAlive`` unless its
+    process is known dead (:mod:`tether.durable.liveness`) or ``force``: a live one would run it twice. Its
+    handle."""
     if queue is not None:
         Queue(queue)  # its name checked
     record = await _existing(run_id)
     if record.status in ("completed", "failed") or record.stop_reason is not None:
         return DurableRun(run_id)
+    if record.status == "running" and not force:
+        await asyncio.to_thread(_refuse_if_held, record)
     target = queue if queue is not None else record.queue
     if target is None:
         raise ConfigInvalid(
@@ -162,6 +167,31 @@ async def resume_run(run_id: str, *, queue: str | None = None) -> DurableRun:
         )
     await DBOS.resume_workflow_async(run_id, queue_name=target)
     return DurableRun(run_id)
+
+
+def _refuse_if_held(record: RunRecord) -> None:
+    """``WorkerAlive`` unless the process running ``record`` is known dead."""
+    from tether.durable import dbos_launch
+
+    assert dbos_launch._url is not None
+    table = Table(dbos_launch._url)
+    try:
+        row = None if record.worker is None else table.row(record.worker)
+    finally:
+        table.close()
+    if row is not None and not row.alive:
+        return
+    why = (
+        f"in the process {record.worker!r}, which keeps no heartbeat, so nothing tells whether it is alive"
+        if row is None
+        else f"in the live process {row.worker_id!r} (host {row.host}, pid {row.pid}, last heartbeat "
+        f"{row.age:.1f} s ago)"
+    )
+    raise WorkerAlive(
+        f"the run {record.run_id!r} is running {why}: resuming it would run it twice; --force (force=True) "
+        "when that process is certainly gone",
+        details={"run_id": record.run_id, "worker_id": record.worker},
+    )
 
 
 async def _existing(run_id: str) -> RunRecord:
