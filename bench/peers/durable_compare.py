@@ -30,8 +30,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from durable import database, postgres_problem, run_client, split  # noqa: E402
 from run import CLIENT_CORE, pinned, server_stats, start_server  # noqa: E402
+
+from durable import database, postgres_problem, run_client, split  # noqa: E402
 
 PEERS_PYTHON = HERE / ".venv" / "bin" / "python"
 STEPS = 6
