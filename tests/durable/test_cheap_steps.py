@@ -100,3 +100,46 @@ async def test_launch_puts_a_sqlite_file_in_wal_mode_with_normal_sync(tmp_path: 
     assert synchronous == 1  # NORMAL
     with sqlite3.connect(path) as connection:
         assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+async def test_a_model_call_of_a_cancelled_run_is_not_made_even_where_the_cancel_reaches_no_waiting_task(
+    tmp_path: Path,
+) -> None:
+    from tether.durable import DurableAgent, cancel_run, launch, shutdown
+    from tether.durable.dbos_steps import DBOSSteps
+    from tether.loop.interrupts import Interrupted
+
+    entered, release = threading.Event(), threading.Event()
+
+    @tool
+    def hold() -> str:
+        """Wait until released."""
+        entered.set()
+        release.wait(DEADLINE)
+        return "held"
+
+    durable = DurableAgent(Agent(ScriptedProvider([call("hold", {}), reply("no")]), tools=[hold]), name="unreached")
+    launch(tmp_path / "runs.sqlite")
+    try:
+        running = asyncio.ensure_future(durable.run("hold on", workflow_id="unreached-run"))
+        assert await asyncio.to_thread(entered.wait, DEADLINE)
+        await cancel_run("unreached-run")
+        # the run's steps seen from a task no interrupter cancels (``on_cancel`` cancels nothing here)
+        steps, asked = DBOSSteps("unreached-run"), []
+        steps.on_cancel = lambda: asked.append("cancel")
+
+        async def model_call() -> str:
+            asked.append("model")
+            return "answer"
+
+        try:
+            await steps.step("agent:helper:call_1/model:1.1", model_call)
+        except Interrupted as stopped:
+            interrupt = stopped.interrupt
+        release.set()
+        await running
+    finally:
+        release.set()
+        shutdown()
+    assert asked == ["cancel"]
+    assert interrupt.reason == StopReason.CANCELLED
