@@ -43,7 +43,7 @@ async def test_a_model_call_in_a_durable_run_costs_no_recorded_operation_for_the
 
 
 async def test_a_cancel_kept_in_a_model_calls_step_is_taken_again_on_replay_without_reading_again(
-    tmp_path: Path,
+    db_url: str,
 ) -> None:
     from dbos import DBOS
 
@@ -61,7 +61,7 @@ async def test_a_cancel_kept_in_a_model_calls_step_is_taken_again_on_replay_with
 
     model = ScriptedProvider([call("hold", {}), reply("never said"), reply("never said")])
     durable = DurableAgent(Agent(model, tools=[hold]), name="cancel-kept")
-    launch(tmp_path / "runs.sqlite")
+    launch(system_database_url=db_url)
     try:
         running = asyncio.ensure_future(durable.run("hold on", workflow_id="cancel-kept-run"))
         assert await asyncio.to_thread(entered.wait, DEADLINE)
