@@ -27,8 +27,9 @@ Contract:
   their queue, so its limits hold.
 * The run store (:func:`list_runs`, :func:`get_run`, :func:`cancel_run`, :func:`resume_run`) reads DBOS's
   workflow table into :class:`~tether.durable.records.RunRecord`. Cancelling a running run is a DBOS message
-  the run reads before each model call (a recorded operation; an agent it runs as a tool reads it before each of
-  its own), so it ends with a cancelled ``RunResult``.
+  the run looks for inside each model call's step, before the call (a plain read; an agent it runs as a tool
+  looks before each of its own): the step then keeps a mark instead of the answer (``dbos_steps.py``), and the
+  run ends with a cancelled ``RunResult``.
 """
 
 from __future__ import annotations

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS, DBOSConfig
 
@@ -44,7 +45,8 @@ def launch(
 ) -> None:
     """Open the workflow database and recover this executor's unfinished runs; once per process, after every
     :class:`DurableAgent` is made. ``database``: a SQLite file (default :data:`DEFAULT_DATABASE`);
-    ``system_database_url``: any database DBOS takes (``postgresql://user@host:5432/db``). ``queues``: the
+    ``system_database_url``: any database DBOS takes (``postgresql://user@host:5432/db``); a SQLite file is
+    put in write-ahead-log mode, its connections with ``synchronous=NORMAL``. ``queues``: the
     queues this process takes runs from (registered in the database; a process takes no queued run
     otherwise), each at most its ``worker_concurrency`` at once in this process (``dbos_queues``); a queue that
     does not exist yet is made with its declared limits, and one declared with global limits other than its
@@ -58,6 +60,9 @@ def launch(
     if worker_id is not None and not _NAME.fullmatch(worker_id):
         raise ConfigInvalid(f"worker id {worker_id!r} must be 1-64 letters, digits, '_', '.' or '-'")
     config: DBOSConfig = {"name": app_name, "system_database_url": url, "log_level": "WARNING"}
+    if url.startswith("sqlite:///"):
+        _write_ahead(url.removeprefix("sqlite:///").split("?", 1)[0])
+        config["db_engine_kwargs"] = {"connect_args": {"factory": _NormalSyncConnection}}
     if worker_id is not None:
         config["executor_id"] = worker_id
     DBOS(config=config)
@@ -104,6 +109,29 @@ def _database_url(database: str | os.PathLike[str] | None, system_database_url: 
             f"system_database_url must be a postgresql:// or sqlite:/// URL, not {system_database_url!r}"
         )
     return system_database_url
+
+
+def _write_ahead(path: str) -> None:
+    """The SQLite file at ``path`` (made if missing) switched to write-ahead logging, before DBOS opens it.
+
+    In the default rollback journal every commit (two a step) rewrites and syncs the journal: a 1,000-prompt
+    batch took four times as long. The mode is kept in the file, so it is set once, on one connection, with
+    the same patience for a lock as DBOS's own connections (two processes launching on a new file at once)."""
+    connection = sqlite3.connect(path, timeout=30)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+    finally:
+        connection.close()
+
+
+class _NormalSyncConnection(sqlite3.Connection):
+    """DBOS's connections to a SQLite file, with ``synchronous=NORMAL`` (a per-connection setting): in WAL
+    mode a commit then waits for no sync; the log is synced at each checkpoint, so a power loss can lose the
+    last commits but never corrupts the file, and a process killed loses nothing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.execute("PRAGMA synchronous=NORMAL")
 
 
 def shutdown() -> None:

@@ -1,29 +1,44 @@
-"""The loop's step seam inside a DBOS workflow: each provider call and tool call a DBOS step."""
+"""The loop's step seam inside a DBOS workflow: each provider call and tool call a DBOS step.
+
+A run cancelled with :func:`~tether.durable.cancel_run` stops before its next model call. The check costs the
+model call's step nothing it would not pay anyway: inside that step, before calling the model, a plain read of
+the database (no recorded operation, no write) looks for the cancel message; when there is one the step keeps
+:data:`CANCELLED_MARK` as its output instead of the model's answer, so that every later execution of the run
+(recovery, resume) takes the same decision from the kept output without reading again.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import Any, TypeVar
 
+import sqlalchemy as sa
 from dbos import DBOS
 
-if TYPE_CHECKING:
-    pass
-
+from tether.limits import StopReason
+from tether.loop.interrupts import Interrupt, Interrupted
 
 T = TypeVar("T")
 
 
 _CANCEL_TOPIC = "tether.cancel"
-"""The topic of the message :func:`cancel_run` sends a running run."""
+"""The topic of the message :func:`cancel_run` sends a running run (a row of DBOS's notifications table)."""
+
+CANCELLED_MARK = "tether.cancelled-before-the-call"
+"""What a model call's step keeps, in place of the model's answer, when the run was cancelled before it: a plain
+string, so that it reads the same in any stored format."""
+
+_CANCELLED = Interrupt(StopReason.CANCELLED, "cancelled by the host")
+"""The interrupt a cancelled durable run ends with: the one a plain run's ``cancel()`` makes."""
 
 
 class DBOSSteps:
     """The loop's :class:`~tether.loop.steps.StepRunner` inside a DBOS workflow: each step a DBOS step.
 
-    Before each model call it reads (as a recorded workflow operation, so that every execution of the run
-    reads the same) whether :func:`cancel_run` asked the run to stop, and then calls ``on_cancel``: the run
-    stops as a plain run cancelled by its host does."""
+    Each model call's step first reads (a plain query: see the module docstring) whether :func:`cancel_run`
+    asked the run to stop; if so it keeps :data:`CANCELLED_MARK`, does not call the model, and ``on_cancel``
+    is called: the run stops as a plain run cancelled by its host does."""
 
     __slots__ = ("_run_id", "on_cancel")
 
@@ -36,14 +51,56 @@ class DBOSSteps:
         return self._run_id
 
     async def step(self, name: str, function: Callable[[], Awaitable[T]]) -> T:
-        async def call() -> T:  # DBOS runs a coroutine function on the loop, anything else in a thread
+        # a model call of the run's, or of an agent it runs as a tool (``agent:{tool}:{call}/model:...``)
+        if self.on_cancel is None or not (name.startswith("model:") or "/model:" in name):
+
+            async def call() -> T:  # DBOS runs a coroutine function on the loop, anything else in a thread
+                return await function()
+
+            result: T = await DBOS.run_step_async({"name": name, "retries_allowed": False}, call)
+            return result
+        run_id = self._run_id
+
+        async def checked() -> T | str:
+            if await asyncio.to_thread(cancel_requested, run_id):
+                return CANCELLED_MARK
             return await function()
 
-        # a model call of the run's, or of an agent it runs as a tool (``agent:{tool}:{call}/model:...``)
-        cancellable = self.on_cancel is not None and (name.startswith("model:") or "/model:" in name)
-        if cancellable and await DBOS.recv_async(_CANCEL_TOPIC, timeout_seconds=0) is not None:
-            assert self.on_cancel is not None
-            self.on_cancel()
+        kept = await DBOS.run_step_async({"name": name, "retries_allowed": False}, checked)
+        if type(kept) is not str or kept != CANCELLED_MARK:
+            return kept  # type: ignore[return-value]  # the model's answer: a step's output is never a str
+        self.on_cancel()
+        # the run's interrupter, armed around this step, cancelled this task: the cancel lands here, as it did
+        # on the model call before the check was folded in. An agent run as a tool whose task it did not reach
+        # stops all the same: its call is not made.
+        await asyncio.sleep(0)
+        raise Interrupted(_CANCELLED)
 
-        result: T = await DBOS.run_step_async({"name": name, "retries_allowed": False}, call)
-        return result
+
+_statements: dict[int, tuple[Any, Any]] = {}
+"""The cancel read built once per system database (by ``id``): its engine and its statement."""
+
+
+def cancel_requested(run_id: str) -> bool:
+    """Whether :func:`cancel_run` asked the run ``run_id`` to stop: one indexed read of DBOS's notifications table,
+    in the workflow database, outside any recorded operation (the message is never consumed)."""
+    from dbos._dbos import _get_dbos_instance
+
+    system = _get_dbos_instance()._sys_db
+    built = _statements.get(id(system))
+    if built is None or built[0] is not system.engine:
+        table = system.tables.notifications
+        statement = (
+            sa.select(sa.literal(1))
+            .select_from(table)
+            .where(
+                *system._wf(table, sa.bindparam("run_id"), "destination_uuid"),
+                table.c.topic == _CANCEL_TOPIC,
+                table.c.consumed == sa.false(),
+            )
+            .limit(1)
+        )
+        built = _statements[id(system)] = (system.engine, statement)
+    engine, statement = built
+    with engine.connect() as connection:
+        return connection.execute(statement, {"run_id": run_id}).first() is not None
