@@ -1,10 +1,13 @@
-"""``tether runs``: submit, list, show, cancel and resume the durable runs of a workflow database.
+"""``tether runs``: submit, list, show, cancel, resume and prune the durable runs of a workflow database.
 
-Contract: every command opens the database ``--db`` names (:mod:`tether.cli.runs_db`; the state directory's
-SQLite file by default) under an executor id of its own, so that it never recovers nor disturbs a worker's
-runs, and shuts DBOS down before it returns; ``list`` only reads the runs' table, without the engine
-(:mod:`tether.durable.store`). Exit codes: 0 success, 1 no such run or a configuration or
-database problem, 2 a usage error. This module imports only click; each command loads the rest when it runs.
+Contract: every command works on the database ``--db`` names (:mod:`tether.cli.runs_db`; the state directory's
+SQLite file by default), which must exist and be a workflow database (a mistyped name is an error, never a new
+empty database). ``list``, ``show`` and ``prune --dry-run`` only read it, without the engine
+(:mod:`tether.durable.store`): nothing is written, nor migrated. ``cancel``, ``resume`` and ``prune`` write,
+through the engine, launched under an executor id of its own (so that it never recovers nor disturbs a
+worker's runs) and shut down before the command returns; ``submit`` may make the database. Exit codes: 0
+success, 1 no such run, a run that cannot be resumed, or a configuration or database problem, 2 a usage
+error. This module imports only click; each command loads the rest when it runs.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from tether.cli.config_flag import config_option
 from tether.cli.help import WholeSummaries
 
 if TYPE_CHECKING:
+    from tether.cli.runs_db import RunsDatabase
     from tether.durable import RunRecord
+    from tether.durable.store import StepRecord
 
 T = TypeVar("T")
 _STATUSES = click.Choice(["queued", "running", "completed", "failed", "cancelled"])
@@ -43,20 +48,36 @@ def _fail(message: str) -> NoReturn:
     sys.exit(1)
 
 
-def _with_runs(db: str | None, operation: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Open the workflow database, run ``operation``, shut down; problems exit with 1."""
-    import asyncio
+def _database(db: str | None) -> RunsDatabase:
+    """The workflow database ``--db`` names, which must exist (see the module docstring); problems exit with 1."""
     import os
-    import uuid
     from pathlib import Path
 
     from tether.cli.runs_db import runs_database
+    from tether.durable.store import require_database
     from tether.errors import TetherError
 
     try:
         database = runs_database(db, Path.cwd(), os.environ)
     except TetherError as error:
         _fail(error.message)
+    try:
+        require_database(path=database.path, url=database.url)
+    except TetherError as error:
+        _fail(f"--db {error.message}")
+    except Exception as error:  # noqa: BLE001 - the server out of reach: one line, never a traceback
+        _fail(f"the workflow database {database.shown()} cannot be read: {' '.join(str(error).split())}")
+    return database
+
+
+def _with_runs(db: str | None, operation: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Open the workflow database (which must exist), run ``operation``, shut down; problems exit with 1."""
+    import asyncio
+    import uuid
+
+    from tether.errors import TetherError
+
+    database = _database(db)
     from tether.durable import launch, shutdown
 
     try:
@@ -76,15 +97,11 @@ def _with_runs(db: str | None, operation: Callable[[], Coroutine[Any, Any, T]]) 
 def _read_runs(db: str | None, status: str | None, limit: int) -> list[RunRecord]:
     """The runs of the database ``--db`` names, read without the engine (``tether.durable.store``): a listing
     answers in the time of its query, not of DBOS's import. Problems exit with 1."""
-    import os
-    from pathlib import Path
-
-    from tether.cli.runs_db import runs_database
     from tether.durable.store import read_runs
     from tether.errors import TetherError
 
+    database = _database(db)
     try:
-        database = runs_database(db, Path.cwd(), os.environ)
         return read_runs(path=database.path, url=database.url, status=status, limit=limit)  # type: ignore[arg-type]
     except TetherError as error:
         _fail(error.message)
@@ -114,17 +131,18 @@ def _one_line(text: str, width: int) -> str:
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, metavar="N")
 @_db_option
 def list_(status: str | None, limit: int, db: str | None) -> None:
-    """List the newest runs: id, status, agent, created, prompt, stop reason, cost."""
+    """List the newest runs: id, status, agent, worker, created, prompt, stop reason, cost."""
     records = _read_runs(db, status, limit)
     if not records:
         click.echo("no runs", err=True)
         return
-    rows = [("ID", "STATUS", "AGENT", "CREATED", "PROMPT", "STOP", "COST")]
+    rows = [("ID", "STATUS", "AGENT", "WORKER", "CREATED", "PROMPT", "STOP", "COST")]
     rows += [
         (
             r.run_id,
             r.status,
             r.agent,
+            r.worker or "-",
             _when(r.created_at),
             _one_line(r.prompt_head, _HEAD),
             "-" if r.stop_reason is None else str(r.stop_reason),
@@ -166,24 +184,50 @@ def submit(
 @click.argument("run_id", metavar="ID")
 @_db_option
 def show(run_id: str, db: str | None) -> None:
-    """Show the run ID; once it ended, its answer too."""
+    """Show the run ID and its steps (each model call and tool call: when, how long, how it ended); once it
+    ended, its answer too."""
+    from tether.durable.store import read_run
 
-    async def fetch() -> tuple[RunRecord, str | None]:
-        from tether.durable import DurableRun, get_run
-        from tether.errors import ConfigInvalid
-
-        record = await get_run(run_id)
-        if record is None:
-            raise ConfigInvalid(f"there is no durable run with id {run_id!r}")
-        if record.stop_reason is None:
-            return record, None
-        return record, (await DurableRun(run_id).result()).text
-
-    record, text = _with_runs(db, fetch)
-    click.echo(_describe(record))
-    if text is not None:
+    database = _database(db)
+    try:
+        detail = read_run(run_id, path=database.path, url=database.url)
+    except Exception as error:  # noqa: BLE001 - the database unreadable: one line, no traceback
+        _fail(f"the workflow database {database.shown()} cannot be read: {' '.join(str(error).split())}")
+    if detail is None:
+        _fail(f"there is no durable run with id {run_id!r} (`tether runs list` shows the runs)")
+    click.echo(_describe(detail.record))
+    click.echo("")
+    for line in _steps(detail.steps):
+        click.echo(line)
+    if detail.result is not None:
         click.echo("")
-        click.echo(text)
+        click.echo(detail.result.text)
+
+
+def _steps(steps: list[StepRecord]) -> list[str]:
+    """The steps of a run as a table: number, name, when it started, how long it took, how it ended."""
+    if not steps:
+        return ["steps:       none yet"]
+    from tether.cli.table import aligned
+
+    rows = [("#", "STEP", "STARTED", "TOOK", "OUTCOME")]
+    rows += [
+        (
+            str(step.number),
+            _one_line(step.name, 60),
+            _when(step.started_at),
+            _took(step.duration),
+            "ok" if step.error is None else _one_line(f"error: {step.error}", 80),
+        )
+        for step in steps
+    ]
+    return aligned(rows)
+
+
+def _took(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
 def _describe(record: RunRecord) -> str:
@@ -210,24 +254,117 @@ def cancel(run_id: str, db: str | None) -> None:
     from tether.durable import cancel_run
 
     record = _with_runs(db, lambda: cancel_run(run_id))
-    click.echo(f"{record.run_id}: {record.status}")
+    click.echo(cancelled_line(record))
+
+
+def cancelled_line(record: RunRecord) -> str:
+    """What ``runs cancel`` says of the run ``record`` (its record after the cancel)."""
+    if record.status == "running":
+        return f"{record.run_id}: cancel requested; the run stops before its next model call"
+    if record.status == "cancelled":
+        return f"{record.run_id}: cancelled"
+    return f"{record.run_id}: {record.status} already; nothing to cancel"
 
 
 @runs.command("resume")
 @click.argument("run_id", metavar="ID")
 @_db_option
 def resume(run_id: str, db: str | None) -> None:
-    """Put the run ID back on its queue (cancelled before it started, or left by a dead worker)."""
+    """Put the run ID back on its queue (cancelled before it started, or left by a dead worker). A run that
+    ended with a result (a run cancelled while running did) cannot be resumed: exit 1, saying so."""
 
-    async def go() -> RunRecord:
+    async def go() -> tuple[RunRecord, str | None]:
         from tether.durable import get_run, resume_run
         from tether.errors import ConfigInvalid
 
-        await resume_run(run_id)
-        record = await get_run(run_id)
-        if record is None:
+        before = await get_run(run_id)
+        if before is None:
             raise ConfigInvalid(f"there is no durable run with id {run_id!r}")
-        return record
+        why = not_resumable(before)
+        if why is not None:
+            return before, why
+        await resume_run(run_id)
+        after = await get_run(run_id)
+        return (before if after is None else after), None
 
-    record = _with_runs(db, go)
+    record, why = _with_runs(db, go)
+    if why is not None:
+        _fail(f"{record.run_id} cannot be resumed: {why}")
     click.echo(f"{record.run_id}: {record.status}")
+
+
+def not_resumable(record: RunRecord) -> str | None:
+    """Why the run ``record`` cannot be resumed, or ``None`` when it can."""
+    if record.stop_reason is not None:
+        return f"it ended with a {record.stop_reason} result ({record.status})"
+    if record.status in ("completed", "failed"):
+        return f"it ended ({record.status})"
+    return None
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def duration(text: str) -> float:
+    """Seconds of a duration as the command line writes it: ``90s``, ``30m``, ``12h``, ``7d``, ``2w`` (a bare
+    number is seconds); ``ValueError`` otherwise."""
+    import re
+
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if found is None:
+        raise ValueError(f"{text!r} is not a duration: a number and a unit, s, m, h, d or w (7d, 12h, 30m)")
+    return float(found[1]) * _UNITS[found[2] or "s"]
+
+
+def _older_than(context: click.Context, parameter: click.Parameter, value: str) -> float:
+    try:
+        seconds = duration(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+    if seconds <= 0:
+        raise click.BadParameter("the duration must be more than nothing")
+    return seconds
+
+
+@runs.command("prune")
+@click.option(
+    "--older-than", "older_than", required=True, metavar="DURATION", callback=_older_than,
+    help="Delete the runs that ended longer ago than this: 7d, 12h, 30m, 90s.",
+)  # fmt: skip
+@click.option(
+    "--status", "statuses", multiple=True, type=click.Choice(["completed", "failed", "cancelled"]),
+    help="Only the ended runs in this status (repeat it for more); all three by default.",
+)  # fmt: skip
+@click.option("--dry-run", is_flag=True, help="Only list the runs it would delete.")
+@_db_option
+def prune(older_than: float, statuses: tuple[str, ...], dry_run: bool, db: str | None) -> None:
+    """Delete the runs that ended (completed, failed, cancelled) longer ago than --older-than, with their
+    inputs, results and steps. A queued or running run is never deleted."""
+    import time
+
+    from tether.durable.store import ended_runs
+
+    database = _database(db)
+    before = time.time() - older_than
+    try:
+        chosen = ended_runs(before, path=database.path, url=database.url, statuses=statuses)  # type: ignore[arg-type]
+    except Exception as error:  # noqa: BLE001 - the database unreadable: one line, no traceback
+        _fail(f"the workflow database {database.shown()} cannot be read: {' '.join(str(error).split())}")
+    if dry_run:
+        for record in chosen:
+            click.echo(f"{record.run_id}\t{record.status}\t{_when(record.updated_at)}")
+        click.echo(f"{len(chosen)} runs would be deleted", err=True)
+        return
+    if not chosen:
+        click.echo("0 runs deleted", err=True)
+        return
+
+    async def delete() -> list[str]:
+        from tether.durable import delete_runs
+
+        return await delete_runs([record.run_id for record in chosen])
+
+    deleted = _with_runs(db, delete)
+    for run_id in deleted:
+        click.echo(run_id)
+    click.echo(f"{len(deleted)} runs deleted", err=True)
