@@ -357,7 +357,12 @@ def batch(
 @click.option("--db", metavar="URL", help="The workflow database: postgresql://..., sqlite:///... or a file.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, metavar="N")
 @click.option("--worker-id", metavar="ID", help="This worker's id (default worker-<host>).")
+@click.option(
+    "--grace", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="SECONDS",
+    help="On SIGTERM or Ctrl-C, how long the runs under way may go on before the worker exits.",
+)  # fmt: skip
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands.")
+@click.option("--verbose", "-v", count=True, help="Log the durable engine's own records on stderr too.")
 @config_option
 def worker(
     queue: str,
@@ -365,7 +370,9 @@ def worker(
     db: str | None,
     concurrency: int,
     worker_id: str | None,
+    grace: float,
     yes: bool,
+    verbose: int,
     config_file: str | None,
 ) -> None:
     """Take durable runs from a queue and run them, until SIGTERM or Ctrl-C (exit 0).
@@ -378,7 +385,7 @@ def worker(
     from tether.cli.worker import WorkerOptions
     from tether.cli.worker import main as worker_main
 
-    options = WorkerOptions(queue, agent, db, concurrency, worker_id, yes, config_file)
+    options = WorkerOptions(queue, agent, db, concurrency, worker_id, yes, config_file, grace=grace, verbose=verbose)
     sys.exit(worker_main(options))
 
 

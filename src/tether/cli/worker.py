@@ -11,7 +11,9 @@ Contract:
   database ``--db`` names (:mod:`tether.cli.runs_db`), under ``--worker-id``: a worker started again with the
   id of one that died recovers the runs it had taken.
 * Each run it takes and each it ends is one line on stderr.
-* SIGTERM or SIGINT: it stops taking runs, gives those under way a grace period, shuts down and exits 0.
+* SIGTERM or SIGINT: it stops taking runs, gives those under way ``--grace`` seconds (10 by default), shuts
+  down and exits 0; a run still under way then is recovered later, from its last finished step.
+* The durable engine's own log records (``tether.durable.engine``) are shown with ``-v`` only.
   Exit codes otherwise: 1 a configuration problem (a bad entry point, a bad ``--db``), 4 the worker failed.
 """
 
@@ -56,6 +58,10 @@ class WorkerOptions:
     worker_id: str | None = None
     yes: bool = False
     config_file: str | None = None
+    grace: float = 10.0
+    """Seconds the runs under way get to end after SIGTERM or SIGINT."""
+    verbose: int = 0
+    """``-v``: tether's log records on stderr, the durable engine's own included (``cli/verbose.py``)."""
 
 
 def default_worker_id() -> str:
@@ -76,11 +82,15 @@ def main(options: WorkerOptions, env: Mapping[str, str] | None = None, cwd: Path
     env = os.environ if env is None else env
     cwd = cwd or Path.cwd()
     worker_id = options.worker_id or default_worker_id()
+    if options.verbose > 0:
+        from tether.cli.verbose import configure_logging
+
+        configure_logging(options.verbose)
     try:
         queue = Queue(options.queue, worker_concurrency=options.concurrency)
         database = runs_database(options.db, cwd, env)
         if options.agent is not None:
-            return asyncio.run(_serve(entry_point(options.agent, cwd), queue, database, worker_id))
+            return asyncio.run(_serve(entry_point(options.agent, cwd), queue, database, worker_id, options.grace))
         setup = load_setup(cwd, env, {}, options.config_file)
     except (ConfigInvalid, NoModel) as error:
         _say(config_problem(error))
@@ -94,7 +104,7 @@ def main(options: WorkerOptions, env: Mapping[str, str] | None = None, cwd: Path
         async with mcp_tools(setup) as connected:
             durable = DurableAgent(connected.agent(yes=options.yes, interactive=False), name=AGENT_NAME)
             try:
-                return await _serve(durable, queue, database, worker_id)
+                return await _serve(durable, queue, database, worker_id, options.grace)
             finally:  # DBOS, shut down, took the loop's default executor with it: the store closes on another
                 asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1))
                 await close_store(setup.store)
@@ -119,7 +129,9 @@ def entry_point(spec: str, cwd: Path) -> DurableAgent:
     return DurableAgent(value, name=AGENT_NAME) if isinstance(value, Agent) else value
 
 
-async def _serve(durable: DurableAgent, queue: object, database: RunsDatabase, worker_id: str) -> int:
+async def _serve(
+    durable: DurableAgent, queue: object, database: RunsDatabase, worker_id: str, grace: float = 10.0
+) -> int:
     """Serve ``queue`` until SIGTERM or SIGINT (caught from the start, even while launching)."""
     import signal
 
@@ -131,7 +143,7 @@ async def _serve(durable: DurableAgent, queue: object, database: RunsDatabase, w
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     serving = asyncio.create_task(
-        serve([queue], **database.launch_arguments(), worker_id=worker_id, stop=stop)  # type: ignore[arg-type]
+        serve([queue], **database.launch_arguments(), worker_id=worker_id, stop=stop, grace=grace)  # type: ignore[arg-type]
     )
     watcher: asyncio.Task[None] | None = None
     try:

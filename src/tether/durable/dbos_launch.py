@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 from dbos import DBOS, DBOSConfig
 from dbos import Queue as DBOSQueue
 
+from tether._logging import get_logger
 from tether.durable.records import Queue
 from tether.errors import ConfigInvalid
 
@@ -63,12 +65,44 @@ def launch(
     config: DBOSConfig = {"name": app_name, "system_database_url": url, "log_level": "WARNING"}
     if worker_id is not None:
         config["executor_id"] = worker_id
+    route_engine_logs()
     DBOS(config=config)
     DBOS.listen_queues([queue.name for queue in queues])
     DBOS.launch()
+    from tether.durable.metrics import serving
+
+    serving(url, [queue.name for queue in queues])
     if queues:  # DBOS refuses its blocking calls on a thread running an event loop: register from another
         with ThreadPoolExecutor(1) as thread:
             thread.submit(lambda: [_register(queue) for queue in queues]).result()
+
+
+ENGINE_LOGGER = "tether.durable.engine"
+"""The logger DBOS's own records go to (silent unless the host configures logging; ``tether worker -v``)."""
+
+
+class _ToTether(logging.Handler):
+    """Hands each of DBOS's records to :data:`ENGINE_LOGGER`, renamed, so that they follow tether's logging."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        engine = get_logger(ENGINE_LOGGER)
+        if engine.isEnabledFor(record.levelno):
+            copy = logging.makeLogRecord(record.__dict__)
+            copy.name = ENGINE_LOGGER
+            engine.handle(copy)
+
+
+def route_engine_logs() -> None:
+    """Send DBOS's log records to :data:`ENGINE_LOGGER` instead of DBOS's own console handler, which writes
+    every warning of the engine's on stderr whatever the host wants; idempotent. (DBOS adds its console
+    handler only to a logger that has none.)"""
+    dbos_logger = logging.getLogger("dbos")
+    for handler in list(dbos_logger.handlers):
+        if handler.name == "__dbos_console_log_handler__":
+            dbos_logger.removeHandler(handler)
+    if not any(isinstance(handler, _ToTether) for handler in dbos_logger.handlers):
+        dbos_logger.addHandler(_ToTether())
+    dbos_logger.propagate = False
 
 
 def shutdown() -> None:

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, TypeVar
 from dbos import DBOS
 
 if TYPE_CHECKING:
-    pass
+    from dbos._core import StepOptions
+
+    from tether.durable.metrics import RunMetrics
 
 
 T = TypeVar("T")
@@ -25,11 +27,13 @@ class DBOSSteps:
     reads the same) whether :func:`cancel_run` asked the run to stop, and then calls ``on_cancel``: the run
     stops as a plain run cancelled by its host does."""
 
-    __slots__ = ("_run_id", "on_cancel")
+    __slots__ = ("_run_id", "metrics", "on_cancel")
 
     def __init__(self, run_id: str) -> None:
         self._run_id = run_id
         self.on_cancel: Callable[[], None] | None = None
+        self.metrics: RunMetrics | None = None
+        """The run's metrics (``tether.durable.metrics``) when a meter is configured: each step measured."""
 
     @property
     def run_id(self) -> str:
@@ -45,5 +49,8 @@ class DBOSSteps:
             assert self.on_cancel is not None
             self.on_cancel()
 
-        result: T = await DBOS.run_step_async({"name": name, "retries_allowed": False}, call)
+        options: StepOptions = {"name": name, "retries_allowed": False}
+        if self.metrics is not None:  # measured, when a meter is configured
+            return await self.metrics.step(name, call, lambda work: DBOS.run_step_async(options, work))
+        result: T = await DBOS.run_step_async(options, call)
         return result

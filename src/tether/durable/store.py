@@ -24,6 +24,7 @@ import binascii
 import json
 import pickle
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,13 +142,13 @@ def require_database(*, path: Path | None = None, url: str | None = None) -> Non
         raise ConfigInvalid(
             f"{path}: no such workflow database (tether batch, tether worker and tether runs submit make one)"
         )
-    connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+    lite = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
     try:
-        found = connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'workflow_status'").fetchone()
+        found = lite.execute("SELECT 1 FROM sqlite_master WHERE name = 'workflow_status'").fetchone()
     except sqlite3.DatabaseError as error:
         raise ConfigInvalid(f"{path}: not a SQLite database ({error})") from None
     finally:
-        connection.close()
+        lite.close()
     if found is None:
         raise ConfigInvalid(f"{path}: not a workflow database (it has no durable runs' tables)")
 
@@ -254,15 +255,15 @@ def _read(path: Path | None, url: str | None, queries: list[tuple[str, list[Any]
                 return [[] for _ in queries]
     if path is None or not path.is_file():
         return [[] for _ in queries]
-    connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+    lite = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
     try:
-        return [connection.execute(q, p).fetchall() for q, p in queries]
+        return [lite.execute(q, p).fetchall() for q, p in queries]
     except sqlite3.OperationalError as error:
         if "no such table" in str(error):
             return [[] for _ in queries]
         raise
     finally:
-        connection.close()
+        lite.close()
 
 
 # --- the runs prune may delete ----------------------------------------------------------------------------------
@@ -288,3 +289,16 @@ def ended_runs(
     (rows,) = _read(path, url, [(query, [WORKFLOW_PREFIX + "%", *ENDED, int(before * 1000)])])
     records = [_record(row) for row in rows]
     return [r for r in records if r.status not in ("queued", "running") and (not statuses or r.status in statuses)]
+
+
+def queued_counts(queues: Sequence[str], *, path: Path | None = None, url: str | None = None) -> dict[str, int]:
+    """How many runs wait on each of ``queues`` (the queues with none are left out)."""
+    if not queues:
+        return {}
+    schema, mark = ("dbos.", "%s") if url is not None else ("", "?")
+    query = (
+        f"SELECT queue_name, COUNT(*) FROM {schema}workflow_status WHERE status = {mark} "
+        f"AND queue_name IN ({', '.join([mark] * len(queues))}) GROUP BY queue_name"
+    )
+    (rows,) = _read(path, url, [(query, ["ENQUEUED", *queues])])
+    return {str(name): int(count) for name, count in rows}
