@@ -205,7 +205,9 @@ def show(run_id: str, db: str | None) -> None:
 
 
 def _steps(steps: list[StepRecord]) -> list[str]:
-    """The steps of a run as a table: number, name, when it started, how long it took, how it ended."""
+    """The steps of a run as a table: number, name, when it started, how long it took, how it ended. The
+    engine's own operations (``DBOS.*``: the cancel check's message read) are its bookkeeping, not shown."""
+    steps = [step for step in steps if not step.name.startswith("DBOS.")]
     if not steps:
         return ["steps:       none yet"]
     from tether.cli.table import aligned
@@ -213,13 +215,13 @@ def _steps(steps: list[StepRecord]) -> list[str]:
     rows = [("#", "STEP", "STARTED", "TOOK", "OUTCOME")]
     rows += [
         (
-            str(step.number),
+            str(number),
             _one_line(step.name, 60),
             _when(step.started_at),
             _took(step.duration),
             "ok" if step.error is None else _one_line(f"error: {step.error}", 80),
         )
-        for step in steps
+        for number, step in enumerate(steps, 1)
     ]
     return aligned(rows)
 

@@ -15,9 +15,10 @@ once per meter provider, all under the ``tether`` scope:
 * ``tether.durable.runs.failed`` (counter): runs whose workflow raised here;
 * ``tether.durable.runs.recovered`` (counter): runs this process took up from recorded steps, after the
   process running them died (its first step was read from the store, not run);
-* ``tether.durable.runs.queued`` (observable gauge): runs waiting on each queue this process serves
-  (``tether.queue``), read from the workflow database at each collection, without the engine; every worker
-  on a queue reports the same figure (take the maximum across workers, not the sum);
+* ``tether.durable.runs.queued`` (observable gauge): runs waiting on each queue (``tether.queue``; a queue
+  this process serves reports 0 when empty), read from the workflow database at each collection without the
+  engine, in a process that serves queues; every worker reports the same figures (take the maximum across
+  workers, not the sum);
 * ``tether.durable.step.duration`` (histogram, seconds): each step's work (a model call, a tool call) where
   it ran, ``tether.step.kind`` ``model`` or ``tool`` (``error.type`` when it raised); a step read back from
   the store is not measured again.
@@ -170,7 +171,7 @@ class RunMetrics:
 
 
 def _observe_queued(options: Any) -> Iterable[Any]:
-    """The ``queued`` gauge's figures: runs waiting on each served queue, read from the database now."""
+    """The ``queued`` gauge's figures: runs waiting on each queue, read from the database now."""
     if not _served:
         return []
     from opentelemetry.metrics import Observation
@@ -179,7 +180,8 @@ def _observe_queued(options: Any) -> Iterable[Any]:
 
     path, url, queues = _served[0]
     try:
-        counts = queued_counts(queues, path=path, url=url)
+        counts = queued_counts(path=path, url=url)
     except Exception:  # noqa: BLE001 - the database out of reach for a moment: no figure this time
         return []
-    return [Observation(counts.get(queue, 0), {"tether.queue": queue}) for queue in queues]
+    counts = {**dict.fromkeys(queues, 0), **counts}
+    return [Observation(count, {"tether.queue": queue}) for queue, count in sorted(counts.items())]

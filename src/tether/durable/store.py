@@ -24,7 +24,6 @@ import binascii
 import json
 import pickle
 import sqlite3
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -291,14 +290,12 @@ def ended_runs(
     return [r for r in records if r.status not in ("queued", "running") and (not statuses or r.status in statuses)]
 
 
-def queued_counts(queues: Sequence[str], *, path: Path | None = None, url: str | None = None) -> dict[str, int]:
-    """How many runs wait on each of ``queues`` (the queues with none are left out)."""
-    if not queues:
-        return {}
+def queued_counts(*, path: Path | None = None, url: str | None = None) -> dict[str, int]:
+    """How many runs wait on each queue that has any (the engine's own queues left out)."""
     schema, mark = ("dbos.", "%s") if url is not None else ("", "?")
     query = (
         f"SELECT queue_name, COUNT(*) FROM {schema}workflow_status WHERE status = {mark} "
-        f"AND queue_name IN ({', '.join([mark] * len(queues))}) GROUP BY queue_name"
+        f"AND queue_name IS NOT NULL GROUP BY queue_name"
     )
-    (rows,) = _read(path, url, [(query, ["ENQUEUED", *queues])])
-    return {str(name): int(count) for name, count in rows}
+    (rows,) = _read(path, url, [(query, ["ENQUEUED"])])
+    return {str(name): int(count) for name, count in rows if not str(name).startswith("_")}
