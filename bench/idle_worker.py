@@ -1,8 +1,9 @@
 """What an idle ``tether worker`` costs: its CPU per second while no run is queued, on SQLite and on PostgreSQL.
 
-Run: .venv/bin/python bench/idle_worker.py [--seconds N] [--settle N] [--postgres URL] [--pickup N]
+Run: .venv/bin/python bench/idle_worker.py [--seconds N] [--settle N] [--postgres URL] [--pickup N] [--fill N]
 
-For each database it starts ``tether worker --agent idle_agent:agent --db ...`` (an agent whose model is never
+For each database (filled first, with ``--fill N``, with N ended runs, as a store that has served a while
+is) it starts ``tether worker --agent idle_agent:agent --db ...`` (an agent whose model is never
 called) in a temporary folder, waits for its "serving" line and ``--settle`` seconds more (start-up over),
 then reads the worker's user + system time from ``/proc/<pid>/stat`` before and after ``--seconds`` seconds:
 CPU ms per second of wall time, the process's every thread (DBOS's own among them) but not the database
@@ -53,6 +54,24 @@ async def main() -> None:
 asyncio.run(main())
 shutdown()
 """
+FILL = """
+import asyncio, sys
+from tether import Agent
+from tether.durable import DurableAgent, launch, shutdown
+from tether.providers.scripted import ScriptedProvider, reply
+
+count = int(sys.argv[2])
+durable = DurableAgent(Agent(ScriptedProvider([reply("an answer " * 40)] * count)), name="filler")
+kwargs = {"system_database_url": sys.argv[1]} if "://" in sys.argv[1] else {"database": sys.argv[1]}
+launch(**kwargs, worker_id="idle-bench-filler")
+
+async def main() -> None:
+    for n in range(count):
+        await durable.run("a prompt " * 30, workflow_id=f"fill-{n}")
+
+asyncio.run(main())
+shutdown()
+"""
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -66,10 +85,12 @@ def tether() -> list[str]:
     return [sys.executable, "-m", "tether"]
 
 
-def measure(db: str, folder: Path, seconds: float, settle: float, pickup: int) -> tuple[float, list[float]]:
+def measure(db: str, folder: Path, seconds: float, settle: float, pickup: int, fill: int) -> tuple[float, list[float]]:
     """The idle worker's CPU ms per second on ``db``, and the waits of ``pickup`` runs it took."""
     (folder / "idle_agent.py").write_text(AGENT)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+    if fill:
+        subprocess.run([sys.executable, "-c", FILL, db, str(fill)], cwd=folder, env=env, check=True, timeout=600)
     worker = subprocess.Popen(
         [*tether(), "worker", "--agent", "idle_agent:agent", "--db", db, "--queue", "idle", "--worker-id", "idle-w"],
         cwd=folder,
@@ -142,6 +163,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--settle", type=float, default=3.0)
     parser.add_argument("--pickup", type=int, default=0, metavar="N")
+    parser.add_argument("--fill", type=int, default=0, metavar="N")
     default = os.environ.get("TETHER_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--postgres", default=default, metavar="URL")
     args = parser.parse_args()
@@ -154,7 +176,7 @@ def main() -> None:
             rows.append(("postgresql", url))
         try:
             for name, db in rows:
-                ms, waits = measure(db, folder, args.seconds, args.settle, args.pickup)
+                ms, waits = measure(db, folder, args.seconds, args.settle, args.pickup, args.fill)
                 shown = f"{statistics.median(waits):.3f}, {max(waits):.3f}" if waits else "-"
                 print(f"{name:<12}{ms:>15.1f}{shown:>30}", flush=True)
         finally:

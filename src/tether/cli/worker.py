@@ -152,7 +152,7 @@ async def _serve(
                 f"worker {worker_id} serving queue {queue.name!r} (agent {durable.name!r}, "
                 f"{queue.worker_concurrency} at a time) on {database.shown()}"
             )
-            watcher = asyncio.create_task(_watch(worker_id, time.time()))
+            watcher = asyncio.create_task(_watch(worker_id, time.time(), database))
         await serving
     except TetherError as error:
         _say(f"error: {error.message}")
@@ -175,30 +175,44 @@ async def _until_launched(serving: asyncio.Task[None]) -> bool:
     return True
 
 
-async def _watch(worker_id: str, since: float) -> None:
-    """Log each run this worker takes and each it ends (those it holds, or that it ended since ``since``)."""
-    from tether.durable import list_runs
+async def _watch(worker_id: str, since: float, database: RunsDatabase) -> None:
+    """Log each run this worker takes and each it ends (those it holds, or that it ended since ``since``).
 
+    Each look reads only this worker's runs that are running or changed since the look before (one indexed
+    query, ``tether.durable.store.WorkerRuns``), not the newest runs of the store: an idle worker's looks
+    cost next to nothing however many runs the store keeps."""
+    from tether.durable.store import WorkerRuns
+
+    reader = WorkerRuns(path=database.path, url=database.url)
     taken: set[str] = set()
     ended: set[str] = set()
-    while True:
-        try:
-            records = await list_runs(limit=200)
-        except Exception:  # noqa: BLE001 - not ready yet (its tables still being made) or going away: try again
-            await asyncio.sleep(WATCH_INTERVAL)  # the worker cancels this watch when it stops
-            continue
-        for record in reversed(records):  # oldest first
-            if record.worker != worker_id or record.status == "queued" or record.run_id in ended:
+    look_from = since - STORED_TIME_RESOLUTION
+    try:
+        while True:
+            started = time.time()
+            try:
+                records = await asyncio.to_thread(reader.read, worker_id, look_from)
+            except Exception:  # noqa: BLE001 - not ready yet (its tables still being made) or going away: try again
+                await asyncio.sleep(WATCH_INTERVAL)  # the worker cancels this watch when it stops
                 continue
-            if record.status != "running" and ended_before(record, since):
-                continue
-            if record.run_id not in taken:
-                taken.add(record.run_id)
-                _say(f"took {record.run_id}: {record.prompt_head[:60]!r}")
-            if record.status != "running":
-                ended.add(record.run_id)
-                _say(_ended(record))
-        await asyncio.sleep(WATCH_INTERVAL)
+            for record in records:  # oldest first
+                if record.status == "queued" or record.run_id in ended:
+                    continue
+                if record.status != "running" and ended_before(record, since):
+                    continue
+                if record.run_id not in taken:
+                    taken.add(record.run_id)
+                    _say(f"took {record.run_id}: {record.prompt_head[:60]!r}")
+                if record.status != "running":
+                    ended.add(record.run_id)
+                    _say(_ended(record))
+            seen = {record.run_id for record in records}
+            taken &= seen  # a run that left the looks is forgotten (taken again, it is reported again)
+            ended &= seen
+            look_from = started - STORED_TIME_RESOLUTION  # a change stamped in the second of this look is seen
+            await asyncio.sleep(WATCH_INTERVAL)
+    finally:
+        reader.close()
 
 
 def ended_before(record: RunRecord, since: float) -> bool:

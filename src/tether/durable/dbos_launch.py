@@ -113,6 +113,11 @@ def shutdown() -> None:
 
 # --- queues and workers ---------------------------------------------------------------------------------------
 
+POLL_SECONDS = 0.5
+"""How often a worker looks for queued runs on each queue it serves: a run waits at most about this long to be
+taken by an idle worker. Each look is two queries (the queue's row, then the claim); at 0.2 s they were most
+of an idle worker's CPU (``bench/idle_worker.py``)."""
+
 _registered: dict[str, DBOSQueue] = {}
 """The queues this process registered since launch, by name."""
 
@@ -128,7 +133,7 @@ def _register(queue: Queue) -> DBOSQueue:
         global_concurrency=queue.concurrency,
         worker_concurrency=queue.worker_concurrency,
         limiter=limiter,  # type: ignore[arg-type]  # a QueueRateLimit TypedDict
-        polling_interval_sec=0.2,
+        polling_interval_sec=POLL_SECONDS,
         on_conflict="always_update",
     )
     _registered[queue.name] = registered

@@ -299,3 +299,54 @@ def queued_counts(*, path: Path | None = None, url: str | None = None) -> dict[s
     )
     (rows,) = _read(path, url, [(query, ["ENQUEUED"])])
     return {str(name): int(count) for name, count in rows if not str(name).startswith("_")}
+
+
+class WorkerRuns:
+    """The runs of one worker that are running or changed lately, read over one connection kept open: what
+    ``tether worker`` looks at twice a second for its log lines. Why: reading the newest runs of every worker
+    through the engine cost an idle worker about 20 ms of CPU a second once the store held 200 runs; this
+    reads only the few rows that changed, by the index on the worker's id."""
+
+    def __init__(self, *, path: Path | None = None, url: str | None = None) -> None:
+        self._url = url
+        self._path = path
+        self._connection: Any = None
+        schema, mark = ("dbos.", "%s") if url is not None else ("", "?")
+        self._query = (
+            f"SELECT {_COLUMNS} FROM {schema}workflow_status s "
+            f"LEFT JOIN {schema}workflow_input i ON i.workflow_uuid = s.workflow_uuid "
+            f"LEFT JOIN {schema}workflow_output o ON o.workflow_uuid = s.workflow_uuid "
+            f"WHERE s.executor_id = {mark} AND s.name LIKE {mark} AND (s.status = {mark} OR s.updated_at >= {mark}) "
+            f"ORDER BY s.created_at"
+        )
+
+    def read(self, worker: str, since: float) -> list[RunRecord]:
+        """``worker``'s runs that are running, or changed at ``since`` (Unix epoch seconds) or later, oldest
+        first; none while the engine has not made its tables yet."""
+        parameters = [worker, WORKFLOW_PREFIX + "%", "PENDING", int(since * 1000)]
+        try:
+            rows = self._open().execute(self._query, parameters).fetchall()
+        except Exception as error:
+            self.close()  # a connection that failed is not used again
+            if "no such table" in str(error) or "does not exist" in str(error):
+                return []
+            raise
+        return [_record(row) for row in rows]
+
+    def _open(self) -> Any:
+        if self._connection is None:
+            if self._url is not None:
+                import psycopg
+
+                self._connection = psycopg.connect(_plain(self._url), autocommit=True, connect_timeout=10)
+            else:
+                assert self._path is not None
+                self._connection = sqlite3.connect(
+                    f"{self._path.resolve().as_uri()}?mode=ro", uri=True, timeout=5, check_same_thread=False
+                )
+        return self._connection
+
+    def close(self) -> None:
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            connection.close()
