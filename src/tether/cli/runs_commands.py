@@ -40,7 +40,7 @@ def _db_option(command: Callable[..., None]) -> Callable[..., None]:
 
 @click.group("runs", cls=WholeSummaries)
 def runs() -> None:
-    """Submit, list, show, cancel and resume durable runs (those of tether batch and tether worker)."""
+    """Submit, list, show, cancel, resume and prune durable runs (those of tether batch and tether worker)."""
 
 
 def _fail(message: str) -> NoReturn:
