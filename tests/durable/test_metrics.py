@@ -120,3 +120,15 @@ def test_a_run_taken_up_after_its_worker_was_killed_is_counted_recovered(db_url:
     # here, only the work that was not finished before the kill: the tool call under way and the last model call
     assert total(found, "tether.durable.step.duration", **{"tether.step.kind": "tool"}) == 1
     assert total(found, "tether.durable.step.duration", **{"tether.step.kind": "model"}) == 1
+
+
+def test_a_meter_leaves_the_workflows_source_and_so_the_deploy_version_as_it_was() -> None:
+    import inspect
+
+    from tether.durable import DurableAgent
+
+    telemetry = Telemetry(meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    measured = DurableAgent(Agent(ScriptedProvider([reply("x")]), telemetry=telemetry), name="with-meter")
+    plain = DurableAgent(Agent(ScriptedProvider([reply("x")])), name="without-meter")
+    assert measured._workflow is not plain._workflow
+    assert inspect.getsource(measured._workflow) == inspect.getsource(plain._workflow)

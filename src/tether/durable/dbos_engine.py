@@ -204,7 +204,9 @@ _watched: dict[str, RunMetrics] = {}
 
 
 def _measured(workflow: Workflow, metrics: DurableMetrics, name: str) -> Workflow:
-    """``workflow`` counted in ``metrics`` (``tether.durable.metrics``) while it runs here."""
+    """``workflow`` counted in ``metrics`` (``tether.durable.metrics``) while it runs here. Wrapped with
+    ``functools.wraps``: the engine's deploy version hashes each workflow's source, which ``inspect`` reads
+    through ``__wrapped__``, so a process with a meter and one without stay on the same version."""
 
     @functools.wraps(workflow)
     async def tether_run(
