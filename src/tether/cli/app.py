@@ -362,7 +362,7 @@ def batch(
     help="On SIGTERM or Ctrl-C, how long the runs under way may go on before the worker exits.",
 )  # fmt: skip
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands.")
-@click.option("--verbose", "-v", count=True, help="Log the durable engine's own records on stderr too.")
+@click.option("--verbose", "-v", count=True, help="Log tether's records on stderr, the engine's own among them.")
 @config_option
 def worker(
     queue: str,
