@@ -167,6 +167,7 @@ def test_a_worker_serves_enqueued_runs_and_runs_list_shows_them_finished(
 
 
 def test_unknown_ids_are_a_clear_error_with_exit_1(project: Project) -> None:
+    enqueue(project, project.cwd / "runs.sqlite", {})  # the database made, with no run in it
     for command in ("show", "cancel", "resume"):
         completed = runs(project, command, "nope")
         assert completed.returncode == 1, completed.stderr

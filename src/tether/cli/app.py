@@ -38,7 +38,7 @@ from tether.cli.run_options import (
     session_options,
     verbose_option,
 )
-from tether.cli.runs_commands import runs as runs_group
+from tether.cli.runs_admin import runs as runs_group  # the group, its operator commands joined
 from tether.cli.sessions_commands import sessions as sessions_group
 from tether.cli.skills_commands import skills as skills_group
 
@@ -365,7 +365,12 @@ def batch(
     metavar="SECONDS",
     help="Seconds without this worker's heartbeat after which the other workers recover its runs.",
 )
+@click.option(
+    "--grace", type=click.FloatRange(min=0), default=10.0, show_default=True, metavar="SECONDS",
+    help="On SIGTERM or Ctrl-C, how long the runs under way may go on before the worker exits.",
+)  # fmt: skip
 @click.option("--yes", "-y", is_flag=True, help="Allow tools that change files or run commands.")
+@click.option("--verbose", "-v", count=True, help="Log tether's records on stderr, the engine's own among them.")
 @config_option
 def worker(
     queue: str,
@@ -374,7 +379,9 @@ def worker(
     concurrency: int,
     worker_id: str | None,
     dead_after: float,
+    grace: float,
     yes: bool,
+    verbose: int,
     config_file: str | None,
 ) -> None:
     """Take durable runs from a queue and run them, until SIGTERM or Ctrl-C (exit 0).
@@ -388,7 +395,9 @@ def worker(
     from tether.cli.worker import WorkerOptions
     from tether.cli.worker import main as worker_main
 
-    options = WorkerOptions(queue, agent, db, concurrency, worker_id, yes, config_file, dead_after)
+    options = WorkerOptions(
+        queue, agent, db, concurrency, worker_id, yes, config_file, dead_after, grace=grace, verbose=verbose
+    )
     sys.exit(worker_main(options))
 
 

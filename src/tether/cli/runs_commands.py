@@ -1,12 +1,16 @@
-"""``tether runs``: submit, list, show, cancel, resume and recover the durable runs of a workflow database, and
-show or change a queue's limits (``tether runs queue``).
+"""``tether runs``: submit, list, show, cancel and resume the durable runs of a workflow database (``prune``,
+``recover`` and ``queue`` are in :mod:`tether.cli.runs_admin`).
 
-Contract: every command opens the database ``--db`` names (:mod:`tether.cli.runs_db`; the state directory's
-SQLite file by default) under an executor id of its own, so that it never recovers nor disturbs a worker's
-runs, and shuts DBOS down before it returns; ``list`` only reads the runs' table (:mod:`tether.durable.store`)
-and the workers' heartbeats (:mod:`tether.durable.liveness`), without the engine. Exit codes: 0 success, 1 no
-such run, a live worker's run or id, a configuration or database problem, 2 a usage error. This module imports
-only click; each command loads the rest when it runs.
+Contract: every command works on the database ``--db`` names (:mod:`tether.cli.runs_db`; the state directory's
+SQLite file by default), which must exist and be a workflow database (a mistyped name is an error, never a new
+empty database). ``list``, ``show`` and ``prune --dry-run`` only read it, without the engine
+(:mod:`tether.durable.store`, and the workers' heartbeats, :mod:`tether.durable.liveness`): nothing is
+written, nor migrated. ``cancel``, ``resume`` and ``prune`` write,
+through the engine, launched under an executor id of its own (so that it never recovers nor disturbs a
+worker's runs) and shut down before the command returns; ``submit`` may make the database. Exit codes: 0
+success, 1 no such run, a run that cannot be resumed, a live worker's run or id, or a configuration or database
+problem, 2 a usage
+error. This module imports only click; each command loads the rest when it runs.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from tether.cli.config_flag import config_option
 from tether.cli.help import WholeSummaries
 
 if TYPE_CHECKING:
+    from tether.cli.runs_db import RunsDatabase
     from tether.durable import RunRecord
     from tether.durable.liveness import WorkerRow
+    from tether.durable.store import StepRecord
 
 T = TypeVar("T")
 _STATUSES = click.Choice(["queued", "running", "completed", "failed", "cancelled"])
@@ -38,8 +44,8 @@ def _db_option(command: Callable[..., None]) -> Callable[..., None]:
 
 @click.group("runs", cls=WholeSummaries)
 def runs() -> None:
-    """Submit, list, show, cancel, resume and recover durable runs (those of tether batch and tether worker); a
-    queue's limits."""
+    """Submit, list, show, cancel, resume, recover and prune durable runs (those of tether batch and tether
+    worker); a queue's limits."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -47,20 +53,36 @@ def _fail(message: str) -> NoReturn:
     sys.exit(1)
 
 
-def _with_runs(db: str | None, operation: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Open the workflow database, run ``operation``, shut down; problems exit with 1."""
-    import asyncio
+def _database(db: str | None) -> RunsDatabase:
+    """The workflow database ``--db`` names, which must exist (see the module docstring); problems exit with 1."""
     import os
-    import uuid
     from pathlib import Path
 
     from tether.cli.runs_db import runs_database
+    from tether.durable.store import require_database
     from tether.errors import TetherError
 
     try:
         database = runs_database(db, Path.cwd(), os.environ)
     except TetherError as error:
         _fail(error.message)
+    try:
+        require_database(path=database.path, url=database.url)
+    except TetherError as error:
+        _fail(f"--db {error.message}")
+    except Exception as error:  # noqa: BLE001 - the server out of reach: one line, never a traceback
+        _fail(f"the workflow database {database.shown()} cannot be read: {' '.join(str(error).split())}")
+    return database
+
+
+def _with_runs(db: str | None, operation: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Open the workflow database (which must exist), run ``operation``, shut down; problems exit with 1."""
+    import asyncio
+    import uuid
+
+    from tether.errors import TetherError
+
+    database = _database(db)
     from tether.durable import launch, shutdown
 
     try:
@@ -81,16 +103,12 @@ def _read_runs(db: str | None, status: str | None, limit: int) -> tuple[list[Run
     """The runs of the database ``--db`` names, and the heartbeat rows of their workers, read without the
     engine (``tether.durable.store``, ``tether.durable.liveness``): a listing answers in the time of its
     queries, not of DBOS's import. Problems exit with 1."""
-    import os
-    from pathlib import Path
-
-    from tether.cli.runs_db import runs_database
     from tether.durable.liveness import Table
     from tether.durable.store import read_runs
     from tether.errors import TetherError
 
+    database = _database(db)
     try:
-        database = runs_database(db, Path.cwd(), os.environ)
         records = read_runs(path=database.path, url=database.url, status=status, limit=limit)  # type: ignore[arg-type]
         table = Table.of(database.path, database.url, read_only=True)
         try:
@@ -195,24 +213,52 @@ def submit(
 @click.argument("run_id", metavar="ID")
 @_db_option
 def show(run_id: str, db: str | None) -> None:
-    """Show the run ID; once it ended, its answer too."""
+    """Show the run ID and its steps (each model call and tool call: when, how long, how it ended); once it
+    ended, its answer too."""
+    from tether.durable.store import read_run
 
-    async def fetch() -> tuple[RunRecord, str | None]:
-        from tether.durable import DurableRun, get_run
-        from tether.errors import ConfigInvalid
-
-        record = await get_run(run_id)
-        if record is None:
-            raise ConfigInvalid(f"there is no durable run with id {run_id!r}")
-        if record.stop_reason is None:
-            return record, None
-        return record, (await DurableRun(run_id).result()).text
-
-    record, text = _with_runs(db, fetch)
-    click.echo(_describe(record))
-    if text is not None:
+    database = _database(db)
+    try:
+        detail = read_run(run_id, path=database.path, url=database.url)
+    except Exception as error:  # noqa: BLE001 - the database unreadable: one line, no traceback
+        _fail(f"the workflow database {database.shown()} cannot be read: {' '.join(str(error).split())}")
+    if detail is None:
+        _fail(f"there is no durable run with id {run_id!r} (`tether runs list` shows the runs)")
+    click.echo(_describe(detail.record))
+    click.echo("")
+    for line in _steps(detail.steps):
+        click.echo(line)
+    if detail.result is not None:
         click.echo("")
-        click.echo(text)
+        click.echo(detail.result.text)
+
+
+def _steps(steps: list[StepRecord]) -> list[str]:
+    """The steps of a run as a table: number, name, when it started, how long it took, how it ended. The
+    engine's own operations (``DBOS.*``: the cancel check's message read) are its bookkeeping, not shown."""
+    steps = [step for step in steps if not step.name.startswith("DBOS.")]
+    if not steps:
+        return ["steps:       none yet"]
+    from tether.cli.table import aligned
+
+    rows = [("#", "STEP", "STARTED", "TOOK", "OUTCOME")]
+    rows += [
+        (
+            str(number),
+            _one_line(step.name, 60),
+            _when(step.started_at),
+            _took(step.duration),
+            "ok" if step.error is None else _one_line(f"error: {step.error}", 80),
+        )
+        for number, step in enumerate(steps, 1)
+    ]
+    return aligned(rows)
+
+
+def _took(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
 def _describe(record: RunRecord) -> str:
@@ -239,7 +285,16 @@ def cancel(run_id: str, db: str | None) -> None:
     from tether.durable import cancel_run
 
     record = _with_runs(db, lambda: cancel_run(run_id))
-    click.echo(f"{record.run_id}: {record.status}")
+    click.echo(cancelled_line(record))
+
+
+def cancelled_line(record: RunRecord) -> str:
+    """What ``runs cancel`` says of the run ``record`` (its record after the cancel)."""
+    if record.status == "running":
+        return f"{record.run_id}: cancel requested; the run stops before its next model call"
+    if record.status == "cancelled":
+        return f"{record.run_id}: cancelled"
+    return f"{record.run_id}: {record.status} already; nothing to cancel"
 
 
 @runs.command("resume")
@@ -251,114 +306,34 @@ def resume(run_id: str, queue: str | None, force: bool, db: str | None) -> None:
     """Put the run ID back on its queue (cancelled before it started, or left by a dead worker), for a worker
     serving that queue to run it within the queue's limits.
 
-    A run still running in a live process (or one that keeps no heartbeat) is refused, exit 1: resuming it
-    would run it twice. --force when that process is certainly gone."""
+    A run that ended with a result (a run cancelled while running did) cannot be resumed: exit 1, saying so.
+    Nor can a run still running in a live process (or one that keeps no heartbeat): resuming it would run it
+    twice. --force when that process is certainly gone."""
 
-    async def go() -> RunRecord:
+    async def go() -> tuple[RunRecord, str | None]:
         from tether.durable import get_run, resume_run
         from tether.errors import ConfigInvalid
 
-        await resume_run(run_id, queue=queue, force=force)
-        record = await get_run(run_id)
-        if record is None:
+        before = await get_run(run_id)
+        if before is None:
             raise ConfigInvalid(f"there is no durable run with id {run_id!r}")
-        return record
+        why = not_resumable(before)
+        if why is not None:
+            return before, why
+        await resume_run(run_id, queue=queue, force=force)
+        after = await get_run(run_id)
+        return (before if after is None else after), None
 
-    record = _with_runs(db, go)
+    record, why = _with_runs(db, go)
+    if why is not None:
+        _fail(f"{record.run_id} cannot be resumed: {why}")
     click.echo(f"{record.run_id}: {record.status}")
 
 
-@runs.command("queue")
-@click.argument("name", metavar="NAME")
-@click.option("--concurrency", metavar="N|none", help="Runs of the queue at once over all workers.")
-@click.option("--rate", metavar="RUNS/SECONDS|none", help="Runs started in any window of SECONDS.")
-@_db_option
-def queue_(name: str, concurrency: str | None, rate: str | None, db: str | None) -> None:
-    """Show the queue NAME's limits, or change them (the options given; the others are kept): the one way
-    they change, for every worker at its next look at the queue. Each worker's own limit is its --concurrency."""
-    from tether.durable.records import Queue, RateLimit
-    from tether.errors import ConfigInvalid
-
-    try:
-        Queue(name)
-        count = None if concurrency in (None, "none") else _number(concurrency, "--concurrency", int)
-        window = None
-        if rate is not None and rate != "none":
-            runs_text, slash, seconds = rate.partition("/")
-            if not slash:
-                raise ConfigInvalid(f"--rate {rate!r}: give RUNS/SECONDS (60/60 for 60 a minute) or none")
-            window = RateLimit(_number(runs_text, "--rate", int), _number(seconds, "--rate", float))
-        Queue(name, concurrency=count, limit=window)  # the values checked before the database is opened
-    except ConfigInvalid as error:
-        _fail(error.message)
-
-    async def go() -> Queue | None:
-        from tether.durable import configure_queue, queue_configuration
-
-        stored = await queue_configuration(name)
-        if concurrency is None and rate is None:
-            return stored
-        base = stored if stored is not None else Queue(name)
-        return await configure_queue(
-            Queue(
-                name,
-                concurrency=base.concurrency if concurrency is None else count,
-                limit=base.limit if rate is None else window,
-            )
-        )
-
-    queue = _with_runs(db, go)
-    if queue is None:
-        _fail(f"there is no queue {name!r} (a worker serving it or a run put on it makes it)")
-    limit = "none" if queue.limit is None else f"{queue.limit.runs}/{queue.limit.seconds:g}s"
-    click.echo(f"{queue.name}: concurrency {queue.concurrency or 'none'}, rate {limit}")
-
-
-def _number(text: str, option: str, kind: type[int] | type[float]) -> Any:
-    from tether.errors import ConfigInvalid
-
-    try:
-        return kind(text)
-    except ValueError:
-        raise ConfigInvalid(f"{option}: {text!r} is not a number (or none)") from None
-
-
-@runs.command("recover")
-@click.argument("worker_id", metavar="[WORKER_ID]", required=False)
-@click.option("--force", is_flag=True, help="Recover WORKER_ID even when it may be alive.")
-@_db_option
-def recover(worker_id: str | None, force: bool, db: str | None) -> None:
-    """Put the runs of dead workers back on their queues, for the live workers to finish.
-
-    Without WORKER_ID: every worker past its heartbeat lease (--dead-after) or stopped (live workers do this
-    on their own; this is for when none runs). With WORKER_ID: that one; refused, exit 1, while it is alive
-    or when it keeps no heartbeat (an older tether): --force when it is certainly gone. Finished steps are
-    not run again. One line per worker: its id and the runs put back."""
-    for line in _with_runs(db, lambda: _recover_dead(worker_id, force)):
-        click.echo(line)
-
-
-async def _recover_dead(worker_id: str | None, force: bool) -> list[str]:
-    import asyncio
-
-    from tether.durable import dbos_launch, recover_worker
-    from tether.durable.liveness import Table
-
-    if worker_id is not None:
-        return [_recovered(worker_id, await recover_worker(worker_id, force=force))]
-    assert dbos_launch._url is not None
-    table = Table(dbos_launch._url, read_only=True)
-    try:
-        rows = await asyncio.to_thread(table.rows)
-    finally:
-        table.close()
-    dead = [row for row in rows if row.kind == "worker" and row.health() in ("dead", "stopped")]
-    if not dead:
-        return ["no dead worker: nothing to recover"]
-    return [_recovered(row.worker_id, await recover_worker(row.worker_id)) for row in dead]
-
-
-def _recovered(worker_id: str, run_ids: list[str]) -> str:
-    return f"{worker_id}: {len(run_ids)} run{'s' if len(run_ids) != 1 else ''} put back" + (
-        f" ({', '.join(run_ids)})" if run_ids else ""
-    )
+def not_resumable(record: RunRecord) -> str | None:
+    """Why the run ``record`` cannot be resumed, or ``None`` when it can."""
+    if record.stop_reason is not None:
+        return f"it ended with a {record.stop_reason} result ({record.status})"
+    if record.status in ("completed", "failed"):
+        return f"it ended ({record.status})"
+    return None

@@ -5,7 +5,8 @@ configures it so:
 
 * without ``-v``: tether's warnings (a session file restored from its backup, an MCP server restarted,
   bash running without a sandbox) as bare lines, as before. The records of the run itself
-  (``tether.telemetry.logs``: retries, a run's error) are left out: the command shows those its own way.
+  (``tether.telemetry.logs``: retries, a run's error) are left out: the command shows those its own way;
+  so are the durable engine's (``tether.durable.engine``), which are its own business.
 * ``-v``: every record at INFO and above, the run's included, one compact line each::
 
       12:03:04.512 INFO    tether.loop [3f2a1b2c] run 3f2a1b2c started: openai:gpt-4o-mini
@@ -23,6 +24,8 @@ import sys
 
 from tether._logging import get_logger
 
+ENGINE = "tether.durable.engine"
+"""The durable engine's logger (``tether.durable.dbos_launch``): shown with ``-v`` only."""
 _FORMAT = "%(asctime)s.%(msecs)03d %(levelname)-7s %(name)s%(context)s %(message)s"
 _handler: logging.Handler | None = None
 
@@ -56,8 +59,9 @@ class CompactFormatter(logging.Formatter):
 
 
 def _not_of_a_run(record: logging.LogRecord) -> bool:
-    """Keeps records that are not the run's own (those carry an ``event``)."""
-    return not hasattr(record, "event")
+    """Keeps records that are not the run's own (those carry an ``event``), nor the durable engine's
+    (``tether.durable.engine``: DBOS's own, for ``-v``)."""
+    return not hasattr(record, "event") and not record.name.startswith(ENGINE)
 
 
 def configure_logging(verbosity: int) -> logging.Handler:

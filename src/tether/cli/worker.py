@@ -14,7 +14,9 @@ Contract:
   refused (exit 1). It beats in the database while it lives, and recovers the runs of workers silent for
   their ``--dead-after`` (:mod:`tether.durable.liveness`).
 * Each run it takes and each it ends is one line on stderr.
-* SIGTERM or SIGINT: it stops taking runs, gives those under way a grace period, shuts down and exits 0.
+* SIGTERM or SIGINT: it stops taking runs, gives those under way ``--grace`` seconds (10 by default), shuts
+  down and exits 0; a run still under way then is recovered later, from its last finished step.
+* The durable engine's own log records (``tether.durable.engine``) are shown with ``-v`` only.
   Exit codes otherwise: 1 a configuration problem (a bad entry point, a bad ``--db``), 4 the worker failed.
 """
 
@@ -59,6 +61,10 @@ class WorkerOptions:
     config_file: str | None = None
     dead_after: float = 30.0
     """Seconds without this worker's heartbeat after which the others take it for dead and recover its runs."""
+    grace: float = 10.0
+    """Seconds the runs under way get to end after SIGTERM or SIGINT."""
+    verbose: int = 0
+    """``-v``: tether's log records on stderr, the durable engine's own included (``cli/verbose.py``)."""
 
 
 def default_worker_id() -> str:
@@ -82,11 +88,17 @@ def main(options: WorkerOptions, env: Mapping[str, str] | None = None, cwd: Path
     env = os.environ if env is None else env
     cwd = cwd or Path.cwd()
     worker_id = options.worker_id or default_worker_id()
+    if options.verbose > 0:
+        from tether.cli.verbose import configure_logging
+
+        configure_logging(options.verbose)
     try:
         queue = Queue(options.queue, worker_concurrency=options.concurrency)
         database = runs_database(options.db, cwd, env)
         if options.agent is not None:
-            return asyncio.run(_serve(entry_point(options.agent, cwd), queue, database, worker_id, options.dead_after))
+            return asyncio.run(
+                _serve(entry_point(options.agent, cwd), queue, database, worker_id, options.dead_after, options.grace)
+            )
         setup = load_setup(cwd, env, {}, options.config_file)
     except (ConfigInvalid, NoModel) as error:
         _say(config_problem(error))
@@ -100,7 +112,7 @@ def main(options: WorkerOptions, env: Mapping[str, str] | None = None, cwd: Path
         async with mcp_tools(setup) as connected:
             durable = DurableAgent(connected.agent(yes=options.yes, interactive=False), name=AGENT_NAME)
             try:
-                return await _serve(durable, queue, database, worker_id, options.dead_after)
+                return await _serve(durable, queue, database, worker_id, options.dead_after, options.grace)
             finally:  # DBOS, shut down, took the loop's default executor with it: the store closes on another
                 asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1))
                 await close_store(setup.store)
@@ -126,7 +138,12 @@ def entry_point(spec: str, cwd: Path) -> DurableAgent:
 
 
 async def _serve(
-    durable: DurableAgent, queue: object, database: RunsDatabase, worker_id: str, dead_after: float = 30.0
+    durable: DurableAgent,
+    queue: object,
+    database: RunsDatabase,
+    worker_id: str,
+    dead_after: float = 30.0,
+    grace: float = 10.0,
 ) -> int:
     """Serve ``queue`` until SIGTERM or SIGINT (caught from the start, even while launching)."""
     import signal
@@ -140,7 +157,14 @@ async def _serve(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     serving = asyncio.create_task(
-        serve([queue], **database.launch_arguments(), worker_id=worker_id, stop=stop, dead_after=dead_after)  # type: ignore[arg-type]
+        serve(
+            [queue],
+            **database.launch_arguments(),  # type: ignore[arg-type]
+            worker_id=worker_id,
+            stop=stop,
+            dead_after=dead_after,
+            grace=grace,
+        )
     )
     watcher: asyncio.Task[None] | None = None
     try:
@@ -149,7 +173,7 @@ async def _serve(
                 f"worker {worker_id} serving queue {queue.name!r} (agent {durable.name!r}, "
                 f"{queue.worker_concurrency} at a time) on {database.shown()}"
             )
-            watcher = asyncio.create_task(_watch(worker_id, time.time()))
+            watcher = asyncio.create_task(_watch(worker_id, time.time(), database))
         await serving
     except TetherError as error:
         _say(f"error: {error.message}")
@@ -183,30 +207,44 @@ async def _until_launched(serving: asyncio.Task[None]) -> bool:
     return True
 
 
-async def _watch(worker_id: str, since: float) -> None:
-    """Log each run this worker takes and each it ends (those it holds, or that it ended since ``since``)."""
-    from tether.durable import list_runs
+async def _watch(worker_id: str, since: float, database: RunsDatabase) -> None:
+    """Log each run this worker takes and each it ends (those it holds, or that it ended since ``since``).
 
+    Each look reads only this worker's runs that are running or changed since the look before (one indexed
+    query, ``tether.durable.store.WorkerRuns``), not the newest runs of the store: an idle worker's looks
+    cost next to nothing however many runs the store keeps."""
+    from tether.durable.store import WorkerRuns
+
+    reader = WorkerRuns(path=database.path, url=database.url)
     taken: set[str] = set()
     ended: set[str] = set()
-    while True:
-        try:
-            records = await list_runs(limit=200)
-        except Exception:  # noqa: BLE001 - not ready yet (its tables still being made) or going away: try again
-            await asyncio.sleep(WATCH_INTERVAL)  # the worker cancels this watch when it stops
-            continue
-        for record in reversed(records):  # oldest first
-            if record.worker != worker_id or record.status == "queued" or record.run_id in ended:
+    look_from = since - STORED_TIME_RESOLUTION
+    try:
+        while True:
+            started = time.time()
+            try:
+                records = await asyncio.to_thread(reader.read, worker_id, look_from)
+            except Exception:  # noqa: BLE001 - not ready yet (its tables still being made) or going away: try again
+                await asyncio.sleep(WATCH_INTERVAL)  # the worker cancels this watch when it stops
                 continue
-            if record.status != "running" and ended_before(record, since):
-                continue
-            if record.run_id not in taken:
-                taken.add(record.run_id)
-                _say(f"took {record.run_id}: {record.prompt_head[:60]!r}")
-            if record.status != "running":
-                ended.add(record.run_id)
-                _say(_ended(record))
-        await asyncio.sleep(WATCH_INTERVAL)
+            for record in records:  # oldest first
+                if record.status == "queued" or record.run_id in ended:
+                    continue
+                if record.status != "running" and ended_before(record, since):
+                    continue
+                if record.run_id not in taken:
+                    taken.add(record.run_id)
+                    _say(f"took {record.run_id}: {record.prompt_head[:60]!r}")
+                if record.status != "running":
+                    ended.add(record.run_id)
+                    _say(_ended(record))
+            seen = {record.run_id for record in records}
+            taken &= seen  # a run that left the looks is forgotten (taken again, it is reported again)
+            ended &= seen
+            look_from = started - STORED_TIME_RESOLUTION  # a change stamped in the second of this look is seen
+            await asyncio.sleep(WATCH_INTERVAL)
+    finally:
+        reader.close()
 
 
 def ended_before(record: RunRecord, since: float) -> bool:

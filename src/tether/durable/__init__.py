@@ -11,7 +11,8 @@ run id is the workflow id, which the caller may choose, so that submitting a run
 Runs can be put on a :class:`Queue` (``DurableAgent.enqueue``) and taken by worker processes (:func:`serve`)
 on one or many machines, each within its own ``worker_concurrency``; a queue's global limits are its stored
 configuration, changed only with :func:`configure_queue`. :func:`list_runs`, :func:`get_run`,
-:func:`cancel_run` and :func:`resume_run` read and change the store of runs from any process.
+:func:`cancel_run`, :func:`resume_run` and :func:`delete_runs` read and change the store of runs from any
+process.
 
 Importing this package costs nothing; DBOS (about a second to import) is loaded on first use of a name from
 it. The engine's code is in the ``dbos_*.py`` modules (the only ones that import DBOS), behind the loop's step
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from tether.durable.dbos_engine import DurableAgent
     from tether.durable.dbos_launch import launch, recover_worker, serve, shutdown, sqlite_url
     from tether.durable.dbos_queues import configure_queue, queue_configuration
-    from tether.durable.dbos_runs import DurableRun, cancel_run, get_run, list_runs, resume_run
+    from tether.durable.dbos_runs import DurableRun, cancel_run, delete_runs, get_run, list_runs, resume_run
 
 __all__ = [
     "DurableAgent",
@@ -41,6 +42,7 @@ __all__ = [
     "RunStatus",
     "cancel_run",
     "configure_queue",
+    "delete_runs",
     "get_run",
     "launch",
     "list_runs",
@@ -55,7 +57,7 @@ _ENGINE = {
     "DurableAgent": "dbos_engine",
     **dict.fromkeys(("launch", "recover_worker", "serve", "shutdown", "sqlite_url"), "dbos_launch"),
     **dict.fromkeys(("configure_queue", "queue_configuration"), "dbos_queues"),
-    **dict.fromkeys(("DurableRun", "cancel_run", "get_run", "list_runs", "resume_run"), "dbos_runs"),
+    **dict.fromkeys(("DurableRun", "cancel_run", "delete_runs", "get_run", "list_runs", "resume_run"), "dbos_runs"),
 }
 """The module of each name DBOS is imported for."""
 

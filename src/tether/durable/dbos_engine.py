@@ -35,6 +35,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import functools
 import pickle
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,7 @@ from tether.events import RunCompleted, RunResult
 
 if TYPE_CHECKING:
     from tether.agent import Agent
+    from tether.durable.metrics import DurableMetrics, RunMetrics
     from tether.loop.choice import ToolChoiceOption
     from tether.loop.sinks import EventSink
     from tether.messages import Message
@@ -77,7 +79,13 @@ class DurableAgent:
         self.name = name
         if deps is not None and not callable(deps):
             raise ConfigInvalid(f"deps must be a function that makes a run's deps, not a {type(deps).__name__}")
-        self._workflow = DBOS.workflow(name=f"tether.run.{name}")(_workflow_of(agent, deps))
+        from tether.durable.metrics import durable_metrics
+
+        workflow = _workflow_of(agent, deps)
+        metrics = durable_metrics(agent)
+        if metrics is not None:
+            workflow = _measured(workflow, metrics, name)
+        self._workflow = DBOS.workflow(name=f"tether.run.{name}")(workflow)
 
     async def start(
         self,
@@ -176,6 +184,7 @@ def _workflow_of(agent: Agent[Any, Any], make_deps: Callable[[], Any] | None) ->
         run_id = DBOS.workflow_id
         assert run_id is not None
         steps = DBOSSteps(run_id)
+        steps.metrics = _watched.get(run_id)
         sink = _sinks.get(run_id)
         from tether.agent import stream_with_steps
 
@@ -190,6 +199,37 @@ def _workflow_of(agent: Agent[Any, Any], make_deps: Callable[[], Any] | None) ->
                 result = event.result
         assert result is not None, "a run always ends with RunCompleted"
         return _portable(result)
+
+    return tether_run
+
+
+_watched: dict[str, RunMetrics] = {}
+"""The metrics of each run executing in this process, by run id, while it runs."""
+
+
+def _measured(workflow: Workflow, metrics: DurableMetrics, name: str) -> Workflow:
+    """``workflow`` counted in ``metrics`` (``tether.durable.metrics``) while it runs here. Wrapped with
+    ``functools.wraps``: the engine's deploy version hashes each workflow's source, which ``inspect`` reads
+    through ``__wrapped__``, so a process with a meter and one without stay on the same version."""
+
+    @functools.wraps(workflow)
+    async def tether_run(
+        prompt: str, history: tuple[Message, ...], tool_choice: ToolChoiceOption | None, session: str | None
+    ) -> RunResult[Any]:
+        run_id = DBOS.workflow_id
+        assert run_id is not None
+        watch = _watched[run_id] = metrics.run(name)
+        result: RunResult[Any] | None = None
+        failed = False
+        try:
+            result = await workflow(prompt, history, tool_choice, session)
+            return result
+        except Exception:
+            failed = True
+            raise
+        finally:
+            _watched.pop(run_id, None)
+            watch.end(result, failed=failed)
 
     return tether_run
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import sqlite3
@@ -65,9 +66,13 @@ def launch(
         config["db_engine_kwargs"] = {"connect_args": {"factory": _NormalSyncConnection}}
     if worker_id is not None:
         config["executor_id"] = worker_id
+    route_engine_logs()
     DBOS(config=config)
     DBOS.listen_queues([])  # the engine's queue thread takes none of tether's queues: the poller does
     DBOS.launch()
+    from tether.durable.metrics import serving
+
+    serving(url, [queue.name for queue in queues])
     if queues:  # DBOS refuses its blocking calls on a thread running an event loop: declare from another
         try:
             with ThreadPoolExecutor(1) as thread:
@@ -132,6 +137,34 @@ class _NormalSyncConnection(sqlite3.Connection):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.execute("PRAGMA synchronous=NORMAL")
+
+
+ENGINE_LOGGER = "tether.durable.engine"
+"""The logger DBOS's own records go to (silent unless the host configures logging; ``tether worker -v``)."""
+
+
+class _ToTether(logging.Handler):
+    """Hands each of DBOS's records to :data:`ENGINE_LOGGER`, renamed, so that they follow tether's logging."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        engine = get_logger(ENGINE_LOGGER)
+        if engine.isEnabledFor(record.levelno):
+            copy = logging.makeLogRecord(record.__dict__)
+            copy.name = ENGINE_LOGGER
+            engine.handle(copy)
+
+
+def route_engine_logs() -> None:
+    """Send DBOS's log records to :data:`ENGINE_LOGGER` instead of DBOS's own console handler, which writes
+    every warning of the engine's on stderr whatever the host wants; idempotent. (DBOS adds its console
+    handler only to a logger that has none.)"""
+    dbos_logger = logging.getLogger("dbos")
+    for handler in list(dbos_logger.handlers):
+        if handler.name == "__dbos_console_log_handler__":
+            dbos_logger.removeHandler(handler)
+    if not any(isinstance(handler, _ToTether) for handler in dbos_logger.handlers):
+        dbos_logger.addHandler(_ToTether())
+    dbos_logger.propagate = False
 
 
 def shutdown() -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dbos import DBOS
 from dbos import Queue as DBOSQueue
@@ -35,11 +35,10 @@ from tether.durable.dbos_base import _require_launch
 from tether.durable.records import Queue, RateLimit
 from tether.errors import ConfigInvalid
 
-if TYPE_CHECKING:
-    pass
-
-POLL_INTERVAL = 0.2
-"""Seconds between two looks of a worker at its queues for runs to take."""
+POLL_INTERVAL = 0.5
+"""Seconds between two looks of a worker at each queue it serves: a run waits at most about this long to be taken
+by an idle worker. Each look is a few queries (the runs held, the queue's row, the claim); at 0.2 s they were
+most of an idle worker's CPU (``bench/idle_worker.py``)."""
 
 _log = get_logger("tether.durable")
 _declared: dict[str, DBOSQueue] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS, WorkflowHandleAsync, WorkflowStatus
@@ -199,3 +200,27 @@ async def _existing(run_id: str) -> RunRecord:
     if record is None:
         raise ConfigInvalid(f"there is no durable run with id {run_id!r}")
     return record
+
+
+async def delete_runs(run_ids: Sequence[str]) -> list[str]:
+    """Delete the runs ``run_ids`` that ended (completed, failed or cancelled), with everything the store keeps
+    of them (inputs, result, steps, and the runs of agents they ran as tools); the ids deleted. A run that is
+    queued or running (resumed since it was chosen, say) is never deleted, nor is an id with no run."""
+    _require_launch()
+    deleted: list[str] = []
+    for start in range(0, len(run_ids), _DELETE_BATCH):
+        batch = [_run_id(one) for one in run_ids[start : start + _DELETE_BATCH]]
+        found = await DBOS.list_workflows_async(workflow_ids=batch)
+        ended = [one.workflow_id for one in found if one.name.startswith(_PREFIX) and _ended(one)]
+        if ended:
+            await DBOS.delete_workflows_async(ended, delete_children=True)
+            deleted += ended
+    return deleted
+
+
+_DELETE_BATCH = 500
+"""Runs deleted in one statement of :func:`delete_runs`."""
+
+
+def _ended(status: WorkflowStatus) -> bool:
+    return _record(status).status not in ("queued", "running")

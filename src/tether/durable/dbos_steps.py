@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from dbos import DBOS
 
 from tether.limits import StopReason
 from tether.loop.interrupts import Interrupt, Interrupted
+
+if TYPE_CHECKING:
+    from dbos._core import StepOptions
+
+    from tether.durable.metrics import RunMetrics
 
 T = TypeVar("T")
 
@@ -40,11 +45,13 @@ class DBOSSteps:
     asked the run to stop; if so it keeps :data:`CANCELLED_MARK`, does not call the model, and ``on_cancel``
     is called: the run stops as a plain run cancelled by its host does."""
 
-    __slots__ = ("_run_id", "on_cancel")
+    __slots__ = ("_run_id", "metrics", "on_cancel")
 
     def __init__(self, run_id: str) -> None:
         self._run_id = run_id
         self.on_cancel: Callable[[], None] | None = None
+        self.metrics: RunMetrics | None = None
+        """The run's metrics (``tether.durable.metrics``) when a meter is configured: each step measured."""
 
     @property
     def run_id(self) -> str:
@@ -57,7 +64,7 @@ class DBOSSteps:
             async def call() -> T:  # DBOS runs a coroutine function on the loop, anything else in a thread
                 return await function()
 
-            result: T = await DBOS.run_step_async({"name": name, "retries_allowed": False}, call)
+            result: T = await self._run(name, call)
             return result
         run_id = self._run_id
 
@@ -66,15 +73,23 @@ class DBOSSteps:
                 return CANCELLED_MARK
             return await function()
 
-        kept = await DBOS.run_step_async({"name": name, "retries_allowed": False}, checked)
+        kept = await self._run(name, checked)
         if type(kept) is not str or kept != CANCELLED_MARK:
-            return kept  # type: ignore[return-value]  # the model's answer: a step's output is never a str
+            return kept  # type: ignore[no-any-return]  # the model's answer: a step's output is never a str
         self.on_cancel()
         # the run's interrupter, armed around this step, cancelled this task: the cancel lands here, as it did
         # on the model call before the check was folded in. An agent run as a tool whose task it did not reach
         # stops all the same: its call is not made.
         await asyncio.sleep(0)
         raise Interrupted(_CANCELLED)
+
+    async def _run(self, name: str, work: Callable[[], Awaitable[Any]]) -> Any:
+        """``work`` as the engine's step ``name`` (retries off: the provider's policy and the loop's limits rule),
+        measured when a meter is configured."""
+        options: StepOptions = {"name": name, "retries_allowed": False}
+        if self.metrics is not None:
+            return await self.metrics.step(name, work, lambda measured: DBOS.run_step_async(options, measured))
+        return await DBOS.run_step_async(options, work)
 
 
 _statements: dict[int, tuple[Any, Any]] = {}
