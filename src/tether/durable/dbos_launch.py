@@ -8,11 +8,13 @@ import signal
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS, DBOSConfig
 from dbos import Queue as DBOSQueue
+from dbos._serialization import Serializer
 
+from tether.durable import formats
 from tether.durable.records import Queue
 from tether.errors import ConfigInvalid
 
@@ -23,6 +25,20 @@ from tether.durable.dbos_base import _NAME, _launched, _require_launch
 
 DEFAULT_DATABASE = "tether-runs.sqlite"
 """The SQLite file :func:`launch` uses when given neither a file nor a URL (in the working directory)."""
+
+
+class TetherSerializer(Serializer):
+    """The engine's serializer: tether's versioned, field-named JSON (:mod:`tether.durable.formats`) for every
+    value a run stores; rows the engine wrote before in its own format (``py_pickle``) it still reads itself."""
+
+    def serialize(self, data: Any) -> str:
+        return formats.encode(data)
+
+    def deserialize(self, serialized_data: str) -> Any:
+        return formats.decode(serialized_data)
+
+    def name(self) -> str:
+        return formats.NAME
 
 
 def sqlite_url(path: str | os.PathLike[str]) -> str:
@@ -60,7 +76,12 @@ def launch(
         url = system_database_url
     if worker_id is not None and not _NAME.fullmatch(worker_id):
         raise ConfigInvalid(f"worker id {worker_id!r} must be 1-64 letters, digits, '_', '.' or '-'")
-    config: DBOSConfig = {"name": app_name, "system_database_url": url, "log_level": "WARNING"}
+    config: DBOSConfig = {
+        "name": app_name,
+        "system_database_url": url,
+        "log_level": "WARNING",
+        "serializer": TetherSerializer(),
+    }
     if worker_id is not None:
         config["executor_id"] = worker_id
     DBOS(config=config)

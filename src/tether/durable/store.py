@@ -8,7 +8,8 @@ SQLite file) or ``psycopg`` (PostgreSQL, the engine's ``dbos`` schema) and makes
 
 Contract: reading never writes. A SQLite file that does not exist, or a database the engine never opened
 (no ``workflow_status`` table), holds no runs. Values the engine serialized are read as it writes them
-(``py_pickle``: base64 of a pickle, the engine's default; ``portable_json``: JSON); a value that cannot be
+(``tether_json``: tether's own versioned JSON, :mod:`tether.durable.formats`, what runs are stored in; rows
+written before it, ``py_pickle``: base64 of a pickle; ``portable_json``: JSON); a value that cannot be
 read leaves its part of the record empty (no prompt, no result) rather than failing the listing. The
 tables' layout is the engine's pinned version's (``dbos>=3.4,<3.5``): a change of version re-checks it
 (``tests/durable/test_store.py`` compares this reader with the engine on the same database).
@@ -24,8 +25,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from tether.durable import formats
 from tether.durable.records import ENGINE_STATUSES, WORKFLOW_PREFIX, RunRecord, RunStatus, run_record
-from tether.errors import ConfigInvalid
+from tether.errors import ConfigInvalid, FormatUnsupported
 
 _COLUMNS = (
     "s.workflow_uuid, s.status, s.name, s.queue_name, s.executor_id, s.created_at, s.updated_at, "
@@ -50,10 +52,14 @@ def _value(text: str | None, serialization: str | None) -> Any:
     if text is None:
         return None
     try:
+        if serialization == formats.NAME:
+            return formats.decode(text)
         if serialization == "portable_json":
             return json.loads(text)
         return pickle.loads(base64.b64decode(text))  # the engine's own store, which it unpickles too
     except (ValueError, binascii.Error, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
+        return None
+    except FormatUnsupported:  # a value of a newer format, or damaged: the listing goes on without it
         return None
 
 
