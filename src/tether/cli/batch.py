@@ -133,7 +133,7 @@ async def _batch(
 
     try:
         async with mcp_tools(setup) as connected:
-            durable = DurableAgent(connected.agent(yes=options.yes, interactive=False), name=DURABLE_NAME)
+            durable = DurableAgent(connected.agent(yes=options.yes, interactive=False, durable=True), name=DURABLE_NAME)
             launch(**database.launch_arguments())  # type: ignore[arg-type]
             try:
                 with output.open("ab") as file:

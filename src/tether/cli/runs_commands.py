@@ -114,12 +114,13 @@ def _one_line(text: str, width: int) -> str:
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, metavar="N")
 @_db_option
 def list_(status: str | None, limit: int, db: str | None) -> None:
-    """List the newest runs: id, status, agent, created, prompt, stop reason, cost."""
+    """List the newest runs: id, status, agent, created, prompt, stop reason, cost, deploy version (only a
+    worker of a run's version takes it)."""
     records = _read_runs(db, status, limit)
     if not records:
         click.echo("no runs", err=True)
         return
-    rows = [("ID", "STATUS", "AGENT", "CREATED", "PROMPT", "STOP", "COST")]
+    rows = [("ID", "STATUS", "AGENT", "CREATED", "PROMPT", "STOP", "COST", "VERSION")]
     rows += [
         (
             r.run_id,
@@ -129,6 +130,7 @@ def list_(status: str | None, limit: int, db: str | None) -> None:
             _one_line(r.prompt_head, _HEAD),
             "-" if r.stop_reason is None else str(r.stop_reason),
             _cost(r),
+            r.version or "-",
         )
         for r in records
     ]
@@ -193,6 +195,7 @@ def _describe(record: RunRecord) -> str:
         ("agent", record.agent),
         ("queue", record.queue or "-"),
         ("worker", record.worker or "-"),
+        ("version", record.version or "-"),
         ("created", _when(record.created_at)),
         ("updated", _when(record.updated_at)),
         ("stop reason", "-" if record.stop_reason is None else str(record.stop_reason)),

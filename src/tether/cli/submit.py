@@ -68,7 +68,7 @@ def main(options: SubmitOptions, env: Mapping[str, str] | None = None, cwd: Path
         _say(config_problem(error))
         return exits.CONFIG
     try:
-        durable = DurableAgent(setup.agent(interactive=False), name=AGENT_NAME)
+        durable = DurableAgent(setup.agent(interactive=False, durable=True), name=AGENT_NAME)
         return _submit(durable, queue, database, options)
     except ConfigInvalid as error:
         _say(config_problem(error))

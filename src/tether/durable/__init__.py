@@ -27,8 +27,8 @@ from tether.durable.records import Queue, RateLimit, RunRecord, RunStatus
 
 if TYPE_CHECKING:
     from tether.durable.dbos_engine import DurableAgent
-    from tether.durable.dbos_launch import launch, recover_worker, serve, shutdown, sqlite_url
-    from tether.durable.dbos_runs import DurableRun, cancel_run, get_run, list_runs, resume_run
+    from tether.durable.dbos_launch import launch, recover_worker, serve, shutdown, sqlite_url, version
+    from tether.durable.dbos_runs import DurableRun, cancel_run, get_run, list_runs, resume_run, stranded_runs
 
 __all__ = [
     "DurableAgent",
@@ -46,11 +46,13 @@ __all__ = [
     "serve",
     "shutdown",
     "sqlite_url",
+    "stranded_runs",
+    "version",
 ]
 _ENGINE = {
     "DurableAgent": "dbos_engine",
-    **dict.fromkeys(("launch", "recover_worker", "serve", "shutdown", "sqlite_url"), "dbos_launch"),
-    **dict.fromkeys(("DurableRun", "cancel_run", "get_run", "list_runs", "resume_run"), "dbos_runs"),
+    **dict.fromkeys(("launch", "recover_worker", "serve", "shutdown", "sqlite_url", "version"), "dbos_launch"),
+    **dict.fromkeys(("DurableRun", "cancel_run", "get_run", "list_runs", "resume_run", "stranded_runs"), "dbos_runs"),
 }
 """The module of each name DBOS is imported for."""
 

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from tether.messages import Message
 
 from tether.durable.dbos_base import _NAME, _awaited, _launched, _require_launch, _run_id
-from tether.durable.dbos_launch import _register
+from tether.durable.dbos_launch import _agents, _register
 from tether.durable.dbos_runs import DurableRun
 from tether.durable.dbos_steps import DBOSSteps
 
@@ -74,6 +74,7 @@ class DurableAgent:
         if deps is not None and not callable(deps):
             raise ConfigInvalid(f"deps must be a function that makes a run's deps, not a {type(deps).__name__}")
         self._workflow = DBOS.workflow(name=f"tether.run.{name}")(_workflow_of(agent, deps))
+        _agents[name] = agent  # its identity is part of the deploy version (``launch``)
 
     async def start(
         self,

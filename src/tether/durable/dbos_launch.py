@@ -16,10 +16,11 @@ from dbos._serialization import Serializer
 
 from tether.durable import formats
 from tether.durable.records import Queue
+from tether.durable.versions import agent_identity, deploy_version
 from tether.errors import ConfigInvalid
 
 if TYPE_CHECKING:
-    pass
+    from tether.agent import Agent
 
 from tether.durable.dbos_base import _NAME, _launched, _require_launch
 
@@ -39,6 +40,19 @@ class TetherSerializer(Serializer):
 
     def name(self) -> str:
         return formats.NAME
+
+
+_agents: dict[str, Agent[Any, Any]] = {}
+"""The agent of each :class:`DurableAgent` made in this process, by name: the deploy version is theirs."""
+
+
+def version() -> str:
+    """This process's deploy version (:mod:`tether.durable.versions`): the runs it starts or enqueues have it,
+    and it takes and recovers only runs of it. Known once :func:`launch` ran."""
+    _require_launch()
+    from dbos._utils import GlobalParams
+
+    return GlobalParams.app_version
 
 
 def sqlite_url(path: str | os.PathLike[str]) -> str:
@@ -76,11 +90,15 @@ def launch(
         url = system_database_url
     if worker_id is not None and not _NAME.fullmatch(worker_id):
         raise ConfigInvalid(f"worker id {worker_id!r} must be 1-64 letters, digits, '_', '.' or '-'")
+    from dbos._utils import GlobalParams
+
+    identities = [agent_identity(name, agent) for name, agent in _agents.items()]
     config: DBOSConfig = {
         "name": app_name,
         "system_database_url": url,
         "log_level": "WARNING",
         "serializer": TetherSerializer(),
+        "application_version": deploy_version(identities, app_name=app_name, engine=GlobalParams.dbos_version),
     }
     if worker_id is not None:
         config["executor_id"] = worker_id

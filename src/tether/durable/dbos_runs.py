@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS, WorkflowHandleAsync, WorkflowStatus
@@ -64,6 +65,7 @@ def _record(status: WorkflowStatus) -> RunRecord:
         inputs=status.input,
         output=status.output,
         worker=status.executor_id,
+        version=status.app_version,
     )
 
 
@@ -89,6 +91,19 @@ async def list_runs(status: RunStatus | None = None, *, limit: int = 100) -> lis
             break
         offset += limit
     return records[:limit]
+
+
+async def stranded_runs(queues: Sequence[str], *, limit: int = 100) -> list[RunRecord]:
+    """The runs queued on ``queues`` (names) whose deploy version is not this process's: no worker of this
+    version takes them; a worker of theirs must (docs/durable.md, "Deploys"). Oldest first, at most ``limit``."""
+    _require_launch()
+    from tether.durable.dbos_launch import version
+
+    mine = version()
+    found = await DBOS.list_queued_workflows_async(
+        queue_name=list(queues), status=["ENQUEUED"], limit=limit, sort_desc=False
+    )
+    return [_record(one) for one in found if one.name.startswith(_PREFIX) and one.app_version != mine]
 
 
 async def get_run(run_id: str) -> RunRecord | None:

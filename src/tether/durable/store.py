@@ -31,7 +31,7 @@ from tether.errors import ConfigInvalid, FormatUnsupported
 
 _COLUMNS = (
     "s.workflow_uuid, s.status, s.name, s.queue_name, s.executor_id, s.created_at, s.updated_at, "
-    "COALESCE(i.inputs, s.inputs), COALESCE(o.output, s.output), s.serialization"
+    "COALESCE(i.inputs, s.inputs), COALESCE(o.output, s.output), s.serialization, s.application_version"
 )
 
 
@@ -64,7 +64,7 @@ def _value(text: str | None, serialization: str | None) -> Any:
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
-    run_id, status, name, queue, worker, created, updated, inputs, output, serialization = row
+    run_id, status, name, queue, worker, created, updated, inputs, output, serialization, version = row
     return run_record(
         run_id=run_id,
         engine_status=status,
@@ -75,6 +75,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         inputs=_value(inputs, serialization),
         output=_value(output, serialization),
         worker=worker,
+        version=version,
     )
 
 
