@@ -85,3 +85,14 @@ def test_the_cli_prompt_of_a_durable_agent_leaves_out_the_files_of_the_moment(tm
     (tmp_path / "runs.sqlite").write_bytes(b"")
     assert system_prompt(tmp_path, listing=False) == before
     assert "runs.sqlite" in system_prompt(tmp_path)
+
+
+def test_an_mcp_servers_tools_are_left_out_of_the_version() -> None:
+    """``tether runs submit`` does not connect the MCP servers ``tether worker`` does: both have one version."""
+    from tether.tools.base import Tool
+
+    async def call(arguments: dict[str, Any]) -> str:
+        return "remote"
+
+    remote = Tool.from_schema("search", "Search the web.", {"type": "object", "properties": {}}, call, server=object())
+    assert version_of(tools=[add, remote]) == version_of()

@@ -7,8 +7,10 @@ for tether is one function whatever the agent: it changed with the number of age
 a changed agent kept the old version and a client with one more agent enqueued runs no worker would take.
 
 Contract. :func:`agent_identity` is what a :class:`~tether.durable.DurableAgent` is, as plain JSON: its name,
-its model (provider and model id), each tool's name, description, parameters' schema and source, its
-instructions (the system prompt's text, or a system function's name and source), its output type's schemas.
+its model (provider and model id), each tool's name, description, parameters' schema and source (an MCP
+server's tools left out: they are the server's, and a process that only enqueues, such as ``tether runs
+submit``, does not connect them), its instructions (the system prompt's text, or a system function's name and
+source), its output type's schemas.
 :func:`deploy_version` is the digest of every agent's identity with tether's version, the stored format's and
 the engine's: ``tether-`` and 16 hexadecimal digits. Two processes made of the same agents have the same
 version; anything in the list above that differs makes another. Nothing of the environment goes in but what the
@@ -44,6 +46,8 @@ def agent_identity(name: str, agent: Agent[Any, Any]) -> dict[str, Any]:
     for tool_name in sorted(agent.tools.names):
         tool = agent.tools.get(tool_name)
         assert tool is not None
+        if tool.server is not None:
+            continue  # an MCP server's tool: the server's, not the agent's code (a submitter does not connect it)
         tools.append(
             {
                 "name": tool.name,
