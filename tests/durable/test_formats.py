@@ -169,3 +169,14 @@ def test_the_stored_text_names_fields_and_holds_no_pickle() -> None:
     assert '"degraded":true' in text
     assert '"stop_reason":{"$enum":"tether.limits:StopReason","value":"error"}' in text
     assert "gASV" not in text  # no base64 pickle inside
+
+
+def test_the_listing_reads_a_value_of_a_newer_format_as_unknown_rather_than_failing() -> None:
+    """``tether runs list`` of an older tether on a database a newer one wrote: the run is listed, its prompt
+    and result left empty, instead of the listing failing."""
+    from tether.durable.formats import NAME
+    from tether.durable.store import _value
+
+    newer = json.dumps({"tether_format": FORMAT + 1, "value": {"args": ["a prompt"]}})
+    assert _value(newer, NAME) is None
+    assert _value(encode({"args": ("a prompt",)}), NAME) == {"args": ("a prompt",)}

@@ -94,5 +94,6 @@ def test_an_mcp_servers_tools_are_left_out_of_the_version() -> None:
     async def call(arguments: dict[str, Any]) -> str:
         return "remote"
 
-    remote = Tool.from_schema("search", "Search the web.", {"type": "object", "properties": {}}, call, server=object())
+    server: Any = object()  # stands for an MCP connection: only its presence matters here
+    remote = Tool.from_schema("search", "Search the web.", {"type": "object", "properties": {}}, call, server=server)
     assert version_of(tools=[add, remote]) == version_of()
