@@ -2,8 +2,9 @@
 submit`` as subprocesses on one SQLite file, each with a Python agent (``--agent module:agent``).
 
 A run submitted with a changed agent (other instructions) is of another version: the worker of the old agent
-never takes it, says so on stderr, and ``tether runs list`` shows both versions; a run of the worker's own
-agent is taken as before; a worker of the new agent (the next deploy) takes the waiting run."""
+never takes it, the submitter and the worker say so on stderr, and ``tether runs list`` shows both versions; a
+run of the worker's own agent is taken as before; a worker of the new agent (the next deploy) takes the waiting
+run."""
 
 from __future__ import annotations
 
@@ -46,9 +47,11 @@ def version_of(worker: Worker) -> str:
     return serving.split("version ")[1].split(")")[0]
 
 
-def submit(project: Project, module: str, run_id: str) -> None:
+def submit(project: Project, module: str, run_id: str) -> str:
+    """Submit a run with the agent ``module`` names; what ``tether runs submit`` said on stderr."""
     submitted = runs(project, "submit", f"prompt of {run_id}", "--queue", "jobs", "--agent", module, "--id", run_id)
     assert submitted.returncode == 0, submitted.stderr
+    return submitted.stderr
 
 
 def test_a_run_of_a_changed_agent_waits_for_a_worker_of_its_version_and_says_so(
@@ -60,11 +63,12 @@ def test_a_run_of_a_changed_agent_waits_for_a_worker_of_its_version_and_says_so(
     workers.append(old)
     old.wait_for("serving queue 'jobs'")
 
-    submit(project, "new:agent", "changed")
-    old.wait_for("warning: queued run changed is of version")
-    submit(project, "old:agent", "same")
+    assert "warning" not in submit(project, "old:agent", "same")
     old.wait_for("ended same: completed")
+    said = submit(project, "new:agent", "changed")
+    old.wait_for("warning: queued run changed is of version")
     listed = versions_listed(project)
+    assert f"lately taken from 'jobs' are of version {version_of(old)}, not this run's {listed['changed'][1]}" in said
     assert listed["same"] == ("completed", version_of(old))
     assert listed["changed"][0] == "queued", "the old agent's worker never takes the changed agent's run"
     assert listed["changed"][1] != version_of(old)

@@ -28,7 +28,15 @@ from tether.durable.records import Queue, RateLimit, RunRecord, RunStatus
 if TYPE_CHECKING:
     from tether.durable.dbos_engine import DurableAgent
     from tether.durable.dbos_launch import launch, recover_worker, serve, shutdown, sqlite_url, version
-    from tether.durable.dbos_runs import DurableRun, cancel_run, get_run, list_runs, resume_run, stranded_runs
+    from tether.durable.dbos_runs import (
+        DurableRun,
+        cancel_run,
+        get_run,
+        list_runs,
+        resume_run,
+        stranded_runs,
+        taken_versions,
+    )
 
 __all__ = [
     "DurableAgent",
@@ -47,12 +55,16 @@ __all__ = [
     "shutdown",
     "sqlite_url",
     "stranded_runs",
+    "taken_versions",
     "version",
 ]
 _ENGINE = {
     "DurableAgent": "dbos_engine",
     **dict.fromkeys(("launch", "recover_worker", "serve", "shutdown", "sqlite_url", "version"), "dbos_launch"),
-    **dict.fromkeys(("DurableRun", "cancel_run", "get_run", "list_runs", "resume_run", "stranded_runs"), "dbos_runs"),
+    **dict.fromkeys(
+        ("DurableRun", "cancel_run", "get_run", "list_runs", "resume_run", "stranded_runs", "taken_versions"),
+        "dbos_runs",
+    ),
 }
 """The module of each name DBOS is imported for."""
 

@@ -106,6 +106,22 @@ async def stranded_runs(queues: Sequence[str], *, limit: int = 100) -> list[RunR
     return [_record(one) for one in found if one.name.startswith(_PREFIX) and one.app_version != mine]
 
 
+async def taken_versions(queue: str, *, limit: int = 20) -> list[str]:
+    """The deploy versions of the ``limit`` runs most recently taken from ``queue`` by its workers, newest
+    first, each once: what versions its workers run lately. A run enqueued with none of them may wait for a
+    worker of its own version that is not there (docs/durable.md, "Deploys")."""
+    _require_launch()
+    found = await DBOS.list_workflows_async(
+        queue_name=queue,
+        status=["PENDING", "SUCCESS", "ERROR"],
+        limit=limit,
+        sort_desc=True,
+        load_input=False,
+        load_output=False,
+    )
+    return list(dict.fromkeys(one.app_version for one in found if one.app_version and one.name.startswith(_PREFIX)))
+
+
 async def get_run(run_id: str) -> RunRecord | None:
     """The record of the run ``run_id``; ``None`` when there is none."""
     _require_launch()
