@@ -31,6 +31,7 @@ ErrorCode = Literal[
     "skill_invalid",
     "session_invalid",
     "store_unavailable",
+    "format_unsupported",
     "cancelled",
     "download_failed",
     "checksum_mismatch",
@@ -240,6 +241,13 @@ class StoreUnavailable(TetherError):
     database error they meet (``sessions/base.py``); a health check reports it under this code."""
 
     code: ClassVar[ErrorCode] = "store_unavailable"
+
+
+class FormatUnsupported(TetherError):
+    """A stored value this version of tether cannot read: written by a newer format version, or damaged, or
+    naming a type that no longer exists here. The message says which, and why."""
+
+    code: ClassVar[ErrorCode] = "format_unsupported"
 
 
 class Cancelled(TetherError):

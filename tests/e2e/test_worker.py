@@ -21,11 +21,14 @@ from tests.e2e.mock_llm import MockLLM, Say, Step
 DEADLINE = 60.0
 
 ENQUEUE = """
-import asyncio, sys
-from tether import Agent
+import asyncio, os, sys
+from pathlib import Path
+from tether.cli.build import load_setup
 from tether.durable import DurableAgent, Queue, launch, shutdown
 
-durable = DurableAgent(Agent("openai-compatible:mock", base_url="http://127.0.0.1:9/v1"), name="agent")
+# the worker's agent (agent.toml's, as tether worker builds it): a run is taken by a worker of its deploy version
+setup = load_setup(Path.cwd(), os.environ, {}, None)
+durable = DurableAgent(setup.agent(interactive=False, durable=True), name="agent")
 launch(sys.argv[1], worker_id="enqueuer")
 
 async def main() -> None:
@@ -155,7 +158,9 @@ def test_a_worker_serves_enqueued_runs_and_runs_list_shows_them_finished(
     assert listed.returncode == 0, listed.stderr
     rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
     assert rows["run-a"][1:3] == ["completed", "agent"]
-    assert rows["run-b"][-2:] == ["complete", "-"]
+    assert rows["run-b"][-3:-1] == ["complete", "-"]
+    [serving] = [line for line in worker.lines if "serving queue 'jobs'" in line]
+    assert f"version {rows['run-b'][-1]})" in serving, "the enqueuer's agent is the worker's: one deploy version"
     assert any("took run-a: 'alpha'" in line for line in worker.lines)
     assert "worker w1 stopped" in worker.lines[-1]
     shown = runs(project, "show", "run-b")

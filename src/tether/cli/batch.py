@@ -139,7 +139,7 @@ async def _batch(
 
     try:
         async with mcp_tools(setup) as connected:
-            durable = DurableAgent(connected.agent(yes=options.yes, interactive=False), name=DURABLE_NAME)
+            durable = DurableAgent(connected.agent(yes=options.yes, interactive=False, durable=True), name=DURABLE_NAME)
             async with launched(database, pending, say):  # a unique id, its heartbeat, dead batches' runs
                 try:
                     with output.open("ab") as file:

@@ -53,13 +53,15 @@ LISTED_ENTRIES = 40
 """Entries of the working directory named in the system prompt; the rest are counted."""
 
 
-def system_prompt(root: Path) -> str:
+def system_prompt(root: Path, *, listing: bool = True) -> str:
     """The agent's system prompt: who it is, where it works, and what that directory holds at the start.
 
     Naming the files costs a few tokens and saves a model a listing call, or a guess: a small model asked
     about ``notes.txt`` reads ``notes.txt`` once it has seen the name among the files, not a path it made up.
+    ``listing=False`` leaves the files out: a durable agent's prompt is part of its deploy version, which must
+    not change when a file appears (the workflow database itself), and its runs start later anyway.
     """
-    return SYSTEM.format(root=root) + "\n" + directory_overview(root)
+    return SYSTEM.format(root=root) + ("\n" + directory_overview(root) if listing else "")
 
 
 AGENTS_MD = "AGENTS.md"
@@ -68,10 +70,10 @@ MAX_AGENTS_MD = 32_000
 """Characters of AGENTS.md put in the system prompt; a longer file is cut there, and the prompt says so."""
 
 
-def instructions(root: Path, agent: AgentConfig) -> str:
+def instructions(root: Path, agent: AgentConfig, *, listing: bool = True) -> str:
     """The command's system prompt: :func:`system_prompt`, then the workspace's AGENTS.md (unless
     ``agent.agents_md`` is false), then ``[agent] instructions`` (or ``--system``), each after a blank line."""
-    parts = [system_prompt(root)]
+    parts = [system_prompt(root, listing=listing)]
     if agent.agents_md and (project := agents_md(root)) is not None:
         parts.append(project)
     if agent.instructions:
@@ -194,9 +196,11 @@ class Setup:
         yes: bool = False,
         interactive: bool = False,
         approve: Approver | None = None,
+        durable: bool = False,
     ) -> Agent:
         """An agent on ``model`` (the chosen one by default) with the workspace tools and this setup's store; or
-        the Python agent (:meth:`python_agent`)."""
+        the Python agent (:meth:`python_agent`). ``durable``: for a ``DurableAgent``, its prompt without the
+        directory's files (:func:`system_prompt`), so that every process of one setup has one deploy version."""
         if self.python is not None:
             return self.python_agent(model=model, mode=mode, yes=yes, approve=approve)
         config = self.config
@@ -206,7 +210,7 @@ class Setup:
         return Agent(
             build_provider(config, self.env),
             tools=tools,
-            system=instructions(self.workspace.root, config.agent),
+            system=instructions(self.workspace.root, config.agent, listing=not durable),
             limits=config.runtime.limits.to_limits(),
             mode=mode or self.tool_mode(model or self.model, yes=yes),
             deny=config.tools.deny,

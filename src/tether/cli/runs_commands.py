@@ -156,7 +156,8 @@ def _one_line(text: str, width: int) -> str:
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, metavar="N")
 @_db_option
 def list_(status: str | None, limit: int, db: str | None) -> None:
-    """List the newest runs: id, status, agent, worker and its heartbeat, created, prompt, stop reason, cost.
+    """List the newest runs: id, status, agent, worker and its heartbeat, created, prompt, stop reason, cost,
+    deploy version (only a worker of a run's version takes it).
 
     HEARTBEAT: alive Ns (its last heartbeat N seconds ago), dead Ns (past its lease, its runs not yet
     recovered), stopped, recovered, or gone (it keeps no heartbeat)."""
@@ -164,7 +165,7 @@ def list_(status: str | None, limit: int, db: str | None) -> None:
     if not records:
         click.echo("no runs", err=True)
         return
-    rows = [("ID", "STATUS", "AGENT", "WORKER", "HEARTBEAT", "CREATED", "PROMPT", "STOP", "COST")]
+    rows = [("ID", "STATUS", "AGENT", "WORKER", "HEARTBEAT", "CREATED", "PROMPT", "STOP", "COST", "VERSION")]
     rows += [
         (
             r.run_id,
@@ -176,6 +177,7 @@ def list_(status: str | None, limit: int, db: str | None) -> None:
             _one_line(r.prompt_head, _HEAD),
             "-" if r.stop_reason is None else str(r.stop_reason),
             _cost(r),
+            r.version or "-",
         )
         for r in records
     ]
@@ -268,6 +270,7 @@ def _describe(record: RunRecord) -> str:
         ("agent", record.agent),
         ("queue", record.queue or "-"),
         ("worker", record.worker or "-"),
+        ("version", record.version or "-"),
         ("created", _when(record.created_at)),
         ("updated", _when(record.updated_at)),
         ("stop reason", "-" if record.stop_reason is None else str(record.stop_reason)),

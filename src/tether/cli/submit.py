@@ -32,7 +32,7 @@ from tether.cli.worker import AGENT_NAME, entry_point
 from tether.errors import ConfigInvalid, TetherError
 
 if TYPE_CHECKING:
-    from tether.durable import DurableAgent
+    from tether.durable import DurableAgent, DurableRun, Queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,7 @@ def main(options: SubmitOptions, env: Mapping[str, str] | None = None, cwd: Path
         _say(config_problem(error))
         return exits.CONFIG
     try:
-        durable = DurableAgent(setup.agent(interactive=False), name=AGENT_NAME)
+        durable = DurableAgent(setup.agent(interactive=False, durable=True), name=AGENT_NAME)
         return _submit(durable, queue, database, options)
     except ConfigInvalid as error:
         _say(config_problem(error))
@@ -91,7 +91,7 @@ def _submit(durable: DurableAgent, queue: object, database: RunsDatabase, option
         _say(f"error: the workflow database {database.shown()} cannot be opened: {' '.join(str(error).split())}")
         return exits.CONFIG
     try:
-        run = asyncio.run(durable.enqueue(options.prompt, queue=queue, workflow_id=options.run_id))
+        run, mine, taken = asyncio.run(_enqueue(durable, queue, options))
     except TetherError as error:
         _say(f"error: {error.message}")
         return exits.CONFIG
@@ -100,4 +100,17 @@ def _submit(durable: DurableAgent, queue: object, database: RunsDatabase, option
     sys.stdout.write(run.run_id + "\n")
     sys.stdout.flush()
     _say(f"queued on {queue.name!r} of {database.shown()}: tether runs show {run.run_id}")
+    if taken and mine not in taken:
+        _say(
+            f"warning: the runs lately taken from {queue.name!r} are of version {', '.join(taken[:3])}, not this "
+            f"run's {mine}: it waits for a worker of its agent (this agent differs from the workers')"
+        )
     return exits.OK
+
+
+async def _enqueue(durable: DurableAgent, queue: Queue, options: SubmitOptions) -> tuple[DurableRun, str, list[str]]:
+    """The run enqueued, this process's deploy version, and those of the runs lately taken from the queue."""
+    from tether.durable import taken_versions, version
+
+    run = await durable.enqueue(options.prompt, queue=queue, workflow_id=options.run_id)
+    return run, version(), await taken_versions(queue.name)

@@ -44,6 +44,8 @@ AGENT_NAME = "agent"
 """The durable agent's name when the worker makes it (its workflow is ``tether.run.agent``)."""
 WATCH_INTERVAL = 0.5
 """Seconds between two looks at the runs this worker holds, for its log lines."""
+STRANDED_INTERVAL = 5.0
+"""Seconds between two looks for runs queued by a process of another version (:func:`_warn_stranded`)."""
 STORED_TIME_RESOLUTION = 1.0
 """How coarse a stored run's times may be, in seconds: the engine keeps whole seconds on SQLite."""
 
@@ -110,7 +112,7 @@ def main(options: WorkerOptions, env: Mapping[str, str] | None = None, cwd: Path
         from tether.durable import DurableAgent
 
         async with mcp_tools(setup) as connected:
-            durable = DurableAgent(connected.agent(yes=options.yes, interactive=False), name=AGENT_NAME)
+            durable = DurableAgent(connected.agent(yes=options.yes, interactive=False, durable=True), name=AGENT_NAME)
             try:
                 return await _serve(durable, queue, database, worker_id, options.dead_after, options.grace)
             finally:  # DBOS, shut down, took the loop's default executor with it: the store closes on another
@@ -167,20 +169,25 @@ async def _serve(
         )
     )
     watcher: asyncio.Task[None] | None = None
+    stranded: asyncio.Task[None] | None = None
     try:
         if await _until_launched(serving):
+            from tether.durable import version
+
             _say(
                 f"worker {worker_id} serving queue {queue.name!r} (agent {durable.name!r}, "
-                f"{queue.worker_concurrency} at a time) on {database.shown()}"
+                f"{queue.worker_concurrency} at a time, version {version()}) on {database.shown()}"
             )
             watcher = asyncio.create_task(_watch(worker_id, time.time(), database))
+            stranded = asyncio.create_task(_warn_stranded(queue.name))
         await serving
     except TetherError as error:
         _say(f"error: {error.message}")
         return exits.CONFIG if isinstance(error, ConfigInvalid) else exits.ERROR
     finally:
-        if watcher is not None:
-            watcher.cancel()
+        for task in (watcher, stranded):
+            if task is not None:
+                task.cancel()
     _say(f"worker {worker_id} stopped")
     return exits.OK
 
@@ -245,6 +252,27 @@ async def _watch(worker_id: str, since: float, database: RunsDatabase) -> None:
             await asyncio.sleep(WATCH_INTERVAL)
     finally:
         reader.close()
+
+
+async def _warn_stranded(queue: str) -> None:
+    """Say once of each run queued on ``queue`` by a process of another deploy version (another agent, another
+    tether): this worker never takes it; a worker of its version must (docs/durable.md, "Deploys")."""
+    from tether.durable import stranded_runs, version
+
+    warned: set[str] = set()
+    while True:
+        try:
+            found = await stranded_runs([queue])
+        except Exception:  # noqa: BLE001 - going away, or the database busy: look again later
+            found = []
+        for record in found:
+            if record.run_id not in warned:
+                warned.add(record.run_id)
+                _say(
+                    f"warning: queued run {record.run_id} is of version {record.version}, not this worker's "
+                    f"{version()}: a worker of its version must take it (its agent differs from this one)"
+                )
+        await asyncio.sleep(STRANDED_INTERVAL)
 
 
 def ended_before(record: RunRecord, since: float) -> bool:

@@ -29,9 +29,18 @@ from tether.durable.records import Queue, RateLimit, RunRecord, RunStatus
 
 if TYPE_CHECKING:
     from tether.durable.dbos_engine import DurableAgent
-    from tether.durable.dbos_launch import launch, recover_worker, serve, shutdown, sqlite_url
+    from tether.durable.dbos_launch import launch, recover_worker, serve, shutdown, sqlite_url, version
     from tether.durable.dbos_queues import configure_queue, queue_configuration
-    from tether.durable.dbos_runs import DurableRun, cancel_run, delete_runs, get_run, list_runs, resume_run
+    from tether.durable.dbos_runs import (
+        DurableRun,
+        cancel_run,
+        delete_runs,
+        get_run,
+        list_runs,
+        resume_run,
+        stranded_runs,
+        taken_versions,
+    )
 
 __all__ = [
     "DurableAgent",
@@ -52,12 +61,27 @@ __all__ = [
     "serve",
     "shutdown",
     "sqlite_url",
+    "stranded_runs",
+    "taken_versions",
+    "version",
 ]
 _ENGINE = {
     "DurableAgent": "dbos_engine",
-    **dict.fromkeys(("launch", "recover_worker", "serve", "shutdown", "sqlite_url"), "dbos_launch"),
+    **dict.fromkeys(("launch", "recover_worker", "serve", "shutdown", "sqlite_url", "version"), "dbos_launch"),
     **dict.fromkeys(("configure_queue", "queue_configuration"), "dbos_queues"),
-    **dict.fromkeys(("DurableRun", "cancel_run", "delete_runs", "get_run", "list_runs", "resume_run"), "dbos_runs"),
+    **dict.fromkeys(
+        (
+            "DurableRun",
+            "cancel_run",
+            "delete_runs",
+            "get_run",
+            "list_runs",
+            "resume_run",
+            "stranded_runs",
+            "taken_versions",
+        ),
+        "dbos_runs",
+    ),
 }
 """The module of each name DBOS is imported for."""
 

@@ -12,8 +12,9 @@ Contract:
   and :meth:`DurableAgent.result` waits for one.
 * ``workflow_id`` is the run id: starting a run with the id of one that exists does not start another; it
   returns the same run and its result.
-* Results are kept with DBOS's serializer (pickle): a ``RunResult`` whose ``error`` cannot be pickled is kept
-  with ``error=None`` (its ``detail`` still says what happened). The host's ``on_event`` sink lives in the
+* Inputs, step results and results are kept in tether's versioned, field-named JSON
+  (:mod:`tether.durable.formats`, DBOS's serializer here): a ``RunResult``'s ``error`` is kept as its type,
+  message and plain attributes, never pickled. The host's ``on_event`` sink lives in the
   process that started the run only; a recovered run has none.
 * A run's ``deps`` are never stored: ``DurableAgent(agent, deps=make)`` calls ``make()`` in the process that
   executes the run (the one that started it, a worker, or the one that recovers it) when the run starts there,
@@ -36,13 +37,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import pickle
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
-from msgspec.structs import replace
 
+from tether.durable.dbos_base import _NAME, _awaited, _launched, _require_launch, _run_id
+from tether.durable.dbos_launch import _agents
+from tether.durable.dbos_queues import _declare
+from tether.durable.dbos_runs import DurableRun
+from tether.durable.dbos_steps import DBOSSteps
 from tether.durable.records import Queue
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunResult
@@ -54,10 +58,6 @@ if TYPE_CHECKING:
     from tether.loop.sinks import EventSink
     from tether.messages import Message
 
-from tether.durable.dbos_base import _NAME, _awaited, _launched, _require_launch, _run_id
-from tether.durable.dbos_queues import _declare
-from tether.durable.dbos_runs import DurableRun
-from tether.durable.dbos_steps import DBOSSteps
 
 _sinks: dict[str, EventSink] = {}
 """The host's event sink of each run started in this process, by run id, while it runs."""
@@ -86,6 +86,7 @@ class DurableAgent:
         if metrics is not None:
             workflow = _measured(workflow, metrics, name)
         self._workflow = DBOS.workflow(name=f"tether.run.{name}")(workflow)
+        _agents[name] = agent  # its identity is part of the deploy version (``launch``)
 
     async def start(
         self,
@@ -198,7 +199,7 @@ def _workflow_of(agent: Agent[Any, Any], make_deps: Callable[[], Any] | None) ->
             if type(event) is RunCompleted:
                 result = event.result
         assert result is not None, "a run always ends with RunCompleted"
-        return _portable(result)
+        return result
 
     return tether_run
 
@@ -232,14 +233,3 @@ def _measured(workflow: Workflow, metrics: DurableMetrics, name: str) -> Workflo
             watch.end(result, failed=failed)
 
     return tether_run
-
-
-def _portable(result: RunResult[Any]) -> RunResult[Any]:
-    """``result`` as it can be kept: without an ``error`` that pickle cannot carry."""
-    if result.error is None:
-        return result
-    try:
-        pickle.loads(pickle.dumps(result.error))
-    except Exception:  # noqa: BLE001 - any failure to round-trip: the detail stays, the object goes
-        return replace(result, error=None)
-    return result

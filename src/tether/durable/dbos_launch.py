@@ -13,22 +13,52 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS, DBOSConfig
+from dbos._serialization import Serializer
 
 from tether._logging import get_logger
+from tether.durable import formats
+from tether.durable.dbos_base import _NAME, _launched, _require_launch
 from tether.durable.dbos_queues import QueuePoller, _declare, _declared
 from tether.durable.liveness import DEAD_AFTER, Heartbeat, Table, claim_dead, mark_recovered, unique_id
 from tether.durable.records import Queue
+from tether.durable.versions import agent_identity, deploy_version
 from tether.errors import ConfigInvalid, WorkerAlive
 
 if TYPE_CHECKING:
-    pass
+    from tether.agent import Agent
 
-from tether.durable.dbos_base import _NAME, _launched, _require_launch
 
 logger = get_logger("tether.durable.liveness")
 """What a worker's heartbeat did: runs of a dead worker recovered, this worker judged dead."""
 DEFAULT_DATABASE = "tether-runs.sqlite"
 """The SQLite file :func:`launch` uses when given neither a file nor a URL (in the working directory)."""
+
+
+class TetherSerializer(Serializer):
+    """The engine's serializer: tether's versioned, field-named JSON (:mod:`tether.durable.formats`) for every
+    value a run stores; rows the engine wrote before in its own format (``py_pickle``) it still reads itself."""
+
+    def serialize(self, data: Any) -> str:
+        return formats.encode(data)
+
+    def deserialize(self, serialized_data: str) -> Any:
+        return formats.decode(serialized_data)
+
+    def name(self) -> str:
+        return formats.NAME
+
+
+_agents: dict[str, Agent[Any, Any]] = {}
+"""The agent of each :class:`DurableAgent` made in this process, by name: the deploy version is theirs."""
+
+
+def version() -> str:
+    """This process's deploy version (:mod:`tether.durable.versions`): the runs it starts or enqueues have it,
+    and it takes and recovers only runs of it. Known once :func:`launch` ran."""
+    _require_launch()
+    from dbos._utils import GlobalParams
+
+    return GlobalParams.app_version
 
 
 def sqlite_url(path: str | os.PathLike[str]) -> str:
@@ -60,7 +90,16 @@ def launch(
     _url = url
     if worker_id is not None and not _NAME.fullmatch(worker_id):
         raise ConfigInvalid(f"worker id {worker_id!r} must be 1-64 letters, digits, '_', '.' or '-'")
-    config: DBOSConfig = {"name": app_name, "system_database_url": url, "log_level": "WARNING"}
+    from dbos._utils import GlobalParams
+
+    identities = [agent_identity(name, agent) for name, agent in _agents.items()]
+    config: DBOSConfig = {
+        "name": app_name,
+        "system_database_url": url,
+        "log_level": "WARNING",
+        "serializer": TetherSerializer(),
+        "application_version": deploy_version(identities, app_name=app_name, engine=GlobalParams.dbos_version),
+    }
     if url.startswith("sqlite:///"):
         _write_ahead(url.removeprefix("sqlite:///").split("?", 1)[0])
         config["db_engine_kwargs"] = {"connect_args": {"factory": _NormalSyncConnection}}

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from dbos import DBOS, WorkflowHandleAsync, WorkflowStatus
 from dbos._error import DBOSNonExistentWorkflowError
 
+from tether.durable.dbos_base import _awaited, _require_launch, _run_id
+from tether.durable.dbos_steps import _CANCEL_TOPIC
 from tether.durable.liveness import Table
 from tether.durable.records import ENGINE_STATUSES, WORKFLOW_PREFIX, Queue, RunRecord, RunStatus, run_record
 from tether.errors import ConfigInvalid, WorkerAlive
@@ -16,9 +18,6 @@ from tether.events import RunResult
 
 if TYPE_CHECKING:
     pass
-
-from tether.durable.dbos_base import _awaited, _require_launch, _run_id
-from tether.durable.dbos_steps import _CANCEL_TOPIC
 
 
 class DurableRun:
@@ -67,6 +66,7 @@ def _record(status: WorkflowStatus) -> RunRecord:
         inputs=status.input,
         output=status.output,
         worker=status.executor_id,
+        version=status.app_version,
     )
 
 
@@ -92,6 +92,35 @@ async def list_runs(status: RunStatus | None = None, *, limit: int = 100) -> lis
             break
         offset += limit
     return records[:limit]
+
+
+async def stranded_runs(queues: Sequence[str], *, limit: int = 100) -> list[RunRecord]:
+    """The runs queued on ``queues`` (names) whose deploy version is not this process's: no worker of this
+    version takes them; a worker of theirs must (docs/durable.md, "Deploys"). Oldest first, at most ``limit``."""
+    _require_launch()
+    from tether.durable.dbos_launch import version
+
+    mine = version()
+    found = await DBOS.list_queued_workflows_async(
+        queue_name=list(queues), status=["ENQUEUED"], limit=limit, sort_desc=False
+    )
+    return [_record(one) for one in found if one.name.startswith(_PREFIX) and one.app_version != mine]
+
+
+async def taken_versions(queue: str, *, limit: int = 20) -> list[str]:
+    """The deploy versions of the ``limit`` runs most recently taken from ``queue`` by its workers, newest
+    first, each once: what versions its workers run lately. A run enqueued with none of them may wait for a
+    worker of its own version that is not there (docs/durable.md, "Deploys")."""
+    _require_launch()
+    found = await DBOS.list_workflows_async(
+        queue_name=queue,
+        status=["PENDING", "SUCCESS", "ERROR"],
+        limit=limit,
+        sort_desc=True,
+        load_input=False,
+        load_output=False,
+    )
+    return list(dict.fromkeys(one.app_version for one in found if one.app_version and one.name.startswith(_PREFIX)))
 
 
 async def get_run(run_id: str) -> RunRecord | None:

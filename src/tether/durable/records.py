@@ -115,6 +115,9 @@ class RunRecord:
     """Once ``completed``: what the run cost, when the model's price is known."""
     worker: str | None = None
     """The id of the worker process that ran it last."""
+    version: str | None = None
+    """The deploy version of the process that started or enqueued it: only a worker of this version takes it
+    (:mod:`tether.durable.versions`)."""
 
 
 def run_record(
@@ -128,6 +131,7 @@ def run_record(
     inputs: Any,
     output: Any,
     worker: str | None,
+    version: str | None = None,
 ) -> RunRecord:
     """The record of one workflow row, whoever read it (the engine, or :mod:`tether.durable.store` without
     it): ``inputs`` are the workflow's ``{"args": (prompt, ...)}``, ``output`` its ``RunResult`` once ended."""
@@ -151,4 +155,5 @@ def run_record(
         stop_reason=None if result is None else result.stop_reason,
         cost_usd=cost,
         worker=worker,
+        version=version,
     )

@@ -11,7 +11,8 @@ Contract: reading never writes. A SQLite file that does not exist, or a database
 command that must not mistake a mistyped name for an empty store. :func:`read_run` reads one run with its
 result and its steps (the engine's ``operation_outputs`` rows), for ``tether runs show``; :func:`ended_runs`
 the runs ``tether runs prune`` may delete. Values the engine serialized are read as it writes them
-(``py_pickle``: base64 of a pickle, the engine's default; ``portable_json``: JSON); a value that cannot be
+(``tether_json``: tether's own versioned JSON, :mod:`tether.durable.formats`, what runs are stored in; rows
+written before it, ``py_pickle``: base64 of a pickle; ``portable_json``: JSON); a value that cannot be
 read leaves its part of the record empty (no prompt, no result) rather than failing the listing. The
 tables' layout is the engine's pinned version's (``dbos>=3.4,<3.5``): a change of version re-checks it
 (``tests/durable/test_store.py`` compares this reader with the engine on the same database).
@@ -28,15 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tether.durable import formats
 from tether.durable.records import ENGINE_STATUSES, WORKFLOW_PREFIX, RunRecord, RunStatus, run_record
-from tether.errors import ConfigInvalid
+from tether.errors import ConfigInvalid, FormatUnsupported
 
 if TYPE_CHECKING:
     from tether.events import RunResult
 
 _COLUMNS = (
     "s.workflow_uuid, s.status, s.name, s.queue_name, s.executor_id, s.created_at, s.updated_at, "
-    "COALESCE(i.inputs, s.inputs), COALESCE(o.output, s.output), s.serialization"
+    "COALESCE(i.inputs, s.inputs), COALESCE(o.output, s.output), s.serialization, s.application_version"
 )
 
 
@@ -57,15 +59,19 @@ def _value(text: str | None, serialization: str | None) -> Any:
     if text is None:
         return None
     try:
+        if serialization == formats.NAME:
+            return formats.decode(text)
         if serialization == "portable_json":
             return json.loads(text)
         return pickle.loads(base64.b64decode(text))  # the engine's own store, which it unpickles too
     except (ValueError, binascii.Error, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
         return None
+    except FormatUnsupported:  # a value of a newer format, or damaged: the listing goes on without it
+        return None
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
-    run_id, status, name, queue, worker, created, updated, inputs, output, serialization = row
+    run_id, status, name, queue, worker, created, updated, inputs, output, serialization, version = row
     return run_record(
         run_id=run_id,
         engine_status=status,
@@ -76,6 +82,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         inputs=_value(inputs, serialization),
         output=_value(output, serialization),
         worker=worker,
+        version=version,
     )
 
 
