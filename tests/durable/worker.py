@@ -1,11 +1,12 @@
 """A worker process for the durable-run tests: one durable run of a small agent, against a model over HTTP.
 
-``python worker.py DB_URL BASE_URL LOG BLOCK RUN_ID OUT [--recover] [--session STORE]`` makes the agent
-(tools: ``append``, which adds a line to ``LOG``; ``wait_here``, which writes ``BLOCK.reached`` and then,
+``python worker.py DB_URL BASE_URL LOG BLOCK RUN_ID OUT [--recover] [--session STORE] [--run-timeout S]`` makes the
+agent (tools: ``append``, which adds a line to ``LOG``; ``wait_here``, which writes ``BLOCK.reached`` and then,
 while the file ``BLOCK`` exists, never returns; ``pay``, not safe to repeat, which logs a line and then waits
 like ``wait_here``), launches tether.durable on ``DB_URL`` and either starts the run ``RUN_ID`` or, with
 ``--recover``, waits for the run that launching recovered. With ``--session``, the agent keeps sessions in
-the SQLite file ``STORE`` and the run continues the session ``s1``. The result goes to ``OUT`` (pickled),
+the SQLite file ``STORE`` and the run continues the session ``s1``. With ``--run-timeout``, the agent's runs
+have that deadline (``Limits.run_timeout``, seconds). The result goes to ``OUT`` (pickled),
 written whole with a rename so that a reader never sees half of it.
 """
 
@@ -18,12 +19,14 @@ import sys
 import threading
 from pathlib import Path
 
-from tether import Agent, tool
+from tether import Agent, Limits, tool
 from tether.durable import DurableAgent, launch, shutdown
 from tether.sessions import SQLiteSessionStore
 
 
-def make_agent(base_url: str, log: Path, block: Path, store: Path | None = None) -> Agent:
+def make_agent(
+    base_url: str, log: Path, block: Path, store: Path | None = None, run_timeout: float | None = None
+) -> Agent:
     @tool
     def append(text: str) -> str:
         """Append a line to the log."""
@@ -51,13 +54,17 @@ def make_agent(base_url: str, log: Path, block: Path, store: Path | None = None)
 
     tools = [append, wait_here, pay]
     sessions = None if store is None else SQLiteSessionStore(store)
-    return Agent("openai-compatible:mock", base_url=base_url, api_key="test-key", tools=tools, store=sessions)
+    limits = Limits(run_timeout=run_timeout)
+    return Agent(
+        "openai-compatible:mock", base_url=base_url, api_key="test-key", tools=tools, store=sessions, limits=limits
+    )
 
 
 async def main(argv: list[str]) -> tuple[object, ...]:
     db_url, base_url, log, block, run_id = argv[:5]
     store = Path(argv[argv.index("--session") + 1]) if "--session" in argv else None
-    durable = DurableAgent(make_agent(base_url, Path(log), Path(block), store), name="e2e")
+    timeout = float(argv[argv.index("--run-timeout") + 1]) if "--run-timeout" in argv else None
+    durable = DurableAgent(make_agent(base_url, Path(log), Path(block), store, timeout), name="e2e")
     launch(system_database_url=db_url)
     try:
         if "--recover" in argv:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import pickle
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from tether import Agent, tool
+from tether import Agent, Limits, tool
 from tether.agent import stream_with_steps
 from tether.events import RunCompleted, RunEvent, RunResult, TextDelta
-from tether.loop.steps import StepRunner
+from tether.loop.steps import RUN_STARTED, StepRunner
 from tether.messages import ToolResult
 from tether.providers.scripted import ScriptedProvider, call, reply
 from tether.run_handles import RunStream
@@ -178,3 +180,27 @@ async def test_calls_read_from_json_actions_get_the_same_ids_when_the_run_is_exe
     replayed = await finish(stream_with_steps(Agent(ScriptedProvider([]), tools=[note], tool_mode="json"), "go", again))
     assert replayed.messages == result.messages
     assert LOG == ["a"]
+
+
+async def test_a_run_with_a_deadline_keeps_its_start_as_a_step_and_a_later_execution_gets_only_what_is_left() -> None:
+    """``run:started`` is the first step of a run with a ``run_timeout``; an execution of the run that finds it
+    kept 100 s ago, with a deadline of 100.5 s, stops on the deadline within what is left of it (without it, the
+    run would wait a whole fresh deadline in its tool)."""
+
+    @tool
+    async def wait_forever() -> str:
+        """Never returns."""
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    limits = Limits(run_timeout=100.5, tool_timeout=None)
+    first = MemoryRunner()
+    await finish(stream_with_steps(Agent(ScriptedProvider([reply("hi")]), limits=limits), "go", first))
+    assert first.ran[0] == RUN_STARTED
+    later = MemoryRunner()
+    later.kept = [(RUN_STARTED, pickle.dumps(time.time() - 100.0))]
+    agent = Agent(ScriptedProvider([call("wait_forever")]), tools=[wait_forever], limits=limits)
+    result = await asyncio.wait_for(finish(stream_with_steps(agent, "go", later)), 30.0)
+    assert result.stop_reason == "timeout"
+    assert "run_timeout" in result.detail
+    assert later.ran[0] == "model:1.1"  # the start was not taken again

@@ -23,12 +23,18 @@ interrupted call of it with an error result saying it may or may not have happen
 again. A runner needs nothing more than :meth:`StepRunner.step` for that: a marker step taken before the
 call tells a fresh start from a recovery.
 
+Time. A run's deadline (``Limits.run_timeout``) counts from when the run first started, not from when this
+execution of it did: :func:`elapsed` keeps the start's wall-clock time as the run's first step (``run:started``;
+only a run with a deadline takes it), so that a run recovered after its deadline stops at once and one recovered
+before it gets only what is left.
+
 Without a runner (the default) the loop calls the provider and the tools directly; the only cost is one
 ``is None`` check per call.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -92,3 +98,19 @@ async def at_most_once(
         return interrupted()
 
     return await runner.step(name, answer)
+
+
+RUN_STARTED = "run:started"
+"""The step that keeps when a run first started (:func:`elapsed`)."""
+
+
+async def _now() -> float:
+    return time.time()
+
+
+async def elapsed(runner: StepRunner) -> float:
+    """Seconds since the run ``runner`` runs first started (its wall-clock start, kept as the step
+    ``run:started``): what a recovered execution has already spent of the run's deadline. Wall-clock time, so
+    that it holds across processes and machines (whose clocks are assumed to agree)."""
+    started = await runner.step(RUN_STARTED, _now)
+    return max(0.0, time.time() - started)
