@@ -9,9 +9,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from tests.e2e.mock_llm import Fail, MockLLM, Say
 from tether import Agent, Limits, tool
 from tether.agent import stream_with_steps
-from tether.events import RunCompleted, RunEvent, RunResult, TextDelta
+from tether.events import ProviderRetry, RunCompleted, RunEvent, RunResult, TextDelta
 from tether.loop.steps import RUN_STARTED, StepRunner
 from tether.messages import ToolResult
 from tether.providers.scripted import ScriptedProvider, call, reply
@@ -204,3 +205,31 @@ async def test_a_run_with_a_deadline_keeps_its_start_as_a_step_and_a_later_execu
     assert result.stop_reason == "timeout"
     assert "run_timeout" in result.detail
     assert later.ran[0] == "model:1.1"  # the start was not taken again
+
+
+class SleepingRunner(MemoryRunner):
+    """A runner with a durable sleep (``steps.py``): each wait it is asked for, kept; none waited."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slept: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+
+async def test_with_a_durable_sleep_each_retry_is_a_step_of_its_own_and_the_ladder_still_stops() -> None:
+    """A runner that sleeps durably gets the provider's retry waits: the call's step ends at each 429, the wait
+    is the runner's, the next attempt a step named after the retries made; the ladder counts on across the
+    steps, so the call stops after ``max_retries`` retries as it would in one step."""
+    busy = Fail(429, {"error": {"message": "slow down"}}, {"Retry-After": "0.25"})
+    runner = SleepingRunner()
+    retries: list[RunEvent] = []
+    with MockLLM([busy, busy, busy, busy, Say("never")]) as server:
+        agent = Agent("openai-compatible:mock", base_url=server.base_url, api_key="test-key")
+        result = await finish(stream_with_steps(agent, "go", runner, on_event=retries.append))
+        assert len(server.requests) == 4  # the first attempt and three retries (the default policy)
+    assert result.stop_reason == "error"
+    assert runner.ran == ["model:1.1", "model:1.1~1", "model:1.1~2", "model:1.1~3"]
+    assert runner.slept == [0.25, 0.25, 0.25]
+    assert [(e.attempt, e.delay) for e in retries if isinstance(e, ProviderRetry)] == [(2, 0.25), (3, 0.25), (4, 0.25)]

@@ -47,3 +47,8 @@ class DBOSSteps:
 
         result: T = await DBOS.run_step_async({"name": name, "retries_allowed": False}, call)
         return result
+
+    async def sleep(self, seconds: float) -> None:
+        """A durable sleep (``DBOS.sleep_async``): its end is kept, so that an execution of the run after a
+        crash waits only what is left of it. The provider's retry waits are these (``tether.loop.steps``)."""
+        await DBOS.sleep_async(seconds)

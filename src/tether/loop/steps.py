@@ -28,6 +28,12 @@ execution of it did: :func:`elapsed` keeps the start's wall-clock time as the ru
 only a run with a deadline takes it), so that a run recovered after its deadline stops at once and one recovered
 before it gets only what is left.
 
+Retry waits. A runner that has ``async def sleep(seconds)`` (a durable sleep: its end kept, so that an execution
+after a crash waits only what is left) gets the provider's retry waits as such: the model call's step ends at
+its first failed attempt with :class:`RetryLater`, kept as the step's exception; the loop sleeps, and makes the
+next attempt as a step of its own (``model:T.A~N``, ``N`` the retries made), the provider's ladder counting on
+from ``N``. A runner without it lets the provider wait inside the step, as a plain run does.
+
 Without a runner (the default) the loop calls the provider and the tools directly; the only cost is one
 ``is None`` check per call.
 """
@@ -114,3 +120,16 @@ async def elapsed(runner: StepRunner) -> float:
     that it holds across processes and machines (whose clocks are assumed to agree)."""
     started = await runner.step(RUN_STARTED, _now)
     return max(0.0, time.time() - started)
+
+
+class RetryLater(Exception):
+    """A durable run's model call failed and is to be tried again after ``wait`` seconds: the step's end (see the
+    module docstring). ``retried`` is the number of retries made, this one included; ``code``, ``message`` and
+    ``status`` are the failure's (masked). Plain values only, so that a runner keeps and raises it again."""
+
+    def __init__(self, wait: float, retried: int, code: str, message: str, status: int | None) -> None:
+        super().__init__(wait, retried, code, message, status)
+        self.wait, self.retried, self.code, self.message, self.status = wait, retried, code, message, status
+
+    def __str__(self) -> str:
+        return f"retry {self.retried} in {self.wait:.3g}s after: {self.message}"
