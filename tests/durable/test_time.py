@@ -100,7 +100,9 @@ def _woken(db_url: str, run_id: str) -> float:
     names = [step["function_name"] for step in steps]
     after = names.index("model:1.1")
     wait = next(step for step in steps[after:] if step["function_name"] == "DBOS.sleep")
-    return float(wait["output"])
+    woken = wait["output"]
+    assert isinstance(woken, float)
+    return woken
 
 
 def _sleeping(db_url: str, run_id: str) -> bool:
