@@ -7,7 +7,8 @@ like ``wait_here``), launches tether.durable on ``DB_URL`` and either starts the
 ``--recover``, waits for the run that launching recovered. With ``--session``, the agent keeps sessions in
 the SQLite file ``STORE`` and the run continues the session ``s1``. With ``--run-timeout``, the agent's runs
 have that deadline (``Limits.run_timeout``, seconds). The result goes to ``OUT`` (pickled),
-written whole with a rename so that a reader never sees half of it.
+written whole with a rename so that a reader never sees half of it; its ``turn_usage`` and ``turn_records`` to
+``OUT.records``, before it.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ def make_agent(
     )
 
 
+RECORDS: list[object] = []
+"""The run's ``turn_usage`` and ``turn_records``, once it ended: written beside ``OUT`` (``OUT.records``)."""
+
+
 async def main(argv: list[str]) -> tuple[object, ...]:
     db_url, base_url, log, block, run_id = argv[:5]
     store = Path(argv[argv.index("--session") + 1]) if "--session" in argv else None
@@ -74,6 +79,7 @@ async def main(argv: list[str]) -> tuple[object, ...]:
             result = await durable.run("Append one, then wait.", workflow_id=run_id, session=session)
     finally:
         shutdown()
+    RECORDS[:] = [result.turn_usage, result.turn_records]
     return (result.text, result.stop_reason, result.messages, result.usage, result.run_id)
 
 
@@ -81,4 +87,5 @@ if __name__ == "__main__":
     kept = asyncio.run(main(sys.argv[1:]))
     out = sys.argv[6]
     Path(f"{out}.part").write_bytes(pickle.dumps(kept))
+    Path(f"{out}.records").write_bytes(pickle.dumps(tuple(RECORDS)))
     os.replace(f"{out}.part", out)

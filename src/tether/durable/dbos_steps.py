@@ -25,18 +25,30 @@ class DBOSSteps:
     reads the same) whether :func:`cancel_run` asked the run to stop, and then calls ``on_cancel``: the run
     stops as a plain run cancelled by its host does."""
 
-    __slots__ = ("_run_id", "on_cancel")
+    __slots__ = ("_live", "_replayed", "_run_id", "on_cancel", "resumed")
 
     def __init__(self, run_id: str) -> None:
         self._run_id = run_id
         self.on_cancel: Callable[[], None] | None = None
+        self._replayed = self._live = False
+        self.resumed: str | None = None
+        """The step this execution ran first after replaying kept ones: where an earlier one stopped
+        (``tether.loop.steps``); ``None`` for a first execution, or until then."""
 
     @property
     def run_id(self) -> str:
         return self._run_id
 
     async def step(self, name: str, function: Callable[[], Awaitable[T]]) -> T:
+        ran = False
+
         async def call() -> T:  # DBOS runs a coroutine function on the loop, anything else in a thread
+            nonlocal ran
+            ran = True
+            if not self._live:
+                self._live = True
+                if self._replayed:
+                    self.resumed = name
             return await function()
 
         # a model call of the run's, or of an agent it runs as a tool (``agent:{tool}:{call}/model:...``)
@@ -45,7 +57,10 @@ class DBOSSteps:
             assert self.on_cancel is not None
             self.on_cancel()
 
-        result: T = await DBOS.run_step_async({"name": name, "retries_allowed": False}, call)
+        try:
+            result: T = await DBOS.run_step_async({"name": name, "retries_allowed": False}, call)
+        finally:
+            self._replayed = self._replayed or not ran
         return result
 
     async def sleep(self, seconds: float) -> None:

@@ -373,6 +373,9 @@ class ProviderCall:
                 turn = await interrupter.wait(
                     steps.step(step, partial(self._stepped, context, passthrough, live, request))
                 )
+                if live and getattr(steps, "resumed", None) == step:  # made again after a crash (``steps.py``)
+                    calls.recorder.interrupted(self.turn, self.attempt, self.final)
+                    calls.turn_usage.append(NO_USAGE)
                 return turn, bool(live)
             except RetryLater as later:
                 if not self.quiet:

@@ -34,6 +34,12 @@ its first failed attempt with :class:`RetryLater`, kept as the step's exception;
 next attempt as a step of its own (``model:T.A~N``, ``N`` the retries made), the provider's ladder counting on
 from ``N``. A runner without it lets the provider wait inside the step, as a plain run does.
 
+Calls made again. A runner may say which step an execution of a recovered run ran first after replaying
+kept ones (``resumed``, the step's name): the step the crash interrupted, or the one after it. When that is a
+model call, the run's records get one for the interrupted attempt before the one made again (``error``
+``"interrupted"``, no usage: the provider never said what it used), so that the result says a call was made
+again and that its first attempt is not counted; the usage counts the call made again like any other.
+
 Without a runner (the default) the loop calls the provider and the tools directly; the only cost is one
 ``is None`` check per call.
 """
