@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +45,21 @@ class Files:
 
 
 def worker(
-    db_url: str, server: MockLLM, files: Files, run_id: str, *, recover: bool = False, session: Path | None = None
+    db_url: str,
+    server: MockLLM,
+    files: Files,
+    run_id: str,
+    *,
+    recover: bool = False,
+    session: Path | None = None,
+    more: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
+    """``worker.py`` on the run ``run_id``; ``more``: its further options (``--run-timeout S``)."""
     src = str(Path(tether.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     argv = [sys.executable, str(WORKER), db_url, server.base_url, str(files.log), str(files.block), run_id]
     argv += [str(files.out), *(["--recover"] if recover else []), *(["--session", str(session)] if session else [])]
+    argv += more
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 

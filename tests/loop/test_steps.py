@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import pickle
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from tether import Agent, tool
+from tests.e2e.mock_llm import Fail, MockLLM, Say
+from tether import Agent, Limits, tool
 from tether.agent import stream_with_steps
-from tether.events import RunCompleted, RunEvent, RunResult, TextDelta
-from tether.loop.steps import StepRunner
+from tether.events import ProviderRetry, RunCompleted, RunEvent, RunResult, TextDelta
+from tether.loop.steps import RUN_STARTED, StepRunner
 from tether.messages import ToolResult
 from tether.providers.scripted import ScriptedProvider, call, reply
 from tether.run_handles import RunStream
@@ -178,3 +181,55 @@ async def test_calls_read_from_json_actions_get_the_same_ids_when_the_run_is_exe
     replayed = await finish(stream_with_steps(Agent(ScriptedProvider([]), tools=[note], tool_mode="json"), "go", again))
     assert replayed.messages == result.messages
     assert LOG == ["a"]
+
+
+async def test_a_run_with_a_deadline_keeps_its_start_as_a_step_and_a_later_execution_gets_only_what_is_left() -> None:
+    """``run:started`` is the first step of a run with a ``run_timeout``; an execution of the run that finds it
+    kept 100 s ago, with a deadline of 100.5 s, stops on the deadline within what is left of it (without it, the
+    run would wait a whole fresh deadline in its tool)."""
+
+    @tool
+    async def wait_forever() -> str:
+        """Never returns."""
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    limits = Limits(run_timeout=100.5, tool_timeout=None)
+    first = MemoryRunner()
+    await finish(stream_with_steps(Agent(ScriptedProvider([reply("hi")]), limits=limits), "go", first))
+    assert first.ran[0] == RUN_STARTED
+    later = MemoryRunner()
+    later.kept = [(RUN_STARTED, pickle.dumps(time.time() - 100.0))]
+    agent = Agent(ScriptedProvider([call("wait_forever")]), tools=[wait_forever], limits=limits)
+    result = await asyncio.wait_for(finish(stream_with_steps(agent, "go", later)), 30.0)
+    assert result.stop_reason == "timeout"
+    assert "run_timeout" in result.detail
+    assert later.ran[0] == "model:1.1"  # the start was not taken again
+
+
+class SleepingRunner(MemoryRunner):
+    """A runner with a durable sleep (``steps.py``): each wait it is asked for, kept; none waited."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slept: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+
+async def test_with_a_durable_sleep_each_retry_is_a_step_of_its_own_and_the_ladder_still_stops() -> None:
+    """A runner that sleeps durably gets the provider's retry waits: the call's step ends at each 429, the wait
+    is the runner's, the next attempt a step named after the retries made; the ladder counts on across the
+    steps, so the call stops after ``max_retries`` retries as it would in one step."""
+    busy = Fail(429, {"error": {"message": "slow down"}}, {"Retry-After": "0.25"})
+    runner = SleepingRunner()
+    retries: list[RunEvent] = []
+    with MockLLM([busy, busy, busy, busy, Say("never")]) as server:
+        agent = Agent("openai-compatible:mock", base_url=server.base_url, api_key="test-key")
+        result = await finish(stream_with_steps(agent, "go", runner, on_event=retries.append))
+        assert len(server.requests) == 4  # the first attempt and three retries (the default policy)
+    assert result.stop_reason == "error"
+    assert runner.ran == ["model:1.1", "model:1.1~1", "model:1.1~2", "model:1.1~3"]
+    assert runner.slept == [0.25, 0.25, 0.25]
+    assert [(e.attempt, e.delay) for e in retries if isinstance(e, ProviderRetry)] == [(2, 0.25), (3, 0.25), (4, 0.25)]

@@ -45,13 +45,17 @@ class DBOSSteps:
     asked the run to stop; if so it keeps :data:`CANCELLED_MARK`, does not call the model, and ``on_cancel``
     is called: the run stops as a plain run cancelled by its host does."""
 
-    __slots__ = ("_run_id", "metrics", "on_cancel")
+    __slots__ = ("_live", "_replayed", "_run_id", "metrics", "on_cancel", "resumed")
 
     def __init__(self, run_id: str) -> None:
         self._run_id = run_id
         self.on_cancel: Callable[[], None] | None = None
         self.metrics: RunMetrics | None = None
         """The run's metrics (``tether.durable.metrics``) when a meter is configured: each step measured."""
+        self._replayed = self._live = False
+        self.resumed: str | None = None
+        """The step this execution ran first after replaying kept ones: where an earlier one stopped
+        (``tether.loop.steps``); ``None`` for a first execution, or until then."""
 
     @property
     def run_id(self) -> str:
@@ -85,11 +89,31 @@ class DBOSSteps:
 
     async def _run(self, name: str, work: Callable[[], Awaitable[Any]]) -> Any:
         """``work`` as the engine's step ``name`` (retries off: the provider's policy and the loop's limits rule),
-        measured when a meter is configured."""
+        measured when a meter is configured; notes the first step this execution runs after replaying kept ones
+        (:attr:`resumed`)."""
+        ran = False
+
+        async def tracked() -> Any:
+            nonlocal ran
+            ran = True
+            if not self._live:
+                self._live = True
+                if self._replayed:
+                    self.resumed = name
+            return await work()
+
         options: StepOptions = {"name": name, "retries_allowed": False}
-        if self.metrics is not None:
-            return await self.metrics.step(name, work, lambda measured: DBOS.run_step_async(options, measured))
-        return await DBOS.run_step_async(options, work)
+        try:
+            if self.metrics is not None:
+                return await self.metrics.step(name, tracked, lambda measured: DBOS.run_step_async(options, measured))
+            return await DBOS.run_step_async(options, tracked)
+        finally:
+            self._replayed = self._replayed or not ran
+
+    async def sleep(self, seconds: float) -> None:
+        """A durable sleep (``DBOS.sleep_async``): its end is kept, so that an execution of the run after a
+        crash waits only what is left of it. The provider's retry waits are these (``tether.loop.steps``)."""
+        await DBOS.sleep_async(seconds)
 
 
 _statements: dict[int, tuple[Any, Any]] = {}

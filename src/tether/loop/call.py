@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -54,6 +55,7 @@ from tether.loop.guard import LoopGuard
 from tether.loop.interrupts import Interrupted, Interrupter, Picker, deadline_passed
 from tether.loop.outputs import PartialOutputs
 from tether.loop.records import CallRecorder, close_stream, within
+from tether.loop.steps import RetryLater
 from tether.messages import Message, Text, Thinking
 from tether.providers.base import ModelInfo, Request
 from tether.providers.fallback import FallbackProvider, Refused
@@ -358,19 +360,38 @@ class ProviderCall:
         """The call as a durable step, named by its turn and attempt, and whether it ran here (its deltas then
         reached the sinks as they came) or was replayed."""
         calls = self._calls
-        assert calls.steps is not None
-        name = f"{'compaction' if self.quiet else 'model'}:{self.turn}.{self.attempt}"
+        steps, interrupter = calls.steps, calls.interrupter
+        assert steps is not None
+        name = step = f"{'compaction' if self.quiet else 'model'}:{self.turn}.{self.attempt}"
         live: list[bool] = []
-        turn = await calls.interrupter.wait(calls.steps.step(name, lambda: self._stepped(context, passthrough, live)))
-        return turn, bool(live)
+        sleep = getattr(steps, "sleep", None)
+        request, retried = self.request, 0
+        while True:  # with a durable sleep, each attempt a step and each retry's wait a sleep (``steps.py``)
+            if sleep is not None:
+                request = msgspec.structs.replace(self.request, on_retry=_StepRetry(calls, retried))
+            try:
+                turn = await interrupter.wait(
+                    steps.step(step, partial(self._stepped, context, passthrough, live, request))
+                )
+                if live and getattr(steps, "resumed", None) == step:  # made again after a crash (``steps.py``)
+                    calls.recorder.interrupted(self.turn, self.attempt, self.final)
+                    calls.turn_usage.append(NO_USAGE)
+                return turn, bool(live)
+            except RetryLater as later:
+                if not self.quiet:
+                    calls.notify(ProviderRetry(later.retried + 1, later.wait, later.code, later.message, later.status))
+                assert sleep is not None
+                await interrupter.wait(sleep(later.wait))
+                retried = later.retried
+                step = f"{name}~{retried}"
 
-    async def _stepped(self, context: Any, passthrough: bool, live: list[bool]) -> AccumulatedTurn:
+    async def _stepped(self, context: Any, passthrough: bool, live: list[bool], request: Request) -> AccumulatedTurn:
         """The call run to its end inside a step; a malformed stream is raised (``InvalidResponse``) and kept by
-        the runner like the turn."""
+        the runner like the turn, and so is a retry to wait for (``RetryLater``)."""
         live.append(True)
         calls = self._calls
         accumulator = StreamAccumulator()
-        stream = _stream(calls.spec, self.request)
+        stream = _stream(calls.spec, request)
         if context is not None:
             stream = within(stream, context)
         try:
@@ -383,6 +404,22 @@ class ProviderCall:
         finally:
             await close_stream(stream)
         return accumulator.finish()
+
+
+class _StepRetry:
+    """A durable run's ``Request.on_retry`` (``steps.py``): the retry counted and observed as a plain run's, then
+    the step ended with :class:`RetryLater`; ``retried`` (the retries made in the call's earlier steps) is where
+    the provider's ladder counts on from."""
+
+    __slots__ = ("_calls", "retried")
+
+    def __init__(self, calls: Calls, retried: int) -> None:
+        self._calls = calls
+        self.retried = retried
+
+    def __call__(self, error: ProviderError, attempt: int, wait: float) -> None:
+        self._calls.retried(error, attempt, wait)
+        raise RetryLater(wait, attempt, error.code, error.message, error.status)
 
 
 class _Current:

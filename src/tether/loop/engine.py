@@ -64,6 +64,7 @@ from tether.loop.saving import Checkpoint, Saves
 from tether.loop.sinks import NO_SINKS, EventSink, Sinks
 from tether.loop.spec import RunSpec
 from tether.loop.state import RunState
+from tether.loop.steps import elapsed
 from tether.messages import Message, Prompt, ToolCall, ToolResult
 from tether.providers.base import ToolDefinition
 from tether.secrets import mask_exception_in_place
@@ -172,7 +173,7 @@ class Run:
     async def events(self) -> AsyncGenerator[RunEvent, None]:
         """Run the loop, yielding its events; ends with ``RunCompleted`` (unless the consumer leaves early)."""
         self.interrupter.attach()
-        timed = self._arm_run_deadline()
+        timed = await self._arm_run_deadline()
         decided = GOES_ON
         try:
             self.calls.recorder.run_started = time.perf_counter()
@@ -256,13 +257,15 @@ class Run:
         finally:
             await turns.aclose()
 
-    def _arm_run_deadline(self) -> bool:
-        """Keep ``run_timeout`` on the loop's one alarm, under the run's own key; whether there is one."""
+    async def _arm_run_deadline(self) -> bool:
+        """Keep ``run_timeout`` on the loop's one alarm, under the run's own key; whether there is one. A durable
+        run's counts from its first start (``steps.py``: :func:`~tether.loop.steps.elapsed`)."""
         limits = self.spec.limits
         if limits.run_timeout is None:
             return False
+        spent = 0.0 if self.steps is None else await elapsed(self.steps)
         alarm = self.interrupter.alarm
-        self.offer.deadline = alarm.time() + limits.run_timeout
+        self.offer.deadline = alarm.time() + limits.run_timeout - spent
         alarm.set(self, self.offer.deadline, self._run_timed_out)
         return True
 

@@ -185,3 +185,8 @@ class NestedSteps:
 
     async def step(self, name: str, function: Callable[[], Awaitable[T]]) -> T:
         return await self._outer.step(self._prefix + name, function)
+
+    async def sleep(self, seconds: float) -> None:
+        """The outer run's durable sleep (``steps.py``), or a plain one when its runner has none."""
+        sleeping = getattr(self._outer, "sleep", None)
+        await (asyncio.sleep(seconds) if sleeping is None else sleeping(seconds))

@@ -23,6 +23,11 @@ from tether.loop.interrupts import Interrupted
 from tether.messages import Message, Text, ToolResult
 from tether.usage import NO_USAGE, Usage
 
+INTERRUPTED_CALL = "the process running the run stopped during this call (or just before it), which was made again: "
+INTERRUPTED_CALL += "what it used, if it was made, is not known and not counted"
+"""The ``rejected`` of a durable run's call that was interrupted and made again (:meth:`CallRecorder.interrupted`)."""
+_NO_ANSWER = Message("assistant", ())
+
 
 class CallRecorder:
     """The records of one run (see the module docstring).
@@ -111,6 +116,13 @@ class CallRecorder:
         used = [row for row in calls if row[10] is None and row[11] is None]
         finish: FinishReason | None = (used or calls or [[None] * 7])[-1][6]
         return finish
+
+    def interrupted(self, turn_no: int, attempt: int, final: bool) -> None:
+        """A durable run's call that an earlier execution of the run was making (or about to make) when its process
+        stopped, made again by this one: a record of its own, before the one made again, with no usage (the
+        provider never said what it used) and ``error`` ``"interrupted"``."""
+        row = [turn_no, attempt, final, 0.0, None, NO_USAGE, "error", None, None, 0, INTERRUPTED_CALL, "interrupted"]
+        self._calls.append([*row, _NO_ANSWER, None, 0.0, False])
 
     def attach_calls(self, results: Sequence[ToolResult], durations: Mapping[str, float]) -> None:
         """The results of the tool calls the last answer asked for, in the model's order, and how long those

@@ -23,12 +23,30 @@ interrupted call of it with an error result saying it may or may not have happen
 again. A runner needs nothing more than :meth:`StepRunner.step` for that: a marker step taken before the
 call tells a fresh start from a recovery.
 
+Time. A run's deadline (``Limits.run_timeout``) counts from when the run first started, not from when this
+execution of it did: :func:`elapsed` keeps the start's wall-clock time as the run's first step (``run:started``;
+only a run with a deadline takes it), so that a run recovered after its deadline stops at once and one recovered
+before it gets only what is left.
+
+Retry waits. A runner that has ``async def sleep(seconds)`` (a durable sleep: its end kept, so that an execution
+after a crash waits only what is left) gets the provider's retry waits as such: the model call's step ends at
+its first failed attempt with :class:`RetryLater`, kept as the step's exception; the loop sleeps, and makes the
+next attempt as a step of its own (``model:T.A~N``, ``N`` the retries made), the provider's ladder counting on
+from ``N``. A runner without it lets the provider wait inside the step, as a plain run does.
+
+Calls made again. A runner may say which step an execution of a recovered run ran first after replaying
+kept ones (``resumed``, the step's name): the step the crash interrupted, or the one after it. When that is a
+model call, the run's records get one for the interrupted attempt before the one made again (``error``
+``"interrupted"``, no usage: the provider never said what it used), so that the result says a call was made
+again and that its first attempt is not counted; the usage counts the call made again like any other.
+
 Without a runner (the default) the loop calls the provider and the tools directly; the only cost is one
 ``is None`` check per call.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -92,3 +110,32 @@ async def at_most_once(
         return interrupted()
 
     return await runner.step(name, answer)
+
+
+RUN_STARTED = "run:started"
+"""The step that keeps when a run first started (:func:`elapsed`)."""
+
+
+async def _now() -> float:
+    return time.time()
+
+
+async def elapsed(runner: StepRunner) -> float:
+    """Seconds since the run ``runner`` runs first started (its wall-clock start, kept as the step
+    ``run:started``): what a recovered execution has already spent of the run's deadline. Wall-clock time, so
+    that it holds across processes and machines (whose clocks are assumed to agree)."""
+    started = await runner.step(RUN_STARTED, _now)
+    return max(0.0, time.time() - started)
+
+
+class RetryLater(Exception):
+    """A durable run's model call failed and is to be tried again after ``wait`` seconds: the step's end (see the
+    module docstring). ``retried`` is the number of retries made, this one included; ``code``, ``message`` and
+    ``status`` are the failure's (masked). Plain values only, so that a runner keeps and raises it again."""
+
+    def __init__(self, wait: float, retried: int, code: str, message: str, status: int | None) -> None:
+        super().__init__(wait, retried, code, message, status)
+        self.wait, self.retried, self.code, self.message, self.status = wait, retried, code, message, status
+
+    def __str__(self) -> str:
+        return f"retry {self.retried} in {self.wait:.3g}s after: {self.message}"

@@ -121,7 +121,9 @@ class Request(msgspec.Struct, frozen=True):
     """The answer as JSON, to be read as a typed output (when the request has no tools to call, or as the
     provider allows beside them)."""
     on_retry: OnRetry | None = None
-    """Called before each retry the provider makes (for the run's records, logs and spans); must not raise."""
+    """Called before each retry the provider makes (for the run's records, logs and spans); must not raise,
+    except a durable run's, which ends the attempt's step with ``RetryLater`` (``tether.loop.steps``): an
+    exception from it reaches the provider's caller as it is."""
     on_fallback: OnFallback | None = None
     """Called when a fallback provider moves on to its next model (for the run's records and spans); must not
     raise. ``None`` for a run whose model is not a fallback."""

@@ -11,7 +11,10 @@ consumer has acted on what it got, and a replay would duplicate output.
 * Each retry waits with exponential backoff and full jitter (:class:`RetryPolicy`), or as long as the server
   asked (``Retry-After``, ``retry-after-ms``, capped by ``RetryPolicy.max_delay``), and never past the run's
   deadline: a retry whose wait would end after it is not made, and the error is raised.
-* ``on_retry`` is told of each retry before its wait (the run's records, logs and spans). A stream of events
+* ``on_retry`` is told of each retry before its wait (the run's records, logs and spans). A durable run's
+  ``on_retry`` raises instead, ending the call's step so that the run waits as a durable sleep and makes the
+  next attempt as a new step (``loop/steps.py``); its ``retried`` attribute, when it has one, is the number of
+  retries of the call already made, which the ladder counts on from. A stream of events
   (``client.py``) then hands on a ``ProviderRetry`` event before it waits, so that the consumer can say so as
   it happens; it is not part of the answer, which only the attempt that succeeds gives.
 """
@@ -82,6 +85,7 @@ def next_wait(
     """The wait before the attempt after ``error`` (which ended attempt number ``attempt``, 0 the first), with
     ``on_retry`` told of it; ``error`` raised when no attempt is left or worth making. The ladder's one decision,
     for a ladder that waits itself (:func:`back_off`) and for a stream that says so first (``client.py``)."""
+    attempt += getattr(on_retry, "retried", 0)  # a durable run's retries of this call made in earlier steps
     if not is_retryable(error) or attempt >= policy.max_retries:
         raise error
     wait = policy.delay(attempt, error.retry_after)
