@@ -29,12 +29,15 @@ DEADLINE = 120.0
 """Seconds a test waits for runs to end before it fails."""
 
 CLIENT = """
-import asyncio, json, sys
-from tether import Agent
+import asyncio, json, os, sys
+from pathlib import Path
+from tether.cli.build import load_setup
 from tether.durable import DurableAgent, Queue, launch, shutdown
 
 db, base_url, mode, *run_ids = sys.argv[1:]
-durable = DurableAgent(Agent("openai-compatible:mock", base_url=base_url, api_key="k"), name="agent")
+# the agent of the agent.toml in the working directory, as a worker builds it: one deploy version with them
+setup = load_setup(Path.cwd(), os.environ, {}, None)
+durable = DurableAgent(setup.agent(interactive=False, durable=True), name="agent")
 launch(system_database_url=db, worker_id="client")
 
 async def main() -> None:
@@ -96,6 +99,7 @@ class Deployment:
     def client(self, mode: str, *run_ids: str) -> str:
         completed = subprocess.run(
             [sys.executable, "-c", CLIENT, self.db, self.model.base_url, mode, *run_ids],
+            cwd=self.project("client").cwd,
             env=self.project("client").env(PYTHONPATH=os.environ.get("PYTHONPATH", "")),
             capture_output=True,
             text=True,
@@ -183,6 +187,7 @@ def test_a_run_cancelled_while_queued_and_resumed_goes_back_on_its_queue_and_onl
 ) -> None:
     idle = subprocess.Popen(  # a plain client process, launched on the database the whole time
         [sys.executable, "-c", CLIENT, deployment.db, deployment.model.base_url, "idle"],
+        cwd=deployment.project("idle").cwd,
         env=deployment.project("idle").env(PYTHONPATH=os.environ.get("PYTHONPATH", "")),
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,

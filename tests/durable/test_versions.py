@@ -76,15 +76,21 @@ def test_the_version_is_the_same_in_another_process(tmp_path: Path) -> None:
     assert completed.stdout.strip() == version_of()
 
 
-def test_the_cli_prompt_of_a_durable_agent_leaves_out_the_files_of_the_moment(tmp_path: Path) -> None:
-    """A worker and the process enqueuing for it build their prompts at different moments: the workflow
-    database appearing between them must not make two versions."""
+def test_the_cli_prompt_of_a_durable_agent_leaves_out_the_files_and_the_directory(tmp_path: Path) -> None:
+    """A worker and the process enqueuing for it build their prompts at different moments and, on many machines,
+    in different directories: neither the workflow database appearing between them nor the directory they were
+    started in may make two versions."""
     from tether.cli.build import system_prompt
 
-    before = system_prompt(tmp_path, listing=False)
-    (tmp_path / "runs.sqlite").write_bytes(b"")
-    assert system_prompt(tmp_path, listing=False) == before
-    assert "runs.sqlite" in system_prompt(tmp_path)
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    before = system_prompt(here, durable=True)
+    (here / "runs.sqlite").write_bytes(b"")
+    assert system_prompt(here, durable=True) == before == system_prompt(there, durable=True)
+    assert str(here) not in before
+    assert "runs.sqlite" in system_prompt(here)
+    assert str(here) in system_prompt(here)
 
 
 def test_an_mcp_servers_tools_are_left_out_of_the_version() -> None:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from tether.tools.mcp_spec import MCPServerConfig
 
 SYSTEM = (
-    "You are tether, an assistant working in the directory {root}. With your tools you can read, write and "
+    "You are tether, an assistant working in {where}. With your tools you can read, write and "
     "edit files there, run bash commands and calculate exactly. Look before you change anything, do what was "
     "asked and no more, and answer briefly."
 )
@@ -53,15 +53,19 @@ LISTED_ENTRIES = 40
 """Entries of the working directory named in the system prompt; the rest are counted."""
 
 
-def system_prompt(root: Path, *, listing: bool = True) -> str:
+def system_prompt(root: Path, *, durable: bool = False) -> str:
     """The agent's system prompt: who it is, where it works, and what that directory holds at the start.
 
     Naming the files costs a few tokens and saves a model a listing call, or a guess: a small model asked
     about ``notes.txt`` reads ``notes.txt`` once it has seen the name among the files, not a path it made up.
-    ``listing=False`` leaves the files out: a durable agent's prompt is part of its deploy version, which must
-    not change when a file appears (the workflow database itself), and its runs start later anyway.
+    ``durable``: a durable agent's prompt names neither the directory nor its files. The prompt is part of its
+    deploy version, which every worker of one deployment and every process that enqueues for them must share
+    wherever they were started, and which must not change when a file appears (the workflow database itself);
+    its runs start later anyway.
     """
-    return SYSTEM.format(root=root) + ("\n" + directory_overview(root) if listing else "")
+    if durable:
+        return SYSTEM.format(where="its working directory")
+    return SYSTEM.format(where=f"the directory {root}") + "\n" + directory_overview(root)
 
 
 AGENTS_MD = "AGENTS.md"
@@ -70,10 +74,10 @@ MAX_AGENTS_MD = 32_000
 """Characters of AGENTS.md put in the system prompt; a longer file is cut there, and the prompt says so."""
 
 
-def instructions(root: Path, agent: AgentConfig, *, listing: bool = True) -> str:
+def instructions(root: Path, agent: AgentConfig, *, durable: bool = False) -> str:
     """The command's system prompt: :func:`system_prompt`, then the workspace's AGENTS.md (unless
     ``agent.agents_md`` is false), then ``[agent] instructions`` (or ``--system``), each after a blank line."""
-    parts = [system_prompt(root, listing=listing)]
+    parts = [system_prompt(root, durable=durable)]
     if agent.agents_md and (project := agents_md(root)) is not None:
         parts.append(project)
     if agent.instructions:
@@ -200,7 +204,8 @@ class Setup:
     ) -> Agent:
         """An agent on ``model`` (the chosen one by default) with the workspace tools and this setup's store; or
         the Python agent (:meth:`python_agent`). ``durable``: for a ``DurableAgent``, its prompt without the
-        directory's files (:func:`system_prompt`), so that every process of one setup has one deploy version."""
+        directory's path and files (:func:`system_prompt`), so that every process of one setup has one deploy
+        version wherever it was started."""
         if self.python is not None:
             return self.python_agent(model=model, mode=mode, yes=yes, approve=approve)
         config = self.config
@@ -210,7 +215,7 @@ class Setup:
         return Agent(
             build_provider(config, self.env),
             tools=tools,
-            system=instructions(self.workspace.root, config.agent, listing=not durable),
+            system=instructions(self.workspace.root, config.agent, durable=durable),
             limits=config.runtime.limits.to_limits(),
             mode=mode or self.tool_mode(model or self.model, yes=yes),
             deny=config.tools.deny,
