@@ -220,11 +220,14 @@ def test_runs_resume_refuses_a_bad_queue_name_in_one_line(deployment: Deployment
 
 
 def test_tether_runs_queue_shows_and_changes_a_queues_limits(deployment: Deployment) -> None:
-    missing = deployment.tether("runs", "queue", "jobs")
-    assert missing.returncode == 1
-    assert "there is no queue 'jobs'" in missing.stderr
-    made = deployment.tether("runs", "queue", "jobs", "--concurrency", "4")
+    nothing = deployment.tether("runs", "queue", "jobs")  # shown: the database must hold runs' tables
+    assert nothing.returncode == 1
+    assert "workflow database" in nothing.stderr, nothing.stderr
+    made = deployment.tether("runs", "queue", "jobs", "--concurrency", "4")  # set before any worker: made
     assert made.stdout.strip() == "jobs: concurrency 4, rate none", made.stderr
+    missing = deployment.tether("runs", "queue", "other")
+    assert missing.returncode == 1
+    assert "there is no queue 'other'" in missing.stderr
     rated = deployment.tether("runs", "queue", "jobs", "--rate", "10/2.5")  # the concurrency is kept
     assert rated.stdout.strip() == "jobs: concurrency 4, rate 10/2.5s", rated.stderr
     freed = deployment.tether("runs", "queue", "jobs", "--concurrency", "none")

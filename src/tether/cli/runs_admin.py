@@ -125,7 +125,7 @@ def queue_(name: str, concurrency: str | None, rate: str | None, db: str | None)
             )
         )
 
-    queue = _with_runs(db, go)
+    queue = _with_runs(db, go, make=concurrency is not None or rate is not None)  # limits set before any worker
     if queue is None:
         _fail(f"there is no queue {name!r} (a worker serving it or a run put on it makes it)")
     limit = "none" if queue.limit is None else f"{queue.limit.runs}/{queue.limit.seconds:g}s"

@@ -53,8 +53,9 @@ def _fail(message: str) -> NoReturn:
     sys.exit(1)
 
 
-def _database(db: str | None) -> RunsDatabase:
-    """The workflow database ``--db`` names, which must exist (see the module docstring); problems exit with 1."""
+def _database(db: str | None, *, make: bool = False) -> RunsDatabase:
+    """The workflow database ``--db`` names, which must exist (see the module docstring) unless the command may
+    ``make`` it; problems exit with 1."""
     import os
     from pathlib import Path
 
@@ -66,6 +67,8 @@ def _database(db: str | None) -> RunsDatabase:
         database = runs_database(db, Path.cwd(), os.environ)
     except TetherError as error:
         _fail(error.message)
+    if make:
+        return database
     try:
         require_database(path=database.path, url=database.url)
     except TetherError as error:
@@ -75,14 +78,15 @@ def _database(db: str | None) -> RunsDatabase:
     return database
 
 
-def _with_runs(db: str | None, operation: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Open the workflow database (which must exist), run ``operation``, shut down; problems exit with 1."""
+def _with_runs(db: str | None, operation: Callable[[], Coroutine[Any, Any, T]], *, make: bool = False) -> T:
+    """Open the workflow database (which must exist, unless the command may ``make`` it), run ``operation``, shut
+    down; problems exit with 1."""
     import asyncio
     import uuid
 
     from tether.errors import TetherError
 
-    database = _database(db)
+    database = _database(db, make=make)
     from tether.durable import launch, shutdown
 
     try:

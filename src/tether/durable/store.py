@@ -146,7 +146,8 @@ def require_database(*, path: Path | None = None, url: str | None = None) -> Non
         return
     if path is None or not path.is_file():
         raise ConfigInvalid(
-            f"{path}: no such workflow database (tether batch, tether worker and tether runs submit make one)"
+            f"{path}: no such workflow database (tether batch, tether worker, tether runs submit and tether runs "
+            "queue make one)"
         )
     lite = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
     try:
