@@ -12,7 +12,9 @@ coroutine function that produces the step's result:
 
 A runner either runs the function and keeps its result (or its exception), or, when the step already
 finished in an earlier execution of the same run, returns what was kept without running it. Step results
-are plain values a runner can serialize (pickle): exceptions kept in them are reduced to ``ToolError``s.
+are plain values a runner can serialize (structs, text, exceptions: the durable runner keeps them as
+versioned JSON, ``tether.durable.formats``); an exception that would not survive the trip (one holding a lock,
+of a class defined in a function: ``executor.portable`` tries a pickle round trip) is reduced to a ``ToolError``.
 Steps are named and called in the same order on every execution of a run, because the loop's control flow
 depends only on the run's inputs and the steps' results; the run id is the runner's (the engine's workflow
 id), not a fresh one.
