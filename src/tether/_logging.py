@@ -26,3 +26,32 @@ def get_logger(name: str) -> logging.Logger:
     if name != ROOT and not name.startswith(ROOT + "."):
         raise ValueError(f"tether's loggers are named tether.*, not {name!r}")
     return logging.getLogger(name)
+
+
+class _Adopted(logging.Handler):
+    """Hands each record of another library's logger to one of tether's, renamed, so that it follows tether's
+    logging (silent unless the host configures it)."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__()
+        self.target = target
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logger = get_logger(self.target)
+        if logger.isEnabledFor(record.levelno):
+            copy = logging.makeLogRecord(record.__dict__)
+            copy.name = self.target
+            logger.handle(copy)
+
+
+def adopt(library: str, target: str, *, drop: str | None = None) -> None:
+    """Send the records of the library's logger ``library`` to tether's logger ``target`` instead of wherever the
+    library writes them (its handler named ``drop``, if any, is removed: a library that writes on stderr
+    whatever the host wants); idempotent."""
+    source = logging.getLogger(library)
+    for handler in list(source.handlers):
+        if drop is not None and handler.name == drop:
+            source.removeHandler(handler)
+    if not any(isinstance(handler, _Adopted) and handler.target == target for handler in source.handlers):
+        source.addHandler(_Adopted(target))
+    source.propagate = False

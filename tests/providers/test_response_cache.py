@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -344,3 +345,39 @@ def test_many_threads_opening_a_new_cache_file_at_once_all_get_a_connection(tmp_
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             counts = list(pool.map(ResponseCache.entries, [cache] * 16))
         assert counts == [0] * 16
+
+
+OPENER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from tether import ResponseCache
+
+    go = Path(sys.argv[2])
+    while not go.exists():
+        time.sleep(0.001)
+    for path in sys.argv[3:]:
+        ResponseCache(Path(sys.argv[1]) / path).entries()
+    """
+)
+
+
+def test_processes_opening_a_new_file_at_the_same_moment_all_set_it_up(tmp_path: Path) -> None:
+    """Switching a new file to WAL while another process does the same fails at once ("database is locked"),
+    whatever the busy timeout: each process's setup waits its turn instead."""
+    go = tmp_path / "go"
+    files = [f"cache-{n}.db" for n in range(30)]
+    openers = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPENER, str(tmp_path), str(go), *files], stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(6)
+    ]
+    time.sleep(1.0)  # every opener started and waiting: they open the files at the same moment
+    go.touch()
+    errors = [opener.communicate(timeout=120)[1] for opener in openers]
+
+    assert [opener.returncode for opener in openers] == [0] * 6, errors
+    for name in files:
+        with sqlite3.connect(tmp_path / name) as db:
+            assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)

@@ -198,7 +198,9 @@ def _say_liveness() -> None:
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    liveness = logging.getLogger("tether.durable.liveness")
+    from tether._logging import get_logger
+
+    liveness = get_logger("tether.durable.liveness")
     liveness.addHandler(handler)
     liveness.setLevel(logging.WARNING)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 import sqlite3
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from dbos import DBOS, DBOSConfig
 from dbos._serialization import Serializer
 
-from tether._logging import get_logger
+from tether._logging import adopt, get_logger
 from tether.durable import formats
 from tether.durable.dbos_base import _NAME, _launched, _require_launch
 from tether.durable.dbos_queues import QueuePoller, _declare, _declared
@@ -182,28 +181,11 @@ ENGINE_LOGGER = "tether.durable.engine"
 """The logger DBOS's own records go to (silent unless the host configures logging; ``tether worker -v``)."""
 
 
-class _ToTether(logging.Handler):
-    """Hands each of DBOS's records to :data:`ENGINE_LOGGER`, renamed, so that they follow tether's logging."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        engine = get_logger(ENGINE_LOGGER)
-        if engine.isEnabledFor(record.levelno):
-            copy = logging.makeLogRecord(record.__dict__)
-            copy.name = ENGINE_LOGGER
-            engine.handle(copy)
-
-
 def route_engine_logs() -> None:
     """Send DBOS's log records to :data:`ENGINE_LOGGER` instead of DBOS's own console handler, which writes
     every warning of the engine's on stderr whatever the host wants; idempotent. (DBOS adds its console
     handler only to a logger that has none.)"""
-    dbos_logger = logging.getLogger("dbos")
-    for handler in list(dbos_logger.handlers):
-        if handler.name == "__dbos_console_log_handler__":
-            dbos_logger.removeHandler(handler)
-    if not any(isinstance(handler, _ToTether) for handler in dbos_logger.handlers):
-        dbos_logger.addHandler(_ToTether())
-    dbos_logger.propagate = False
+    adopt("dbos", ENGINE_LOGGER, drop="__dbos_console_log_handler__")
 
 
 def shutdown() -> None:
