@@ -118,12 +118,7 @@ def deployment(tmp_path: Path, db_url: str) -> Iterator[Deployment]:
             yield made
         finally:
             for worker in made.workers:
-                if worker.process.poll() is None:
-                    worker.process.kill()
-                    worker.process.wait()
-                worker._reader.join(DEADLINE)
-                if worker.process.stderr is not None:
-                    worker.process.stderr.close()
+                worker.close()
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:

@@ -39,12 +39,7 @@ def worker_of(project: Project) -> Iterator[list[Worker]]:
     started: list[Worker] = []
     yield started
     for one in started:
-        if one.process.poll() is None:
-            one.process.kill()
-            one.process.wait()
-        one._reader.join(DEADLINE)
-        if one.process.stderr is not None:
-            one.process.stderr.close()
+        one.close()
 
 
 def with_agent(project: Project, server: MockLLM) -> None:

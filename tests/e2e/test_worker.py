@@ -111,18 +111,22 @@ class Worker:
         self.process.stderr.close()
         return code
 
+    def close(self) -> None:
+        """Killed if it still runs, its output read to the end and closed: nothing left behind by a test."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._reader.join(DEADLINE)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+
 
 @pytest.fixture
 def worker_of(project: Project) -> Iterator[list[Worker]]:
     started: list[Worker] = []
     yield started
     for one in started:
-        if one.process.poll() is None:
-            one.process.kill()
-            one.process.wait()
-        one._reader.join(DEADLINE)
-        if one.process.stderr is not None:
-            one.process.stderr.close()
+        one.close()
 
 
 def runs(project: Project, *args: str) -> subprocess.CompletedProcess[str]:

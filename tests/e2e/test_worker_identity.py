@@ -50,12 +50,7 @@ def worker_of() -> Iterator[list[Worker]]:
     started: list[Worker] = []
     yield started
     for one in started:
-        if one.process.poll() is None:
-            one.process.kill()
-            one.process.wait()
-        one._reader.join(DEADLINE)
-        if one.process.stderr is not None:
-            one.process.stderr.close()
+        one.close()
 
 
 def answer(body: dict[str, Any]) -> Step:

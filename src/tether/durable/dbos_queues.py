@@ -22,10 +22,12 @@ Contract:
 
 from __future__ import annotations
 
+import fcntl
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from dbos import DBOS
 from dbos import Queue as DBOSQueue
@@ -131,6 +133,8 @@ class QueuePoller:
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tether-queue-poller", daemon=True)
+        self._lock_file: BinaryIO | None = None
+        """A SQLite database's claim lock (:meth:`_claiming`), opened on first use."""
 
     def start(self) -> None:
         from dbos._dbos import _get_dbos_instance
@@ -143,6 +147,9 @@ class QueuePoller:
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
 
     def _run(self) -> None:
         from dbos._dbos import _get_dbos_instance
@@ -180,8 +187,9 @@ class QueuePoller:
             global_concurrency=stored._concurrency,
             limiter=stored._limiter,
         )
+        shared = stored._concurrency is not None or stored._limiter is not None
         for scope in dbos._sys_db.dequeue_scopes(name):
-            with shard_key_scope(scope):
+            with shard_key_scope(scope), self._claiming(dbos, shared):
                 owner = generate_uuid()
                 taken, _ = dbos._sys_db.start_queued_workflows(
                     claim, GlobalParams.executor_id, GlobalParams.app_version, None, held, owner_xid=owner
@@ -202,6 +210,25 @@ class QueuePoller:
                     _log.error("run %r taken from queue %r could not start: %s", run_id, name, error)
             if room is not None and held >= room:
                 return
+
+    @contextmanager
+    def _claiming(self, dbos: Any, shared: bool) -> Iterator[None]:
+        """Hold the claim of a queue with a shared budget (a global concurrency or rate limit) alone among the
+        processes of a SQLite file. The engine counts the queue's running runs, then claims, and on SQLite the
+        count is read outside the claim's transaction: two workers counting at once both saw room for the last
+        place and both took it (a global limit of 3 ran 4). PostgreSQL's claim is one repeatable-read
+        transaction, whose conflicts the engine refuses; nothing is held there."""
+        engine = dbos._sys_db.engine
+        if not shared or engine.dialect.name != "sqlite" or not engine.url.database:
+            yield
+            return
+        if self._lock_file is None:
+            self._lock_file = open(f"{engine.url.database}.claims", "a+b")  # noqa: SIM115 - kept while serving
+        fcntl.flock(self._lock_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
 
     def _held_here(self, dbos: Any, served: _Served) -> int:
         """How many of the queue's runs this process holds: those running on its event loop, and those it
