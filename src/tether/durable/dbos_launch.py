@@ -15,6 +15,7 @@ from dbos import DBOS, DBOSConfig
 from dbos._serialization import Serializer
 
 from tether._logging import adopt, get_logger
+from tether._sqlite import switch_to_wal
 from tether.durable import formats
 from tether.durable.dbos_base import _NAME, _launched, _require_launch
 from tether.durable.dbos_queues import QueuePoller, _declare, _declared
@@ -162,7 +163,7 @@ def _write_ahead(path: str) -> None:
     the same patience for a lock as DBOS's own connections (two processes launching on a new file at once)."""
     connection = sqlite3.connect(path, timeout=30)
     try:
-        connection.execute("PRAGMA journal_mode=WAL")
+        switch_to_wal(connection, timeout=30)
     finally:
         connection.close()
 

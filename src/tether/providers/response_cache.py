@@ -49,6 +49,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from tether._sqlite import switch_to_wal
 from tether.errors import ConfigInvalid, StoreUnavailable
 from tether.events import (
     FallbackTaken,
@@ -282,26 +283,11 @@ class _SqliteResponses:
                 os.chmod(self.path, 0o600)
             with self._prepare:  # one thread at a time: switching to WAL beside another connection of this
                 if not self._prepared:  # process's fails at once ("database is locked"), never waits
-                    _set_up(connection, self.timeout)
+                    switch_to_wal(connection, self.timeout)
+                    connection.execute(_SCHEMA)
                     self._prepared = True
             self._local.connection = connection
         return connection
-
-
-def _set_up(connection: sqlite3.Connection, timeout: float) -> None:
-    """The file switched to WAL and its table made. Another process doing the same at the same moment makes the
-    switch fail at once with "database is locked" (SQLite's busy wait does not cover it): tried again for up to
-    ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute(_SCHEMA)
-            return
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
 
 
 def replayed(recorded: list[LlmEvent]) -> list[LlmEvent]:

@@ -62,6 +62,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from tether._logging import get_logger
+from tether._sqlite import switch_to_wal
 from tether.errors import SessionInvalid
 from tether.exchanges import Exchange
 from tether.messages import Message
@@ -233,8 +234,8 @@ class SQLiteSessionStore:
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
         """WAL mode, durable commits, and the schema: created in a new file, checked in an existing one."""
-        (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
-        if str(mode).lower() != "wal":
+        mode = switch_to_wal(connection, self.timeout)
+        if mode != "wal":
             logger.warning("%s: WAL mode is not available here (journal mode %s)", self.path, mode)
         connection.execute("PRAGMA synchronous = FULL")
         connection.execute("PRAGMA secure_delete = ON")
