@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,24 +22,10 @@ def hold_a_read(path: Path, held: threading.Event, release: threading.Event) -> 
     other.close()
 
 
-def test_a_switch_blocked_by_another_connection_is_tried_again_until_it_is_free(tmp_path: Path) -> None:
-    path = tmp_path / "store.db"
-    with sqlite3.connect(path) as setup:
-        setup.execute("CREATE TABLE t (x)")
-    held, release = threading.Event(), threading.Event()
-    reader = threading.Thread(target=hold_a_read, args=(path, held, release))
-    reader.start()
-    held.wait(10)
-    connection = sqlite3.connect(path, timeout=0)  # no busy wait of SQLite's own: the lock fails the switch at once
-    with pytest.raises(sqlite3.OperationalError, match="locked"):
-        connection.execute("PRAGMA journal_mode=WAL")
-    threading.Timer(0.3, release.set).start()
-    assert switch_to_wal(connection, timeout=10) == "wal"
-    reader.join(10)
-    connection.close()
-
-
-def test_a_lock_held_past_the_deadline_is_raised(tmp_path: Path) -> None:
+@pytest.fixture
+def locked(tmp_path: Path) -> Iterator[tuple[sqlite3.Connection, threading.Event]]:
+    """A connection to a file another connection reads (no busy wait of SQLite's own: a lock fails at once), and
+    the event that ends that read."""
     path = tmp_path / "store.db"
     with sqlite3.connect(path) as setup:
         setup.execute("CREATE TABLE t (x)")
@@ -48,9 +35,24 @@ def test_a_lock_held_past_the_deadline_is_raised(tmp_path: Path) -> None:
     held.wait(10)
     connection = sqlite3.connect(path, timeout=0)
     try:
-        with pytest.raises(sqlite3.OperationalError, match="locked"):
-            switch_to_wal(connection, timeout=0.2)
+        yield connection, release
     finally:
         release.set()
         reader.join(10)
         connection.close()
+
+
+def test_a_switch_blocked_by_another_connection_is_tried_again_until_it_is_free(
+    locked: tuple[sqlite3.Connection, threading.Event],
+) -> None:
+    connection, release = locked
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        connection.execute("PRAGMA journal_mode=WAL")
+    threading.Timer(0.3, release.set).start()
+    assert switch_to_wal(connection, timeout=10) == "wal"
+
+
+def test_a_lock_held_past_the_deadline_is_raised(locked: tuple[sqlite3.Connection, threading.Event]) -> None:
+    connection, _ = locked
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        switch_to_wal(connection, timeout=0.2)
