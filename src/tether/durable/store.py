@@ -42,16 +42,20 @@ _COLUMNS = (
 )
 
 
+def _runs_joined(schema: str) -> str:
+    """The select of a run's row with its input and output (kept apart by the engine when it does), in ``schema``."""
+    return (
+        f"SELECT {_COLUMNS} FROM {schema}workflow_status s "
+        f"LEFT JOIN {schema}workflow_input i ON i.workflow_uuid = s.workflow_uuid "
+        f"LEFT JOIN {schema}workflow_output o ON o.workflow_uuid = s.workflow_uuid"
+    )
+
+
 def _query(schema: str, placeholder: str, statuses: list[str] | None) -> str:
     where = f"s.name LIKE {placeholder}"
     if statuses:
         where += f" AND s.status IN ({', '.join([placeholder] * len(statuses))})"
-    return (
-        f"SELECT {_COLUMNS} FROM {schema}workflow_status s "
-        f"LEFT JOIN {schema}workflow_input i ON i.workflow_uuid = s.workflow_uuid "
-        f"LEFT JOIN {schema}workflow_output o ON o.workflow_uuid = s.workflow_uuid "
-        f"WHERE {where} ORDER BY s.created_at DESC LIMIT {placeholder} OFFSET {placeholder}"
-    )
+    return f"{_runs_joined(schema)} WHERE {where} ORDER BY s.created_at DESC LIMIT {placeholder} OFFSET {placeholder}"
 
 
 def _value(text: str | None, serialization: str | None) -> Any:
@@ -207,12 +211,7 @@ def read_run(run_id: str, *, path: Path | None = None, url: str | None = None) -
     from tether.events import RunResult
 
     schema, mark = ("dbos.", "%s") if url is not None else ("", "?")
-    query = (
-        f"SELECT {_COLUMNS} FROM {schema}workflow_status s "
-        f"LEFT JOIN {schema}workflow_input i ON i.workflow_uuid = s.workflow_uuid "
-        f"LEFT JOIN {schema}workflow_output o ON o.workflow_uuid = s.workflow_uuid "
-        f"WHERE s.workflow_uuid = {mark} AND s.name LIKE {mark}"
-    )
+    query = f"{_runs_joined(schema)} WHERE s.workflow_uuid = {mark} AND s.name LIKE {mark}"
     steps_query = (
         f"SELECT function_id, function_name, started_at_epoch_ms, completed_at_epoch_ms, error, serialization "
         f"FROM {schema}operation_outputs WHERE workflow_uuid = {mark} ORDER BY function_id"
@@ -287,9 +286,7 @@ def ended_runs(
     never among them."""
     schema, mark = ("dbos.", "%s") if url is not None else ("", "?")
     query = (
-        f"SELECT {_COLUMNS} FROM {schema}workflow_status s "
-        f"LEFT JOIN {schema}workflow_input i ON i.workflow_uuid = s.workflow_uuid "
-        f"LEFT JOIN {schema}workflow_output o ON o.workflow_uuid = s.workflow_uuid "
+        f"{_runs_joined(schema)} "
         f"WHERE s.name LIKE {mark} AND s.status IN ({', '.join([mark] * len(ENDED))}) AND s.updated_at < {mark} "
         f"ORDER BY s.updated_at"
     )
@@ -321,9 +318,7 @@ class WorkerRuns:
         self._connection: Any = None
         schema, mark = ("dbos.", "%s") if url is not None else ("", "?")
         self._query = (
-            f"SELECT {_COLUMNS} FROM {schema}workflow_status s "
-            f"LEFT JOIN {schema}workflow_input i ON i.workflow_uuid = s.workflow_uuid "
-            f"LEFT JOIN {schema}workflow_output o ON o.workflow_uuid = s.workflow_uuid "
+            f"{_runs_joined(schema)} "
             f"WHERE s.executor_id = {mark} AND s.name LIKE {mark} AND (s.status = {mark} OR s.updated_at >= {mark}) "
             f"ORDER BY s.created_at"
         )
