@@ -93,6 +93,7 @@ from tether.messages import Attachment, Message, Text, ToolCall, ToolResult
 from tether.redaction import Redaction, default_redaction
 from tether.serve import events_json
 from tether.serve.inputs import attachment_from_data, attachment_from_url, conversation, tool_call, tool_result
+from tether.serve.masking import HeldText
 from tether.usage import Usage
 
 __all__ = ["CONTENT_TYPE", "AguiRun", "Translator", "encode", "run_input", "token_usage"]
@@ -203,15 +204,19 @@ def _parts(content: Any) -> tuple[Text | Attachment, ...]:
 class _Scope:
     """What is open in one run's stream: the top run's, or a sub-agent's (``sid`` its subagentRunId)."""
 
-    __slots__ = ("announced", "attributed", "model", "reasoning", "sid", "step", "text", "text_id")
+    __slots__ = ("announced", "attributed", "calls", "held", "model", "reasoning", "sid", "step", "text", "text_id")
 
     def __init__(self, sid: str | None) -> None:
         self.sid = sid
         self.attributed: dict[str, Any] = {} if sid is None else {"subagent_run_id": sid}
+        self.calls = "" if sid is None else f"{sid}:"
+        """What a sub-agent's tool call ids are prefixed with: its model numbers its calls apart from the run's."""
         self.text: str | None = None
         self.text_id: str | None = None
         """The last text message's id: the parent of the tool calls that follow it."""
         self.reasoning: str | None = None
+        self.held: HeldText | None = None
+        """The open text's or reasoning's masking: what of it is held back (one is open at a time)."""
         self.step: str | None = None
         self.announced: set[str] = set()
         self.model: str | None = None
@@ -307,6 +312,7 @@ class Translator:
         self._close_text(scope, out)
         self._close_reasoning(scope, out)
         scope.reasoning = rid = self._new_id("reasoning")
+        scope.held = HeldText(self.redaction)
         out.append(ReasoningStartEvent(message_id=rid, **scope.attributed))
         out.append(ReasoningMessageStartEvent(message_id=rid, role="reasoning", **scope.attributed))
 
@@ -315,10 +321,12 @@ class Translator:
             return
         if scope.reasoning is None:
             self._thinking_started(scope, ThinkingStarted(), out)
-        rid = scope.reasoning
+        rid, held = scope.reasoning, scope.held
         assert rid is not None
-        delta = self.redaction.text(event.text)
-        out.append(ReasoningMessageContentEvent(message_id=rid, delta=delta, **scope.attributed))
+        assert held is not None
+        delta = held.push(event.text)
+        if delta:
+            out.append(ReasoningMessageContentEvent(message_id=rid, delta=delta, **scope.attributed))
 
     def _thinking_ended(self, scope: _Scope, event: ThinkingEnded, out: list[BaseEvent]) -> None:
         self._close_reasoning(scope, out)
@@ -329,9 +337,12 @@ class Translator:
         if scope.text is None:
             self._close_reasoning(scope, out)
             scope.text = scope.text_id = self._new_id("message")
+            scope.held = HeldText(self.redaction)
             out.append(TextMessageStartEvent(message_id=scope.text, role="assistant", **scope.attributed))
-        delta = self.redaction.text(event.text)
-        out.append(TextMessageContentEvent(message_id=scope.text, delta=delta, **scope.attributed))
+        assert scope.held is not None
+        delta = scope.held.push(event.text)
+        if delta:
+            out.append(TextMessageContentEvent(message_id=scope.text, delta=delta, **scope.attributed))
 
     def _turn_completed(self, scope: _Scope, event: TurnCompleted, out: list[BaseEvent]) -> None:
         self._close_text(scope, out)
@@ -354,9 +365,10 @@ class Translator:
         self._close_reasoning(scope, out)
         scope.announced.add(call.id)
         attributed = scope.attributed
+        call_id = scope.calls + call.id
         out.append(
             ToolCallStartEvent(
-                tool_call_id=call.id, tool_call_name=call.name, parent_message_id=scope.text_id, **attributed
+                tool_call_id=call_id, tool_call_name=call.name, parent_message_id=scope.text_id, **attributed
             )
         )
         arguments = self.redaction.arguments(call.arguments)
@@ -365,8 +377,8 @@ class Translator:
         else:
             text = self.redaction.text(call.raw_arguments or "")
         if text:
-            out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=text, **attributed))
-        out.append(ToolCallEndEvent(tool_call_id=call.id, **attributed))
+            out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=text, **attributed))
+        out.append(ToolCallEndEvent(tool_call_id=call_id, **attributed))
 
     def _tool_result(self, scope: _Scope, event: ToolResultReceived, out: list[BaseEvent]) -> None:
         result: ToolResult = event.result
@@ -376,7 +388,7 @@ class Translator:
         out.append(
             ToolCallResultEvent(
                 message_id=self._new_id("result"),
-                tool_call_id=result.call_id,
+                tool_call_id=scope.calls + result.call_id,
                 content=self.redaction.text(result.content),
                 role="tool",
                 metadata=meta,
@@ -388,11 +400,18 @@ class Translator:
 
     def _close_text(self, scope: _Scope, out: list[BaseEvent]) -> None:
         if scope.text is not None:
+            rest = scope.held.flush() if scope.held is not None else ""
+            if rest:
+                out.append(TextMessageContentEvent(message_id=scope.text, delta=rest, **scope.attributed))
             out.append(TextMessageEndEvent(message_id=scope.text, **scope.attributed))
-            scope.text = None
+            scope.text = scope.held = None
 
     def _close_reasoning(self, scope: _Scope, out: list[BaseEvent]) -> None:
         if scope.reasoning is not None:
+            rest = scope.held.flush() if scope.held is not None else ""
+            if rest:
+                out.append(ReasoningMessageContentEvent(message_id=scope.reasoning, delta=rest, **scope.attributed))
+            scope.held = None
             out.append(ReasoningMessageEndEvent(message_id=scope.reasoning, **scope.attributed))
             out.append(ReasoningEndEvent(message_id=scope.reasoning, **scope.attributed))
             scope.reasoning = None
@@ -417,7 +436,7 @@ class Translator:
 
     def _finish(self, result: RunResult[Any], out: list[BaseEvent]) -> None:
         self._close_all(out)
-        output = _output(result)
+        output = self.redaction.value(_output(result))
         if result.output is not None and not isinstance(result.output, str):
             out.append(CustomEvent(name="tether.output", value=output))
         usage = [token_usage(result.usage, self._top.model)]
@@ -476,7 +495,8 @@ class Translator:
             shown = events_json.error_summary(error, self.redaction)
             out.append(SubagentErrorEvent(subagent_run_id=scope.sid, message=shown["message"], code=shown["code"]))
         else:
-            out.append(SubagentFinishedEvent(subagent_run_id=scope.sid, result=_output(result)))
+            output = self.redaction.value(_output(result))
+            out.append(SubagentFinishedEvent(subagent_run_id=scope.sid, result=output))
 
 
 def _output(result: RunResult[Any]) -> Any:

@@ -58,6 +58,7 @@ from tether.messages import Attachment, Message, Text, ToolCall, ToolResult
 from tether.redaction import Redaction, default_redaction
 from tether.serve import events_json
 from tether.serve.inputs import attachment_from_url, conversation, tool_call, tool_result
+from tether.serve.masking import HeldText
 
 __all__ = ["DONE", "HEADERS", "ChatRequest", "Part", "Translator", "chat_input", "encode_part"]
 
@@ -237,6 +238,8 @@ class Translator:
         self._step = False
         self._text: str | None = None
         self._reasoning: str | None = None
+        self._held: HeldText | None = None
+        """The open text's or reasoning's masking: what of it is held back (one is open at a time)."""
         self._announced: set[str] = set()
         self._ids = 0
         self._meta: dict[str, Any] = {}
@@ -297,6 +300,7 @@ class Translator:
         self._close_text(out)
         self._close_reasoning(out)
         self._reasoning = self._new_id("reasoning")
+        self._held = HeldText(self.redaction)
         out.append({"type": "reasoning-start", "id": self._reasoning})
 
     def _thinking_delta(self, event: ThinkingDelta, out: list[Part]) -> None:
@@ -304,7 +308,10 @@ class Translator:
             return
         if self._reasoning is None:
             self._thinking_started(ThinkingStarted(), out)
-        out.append({"type": "reasoning-delta", "id": self._reasoning, "delta": self.redaction.text(event.text)})
+        assert self._held is not None
+        delta = self._held.push(event.text)
+        if delta:
+            out.append({"type": "reasoning-delta", "id": self._reasoning, "delta": delta})
 
     def _thinking_ended(self, event: ThinkingEnded, out: list[Part]) -> None:
         self._close_reasoning(out)
@@ -315,8 +322,12 @@ class Translator:
         if self._text is None:
             self._close_reasoning(out)
             self._text = self._new_id("text")
+            self._held = HeldText(self.redaction)
             out.append({"type": "text-start", "id": self._text})
-        out.append({"type": "text-delta", "id": self._text, "delta": self.redaction.text(event.text)})
+        assert self._held is not None
+        delta = self._held.push(event.text)
+        if delta:
+            out.append({"type": "text-delta", "id": self._text, "delta": delta})
 
     def _partial_output(self, event: PartialOutput, out: list[Part]) -> None:
         data = self.redaction.value(events_json.plain(event.data))
@@ -371,13 +382,19 @@ class Translator:
 
     def _close_text(self, out: list[Part]) -> None:
         if self._text is not None:
+            rest = self._held.flush() if self._held is not None else ""
+            if rest:
+                out.append({"type": "text-delta", "id": self._text, "delta": rest})
             out.append({"type": "text-end", "id": self._text})
-            self._text = None
+            self._text = self._held = None
 
     def _close_reasoning(self, out: list[Part]) -> None:
         if self._reasoning is not None:
+            rest = self._held.flush() if self._held is not None else ""
+            if rest:
+                out.append({"type": "reasoning-delta", "id": self._reasoning, "delta": rest})
             out.append({"type": "reasoning-end", "id": self._reasoning})
-            self._reasoning = None
+            self._reasoning = self._held = None
 
     def _close_step(self, out: list[Part]) -> None:
         self._close_text(out)
