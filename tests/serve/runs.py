@@ -83,6 +83,18 @@ def team_agent() -> Agent[Any, Any]:
     return Agent(model, tools=[helper.as_tool(name="ask_helper", description="Ask the helper.")])
 
 
+def nested_team_agent() -> Agent[Any, Any]:
+    """Three levels: the run's agent asks a manager, who asks a clerk (their models number calls alike)."""
+    clerk = Agent(ScriptedProvider([reply("C3 is paid.")]), name="clerk")
+    manager = Agent(
+        ScriptedProvider([call("ask_clerk", {"input": "C3?"}), reply("The clerk says C3 is paid.")]),
+        tools=[clerk.as_tool(name="ask_clerk")],
+        name="manager",
+    )
+    model = ScriptedProvider([call("ask_manager", {"input": "C3?"}), reply("C3 is paid.")])
+    return Agent(model, tools=[manager.as_tool(name="ask_manager")])
+
+
 async def events_of(agent: Agent[Any, Any], prompt: Any = "Total of A1?", **options: Any) -> list[RunEvent]:
     """Every event of a run of ``agent``, ``RunCompleted`` last."""
     return [event async for event in agent.stream(prompt, **options)]

@@ -47,6 +47,7 @@ from .runs import (
     events_of,
     failing_agent,
     limited_agent,
+    nested_team_agent,
     result_of,
     retried_agent,
     run_id_of,
@@ -301,6 +302,22 @@ async def test_a_sub_agent_is_announced_and_its_events_carry_its_subagent_run_id
     outer_result = next(e for e in events if e.type == EventType.TOOL_CALL_RESULT and e.tool_call_id == outer_call.id)
     assert events.index(outer_result) > events.index(finished)
     assert outer_result.subagent_run_id is None
+
+
+async def test_a_sub_agent_of_a_sub_agent_names_its_parent_and_the_call_that_runs_it() -> None:
+    events = streamed(await events_of(nested_team_agent()))
+    assert order_problems(events) == []
+    manager, clerk = of_type(events, EventType.SUBAGENT_STARTED)
+    assert (manager.name, clerk.name) == ("ask_manager", "ask_clerk")
+    assert (manager.parent_subagent_run_id, clerk.parent_subagent_run_id) == (None, manager.subagent_run_id)
+    (asks_clerk,) = [e for e in of_type(events, EventType.TOOL_CALL_START) if e.tool_call_name == "ask_clerk"]
+    assert asks_clerk.subagent_run_id == manager.subagent_run_id
+    assert clerk.parent_tool_call_id == asks_clerk.tool_call_id
+    # each model numbers its calls from 1: the ids the stream carries are still one per call
+    starts = of_type(events, EventType.TOOL_CALL_START)
+    assert len({e.tool_call_id for e in starts}) == len(starts) == 2
+    finished = {e.subagent_run_id: e.result for e in of_type(events, EventType.SUBAGENT_FINISHED)}
+    assert finished == {manager.subagent_run_id: "The clerk says C3 is paid.", clerk.subagent_run_id: "C3 is paid."}
 
 
 async def test_a_sub_agent_that_fails_ends_with_subagent_error() -> None:

@@ -475,7 +475,7 @@ class Translator:
                     subagent_run_id=scope.sid,
                     name=event.path[-1],
                     parent_subagent_run_id=None if parent is None else parent.sid,
-                    parent_tool_call_id=key[-1],
+                    parent_tool_call_id=(self._top if parent is None else parent).calls + key[-1],
                     metadata={"model": model} if model else None,
                 )
             )
