@@ -461,6 +461,7 @@ def test_a_use_chat_body_becomes_the_prompt_history_and_instructions() -> None:
         {"model": "fast"},
     )
     assert request.instructions == "Answer in French."
+    assert request.continues is None
     assert request.prompt == ["And this?", Attachment("image/png", PNG, None, "a.png")]
     first, step1, results1, step2, results2 = request.history
     assert first == Message.user("Total of A1?")
@@ -487,6 +488,7 @@ def test_a_conversation_ending_with_a_client_tools_output_runs_without_a_prompt(
     }
     request = vercel.chat_input(chat(user(text("Go")), answered))
     assert request.prompt is None
+    assert request.continues == "a"  # the answer goes on in the message that holds the call
     assert request.history[-1] == Message("tool", (ToolResult("c9", "confirm", "yes"),))
 
 

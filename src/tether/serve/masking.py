@@ -3,7 +3,8 @@
 A run's answer reaches a client delta by delta, and a model may write a key (one it read in a tool's output) in
 pieces. Each piece is masked with what was held back before it (``tether.redaction``), and the end of the masked
 text that could be the start of a known key (``Masker.held_back``) is held back until the next piece, or until the
-text ends (:meth:`HeldText.flush`). A stream whose redaction knows no key holds nothing back.
+text ends (:meth:`HeldText.flush`). A stream whose redaction knows no key holds nothing back. The redaction's
+other rules (bearer tokens, URL passwords, secret-named members) read each piece with what was held back before it.
 """
 
 from __future__ import annotations

@@ -100,6 +100,10 @@ class ChatRequest:
     trigger: str | None = None
     message_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    continues: str | None = None
+    """The id of the assistant message this answer goes on with: the last one, when the conversation ends with
+    the output of a tool the page ran (``useChat`` adds the answer's parts to it: give it to the
+    :class:`Translator` as its ``message_id``); ``None`` when the answer is a new message."""
 
 
 def chat_input(body: bytes | str) -> ChatRequest:
@@ -128,7 +132,13 @@ def chat_input(body: bytes | str) -> ChatRequest:
         trigger=_optional_str(request, "trigger", "trigger"),
         message_id=_optional_str(request, "messageId", "messageId"),
         extra=extra,
+        continues=_last_assistant(messages) if asked.prompt is None else None,
     )
+
+
+def _last_assistant(messages: list[Any]) -> str | None:
+    found = messages[-1].get("id") if messages and messages[-1].get("role") == "assistant" else None
+    return found if isinstance(found, str) else None
 
 
 def _message(message: Any, where: str, system: list[str]) -> list[Message]:
