@@ -192,7 +192,9 @@ def _parts(content: Any) -> tuple[Text | Attachment, ...]:
             elif isinstance(source, UrlSource):
                 parts.append(attachment_from_url(source.value, source.mime_type))
             else:
-                raise RequestInvalid(f"an {part.type} part by a provider's file handle cannot be read: send its data")
+                raise RequestInvalid(
+                    f"the {part.type} part is a provider's file handle, which cannot be read: send its data"
+                )
         else:
             raise RequestInvalid(f"a {part.type} part cannot be an attachment: images, audio and documents can")
     return tuple(parts)
