@@ -482,6 +482,27 @@ def test_a_conversation_ending_with_tool_results_runs_without_a_prompt() -> None
     assert run.history[-1].role == "tool"
 
 
+def test_a_sub_agents_messages_kept_by_the_client_are_not_the_models_history() -> None:
+    sub = "run-1-agent-call_1"
+    asked: list[dict[str, Any]] = [
+        {"id": "u1", "role": "user", "content": "Ask the helper."},
+        {"id": "a1", "role": "assistant", "toolCalls": [function_call("call_1", "ask_helper", "{}")]},
+        {"id": "t1", "role": "tool", "toolCallId": "call_1", "content": "B2 is 12.5 EUR."},
+        {"id": "s1", "role": "assistant", "subagentRunId": sub, "toolCalls": [function_call("x", "lookup", "{}")]},
+        {"id": "s2", "role": "tool", "subagentRunId": sub, "toolCallId": "x", "content": "12.5 EUR"},
+        {"id": "s3", "role": "assistant", "subagentRunId": sub, "content": "B2 is 12.5 EUR."},
+        {"id": "a2", "role": "assistant", "content": "The helper says 12.5 EUR."},
+        {"id": "u2", "role": "user", "content": "Thanks"},
+    ]
+    run = agui.run_input(body(asked))
+    assert [m.role for m in run.history] == ["user", "assistant", "tool", "assistant"]
+    assert run.history[-1] == Message.assistant("The helper says 12.5 EUR.")
+
+
+def function_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
 async def test_the_read_input_runs_and_the_model_is_sent_the_history_and_the_attachment() -> None:
     run = agui.run_input(body(CONVERSATION))
     model = ScriptedProvider([reply("Une image.")])

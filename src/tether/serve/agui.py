@@ -5,7 +5,8 @@ extra's ``ag-ui-protocol``), so what is sent is what every AG-UI client reads.
 In: :func:`run_input` reads the request body (``RunAgentInput``): its messages become tether messages (a user's
 text, images, audio and documents, inline or by URL; an assistant's text and tool calls; a tool's results, an
 ``error`` one as an error result), its system and developer messages and its ``context`` the run's instructions.
-Reasoning and activity messages are the client's to show, not the model's to read, and are left out.
+Reasoning and activity messages, and the messages of a sub-agent (those with a ``subagentRunId``, which a client
+keeps as the stream gave them), are the client's to show, not the model's to read, and are left out.
 
 Out: a :class:`Translator` per run turns each ``RunEvent`` into AG-UI events, in the protocol's order:
 ``RUN_STARTED`` first; a provider call is a step (``STEP_STARTED`` ... ``STEP_FINISHED``, around its tool calls);
@@ -157,6 +158,8 @@ def _messages(request: RunAgentInput) -> list[Message]:
     calls: dict[str, ToolCall] = {}
     messages: list[Message] = []
     for message in request.messages:
+        if message.subagent_run_id is not None:
+            continue  # a sub-agent's messages (a client keeps them as the stream gave them): its own, not the model's
         if isinstance(message, UserMessage):
             messages.append(Message("user", _parts(message.content)))
         elif isinstance(message, AssistantMessage):
