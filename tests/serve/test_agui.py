@@ -39,6 +39,7 @@ from tether.providers.scripted import ScriptedProvider, reply
 from tether.redaction import Redaction
 from tether.secrets import Masker
 from tether.serve import agui
+from tether.serve.inputs import OPENING
 
 from .runs import (
     SAID,
@@ -474,6 +475,13 @@ def test_a_run_agent_input_becomes_the_prompt_history_and_instructions() -> None
         ToolResult("c2", "refund", "refused", is_error=True, code="tool_failed"),
     )
     assert answer == Message.assistant("12.5 EUR.")
+
+
+def test_a_greeting_before_the_first_user_message_goes_to_the_instructions() -> None:
+    greeting = {"id": "g", "role": "assistant", "content": "Hello, how can I help?"}
+    run = agui.run_input(body([greeting, {"id": "u", "role": "user", "content": "A1?"}]))
+    assert (run.history, run.prompt) == ((), ["A1?"])
+    assert run.instructions == f"{OPENING}\n\nHello, how can I help?"
 
 
 def test_a_conversation_ending_with_tool_results_runs_without_a_prompt() -> None:

@@ -36,6 +36,7 @@ from tether.providers.scripted import ScriptedProvider, reply
 from tether.redaction import Redaction
 from tether.secrets import Masker
 from tether.serve import vercel
+from tether.serve.inputs import OPENING
 
 from .runs import (
     SAID,
@@ -490,6 +491,15 @@ def test_a_conversation_ending_with_a_client_tools_output_runs_without_a_prompt(
     assert request.prompt is None
     assert request.continues == "a"  # the answer goes on in the message that holds the call
     assert request.history[-1] == Message("tool", (ToolResult("c9", "confirm", "yes"),))
+
+
+def test_a_greeting_before_the_first_user_message_goes_to_the_instructions() -> None:
+    greeting = {"id": "g", "role": "assistant", "parts": [text("Hi! Ask me about invoices.")]}
+    system = {"id": "s", "role": "system", "parts": [text("Be brief.")]}
+    request = vercel.chat_input(chat(system, greeting, user(text("A1?"))))
+    assert request.history == ()
+    assert request.prompt == ["A1?"]
+    assert request.instructions == f"Be brief.\n\n{OPENING}\n\nHi! Ask me about invoices."
 
 
 def test_a_file_by_url_is_an_attachment_by_reference() -> None:
