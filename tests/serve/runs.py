@@ -95,6 +95,13 @@ def nested_team_agent() -> Agent[Any, Any]:
     return Agent(model, tools=[manager.as_tool(name="ask_manager")])
 
 
+def handoff_agent() -> Agent[Any, Any]:
+    """A triage agent that hands the run to billing, which answers."""
+    billing = Agent(ScriptedProvider([reply("Billing here: 12.5 EUR.")]), name="billing")
+    model = ScriptedProvider([call("transfer_to_billing", {}, text="Passing you on.")])
+    return Agent(model, name="triage", handoffs=[billing])
+
+
 async def events_of(agent: Agent[Any, Any], prompt: Any = "Total of A1?", **options: Any) -> list[RunEvent]:
     """Every event of a run of ``agent``, ``RunCompleted`` last."""
     return [event async for event in agent.stream(prompt, **options)]

@@ -47,6 +47,7 @@ from .runs import (
     cancelled_events,
     events_of,
     failing_agent,
+    handoff_agent,
     limited_agent,
     nested_team_agent,
     result_of,
@@ -230,7 +231,12 @@ async def test_a_run_with_thinking_text_two_tool_calls_and_a_typed_output_stream
     assert last.type == EventType.RUN_FINISHED
     assert last.result == {"number": "A1", "total": 12.5}
     assert last.outcome.type == "success"
-    assert last.metadata == {"stopReason": "complete", "degraded": False, "detail": result_of(run).detail}
+    assert last.metadata == {
+        "stopReason": "complete",
+        "degraded": False,
+        "detail": result_of(run).detail,
+        "lastAgent": None,
+    }
     usage = result_of(run).usage
     (tokens,) = last.usage
     assert (tokens.input_tokens, tokens.output_tokens) == (usage.input_tokens, usage.output_tokens)
@@ -275,6 +281,19 @@ async def test_a_degraded_run_finishes_with_its_answer_and_says_why_it_stopped()
     assert last.result == "Summary: A1 costs 12.5 EUR."
     assert last.metadata["stopReason"] == "max_turns"
     assert last.metadata["degraded"] is True
+
+
+async def test_a_handoff_is_a_custom_event_between_the_agents_turns_and_the_last_agent_is_named() -> None:
+    events = streamed(await events_of(handoff_agent()))
+    assert order_problems(events) == []
+    (handoff,) = custom(events, "tether.handoff_taken")
+    assert handoff == {"from_agent": "triage", "to_agent": "billing", "turn": 1}
+    texts = [
+        "".join(e.delta for e in of_type(events, EventType.TEXT_MESSAGE_CONTENT) if e.message_id == m.message_id)
+        for m in of_type(events, EventType.TEXT_MESSAGE_START)
+    ]
+    assert texts == ["Passing you on.", "Billing here: 12.5 EUR."]
+    assert events[-1].metadata["lastAgent"] == "billing"
 
 
 async def test_a_retried_call_is_a_custom_event_and_each_attempt_its_own_step() -> None:

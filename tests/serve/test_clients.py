@@ -28,6 +28,7 @@ from tether.serve import agui, vercel
 from .runs import (
     cancelled_events,
     failing_agent,
+    handoff_agent,
     limited_agent,
     nested_team_agent,
     retried_agent,
@@ -53,6 +54,7 @@ SCENARIOS: dict[str, Callable[[], Agent[Any, Any]]] = {
     "nested": nested_team_agent,
     "limited": limited_agent,
     "retried": retried_agent,
+    "handoff": handoff_agent,
 }
 
 

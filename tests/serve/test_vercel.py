@@ -44,6 +44,7 @@ from .runs import (
     cancelled_events,
     events_of,
     failing_agent,
+    handoff_agent,
     limited_agent,
     result_of,
     run_id_of,
@@ -278,6 +279,15 @@ async def test_a_degraded_run_finishes_normally_and_says_why_it_stopped() -> Non
     assert of_type(parts, "error") == []
     meta = parts[-1]["messageMetadata"]
     assert (meta["stopReason"], meta["degraded"]) == ("max_turns", True)
+
+
+async def test_a_handoff_is_a_transient_data_part_and_the_last_agent_is_named() -> None:
+    parts = streamed(await events_of(handoff_agent()))
+    assert order_problems(parts) == []
+    (handoff,) = of_type(parts, "data-handoff-taken")
+    assert handoff["data"] == {"from_agent": "triage", "to_agent": "billing", "turn": 1}
+    assert [p["type"] for p in of_type(parts, "text-start")] == ["text-start", "text-start"]
+    assert parts[-1]["messageMetadata"]["lastAgent"] == "billing"
 
 
 async def test_a_sub_agents_events_are_transient_data_parts_inside_its_call() -> None:

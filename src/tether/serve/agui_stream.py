@@ -315,7 +315,12 @@ class Translator:
             out.append(CustomEvent(name="tether.output", value=output))
         usage = [token_usage(result.usage, self._top.model)]
         detail = self.redaction.text(result.detail)
-        meta = {"stopReason": result.stop_reason, "degraded": result.degraded, "detail": detail}
+        meta = {
+            "stopReason": result.stop_reason,
+            "degraded": result.degraded,
+            "detail": detail,
+            "lastAgent": result.last_agent,
+        }
         if result.stop_reason == "cancelled":
             outcome: Any = RunFinishedCancelledOutcome()
         elif result.error is not None:
