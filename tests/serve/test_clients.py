@@ -5,15 +5,17 @@ on any break of the protocol's order), in Node, against the translators served o
 Each client then sends back the conversation it built, with one more user message, and the server reads it: what
 a client keeps of a run (its tool parts, a sub-agent's messages) is a history tether can run.
 
-The clients are npm packages (``tests/serve/clients/package.json``, installed with ``npm install`` in that
-folder); without them, or without Node, these tests are skipped.
+The clients are npm packages (``tests/serve/clients/package.json``), installed with ``npm ci`` by the first test
+that needs them; without Node and npm these tests are skipped (in CI they fail).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -39,12 +41,21 @@ from .runs import (
 
 CLIENTS = Path(__file__).parent / "clients"
 NODE = shutil.which("node")
-pytestmark = pytest.mark.skipif(
-    NODE is None
-    or not (CLIENTS / "node_modules" / "ai").is_dir()
-    or not (CLIENTS / "node_modules" / "@ag-ui").is_dir(),
-    reason="the official JS clients are not installed: npm install in tests/serve/clients",
-)
+pytestmark = pytest.mark.usefixtures("clients_installed")
+
+
+@pytest.fixture(scope="module")
+def clients_installed() -> None:
+    """The clients of ``package-lock.json``, installed with ``npm ci`` unless they are there already (as the npm
+    MCP servers are, tests/mcp/conftest.py). Without node and npm the tests skip; in CI they fail instead."""
+    if NODE is None or shutil.which("npm") is None:
+        if os.environ.get("CI"):
+            pytest.fail("the official JS clients need node and npm, and CI must run them")
+        pytest.skip("the official JS clients need node and npm")
+    modules = CLIENTS / "node_modules"
+    if not ((modules / "ai").is_dir() and (modules / "@ag-ui").is_dir()):
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=CLIENTS, check=True, timeout=600)
+
 
 SCENARIOS: dict[str, Callable[[], Agent[Any, Any]]] = {
     "typed": typed_agent,
