@@ -22,7 +22,12 @@ def mcp() -> None:
 @agent_option
 @click.option("--http", "http", is_flag=True, help="Serve streamable HTTP at /mcp instead of stdio.")
 @click.option("--host", metavar="HOST", help="With --http: the address to bind (default 127.0.0.1).")
-@click.option("--port", type=click.IntRange(min=0, max=65535), metavar="N", help="With --http: the port (default 8000; 0: a free one).")
+@click.option(
+    "--port",
+    type=click.IntRange(min=0, max=65535),
+    metavar="N",
+    help="With --http: the port (default 8000; 0: a free one).",
+)
 @click.option(
     "--token",
     metavar="TOKEN",

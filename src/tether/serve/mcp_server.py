@@ -197,7 +197,7 @@ class MCPAgentServer:
         with anyio.move_on_after(CANCEL_GRACE, shield=True):
             try:
                 result = await task
-            except Exception:  # noqa: BLE001 - the run's own failure: logged, the cancellation still goes on
+            except Exception:  # the run's own failure: logged, the cancellation still goes on
                 log.exception("the cancelled run failed while closing")
                 return
             self._ended(None, result)
@@ -259,7 +259,7 @@ class Progress:
         self._count += 1
         try:
             await self._ctx.session.report_progress(self._count, None, self._mask(message))
-        except Exception:  # noqa: BLE001 - a client gone or slow to read: the run goes on without its progress
+        except Exception:  # a client gone or slow to read: the run goes on without its progress
             log.debug("a progress notification was not sent", exc_info=True)
             self._stopped = True
 
@@ -271,17 +271,16 @@ async def _drive(stream: RunStream, progress: Progress | None) -> RunResult[Any]
     """The run's events, read to its result; each turn and tool call said to ``progress``."""
     result: RunResult[Any] | None = None
     async for event in stream:
-        kind = type(event)
-        if kind is RunCompleted:
-            result = event.result  # type: ignore[union-attr]  # kind is RunCompleted
+        if isinstance(event, RunCompleted):
+            result = event.result
         elif progress is None:
             continue
-        elif kind is TurnStarted:
-            await progress.say(f"turn {event.turn}")  # type: ignore[union-attr]  # kind is TurnStarted
-        elif kind is ToolCallStarted:
-            await progress.say(f"tool {event.call.name} started")  # type: ignore[union-attr]  # kind is ToolCallStarted
-        elif kind is ToolResultReceived:
-            done = event.result  # type: ignore[union-attr]  # kind is ToolResultReceived
+        elif isinstance(event, TurnStarted):
+            await progress.say(f"turn {event.turn}")
+        elif isinstance(event, ToolCallStarted):
+            await progress.say(f"tool {event.call.name} started")
+        elif isinstance(event, ToolResultReceived):
+            done = event.result
             await progress.say(f"tool {done.name} {'failed' if done.is_error else 'done'}")
     assert result is not None, "a run always ends with RunCompleted"
     return result

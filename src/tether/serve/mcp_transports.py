@@ -2,8 +2,8 @@
 
 * **stdio** (:func:`serve_mcp_stdio`): the client starts the process and speaks on its stdin and stdout, which then
   carry nothing else; the server ends when its stdin closes.
-* **Streamable HTTP** (:func:`mcp_http_app`, :func:`serve_mcp_http`): one endpoint, ``/mcp``, served by uvicorn. It binds
-  127.0.0.1 unless told otherwise; a host other than a loopback one is refused (``ConfigInvalid``) without a
+* **Streamable HTTP** (:func:`mcp_http_app`, :func:`serve_mcp_http`): one endpoint, ``/mcp``, served by uvicorn.
+  It binds 127.0.0.1 unless told otherwise; a host other than a loopback one is refused (``ConfigInvalid``) without a
   token, and with a token every request must carry ``Authorization: Bearer <token>`` (401 otherwise, compared
   in constant time). On a loopback host the SDK's DNS-rebinding protection checks the ``Host`` and ``Origin``
   headers too.
@@ -25,7 +25,7 @@ from tether.errors import ConfigInvalid
 if TYPE_CHECKING:
     from tether.serve.mcp_server import MCPAgentServer
 
-__all__ = ["BearerGate", "check_host", "mcp_http_app", "is_loopback", "serve_mcp_http", "serve_mcp_stdio"]
+__all__ = ["BearerGate", "check_host", "is_loopback", "mcp_http_app", "serve_mcp_http", "serve_mcp_stdio"]
 
 MCP_PATH = "/mcp"
 """The streamable HTTP endpoint's path."""
