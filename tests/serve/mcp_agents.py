@@ -93,3 +93,11 @@ def forecast(request: Request) -> Step:
 
 
 typed = Agent(ScriptedProvider([forecast], repeat_last=True), name="weather", output_type=Weather)
+
+
+def tags(request: Request) -> Step:
+    """The list agent's model: its output, a list, in the output tool's ``result``."""
+    return call(OUTPUT_TOOL, {"result": ["red", "green"]})
+
+
+listed = Agent(ScriptedProvider([tags], repeat_last=True), name="tags", output_type=list[str])

@@ -9,6 +9,7 @@ the HTTP mode's token and host rules.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -27,8 +28,12 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
-from tests.serve.mcp_agents import SECRET
+from tests.serve.mcp_agents import SECRET, answer, slow
+from tether import Agent, RunResult, StopReason
+from tether.errors import ConfigInvalid
 from tether.messages import transcript_problems
+from tether.providers import ScriptedProvider
+from tether.serve import MCPAgentServer
 from tether.sessions import SQLiteSessionStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,6 +191,16 @@ async def test_a_typed_agent_answers_with_structured_content_its_output_schema_d
     assert result.structured_content == {"city": "Oslo", "celsius": -3}
 
 
+async def test_a_typed_output_whose_schema_is_not_an_object_is_given_as_its_result(place: Place) -> None:
+    async with over_stdio(place, "listed") as session:
+        [tool] = (await session.list_tools()).tools
+        result = await session.call_tool("tags", {"prompt": "colours?"})
+    assert tool.output_schema is not None
+    assert tool.output_schema["type"] == "object"
+    assert tool.output_schema["properties"]["result"]["type"] == "array"
+    assert result.structured_content == {"result": ["red", "green"]}
+
+
 async def test_progress_is_notified_per_turn_and_per_tool_call_while_the_run_goes_on(place: Place) -> None:
     seen: list[tuple[float, str | None]] = []
 
@@ -249,6 +264,21 @@ async def test_a_session_id_continues_the_conversation(place: Place) -> None:
         alone = await session.call_tool("helper_bot", {"prompt": "count"})
     assert text_of(second) == "you asked 2 times"
     assert text_of(alone) == "you asked 1 times"
+
+
+async def test_without_agent_the_configured_agent_is_served_as_the_tool_agent(place: Place) -> None:
+    project = place.root / "project"
+    project.mkdir()
+    (project / "agent.toml").write_text('[runtime]\nmodel = "scripted:echo"\n')
+    argv = command()
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=place.env(), cwd=str(project))
+    with place.stderr.open("a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            [tool] = (await session.list_tools()).tools
+            result = await session.call_tool("agent", {"prompt": "from the configuration"})
+    assert tool.name == "agent"
+    assert text_of(result) == "from the configuration"
 
 
 def test_an_agent_that_cannot_be_imported_is_a_configuration_problem(place: Place) -> None:
@@ -325,3 +355,44 @@ def test_host_and_port_without_http_are_a_usage_error(place: Place) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert "--port only apply with --http" in done.stderr
+
+
+# --- in this process: an agent without a session store -------------------------------------------------------
+
+
+def storeless() -> Agent[None, str]:
+    return Agent(ScriptedProvider([answer], repeat_last=True), name="helper", tools=[slow])
+
+
+async def test_without_a_store_a_session_is_kept_in_the_servers_memory() -> None:
+    server = MCPAgentServer(storeless())
+    await server.run("hello", "talk")
+    second = await server.run("count", "talk")
+    other = await server.run("count", "another")
+    assert second.text == "you asked 2 times"
+    assert other.text == "you asked 1 times"
+
+
+async def test_a_cancelled_run_without_a_store_leaves_a_valid_history_the_next_call_continues(
+    place: Place, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_AGENT_LOG", str(place.marks))
+    ended: list[RunResult[Any]] = []
+    server = MCPAgentServer(storeless(), on_run_end=ended.append)
+    call = asyncio.get_running_loop().create_task(server.run("slow", "talk"))
+    await until(lambda: "started" in place.marked(), "the slow tool to start")
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert [result.stop_reason for result in ended] == [StopReason.CANCELLED]
+    assert transcript_problems(ended[0].messages) == []
+    after = await server.run("count", "talk")
+    assert after.text == "you asked 2 times"  # the cancelled call's prompt is in the conversation
+    assert "cancelled" in place.marked()
+
+
+def test_an_agent_that_needs_deps_or_a_bad_name_is_refused() -> None:
+    with pytest.raises(ConfigInvalid, match="deps"):
+        MCPAgentServer(Agent(ScriptedProvider.echo(), deps_type=dict))
+    with pytest.raises(ConfigInvalid, match="tool's name"):
+        MCPAgentServer(storeless(), name="two words")

@@ -90,6 +90,8 @@ class MCPAgentServer:
     ) -> None:
         if not isinstance(agent, Agent):
             raise ConfigInvalid(f"an MCP server serves a tether Agent, not a {type(agent).__name__}")
+        if agent.deps_type is not None:
+            raise ConfigInvalid("an agent whose runs need deps (deps_type=) cannot be served: a call cannot give them")
         self.agent = agent
         self.name = tool_name(agent, name)
         self.description = description or (
@@ -100,7 +102,6 @@ class MCPAgentServer:
         self._histories: OrderedDict[str, tuple[Message, ...]] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
         self._output = _output_of(agent)
-        self._redaction = Redaction(agent.secrets)
         self.server: Server[Any] = self._make_server()
 
     def _make_server(self) -> Server[Any]:
@@ -162,6 +163,9 @@ class MCPAgentServer:
             result = await self.run(prompt, session_id, progress)
         except TetherError as error:  # refused before it ran: a session the store cannot give, a prompt refused
             return self._error(error.code, error.message)
+        except Exception as error:  # a bug's: said as an error result, masked, never the SDK's raw message
+            log.exception("a call of %s failed", self.name)
+            return self._error("error", f"{type(error).__name__}: {error}")
         return self._answer(result)
 
     async def run(self, prompt: str, session_id: str | None, progress: Progress | None = None) -> RunResult[Any]:
@@ -174,7 +178,7 @@ class MCPAgentServer:
             try:
                 result = await asyncio.shield(task)
             except asyncio.CancelledError:
-                await self._close_cancelled(stream, task, progress)
+                await self._close_cancelled(stream, task, progress, session_id)
                 raise
             self._ended(session_id, result)
             return result
@@ -186,7 +190,9 @@ class MCPAgentServer:
             return self.agent.stream(prompt, session=session_id)
         return self.agent.stream(prompt, history=self._histories.get(session_id, ()))
 
-    async def _close_cancelled(self, stream: RunStream, task: asyncio.Task[RunResult[Any]], progress: Any) -> None:
+    async def _close_cancelled(
+        self, stream: RunStream, task: asyncio.Task[RunResult[Any]], progress: Progress | None, session_id: str | None
+    ) -> None:
         """The run of a cancelled call: cancelled, awaited (shielded, within :data:`CANCEL_GRACE`) so that its
         transcript is closed and saved before the call's cancellation goes on."""
         import anyio
@@ -200,7 +206,7 @@ class MCPAgentServer:
             except Exception:  # the run's own failure: logged, the cancellation still goes on
                 log.exception("the cancelled run failed while closing")
                 return
-            self._ended(None, result)
+            self._ended(session_id, result)
             return
         log.warning("the cancelled run did not close within %.0f seconds", CANCEL_GRACE)
 
@@ -239,7 +245,8 @@ class MCPAgentServer:
     def _error(self, code: str, message: str) -> CallToolResult:
         from mcp.types import CallToolResult, TextContent
 
-        return CallToolResult(content=[TextContent(text=f"[{code}] {self._redaction.text(message)}")], is_error=True)
+        shown = Redaction(self.agent.secrets).text(message)  # the agent's keys now: they may have changed
+        return CallToolResult(content=[TextContent(text=f"[{code}] {shown}")], is_error=True)
 
 
 class Progress:
