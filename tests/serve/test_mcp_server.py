@@ -209,8 +209,8 @@ async def test_progress_is_notified_per_turn_and_per_tool_call_while_the_run_goe
 
     async with over_stdio(place) as session:
         result = await session.call_tool("helper_bot", {"prompt": "add"}, progress_callback=progress)
+        await until(lambda: len(seen) >= 4, "the progress notifications")  # each is handled in a task of its own
     assert text_of(result) == "the tool said 5"
-    await until(lambda: len(seen) >= 4, "the progress notifications")  # each is handled in a task of its own
     assert sorted(message or "" for _, message in seen) == sorted(
         ["turn 1", "tool add started", "tool add done", "turn 2"]
     )

@@ -224,7 +224,8 @@ class MCPAgentServer:
         lock = self._locks.get(session_id)
         if lock is None:
             if len(self._locks) > KEPT_SESSIONS:  # the idle ones go: a lock held or waited for is kept
-                for key in [key for key, kept in self._locks.items() if not kept.locked()]:
+                idle = [key for key, kept in self._locks.items() if not kept.locked() and not kept._waiters]
+                for key in idle:
                     del self._locks[key]
             lock = self._locks[session_id] = asyncio.Lock()
         return lock
