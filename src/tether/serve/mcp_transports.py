@@ -5,8 +5,8 @@
 * **Streamable HTTP** (:func:`mcp_http_app`, :func:`serve_mcp_http`): one endpoint, ``/mcp``, served by uvicorn.
   It binds 127.0.0.1 unless told otherwise; a host other than a loopback one is refused (``ConfigInvalid``) without a
   token, and with a token every request must carry ``Authorization: Bearer <token>`` (401 otherwise, compared
-  in constant time). On a loopback host the SDK's DNS-rebinding protection checks the ``Host`` and ``Origin``
-  headers too.
+  in constant time). On 127.0.0.1, localhost or ::1 the SDK's DNS-rebinding protection checks the ``Host``
+  and ``Origin`` headers too.
 
 uvicorn and starlette come with the MCP SDK (the ``mcp`` extra); both are imported when a server starts.
 """
