@@ -41,6 +41,7 @@ from tether.limits import StopReason
 from tether.messages import Message
 from tether.redaction import Redaction
 from tether.run_handles import RunStream
+from tether.secrets import mask_exception_in_place
 
 if TYPE_CHECKING:
     from mcp.server import Server, ServerRequestContext
@@ -164,6 +165,7 @@ class MCPAgentServer:
         except TetherError as error:  # refused before it ran: a session the store cannot give, a prompt refused
             return self._error(error.code, error.message)
         except Exception as error:  # a bug's: said as an error result, masked, never the SDK's raw message
+            mask_exception_in_place(error, self.agent.secrets)  # before the log prints its chain
             log.exception("a call of %s failed", self.name)
             return self._error("error", f"{type(error).__name__}: {error}")
         return self._answer(result)
@@ -203,7 +205,8 @@ class MCPAgentServer:
         with anyio.move_on_after(CANCEL_GRACE, shield=True):
             try:
                 result = await task
-            except Exception:  # the run's own failure: logged, the cancellation still goes on
+            except Exception as error:  # the run's own failure: logged, the cancellation still goes on
+                mask_exception_in_place(error, self.agent.secrets)
                 log.exception("the cancelled run failed while closing")
                 return
             self._ended(session_id, result)
