@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
@@ -242,9 +242,11 @@ async def test_a_run_that_fails_is_an_error_result_with_its_stop_reason(place: P
     assert "the model's server is down" in text_of(result)
 
 
-async def test_bad_arguments_are_an_error_result_naming_them(place: Place) -> None:
+async def test_bad_arguments_are_an_error_result_naming_them_and_another_tool_a_protocol_error(place: Place) -> None:
     async with over_stdio(place) as session:
         result = await session.call_tool("helper_bot", {"prompt": "  "})
+        with pytest.raises(MCPError, match="Unknown tool: nope"):
+            await session.call_tool("nope", {"prompt": "hi"})
     assert result.is_error
     assert text_of(result).startswith("[invalid_arguments]")
     assert "prompt" in text_of(result)
