@@ -88,11 +88,12 @@ class Weather(BaseModel):
 
 
 def forecast(request: Request) -> Step:
-    """The typed agent's model: the output tool at once."""
-    return call(OUTPUT_TOOL, {"city": "Oslo", "celsius": -3})
+    """The typed agent's model: the output tool at once; asked to leak, with the key as the city."""
+    city = SECRET if request.messages[-1].text == "leak" else "Oslo"
+    return call(OUTPUT_TOOL, {"city": city, "celsius": -3})
 
 
-typed = Agent(ScriptedProvider([forecast], repeat_last=True), name="weather", output_type=Weather)
+typed = Agent(ScriptedProvider([forecast], repeat_last=True), name="weather", output_type=Weather, secrets=[SECRET])
 
 
 def tags(request: Request) -> Step:

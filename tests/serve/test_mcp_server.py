@@ -184,11 +184,14 @@ async def test_a_typed_agent_answers_with_structured_content_its_output_schema_d
     async with over_stdio(place, "typed") as session:
         [tool] = (await session.list_tools()).tools
         result = await session.call_tool("weather", {"prompt": "Oslo?"})
+        leaked = await session.call_tool("weather", {"prompt": "leak"})
     assert tool.output_schema is not None
     assert tool.output_schema["type"] == "object"
     assert set(tool.output_schema["properties"]) == {"city", "celsius"}
     assert not result.is_error
     assert result.structured_content == {"city": "Oslo", "celsius": -3}
+    assert leaked.structured_content == {"city": "***", "celsius": -3}  # known keys masked in the output too
+    assert SECRET not in text_of(leaked)
 
 
 async def test_a_typed_output_whose_schema_is_not_an_object_is_given_as_its_result(place: Place) -> None:
