@@ -1,5 +1,5 @@
 """The ``tether`` command: a click group, one subcommand per job: ``run``, ``chat``, ``py``, ``sessions``,
-``models``, ``config``, ``batch``, ``worker``, ``runs``, ``probe`` and ``doctor``.
+``models``, ``config``, ``batch``, ``worker``, ``runs``, ``mcp``, ``probe`` and ``doctor``.
 
 ``tether --help`` and ``tether run --help`` must answer at once, so this module imports only click and
 ``tether`` itself; each command imports what it needs (rich, prompt_toolkit, aiohttp, pydantic, providers)
@@ -20,6 +20,7 @@ from tether._version import __version__
 from tether.cli.config_commands import config as config_group
 from tether.cli.config_flag import config_option
 from tether.cli.help import WholeSummaries
+from tether.cli.mcp_commands import mcp as mcp_group
 from tether.cli.models_commands import models as models_group
 from tether.cli.run_options import (
     MODES,
@@ -434,6 +435,7 @@ main.add_command(sessions_group)
 main.add_command(runs_group)
 main.add_command(models_group)
 main.add_command(skills_group)
+main.add_command(mcp_group)
 
 
 if __name__ == "__main__":
