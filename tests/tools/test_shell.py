@@ -111,8 +111,10 @@ def test_head_tail_keeps_the_exact_start_and_end_and_counts_the_middle(chunks: l
     for chunk in chunks:
         buffer.feed(chunk)
     data = b"".join(chunks)
-    kept = len(buffer.head) + len(buffer.tail)
-    assert kept == min(len(data), limit + 2 * MASK_MARGIN), "each end keeps a margin for masking"
+    assert len(buffer.head) == min(len(data), buffer.head_limit + MASK_MARGIN), "the head keeps a margin for masking"
+    assert len(buffer.tail) == min(len(data), buffer.tail_limit + MASK_MARGIN), (
+        "so does the tail, head included"
+    )
     assert data.startswith(bytes(buffer.head))
     assert data.endswith(bytes(buffer.tail))
     assert buffer.elided == max(0, len(data) - limit)

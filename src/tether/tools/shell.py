@@ -83,7 +83,8 @@ class HeadTail:
     """Keeps the first and the last bytes of a stream, up to ``limit`` in all, and counts the rest.
 
     Each end keeps :data:`MASK_MARGIN` bytes more than it shows: :meth:`text` masks known keys first and cuts
-    after, so a key that the cut would split is masked whole rather than shown but for its last characters."""
+    after, so a key that the cut would split is masked whole rather than shown but for its last characters. The
+    tail is the stream's last bytes, the head's included: a key across the head's kept end is whole in the tail."""
 
     __slots__ = ("head", "head_limit", "tail", "tail_limit", "total")
 
@@ -99,9 +100,8 @@ class HeadTail:
         room = self.head_limit + MASK_MARGIN - len(self.head)
         if room > 0:
             self.head += data[:room]
-            data = data[room:]
         keep = self.tail_limit + MASK_MARGIN if self.tail_limit else 0
-        if data and keep:
+        if keep:  # the tail overlaps the head: a key across the head's end is whole in one of them
             self.tail += data[-keep:]
             if len(self.tail) > keep:
                 del self.tail[: len(self.tail) - keep]
@@ -116,7 +116,9 @@ class HeadTail:
         saying how much was elided, and its tail."""
         show = mask or _unmasked
         if not self.elided:
-            return show((self.head + self.tail).decode("utf-8", "replace"))
+            rest = self.total - len(self.head)
+            whole = self.head + self.tail[len(self.tail) - rest :] if rest > 0 else self.head
+            return show(whole.decode("utf-8", "replace"))
         head = show(self.head.decode("utf-8", "replace"))[: self.head_limit]
         tail = show(self.tail.decode("utf-8", "replace"))
         tail = tail[len(tail) - self.tail_limit :] if self.tail_limit else ""
