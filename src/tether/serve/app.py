@@ -148,6 +148,10 @@ async def _api_error(request: Request, error: ApiError) -> Response:
     return JSONResponse(body, status_code=error.status, headers=headers)
 
 
+_BAD_REQUEST = frozenset({"request_invalid", "session_invalid", "config_invalid", "invalid_arguments"})
+"""The codes of errors that are the request's fault (400); any other is the server's (500)."""
+
+
 async def _tether_error(request: Request, error: TetherError) -> Response:
-    status = 400 if isinstance(error, ConfigInvalid) or error.code in ("session_invalid",) else 500
+    status = 400 if isinstance(error, ConfigInvalid) or error.code in _BAD_REQUEST else 500
     return JSONResponse({"error": {"code": error.code, "message": error.message}}, status_code=status)
