@@ -49,8 +49,8 @@ from tether.run_context import DepsT, RunContext, check_deps
 from tether.run_handles import RunHandle, RunStream
 from tether.secret_refs import is_reference
 from tether.secrets import Masker, connection_password
-from tether.session_run import SessionRun
 from tether.serving import Servable
+from tether.session_run import SessionRun
 from tether.team.agent_tool import AgentTool, agent_tool
 from tether.telemetry import DISABLED, Telemetry, observer_for
 from tether.tools.base import Tool, ToolOptions
