@@ -43,9 +43,6 @@ class _Server(uvicorn.Server):
         await super().startup(sockets)
         self.ready.set()
 
-    def install_signal_handlers(self) -> None:  # the test runner's handlers stay
-        return None
-
 
 @contextlib.asynccontextmanager
 async def served(app: Starlette, *, root: str = "") -> AsyncIterator[Served]:
