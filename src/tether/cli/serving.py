@@ -17,7 +17,7 @@ from tether.errors import ConfigInvalid, TetherError
 
 __all__ = ["GRACE", "ServeOptions", "main"]
 
-GRACE = 3.0
+GRACE = 3
 """Seconds the open streams get to end on SIGINT or SIGTERM; then their runs are cancelled (and saved)."""
 
 

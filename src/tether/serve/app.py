@@ -102,7 +102,7 @@ def create_app(
     if cors_origins:
         middleware.append(
             Middleware(
-                CORSMiddleware,  # type: ignore[arg-type]  # starlette's middleware factory protocol
+                CORSMiddleware,
                 allow_origins=list(cors_origins),
                 allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
                 allow_headers=["authorization", "content-type"],
