@@ -47,7 +47,7 @@ def main(options: ServeOptions, env: Mapping[str, str] | None = None, cwd: Path 
         check_bind(options.host, token=options.token)
         durable, setup = _chosen(options, cwd, env)
     except (ConfigInvalid, NoModel) as error:
-        print(f"error: {config_problem(error)}", file=sys.stderr)
+        print(config_problem(error), file=sys.stderr)
         return exits.CONFIG
     for notice in setup.notices if setup is not None else ():
         print(f"notice: {notice}", file=sys.stderr)
