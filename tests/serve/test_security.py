@@ -22,7 +22,7 @@ from tether.providers.scripted import hang, reply
 from tether.serve import check_bind, create_app
 from tether.sessions import MemorySessionStore
 
-from .served import read_until, run_events, served
+from .served import json_events, read_until, run_events, served
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token-for-tests"
@@ -111,7 +111,9 @@ async def test_the_right_token_runs_and_the_page_needs_none() -> None:
 
 def by_token(request: Request) -> str | None:
     """Two users, each with a token of their own."""
-    return {"Bearer token-of-ann-1": "ann", "Bearer token-of-bob-1": "bob"}.get(request.headers.get("authorization", ""))
+    return {"Bearer token-of-ann-1": "ann", "Bearer token-of-bob-1": "bob"}.get(
+        request.headers.get("authorization", "")
+    )
 
 
 async def test_another_users_session_and_run_are_404_and_not_listed() -> None:
@@ -203,3 +205,30 @@ async def test_cors_is_off_by_default_and_on_for_the_origins_given() -> None:
             assert response.headers["access-control-allow-origin"] == "https://app.example"
         async with http.options(server.base + "/api/runs", headers={**origin, "origin": "https://evil.example"}) as r:
             assert "access-control-allow-origin" not in r.headers
+
+
+async def test_a_known_secret_never_reaches_a_client_even_split_across_deltas() -> None:
+    key = "sk-live-0123456789abcdef"
+    steps = [reply(f"the key is {key}, keep it", chunk_size=5)] * 3
+    served_agent = Agent(ScriptedProvider(steps), store=MemorySessionStore(), secrets=[key])
+    chat = {"id": "c1", "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "key?"}]}]}
+    agui = {"threadId": "t", "runId": "r", "state": {}, "tools": [], "context": [],
+            "forwardedProps": {}, "messages": [{"id": "m1", "role": "user", "content": "key?"}]}  # fmt: skip
+    async with served(served_agent.to_asgi()) as server, aiohttp.ClientSession() as http:
+        bodies = []
+        for path, body in (("/api/runs", {"prompt": "key?"}), ("/api/chat", chat), ("/agui", agui)):
+            async with http.post(server.base + path, json=body) as response:
+                bodies.append(await response.text())
+        session_id = json_events(bodies[0])[0]["session_id"]
+        async with http.get(f"{server.base}/api/sessions/{session_id}") as response:
+            bodies.append(await response.text())
+        async with http.get(f"{server.base}/api/runs") as response:
+            run_id = (await response.json())["runs"][-1]["run_id"]
+        async with http.get(f"{server.base}/api/runs/{run_id}") as response:
+            bodies.append(await response.text())
+    answer = "".join(e["text"] for e in json_events(bodies[0]) if e["kind"] == "text_delta")
+    assert answer.startswith("the key is ")
+    assert answer.endswith(", keep it")
+    for body in bodies:
+        assert key not in body
+        assert "0123456789abcdef" not in body

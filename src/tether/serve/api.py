@@ -102,7 +102,7 @@ class Api:
         asked = agui.run_input(await read_body(request, self.max_request_bytes))
         opened = await self._open(self.agent, asked.prompt, None, asked.history, asked.instructions)
         run, watcher = await self._started(opened, caller, None, asked.prompt)
-        encoder = AguiEvents(agui.Translator.for_run(asked))
+        encoder = AguiEvents(agui.Translator.for_run(asked, redaction=self.redaction))
         return EventStream(run, watcher, encoder, {})  # type: ignore[return-value]  # an ASGI response
 
     async def chat(self, request: Request) -> Response:
@@ -115,7 +115,7 @@ class Api:
         opened = await self._open(self.agent, asked.prompt, None, asked.history, asked.instructions)
         run, watcher = await self._started(opened, caller, None, asked.prompt)
         headers = {k: v for k, v in vercel.HEADERS.items() if k.lower() not in OWN_HEADERS}
-        return EventStream(run, watcher, VercelEvents(vercel.Translator()), headers)  # type: ignore[return-value]
+        return EventStream(run, watcher, VercelEvents(vercel.Translator(redaction=self.redaction)), headers)  # type: ignore[return-value]
 
     async def _started(
         self, opened: OpenedRun, caller: Caller, session_id: str | None, prompt: Any
