@@ -232,3 +232,38 @@ async def test_a_known_secret_never_reaches_a_client_even_split_across_deltas() 
     for body in bodies:
         assert key not in body
         assert "0123456789abcdef" not in body
+
+
+def test_the_command_serves_a_durable_agent_whose_runs_are_durable_runs(tmp_path: Path) -> None:
+    env = command_env(tmp_path)
+    command = [sys.executable, "-m", "tether", "serve", "--agent", "tests.serve.durable_agents:durable",
+               "--port", "0", "--db", str(tmp_path / "runs.db")]  # fmt: skip
+    with subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True) as process:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert "listening on http://127.0.0.1:" in line, line + process.stderr.read()
+        base = line.split("listening on ", 1)[1].split()[0].rstrip("/")
+
+        async def ask() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            async with aiohttp.ClientSession() as http:
+                events = await run_events(http, base, {"prompt": "go"})
+                async with http.get(base + "/api/runs") as response:
+                    return events, await response.json()
+
+        events, listed = asyncio.run(ask())
+        process.send_signal(2)
+        assert process.wait(timeout=60) == 0
+    assert events[-1]["result"]["text"] == "durably done"
+    assert events[0]["run_id"] in [run["run_id"] for run in listed["durable_runs"]]
+
+
+async def test_an_open_server_reached_on_an_address_beyond_this_machine_refuses_with_403() -> None:
+    from tether.serve.security import Access, ApiError
+
+    def request(host: str) -> Request:
+        return Request({"type": "http", "method": "GET", "path": "/api/info", "headers": [], "server": (host, 80)})
+
+    assert (await Access(None, None).caller(request("127.0.0.1"))).local
+    with pytest.raises(ApiError) as refused:
+        await Access(None, None).caller(request("203.0.113.7"))
+    assert refused.value.status == 403

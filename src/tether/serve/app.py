@@ -125,6 +125,7 @@ def _api_routes(api: Api) -> list[Route | Mount]:
         Route("/api/runs", api.list_runs, methods=["GET"]),
         Route("/api/runs/{run_id}", api.get_run, methods=["GET"]),
         Route("/api/runs/{run_id}/cancel", api.cancel_run, methods=["POST"]),
+        # POST /api/runs/{run_id}/decisions (a paused run's approvals answered) joins here with paused runs.
         Route("/api/sessions", api.list_sessions, methods=["GET"]),
         Route("/api/sessions/{session_id}", api.get_session, methods=["GET"]),
         Route("/api/sessions/{session_id}", api.delete_session, methods=["DELETE"]),
