@@ -215,9 +215,9 @@ async def test_a_known_secret_never_reaches_a_client_even_split_across_deltas() 
     agui = {"threadId": "t", "runId": "r", "state": {}, "tools": [], "context": [],
             "forwardedProps": {}, "messages": [{"id": "m1", "role": "user", "content": "key?"}]}  # fmt: skip
     async with served(served_agent.to_asgi()) as server, aiohttp.ClientSession() as http:
-        bodies = []
-        for path, body in (("/api/runs", {"prompt": "key?"}), ("/api/chat", chat), ("/agui", agui)):
-            async with http.post(server.base + path, json=body) as response:
+        bodies: list[str] = []
+        for path, asked in (("/api/runs", {"prompt": "key?"}), ("/api/chat", chat), ("/agui", agui)):
+            async with http.post(server.base + path, json=asked) as response:
                 bodies.append(await response.text())
         session_id = json_events(bodies[0])[0]["session_id"]
         async with http.get(f"{server.base}/api/sessions/{session_id}") as response:
