@@ -87,6 +87,21 @@ def test_a_token_too_short_to_guess_hard_is_refused() -> None:
         create_app(agent(), token="short")
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_request_bytes": 0}, "max_request_bytes"),
+        ({"max_concurrent_runs": -1}, "max_concurrent_runs"),
+        ({"stream_buffer": 0}, "stream_buffer"),
+        ({"on_disconnect": "ignore"}, "on_disconnect"),
+        ({"models": {"x": "not an agent"}}, "serves a tether Agent"),
+    ],
+)
+def test_bad_server_settings_are_refused_with_config_invalid(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigInvalid, match=message):
+        create_app(agent(), **options)
+
+
 @pytest.mark.parametrize("header", [None, "Bearer wrong-token-123", f"Basic {TOKEN}", "Bearer"])
 async def test_a_missing_or_wrong_token_is_401_and_runs_nothing(header: str | None) -> None:
     served_agent = agent()
