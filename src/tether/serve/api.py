@@ -8,6 +8,7 @@ route reserves a place (429 when none is left), starts the run (``serve/sources.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
@@ -125,7 +126,11 @@ class Api:
         text = prompt if isinstance(prompt, str) else next((p for p in prompt or () if isinstance(p, str)), "")
         run = ServerRun(session_id, caller.owner, text, self.on_disconnect, opened.cancel)
         watcher = run.watch(self.stream_buffer)
-        await self.runs.start(run, opened.events, self.redaction)
+        try:
+            await self.runs.start(run, opened.events, self.redaction)
+        except asyncio.CancelledError:  # the client went before the run's first event: the disconnect rule
+            run.leave(watcher)
+            raise
         return run, watcher
 
     # --- the agent ------------------------------------------------------------------------------------------

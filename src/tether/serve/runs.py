@@ -15,6 +15,7 @@ runs in flight against ``max_concurrent``: one more is refused (429).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -204,15 +205,19 @@ class RunRegistry:
     async def start(self, run: ServerRun, events: AsyncIterator[RunEvent], redaction: Redaction) -> RunEvent:
         """Drive ``run`` (its place reserved) in a task of its own and register it once its first event came;
         that event. What stopped it before (a session that cannot be read, ...) is raised here."""
-        started: asyncio.Future[RunEvent] = asyncio.get_running_loop().create_future()
-        run._task = asyncio.get_running_loop().create_task(run.drive(events, started, redaction))
+        loop = asyncio.get_running_loop()
+        started: asyncio.Future[RunEvent] = loop.create_future()
+        started.add_done_callback(functools.partial(self._register, run))  # even if the request went meanwhile
+        run._task = loop.create_task(run.drive(events, started, redaction))
         try:
-            first = await asyncio.shield(started)
+            return await asyncio.shield(started)
         finally:
             self.reserved -= 1
-        self._runs[run.run_id] = run
-        self._forget_old()
-        return first
+
+    def _register(self, run: ServerRun, started: asyncio.Future[RunEvent]) -> None:
+        if not started.cancelled() and started.exception() is None:
+            self._runs[run.run_id] = run
+            self._forget_old()
 
     def _forget_old(self) -> None:
         ended = [key for key, run in self._runs.items() if not run.running]
