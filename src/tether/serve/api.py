@@ -124,7 +124,7 @@ class Api:
         """A run just opened, driven and registered once it started, and the caller's stream of it (from its
         first event)."""
         text = prompt if isinstance(prompt, str) else next((p for p in prompt or () if isinstance(p, str)), "")
-        run = ServerRun(session_id, caller.owner, text, self.on_disconnect, opened.cancel)
+        run = ServerRun(session_id, caller.owner, self.redaction.text(text), self.on_disconnect, opened.cancel)
         watcher = run.watch(self.stream_buffer)
         try:
             await self.runs.start(run, opened.events, self.redaction)
