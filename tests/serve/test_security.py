@@ -282,3 +282,26 @@ async def test_an_open_server_reached_on_an_address_beyond_this_machine_refuses_
     with pytest.raises(ApiError) as refused:
         await Access(None, None).caller(request("203.0.113.7"))
     assert refused.value.status == 403
+
+
+def test_the_command_serves_the_configured_agent_with_its_tools(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text('[runtime]\nmodel = "scripted:echo"\n')
+    command = [sys.executable, "-m", "tether", "serve", "--port", "0"]
+    with subprocess.Popen(command, cwd=tmp_path, env=command_env(tmp_path), stderr=subprocess.PIPE, text=True) as p:
+        assert p.stderr is not None
+        line = p.stderr.readline()
+        assert "listening on http://127.0.0.1:" in line, line + p.stderr.read()
+        base = line.split("listening on ", 1)[1].split()[0].rstrip("/")
+
+        async def ask() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            async with aiohttp.ClientSession() as http:
+                events = await run_events(http, base, {"prompt": "echo me"})
+                async with http.get(base + "/api/info") as response:
+                    return events, await response.json()
+
+        events, info = asyncio.run(ask())
+        p.send_signal(2)
+        assert p.wait(timeout=60) == 0
+    assert events[-1]["result"]["text"] == "echo me"
+    assert info["model"] == "scripted:echo"
+    assert {"read", "bash"} <= {t["name"] for t in info["tools"]}
