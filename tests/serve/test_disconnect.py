@@ -15,6 +15,7 @@ from tether import Agent, tool
 from tether.messages import ToolResult, transcript_problems
 from tether.providers import ScriptedProvider
 from tether.providers.scripted import call, reply
+from tether.serve.security import Caller
 from tether.sessions import MemorySessionStore
 
 from .served import read_until, run_events, served
@@ -92,3 +93,20 @@ async def test_a_client_that_stops_reading_is_dropped_and_never_delays_another_s
         writer.close()
     assert events[-1]["result"]["text"] == "quick answer"
     assert flooded.status == "cancelled"
+
+
+async def test_a_use_chat_client_that_goes_mid_run_leaves_its_chat_saved_with_a_valid_transcript() -> None:
+    agent = waiting_agent(asyncio.Event())
+    body = {"id": "c1", "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]}]}
+    async with served(agent.to_asgi()) as server, aiohttp.ClientSession() as http:
+        async with http.post(server.base + "/api/chat", json=body) as response:
+            async for line in response.content:
+                if b'"tool-input-available"' in line:
+                    break
+            response.close()
+        (run,) = [server.run(r["run_id"]) for r in server.api.runs.listing(Caller("any", local=True))]
+        await run.ended()
+        session = await agent.store.load("local-chat-c1")  # type: ignore[union-attr]
+    assert run.status == "cancelled"
+    assert transcript_problems(session.messages) == []
+    assert session.messages[0].text == "go"
