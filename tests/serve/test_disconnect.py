@@ -70,10 +70,10 @@ async def test_with_detach_a_run_whose_client_went_finishes_and_is_saved() -> No
 
 async def test_a_client_that_stops_reading_is_dropped_and_never_delays_another_stream() -> None:
     chunk = "x" * 65536
-    flood = ScriptedProvider([reply(chunk * 128, chunk_size=65536, gap=0.001)])  # 8 MB, more than the sockets hold
+    flood = ScriptedProvider([reply(chunk * 256, chunk_size=65536, gap=0.001)])  # 16 MB: thrice what can be buffered
     quick = ScriptedProvider([reply("quick answer")])
     flooding = Agent(flood, store=MemorySessionStore())
-    app = flooding.to_asgi(models={"scripted:quick": Agent(quick)}, stream_buffer=64)
+    app = flooding.to_asgi(models={"scripted:quick": Agent(quick)}, stream_buffer=16)
     async with served(app) as server, aiohttp.ClientSession() as http:
         host, port = server.base.removeprefix("http://").split(":")
         slow = socket.socket()
