@@ -34,7 +34,6 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from tether._logging import get_logger
-from tether.agent import Agent
 from tether.errors import ConfigInvalid, InvalidArguments, TetherError
 from tether.events import RunCompleted, RunResult, ToolCallStarted, ToolResultReceived, TurnStarted
 from tether.limits import StopReason
@@ -42,6 +41,7 @@ from tether.messages import Message
 from tether.redaction import Redaction
 from tether.run_handles import RunStream
 from tether.secrets import mask_exception_in_place
+from tether.serve.sources import ServedAgent
 
 if TYPE_CHECKING:
     from mcp.server import Server, ServerRequestContext
@@ -63,7 +63,7 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 """What MCP allows in a tool's name."""
 
 
-def tool_name(agent: Agent[Any, Any], name: str | None = None) -> str:
+def tool_name(agent: ServedAgent, name: str | None = None) -> str:
     """The MCP tool's name: ``name`` when given (``ConfigInvalid`` unless it is 1-128 letters, digits, ``_``,
     ``-`` or ``.``), else the agent's name made fit (other characters as ``_``), else ``agent``."""
     if name is not None:
@@ -83,15 +83,15 @@ class MCPAgentServer:
 
     def __init__(
         self,
-        agent: Agent[Any, Any],
+        agent: ServedAgent,
         *,
         name: str | None = None,
         description: str | None = None,
         on_run_end: Callable[[RunResult[Any]], None] | None = None,
     ) -> None:
-        if not isinstance(agent, Agent):
+        if not isinstance(agent, ServedAgent):  # a DurableAgent is not: its runs are not this process's
             raise ConfigInvalid(f"an MCP server serves a tether Agent, not a {type(agent).__name__}")
-        if agent.deps_type is not None:
+        if getattr(agent, "deps_type", None) is not None:
             raise ConfigInvalid("an agent whose runs need deps (deps_type=) cannot be served: a call cannot give them")
         self.agent = agent
         self.name = tool_name(agent, name)
@@ -311,10 +311,10 @@ def _arguments(arguments: dict[str, Any] | None) -> tuple[str, str | None]:
     return prompt, session_id
 
 
-def _output_of(agent: Agent[Any, Any]) -> tuple[dict[str, Any] | None, bool] | None:
+def _output_of(agent: ServedAgent) -> tuple[dict[str, Any] | None, bool] | None:
     """The agent's typed output as the tool gives it: its object schema (``None`` for an output function, whose
     schema is its arguments') and whether the output is wrapped as ``{"result": ...}``; ``None`` for text."""
-    spec: OutputSpec | None = agent._spec.output  # the agent's own, fixed at construction
+    spec: OutputSpec | None = getattr(agent, "_spec").output  # noqa: B009 - the agent's own, fixed at construction
     if spec is None:
         return None
     choices: Sequence[Any] = spec.choices
