@@ -43,7 +43,6 @@ PUBLIC = {
     "tether.testing.store_conformance",
     "tether.config",
     "tether.skills",
-    "tether.serve",
 }
 FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 

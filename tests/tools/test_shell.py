@@ -112,9 +112,7 @@ def test_head_tail_keeps_the_exact_start_and_end_and_counts_the_middle(chunks: l
         buffer.feed(chunk)
     data = b"".join(chunks)
     assert len(buffer.head) == min(len(data), buffer.head_limit + MASK_MARGIN), "the head keeps a margin for masking"
-    assert len(buffer.tail) == min(len(data), buffer.tail_limit + MASK_MARGIN), (
-        "so does the tail, head included"
-    )
+    assert len(buffer.tail) == min(len(data), buffer.tail_limit + MASK_MARGIN), "so does the tail, head included"
     assert data.startswith(bytes(buffer.head))
     assert data.endswith(bytes(buffer.tail))
     assert buffer.elided == max(0, len(data) - limit)
