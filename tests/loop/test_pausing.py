@@ -419,3 +419,21 @@ async def test_an_agent_with_handoffs_cannot_resume_yet() -> None:
     with pytest.raises(ConfigInvalid, match="handoffs"):
         await team.resume(paused.state, {"h1": Approve()})
     assert paused_agent.RAN == []
+
+
+async def test_a_hook_may_deny_an_external_call_which_then_does_not_wait() -> None:
+    def hook(call: ToolCall) -> Any:
+        from tether.tools import Allow, Deny
+
+        return Deny("no browsing today") if call.name == "page_title" else Allow()
+
+    model = ScriptedProvider([TURN])
+    result = await Agent(
+        model, tools=[paused_agent.delete, paused_agent.page_title, paused_agent.add], can_use_tool=hook
+    ).run("go")
+    assert result.stop_reason is StopReason.PAUSED
+    assert [p.id for p in result.pending] == ["c1"]  # the approval waits; the denied external call does not
+    assert result.state is not None
+    denied = {r.call_id: r for r in result.state.results}["c2"]
+    assert denied.code == "permission_denied"
+    assert "no browsing today" in denied.content
