@@ -94,8 +94,8 @@ class Resumed(msgspec.Struct, frozen=True):
 
 
 def resumption(state: PausedRun | str | bytes | None, decisions: Decisions, session: str | None) -> Resumption:
-    """``Agent.resume``'s arguments read: a state's JSON decoded, the decisions' types checked; ``ConfigInvalid``
-    style errors before anything starts."""
+    """``Agent.resume``'s arguments read: a state's JSON decoded (``StateInvalid``, ``FormatUnsupported``), the
+    decisions' types checked (``DecisionInvalid``), before anything starts."""
     if isinstance(state, str | bytes):
         state = PausedRun.from_json(state)
     elif state is None and session is None:
