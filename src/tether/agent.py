@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack
 
@@ -29,6 +29,7 @@ from tether.agent_checks import (
     tool_mode_of,
     with_output,
 )
+from tether.agent_settings import AgentSettings
 from tether.errors import ConfigInvalid
 from tether.events import OutputT, RunCompleted, RunResult
 from tether.health import DEFAULT_TIMEOUT, HealthReport, health_of, settle
@@ -37,22 +38,23 @@ from tether.loop.choice import ToolChoiceOption, resolve_tool_choice
 from tether.loop.engine import Run
 from tether.loop.executor import DEFAULT_MAX_OUTPUT, UnknownTool
 from tether.loop.interrupts import Interrupter
+from tether.loop.pausing import resumption
 from tether.loop.progress import joined_instructions
 from tether.loop.sinks import EventSink
 from tether.loop.spec import RunSpec
 from tether.messages import Message, Prompt, user_message
 from tether.pricing import price_for
 from tether.providers.attachments import refuse_unreadable
-from tether.providers.base import ModelSettings, Provider, ServedProvider
+from tether.providers.base import ModelSettings, Provider
 from tether.providers.fallback import resolve_models
 from tether.run_context import DepsT, RunContext, check_deps
 from tether.run_handles import RunHandle, RunStream
 from tether.secret_refs import is_reference
 from tether.secrets import Masker, connection_password
 from tether.serving import Servable
-from tether.session_run import SessionRun
+from tether.session_run import SessionRun, resumed_now, resumed_stream
 from tether.team.agent_tool import AgentTool, agent_tool
-from tether.telemetry import DISABLED, Telemetry, observer_for
+from tether.telemetry import Telemetry
 from tether.tools.base import Tool, ToolOptions
 from tether.tools.output_cache import DEFAULT_THRESHOLD
 from tether.tools.permissions import Approver, Mode, PermissionHook, Permissions
@@ -62,6 +64,7 @@ from tether.usage import Price
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
     from tether.output import OutputType
+    from tether.paused import Decisions, PausedRun
     from tether.providers.http.ratelimit import RateLimit
     from tether.providers.response_cache import ResponseCache
     from tether.sessions import SessionStore
@@ -69,10 +72,9 @@ if TYPE_CHECKING:
     from tether.team.guardrails import Guardrail, GuardrailCheck
     from tether.team.handoffs import Handoff
     from tether.team.relay import Member
-    from tether.telemetry.observer import RunObserver
 
 
-class Agent(Servable, Generic[DepsT, OutputT]):
+class Agent(AgentSettings, Servable, Generic[DepsT, OutputT]):
     """An LLM agent: ``Agent("provider:model", tools=[...], system="...", limits=Limits(...))``.
 
     ``Agent[Deps, Output]`` is an agent whose runs are given ``deps`` of type ``Deps`` (``deps_type=Deps``), which
@@ -150,8 +152,8 @@ class Agent(Servable, Generic[DepsT, OutputT]):
             mode: ``"full"`` offers every tool; ``"read-only"`` only tools marked ``read_only``.
             deny: names of tools never offered nor run.
             can_use_tool: asked before every tool call: ``Allow()``, ``Deny(reason)`` or ``Ask(reason)``.
-            approve: answers an ``Ask`` (``approve(call, reason) -> bool``, may be async); without it, an ``Ask``
-                is a denial.
+            approve: answers an ``Ask`` or an ``approval=True`` tool's call (``approve(call, reason) -> bool``, may be
+                async); without it, such a call pauses the run for a decision (``resume``, docs/approvals.md).
             max_tool_output: characters of a tool's output the model gets before the middle is cut (``None``:
                 no limit); a tool's own ``max_output`` wins. With the cache on, the last line of defence: it
                 cuts only outputs too long even to keep.
@@ -292,74 +294,6 @@ class Agent(Servable, Generic[DepsT, OutputT]):
         self._spec = with_output(self._spec, output_type, output_mode)
         self._run_spec(None)  # a choice this agent can never keep is refused now, not at its first run
 
-    @property
-    def record_exchanges(self) -> bool:
-        """Whether runs in a session keep their exchanges (see ``record_exchanges=`` in the constructor)."""
-        return self._spec.record_exchanges
-
-    @property
-    def secrets(self) -> Masker:
-        """The known keys masked in every tool result of the next runs (see ``secrets=`` in the constructor)."""
-        return self._spec.masker
-
-    @secrets.setter
-    def secrets(self, masker: Masker) -> None:
-        if not isinstance(masker, Masker):
-            raise ConfigInvalid(f"secrets must be a tether.secrets.Masker, not {type(masker).__name__}")
-        self._spec = replace(self._spec, masker=masker)
-        self.telemetry = self._telemetry  # its redaction masks the new keys
-
-    @property
-    def telemetry(self) -> Telemetry:
-        """How the next runs are observed (see ``telemetry=`` in the constructor); settable."""
-        return self._telemetry
-
-    @telemetry.setter
-    def telemetry(self, settings: Telemetry | bool | None) -> None:
-        if settings is None or settings is True:
-            settings = Telemetry()
-        elif settings is False:
-            settings = DISABLED
-        elif not isinstance(settings, Telemetry):
-            raise ConfigInvalid(f"telemetry must be a Telemetry or a bool, not {type(settings).__name__}")
-        self._telemetry = settings
-        redaction = settings.redaction(self._spec.masker)
-        self.redaction = redaction
-        """What spans, logs and the CLI may show of a run (``tether.redaction``)."""
-
-        def observe() -> RunObserver | None:
-            return observer_for(settings, redaction)
-
-        self._spec = replace(
-            self._spec,
-            observe=observe,
-            agent_name=settings.agent_name or self.name,
-            server=self.provider.server if isinstance(self.provider, ServedProvider) else (None, None),
-            redaction=redaction,
-        )
-
-    @property
-    def mode(self) -> Mode:
-        """The tool mode of the next runs; settable (``agent.mode = "read-only"``)."""
-        return self._spec.permissions.mode
-
-    @mode.setter
-    def mode(self, mode: Mode | str) -> None:
-        current = self._spec.permissions
-        permissions = Permissions.of(mode, current.deny, current.can_use_tool, current.approve)
-        self._spec = replace(self._spec, permissions=permissions)
-
-    @property
-    def approve(self) -> Approver | None:
-        """What answers an ``Ask`` of the next runs (see ``approve=`` in the constructor); settable."""
-        return self._spec.permissions.approve
-
-    @approve.setter
-    def approve(self, approve: Approver | None) -> None:
-        current = self._spec.permissions
-        permissions = Permissions.of(current.mode, current.deny, current.can_use_tool, approve)
-        self._spec = replace(self._spec, permissions=permissions)
-
     def stream(
         self,
         prompt: Prompt | None = None,
@@ -474,13 +408,60 @@ class Agent(Servable, Generic[DepsT, OutputT]):
     ) -> RunResult[OutputT]:
         """Run to the end and return the result; never raises for a run that went wrong, it reports it (see
         :meth:`stream` for the arguments)."""
-        result: RunResult[Any] | None = None
         stream = self._open(prompt, history, on_event, session, tool_choice, None, deps, instructions, output_type)
-        async for event in stream:
-            if type(event) is RunCompleted:
-                result = event.result
-        assert result is not None, "a run always ends with RunCompleted"
-        return result
+        return await _completed(stream)
+
+    def resume_stream(
+        self,
+        state: PausedRun | str | None,
+        decisions: Decisions,
+        *,
+        session: str | None = None,
+        on_event: EventSink | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
+    ) -> RunStream:
+        """Go on with a paused run (``docs/approvals.md``): ``state`` is its ``result.state`` (or its JSON, or
+        ``None`` to take the one stored in ``session``); ``decisions`` settle its pending calls, by call id. They
+        are checked first (``DecisionInvalid``, nothing run); then the decided calls run or are answered, and the
+        run goes on where it stopped (same id, counts, what was left of its deadline), its answer checked by the
+        output guardrails. Not yet for an agent with handoffs (``ConfigInvalid``)."""
+        for expected, where in self._deps_checks:
+            check_deps(deps, expected, where)
+        if self._handoffs:
+            raise ConfigInvalid("a paused run of an agent with handoffs cannot be resumed yet")
+        sinks = self._sinks + ((on_event,) if on_event is not None else ())
+        store = check_session(self, ()) if session is not None else None
+        spec, resume = self._run_spec(None), resumed_now(resumption(state, decisions, session), session)
+        if not self._input_guardrails and not self._output_guardrails:
+            return resumed_stream(spec, resume, sinks, store, session, deps)
+        from tether.team.relay import resumed_relay  # the agent's guardrails check the answer
+
+        return resumed_relay(self._team_member(spec), resume, sinks, store, session, deps)
+
+    async def resume(
+        self,
+        state: PausedRun | str | None,
+        decisions: Decisions,
+        *,
+        session: str | None = None,
+        on_event: EventSink | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
+    ) -> RunResult[OutputT]:
+        """:meth:`resume_stream` run to its end: the result (which may be paused again)."""
+        stream = self.resume_stream(state, decisions, session=session, on_event=on_event, deps=deps)
+        return await _completed(stream)
+
+    def resume_sync(
+        self,
+        state: PausedRun | str | None,
+        decisions: Decisions,
+        *,
+        session: str | None = None,
+        on_event: EventSink | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
+    ) -> RunResult[OutputT]:
+        """``resume()`` for code that is not async; it runs its own event loop."""
+        return _sync(lambda: self.resume(state, decisions, session=session, on_event=on_event, deps=deps), "resume")
 
     def as_tool(
         self,
@@ -522,15 +503,13 @@ class Agent(Servable, Generic[DepsT, OutputT]):
         output_type: Any = None,
     ) -> RunResult[OutputT]:
         """``run()`` for code that is not async; it runs its own event loop."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            run = self.run(
+        return _sync(
+            lambda: self.run(
                 prompt, history=history, on_event=on_event, session=session, tool_choice=tool_choice, deps=deps,
                 instructions=instructions, output_type=output_type,
-            )  # fmt: skip
-            return asyncio.run(run)
-        raise RuntimeError("run_sync() cannot be called from async code: use 'await agent.run(...)'")
+            ),
+            "run",
+        )  # fmt: skip
 
     async def health(self, *, timeout: float = DEFAULT_TIMEOUT) -> HealthReport:
         """Whether this agent's parts work now, one check each (``tether.health``): ``provider`` (its API
@@ -598,3 +577,23 @@ def stream_with_steps(
 
 
 V = TypeVar("V", bound=Callable[..., Any])
+T = TypeVar("T")
+
+
+async def _completed(stream: RunStream) -> RunResult[Any]:
+    """The result of a run's stream, consumed to its ``RunCompleted``."""
+    result: RunResult[Any] | None = None
+    async for event in stream:
+        if type(event) is RunCompleted:
+            result = event.result
+    assert result is not None, "a run always ends with RunCompleted"
+    return result
+
+
+def _sync(make: Callable[[], Coroutine[Any, Any, T]], name: str) -> T:
+    """``make()`` run on an event loop of its own; ``RuntimeError`` from async code, naming the method to await."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    raise RuntimeError(f"{name}_sync() cannot be called from async code: use 'await agent.{name}(...)'")
