@@ -1,0 +1,374 @@
+// The page of `tether serve`: a chat with the agent and a view of its runs, over the server's JSON API.
+// Plain JavaScript, no build step and nothing fetched from elsewhere: it works offline. Every URL is relative,
+// so the page works where the app is mounted (`app.mount("/agent", agent.to_asgi())`).
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const TOKEN_KEY = "tether.token";
+const state = { sessionId: "", runId: "", controller: null, files: [] };
+
+// An element with its class, text and children: the one way this page makes DOM (never innerHTML).
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) if (child != null) node.append(child);
+  return node;
+}
+
+// --- the server: a token sent on every request; a 401 asks for one -------------------------------------------
+
+function takeTokenFromFragment() {
+  const match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+  if (!match) return;
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
+  history.replaceState(null, "", location.pathname + location.search);  // the token leaves the address bar
+}
+
+class Unauthorized extends Error {}
+
+async function api(path, options = {}) {
+  const headers = new Headers(options.headers || {});
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.set("Authorization", `Bearer ${token}`);
+  if (options.json !== undefined) {
+    headers.set("Content-Type", "application/json");
+    options = { ...options, body: JSON.stringify(options.json) };
+  }
+  const response = await fetch(path, { ...options, headers });
+  if (response.status === 401) {
+    showLogin(token ? "That token was refused." : "");
+    throw new Unauthorized("unauthorized");
+  }
+  if (!response.ok) {
+    let message = `${response.status} ${response.statusText}`;
+    try {
+      const body = await response.json();
+      message = body.message || body.error || message;
+    } catch { /* not JSON: the status says it */ }
+    throw new Error(message);
+  }
+  return response;
+}
+
+const getJson = async (path) => (await api(path)).json();
+
+function showLogin(message) {
+  $("login").hidden = false;
+  $("login-error").textContent = message;
+  $("token").focus();
+}
+
+// Server-sent events read from a fetch body: `event:` and `data:` lines, a blank line ends each event.
+async function* readEvents(response) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value.replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let kind = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) kind = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) yield { kind, data: JSON.parse(data.join("\n")) };
+    }
+  }
+}
+
+// --- the conversation ------------------------------------------------------------------------------------------
+
+const log = () => $("log");
+
+function bubble(role, text = "") {
+  const body = el("div", { class: "text", text });
+  const node = el("article", { class: `message ${role}`, "aria-label": role }, body);
+  log().append(node);
+  node.scrollIntoView({ block: "end" });
+  return node;
+}
+
+function toolCallView(call) {
+  const result = el("pre", { class: "tool-result", text: "running…" });
+  const node = el("details", { class: "tool-call running", "data-call-id": call.id },
+    el("summary", {}, el("span", { class: "tool-name", text: call.name }), el("span", { class: "tool-state", text: " running" })),
+    el("pre", { class: "tool-args", text: JSON.stringify(call.arguments ?? call.raw_arguments ?? {}, null, 2) }),
+    result);
+  return node;
+}
+
+function finishToolCall(container, result) {
+  const node = container.querySelector(`[data-call-id="${CSS.escape(result.call_id)}"]`);
+  if (!node) return;
+  node.classList.remove("running");
+  node.classList.toggle("failed", Boolean(result.is_error));
+  node.querySelector(".tool-state").textContent = result.is_error ? ` failed${result.code ? ` (${result.code})` : ""}` : " done";
+  node.querySelector(".tool-result").textContent = result.content;
+}
+
+function attachmentNames(parts) {
+  return parts.filter((p) => p.kind === "attachment").map((p) => p.name || p.media_type);
+}
+
+// A stored message (GET /api/sessions/{id}) drawn the way a live run draws it.
+function drawMessage(message) {
+  if (message.role === "tool") {
+    for (const part of message.parts) if (part.kind === "tool_result") finishToolCall(log(), part);
+    return;
+  }
+  const node = bubble(message.role);
+  const text = node.querySelector(".text");
+  for (const part of message.parts) {
+    if (part.kind === "text") text.textContent += part.text;
+    else if (part.kind === "thinking") node.insertBefore(thinkingView(part.text), text);
+    else if (part.kind === "tool_call") node.append(toolCallView(part));
+  }
+  const names = attachmentNames(message.parts);
+  if (names.length) node.append(el("p", { class: "attachments", text: `Attached: ${names.join(", ")}` }));
+}
+
+function thinkingView(text = "") {
+  return el("details", { class: "thinking" }, el("summary", { text: "Thinking" }), el("div", { class: "thinking-text", text }));
+}
+
+// One run's events drawn as they come: text streams into the answer, tool calls appear as they start.
+function runView() {
+  let answer = null, thinking = null;
+  const ensure = () => (answer ??= bubble("assistant"));
+  return (kind, data) => {
+    switch (kind) {
+      case "run_started":
+        state.runId = data.run_id;
+        if (data.session_id) rememberSession(data.session_id);
+        break;
+      case "thinking_started":
+        thinking = thinkingView();
+        ensure().insertBefore(thinking, answer.querySelector(".text"));
+        break;
+      case "thinking_delta":
+        if (!thinking) { thinking = thinkingView(); ensure().insertBefore(thinking, answer.querySelector(".text")); }
+        thinking.querySelector(".thinking-text").textContent += data.text;
+        break;
+      case "thinking_ended": thinking = null; break;
+      case "text_delta": ensure().querySelector(".text").textContent += data.text; break;
+      case "tool_call_started": ensure().append(toolCallView(data.call)); break;
+      case "tool_result_received": finishToolCall(log(), data.result); break;
+      case "turn_completed": answer = null; thinking = null; break;
+      case "call_failed": bubble("notice", `The model call failed: ${data.message}`); break;
+      case "compacted": bubble("notice", `Conversation compacted: ${data.tokens_before} → ${data.tokens_after} tokens`); break;
+      case "error": bubble("error", data.message || "The run failed."); break;
+      case "run_completed": showOutcome(data.result || data); break;
+    }
+  };
+}
+
+function showOutcome(result) {
+  const usage = result.usage || {};
+  const cost = result.cost ? ` · $${costOf(result.cost).toFixed(4)}` : "";
+  const stop = result.stop_reason ? `${result.stop_reason}${result.degraded ? " (degraded)" : ""}` : "done";
+  $("status").textContent = `Run ${stop} · ${usage.input_tokens ?? 0} in / ${usage.output_tokens ?? 0} out tokens${cost}`;
+  if (result.detail && result.stop_reason !== "completed") bubble("notice", result.detail);
+}
+
+const costOf = (cost) => (cost.total_usd ?? (cost.input_usd || 0) + (cost.output_usd || 0));
+
+async function readFiles(files) {
+  const read = (file) => new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve({
+      name: file.name,
+      media_type: file.type || "application/octet-stream",
+      data: String(reader.result).slice(String(reader.result).indexOf(",") + 1),
+    });
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+  return Promise.all([...files].map(read));
+}
+
+async function send(event) {
+  event.preventDefault();
+  const prompt = $("prompt").value.trim();
+  if (!prompt || state.controller) return;
+  const attachments = await readFiles(state.files);
+  const mine = bubble("user", prompt);
+  if (attachments.length) mine.append(el("p", { class: "attachments", text: `Attached: ${attachments.map((a) => a.name).join(", ")}` }));
+  $("prompt").value = "";
+  clearFiles();
+  const body = { prompt, attachments };
+  if (state.sessionId) body.session_id = state.sessionId;
+  if ($("model").value) body.model = $("model").value;
+  busy(true);
+  state.controller = new AbortController();
+  const draw = runView();
+  try {
+    const response = await api("api/runs", { method: "POST", json: body, signal: state.controller.signal });
+    for await (const { kind, data } of readEvents(response)) draw(kind, data);
+  } catch (error) {
+    if (error.name !== "AbortError" && !(error instanceof Unauthorized)) bubble("error", error.message);
+  } finally {
+    state.controller = null;
+    busy(false);
+  }
+}
+
+function busy(running) {
+  $("send").disabled = running;
+  $("stop").disabled = !running;
+  if (running) $("status").textContent = "Running…";
+}
+
+async function stop() {
+  if (state.runId) await api(`api/runs/${encodeURIComponent(state.runId)}/cancel`, { method: "POST" }).catch(() => {});
+}
+
+function clearFiles() {
+  state.files = [];
+  $("files").value = "";
+  $("attached").replaceChildren();
+}
+
+function pickFiles() {
+  state.files = [...$("files").files];
+  $("attached").replaceChildren(...state.files.map((f) => el("li", { text: `${f.name} (${f.size} bytes)` })));
+}
+
+// --- sessions and models ---------------------------------------------------------------------------------------
+
+function rememberSession(id) {
+  state.sessionId = id;
+  const select = $("session");
+  if (![...select.options].some((o) => o.value === id)) select.append(el("option", { value: id, text: id }));
+  select.value = id;
+  $("delete-session").disabled = false;
+}
+
+async function loadSessions() {
+  const body = await getJson("api/sessions");
+  const sessions = Array.isArray(body) ? body : body.sessions || [];
+  const options = sessions.map((s) => el("option", { value: s.id, text: s.title ? `${s.title} (${s.id})` : s.id }));
+  $("session").replaceChildren(el("option", { value: "", text: "New session" }), ...options);
+  $("session").value = state.sessionId;
+}
+
+async function openSession() {
+  state.sessionId = $("session").value;
+  $("delete-session").disabled = !state.sessionId;
+  log().replaceChildren();
+  if (!state.sessionId) return;
+  const session = await getJson(`api/sessions/${encodeURIComponent(state.sessionId)}`);
+  for (const message of session.messages || []) drawMessage(message);
+}
+
+async function deleteSession() {
+  if (!state.sessionId || !confirm("Delete this session?")) return;
+  await api(`api/sessions/${encodeURIComponent(state.sessionId)}`, { method: "DELETE" });
+  state.sessionId = "";
+  log().replaceChildren();
+  await loadSessions();
+}
+
+async function loadInfo() {
+  const info = await getJson("api/info");
+  $("agent-name").textContent = info.name || "tether";
+  document.title = `${info.name || "tether"} · tether`;
+  const models = [...new Set([info.model, ...(info.models || [])].filter(Boolean))];
+  $("model").replaceChildren(...models.map((m) => el("option", { value: m, text: m })));
+  if (info.model) $("model").value = info.model;
+}
+
+// --- runs: the list, and one run's turns as a timeline ---------------------------------------------------------
+
+async function loadRuns() {
+  const body = await getJson("api/runs");
+  const runs = Array.isArray(body) ? body : body.runs || [];
+  $("run-list").replaceChildren(...runs.map((run) => el("li", {},
+    el("button", { type: "button", class: "run-link", "data-run-id": run.run_id, text: `${run.run_id} · ${run.status || run.stop_reason || ""}` }),
+    run.prompt ? el("span", { class: "run-prompt", text: ` ${run.prompt.slice(0, 80)}` }) : null)));
+}
+
+async function openRun(runId) {
+  const run = await getJson(`api/runs/${encodeURIComponent(runId)}`);
+  const result = run.result || run;
+  const turns = result.turn_records || [];
+  const longest = Math.max(1, ...turns.map((t) => t.duration_ms || 0));
+  const usage = result.usage || {};
+  const summary = el("dl", { class: "run-summary" },
+    el("dt", { text: "Stop" }), el("dd", { text: `${result.stop_reason || run.status || "?"}${result.degraded ? " (degraded)" : ""}` }),
+    el("dt", { text: "Tokens" }), el("dd", { text: `${usage.input_tokens ?? 0} in / ${usage.output_tokens ?? 0} out` }),
+    el("dt", { text: "Cost" }), el("dd", { text: result.cost ? `$${costOf(result.cost).toFixed(4)}` : "unknown" }),
+    el("dt", { text: "Duration" }), el("dd", { text: `${Math.round(result.duration_ms || 0)} ms` }));
+  const rows = turns.map((turn) => turnRow(turn, longest));
+  $("run-detail").replaceChildren(el("h2", { text: `Run ${runId}` }), summary,
+    result.detail ? el("p", { class: "detail", text: result.detail }) : null,
+    el("ol", { class: "timeline", "aria-label": "Turns" }, ...rows));
+}
+
+function turnRow(turn, longest) {
+  const usage = turn.usage || {};
+  const width = `${Math.max(1, (100 * (turn.duration_ms || 0)) / longest)}%`;
+  const bar = el("div", { class: "bar", role: "img", "aria-label": `${Math.round(turn.duration_ms || 0)} ms` });
+  bar.style.width = width;
+  const calls = (turn.tool_calls || []).map((c) => el("li", { class: c.is_error ? "tool-call failed" : "tool-call" },
+    el("span", { class: "tool-name", text: c.name }),
+    el("span", { text: ` ${c.duration_ms == null ? "" : `${Math.round(c.duration_ms)} ms`}${c.is_error ? ` failed${c.code ? ` (${c.code})` : ""}` : ""}` })));
+  return el("li", { class: `turn${turn.error ? " failed" : ""}${turn.compaction ? " compaction" : ""}` },
+    el("div", { class: "turn-head", text: `${turn.compaction ? "Compaction" : `Turn ${turn.turn}`}${turn.attempt > 1 ? ` (attempt ${turn.attempt})` : ""} · ${Math.round(turn.duration_ms || 0)} ms · ${usage.input_tokens ?? 0} in / ${usage.output_tokens ?? 0} out${turn.cost ? ` · $${costOf(turn.cost).toFixed(4)}` : ""}${turn.model ? ` · ${turn.model}` : ""}` }),
+    bar,
+    turn.error ? el("p", { class: "error", text: turn.error }) : null,
+    calls.length ? el("ul", { class: "tool-calls", "aria-label": "Tool calls" }, ...calls) : null);
+}
+
+// --- wiring ----------------------------------------------------------------------------------------------------
+
+function show(view) {
+  $("chat-view").hidden = view !== "chat";
+  $("runs-view").hidden = view !== "runs";
+  $("show-chat").setAttribute("aria-pressed", String(view === "chat"));
+  $("show-runs").setAttribute("aria-pressed", String(view === "runs"));
+  if (view === "runs") loadRuns().catch(report);
+}
+
+function report(error) {
+  if (!(error instanceof Unauthorized)) $("status").textContent = error.message;
+}
+
+async function start() {
+  $("login").hidden = true;
+  await loadInfo();
+  await loadSessions();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  takeTokenFromFragment();
+  $("composer").addEventListener("submit", (e) => send(e).catch(report));
+  $("prompt").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
+  });
+  $("stop").addEventListener("click", () => stop());
+  $("files").addEventListener("change", pickFiles);
+  $("session").addEventListener("change", () => openSession().catch(report));
+  $("delete-session").addEventListener("click", () => deleteSession().catch(report));
+  $("show-chat").addEventListener("click", () => show("chat"));
+  $("show-runs").addEventListener("click", () => show("runs"));
+  $("refresh-runs").addEventListener("click", () => loadRuns().catch(report));
+  $("run-list").addEventListener("click", (e) => {
+    const button = e.target.closest(".run-link");
+    if (button) openRun(button.dataset.runId).catch(report);
+  });
+  $("login").addEventListener("submit", (e) => {
+    e.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $("token").value);
+    start().catch(report);
+  });
+  start().catch(report);
+});
