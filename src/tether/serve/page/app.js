@@ -47,7 +47,7 @@ async function api(path, options = {}) {
     let message = `${response.status} ${response.statusText}`;
     try {
       const body = await response.json();
-      message = body.message || body.error || message;
+      message = body.error?.message || message;  // {"error": {"code", "message"}}
     } catch { /* not JSON: the status says it */ }
     throw new Error(message);
   }
@@ -292,8 +292,9 @@ async function loadRuns() {
   const body = await getJson("api/runs");
   const runs = Array.isArray(body) ? body : body.runs || [];
   $("run-list").replaceChildren(...runs.map((run) => el("li", {},
-    el("button", { type: "button", class: "run-link", "data-run-id": run.run_id, text: `${run.run_id} · ${run.status || run.stop_reason || ""}` }),
-    run.prompt ? el("span", { class: "run-prompt", text: ` ${run.prompt.slice(0, 80)}` }) : null)));
+    el("button", { type: "button", class: "run-link", "data-run-id": run.run_id },
+      el("span", { class: "run-prompt", text: (run.prompt || run.run_id).slice(0, 80) }),
+      el("span", { class: "run-state", text: ` · ${run.stop_reason || run.status || ""}` })))));
 }
 
 async function openRun(runId) {

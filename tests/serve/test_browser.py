@@ -1,0 +1,179 @@
+"""The page of ``tether serve`` in a real browser: headless Chromium drives it against the real app.
+
+The app runs under uvicorn on 127.0.0.1 with a scripted agent that has a tool; the system's Chromium (Debian's
+``chromium``, driven by Playwright, which never downloads a browser of its own) opens ``/``, chats, attaches a
+file, stops a run and reads a run's timeline, all through the page's own controls, and the checks read the DOM.
+
+A screenshot of each step is saved in ``test-artifacts/browser/`` at the repository's root (gitignored; CI
+keeps the folder as an artefact): ``1-opened.png``, ``2-answered.png``, ``3-attached.png``, ``4-streaming.png``,
+``5-stopped.png``, ``6-run.png``.
+
+Without Chromium the test is skipped with the reason, except under ``CI=true``, where it fails: CI installs
+Chromium (``.ci/run``), and a skip there would hide a page that no longer works.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether import Agent, Attachment, tool
+from tether.providers.scripted import ScriptedProvider, call, reply
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "test-artifacts" / "browser"
+
+
+def chromium() -> str:
+    """The system's Chromium; a skip (a failure under ``CI=true``) where there is none, or no Playwright."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    problem = None
+    if found is None:
+        problem = "no chromium on PATH (Debian: apt-get install chromium)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError as error:
+            problem = f"Playwright cannot be imported: {error}"
+    if problem is None and found is not None:
+        return found
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must test the page in a browser, but {problem}", pytrace=False)
+    pytest.skip(f"no browser test here: {problem}")
+
+
+@tool
+def lookup(item: str) -> str:
+    """How many of an item are in stock."""
+    return f"{item}: 12 in stock"
+
+
+@pytest.fixture
+def model() -> ScriptedProvider:
+    """Four runs' script: a tool call then a thought-out streamed answer; an answer to an attachment; an answer
+    that streams, then waits until it is stopped."""
+    return ScriptedProvider(
+        [
+            call("lookup", {"item": "pears"}),
+            reply("There are 12 pears in stock.", chunk_size=4, thinking="The tool said 12."),
+            reply("Your note says hello."),
+            reply("Once upon a time", hang=True),
+        ],
+        model="shopkeeper",
+    )
+
+
+@pytest.fixture
+def server(model: ScriptedProvider) -> Iterator[str]:
+    """The real app (``create_app``) under uvicorn on 127.0.0.1, in a thread; its base URL."""
+    import uvicorn
+
+    from tether.serve import create_app
+
+    app = create_app(Agent(model, tools=[lookup], name="shop"))
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                pytest.fail("uvicorn did not start")
+            threading.Event().wait(0.02)
+        yield f"http://127.0.0.1:{listening.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        listening.close()
+
+
+def shot(page: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / name), full_page=True)
+
+
+def test_the_page_chats_streams_shows_tool_calls_attaches_stops_and_draws_a_runs_timeline(
+    server: str, model: ScriptedProvider
+) -> None:
+    executable = chromium()
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(f"{server}/")
+
+            # The agent's name and model come from /api/info.
+            expect(page.locator("#agent-name")).to_have_text("shop")
+            expect(page.locator("#model")).to_have_value("shopkeeper")
+            shot(page, "1-opened.png")
+
+            # A message: the tool call is shown with its arguments and result, the thinking collapsed, the
+            # answer streamed into one bubble, delta by delta.
+            page.get_by_label("Message").fill("How many pears?")
+            page.get_by_role("button", name="Send").click()
+            answer = page.locator(".message.assistant .text").filter(has_text="There are 12 pears")
+            expect(answer).to_have_text("There are 12 pears in stock.")
+            tool_call = page.locator(".tool-call").filter(has_text="lookup")
+            expect(tool_call).to_have_count(1)
+            expect(tool_call.locator(".tool-args")).to_contain_text('"item": "pears"')
+            expect(tool_call.locator(".tool-result")).to_have_text("pears: 12 in stock")
+            expect(tool_call).not_to_have_class("running")
+            thinking = page.locator("details.thinking")
+            expect(thinking).to_have_count(1)
+            expect(thinking).not_to_have_attribute("open", "")
+            expect(thinking.locator(".thinking-text")).to_have_text("The tool said 12.")
+            expect(page.locator("#status")).to_contain_text("completed")
+            expect(page.locator("#session")).not_to_have_value("")
+            shot(page, "2-answered.png")
+
+            # A file attached: its name is shown, and the model's request carries it, bytes and all.
+            page.get_by_label("Attach files").set_input_files(
+                files=[{"name": "note.txt", "mimeType": "text/plain", "buffer": b"hello from the note"}]
+            )
+            expect(page.locator("#attached")).to_contain_text("note.txt")
+            page.get_by_label("Message").fill("What does my note say?")
+            page.get_by_role("button", name="Send").click()
+            expect(page.locator(".message.assistant .text").last).to_have_text("Your note says hello.")
+            expect(page.locator(".message.user .attachments").last).to_have_text("Attached: note.txt")
+            expect(page.locator("#attached")).to_be_empty()
+            shot(page, "3-attached.png")
+            sent = [part for part in model.requests[2].messages[-1].parts if isinstance(part, Attachment)]
+            assert [(a.name, a.media_type, a.data) for a in sent] == [("note.txt", "text/plain", b"hello from the note")]
+            assert len(model.requests[2].messages) > 2, "the second message went on in the first one's session"
+
+            # A run that streams and does not end: its text is on the page while it runs; Stop cancels it.
+            page.get_by_label("Message").fill("Tell me a story.")
+            page.get_by_role("button", name="Send").click()
+            expect(page.locator(".message.assistant .text").last).to_have_text("Once upon a time")
+            expect(page.get_by_role("button", name="Stop")).to_be_enabled()
+            shot(page, "4-streaming.png")
+            page.get_by_role("button", name="Stop").click()
+            expect(page.locator("#status")).to_contain_text("cancelled")
+            expect(page.get_by_role("button", name="Send")).to_be_enabled()
+            shot(page, "5-stopped.png")
+
+            # The runs view: the first run's turns as a timeline, its tool call in the first turn's row.
+            page.get_by_role("button", name="Runs").click()
+            page.locator(".run-link").filter(has_text="How many pears?").click()
+            turns = page.locator(".timeline > li.turn")
+            expect(turns).to_have_count(2)
+            expect(turns.nth(0).locator(".tool-call .tool-name")).to_have_text("lookup")
+            expect(turns.nth(0).locator(".bar")).to_have_count(1)
+            expect(turns.nth(1).locator(".turn-head")).to_contain_text("out")
+            expect(page.locator(".run-summary")).to_contain_text("completed")
+            shot(page, "6-run.png")
+            assert errors == []
+        finally:
+            browser.close()
