@@ -1,9 +1,9 @@
 """Agent: what users hold. A model, tools, a system prompt and limits; each run goes through the loop.
 
-``run()`` returns a :class:`~tether.events.RunResult`; ``stream()`` yields the run's events as they happen
-(``run()`` is ``stream()`` consumed to its ``RunCompleted``); ``start()`` runs in the background and returns
-a :class:`RunHandle` to cancel or await. An agent holds no state between runs: pass ``history=`` to continue
-a conversation. See ``loop/interrupts.py`` for what cancellation guarantees.
+``run()`` returns a :class:`~tether.events.RunResult`; ``stream()`` yields the run's events as they happen (``run()``
+is ``stream()`` consumed to its ``RunCompleted``); ``start()`` runs in the background and returns a :class:`RunHandle`
+to cancel or await; ``to_asgi()`` serves it. An agent holds no state between runs: pass ``history=`` to continue a
+conversation. See ``loop/interrupts.py`` for what cancellation guarantees.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from tether.run_context import DepsT, RunContext, check_deps
 from tether.run_handles import RunHandle, RunStream
 from tether.secret_refs import is_reference
 from tether.secrets import Masker, connection_password
+from tether.serving import Servable
 from tether.session_run import SessionRun
 from tether.team.agent_tool import AgentTool, agent_tool
 from tether.telemetry import DISABLED, Telemetry, observer_for
@@ -71,7 +72,7 @@ if TYPE_CHECKING:
     from tether.telemetry.observer import RunObserver
 
 
-class Agent(Generic[DepsT, OutputT]):
+class Agent(Servable, Generic[DepsT, OutputT]):
     """An LLM agent: ``Agent("provider:model", tools=[...], system="...", limits=Limits(...))``.
 
     ``Agent[Deps, Output]`` is an agent whose runs are given ``deps`` of type ``Deps`` (``deps_type=Deps``), which
@@ -570,8 +571,7 @@ class Agent(Generic[DepsT, OutputT]):
 
 
 def check_session(agent: Agent[Any, Any], history: Sequence[Message]) -> SessionStore:
-    """The store a run of ``agent`` in a session keeps it in; ``ConfigInvalid`` when it has none, or when a
-    history is given too (a session brings its own). A durable run checks it before it is started."""
+    """The store a run of ``agent`` in a session keeps it in; ``ConfigInvalid`` without one, or with a history."""
     if agent.store is None:
         raise ConfigInvalid("session= needs a session store: Agent(..., store=SQLiteSessionStore(path))")
     if history:

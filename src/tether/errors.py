@@ -40,6 +40,7 @@ ErrorCode = Literal[
     "empty_answer",
     "guardrail",
     "worker_alive",
+    "request_invalid",
 ]
 
 
@@ -227,6 +228,15 @@ class WorkerAlive(ConfigInvalid):
     runs or resuming a run it is running would run them twice (``tether.durable.liveness``)."""
 
     code: ClassVar[ErrorCode] = "worker_alive"
+
+
+class RequestInvalid(TetherError):
+    """A request to an agent served on the web (``tether.serve``) is malformed: not JSON, not the protocol's shape
+    (an AG-UI ``RunAgentInput``, a ``useChat`` body), or a conversation tether cannot run (an attachment of a kind
+    no model reads, a tool result for no call). The server answers it with HTTP 400 and this code; ``details``
+    may hold ``errors``, one line per problem."""
+
+    code: ClassVar[ErrorCode] = "request_invalid"
 
 
 class SessionInvalid(TetherError):

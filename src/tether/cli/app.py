@@ -1,5 +1,5 @@
 """The ``tether`` command: a click group, one subcommand per job: ``run``, ``chat``, ``py``, ``sessions``,
-``models``, ``config``, ``batch``, ``worker``, ``runs``, ``probe`` and ``doctor``.
+``models``, ``config``, ``batch``, ``worker``, ``runs``, ``serve``, ``probe`` and ``doctor``.
 
 ``tether --help`` and ``tether run --help`` must answer at once, so this module imports only click and
 ``tether`` itself; each command imports what it needs (rich, prompt_toolkit, aiohttp, pydantic, providers)
@@ -39,6 +39,7 @@ from tether.cli.run_options import (
     verbose_option,
 )
 from tether.cli.runs_admin import runs as runs_group  # the group, its operator commands joined
+from tether.cli.serve_commands import serve as serve_command
 from tether.cli.sessions_commands import sessions as sessions_group
 from tether.cli.skills_commands import skills as skills_group
 
@@ -434,6 +435,7 @@ main.add_command(sessions_group)
 main.add_command(runs_group)
 main.add_command(models_group)
 main.add_command(skills_group)
+main.add_command(serve_command)
 
 
 if __name__ == "__main__":

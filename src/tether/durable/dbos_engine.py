@@ -50,6 +50,7 @@ from tether.durable.dbos_steps import DBOSSteps
 from tether.durable.records import Queue
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunResult
+from tether.serving import Servable
 
 if TYPE_CHECKING:
     from tether.agent import Agent
@@ -63,7 +64,7 @@ _sinks: dict[str, EventSink] = {}
 """The host's event sink of each run started in this process, by run id, while it runs."""
 
 
-class DurableAgent:
+class DurableAgent(Servable):
     """``agent``'s runs as DBOS workflows (see the module docstring); make it before :func:`launch`."""
 
     def __init__(self, agent: Agent[Any, Any], *, name: str = "agent", deps: Callable[[], Any] | None = None) -> None:

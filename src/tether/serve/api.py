@@ -1,0 +1,306 @@
+"""The JSON API's handlers (``/api/...``) and the protocol routes (``/agui``, ``/api/chat``), over one agent.
+
+Each handler names its caller first (``serve/security.py``: 401 without a valid token), reads at most the
+server's request size, and answers JSON; a refusal is an ``ApiError`` (status, stable code, message). A run's
+route reserves a place (429 when none is left), starts the run (``serve/sources.py``), registers it
+(``serve/runs.py``) and answers with its event stream (``serve/streaming.py``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tether.errors import ConfigInvalid, SessionInvalid, TetherError
+from tether.messages import Attachment, Message, Prompt, messages_to_jsonable, redacted_messages
+from tether.redaction import Redaction
+from tether.serve.encoders import AguiEvents, JsonEvents, VercelEvents
+from tether.serve.runs import OnDisconnect, RunRegistry, ServerRun, Watcher, first_event
+from tether.serve.security import Access, ApiError, Caller, read_body
+from tether.serve.sources import DurableServed, OpenedRun, ServedAgent, durable_engine, is_plain, open_run
+from tether.serve.streaming import OWN_HEADERS, Encoder, EventStream
+from tether.sessions.base import SessionNotFound, SessionStore, check_session_id, new_session_id
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+__all__ = ["Api", "AttachmentIn", "RunRequest"]
+
+
+class AttachmentIn(msgspec.Struct, frozen=True):
+    """An attachment of ``POST /api/runs``: its bytes in base64."""
+
+    media_type: str
+    data: str
+    name: str | None = None
+
+
+class RunRequest(msgspec.Struct, frozen=True):
+    """The body of ``POST /api/runs``."""
+
+    prompt: str = ""
+    session_id: str | None = None
+    model: str | None = None
+    attachments: list[AttachmentIn] = msgspec.field(default_factory=list)
+
+
+_RUN_REQUEST = msgspec.json.Decoder(RunRequest)
+
+
+class Api:
+    """One served agent's routes: its handlers share the door, the store, the runs and the settings."""
+
+    def __init__(
+        self,
+        agent: ServedAgent | DurableServed,
+        plain: ServedAgent,
+        store: SessionStore,
+        access: Access,
+        runs: RunRegistry,
+        models: dict[str, ServedAgent],
+        *,
+        max_request_bytes: int,
+        on_disconnect: OnDisconnect,
+        stream_buffer: int,
+    ) -> None:
+        self.agent = agent
+        self.plain = plain
+        self.store = store
+        self.access = access
+        self.runs = runs
+        self.model = plain.provider.info.model_string
+        self.models: dict[str, ServedAgent | DurableServed] = {self.model: agent, **models}
+        self.max_request_bytes = max_request_bytes
+        self.on_disconnect = on_disconnect
+        self.stream_buffer = stream_buffer
+        self.redaction = Redaction(plain.secrets)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """The server's life: at its end, the runs in flight are cancelled and saved."""
+        yield
+        await self.runs.close()
+
+    def protocol_routes(self) -> list[Route]:
+        """``/agui`` and ``/api/chat``."""
+        return [Route("/agui", self.agui, methods=["POST"]), Route("/api/chat", self.chat, methods=["POST"])]
+
+    async def agui(self, request: Request) -> Response:
+        """``POST /agui``: an AG-UI run (``RunAgentInput``; the client sends the conversation), its AG-UI events
+        as SSE. A client that disconnects: as for ``POST /api/runs``."""
+        from tether.serve import agui
+
+        caller = await self.access.caller(request)
+        asked = agui.run_input(await read_body(request, self.max_request_bytes))
+        opened = await self._open(self.agent, asked.prompt, None, asked.history, asked.instructions)
+        run, watcher = self._register(opened, caller, None, asked.prompt)
+        encoder = AguiEvents(agui.Translator.for_run(asked))
+        return EventStream(run, watcher, encoder, {})  # type: ignore[return-value]  # an ASGI response
+
+    async def chat(self, request: Request) -> Response:
+        """``POST /api/chat``: the Vercel AI SDK's ``useChat`` request (the client sends the conversation), its UI
+        message stream as SSE. A client that disconnects: as for ``POST /api/runs``."""
+        from tether.serve import vercel
+
+        caller = await self.access.caller(request)
+        asked = vercel.chat_input(await read_body(request, self.max_request_bytes))
+        opened = await self._open(self.agent, asked.prompt, None, asked.history, asked.instructions)
+        run, watcher = self._register(opened, caller, None, asked.prompt)
+        headers = {k: v for k, v in vercel.HEADERS.items() if k.lower() not in OWN_HEADERS}
+        return EventStream(run, watcher, VercelEvents(vercel.Translator()), headers)  # type: ignore[return-value]
+
+    def _register(
+        self, opened: OpenedRun, caller: Caller, session_id: str | None, prompt: Any
+    ) -> tuple[ServerRun, Watcher]:
+        """A run just opened, registered and driven, and the caller's stream of it (from its first event)."""
+        run_id, model = first_event(opened.first)
+        text = prompt if isinstance(prompt, str) else next((p for p in prompt or () if isinstance(p, str)), "")
+        run = ServerRun(run_id, session_id, caller.owner, text, model, self.on_disconnect, opened.cancel)
+        watcher = run.watch(self.stream_buffer)
+        self.runs.add(run, opened.first, opened.events, self.redaction)
+        return run, watcher
+
+    # --- the agent ------------------------------------------------------------------------------------------
+
+    async def info(self, request: Request) -> Response:
+        """``GET /api/info``: the agent, its models and tools."""
+        await self.access.caller(request)
+        tools = [{"name": t.name, "description": t.description} for t in self.plain.tools]
+        return JSONResponse(
+            {
+                "name": self.plain.name,
+                "model": self.model,
+                "models": list(self.models),
+                "tools": tools,
+                "durable": not is_plain(self.agent),
+                "approvals": False,
+                "auth": not self.access.open,
+                "max_request_bytes": self.max_request_bytes,
+            }
+        )
+
+    # --- runs -----------------------------------------------------------------------------------------------
+
+    async def start_run(self, request: Request) -> Response:
+        """``POST /api/runs``: a run of the prompt, its events as SSE (``event: <kind>``, ``data: <json>``).
+
+        A client that disconnects: the run is cancelled (``on_disconnect="cancel"``, its session saved with a
+        valid transcript) or goes on to its end (``"detach"``)."""
+        caller = await self.access.caller(request)
+        body = await read_body(request, self.max_request_bytes)
+        try:
+            asked = _RUN_REQUEST.decode(body)
+        except msgspec.DecodeError as error:
+            raise ApiError(400, "request_invalid", f"the run's request is not valid: {error}") from None
+        agent = self._agent_for(asked.model)
+        prompt = _prompt(asked)
+        session_id = await self._session_for(caller, asked.session_id)
+        opened = await self._open(agent, prompt, session_id)
+        run, watcher = self._register(opened, caller, session_id, asked.prompt)
+        return EventStream(run, watcher, self.json_events(run), {})  # type: ignore[return-value]  # an ASGI response
+
+    async def _open(
+        self,
+        agent: ServedAgent | DurableServed,
+        prompt: Prompt | None,
+        session: str | None,
+        history: Sequence[Message] = (),
+        instructions: str | None = None,
+    ) -> OpenedRun:
+        """The run started, its place reserved first (429 when none is left; given back if it fails to start)."""
+        self.runs.reserve()
+        try:
+            return await open_run(agent, prompt, session, history, instructions)
+        except BaseException:
+            self.runs.reserved -= 1
+            raise
+
+    def json_events(self, run: ServerRun) -> Encoder:
+        """The encoder of ``/api/runs``' stream."""
+        return JsonEvents(self.redaction, run.session_id)
+
+    def _agent_for(self, model: str | None) -> ServedAgent | DurableServed:
+        if model is None:
+            return self.agent
+        agent = self.models.get(model)
+        if agent is None:
+            raise ApiError(400, "request_invalid", f"model {model!r} is not offered; /api/info lists the models")
+        return agent
+
+    async def _session_for(self, caller: Caller, session_id: str | None) -> str:
+        """The session a run goes on in: the caller's own (404 for another's or an unknown one), or a new one."""
+        if session_id is None:
+            return f"{caller.owner}-{new_session_id()}"
+        await self._owned_session(caller, session_id)
+        return session_id
+
+    async def _owned_session(self, caller: Caller, session_id: str) -> Any:
+        try:
+            check_session_id(session_id)
+            if not caller.owns_session(session_id):
+                raise SessionNotFound(f"no session {session_id!r}")
+            return await self.store.load(session_id)
+        except SessionNotFound:
+            raise ApiError(404, "not_found", f"no session {session_id!r}") from None
+        except SessionInvalid as error:
+            raise ApiError(400, "session_invalid", error.message) from None
+
+    async def cancel_run(self, request: Request) -> Response:
+        """``POST /api/runs/{run_id}/cancel``: stop a run; it ends as cancelled, its transcript saved."""
+        caller = await self.access.caller(request)
+        run = self.runs.get(request.path_params["run_id"], caller)
+        run.cancel()
+        return JSONResponse({"run_id": run.run_id, "status": run.status, "cancelled": run.running})
+
+    async def list_runs(self, request: Request) -> Response:
+        """``GET /api/runs``: this server's recent runs, newest first, and a durable agent's durable runs."""
+        caller = await self.access.caller(request)
+        body: dict[str, Any] = {"runs": self.runs.listing(caller)}
+        if not is_plain(self.agent) and caller.local:
+            body["durable_runs"] = await _durable_runs()
+        return JSONResponse(body)
+
+    async def get_run(self, request: Request) -> Response:
+        """``GET /api/runs/{run_id}``: a run's result summary and turn records."""
+        caller = await self.access.caller(request)
+        return JSONResponse(self.runs.get(request.path_params["run_id"], caller).details())
+
+    # --- sessions -------------------------------------------------------------------------------------------
+
+    async def list_sessions(self, request: Request) -> Response:
+        """``GET /api/sessions``: the caller's sessions, newest first."""
+        caller = await self.access.caller(request)
+        listed = [s for s in await self.store.list() if caller.owns_session(s.id)]
+        sessions = [
+            {
+                "id": s.id,
+                "title": self.redaction.text(s.title),
+                "model": s.model,
+                "created_at": s.created_at.isoformat(),
+                "updated_at": s.updated_at.isoformat(),
+                "message_count": s.message_count,
+            }
+            for s in listed
+        ]
+        return JSONResponse({"sessions": sessions})
+
+    async def get_session(self, request: Request) -> Response:
+        """``GET /api/sessions/{id}``: a session's messages as JSON (tool calls redacted, secrets masked)."""
+        caller = await self.access.caller(request)
+        session = await self._owned_session(caller, request.path_params["session_id"])
+        messages = messages_to_jsonable(redacted_messages(session.messages, self.redaction))
+        body = {
+            "id": session.id,
+            "title": session.title,
+            "model": session.model,
+            "created_at": session.created_at.isoformat(),
+            "updated_at": session.updated_at.isoformat(),
+            "usage": msgspec.to_builtins(session.usage),
+            "messages": messages,
+        }
+        text = self.redaction.masker.mask(msgspec.json.encode(body).decode())
+        return Response(text, media_type="application/json")
+
+    async def delete_session(self, request: Request) -> Response:
+        """``DELETE /api/sessions/{id}``: the session removed (204)."""
+        caller = await self.access.caller(request)
+        session_id = request.path_params["session_id"]
+        await self._owned_session(caller, session_id)
+        await self.store.delete(session_id)
+        return Response(status_code=204)
+
+
+def _prompt(asked: RunRequest) -> Prompt:
+    """The run's prompt: its text, then its attachments in order; ``ApiError`` 400 for an empty one or an
+    attachment that is not base64."""
+    attachments = []
+    for item in asked.attachments:
+        try:
+            data = base64.b64decode(item.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError(400, "request_invalid", f"attachment {item.name or ''!r} is not base64") from None
+        try:
+            attachments.append(Attachment.from_bytes(data, item.media_type or None, name=item.name))
+        except TetherError as error:
+            raise ApiError(400, "request_invalid", error.message) from None
+    if not asked.prompt.strip() and not attachments:
+        raise ApiError(400, "request_invalid", "the run needs a prompt or an attachment")
+    if not attachments:
+        return asked.prompt
+    return [asked.prompt, *attachments] if asked.prompt else attachments
+
+
+async def _durable_runs() -> list[dict[str, Any]]:
+    try:
+        records = await durable_engine().list_runs(limit=100)
+    except (TetherError, ConfigInvalid):
+        return []
+    return [msgspec.to_builtins(record, enc_hook=str) for record in records]
