@@ -5,8 +5,8 @@ The app runs under uvicorn on 127.0.0.1 with a scripted agent that has a tool; t
 file, stops a run and reads a run's timeline, all through the page's own controls, and the checks read the DOM.
 
 A screenshot of each step is saved in ``test-artifacts/browser/`` at the repository's root (gitignored; CI
-keeps the folder as an artefact): ``1-opened.png``, ``2-answered.png``, ``3-attached.png``, ``4-streaming.png``,
-``5-stopped.png``, ``6-run.png``.
+keeps the folder as an artefact): ``1-opened.png``, ``2-answered.png``, ``3-attached.png``, ``4-run.png``,
+``5-streaming.png``, ``6-stopped.png``, ``7-signed-in.png``.
 
 Without Chromium the test is skipped with the reason, except under ``CI=true``, where it fails: CI installs
 Chromium (``.ci/run``), and a skip there would hide a page that no longer works.
@@ -19,6 +19,7 @@ import shutil
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -70,14 +71,11 @@ def model() -> ScriptedProvider:
     )
 
 
-@pytest.fixture
-def server(model: ScriptedProvider) -> Iterator[str]:
-    """The real app (``create_app``) under uvicorn on 127.0.0.1, in a thread; its base URL."""
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """``app`` under uvicorn on 127.0.0.1 (a free port), in a thread; its base URL."""
     import uvicorn
 
-    from tether.serve import create_app
-
-    app = create_app(Agent(model, tools=[lookup], name="shop"))
     listening = socket.socket()
     listening.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
@@ -95,85 +93,136 @@ def server(model: ScriptedProvider) -> Iterator[str]:
         listening.close()
 
 
+@pytest.fixture
+def server(model: ScriptedProvider) -> Iterator[str]:
+    """The real app (``create_app``) of an agent named ``shop`` with the ``lookup`` tool; its base URL."""
+    from tether.serve import create_app
+
+    with serving(create_app(Agent(model, tools=[lookup], name="shop"))) as url:
+        yield url
+
+
+@contextmanager
+def browser_page() -> Iterator[Any]:
+    """A page of headless Chromium (the system's); the test fails on any error a page's script throws."""
+    executable = chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+        try:
+            context = browser.new_context(viewport={"width": 1100, "height": 900})
+            errors: list[str] = []
+            context.on("page", lambda page: page.on("pageerror", lambda error: errors.append(str(error))))
+            yield context.new_page()
+            assert errors == [], errors
+        finally:
+            browser.close()
+
+
 def shot(page: Any, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / name), full_page=True)
 
 
-def test_the_page_chats_streams_shows_tool_calls_attaches_stops_and_draws_a_runs_timeline(
+def test_the_page_chats_streams_shows_tool_calls_attaches_draws_a_runs_timeline_and_stops_a_run(
     server: str, model: ScriptedProvider
 ) -> None:
-    executable = chromium()
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1100, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(f"{server}/")
+    with browser_page() as page:
+        page.goto(f"{server}/")
 
-            # The agent's name and model come from /api/info.
-            expect(page.locator("#agent-name")).to_have_text("shop")
-            expect(page.locator("#model")).to_have_value("shopkeeper")
-            shot(page, "1-opened.png")
+        # The agent's name and model come from /api/info.
+        expect(page.locator("#agent-name")).to_have_text("shop")
+        expect(page.get_by_label("Model")).to_have_value("scripted:shopkeeper")
+        shot(page, "1-opened.png")
 
-            # A message: the tool call is shown with its arguments and result, the thinking collapsed, the
-            # answer streamed into one bubble, delta by delta.
-            page.get_by_label("Message").fill("How many pears?")
-            page.get_by_role("button", name="Send").click()
-            answer = page.locator(".message.assistant .text").filter(has_text="There are 12 pears")
-            expect(answer).to_have_text("There are 12 pears in stock.")
-            tool_call = page.locator(".tool-call").filter(has_text="lookup")
-            expect(tool_call).to_have_count(1)
-            expect(tool_call.locator(".tool-args")).to_contain_text('"item": "pears"')
-            expect(tool_call.locator(".tool-result")).to_have_text("pears: 12 in stock")
-            expect(tool_call).not_to_have_class("running")
-            thinking = page.locator("details.thinking")
-            expect(thinking).to_have_count(1)
-            expect(thinking).not_to_have_attribute("open", "")
-            expect(thinking.locator(".thinking-text")).to_have_text("The tool said 12.")
-            expect(page.locator("#status")).to_contain_text("completed")
-            expect(page.locator("#session")).not_to_have_value("")
-            shot(page, "2-answered.png")
+        # A message: the tool call is shown with its arguments and result, the thinking folded away, the answer
+        # streamed into one bubble.
+        page.get_by_label("Message").fill("How many pears?")
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator(".message.assistant .text").last).to_have_text("There are 12 pears in stock.")
+        tool_call = page.locator("#log .tool-call")
+        expect(tool_call).to_have_count(1)
+        expect(tool_call.locator(".tool-name")).to_have_text("lookup")
+        expect(tool_call.locator(".tool-args")).to_contain_text('"item": "pears"')
+        expect(tool_call.locator(".tool-result")).to_have_text("pears: 12 in stock")
+        expect(tool_call).not_to_have_class("running")
+        thinking = page.locator("details.thinking")
+        expect(thinking).to_have_count(1)
+        expect(thinking).not_to_have_attribute("open", "")
+        expect(thinking.locator(".thinking-text")).to_have_text("The tool said 12.")
+        expect(page.get_by_role("status")).to_contain_text("Run complete")
+        expect(page.get_by_label("Session")).not_to_have_value("")
+        shot(page, "2-answered.png")
 
-            # A file attached: its name is shown, and the model's request carries it, bytes and all.
-            page.get_by_label("Attach files").set_input_files(
-                files=[{"name": "note.txt", "mimeType": "text/plain", "buffer": b"hello from the note"}]
-            )
-            expect(page.locator("#attached")).to_contain_text("note.txt")
-            page.get_by_label("Message").fill("What does my note say?")
-            page.get_by_role("button", name="Send").click()
-            expect(page.locator(".message.assistant .text").last).to_have_text("Your note says hello.")
-            expect(page.locator(".message.user .attachments").last).to_have_text("Attached: note.txt")
-            expect(page.locator("#attached")).to_be_empty()
-            shot(page, "3-attached.png")
-            sent = [part for part in model.requests[2].messages[-1].parts if isinstance(part, Attachment)]
-            assert [(a.name, a.media_type, a.data) for a in sent] == [("note.txt", "text/plain", b"hello from the note")]
-            assert len(model.requests[2].messages) > 2, "the second message went on in the first one's session"
+        # A file attached: its name is shown, and the model's request carries it, bytes and all, in the session
+        # the first message began.
+        page.get_by_label("Attach files").set_input_files(
+            files=[{"name": "note.txt", "mimeType": "text/plain", "buffer": b"hello from the note"}]
+        )
+        expect(page.locator("#attached")).to_contain_text("note.txt")
+        page.get_by_label("Message").fill("What does my note say?")
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator(".message.assistant .text").last).to_have_text("Your note says hello.")
+        expect(page.locator(".message.user .attachments").last).to_have_text("Attached: note.txt")
+        expect(page.locator("#attached")).to_be_empty()
+        shot(page, "3-attached.png")
+        asked = model.requests[2].messages
+        sent = [part for part in asked[-1].parts if isinstance(part, Attachment)]
+        assert [(a.name, a.media_type, a.data) for a in sent] == [("note.txt", "text/plain", b"hello from the note")]
+        assert [m.text for m in asked if m.role == "user"] == ["How many pears?", "What does my note say?"]
 
-            # A run that streams and does not end: its text is on the page while it runs; Stop cancels it.
-            page.get_by_label("Message").fill("Tell me a story.")
-            page.get_by_role("button", name="Send").click()
-            expect(page.locator(".message.assistant .text").last).to_have_text("Once upon a time")
-            expect(page.get_by_role("button", name="Stop")).to_be_enabled()
-            shot(page, "4-streaming.png")
-            page.get_by_role("button", name="Stop").click()
-            expect(page.locator("#status")).to_contain_text("cancelled")
-            expect(page.get_by_role("button", name="Send")).to_be_enabled()
-            shot(page, "5-stopped.png")
+        # The runs view: the first run's turns as a timeline, its tool call in the first turn's row.
+        page.get_by_role("button", name="Runs").click()
+        page.locator(".run-link").filter(has_text="How many pears?").click()
+        turns = page.locator(".timeline > li.turn")
+        expect(turns).to_have_count(2)
+        expect(turns.nth(0).locator(".tool-call .tool-name")).to_have_text("lookup")
+        expect(turns.nth(0).locator(".bar")).to_have_count(1)
+        expect(turns.nth(1).locator(".tool-call")).to_have_count(0)
+        expect(page.locator(".run-summary")).to_contain_text("complete")
+        shot(page, "4-run.png")
 
-            # The runs view: the first run's turns as a timeline, its tool call in the first turn's row.
-            page.get_by_role("button", name="Runs").click()
-            page.locator(".run-link").filter(has_text="How many pears?").click()
-            turns = page.locator(".timeline > li.turn")
-            expect(turns).to_have_count(2)
-            expect(turns.nth(0).locator(".tool-call .tool-name")).to_have_text("lookup")
-            expect(turns.nth(0).locator(".bar")).to_have_count(1)
-            expect(turns.nth(1).locator(".turn-head")).to_contain_text("out")
-            expect(page.locator(".run-summary")).to_contain_text("completed")
-            shot(page, "6-run.png")
-            assert errors == []
-        finally:
-            browser.close()
+        # A run that streams and does not end: its text is on the page while it runs, and Stop cancels it.
+        page.get_by_role("button", name="Chat").click()
+        page.get_by_label("Message").fill("Tell me a story.")
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator(".message.assistant .text").last).to_have_text("Once upon a time")
+        expect(page.get_by_role("button", name="Send")).to_be_disabled()
+        shot(page, "5-streaming.png")
+        page.get_by_role("button", name="Stop").click()
+        expect(page.get_by_role("status")).to_contain_text("Run cancelled")
+        expect(page.get_by_role("button", name="Send")).to_be_enabled()
+        shot(page, "6-stopped.png")
+
+
+def test_a_server_with_a_token_asks_for_it_and_the_page_keeps_it_for_the_tab() -> None:
+    from playwright.sync_api import expect
+
+    from tether.serve import create_app
+
+    agent = Agent(ScriptedProvider([reply("Signed in.")]), name="guarded")
+    with serving(create_app(agent, token="s3cret-token")) as url, browser_page() as page:
+        page.goto(f"{url}/")
+        login = page.get_by_role("button", name="Sign in")
+        expect(login).to_be_visible()
+        page.get_by_label("Token").fill("wrong")
+        login.click()
+        expect(page.get_by_role("alert")).to_have_text("That token was refused.")
+        page.get_by_label("Token").fill("s3cret-token")
+        login.click()
+        expect(page.locator("#agent-name")).to_have_text("guarded")
+        expect(login).to_be_hidden()
+        shot(page, "7-signed-in.png")
+
+        # A link with the token (a new tab: nothing kept yet): taken once, gone from the address bar, sent with
+        # every request.
+        page = page.context.new_page()
+        page.goto(f"{url}/#token=s3cret-token")
+        expect(page.locator("#agent-name")).to_have_text("guarded")
+        assert page.url == f"{url}/"
+        page.get_by_label("Message").fill("Hello?")
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator(".message.assistant .text")).to_have_text("Signed in.")

@@ -176,7 +176,7 @@ function showOutcome(result) {
   const cost = result.cost ? ` · $${costOf(result.cost).toFixed(4)}` : "";
   const stop = result.stop_reason ? `${result.stop_reason}${result.degraded ? " (degraded)" : ""}` : "done";
   $("status").textContent = `Run ${stop} · ${usage.input_tokens ?? 0} in / ${usage.output_tokens ?? 0} out tokens${cost}`;
-  if (result.detail && result.stop_reason !== "completed") bubble("notice", result.detail);
+  if (result.detail && result.stop_reason !== "complete") bubble("notice", result.detail);
 }
 
 const costOf = (cost) => (cost.total_usd ?? (cost.input_usd || 0) + (cost.output_usd || 0));
@@ -212,9 +212,15 @@ async function send(event) {
   const draw = runView();
   try {
     const response = await api("api/runs", { method: "POST", json: body, signal: state.controller.signal });
-    for await (const { kind, data } of readEvents(response)) draw(kind, data);
+    let ended = false;
+    for await (const { kind, data } of readEvents(response)) {
+      draw(kind, data);
+      ended ||= kind === "run_completed";
+    }
+    if (!ended) bubble("error", "The stream ended before the run did.");
   } catch (error) {
     if (error.name !== "AbortError" && !(error instanceof Unauthorized)) bubble("error", error.message);
+    $("status").textContent = "";
   } finally {
     state.controller = null;
     busy(false);
