@@ -174,6 +174,16 @@ def test_the_page_chats_streams_shows_tool_calls_attaches_draws_a_runs_timeline_
         assert [(a.name, a.media_type, a.data) for a in sent] == [("note.txt", "text/plain", b"hello from the note")]
         assert [m.text for m in asked if m.role == "user"] == ["How many pears?", "What does my note say?"]
 
+        # The session, picked again after a reload: its conversation drawn from the store, tool call and
+        # attachment included.
+        session = page.get_by_label("Session").input_value()
+        page.reload()
+        page.get_by_label("Session").select_option(session)
+        expect(page.locator(".message.user .text")).to_have_text(["How many pears?", "What does my note say?"])
+        expect(page.locator("#log .tool-call .tool-result")).to_have_text("pears: 12 in stock")
+        expect(page.locator(".message.user .attachments")).to_have_text("Attached: note.txt")
+        expect(page.locator(".message.assistant .text").last).to_have_text("Your note says hello.")
+
         # The runs view: the first run's turns as a timeline, its tool call in the first turn's row.
         page.get_by_role("button", name="Runs").click()
         page.locator(".run-link").filter(has_text="How many pears?").click()

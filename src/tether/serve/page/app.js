@@ -89,9 +89,10 @@ async function* readEvents(response) {
 
 const log = () => $("log");
 
-function bubble(role, text = "") {
-  const body = el("div", { class: "text", text });
-  const node = el("article", { class: `message ${role}`, "aria-label": role }, body);
+// A message on the log; its content is added in the order it comes (text, thinking, tool calls).
+function bubble(role, text) {
+  const node = el("article", { class: `message ${role}`, "aria-label": role });
+  if (text != null) node.append(el("div", { class: "text", text }));
   log().append(node);
   node.scrollIntoView({ block: "end" });
   return node;
@@ -99,7 +100,7 @@ function bubble(role, text = "") {
 
 function toolCallView(call) {
   const result = el("pre", { class: "tool-result", text: "running…" });
-  const node = el("details", { class: "tool-call running", "data-call-id": call.id },
+  const node = el("details", { class: "tool-call running", "data-call-id": call.id, open: "" },
     el("summary", {}, el("span", { class: "tool-name", text: call.name }), el("span", { class: "tool-state", text: " running" })),
     el("pre", { class: "tool-args", text: JSON.stringify(call.arguments ?? call.raw_arguments ?? {}, null, 2) }),
     result);
@@ -126,10 +127,9 @@ function drawMessage(message) {
     return;
   }
   const node = bubble(message.role);
-  const text = node.querySelector(".text");
   for (const part of message.parts) {
-    if (part.kind === "text") text.textContent += part.text;
-    else if (part.kind === "thinking") node.insertBefore(thinkingView(part.text), text);
+    if (part.kind === "text") node.append(el("div", { class: "text", text: part.text }));
+    else if (part.kind === "thinking") node.append(thinkingView(part.text));
     else if (part.kind === "tool_call") node.append(toolCallView(part));
   }
   const names = attachmentNames(message.parts);
@@ -140,32 +140,29 @@ function thinkingView(text = "") {
   return el("details", { class: "thinking" }, el("summary", { text: "Thinking" }), el("div", { class: "thinking-text", text }));
 }
 
-// One run's events drawn as they come: text streams into the answer, tool calls appear as they start.
+// One run's events drawn as they come, in one message: text streams in, thinking folds away, each tool call
+// appears when it starts and gets its result when it ends.
 function runView() {
-  let answer = null, thinking = null;
-  const ensure = () => (answer ??= bubble("assistant"));
+  let answer = null, text = null, thinking = null;  // the message, and the parts the next deltas extend
+  const add = (node) => (answer ??= bubble("assistant")).appendChild(node);
   return (kind, data) => {
     switch (kind) {
       case "run_started":
         state.runId = data.run_id;
         if (data.session_id) rememberSession(data.session_id);
         break;
-      case "thinking_started":
-        thinking = thinkingView();
-        ensure().insertBefore(thinking, answer.querySelector(".text"));
-        break;
+      case "turn_started": text = thinking = null; break;
+      case "thinking_started": text = null; thinking = add(thinkingView()).querySelector(".thinking-text"); break;
       case "thinking_delta":
-        if (!thinking) { thinking = thinkingView(); ensure().insertBefore(thinking, answer.querySelector(".text")); }
-        thinking.querySelector(".thinking-text").textContent += data.text;
+        thinking ??= add(thinkingView()).querySelector(".thinking-text");
+        thinking.textContent += data.text;
         break;
       case "thinking_ended": thinking = null; break;
-      case "text_delta": ensure().querySelector(".text").textContent += data.text; break;
-      case "tool_call_started": ensure().append(toolCallView(data.call)); break;
+      case "text_delta": (text ??= add(el("div", { class: "text" }))).textContent += data.text; break;
+      case "tool_call_started": text = null; add(toolCallView(data.call)); break;
       case "tool_result_received": finishToolCall(log(), data.result); break;
-      case "turn_completed": answer = null; thinking = null; break;
       case "call_failed": bubble("notice", `The model call failed: ${data.message}`); break;
       case "compacted": bubble("notice", `Conversation compacted: ${data.tokens_before} → ${data.tokens_after} tokens`); break;
-      case "error": bubble("error", data.message || "The run failed."); break;
       case "run_completed": showOutcome(data.result || data); break;
     }
   };
@@ -176,7 +173,8 @@ function showOutcome(result) {
   const cost = result.cost ? ` · $${costOf(result.cost).toFixed(4)}` : "";
   const stop = result.stop_reason ? `${result.stop_reason}${result.degraded ? " (degraded)" : ""}` : "done";
   $("status").textContent = `Run ${stop} · ${usage.input_tokens ?? 0} in / ${usage.output_tokens ?? 0} out tokens${cost}`;
-  if (result.detail && result.stop_reason !== "complete") bubble("notice", result.detail);
+  if (result.error) bubble("error", `${result.error.message}${result.error.code ? ` (${result.error.code})` : ""}`);
+  else if (result.detail && result.stop_reason !== "complete") bubble("notice", result.detail);
 }
 
 const costOf = (cost) => (cost.total_usd ?? (cost.input_usd || 0) + (cost.output_usd || 0));
@@ -313,23 +311,25 @@ async function openRun(runId) {
     el("dt", { text: "Stop" }), el("dd", { text: `${result.stop_reason || run.status || "?"}${result.degraded ? " (degraded)" : ""}` }),
     el("dt", { text: "Tokens" }), el("dd", { text: `${usage.input_tokens ?? 0} in / ${usage.output_tokens ?? 0} out` }),
     el("dt", { text: "Cost" }), el("dd", { text: result.cost ? `$${costOf(result.cost).toFixed(4)}` : "unknown" }),
-    el("dt", { text: "Duration" }), el("dd", { text: `${Math.round(result.duration_ms || 0)} ms` }));
+    el("dt", { text: "Duration" }), el("dd", { text: ms(result.duration_ms || 0) }));
   const rows = turns.map((turn) => turnRow(turn, longest));
-  $("run-detail").replaceChildren(el("h2", { text: `Run ${runId}` }), summary,
+  $("run-detail").replaceChildren(el("h2", { text: run.prompt || `Run ${runId}` }), el("p", { class: "run-id", text: runId }), summary,
     result.detail ? el("p", { class: "detail", text: result.detail }) : null,
     el("ol", { class: "timeline", "aria-label": "Turns" }, ...rows));
 }
 
+const ms = (value) => `${value < 10 ? value.toFixed(1) : Math.round(value)} ms`;
+
 function turnRow(turn, longest) {
   const usage = turn.usage || {};
   const width = `${Math.max(1, (100 * (turn.duration_ms || 0)) / longest)}%`;
-  const bar = el("div", { class: "bar", role: "img", "aria-label": `${Math.round(turn.duration_ms || 0)} ms` });
+  const bar = el("div", { class: "bar", role: "img", "aria-label": ms(turn.duration_ms || 0) });
   bar.style.width = width;
   const calls = (turn.tool_calls || []).map((c) => el("li", { class: c.is_error ? "tool-call failed" : "tool-call" },
     el("span", { class: "tool-name", text: c.name }),
-    el("span", { text: ` ${c.duration_ms == null ? "" : `${Math.round(c.duration_ms)} ms`}${c.is_error ? ` failed${c.code ? ` (${c.code})` : ""}` : ""}` })));
+    el("span", { text: ` ${c.duration_ms == null ? "" : ms(c.duration_ms)}${c.is_error ? ` failed${c.code ? ` (${c.code})` : ""}` : ""}` })));
   return el("li", { class: `turn${turn.error ? " failed" : ""}${turn.compaction ? " compaction" : ""}` },
-    el("div", { class: "turn-head", text: `${turn.compaction ? "Compaction" : `Turn ${turn.turn}`}${turn.attempt > 1 ? ` (attempt ${turn.attempt})` : ""} · ${Math.round(turn.duration_ms || 0)} ms · ${usage.input_tokens ?? 0} in / ${usage.output_tokens ?? 0} out${turn.cost ? ` · $${costOf(turn.cost).toFixed(4)}` : ""}${turn.model ? ` · ${turn.model}` : ""}` }),
+    el("div", { class: "turn-head", text: `${turn.compaction ? "Compaction" : `Turn ${turn.turn}`}${turn.attempt > 1 ? ` (attempt ${turn.attempt})` : ""} · ${ms(turn.duration_ms || 0)} · ${usage.input_tokens ?? 0} in / ${usage.output_tokens ?? 0} out${turn.cost ? ` · $${costOf(turn.cost).toFixed(4)}` : ""}${turn.model ? ` · ${turn.model}` : ""}` }),
     bar,
     turn.error ? el("p", { class: "error", text: turn.error }) : null,
     calls.length ? el("ul", { class: "tool-calls", "aria-label": "Tool calls" }, ...calls) : null);
