@@ -95,10 +95,8 @@ def serving(app: Any) -> Iterator[str]:
 
 @pytest.fixture
 def server(model: ScriptedProvider) -> Iterator[str]:
-    """The real app (``create_app``) of an agent named ``shop`` with the ``lookup`` tool; its base URL."""
-    from tether.serve import create_app
-
-    with serving(create_app(Agent(model, tools=[lookup], name="shop"))) as url:
+    """The real app (``agent.to_asgi()``) of an agent named ``shop`` with the ``lookup`` tool; its base URL."""
+    with serving(Agent(model, tools=[lookup], name="shop").to_asgi()) as url:
         yield url
 
 
@@ -211,10 +209,8 @@ def test_the_page_chats_streams_shows_tool_calls_attaches_draws_a_runs_timeline_
 def test_a_server_with_a_token_asks_for_it_and_the_page_keeps_it_for_the_tab() -> None:
     from playwright.sync_api import expect
 
-    from tether.serve import create_app
-
     agent = Agent(ScriptedProvider([reply("Signed in.")]), name="guarded")
-    with serving(create_app(agent, token="s3cret-token")) as url, browser_page() as page:
+    with serving(agent.to_asgi(token="s3cret-token")) as url, browser_page() as page:
         page.goto(f"{url}/")
         login = page.get_by_role("button", name="Sign in")
         expect(login).to_be_visible()
