@@ -4,6 +4,7 @@ checked, the app made and served by uvicorn in the command's event loop."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -112,6 +113,13 @@ def _server(config: Any, options: ServeOptions) -> Any:
     import uvicorn
 
     class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            """SIGINT or SIGTERM stops the server, which then exits 0 (uvicorn would raise the signal again
+            once stopped); a second SIGINT stops it without waiting for its streams."""
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True
+            self.should_exit = True
+
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             if self.should_exit:  # it could not bind: uvicorn said why

@@ -23,7 +23,7 @@ from tether.errors import ConfigInvalid, SessionInvalid, TetherError
 from tether.messages import Attachment, Message, Prompt, messages_to_jsonable, redacted_messages
 from tether.redaction import Redaction
 from tether.serve.encoders import AguiEvents, JsonEvents, VercelEvents
-from tether.serve.runs import OnDisconnect, RunRegistry, ServerRun, Watcher, first_event
+from tether.serve.runs import OnDisconnect, RunRegistry, ServerRun, Watcher
 from tether.serve.security import Access, ApiError, Caller, read_body
 from tether.serve.sources import DurableServed, OpenedRun, ServedAgent, durable_engine, is_plain, open_run
 from tether.serve.streaming import OWN_HEADERS, Encoder, EventStream
@@ -101,7 +101,7 @@ class Api:
         caller = await self.access.caller(request)
         asked = agui.run_input(await read_body(request, self.max_request_bytes))
         opened = await self._open(self.agent, asked.prompt, None, asked.history, asked.instructions)
-        run, watcher = self._register(opened, caller, None, asked.prompt)
+        run, watcher = await self._started(opened, caller, None, asked.prompt)
         encoder = AguiEvents(agui.Translator.for_run(asked))
         return EventStream(run, watcher, encoder, {})  # type: ignore[return-value]  # an ASGI response
 
@@ -113,19 +113,19 @@ class Api:
         caller = await self.access.caller(request)
         asked = vercel.chat_input(await read_body(request, self.max_request_bytes))
         opened = await self._open(self.agent, asked.prompt, None, asked.history, asked.instructions)
-        run, watcher = self._register(opened, caller, None, asked.prompt)
+        run, watcher = await self._started(opened, caller, None, asked.prompt)
         headers = {k: v for k, v in vercel.HEADERS.items() if k.lower() not in OWN_HEADERS}
         return EventStream(run, watcher, VercelEvents(vercel.Translator()), headers)  # type: ignore[return-value]
 
-    def _register(
+    async def _started(
         self, opened: OpenedRun, caller: Caller, session_id: str | None, prompt: Any
     ) -> tuple[ServerRun, Watcher]:
-        """A run just opened, registered and driven, and the caller's stream of it (from its first event)."""
-        run_id, model = first_event(opened.first)
+        """A run just opened, driven and registered once it started, and the caller's stream of it (from its
+        first event)."""
         text = prompt if isinstance(prompt, str) else next((p for p in prompt or () if isinstance(p, str)), "")
-        run = ServerRun(run_id, session_id, caller.owner, text, model, self.on_disconnect, opened.cancel)
+        run = ServerRun(session_id, caller.owner, text, self.on_disconnect, opened.cancel)
         watcher = run.watch(self.stream_buffer)
-        self.runs.add(run, opened.first, opened.events, self.redaction)
+        await self.runs.start(run, opened.events, self.redaction)
         return run, watcher
 
     # --- the agent ------------------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ class Api:
         prompt = _prompt(asked)
         session_id = await self._session_for(caller, asked.session_id)
         opened = await self._open(agent, prompt, session_id)
-        run, watcher = self._register(opened, caller, session_id, asked.prompt)
+        run, watcher = await self._started(opened, caller, session_id, asked.prompt)
         return EventStream(run, watcher, self.json_events(run), {})  # type: ignore[return-value]  # an ASGI response
 
     async def _open(

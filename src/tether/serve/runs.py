@@ -48,29 +48,29 @@ class ServerRun:
     """A run this server started: who owns it, its session, its events' fan-out, and its end."""
 
     __slots__ = (
-        "_cancel", "_task", "_watchers", "ended_at", "model", "on_disconnect", "owner", "prompt", "run_id",
+        "_alone", "_cancel", "_task", "_watchers", "ended_at", "model", "on_disconnect", "owner", "prompt", "run_id",
         "session_id", "started_at", "status", "summary",
     )  # fmt: skip
 
     def __init__(
         self,
-        run_id: str,
         session_id: str | None,
         owner: str,
         prompt: str,
-        model: str,
         on_disconnect: OnDisconnect,
         cancel: Callable[[], object],
     ) -> None:
-        self.run_id = run_id
+        self.run_id = ""
+        """Known from the run's first event (``RunStarted``)."""
+        self.model = ""
         self.session_id = session_id
         self.owner = owner
         self.prompt = prompt[:200]
-        self.model = model
         self.on_disconnect = on_disconnect
         self._cancel = cancel
         self._watchers: list[Watcher] = []
         self._task: asyncio.Task[None] | None = None
+        self._alone = asyncio.Event()
         self.started_at = time.time()
         self.ended_at: float | None = None
         self.status = "running"
@@ -94,8 +94,19 @@ class ServerRun:
         """``watcher``'s stream is gone: when it was the last, the disconnect rule."""
         if watcher in self._watchers:
             self._watchers.remove(watcher)
-        if not self._watchers and self.running and self.on_disconnect == "cancel":
-            self.cancel()
+        if not self._watchers:
+            self._alone.set()
+            if self.running and self.on_disconnect == "cancel":
+                self.cancel()
+
+    async def alone(self) -> None:
+        """Wait until no stream watches the run any more (its clients went, or it ended)."""
+        await self._alone.wait()
+
+    async def ended(self) -> None:
+        """Wait until the run has ended and its summary is kept."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
 
     def cancel(self) -> None:
         """Stop the run; it ends as cancelled, its transcript valid and saved."""
@@ -112,19 +123,29 @@ class ServerRun:
                     watcher.writer.cancel()
                 self.leave(watcher)
 
-    async def drive(self, first: RunEvent, events: AsyncIterator[RunEvent], redaction: Redaction) -> None:
-        """Hand on ``first`` and every later event to the watchers until the run completes; then keep its
-        result's summary (``events_json.result_summary``: figures and turn records, masked)."""
+    async def drive(
+        self, events: AsyncIterator[RunEvent], started: asyncio.Future[RunEvent], redaction: Redaction
+    ) -> None:
+        """Iterate the run's events (in this task alone: a run's cancel reaches the task that iterates it), hand
+        each to the watchers, ``started`` set by the first (or by what stopped the run before it); at the end,
+        keep its result's summary (``events_json.result_summary``: figures and turn records, masked)."""
         from tether.serve.events_json import result_summary
 
         result: RunResult[Any] | None = None
         try:
-            self._hand(first)
             async for event in events:
+                if not started.done():
+                    self.run_id, self.model = first_event(event)
+                    started.set_result(event)
                 if type(event) is RunCompleted:
                     result = event.result
                 self._hand(event)
+        except Exception as error:  # noqa: BLE001 - a run reports its failures: this one failed to start
+            if not started.done():
+                started.set_exception(error)
         finally:
+            if not started.done():
+                started.cancel()
             self.ended_at = time.time()
             self.summary = (
                 result_summary(result, redaction)
@@ -134,6 +155,7 @@ class ServerRun:
             self.status = str(self.summary["stop_reason"])
             self._hand(END)
             self._watchers.clear()
+            self._alone.set()
 
     def listing(self) -> dict[str, Any]:
         """What ``GET /api/runs`` shows of it."""
@@ -179,12 +201,18 @@ class RunRegistry:
             )
         self.reserved += 1
 
-    def add(self, run: ServerRun, first: RunEvent, events: AsyncIterator[RunEvent], redaction: Redaction) -> None:
-        """Register ``run`` (its place reserved) and start driving it."""
-        self.reserved -= 1
+    async def start(self, run: ServerRun, events: AsyncIterator[RunEvent], redaction: Redaction) -> RunEvent:
+        """Drive ``run`` (its place reserved) in a task of its own and register it once its first event came;
+        that event. What stopped it before (a session that cannot be read, ...) is raised here."""
+        started: asyncio.Future[RunEvent] = asyncio.get_running_loop().create_future()
+        run._task = asyncio.get_running_loop().create_task(run.drive(events, started, redaction))
+        try:
+            first = await asyncio.shield(started)
+        finally:
+            self.reserved -= 1
         self._runs[run.run_id] = run
-        run._task = asyncio.get_running_loop().create_task(run.drive(first, events, redaction))
         self._forget_old()
+        return first
 
     def _forget_old(self) -> None:
         ended = [key for key, run in self._runs.items() if not run.running]

@@ -14,7 +14,6 @@ cancelling it cancels the workflow (``tether.durable.cancel_run``), which stops 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -97,12 +96,12 @@ _END: Any = object()
 
 
 class OpenedRun:
-    """A run just started: its first event, the rest of its events, and its cancel."""
+    """A run just started: its events (to iterate in one task: a plain run's cancel reaches the task iterating
+    it), and its cancel."""
 
-    __slots__ = ("cancel", "events", "first")
+    __slots__ = ("cancel", "events")
 
-    def __init__(self, first: RunEvent, events: AsyncIterator[RunEvent], cancel: Callable[[], object]) -> None:
-        self.first = first
+    def __init__(self, events: AsyncIterator[RunEvent], cancel: Callable[[], object]) -> None:
         self.events = events
         self.cancel = cancel
 
@@ -118,8 +117,7 @@ async def open_run(
     ``instructions``); ``ConfigInvalid`` for what the agent refuses."""
     if is_plain(agent):
         stream = agent.stream(prompt, session=session_id, history=history, instructions=instructions)
-        first = await stream.__anext__()
-        return OpenedRun(first, stream.__aiter__(), stream.cancel)
+        return OpenedRun(stream.__aiter__(), stream.cancel)
     if instructions is not None:
         raise ConfigInvalid("a durable agent's served run takes no instructions of its own: give them to its Agent")
     return await _durable(agent, prompt, session_id, history)
@@ -136,18 +134,15 @@ async def _durable(
         agent.run(prompt, history=history, workflow_id=run_id, on_event=queue.put_nowait, session=session_id)
     )
     task.add_done_callback(lambda _: queue.put_nowait(_END))
-    first = await queue.get()
-    if first is _END:  # it failed before its first event: its error is the answer
-        task.result()
-        raise ConfigInvalid("the durable run ended before it started")
 
-    async def rest() -> AsyncIterator[RunEvent]:
+    async def events() -> AsyncIterator[RunEvent]:
         while (item := await queue.get()) is not _END:
             yield item
-        with contextlib.suppress(Exception):
-            await task
+        error = None if task.cancelled() else task.exception()
+        if error is not None:  # it failed before it ran: its error is the answer
+            raise error
 
     def cancel() -> None:
         asyncio.get_running_loop().create_task(durable_engine().cancel_run(run_id))
 
-    return OpenedRun(first, rest(), cancel)
+    return OpenedRun(events(), cancel)
