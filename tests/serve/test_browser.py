@@ -162,7 +162,7 @@ def test_the_page_chats_streams_shows_tool_calls_attaches_draws_a_runs_timeline_
         )
         expect(page.locator("#attached")).to_contain_text("note.txt")
         page.get_by_label("Message").fill("What does my note say?")
-        page.get_by_role("button", name="Send").click()
+        page.get_by_label("Message").press("Enter")  # the keyboard sends too
         expect(page.locator(".message.assistant .text").last).to_have_text("Your note says hello.")
         expect(page.locator(".message.user .attachments").last).to_have_text("Attached: note.txt")
         expect(page.locator("#attached")).to_be_empty()

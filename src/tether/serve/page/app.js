@@ -94,7 +94,7 @@ function bubble(role, text) {
   const node = el("article", { class: `message ${role}`, "aria-label": role });
   if (text != null) node.append(el("div", { class: "text", text }));
   log().append(node);
-  node.scrollIntoView({ block: "end" });
+  log().scrollTop = log().scrollHeight;
   return node;
 }
 
@@ -212,7 +212,9 @@ async function send(event) {
     const response = await api("api/runs", { method: "POST", json: body, signal: state.controller.signal });
     let ended = false;
     for await (const { kind, data } of readEvents(response)) {
+      const l = log(), atEnd = l.scrollHeight - l.scrollTop - l.clientHeight < 48;
       draw(kind, data);
+      if (atEnd) l.scrollTop = l.scrollHeight;  // follow the stream, unless the reader scrolled up
       ended ||= kind === "run_completed";
     }
     if (!ended) bubble("error", "The stream ended before the run did.");
