@@ -107,8 +107,9 @@ function toolCallView(call) {
   return node;
 }
 
+// A call's result, on the latest call of its id (a model may use an id again in a later run).
 function finishToolCall(container, result) {
-  const node = container.querySelector(`[data-call-id="${CSS.escape(result.call_id)}"]`);
+  const node = [...container.querySelectorAll(`[data-call-id="${CSS.escape(result.call_id)}"]`)].pop();
   if (!node) return;
   node.classList.remove("running");
   node.classList.toggle("failed", Boolean(result.is_error));
@@ -162,6 +163,9 @@ function runView() {
       case "tool_call_started": text = null; add(toolCallView(data.call)); break;
       case "tool_result_received": finishToolCall(log(), data.result); break;
       case "call_failed": bubble("notice", `The model call failed: ${data.message}`); break;
+      case "provider_retry": $("status").textContent = `Retrying the model (attempt ${data.attempt}): ${data.message}`; break;
+      case "fallback_taken": bubble("notice", `${data.model} failed (${data.code}): ${data.next_model} answers instead`); break;
+      case "handoff_taken": text = null; bubble("notice", `${data.from_agent} handed the conversation to ${data.to_agent}`); break;
       case "compacted": bubble("notice", `Conversation compacted: ${data.tokens_before} → ${data.tokens_after} tokens`); break;
       case "run_completed": showOutcome(data.result || data); break;
     }
@@ -173,6 +177,9 @@ function showOutcome(result) {
   const cost = result.cost ? ` · $${costOf(result.cost).toFixed(4)}` : "";
   const stop = result.stop_reason ? `${result.stop_reason}${result.degraded ? " (degraded)" : ""}` : "done";
   $("status").textContent = `Run ${stop} · ${usage.input_tokens ?? 0} in / ${usage.output_tokens ?? 0} out tokens${cost}`;
+  if (result.output != null && typeof result.output !== "string") {
+    bubble("assistant").append(el("pre", { class: "output", text: JSON.stringify(result.output, null, 2) }));
+  }
   if (result.error) bubble("error", `${result.error.message}${result.error.code ? ` (${result.error.code})` : ""}`);
   else if (result.detail && result.stop_reason !== "complete") bubble("notice", result.detail);
 }
@@ -196,7 +203,7 @@ async function readFiles(files) {
 async function send(event) {
   event.preventDefault();
   const prompt = $("prompt").value.trim();
-  if (!prompt || state.controller) return;
+  if ((!prompt && !state.files.length) || state.controller) return;
   const attachments = await readFiles(state.files);
   const mine = bubble("user", prompt);
   if (attachments.length) mine.append(el("p", { class: "attachments", text: `Attached: ${attachments.map((a) => a.name).join(", ")}` }));
