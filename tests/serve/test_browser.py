@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from tether import Agent, Attachment, tool
-from tether.providers.scripted import ScriptedProvider, call, reply
+from tether.providers.scripted import ScriptedProvider, call, parallel, reply
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-artifacts" / "browser"
@@ -56,13 +56,19 @@ def lookup(item: str) -> str:
     return f"{item}: 12 in stock"
 
 
+@tool
+def restock(item: str) -> str:
+    """Order more of an item."""
+    raise RuntimeError("the supplier is closed")
+
+
 @pytest.fixture
 def model() -> ScriptedProvider:
-    """Four runs' script: a tool call then a thought-out streamed answer; an answer to an attachment; an answer
+    """Four runs' script: two tool calls (one fails) then a thought-out streamed answer; an answer to an attachment; an answer
     that streams, then waits until it is stopped."""
     return ScriptedProvider(
         [
-            call("lookup", {"item": "pears"}),
+            parallel(call("lookup", {"item": "pears"}), call("restock", {"item": "pears"})),
             reply("There are 12 pears in stock.", chunk_size=4, thinking="The tool said 12."),
             reply("Your note says hello."),
             reply("Once upon a time", hang=True),
@@ -95,8 +101,8 @@ def serving(app: Any) -> Iterator[str]:
 
 @pytest.fixture
 def server(model: ScriptedProvider) -> Iterator[str]:
-    """The real app (``agent.to_asgi()``) of an agent named ``shop`` with the ``lookup`` tool; its base URL."""
-    with serving(Agent(model, tools=[lookup], name="shop").to_asgi()) as url:
+    """The real app (``agent.to_asgi()``) of an agent named ``shop`` with the ``lookup`` and ``restock`` tools; its base URL."""
+    with serving(Agent(model, tools=[lookup, restock], name="shop").to_asgi()) as url:
         yield url
 
 
@@ -136,14 +142,16 @@ def test_the_page_chats_streams_shows_tool_calls_attaches_draws_a_runs_timeline_
         expect(page.get_by_label("Model")).to_have_value("scripted:shopkeeper")
         shot(page, "1-opened.png")
 
-        # A message: the tool call is shown with its arguments and result, the thinking folded away, the answer
-        # streamed into one bubble.
+        # A message: each tool call is shown with its arguments and result (a failed one marked), the thinking
+        # folded away, the answer streamed into one bubble.
         page.get_by_label("Message").fill("How many pears?")
         page.get_by_role("button", name="Send").click()
         expect(page.locator(".message.assistant .text").last).to_have_text("There are 12 pears in stock.")
-        tool_call = page.locator("#log .tool-call")
-        expect(tool_call).to_have_count(1)
-        expect(tool_call.locator(".tool-name")).to_have_text("lookup")
+        expect(page.locator("#log .tool-call .tool-name")).to_have_text(["lookup", "restock"])
+        failed = page.locator("#log .tool-call.failed")
+        expect(failed.locator(".tool-state")).to_have_text("failed (tool_failed)")
+        expect(failed.locator(".tool-result")).to_contain_text("the supplier is closed")
+        tool_call = page.locator("#log .tool-call").first
         expect(tool_call.locator(".tool-args")).to_contain_text('"item": "pears"')
         expect(tool_call.locator(".tool-result")).to_have_text("pears: 12 in stock")
         expect(tool_call).not_to_have_class("running")
@@ -178,17 +186,19 @@ def test_the_page_chats_streams_shows_tool_calls_attaches_draws_a_runs_timeline_
         page.reload()
         page.get_by_label("Session").select_option(session)
         expect(page.locator(".message.user .text")).to_have_text(["How many pears?", "What does my note say?"])
-        expect(page.locator("#log .tool-call .tool-result")).to_have_text("pears: 12 in stock")
+        expect(page.locator("#log .tool-call .tool-result").first).to_have_text("pears: 12 in stock")
+        expect(page.locator("#log .tool-call.failed .tool-name")).to_have_text("restock")
         expect(page.locator(".message.user .attachments")).to_have_text("Attached: note.txt")
         expect(page.locator(".message.assistant .text").last).to_have_text("Your note says hello.")
 
-        # The runs view: the first run's turns as a timeline, its tool call in the first turn's row.
+        # The runs view: the first run's turns as a timeline, its tool calls in the first turn's row.
         page.get_by_role("button", name="Runs").click()
         page.locator(".run-link").filter(has_text="How many pears?").click()
         turns = page.locator(".timeline > li.turn")
         expect(turns).to_have_count(2)
-        expect(turns.nth(0).locator(".tool-call .tool-name")).to_have_text("lookup")
-        expect(turns.nth(0).locator(".bar")).to_have_count(1)
+        expect(turns.nth(0).locator(".tool-call .tool-name")).to_have_text(["lookup", "restock"])
+        expect(turns.nth(0).locator(".tool-call.failed")).to_contain_text("failed (tool_failed)")
+        expect(turns.nth(0).locator(".bar")).to_have_count(3)  # the model call, and each tool call
         expect(turns.nth(1).locator(".tool-call")).to_have_count(0)
         expect(page.locator(".run-summary")).to_contain_text("complete")
         shot(page, "4-run.png")

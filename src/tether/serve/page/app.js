@@ -314,7 +314,8 @@ async function openRun(runId) {
   const run = await getJson(`api/runs/${encodeURIComponent(runId)}`);
   const result = run.result || run;
   const turns = result.turn_records || [];
-  const longest = Math.max(1, ...turns.map((t) => t.duration_ms || 0));
+  const durations = turns.flatMap((t) => [t.duration_ms || 0, ...(t.tool_calls || []).map((c) => c.duration_ms || 0)]);
+  const longest = Math.max(...durations, 0) || 1;
   const usage = result.usage || {};
   const summary = el("dl", { class: "run-summary" },
     el("dt", { text: "Stop" }), el("dd", { text: `${result.stop_reason || run.status || "?"}${result.degraded ? " (degraded)" : ""}` }),
@@ -329,17 +330,25 @@ async function openRun(runId) {
 
 const ms = (value) => `${value < 10 ? value.toFixed(1) : Math.round(value)} ms`;
 
+// A duration as a bar, its width a share of the run's longest turn or tool call.
+function durationBar(duration, longest, kind) {
+  const bar = el("div", { class: `bar ${kind}`, role: "img", "aria-label": `${kind} ${ms(duration || 0)}` });
+  bar.style.width = `${Math.max(0.5, (100 * (duration || 0)) / longest)}%`;
+  return bar;
+}
+
 function turnRow(turn, longest) {
   const usage = turn.usage || {};
-  const width = `${Math.max(1, (100 * (turn.duration_ms || 0)) / longest)}%`;
-  const bar = el("div", { class: "bar", role: "img", "aria-label": ms(turn.duration_ms || 0) });
-  bar.style.width = width;
   const calls = (turn.tool_calls || []).map((c) => el("li", { class: c.is_error ? "tool-call failed" : "tool-call" },
     el("span", { class: "tool-name", text: c.name }),
-    el("span", { text: ` ${c.duration_ms == null ? "" : ms(c.duration_ms)}${c.is_error ? ` failed${c.code ? ` (${c.code})` : ""}` : ""}` })));
+    el("span", { text: ` ${c.duration_ms == null ? "" : ms(c.duration_ms)}${c.is_error ? ` failed${c.code ? ` (${c.code})` : ""}` : ""}` }),
+    c.duration_ms == null ? null : durationBar(c.duration_ms, longest, "tool")));
+  const head = `${turn.compaction ? "Compaction" : `Turn ${turn.turn}`}${turn.attempt > 1 ? ` (attempt ${turn.attempt})` : ""}`
+    + ` · ${ms(turn.duration_ms || 0)} · ${usage.input_tokens ?? 0} in / ${usage.output_tokens ?? 0} out`
+    + `${turn.cost ? ` · $${costOf(turn.cost).toFixed(4)}` : ""}${turn.model ? ` · ${turn.model}` : ""}${turn.cached ? " · cached" : ""}`;
   return el("li", { class: `turn${turn.error ? " failed" : ""}${turn.compaction ? " compaction" : ""}` },
-    el("div", { class: "turn-head", text: `${turn.compaction ? "Compaction" : `Turn ${turn.turn}`}${turn.attempt > 1 ? ` (attempt ${turn.attempt})` : ""} · ${ms(turn.duration_ms || 0)} · ${usage.input_tokens ?? 0} in / ${usage.output_tokens ?? 0} out${turn.cost ? ` · $${costOf(turn.cost).toFixed(4)}` : ""}${turn.model ? ` · ${turn.model}` : ""}` }),
-    bar,
+    el("div", { class: "turn-head", text: head }),
+    durationBar(turn.duration_ms, longest, "model"),
     turn.error ? el("p", { class: "error", text: turn.error }) : null,
     calls.length ? el("ul", { class: "tool-calls", "aria-label": "Tool calls" }, ...calls) : null);
 }
