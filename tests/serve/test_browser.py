@@ -64,8 +64,8 @@ def restock(item: str) -> str:
 
 @pytest.fixture
 def model() -> ScriptedProvider:
-    """Four runs' script: two tool calls (one fails) then a thought-out streamed answer; an answer to an attachment; an answer
-    that streams, then waits until it is stopped."""
+    """Three runs' script: two tool calls (one fails), then a thought-out answer streamed in pieces; an answer
+    to an attachment; an answer that streams, then waits until it is stopped."""
     return ScriptedProvider(
         [
             parallel(call("lookup", {"item": "pears"}), call("restock", {"item": "pears"})),
@@ -101,7 +101,8 @@ def serving(app: Any) -> Iterator[str]:
 
 @pytest.fixture
 def server(model: ScriptedProvider) -> Iterator[str]:
-    """The real app (``agent.to_asgi()``) of an agent named ``shop`` with the ``lookup`` and ``restock`` tools; its base URL."""
+    """The real app (``agent.to_asgi()``) of an agent named ``shop``, with the ``lookup`` and ``restock`` tools;
+    its base URL."""
     with serving(Agent(model, tools=[lookup, restock], name="shop").to_asgi()) as url:
         yield url
 
