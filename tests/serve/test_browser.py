@@ -6,7 +6,7 @@ file, stops a run and reads a run's timeline, all through the page's own control
 
 A screenshot of each step is saved in ``test-artifacts/browser/`` at the repository's root (gitignored; CI
 keeps the folder as an artefact): ``1-opened.png``, ``2-answered.png``, ``3-attached.png``, ``4-run.png``,
-``5-streaming.png``, ``6-stopped.png``, ``7-signed-in.png``.
+``5-streaming.png``, ``6-stopped.png``, ``7-refused.png``, ``8-signed-in.png``.
 
 Without Chromium the test is skipped with the reason, except under ``CI=true``, where it fails: CI installs
 Chromium (``.ci/run``), and a skip there would hide a page that no longer works.
@@ -225,14 +225,17 @@ def test_a_server_with_a_token_asks_for_it_and_the_page_keeps_it_for_the_tab() -
         page.goto(f"{url}/")
         login = page.get_by_role("button", name="Sign in")
         expect(login).to_be_visible()
+        expect(page.get_by_label("Message")).to_be_hidden()  # nothing else works before a token is accepted
         page.get_by_label("Token").fill("wrong")
         login.click()
         expect(page.get_by_role("alert")).to_have_text("That token was refused.")
+        shot(page, "7-refused.png")
         page.get_by_label("Token").fill("s3cret-token")
         login.click()
         expect(page.locator("#agent-name")).to_have_text("guarded")
         expect(login).to_be_hidden()
-        shot(page, "7-signed-in.png")
+        expect(page.get_by_label("Message")).to_be_visible()
+        shot(page, "8-signed-in.png")
 
         # A link with the token (a new tab: nothing kept yet): taken once, gone from the address bar, sent with
         # every request.

@@ -57,6 +57,7 @@ async function api(path, options = {}) {
 const getJson = async (path) => (await api(path)).json();
 
 function showLogin(message) {
+  document.body.classList.add("locked");  // nothing else works until a token is accepted
   $("login").hidden = false;
   $("login-error").textContent = message;
   $("token").focus();
@@ -368,8 +369,9 @@ function report(error) {
 }
 
 async function start() {
-  $("login").hidden = true;
   await loadInfo();
+  $("login").hidden = true;
+  document.body.classList.remove("locked");
   await loadSessions();
 }
 
