@@ -6,7 +6,7 @@ file, stops a run and reads a run's timeline, all through the page's own control
 
 A screenshot of each step is saved in ``test-artifacts/browser/`` at the repository's root (gitignored; CI
 keeps the folder as an artefact): ``1-opened.png``, ``2-answered.png``, ``3-attached.png``, ``4-run.png``,
-``5-streaming.png``, ``6-stopped.png``, ``7-refused.png``, ``8-signed-in.png``.
+``5-streaming.png``, ``6-stopped.png``, ``7-refused.png``, ``8-signed-in.png``, ``9-mounted.png``.
 
 Without Chromium the test is skipped with the reason, except under ``CI=true``, where it fails: CI installs
 Chromium (``.ci/run``), and a skip there would hide a page that no longer works.
@@ -246,3 +246,20 @@ def test_a_server_with_a_token_asks_for_it_and_the_page_keeps_it_for_the_tab() -
         page.get_by_label("Message").fill("Hello?")
         page.get_by_role("button", name="Send").click()
         expect(page.locator(".message.assistant .text")).to_have_text("Signed in.")
+
+
+def test_the_page_works_where_the_app_is_mounted() -> None:
+    """``app.mount("/agent", agent.to_asgi())``: the page's files and API calls are relative to where it is."""
+    from playwright.sync_api import expect
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    agent = Agent(ScriptedProvider([reply("Mounted.")]), name="mounted")
+    with serving(Starlette(routes=[Mount("/agent", app=agent.to_asgi())])) as url, browser_page() as page:
+        page.goto(f"{url}/agent")
+        expect(page.locator("#agent-name")).to_have_text("mounted")
+        assert page.url == f"{url}/agent/"
+        page.get_by_label("Message").fill("Where are you?")
+        page.get_by_label("Message").press("Enter")
+        expect(page.locator(".message.assistant .text")).to_have_text("Mounted.")
+        shot(page, "9-mounted.png")
