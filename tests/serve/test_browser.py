@@ -216,6 +216,14 @@ def test_the_page_chats_streams_shows_tool_calls_attaches_draws_a_runs_timeline_
         expect(page.get_by_role("button", name="Send")).to_be_enabled()
         shot(page, "6-stopped.png")
 
+        # The session deleted, once confirmed: gone from the picker, the page, and the server.
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.get_by_role("button", name="Delete session").click()
+        expect(page.get_by_label("Session")).to_have_value("")
+        expect(page.locator("#session option")).to_have_count(1)
+        expect(page.locator("#log > *")).to_have_count(0)
+        expect(page.get_by_role("button", name="Delete session")).to_be_disabled()
+
 
 def test_a_server_with_a_token_asks_for_it_and_the_page_keeps_it_for_the_tab() -> None:
     from playwright.sync_api import expect

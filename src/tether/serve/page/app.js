@@ -30,13 +30,14 @@ function takeTokenFromFragment() {
 
 class Unauthorized extends Error {}
 
-async function api(path, options = {}) {
+// A request to the server (`path` relative to the page), with the token; `json` is sent as the body.
+async function api(path, { json, ...options } = {}) {
   const headers = new Headers(options.headers || {});
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.set("Authorization", `Bearer ${token}`);
-  if (options.json !== undefined) {
+  if (json !== undefined) {
     headers.set("Content-Type", "application/json");
-    options = { ...options, body: JSON.stringify(options.json) };
+    options.body = JSON.stringify(json);
   }
   const response = await fetch(path, { ...options, headers });
   if (response.status === 401) {
@@ -168,7 +169,7 @@ function runView() {
       case "fallback_taken": bubble("notice", `${data.model} failed (${data.code}): ${data.next_model} answers instead`); break;
       case "handoff_taken": text = null; bubble("notice", `${data.from_agent} handed the conversation to ${data.to_agent}`); break;
       case "compacted": bubble("notice", `Conversation compacted: ${data.tokens_before} → ${data.tokens_after} tokens`); break;
-      case "run_completed": showOutcome(data.result || data); break;
+      case "run_completed": showOutcome(data.result); break;
     }
   };
 }
@@ -213,6 +214,7 @@ async function send(event) {
   const body = { prompt, attachments };
   if (state.sessionId) body.session_id = state.sessionId;
   if ($("model").value) body.model = $("model").value;
+  state.runId = "";
   busy(true);
   state.controller = new AbortController();
   const draw = runView();
@@ -236,13 +238,18 @@ async function send(event) {
 }
 
 function busy(running) {
-  $("send").disabled = running;
+  for (const id of ["send", "session", "model", "delete-session"]) $(id).disabled = running;
+  if (!running) $("delete-session").disabled = !state.sessionId;
   $("stop").disabled = !running;
   if (running) $("status").textContent = "Running…";
 }
 
+// Stop asks the server to cancel the run (its stream then ends with the cancelled result); before the run has
+// an id, or if that fails, the request is dropped, which cancels the run too (the server's disconnect rule).
 async function stop() {
-  if (state.runId) await api(`api/runs/${encodeURIComponent(state.runId)}/cancel`, { method: "POST" }).catch(() => {});
+  const cancel = () => api(`api/runs/${encodeURIComponent(state.runId)}/cancel`, { method: "POST" });
+  const asked = state.runId ? await cancel().then(() => true, () => false) : false;
+  if (!asked) state.controller?.abort();
 }
 
 function clearFiles() {
@@ -268,7 +275,7 @@ function rememberSession(id) {
 
 async function loadSessions() {
   const body = await getJson("api/sessions");
-  const sessions = Array.isArray(body) ? body : body.sessions || [];
+  const sessions = body.sessions;
   const options = sessions.map((s) => el("option", { value: s.id, text: s.title ? `${s.title} (${s.id})` : s.id }));
   $("session").replaceChildren(el("option", { value: "", text: "New session" }), ...options);
   $("session").value = state.sessionId;
@@ -287,6 +294,7 @@ async function deleteSession() {
   if (!state.sessionId || !confirm("Delete this session?")) return;
   await api(`api/sessions/${encodeURIComponent(state.sessionId)}`, { method: "DELETE" });
   state.sessionId = "";
+  $("delete-session").disabled = true;
   log().replaceChildren();
   await loadSessions();
 }
@@ -304,7 +312,7 @@ async function loadInfo() {
 
 async function loadRuns() {
   const body = await getJson("api/runs");
-  const runs = Array.isArray(body) ? body : body.runs || [];
+  const runs = body.runs;
   $("run-list").replaceChildren(...runs.map((run) => el("li", {},
     el("button", { type: "button", class: "run-link", "data-run-id": run.run_id },
       el("span", { class: "run-prompt", text: (run.prompt || run.run_id).slice(0, 80) }),
@@ -312,20 +320,20 @@ async function loadRuns() {
 }
 
 async function openRun(runId) {
-  const run = await getJson(`api/runs/${encodeURIComponent(runId)}`);
-  const result = run.result || run;
-  const turns = result.turn_records || [];
+  const run = await getJson(`api/runs/${encodeURIComponent(runId)}`);  // its result's summary too, once ended
+  const turns = run.turn_records || [];
   const durations = turns.flatMap((t) => [t.duration_ms || 0, ...(t.tool_calls || []).map((c) => c.duration_ms || 0)]);
   const longest = Math.max(...durations, 0) || 1;
-  const usage = result.usage || {};
+  const usage = run.usage || {};
   const summary = el("dl", { class: "run-summary" },
-    el("dt", { text: "Stop" }), el("dd", { text: `${result.stop_reason || run.status || "?"}${result.degraded ? " (degraded)" : ""}` }),
+    el("dt", { text: "Stop" }), el("dd", { text: `${run.stop_reason || run.status}${run.degraded ? " (degraded)" : ""}` }),
     el("dt", { text: "Tokens" }), el("dd", { text: `${usage.input_tokens ?? 0} in / ${usage.output_tokens ?? 0} out` }),
-    el("dt", { text: "Cost" }), el("dd", { text: result.cost ? `$${costOf(result.cost).toFixed(4)}` : "unknown" }),
-    el("dt", { text: "Duration" }), el("dd", { text: ms(result.duration_ms || 0) }));
+    el("dt", { text: "Cost" }), el("dd", { text: run.cost ? `$${costOf(run.cost).toFixed(4)}` : "unknown" }),
+    el("dt", { text: "Duration" }), el("dd", { text: ms(run.duration_ms || 0) }));
   const rows = turns.map((turn) => turnRow(turn, longest));
   $("run-detail").replaceChildren(el("h2", { text: run.prompt || `Run ${runId}` }), el("p", { class: "run-id", text: runId }), summary,
-    result.detail ? el("p", { class: "detail", text: result.detail }) : null,
+    run.detail ? el("p", { class: "detail", text: run.detail }) : null,
+    run.error ? el("p", { class: "error", text: `${run.error.message} (${run.error.code})` }) : null,
     el("ol", { class: "timeline", "aria-label": "Turns" }, ...rows));
 }
 
