@@ -6,7 +6,8 @@ file, stops a run and reads a run's timeline, all through the page's own control
 
 A screenshot of each step is saved in ``test-artifacts/browser/`` at the repository's root (gitignored; CI
 keeps the folder as an artefact): ``1-opened.png``, ``2-answered.png``, ``3-attached.png``, ``4-run.png``,
-``5-streaming.png``, ``6-stopped.png``, ``7-refused.png``, ``8-signed-in.png``, ``9-mounted.png``.
+``5-streaming.png``, ``6-stopped.png``, ``7-refused.png``, ``8-signed-in.png``, ``9-mounted.png``,
+``10-failed-run.png``.
 
 Without Chromium the test is skipped with the reason, except under ``CI=true``, where it fails: CI installs
 Chromium (``.ci/run``), and a skip there would hide a page that no longer works.
@@ -26,7 +27,10 @@ from typing import Any
 import pytest
 
 from tether import Agent, Attachment, tool
-from tether.providers.scripted import ScriptedProvider, call, parallel, reply
+from tether.errors import AuthFailed
+from tether.loop.context import COMPACTION_REQUEST
+from tether.providers.base import Request
+from tether.providers.scripted import ScriptedProvider, Step, call, fail, parallel, reply
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "test-artifacts" / "browser"
@@ -271,3 +275,42 @@ def test_the_page_works_where_the_app_is_mounted() -> None:
         page.get_by_label("Message").press("Enter")
         expect(page.locator(".message.assistant .text")).to_have_text("Mounted.")
         shot(page, "9-mounted.png")
+
+
+def test_a_compaction_and_a_failed_model_call_are_marked_in_the_chat_and_in_the_runs_timeline() -> None:
+    from playwright.sync_api import expect
+
+    long = reply("a long answer: " + "word " * 1_800)  # two of them take the session past its compaction trigger
+    answers = iter([long, long, fail(AuthFailed("the key was revoked"))])
+
+    def respond(request: Request) -> Step:
+        """Two long answers (a summary when asked), then a failure."""
+        last = request.messages[-1]
+        if last.role == "user" and last.text == COMPACTION_REQUEST:
+            return reply("SUMMARY: a long answer was given.")
+        return next(answers)
+
+    model = ScriptedProvider([respond], repeat_last=True, context_window=4_000)
+    with serving(Agent(model, name="forgetful").to_asgi()) as url, browser_page() as page:
+        page.goto(f"{url}/")
+        for prompt in ("Tell me everything.", "And more?"):
+            page.get_by_label("Message").fill(prompt)
+            page.get_by_label("Message").press("Enter")
+            expect(page.get_by_role("status")).to_contain_text("Run complete")
+        expect(page.locator(".message.notice")).to_contain_text("Conversation compacted")
+
+        page.get_by_label("Message").fill("And again?")
+        page.get_by_label("Message").press("Enter")
+        expect(page.locator(".message.error")).to_have_text("the key was revoked (auth_failed)")
+        expect(page.get_by_role("status")).to_contain_text("Run error")
+
+        page.get_by_role("button", name="Runs").click()
+        page.locator(".run-link").filter(has_text="And more?").click()
+        turns = page.locator(".timeline > li.turn")
+        expect(turns).to_have_count(2)
+        expect(turns.nth(1)).to_have_class("turn compaction")
+        expect(turns.nth(1).locator(".turn-head")).to_contain_text("Compaction")
+        page.locator(".run-link").filter(has_text="And again?").click()
+        expect(page.locator(".timeline > li.turn.failed .error")).to_have_text("Failed: auth_failed")
+        expect(page.locator("#run-detail > .error")).to_have_text("the key was revoked (auth_failed)")
+        shot(page, "10-failed-run.png")

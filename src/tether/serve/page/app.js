@@ -358,7 +358,7 @@ function turnRow(turn, longest) {
   return el("li", { class: `turn${turn.error ? " failed" : ""}${turn.compaction ? " compaction" : ""}` },
     el("div", { class: "turn-head", text: head }),
     durationBar(turn.duration_ms, longest, "model"),
-    turn.error ? el("p", { class: "error", text: turn.error }) : null,
+    turn.error ? el("p", { class: "error", text: `Failed: ${turn.error}` }) : null,  // the error's code
     calls.length ? el("ul", { class: "tool-calls", "aria-label": "Tool calls" }, ...calls) : null);
 }
 
