@@ -332,8 +332,8 @@ async function openRun(runId) {
     el("dt", { text: "Duration" }), el("dd", { text: ms(run.duration_ms || 0) }));
   const rows = turns.map((turn) => turnRow(turn, longest));
   $("run-detail").replaceChildren(el("h2", { text: run.prompt || `Run ${runId}` }), el("p", { class: "run-id", text: runId }), summary,
-    run.detail ? el("p", { class: "detail", text: run.detail }) : null,
-    run.error ? el("p", { class: "error", text: `${run.error.message} (${run.error.code})` }) : null,
+    run.error ? el("p", { class: "error", text: `${run.error.message} (${run.error.code})` })
+      : run.detail ? el("p", { class: "detail", text: run.detail }) : null,
     el("ol", { class: "timeline", "aria-label": "Turns" }, ...rows));
 }
 
