@@ -166,6 +166,8 @@ def test_the_page_chats_streams_shows_tool_calls_attaches_draws_a_runs_timeline_
         expect(thinking.locator(".thinking-text")).to_have_text("The tool said 12.")
         expect(page.get_by_role("status")).to_contain_text("Run complete")
         expect(page.get_by_label("Session")).not_to_have_value("")
+        expect(page.get_by_role("log")).to_have_attribute("aria-busy", "false")  # read aloud once whole
+        expect(page.get_by_label("Message")).to_be_focused()  # ready for the next message
         shot(page, "2-answered.png")
 
         # A file attached: its name is shown, and the model's request carries it, bytes and all, in the session
@@ -214,6 +216,7 @@ def test_the_page_chats_streams_shows_tool_calls_attaches_draws_a_runs_timeline_
         page.get_by_role("button", name="Send").click()
         expect(page.locator(".message.assistant .text").last).to_have_text("Once upon a time")
         expect(page.get_by_role("button", name="Send")).to_be_disabled()
+        expect(page.get_by_role("log")).to_have_attribute("aria-busy", "true")
         shot(page, "5-streaming.png")
         page.get_by_role("button", name="Stop").click()
         expect(page.get_by_role("status")).to_contain_text("Run cancelled")

@@ -241,7 +241,9 @@ function busy(running) {
   for (const id of ["send", "session", "model", "delete-session"]) $(id).disabled = running;
   if (!running) $("delete-session").disabled = !state.sessionId;
   $("stop").disabled = !running;
+  log().setAttribute("aria-busy", String(running));  // a screen reader reads the answer once, when it is whole
   if (running) $("status").textContent = "Running…";
+  else $("prompt").focus();
 }
 
 // Stop asks the server to cancel the run (its stream then ends with the cancelled result); before the run has
