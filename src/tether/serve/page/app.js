@@ -322,6 +322,7 @@ async function loadRuns() {
 }
 
 async function openRun(runId) {
+  $("runs-status").textContent = "";
   const run = await getJson(`api/runs/${encodeURIComponent(runId)}`);  // its result's summary too, once ended
   const turns = run.turn_records || [];
   const durations = turns.flatMap((t) => [t.duration_ms || 0, ...(t.tool_calls || []).map((c) => c.duration_ms || 0)]);
@@ -374,8 +375,10 @@ function show(view) {
   if (view === "runs") loadRuns().catch(report);
 }
 
+// A failed request, said where the reader is looking (a 401 has shown the sign-in form already).
 function report(error) {
-  if (!(error instanceof Unauthorized)) $("status").textContent = error.message;
+  if (error instanceof Unauthorized) return;
+  $($("runs-view").hidden ? "status" : "runs-status").textContent = error.message;
 }
 
 async function start() {
@@ -389,7 +392,7 @@ document.addEventListener("DOMContentLoaded", () => {
   takeTokenFromFragment();
   $("composer").addEventListener("submit", (e) => send(e).catch(report));
   $("prompt").addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); $("composer").requestSubmit(); }
   });
   $("stop").addEventListener("click", () => stop());
   $("files").addEventListener("change", pickFiles);
