@@ -317,3 +317,21 @@ def test_a_compaction_and_a_failed_model_call_are_marked_in_the_chat_and_in_the_
         expect(page.locator(".timeline > li.turn.failed .error")).to_have_text("Failed: auth_failed")
         expect(page.locator("#run-detail > .error")).to_have_text("the key was revoked (auth_failed)")
         shot(page, "10-failed-run.png")
+
+
+def test_a_file_past_the_servers_limit_is_refused_by_the_page_before_it_is_sent() -> None:
+    from playwright.sync_api import expect
+
+    model = ScriptedProvider([reply("never asked")])
+    with serving(Agent(model).to_asgi(max_request_bytes=4_096)) as url, browser_page() as page:
+        page.goto(f"{url}/")
+        page.get_by_label("Attach files").set_input_files(
+            files=[{"name": "big.bin", "mimeType": "application/octet-stream", "buffer": b"x" * 4_000}]
+        )
+        page.get_by_label("Message").fill("Read this.")
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator(".message.error")).to_contain_text("Too large to send")
+        expect(page.locator(".message.error")).to_contain_text("up to 4096 bytes")
+        expect(page.get_by_label("Message")).to_have_value("Read this.")  # kept, to send without the file
+        expect(page.locator("#attached")).to_contain_text("big.bin")
+    assert model.requests == []

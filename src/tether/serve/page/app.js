@@ -5,7 +5,7 @@
 
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "tether.token";
-const state = { sessionId: "", runId: "", controller: null, files: [] };
+const state = { sessionId: "", runId: "", controller: null, files: [], maxBytes: Infinity };
 
 // An element with its class, text and children: the one way this page makes DOM (never innerHTML).
 function el(tag, props = {}, ...children) {
@@ -206,6 +206,12 @@ async function send(event) {
   event.preventDefault();
   const prompt = $("prompt").value.trim();
   if ((!prompt && !state.files.length) || state.controller) return;
+  // Base64 makes a file a third larger: a request past the server's limit is refused here, not sent whole.
+  const size = prompt.length + state.files.reduce((sum, f) => sum + Math.ceil(f.size / 3) * 4 + f.name.length + 64, 0);
+  if (size > state.maxBytes) {
+    bubble("error", `Too large to send: this server takes requests of up to ${state.maxBytes} bytes, and the files come to about ${size}.`);
+    return;
+  }
   const attachments = await readFiles(state.files);
   const mine = bubble("user", prompt);
   if (attachments.length) mine.append(el("p", { class: "attachments", text: `Attached: ${attachments.map((a) => a.name).join(", ")}` }));
@@ -304,6 +310,7 @@ async function deleteSession() {
 async function loadInfo() {
   const info = await getJson("api/info");
   $("agent-name").textContent = info.name || "tether";
+  state.maxBytes = info.max_request_bytes ?? Infinity;
   document.title = `${info.name || "tether"} · tether`;
   const models = [...new Set([info.model, ...(info.models || [])].filter(Boolean))];
   $("model").replaceChildren(...models.map((m) => el("option", { value: m, text: m })));
