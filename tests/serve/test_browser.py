@@ -319,10 +319,10 @@ def test_a_compaction_and_a_failed_model_call_are_marked_in_the_chat_and_in_the_
         shot(page, "10-failed-run.png")
 
 
-def test_a_file_past_the_servers_limit_is_refused_by_the_page_before_it_is_sent() -> None:
+def test_a_file_past_the_servers_limit_is_refused_by_the_page_before_it_is_sent_and_can_be_removed() -> None:
     from playwright.sync_api import expect
 
-    model = ScriptedProvider([reply("never asked")])
+    model = ScriptedProvider([reply("Read without the file.")])
     with serving(Agent(model).to_asgi(max_request_bytes=4_096)) as url, browser_page() as page:
         page.goto(f"{url}/")
         page.get_by_label("Attach files").set_input_files(
@@ -334,4 +334,10 @@ def test_a_file_past_the_servers_limit_is_refused_by_the_page_before_it_is_sent(
         expect(page.locator(".message.error")).to_contain_text("up to 4096 bytes")
         expect(page.get_by_label("Message")).to_have_value("Read this.")  # kept, to send without the file
         expect(page.locator("#attached")).to_contain_text("big.bin")
-    assert model.requests == []
+
+        # The file removed, the message goes alone.
+        page.get_by_role("button", name="Remove big.bin").click()
+        expect(page.locator("#attached")).to_be_empty()
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator(".message.assistant .text")).to_have_text("Read without the file.")
+    assert [m.text for m in model.requests[0].messages] == ["Read this."]

@@ -268,7 +268,16 @@ function clearFiles() {
 
 function pickFiles() {
   state.files = [...$("files").files];
-  $("attached").replaceChildren(...state.files.map((f) => el("li", { text: `${f.name} (${f.size} bytes)` })));
+  $("files").value = "";  // the same file can be picked again after it is removed
+  drawFiles();
+}
+
+function drawFiles() {
+  $("attached").replaceChildren(...state.files.map((file, index) => {
+    const remove = el("button", { type: "button", class: "remove", "aria-label": `Remove ${file.name}`, text: "×" });
+    remove.addEventListener("click", () => { state.files.splice(index, 1); drawFiles(); });
+    return el("li", {}, `${file.name} (${file.size} bytes) `, remove);
+  }));
 }
 
 // --- sessions and models ---------------------------------------------------------------------------------------
