@@ -37,6 +37,7 @@ PUBLIC = {
     "tether.tools",
     "tether.sessions",
     "tether.durable",
+    "tether.serve",
     "tether.telemetry",
     "tether.testing",
     "tether.testing.store_conformance",

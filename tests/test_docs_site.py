@@ -26,6 +26,7 @@ FACES = {
     "tether.telemetry": "telemetry.md",
     "tether.config": "config.md",
     "tether.skills": "skills.md",
+    "tether.serve": "serve.md",
 }
 DIRECTIVE = re.compile(r"^::: ([\w.]+)$", re.MULTILINE)
 EXTERNAL = re.compile(r"<(?:link|script)[^>]+(?:href|src)=\"https?://")

@@ -213,6 +213,17 @@ class Masker:
                 self._patterns[present] = pattern
         return pattern.sub(MASK, text)
 
+    def held_back(self, text: str) -> int:
+        """How many characters at the end of ``text`` could be the start of a known key: what a stream of text
+        (an answer as it is written) keeps back until its next piece says whether a key follows."""
+        longest = 0
+        for form in self._forms:
+            for size in range(min(len(form) - 1, len(text)), longest, -1):
+                if text.endswith(form[:size]):
+                    longest = size
+                    break
+        return longest
+
     def with_values(self, values: Iterable[str]) -> Masker:
         """A masker that also hides ``values``."""
         return Masker(self._values | frozenset(values))

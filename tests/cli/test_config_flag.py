@@ -57,6 +57,7 @@ READERS = [
     ("py", "--config", "{file}"),
     ("batch", "prompts.jsonl", "--output", "out.jsonl", "--config", "{file}"),
     ("worker", "--config", "{file}"),
+    ("serve", "--config", "{file}"),
     ("skills", "list", "--config", "{file}"),
 ]
 

@@ -47,7 +47,10 @@ class _Server(uvicorn.Server):
 @contextlib.asynccontextmanager
 async def served(app: Starlette, *, root: str = "") -> AsyncIterator[Served]:
     """``app`` served by uvicorn on a free port of 127.0.0.1 until the block ends."""
-    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+    )
+    server = _Server(config)
     task = asyncio.get_running_loop().create_task(server.serve())
     ready = asyncio.get_running_loop().create_task(server.ready.wait())
     await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)

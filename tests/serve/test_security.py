@@ -111,7 +111,7 @@ async def test_the_right_token_runs_and_the_page_needs_none() -> None:
 
 def by_token(request: Request) -> str | None:
     """Two users, each with a token of their own."""
-    return {"Bearer token-of-ann-1": "ann", "Bearer token-of-bob-1": "bob"}.get(request.headers.get("authorization"))
+    return {"Bearer token-of-ann-1": "ann", "Bearer token-of-bob-1": "bob"}.get(request.headers.get("authorization", ""))
 
 
 async def test_another_users_session_and_run_are_404_and_not_listed() -> None:

@@ -17,7 +17,7 @@ from tether.errors import ConfigInvalid, TetherError
 
 __all__ = ["GRACE", "ServeOptions", "main"]
 
-GRACE = 3.0
+GRACE = 3
 """Seconds the open streams get to end on SIGINT or SIGTERM; then their runs are cancelled (and saved)."""
 
 
@@ -47,7 +47,7 @@ def main(options: ServeOptions, env: Mapping[str, str] | None = None, cwd: Path 
         check_bind(options.host, token=options.token)
         durable, setup = _chosen(options, cwd, env)
     except (ConfigInvalid, NoModel) as error:
-        print(f"error: {config_problem(error)}", file=sys.stderr)
+        print(config_problem(error), file=sys.stderr)
         return exits.CONFIG
     for notice in setup.notices if setup is not None else ():
         print(f"notice: {notice}", file=sys.stderr)

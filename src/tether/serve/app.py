@@ -76,6 +76,9 @@ def create_app(
     """
     plain = plain_agent(agent)
     store = _store_for(plain, session_store)
+    for other in (models or {}).values():  # the page may switch models within a session: one store for all
+        if other.store is None:
+            other.store = store
     if on_disconnect not in ("cancel", "detach"):
         raise ConfigInvalid(f"on_disconnect must be 'cancel' or 'detach', not {on_disconnect!r}")
     for name, value in (("max_request_bytes", max_request_bytes), ("max_concurrent_runs", max_concurrent_runs)):
@@ -99,7 +102,7 @@ def create_app(
     if cors_origins:
         middleware.append(
             Middleware(
-                CORSMiddleware,  # type: ignore[arg-type]  # starlette's middleware factory protocol
+                CORSMiddleware,
                 allow_origins=list(cors_origins),
                 allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
                 allow_headers=["authorization", "content-type"],

@@ -32,8 +32,9 @@ from tether.events import (
 )
 from tether.messages import Attachment, Message, Text, Thinking, ToolCall, ToolResult
 from tether.redaction import Redaction, default_redaction
+from tether.serve.masking import HeldText
 
-__all__ = ["encode", "error_summary", "plain", "result_summary", "sse", "to_jsonable"]
+__all__ = ["Stream", "encode", "error_summary", "plain", "result_summary", "sse", "to_jsonable"]
 
 
 def to_jsonable(event: RunEvent, redaction: Redaction | None = None) -> dict[str, Any]:
@@ -58,14 +59,50 @@ def to_jsonable(event: RunEvent, redaction: Redaction | None = None) -> dict[str
     return data
 
 
+class Stream:
+    """One run's events as JSON, in order, its streamed text masked across deltas (``tether.serve.masking``):
+    a delta whose end could begin a known key is sent shorter, the rest coming with the next delta, or as a delta
+    of its own just before the next event of another kind. Use it for a stream; :func:`to_jsonable` for one event."""
+
+    __slots__ = ("_held", "_held_kind", "redaction")
+
+    def __init__(self, redaction: Redaction | None = None) -> None:
+        self.redaction = redaction if redaction is not None else default_redaction()
+        self._held = HeldText(self.redaction)
+        self._held_kind = ""
+
+    def events(self, event: RunEvent) -> list[dict[str, Any]]:
+        """What of ``event`` can be sent now (as :func:`to_jsonable` makes it): none, one, or two events."""
+        out: list[dict[str, Any]] = []
+        if isinstance(event, TextDelta | ThinkingDelta):
+            if event.kind != self._held_kind:
+                self._flush(out)
+                self._held_kind = event.kind
+            piece = self._held.push(event.text)
+            if piece:
+                out.append({"kind": event.kind, "text": piece})
+            return out
+        self._flush(out)
+        out.append(to_jsonable(event, self.redaction))
+        return out
+
+    def _flush(self, out: list[dict[str, Any]]) -> None:
+        rest = self._held.flush()
+        if rest:
+            out.append({"kind": self._held_kind, "text": rest})
+        self._held_kind = ""
+
+
 def encode(event: RunEvent, redaction: Redaction | None = None) -> bytes:
     """``event`` as JSON bytes (:func:`to_jsonable`)."""
     return msgspec.json.encode(to_jsonable(event, redaction))
 
 
-def sse(event: RunEvent, redaction: Redaction | None = None) -> str:
-    """``event`` as one server-sent event: ``event: <kind>`` and ``data: <json>`` (JSON has no newline)."""
-    return f"event: {event.kind}\ndata: {encode(event, redaction).decode()}\n\n"
+def sse(event: RunEvent | dict[str, Any], redaction: Redaction | None = None) -> str:
+    """``event`` (a run's event, or one :class:`Stream` made) as one server-sent event: ``event: <kind>`` and
+    ``data: <json>`` (JSON has no newline)."""
+    data = event if isinstance(event, dict) else to_jsonable(event, redaction)
+    return f"event: {data['kind']}\ndata: {msgspec.json.encode(data).decode()}\n\n"
 
 
 def result_summary(result: RunResult[Any], redaction: Redaction | None = None) -> dict[str, Any]:

@@ -6,8 +6,10 @@ the last user message's parts as the ``prompt`` (``None`` when the conversation 
 model reads next), the messages before it as ``history``, and the system messages' text as ``instructions``.
 
 The conversation must be one tether can run: a valid transcript (every tool call answered once, by a result that
-follows it) ending where the model speaks next. Anything else, and any attachment no model reads (a video, a
-malformed data URL), is a :class:`~tether.errors.RequestInvalid` naming the problem, never a run that fails later.
+follows it) ending where the model speaks next. Assistant messages before the first user message (a page's
+greeting) are moved to the instructions, their text kept: a model's conversation starts with its user. Anything
+else, and any attachment no model reads (a video, a malformed data URL), is a :class:`~tether.errors.RequestInvalid`
+naming the problem, never a run that fails later.
 """
 
 from __future__ import annotations
@@ -48,12 +50,17 @@ def conversation(messages: Sequence[Message], system: Sequence[str] = ()) -> Con
     """``messages`` (no system message among them) split into a run's input; ``RequestInvalid`` when they are
     not a conversation tether can run."""
     merged = merge_tools(messages)
+    opening: list[str] = []
+    while merged and merged[0].role == "assistant" and not merged[0].tool_calls:
+        opening.append(merged.pop(0).text)  # a page's greeting: a model's conversation starts with its user
     if not merged:
         raise RequestInvalid("the request has no message to answer: send at least one user message")
     problems = transcript_problems(merged)
     if problems:
         raise RequestInvalid(f"the conversation is not valid: {problems[0]}", details={"errors": problems})
     last = merged[-1]
+    said = "\n\n".join(text for text in opening if text.strip())
+    system = [*system, f"{OPENING}\n\n{said}"] if said else system
     instructions = "\n\n".join(text for text in system if text.strip()) or None
     if last.role == "tool":
         return Conversation(None, tuple(merged), instructions)
@@ -70,6 +77,11 @@ def conversation(messages: Sequence[Message], system: Sequence[str] = ()) -> Con
     if not prompt:
         raise RequestInvalid("the last user message is empty: give it text or a file")
     return Conversation(prompt, tuple(merged[:-1]), instructions)
+
+
+OPENING = "The conversation opened with this message of yours, before the user's first:"
+"""What the instructions say before the text of assistant messages that came before the first user message (a
+page's greeting): no model takes a conversation that starts with its own message, and the text is kept."""
 
 
 def merge_tools(messages: Sequence[Message]) -> list[Message]:

@@ -36,7 +36,7 @@ DURABLE = "tether.durable"
 class ServedAgent(Protocol):
     """What a server needs of an agent (``tether.Agent`` has it all)."""
 
-    name: str
+    name: str | None
     provider: Provider
     store: SessionStore | None
 
@@ -120,7 +120,7 @@ async def open_run(
         return OpenedRun(stream.__aiter__(), stream.cancel)
     if instructions is not None:
         raise ConfigInvalid("a durable agent's served run takes no instructions of its own: give them to its Agent")
-    return await _durable(agent, prompt, session_id, history)
+    return await _durable(agent, prompt, session_id, history)  # type: ignore[arg-type]  # not plain: durable
 
 
 async def _durable(

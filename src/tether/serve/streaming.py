@@ -80,7 +80,7 @@ class EventStream:
                     chunks.append(encoder.end())
                     await send({"type": "http.response.body", "body": b"".join(chunks), "more_body": True})
                     return
-                chunks.append(encoder.event(item))
+                chunks.append(encoder.event(item))  # type: ignore[arg-type]  # not END: an event
                 try:
                     item = queue.get_nowait()
                 except asyncio.QueueEmpty:

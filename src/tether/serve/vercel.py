@@ -58,6 +58,7 @@ from tether.messages import Attachment, Message, Text, ToolCall, ToolResult
 from tether.redaction import Redaction, default_redaction
 from tether.serve import events_json
 from tether.serve.inputs import attachment_from_url, conversation, tool_call, tool_result
+from tether.serve.masking import HeldText
 
 __all__ = ["DONE", "HEADERS", "ChatRequest", "Part", "Translator", "chat_input", "encode_part"]
 
@@ -99,6 +100,10 @@ class ChatRequest:
     trigger: str | None = None
     message_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    continues: str | None = None
+    """The id of the assistant message this answer goes on with: the last one, when the conversation ends with
+    the output of a tool the page ran (``useChat`` adds the answer's parts to it: give it to the
+    :class:`Translator` as its ``message_id``); ``None`` when the answer is a new message."""
 
 
 def chat_input(body: bytes | str) -> ChatRequest:
@@ -127,7 +132,13 @@ def chat_input(body: bytes | str) -> ChatRequest:
         trigger=_optional_str(request, "trigger", "trigger"),
         message_id=_optional_str(request, "messageId", "messageId"),
         extra=extra,
+        continues=_last_assistant(messages) if asked.prompt is None else None,
     )
+
+
+def _last_assistant(messages: list[Any]) -> str | None:
+    found = messages[-1].get("id") if messages and messages[-1].get("role") == "assistant" else None
+    return found if isinstance(found, str) else None
 
 
 def _message(message: Any, where: str, system: list[str]) -> list[Message]:
@@ -237,6 +248,8 @@ class Translator:
         self._step = False
         self._text: str | None = None
         self._reasoning: str | None = None
+        self._held: HeldText | None = None
+        """The open text's or reasoning's masking: what of it is held back (one is open at a time)."""
         self._announced: set[str] = set()
         self._ids = 0
         self._meta: dict[str, Any] = {}
@@ -297,6 +310,7 @@ class Translator:
         self._close_text(out)
         self._close_reasoning(out)
         self._reasoning = self._new_id("reasoning")
+        self._held = HeldText(self.redaction)
         out.append({"type": "reasoning-start", "id": self._reasoning})
 
     def _thinking_delta(self, event: ThinkingDelta, out: list[Part]) -> None:
@@ -304,7 +318,10 @@ class Translator:
             return
         if self._reasoning is None:
             self._thinking_started(ThinkingStarted(), out)
-        out.append({"type": "reasoning-delta", "id": self._reasoning, "delta": self.redaction.text(event.text)})
+        assert self._held is not None
+        delta = self._held.push(event.text)
+        if delta:
+            out.append({"type": "reasoning-delta", "id": self._reasoning, "delta": delta})
 
     def _thinking_ended(self, event: ThinkingEnded, out: list[Part]) -> None:
         self._close_reasoning(out)
@@ -315,8 +332,12 @@ class Translator:
         if self._text is None:
             self._close_reasoning(out)
             self._text = self._new_id("text")
+            self._held = HeldText(self.redaction)
             out.append({"type": "text-start", "id": self._text})
-        out.append({"type": "text-delta", "id": self._text, "delta": self.redaction.text(event.text)})
+        assert self._held is not None
+        delta = self._held.push(event.text)
+        if delta:
+            out.append({"type": "text-delta", "id": self._text, "delta": delta})
 
     def _partial_output(self, event: PartialOutput, out: list[Part]) -> None:
         data = self.redaction.value(events_json.plain(event.data))
@@ -371,13 +392,19 @@ class Translator:
 
     def _close_text(self, out: list[Part]) -> None:
         if self._text is not None:
+            rest = self._held.flush() if self._held is not None else ""
+            if rest:
+                out.append({"type": "text-delta", "id": self._text, "delta": rest})
             out.append({"type": "text-end", "id": self._text})
-            self._text = None
+            self._text = self._held = None
 
     def _close_reasoning(self, out: list[Part]) -> None:
         if self._reasoning is not None:
+            rest = self._held.flush() if self._held is not None else ""
+            if rest:
+                out.append({"type": "reasoning-delta", "id": self._reasoning, "delta": rest})
             out.append({"type": "reasoning-end", "id": self._reasoning})
-            self._reasoning = None
+            self._reasoning = self._held = None
 
     def _close_step(self, out: list[Part]) -> None:
         self._close_text(out)
