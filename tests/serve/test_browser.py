@@ -7,7 +7,7 @@ file, stops a run and reads a run's timeline, all through the page's own control
 A screenshot of each step is saved in ``test-artifacts/browser/`` at the repository's root (gitignored; CI
 keeps the folder as an artefact): ``1-opened.png``, ``2-answered.png``, ``3-attached.png``, ``4-run.png``,
 ``5-streaming.png``, ``6-stopped.png``, ``7-refused.png``, ``8-signed-in.png``, ``9-mounted.png``,
-``10-failed-run.png``.
+``10-failed-run.png``, ``11-durable.png``.
 
 Without Chromium the test is skipped with the reason, except under ``CI=true``, where it fails: CI installs
 Chromium (``.ci/run``), and a skip there would hide a page that no longer works.
@@ -15,6 +15,7 @@ Chromium (``.ci/run``), and a skip there would hide a page that no longer works.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -341,3 +342,38 @@ def test_a_file_past_the_servers_limit_is_refused_by_the_page_before_it_is_sent_
         page.get_by_role("button", name="Send").click()
         expect(page.locator(".message.assistant .text")).to_have_text("Read without the file.")
     assert [m.text for m in model.requests[0].messages] == ["Read this."]
+
+
+def test_a_durable_agents_page_lists_the_durable_runs_that_ran_elsewhere(tmp_path: Path) -> None:
+    """A ``DurableAgent`` served: its chat runs as workflows; the runs view also lists the durable runs of its
+    database that this server did not run (a worker's, a batch's), each once."""
+    from playwright.sync_api import expect
+
+    from tether.durable import DurableAgent, launch, shutdown
+    from tether.sessions import SQLiteSessionStore
+
+    model = ScriptedProvider([reply("Served durably."), reply("Ran elsewhere.")])
+    durable = DurableAgent(Agent(model, store=SQLiteSessionStore(tmp_path / "sessions.db")), name="keeper")
+    launch(tmp_path / "runs.sqlite")
+    try:
+        with serving(durable.to_asgi()) as url, browser_page() as page:
+            page.goto(f"{url}/")
+            page.get_by_label("Message").fill("Hello?")
+            page.get_by_label("Message").press("Enter")
+            expect(page.locator(".message.assistant .text")).to_have_text("Served durably.")
+            elsewhere: list[str] = []  # run on a thread of its own: Playwright's loop holds this one
+            worker = threading.Thread(
+                target=lambda: elsewhere.append(asyncio.run(durable.run("The nightly report")).text)
+            )
+            worker.start()
+            worker.join(60)
+            assert elsewhere == ["Ran elsewhere."]
+
+            page.get_by_role("button", name="Runs").click()
+            expect(page.locator(".run-link")).to_have_text(["Hello? · complete"])
+            expect(page.locator(".durable-run")).to_have_text(["The nightly report · complete · keeper"])
+            page.locator(".run-link").click()
+            expect(page.locator(".timeline > li.turn")).to_have_count(1)
+            shot(page, "11-durable.png")
+    finally:
+        shutdown()

@@ -328,13 +328,20 @@ async function loadInfo() {
 
 // --- runs: the list, and one run's turns as a timeline ---------------------------------------------------------
 
+// This server's runs (each opens its timeline) and, for a durable agent, the durable runs of its database that
+// ran elsewhere (a worker, a batch): listed with their state, their turns kept by the workflow store.
 async function loadRuns() {
   const body = await getJson("api/runs");
-  const runs = body.runs;
-  $("run-list").replaceChildren(...runs.map((run) => el("li", {},
+  $("run-list").replaceChildren(...body.runs.map((run) => el("li", {},
     el("button", { type: "button", class: "run-link", "data-run-id": run.run_id },
       el("span", { class: "run-prompt", text: (run.prompt || run.run_id).slice(0, 80) }),
       el("span", { class: "run-state", text: ` · ${run.stop_reason || run.status || ""}` })))));
+  const served = new Set(body.runs.map((run) => run.run_id));
+  const elsewhere = (body.durable_runs || []).filter((run) => !served.has(run.run_id));
+  $("durable-runs").replaceChildren(...elsewhere.map((run) => el("li", { class: "durable-run" },
+    el("span", { class: "run-prompt", text: (run.prompt_head || run.run_id).slice(0, 80) }),
+    el("span", { class: "run-state", text: ` · ${run.stop_reason || run.status} · ${run.agent}${run.queue ? ` on ${run.queue}` : ""}` }))));
+  $("durable").hidden = elsewhere.length === 0;
 }
 
 async function openRun(runId) {
