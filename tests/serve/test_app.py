@@ -251,3 +251,23 @@ async def test_the_app_mounted_under_a_prefix_of_another_app_serves_runs_there()
         async with http.get(server.base + "/") as response:
             assert response.status == 200
     assert events[-1]["result"]["stop_reason"] == "complete"
+
+
+async def test_a_use_chat_conversation_is_kept_as_the_session_of_its_chat() -> None:
+    agent, _ = adder(reply("Hello."), reply("Bye."))
+    first = {"id": "chat/1", "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}
+    second = {"id": "chat/1", "messages": [
+        *first["messages"],
+        {"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "Hello."}]},
+        {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "bye"}]},
+    ]}  # fmt: skip
+    async with served(agent.to_asgi()) as server, aiohttp.ClientSession() as http:
+        for body in (first, second):
+            async with http.post(f"{server.base}/api/chat", json=body) as response:
+                await response.read()
+        async with http.get(f"{server.base}/api/sessions") as response:
+            sessions = (await response.json())["sessions"]
+        async with http.get(f"{server.base}/api/sessions/{sessions[0]['id']}") as response:
+            stored = await response.json()
+    assert [s["id"] for s in sessions] == ["local-chat-chat-1"]
+    assert [m["parts"][0]["text"] for m in stored["messages"]] == ["hi", "Hello.", "bye", "Bye."]

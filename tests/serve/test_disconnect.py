@@ -15,6 +15,7 @@ from tether import Agent, tool
 from tether.messages import ToolResult, transcript_problems
 from tether.providers import ScriptedProvider
 from tether.providers.scripted import call, reply
+from tether.serve.security import Caller
 from tether.sessions import MemorySessionStore
 
 from .served import read_until, run_events, served
@@ -69,10 +70,10 @@ async def test_with_detach_a_run_whose_client_went_finishes_and_is_saved() -> No
 
 async def test_a_client_that_stops_reading_is_dropped_and_never_delays_another_stream() -> None:
     chunk = "x" * 65536
-    flood = ScriptedProvider([reply(chunk * 128, chunk_size=65536, gap=0.001)])  # 8 MB, more than the sockets hold
+    flood = ScriptedProvider([reply(chunk * 256, chunk_size=65536, gap=0.001)])  # 16 MB: thrice what can be buffered
     quick = ScriptedProvider([reply("quick answer")])
     flooding = Agent(flood, store=MemorySessionStore())
-    app = flooding.to_asgi(models={"scripted:quick": Agent(quick)}, stream_buffer=64)
+    app = flooding.to_asgi(models={"scripted:quick": Agent(quick)}, stream_buffer=16)
     async with served(app) as server, aiohttp.ClientSession() as http:
         host, port = server.base.removeprefix("http://").split(":")
         slow = socket.socket()
@@ -92,3 +93,20 @@ async def test_a_client_that_stops_reading_is_dropped_and_never_delays_another_s
         writer.close()
     assert events[-1]["result"]["text"] == "quick answer"
     assert flooded.status == "cancelled"
+
+
+async def test_a_use_chat_client_that_goes_mid_run_leaves_its_chat_saved_with_a_valid_transcript() -> None:
+    agent = waiting_agent(asyncio.Event())
+    body = {"id": "c1", "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]}]}
+    async with served(agent.to_asgi()) as server, aiohttp.ClientSession() as http:
+        async with http.post(server.base + "/api/chat", json=body) as response:
+            async for line in response.content:
+                if b'"tool-input-available"' in line:
+                    break
+            response.close()
+        (run,) = [server.run(r["run_id"]) for r in server.api.runs.listing(Caller("any", local=True))]
+        await run.ended()
+        session = await agent.store.load("local-chat-c1")  # type: ignore[union-attr]
+    assert run.status == "cancelled"
+    assert transcript_problems(session.messages) == []
+    assert session.messages[0].text == "go"

@@ -22,7 +22,7 @@ from tether.providers.scripted import hang, reply
 from tether.serve import check_bind, create_app
 from tether.sessions import MemorySessionStore
 
-from .served import read_until, run_events, served
+from .served import json_events, read_until, run_events, served
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-token-for-tests"
@@ -87,6 +87,21 @@ def test_a_token_too_short_to_guess_hard_is_refused() -> None:
         create_app(agent(), token="short")
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_request_bytes": 0}, "max_request_bytes"),
+        ({"max_concurrent_runs": -1}, "max_concurrent_runs"),
+        ({"stream_buffer": 0}, "stream_buffer"),
+        ({"on_disconnect": "ignore"}, "on_disconnect"),
+        ({"models": {"x": "not an agent"}}, "serves a tether Agent"),
+    ],
+)
+def test_bad_server_settings_are_refused_with_config_invalid(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigInvalid, match=message):
+        create_app(agent(), **options)
+
+
 @pytest.mark.parametrize("header", [None, "Bearer wrong-token-123", f"Basic {TOKEN}", "Bearer"])
 async def test_a_missing_or_wrong_token_is_401_and_runs_nothing(header: str | None) -> None:
     served_agent = agent()
@@ -111,7 +126,9 @@ async def test_the_right_token_runs_and_the_page_needs_none() -> None:
 
 def by_token(request: Request) -> str | None:
     """Two users, each with a token of their own."""
-    return {"Bearer token-of-ann-1": "ann", "Bearer token-of-bob-1": "bob"}.get(request.headers.get("authorization", ""))
+    return {"Bearer token-of-ann-1": "ann", "Bearer token-of-bob-1": "bob"}.get(
+        request.headers.get("authorization", "")
+    )
 
 
 async def test_another_users_session_and_run_are_404_and_not_listed() -> None:
@@ -203,3 +220,88 @@ async def test_cors_is_off_by_default_and_on_for_the_origins_given() -> None:
             assert response.headers["access-control-allow-origin"] == "https://app.example"
         async with http.options(server.base + "/api/runs", headers={**origin, "origin": "https://evil.example"}) as r:
             assert "access-control-allow-origin" not in r.headers
+
+
+async def test_a_known_secret_never_reaches_a_client_even_split_across_deltas() -> None:
+    key = "sk-live-0123456789abcdef"
+    steps = [reply(f"the key is {key}, keep it", chunk_size=5)] * 3
+    served_agent = Agent(ScriptedProvider(steps), store=MemorySessionStore(), secrets=[key])
+    chat = {"id": "c1", "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "key?"}]}]}
+    agui = {"threadId": "t", "runId": "r", "state": {}, "tools": [], "context": [],
+            "forwardedProps": {}, "messages": [{"id": "m1", "role": "user", "content": "key?"}]}  # fmt: skip
+    async with served(served_agent.to_asgi()) as server, aiohttp.ClientSession() as http:
+        bodies: list[str] = []
+        for path, asked in (("/api/runs", {"prompt": "key?"}), ("/api/chat", chat), ("/agui", agui)):
+            async with http.post(server.base + path, json=asked) as response:
+                bodies.append(await response.text())
+        session_id = json_events(bodies[0])[0]["session_id"]
+        async with http.get(f"{server.base}/api/sessions/{session_id}") as response:
+            bodies.append(await response.text())
+        async with http.get(f"{server.base}/api/runs") as response:
+            run_id = (await response.json())["runs"][-1]["run_id"]
+        async with http.get(f"{server.base}/api/runs/{run_id}") as response:
+            bodies.append(await response.text())
+    answer = "".join(e["text"] for e in json_events(bodies[0]) if e["kind"] == "text_delta")
+    assert answer.startswith("the key is ")
+    assert answer.endswith(", keep it")
+    for body in bodies:
+        assert key not in body
+        assert "0123456789abcdef" not in body
+
+
+def test_the_command_serves_a_durable_agent_whose_runs_are_durable_runs(tmp_path: Path) -> None:
+    env = command_env(tmp_path)
+    command = [sys.executable, "-m", "tether", "serve", "--agent", "tests.serve.durable_agents:durable",
+               "--port", "0", "--db", str(tmp_path / "runs.db")]  # fmt: skip
+    with subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True) as process:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert "listening on http://127.0.0.1:" in line, line + process.stderr.read()
+        base = line.split("listening on ", 1)[1].split()[0].rstrip("/")
+
+        async def ask() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            async with aiohttp.ClientSession() as http:
+                events = await run_events(http, base, {"prompt": "go"})
+                async with http.get(base + "/api/runs") as response:
+                    return events, await response.json()
+
+        events, listed = asyncio.run(ask())
+        process.send_signal(2)
+        assert process.wait(timeout=60) == 0
+    assert events[-1]["result"]["text"] == "durably done"
+    assert events[0]["run_id"] in [run["run_id"] for run in listed["durable_runs"]]
+
+
+async def test_an_open_server_reached_on_an_address_beyond_this_machine_refuses_with_403() -> None:
+    from tether.serve.security import Access, ApiError
+
+    def request(host: str) -> Request:
+        return Request({"type": "http", "method": "GET", "path": "/api/info", "headers": [], "server": (host, 80)})
+
+    assert (await Access(None, None).caller(request("127.0.0.1"))).local
+    with pytest.raises(ApiError) as refused:
+        await Access(None, None).caller(request("203.0.113.7"))
+    assert refused.value.status == 403
+
+
+def test_the_command_serves_the_configured_agent_with_its_tools(tmp_path: Path) -> None:
+    (tmp_path / "agent.toml").write_text('[runtime]\nmodel = "scripted:echo"\n')
+    command = [sys.executable, "-m", "tether", "serve", "--port", "0"]
+    with subprocess.Popen(command, cwd=tmp_path, env=command_env(tmp_path), stderr=subprocess.PIPE, text=True) as p:
+        assert p.stderr is not None
+        line = p.stderr.readline()
+        assert "listening on http://127.0.0.1:" in line, line + p.stderr.read()
+        base = line.split("listening on ", 1)[1].split()[0].rstrip("/")
+
+        async def ask() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            async with aiohttp.ClientSession() as http:
+                events = await run_events(http, base, {"prompt": "echo me"})
+                async with http.get(base + "/api/info") as response:
+                    return events, await response.json()
+
+        events, info = asyncio.run(ask())
+        p.send_signal(2)
+        assert p.wait(timeout=60) == 0
+    assert events[-1]["result"]["text"] == "echo me"
+    assert info["model"] == "scripted:echo"
+    assert {"read", "bash"} <= {t["name"] for t in info["tools"]}

@@ -8,9 +8,11 @@ route reserves a place (429 when none is left), starts the run (``serve/sources.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import contextlib
+import re
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,14 +22,22 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tether.errors import ConfigInvalid, SessionInvalid, TetherError
+from tether.events import RunResult
 from tether.messages import Attachment, Message, Prompt, messages_to_jsonable, redacted_messages
 from tether.redaction import Redaction
 from tether.serve.encoders import AguiEvents, JsonEvents, VercelEvents
-from tether.serve.runs import OnDisconnect, RunRegistry, ServerRun, Watcher
+from tether.serve.runs import Keep, OnDisconnect, RunRegistry, ServerRun, Watcher
 from tether.serve.security import Access, ApiError, Caller, read_body
 from tether.serve.sources import DurableServed, OpenedRun, ServedAgent, durable_engine, is_plain, open_run
 from tether.serve.streaming import OWN_HEADERS, Encoder, EventStream
-from tether.sessions.base import SessionNotFound, SessionStore, check_session_id, new_session_id
+from tether.sessions.base import (
+    Session,
+    SessionNotFound,
+    SessionStore,
+    check_session_id,
+    new_session_id,
+    suggest_title,
+)
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -95,38 +105,62 @@ class Api:
 
     async def agui(self, request: Request) -> Response:
         """``POST /agui``: an AG-UI run (``RunAgentInput``; the client sends the conversation), its AG-UI events
-        as SSE. A client that disconnects: as for ``POST /api/runs``."""
+        as SSE; its transcript kept as the session of its thread. A client that disconnects: as for
+        ``POST /api/runs``."""
         from tether.serve import agui
 
         caller = await self.access.caller(request)
         asked = agui.run_input(await read_body(request, self.max_request_bytes))
         opened = await self._open(self.agent, asked.prompt, None, asked.history, asked.instructions)
-        run, watcher = await self._started(opened, caller, None, asked.prompt)
-        encoder = AguiEvents(agui.Translator.for_run(asked))
+        session_id = _client_session(caller, "agui", asked.thread_id)
+        run, watcher = await self._started(opened, caller, session_id, asked.prompt, self._keep)
+        encoder = AguiEvents(agui.Translator.for_run(asked, redaction=self.redaction))
         return EventStream(run, watcher, encoder, {})  # type: ignore[return-value]  # an ASGI response
 
     async def chat(self, request: Request) -> Response:
         """``POST /api/chat``: the Vercel AI SDK's ``useChat`` request (the client sends the conversation), its UI
-        message stream as SSE. A client that disconnects: as for ``POST /api/runs``."""
+        message stream as SSE; its transcript kept as the session of its chat. A client that disconnects: as for
+        ``POST /api/runs``."""
         from tether.serve import vercel
 
         caller = await self.access.caller(request)
         asked = vercel.chat_input(await read_body(request, self.max_request_bytes))
         opened = await self._open(self.agent, asked.prompt, None, asked.history, asked.instructions)
-        run, watcher = await self._started(opened, caller, None, asked.prompt)
+        session_id = _client_session(caller, "chat", asked.chat_id)
+        run, watcher = await self._started(opened, caller, session_id, asked.prompt, self._keep)
         headers = {k: v for k, v in vercel.HEADERS.items() if k.lower() not in OWN_HEADERS}
-        return EventStream(run, watcher, VercelEvents(vercel.Translator()), headers)  # type: ignore[return-value]
+        return EventStream(run, watcher, VercelEvents(vercel.Translator(redaction=self.redaction)), headers)  # type: ignore[return-value]
 
     async def _started(
-        self, opened: OpenedRun, caller: Caller, session_id: str | None, prompt: Any
+        self, opened: OpenedRun, caller: Caller, session_id: str | None, prompt: Any, keep: Keep | None = None
     ) -> tuple[ServerRun, Watcher]:
         """A run just opened, driven and registered once it started, and the caller's stream of it (from its
         first event)."""
         text = prompt if isinstance(prompt, str) else next((p for p in prompt or () if isinstance(p, str)), "")
-        run = ServerRun(session_id, caller.owner, text, self.on_disconnect, opened.cancel)
+        run = ServerRun(session_id, caller.owner, self.redaction.text(text), self.on_disconnect, opened.cancel)
         watcher = run.watch(self.stream_buffer)
-        await self.runs.start(run, opened.events, self.redaction)
+        try:
+            await self.runs.start(run, opened.events, self.redaction, keep)
+        except asyncio.CancelledError:  # the client went before the run's first event: the disconnect rule
+            run.leave(watcher)
+            raise
         return run, watcher
+
+    async def _keep(self, run: ServerRun, result: RunResult[Any]) -> None:
+        """A protocol's run, whose client sends the whole conversation each time: its transcript saved as the
+        session of its thread or chat (replacing the one before), so the page and ``/api/sessions`` show it."""
+        if run.session_id is None:
+            return
+        messages = result.messages
+        try:
+            stored = await self.store.load(run.session_id)
+            session = stored.updated(messages=messages, usage=stored.usage + result.usage, model=run.model)
+        except SessionNotFound:
+            session = Session.new(
+                id=run.session_id, messages=messages, usage=result.usage, model=run.model,
+                title=suggest_title(messages),
+            )  # fmt: skip
+        await self.store.save(session)
 
     # --- the agent ------------------------------------------------------------------------------------------
 
@@ -304,3 +338,14 @@ async def _durable_runs() -> list[dict[str, Any]]:
     except (TetherError, ConfigInvalid):
         return []
     return [msgspec.to_builtins(record, enc_hook=str) for record in records]
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _client_session(caller: Caller, protocol: str, client_id: str | None) -> str | None:
+    """The session a protocol's thread or chat is kept as: the caller's, named by the client's id (made safe as
+    a session id); ``None`` without an id."""
+    if not client_id:
+        return None
+    return f"{caller.owner}-{protocol}-{_UNSAFE.sub('-', client_id)[:80]}"

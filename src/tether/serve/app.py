@@ -75,20 +75,27 @@ def create_app(
         page: serve the page at ``/``.
     """
     plain = plain_agent(agent)
-    store = _store_for(plain, session_store)
-    for other in (models or {}).values():  # the page may switch models within a session: one store for all
-        if other.store is None:
-            other.store = store
+    others = [plain_agent(other) for other in (models or {}).values()]
     if on_disconnect not in ("cancel", "detach"):
         raise ConfigInvalid(f"on_disconnect must be 'cancel' or 'detach', not {on_disconnect!r}")
-    for name, value in (("max_request_bytes", max_request_bytes), ("max_concurrent_runs", max_concurrent_runs)):
+    limits = (
+        ("max_request_bytes", max_request_bytes),
+        ("max_concurrent_runs", max_concurrent_runs),
+        ("stream_buffer", stream_buffer),
+    )
+    for name, value in limits:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigInvalid(f"{name} must be a positive integer, not {value!r}")
+    access = Access(token, authenticate)
+    store = _store_for(plain, session_store)
+    for other in others:  # the page may switch models within a session: one store for all
+        if other.store is None:
+            other.store = store
     api = Api(
         agent,
         plain,
         store,
-        Access(token, authenticate),
+        access,
         RunRegistry(max_concurrent_runs),
         dict(models or {}),
         max_request_bytes=max_request_bytes,
@@ -125,6 +132,7 @@ def _api_routes(api: Api) -> list[Route | Mount]:
         Route("/api/runs", api.list_runs, methods=["GET"]),
         Route("/api/runs/{run_id}", api.get_run, methods=["GET"]),
         Route("/api/runs/{run_id}/cancel", api.cancel_run, methods=["POST"]),
+        # POST /api/runs/{run_id}/decisions (a paused run's approvals answered) joins here with paused runs.
         Route("/api/sessions", api.list_sessions, methods=["GET"]),
         Route("/api/sessions/{session_id}", api.get_session, methods=["GET"]),
         Route("/api/sessions/{session_id}", api.delete_session, methods=["DELETE"]),

@@ -22,22 +22,24 @@ __all__ = ["AguiEvents", "JsonEvents", "VercelEvents"]
 
 
 class JsonEvents:
-    """The page's JSON events (``tether.serve.events_json``), masked by ``redaction``."""
+    """The page's JSON events (``tether.serve.events_json.Stream``: text masked across its deltas), masked by
+    ``redaction``."""
 
-    __slots__ = ("_redaction", "_session_id")
+    __slots__ = ("_session_id", "_stream")
 
     def __init__(self, redaction: Redaction, session_id: str | None) -> None:
-        self._redaction = redaction
+        from tether.serve import events_json
+
+        self._stream = events_json.Stream(redaction)
         self._session_id = session_id
 
     def event(self, event: RunEvent) -> bytes:
-        from tether.serve import events_json
-
-        if type(event) is RunStarted:
-            data: Any = events_json.to_jsonable(event, self._redaction)
-            data["session_id"] = self._session_id
-            return b"event: run_started\ndata: " + msgspec.json.encode(data) + b"\n\n"
-        return events_json.sse(event, self._redaction).encode()
+        out = []
+        for data in self._stream.events(event):
+            if type(event) is RunStarted and data.get("kind") == "run_started":
+                data["session_id"] = self._session_id
+            out.append(b"event: " + str(data["kind"]).encode() + b"\ndata: " + msgspec.json.encode(data) + b"\n\n")
+        return b"".join(out)
 
     def end(self) -> bytes:
         return b""

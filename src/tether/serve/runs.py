@@ -15,11 +15,13 @@ runs in flight against ``max_concurrent``: one more is refused (429).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal
 
+from tether._logging import get_logger
 from tether.events import RunCompleted, RunEvent, RunResult, RunStarted
 from tether.redaction import Redaction
 from tether.serve.security import ApiError, Caller
@@ -27,6 +29,8 @@ from tether.serve.security import ApiError, Caller
 __all__ = ["OnDisconnect", "RunRegistry", "ServerRun", "Watcher", "first_event"]
 
 OnDisconnect = Literal["cancel", "detach"]
+Keep = Callable[["ServerRun", RunResult[Any]], Awaitable[None]]
+"""What keeps a run's transcript that no session of the agent's kept (a protocol's whose client holds it)."""
 
 END: Any = None
 """What a watcher's queue gets after the run's last event."""
@@ -124,7 +128,11 @@ class ServerRun:
                 self.leave(watcher)
 
     async def drive(
-        self, events: AsyncIterator[RunEvent], started: asyncio.Future[RunEvent], redaction: Redaction
+        self,
+        events: AsyncIterator[RunEvent],
+        started: asyncio.Future[RunEvent],
+        redaction: Redaction,
+        keep: Keep | None = None,
     ) -> None:
         """Iterate the run's events (in this task alone: a run's cancel reaches the task that iterates it), hand
         each to the watchers, ``started`` set by the first (or by what stopped the run before it); at the end,
@@ -139,6 +147,8 @@ class ServerRun:
                     started.set_result(event)
                 if type(event) is RunCompleted:
                     result = event.result
+                    if keep is not None:  # saved before the client hears of the end
+                        await _kept(keep, self, result)
                 self._hand(event)
         except Exception as error:  # noqa: BLE001 - a run reports its failures: this one failed to start
             if not started.done():
@@ -201,18 +211,24 @@ class RunRegistry:
             )
         self.reserved += 1
 
-    async def start(self, run: ServerRun, events: AsyncIterator[RunEvent], redaction: Redaction) -> RunEvent:
+    async def start(
+        self, run: ServerRun, events: AsyncIterator[RunEvent], redaction: Redaction, keep: Keep | None = None
+    ) -> RunEvent:
         """Drive ``run`` (its place reserved) in a task of its own and register it once its first event came;
         that event. What stopped it before (a session that cannot be read, ...) is raised here."""
-        started: asyncio.Future[RunEvent] = asyncio.get_running_loop().create_future()
-        run._task = asyncio.get_running_loop().create_task(run.drive(events, started, redaction))
+        loop = asyncio.get_running_loop()
+        started: asyncio.Future[RunEvent] = loop.create_future()
+        started.add_done_callback(functools.partial(self._register, run))  # even if the request went meanwhile
+        run._task = loop.create_task(run.drive(events, started, redaction, keep))
         try:
-            first = await asyncio.shield(started)
+            return await asyncio.shield(started)
         finally:
             self.reserved -= 1
-        self._runs[run.run_id] = run
-        self._forget_old()
-        return first
+
+    def _register(self, run: ServerRun, started: asyncio.Future[RunEvent]) -> None:
+        if not started.cancelled() and started.exception() is None:
+            self._runs[run.run_id] = run
+            self._forget_old()
 
     def _forget_old(self) -> None:
         ended = [key for key, run in self._runs.items() if not run.running]
@@ -248,3 +264,13 @@ def first_event(event: RunEvent) -> tuple[str, str]:
     if type(event) is RunCompleted:
         return event.result.run_id, ""
     return "", ""
+
+
+async def _kept(keep: Keep, run: ServerRun, result: RunResult[Any]) -> None:
+    """``keep`` the run's transcript; a store that fails is logged, and the run still ends for its client."""
+    try:
+        await keep(run, result)
+    except Exception as error:  # noqa: BLE001 - a failed save is reported, the stream still ends
+        get_logger("tether.serve").warning(
+            "run %s: its session %s was not saved: %s", run.run_id, run.session_id, error
+        )
