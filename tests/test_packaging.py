@@ -162,6 +162,17 @@ def test_the_wheel_ships_py_typed_main_and_the_plugin_entry_point(wheel: Path) -
     assert wheel.name == f"tether-{tether.__version__}-py3-none-any.whl"
 
 
+def test_the_wheel_ships_the_served_page(wheel: Path) -> None:
+    """``tether serve``'s page is static files beside the code (``serve/page/``), not Python: the wheel must carry
+    them, or an installed server answers ``/`` with nothing."""
+    page = ROOT / "src" / "tether" / "serve" / "page"
+    files = {f"tether/serve/page/{path.name}" for path in page.iterdir() if path.is_file()}
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {name: archive.read(name) for name in files & set(archive.namelist())}
+    assert {"tether/serve/page/index.html", "tether/serve/page/app.js", "tether/serve/page/style.css"} <= files
+    assert shipped == {name: (page / name.rsplit("/", 1)[1]).read_bytes() for name in files}
+
+
 def test_the_venv_imports_the_installed_wheel_and_its_metadata_has_the_one_version(venv: Venv) -> None:
     code = "import importlib.metadata as m, tether; print(tether.__file__, m.version('tether'), tether.__version__)"
     completed = venv.run("-c", code, cwd=venv.path)
