@@ -25,10 +25,20 @@ from tether.errors import ConfigInvalid, SessionInvalid, TetherError
 from tether.events import RunResult
 from tether.messages import Attachment, Message, Prompt, messages_to_jsonable, redacted_messages
 from tether.redaction import Redaction
+from tether.serve.decisions import may_pause
 from tether.serve.encoders import AguiEvents, JsonEvents, VercelEvents
+from tether.serve.events_json import pending_json
 from tether.serve.runs import Keep, OnDisconnect, RunRegistry, ServerRun, Watcher
 from tether.serve.security import Access, ApiError, Caller, read_body
-from tether.serve.sources import DurableServed, OpenedRun, ServedAgent, durable_engine, is_plain, open_run
+from tether.serve.sources import (
+    DurableServed,
+    OpenedRun,
+    ServedAgent,
+    durable_engine,
+    is_plain,
+    open_resumed,
+    open_run,
+)  # fmt: skip
 from tether.serve.streaming import OWN_HEADERS, Encoder, EventStream
 from tether.sessions.base import (
     Session,
@@ -92,6 +102,8 @@ class Api:
         self.on_disconnect = on_disconnect
         self.stream_buffer = stream_buffer
         self.redaction = Redaction(plain.secrets)
+        self._resuming: set[str] = set()
+        """Paused runs whose resumption is starting: a second answer meanwhile is 409."""
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -175,7 +187,7 @@ class Api:
                 "models": list(self.models),
                 "tools": tools,
                 "durable": not is_plain(self.agent),
-                "approvals": False,
+                "approvals": may_pause(self.plain),
                 "auth": not self.access.open,
                 "max_request_bytes": self.max_request_bytes,
             }
@@ -200,6 +212,57 @@ class Api:
         opened = await self._open(agent, prompt, session_id)
         run, watcher = await self._started(opened, caller, session_id, asked.prompt)
         return EventStream(run, watcher, self.json_events(run), {})  # type: ignore[return-value]  # an ASGI response
+
+    async def decide(self, request: Request) -> Response:
+        """``POST /api/runs/{run_id}/decisions``: a paused run's pending calls decided (``tether.paused``'s
+        decisions as JSON, by call id), and the resumed run's events as SSE, as ``POST /api/runs`` streams them.
+
+        The paused state is the one kept in the run's session, so a server started again still resumes it. 404:
+        no such run of the caller's; 409 ``run_not_paused``: it is running or not paused (a second answer to the
+        same pause); 400 ``decision_invalid`` (details name the calls): the decisions do not fit, nothing ran.
+        A client that disconnects: as for ``POST /api/runs``."""
+        from tether.serve.decisions import checked, paused_in, read_decisions
+
+        caller = await self.access.caller(request)
+        run_id = request.path_params["run_id"]
+        decisions = read_decisions(await read_body(request, self.max_request_bytes))
+        known = self.runs.owned(run_id, caller)
+        if run_id in self._resuming or (known is not None and known.running):
+            raise ApiError(409, "run_not_paused", f"run {run_id!r} is running: it is not paused")
+        session_id = known.session_id if known is not None else await self._paused_session(caller, run_id)
+        if session_id is None:
+            raise ApiError(409, "run_not_paused", f"run {run_id!r} kept no session: it cannot be resumed here")
+        session = await self._owned_session(caller, session_id)
+        checked(paused_in(session.messages, run_id), decisions)
+        self._resuming.add(run_id)
+        try:
+            self.runs.reserve()
+            try:
+                opened = open_resumed(self.agent, session_id, decisions)
+            except BaseException:
+                self.runs.reserved -= 1
+                raise
+            prompt = known.prompt if known is not None else ""
+            run, watcher = await self._started(opened, caller, session_id, prompt)
+        finally:
+            self._resuming.discard(run_id)
+        return EventStream(run, watcher, self.json_events(run), {})  # type: ignore[return-value]  # an ASGI response
+
+    async def _paused_session(self, caller: Caller, run_id: str) -> str:
+        """The caller's session that holds ``run_id``'s pause (a run this server no longer knows: it was started
+        again); ``ApiError`` 404 when none does."""
+        from tether.loop.pausing import paused_of
+
+        for listed in await self.store.list():
+            if not caller.owns_session(listed.id):
+                continue
+            try:
+                state = paused_of((await self.store.load(listed.id)).messages)
+            except (SessionNotFound, TetherError):
+                continue
+            if state is not None and state.run_id == run_id:
+                return listed.id
+        raise ApiError(404, "not_found", f"no run {run_id!r}")
 
     async def _open(
         self,
@@ -299,9 +362,22 @@ class Api:
             "updated_at": session.updated_at.isoformat(),
             "usage": msgspec.to_builtins(session.usage),
             "messages": messages,
+            "paused": self._paused_json(session.messages),
         }
         text = self.redaction.masker.mask(msgspec.json.encode(body).decode())
         return Response(text, media_type="application/json")
+
+    def _paused_json(self, messages: Sequence[Message]) -> dict[str, Any] | None:
+        """A paused session's run and pending calls (``None``: the session is not paused)."""
+        from tether.loop.pausing import paused_of
+
+        try:
+            state = paused_of(messages)
+        except TetherError:  # a marker this version cannot read: shown as not paused
+            return None
+        if state is None:
+            return None
+        return {"run_id": state.run_id, "pending": pending_json(state.pending, self.redaction)}
 
     async def delete_session(self, request: Request) -> Response:
         """``DELETE /api/sessions/{id}``: the session removed (204)."""

@@ -6,6 +6,7 @@ Routes (docs/serving.md has their JSON):
 - ``POST /agui``: an AG-UI run (``RunAgentInput`` in, AG-UI events out as SSE; ``serve/agui.py``).
 - ``POST /api/chat``: the Vercel AI SDK's ``useChat`` (its UI message stream out; ``serve/vercel.py``).
 - ``GET /api/info``; ``POST /api/runs`` (a run, its events as SSE); ``POST /api/runs/{id}/cancel``;
+  ``POST /api/runs/{id}/decisions`` (a paused run's pending calls decided, the resumed run's events as SSE);
   ``GET /api/runs``, ``GET /api/runs/{id}``; ``GET /api/sessions``, ``GET|DELETE /api/sessions/{id}``.
 
 Every route but the page's needs the caller's token when the server has one (``serve/security.py``).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -132,7 +134,7 @@ def _api_routes(api: Api) -> list[Route | Mount]:
         Route("/api/runs", api.list_runs, methods=["GET"]),
         Route("/api/runs/{run_id}", api.get_run, methods=["GET"]),
         Route("/api/runs/{run_id}/cancel", api.cancel_run, methods=["POST"]),
-        # POST /api/runs/{run_id}/decisions (a paused run's approvals answered) joins here with paused runs.
+        Route("/api/runs/{run_id}/decisions", api.decide, methods=["POST"]),
         Route("/api/sessions", api.list_sessions, methods=["GET"]),
         Route("/api/sessions/{session_id}", api.get_session, methods=["GET"]),
         Route("/api/sessions/{session_id}", api.delete_session, methods=["DELETE"]),
@@ -155,11 +157,16 @@ async def _page(request: Request) -> Response:
 
 async def _api_error(request: Request, error: ApiError) -> Response:
     headers = {"www-authenticate": "Bearer"} if error.status == 401 else None
-    body = {"error": {"code": error.code, "message": error.message}}
-    return JSONResponse(body, status_code=error.status, headers=headers)
+    shown: dict[str, Any] = {"code": error.code, "message": error.message}
+    details = getattr(error, "details", None)
+    if details:
+        shown["details"] = details
+    return JSONResponse({"error": shown}, status_code=error.status, headers=headers)
 
 
-_BAD_REQUEST = frozenset({"request_invalid", "session_invalid", "config_invalid", "invalid_arguments"})
+_BAD_REQUEST = frozenset(
+    {"request_invalid", "session_invalid", "config_invalid", "invalid_arguments", "decision_invalid", "state_invalid"}
+)
 """The codes of errors that are the request's fault (400); any other is the server's (500)."""
 
 

@@ -13,6 +13,7 @@ the agent's own keys); without one the default rules apply.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -31,10 +32,11 @@ from tether.events import (
     TurnCompleted,
 )
 from tether.messages import Attachment, Message, Text, Thinking, ToolCall, ToolResult
+from tether.paused import PendingCall
 from tether.redaction import Redaction, default_redaction
 from tether.serve.masking import HeldText
 
-__all__ = ["Stream", "encode", "error_summary", "plain", "result_summary", "sse", "to_jsonable"]
+__all__ = ["Stream", "encode", "error_summary", "pending_json", "plain", "result_summary", "sse", "to_jsonable"]
 
 
 def to_jsonable(event: RunEvent, redaction: Redaction | None = None) -> dict[str, Any]:
@@ -125,7 +127,24 @@ def result_summary(result: RunResult[Any], redaction: Redaction | None = None) -
         "finish_reason": result.finish_reason,
         "last_agent": result.last_agent,
         "turn_records": shown.value(plain(result.turn_records)),
+        "pending": pending_json(result.pending, shown),
     }
+
+
+def pending_json(pending: Iterable[PendingCall], redaction: Redaction) -> list[dict[str, Any]]:
+    """A paused run's pending calls as JSON: arguments redacted and masked like a tool call's; the digest (of the
+    real arguments) an approval may carry back."""
+    return [
+        {
+            "id": call.id,
+            "tool": call.tool,
+            "arguments": redaction.arguments(call.arguments) or {},
+            "reason": redaction.text(call.reason),
+            "kind": call.kind,
+            "digest": call.digest,
+        }
+        for call in pending
+    ]
 
 
 def error_summary(error: BaseException, redaction: Redaction | None = None) -> dict[str, str]:

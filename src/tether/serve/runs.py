@@ -227,6 +227,7 @@ class RunRegistry:
 
     def _register(self, run: ServerRun, started: asyncio.Future[RunEvent]) -> None:
         if not started.cancelled() and started.exception() is None:
+            self._runs.pop(run.run_id, None)  # a resumed run takes its paused run's place, as the newest
             self._runs[run.run_id] = run
             self._forget_old()
 
@@ -239,6 +240,14 @@ class RunRegistry:
         """The run ``run_id`` of ``caller``; ``ApiError`` 404 for an unknown one or another caller's."""
         run = self._runs.get(run_id)
         if run is None or not (caller.local or run.owner == caller.owner):
+            raise ApiError(404, "not_found", f"no run {run_id!r}")
+        return run
+
+    def owned(self, run_id: str, caller: Caller) -> ServerRun | None:
+        """The run ``run_id`` of ``caller``, ``None`` when this server does not know it; ``ApiError`` 404 for
+        another caller's."""
+        run = self._runs.get(run_id)
+        if run is not None and not (caller.local or run.owner == caller.owner):
             raise ApiError(404, "not_found", f"no run {run_id!r}")
         return run
 

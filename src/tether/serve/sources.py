@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from tether.errors import ConfigInvalid
@@ -27,7 +27,10 @@ from tether.secrets import Masker
 from tether.sessions.base import SessionStore
 from tether.tools.base import Tool
 
-__all__ = ["DurableServed", "OpenedRun", "ServedAgent", "durable_engine", "is_plain", "open_run", "plain_agent"]
+__all__ = [
+    "DurableServed", "OpenedRun", "ServedAgent", "durable_engine", "is_plain", "open_resumed", "open_run",
+    "plain_agent",
+]  # fmt: skip
 
 DURABLE = "tether.durable"
 
@@ -121,6 +124,19 @@ async def open_run(
     if instructions is not None:
         raise ConfigInvalid("a durable agent's served run takes no instructions of its own: give them to its Agent")
     return await _durable(agent, prompt, session_id, history)  # type: ignore[arg-type]  # not plain: durable
+
+
+def open_resumed(agent: ServedAgent | DurableServed, session_id: str, decisions: Mapping[str, Any]) -> OpenedRun:
+    """Go on with the run paused in ``session_id`` (its state read from the session), ``decisions`` settling its
+    pending calls (checked already). A durable agent's paused run waits in its database for
+    ``DurableAgent.decide``, not for this server (``ConfigInvalid``)."""
+    if not is_plain(agent):
+        raise ConfigInvalid(
+            "deciding a paused run over HTTP is not supported for durable agents: use DurableAgent.decide(run_id, "
+            "decisions) or `tether runs approve`"
+        )
+    stream = agent.resume_stream(None, decisions, session=session_id)  # type: ignore[attr-defined]  # an Agent's
+    return OpenedRun(stream.__aiter__(), stream.cancel)
 
 
 async def _durable(
