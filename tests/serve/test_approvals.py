@@ -29,6 +29,7 @@ def wire(amount: int, api_key: str) -> str:
 @tool(external=True)
 def pick_color(question: str) -> str:
     """Ask the person in the browser to pick a color."""
+    raise AssertionError("an external tool's body never runs")
 
 
 def paying_agent(store: Any = None) -> Agent[Any, Any]:

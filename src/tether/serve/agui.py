@@ -51,7 +51,14 @@ from pydantic import ValidationError
 from tether.errors import RequestInvalid
 from tether.messages import Attachment, Message, Text, ToolCall
 from tether.serve.agui_stream import Translator, token_usage
-from tether.serve.inputs import attachment_from_data, attachment_from_url, conversation, tool_call, tool_result
+from tether.serve.inputs import (
+    Conversation,
+    attachment_from_data,
+    attachment_from_url,
+    conversation,
+    tool_call,
+    tool_result,
+)
 
 __all__ = ["CONTENT_TYPE", "AguiRun", "Translator", "encode", "run_input", "token_usage"]
 
@@ -84,6 +91,8 @@ class AguiRun:
     state: Any = None
     tools: tuple[dict[str, Any], ...] = ()
     forwarded_props: Any = None
+    resume: tuple[dict[str, Any], ...] = ()
+    """The client's answers to a paused run's interrupts (``interruptId``, ``status``, ``payload``), as sent."""
 
 
 def run_input(body: bytes | str) -> AguiRun:
@@ -96,7 +105,12 @@ def run_input(body: bytes | str) -> AguiRun:
         raise RequestInvalid(f"not an AG-UI RunAgentInput: {problems[0]}", details={"errors": problems}) from None
     system = [m.content for m in request.messages if isinstance(m, SystemMessage | DeveloperMessage)]
     system += [f"{c.description}:\n{c.value}" for c in request.context or ()]
-    asked = conversation(_messages(request), system)
+    try:
+        asked = conversation(_messages(request), system)
+    except RequestInvalid:
+        if not request.resume:
+            raise
+        asked = Conversation(None, (), None)  # answers to a paused run's interrupts: the server holds its transcript
     return AguiRun(
         thread_id=request.thread_id,
         run_id=request.run_id,
@@ -107,6 +121,7 @@ def run_input(body: bytes | str) -> AguiRun:
         state=request.state,
         tools=tuple(tool.model_dump(mode="json", by_alias=True) for tool in request.tools or ()),
         forwarded_props=request.forwarded_props,
+        resume=tuple(entry.model_dump(mode="json", by_alias=True) for entry in request.resume or ()),
     )
 
 

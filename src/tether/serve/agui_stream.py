@@ -9,12 +9,13 @@ reasoning span, a step, the calls announced) and closes it before anything else 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    Interrupt,
     ReasoningEndEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
@@ -23,6 +24,7 @@ from ag_ui.core import (
     RunErrorEvent,
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
     StepFinishedEvent,
@@ -232,7 +234,8 @@ class Translator:
         out.append(CustomEvent(name="tether.usage", value=value, **scope.attributed))
 
     def _tool_started(self, scope: _Scope, event: ToolCallStarted, out: list[BaseEvent]) -> None:
-        self._announce(scope, event.call, out)
+        if event.call.id not in scope.announced:  # a resumed run's decided call was announced by the paused run
+            self._announce(scope, event.call, out)
 
     def _announce(self, scope: _Scope, call: ToolCall, out: list[BaseEvent]) -> None:
         self._close_text(scope, out)
@@ -321,8 +324,11 @@ class Translator:
             "detail": detail,
             "lastAgent": result.last_agent,
         }
-        if result.stop_reason == "cancelled":
-            outcome: Any = RunFinishedCancelledOutcome()
+        if result.stop_reason == "paused":
+            outcome: Any = self._interrupted(result, out)
+            output = {"pending": events_json.pending_json(result.pending, self.redaction)}
+        elif result.stop_reason == "cancelled":
+            outcome = RunFinishedCancelledOutcome()
         elif result.error is not None:
             shown = events_json.error_summary(result.error, self.redaction)
             out.append(RunErrorEvent(message=shown["message"], code=shown["code"], usage=usage, metadata=meta))
@@ -335,6 +341,30 @@ class Translator:
         )
         out.append(finished)
         self.finished = True
+
+    def answering(self, call_ids: Iterable[str]) -> None:
+        """A resumed run's stream: the calls it settles were announced by the paused run's stream, so they get
+        their ``TOOL_CALL_RESULT`` only."""
+        self._top.announced.update(call_ids)
+
+    def _interrupted(self, result: RunResult[Any], out: list[BaseEvent]) -> RunFinishedInterruptOutcome:
+        """A paused run's outcome: one interrupt per pending call (its id the call's, answered by a resume entry
+        or a tool message); the waiting calls announced (start, arguments, end) and left without a result."""
+        interrupts = []
+        for call in result.pending:
+            if call.id not in self._top.announced:
+                self._announce(self._top, ToolCall(call.id, call.tool, call.arguments), out)
+            shown = events_json.pending_json((call,), self.redaction)[0]
+            interrupts.append(
+                Interrupt(
+                    id=call.id,
+                    reason="tool_approval" if call.kind == "approval" else "external_result",
+                    message=shown["reason"] or None,
+                    tool_call_id=self._top.calls + call.id,
+                    metadata=shown,
+                )
+            )
+        return RunFinishedInterruptOutcome(interrupts=interrupts)
 
     # --- sub-agents ----------------------------------------------------------------------------------------
 

@@ -23,7 +23,9 @@ from starlette.routing import Route
 
 from tether.errors import ConfigInvalid, SessionInvalid, TetherError
 from tether.events import RunResult
+from tether.loop.pausing import marked
 from tether.messages import Attachment, Message, Prompt, messages_to_jsonable, redacted_messages
+from tether.paused import PausedRun
 from tether.redaction import Redaction
 from tether.serve.decisions import may_pause
 from tether.serve.encoders import AguiEvents, JsonEvents, VercelEvents
@@ -123,10 +125,18 @@ class Api:
 
         caller = await self.access.caller(request)
         asked = agui.run_input(await read_body(request, self.max_request_bytes))
-        opened = await self._open(self.agent, asked.prompt, None, asked.history, asked.instructions)
         session_id = _client_session(caller, "agui", asked.thread_id)
+        translator = agui.Translator.for_run(asked, redaction=self.redaction)
+        pause = await self._client_pause(session_id, asked.history, asked.resume)
+        if pause is not None:  # the client answered its thread's paused run: it goes on
+            opened = self._open_resumed(*pause)
+            translator.answering(pause[0].pending_ids)
+        elif asked.resume:
+            raise ApiError(409, "run_not_paused", "the thread has no paused run for these resume entries")
+        else:
+            opened = await self._open(self.agent, asked.prompt, None, asked.history, asked.instructions)
         run, watcher = await self._started(opened, caller, session_id, asked.prompt, self._keep)
-        encoder = AguiEvents(agui.Translator.for_run(asked, redaction=self.redaction))
+        encoder = AguiEvents(translator)
         return EventStream(run, watcher, encoder, {})  # type: ignore[return-value]  # an ASGI response
 
     async def chat(self, request: Request) -> Response:
@@ -137,11 +147,17 @@ class Api:
 
         caller = await self.access.caller(request)
         asked = vercel.chat_input(await read_body(request, self.max_request_bytes))
-        opened = await self._open(self.agent, asked.prompt, None, asked.history, asked.instructions)
         session_id = _client_session(caller, "chat", asked.chat_id)
+        translator = vercel.Translator(redaction=self.redaction)
+        pause = await self._client_pause(session_id, asked.history)
+        if pause is not None:  # the page's addToolResult answered the chat's paused run: it goes on
+            opened = self._open_resumed(*pause)
+            translator.answering(pause[0].pending_ids)
+        else:
+            opened = await self._open(self.agent, asked.prompt, None, asked.history, asked.instructions)
         run, watcher = await self._started(opened, caller, session_id, asked.prompt, self._keep)
         headers = {k: v for k, v in vercel.HEADERS.items() if k.lower() not in OWN_HEADERS}
-        return EventStream(run, watcher, VercelEvents(vercel.Translator(redaction=self.redaction)), headers)  # type: ignore[return-value]
+        return EventStream(run, watcher, VercelEvents(translator), headers)  # type: ignore[return-value]
 
     async def _started(
         self, opened: OpenedRun, caller: Caller, session_id: str | None, prompt: Any, keep: Keep | None = None
@@ -163,7 +179,7 @@ class Api:
         session of its thread or chat (replacing the one before), so the page and ``/api/sessions`` show it."""
         if run.session_id is None:
             return
-        messages = result.messages
+        messages = marked(list(result.messages), result.state)  # a paused run's pause kept for its client's answer
         try:
             stored = await self.store.load(run.session_id)
             session = stored.updated(messages=messages, usage=stored.usage + result.usage, model=run.model)
@@ -236,17 +252,43 @@ class Api:
         checked(paused_in(session.messages, run_id), decisions)
         self._resuming.add(run_id)
         try:
-            self.runs.reserve()
-            try:
-                opened = open_resumed(self.agent, session_id, decisions)
-            except BaseException:
-                self.runs.reserved -= 1
-                raise
+            opened = self._open_resumed(None, decisions, session_id)
             prompt = known.prompt if known is not None else ""
             run, watcher = await self._started(opened, caller, session_id, prompt)
         finally:
             self._resuming.discard(run_id)
         return EventStream(run, watcher, self.json_events(run), {})  # type: ignore[return-value]  # an ASGI response
+
+    def _open_resumed(self, state: PausedRun | None, decisions: Any, session_id: str | None = None) -> OpenedRun:
+        """A paused run resumed, its place reserved first (429 when none is left)."""
+        self.runs.reserve()
+        try:
+            return open_resumed(self.agent, state, decisions, session_id)
+        except BaseException:
+            self.runs.reserved -= 1
+            raise
+
+    async def _client_pause(
+        self, session_id: str | None, history: Sequence[Message], entries: Sequence[Any] = ()
+    ) -> tuple[PausedRun, dict[str, Any]] | None:
+        """A protocol's request that answers its thread's paused run (``serve/decisions.py``: tool results for
+        the pending calls, or AG-UI resume entries): the pause and the checked decisions; ``None`` otherwise."""
+        from tether.loop.pausing import paused_of
+        from tether.serve.decisions import answered, checked, resumed_by
+
+        if session_id is None:
+            return None
+        try:
+            state = paused_of((await self.store.load(session_id)).messages)
+        except SessionNotFound:
+            return None
+        if state is None:
+            return None
+        decisions = resumed_by(entries, state) or answered(history, state)
+        if decisions is None:
+            return None
+        checked(state, decisions)
+        return state, decisions
 
     async def _paused_session(self, caller: Caller, run_id: str) -> str:
         """The caller's session that holds ``run_id``'s pause (a run this server no longer knows: it was started

@@ -17,11 +17,13 @@ import msgspec
 
 from tether.errors import DecisionInvalid
 from tether.loop.pausing import checked_decisions, paused_of
-from tether.messages import Message
-from tether.paused import Decision, PausedRun
+from tether.messages import Message, ToolResult
+from tether.paused import Approve, Decision, ExternalResult, PausedRun, PendingCall, Reject
 from tether.serve.security import ApiError
 
-__all__ = ["DecisionRefused", "checked", "may_pause", "paused_in", "read_decisions"]
+__all__ = [
+    "DecisionRefused", "answered", "checked", "may_pause", "paused_in", "read_decisions", "resumed_by",
+]  # fmt: skip
 
 _DECISIONS = msgspec.json.Decoder(dict[str, Decision])
 
@@ -74,3 +76,67 @@ def may_pause(agent: Any) -> bool:
     spec = getattr(agent, "_spec", None)
     hook = getattr(getattr(spec, "permissions", None), "can_use_tool", None)
     return hook is not None or any(getattr(t, "approval", False) for t in tools)
+
+
+# --- the protocols: a client's answer to a pause, in its own terms ------------------------------------------------
+
+
+def answered(history: Sequence[Message], state: PausedRun) -> dict[str, Decision] | None:
+    """The decisions a protocol's client gave as tool results: its conversation ends with tool messages
+    answering ``state``'s pending calls (AG-UI tool messages; the AI SDK's ``addToolResult`` outputs). An
+    external call's result is its answer; an approval call's is ``{"approved": true}`` or ``{"approved": false,
+    "reason": "..."}``. ``None``: the conversation does not answer the pause (a new prompt)."""
+    if not history or history[-1].role != "tool":
+        return None
+    pending = {call.id: call for call in state.pending}
+    results = [p for p in history[-1].parts if isinstance(p, ToolResult) and p.call_id in pending]
+    if not results:
+        return None
+    return {r.call_id: _from_result(pending[r.call_id], r.content, r.is_error) for r in results}
+
+
+def resumed_by(entries: Sequence[Mapping[str, Any]], state: PausedRun) -> dict[str, Decision] | None:
+    """The decisions of AG-UI ``resume`` entries (``interruptId`` = the call id, ``status``, ``payload``): a
+    ``cancelled`` entry rejects its call; a ``resolved`` one's payload answers it as :func:`answered` reads a
+    tool result. ``None`` without entries."""
+    if not entries:
+        return None
+    pending = {call.id: call for call in state.pending}
+    decisions: dict[str, Decision] = {}
+    for entry in entries:
+        call_id = str(entry.get("interruptId") or entry.get("interrupt_id") or "")
+        call = pending.get(call_id)
+        payload = entry.get("payload")
+        if entry.get("status") == "cancelled":
+            reason = payload.get("reason", "") if isinstance(payload, dict) else ""
+            decisions[call_id] = Reject(str(reason or "the user cancelled this call"))
+        elif call is None:
+            decisions[call_id] = Approve()  # unknown id: named by checked()
+        else:
+            decisions[call_id] = _from_value(call, payload, is_error=False)
+    return decisions
+
+
+def _from_result(call: PendingCall, content: str, is_error: bool) -> Decision:
+    try:
+        value: Any = msgspec.json.decode(content)
+    except msgspec.DecodeError:
+        value = content
+    return _from_value(call, value, is_error=is_error)
+
+
+def _from_value(call: PendingCall, value: Any, *, is_error: bool) -> Decision:
+    if call.kind == "external":
+        return ExternalResult(value, is_error=is_error)
+    if value is True or (isinstance(value, dict) and value.get("approved") is True):
+        return Approve()
+    if value is False or (isinstance(value, dict) and value.get("approved") is False):
+        reason = value.get("reason", "") if isinstance(value, dict) else ""
+        return Reject(str(reason or ""))
+    raise DecisionRefused(
+        DecisionInvalid(
+            f'the answer to the approval call {call.id} must be {{"approved": true}} or {{"approved": false, '
+            '"reason": "..."}',
+            details={"calls": [call.id], "problems": {call.id: "not an approval"}},
+        )
+    )

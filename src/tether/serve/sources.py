@@ -126,16 +126,18 @@ async def open_run(
     return await _durable(agent, prompt, session_id, history)  # type: ignore[arg-type]  # not plain: durable
 
 
-def open_resumed(agent: ServedAgent | DurableServed, session_id: str, decisions: Mapping[str, Any]) -> OpenedRun:
-    """Go on with the run paused in ``session_id`` (its state read from the session), ``decisions`` settling its
-    pending calls (checked already). A durable agent's paused run waits in its database for
-    ``DurableAgent.decide``, not for this server (``ConfigInvalid``)."""
+def open_resumed(
+    agent: ServedAgent | DurableServed, state: Any, decisions: Mapping[str, Any], session_id: str | None = None
+) -> OpenedRun:
+    """Go on with a paused run: ``state`` (a ``PausedRun``), or ``None`` to read it from ``session_id``; its
+    pending calls settled by ``decisions`` (checked already). A durable agent's paused run waits in its database
+    for ``DurableAgent.decide``, not for this server (``ConfigInvalid``)."""
     if not is_plain(agent):
         raise ConfigInvalid(
             "deciding a paused run over HTTP is not supported for durable agents: use DurableAgent.decide(run_id, "
             "decisions) or `tether runs approve`"
         )
-    stream = agent.resume_stream(None, decisions, session=session_id)  # type: ignore[attr-defined]  # an Agent's
+    stream = agent.resume_stream(state, decisions, session=session_id)  # type: ignore[attr-defined]  # an Agent's
     return OpenedRun(stream.__aiter__(), stream.cancel)
 
 

@@ -30,7 +30,7 @@ chunks are strict objects, and a field a client does not know fails its stream.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from secrets import token_hex
 from typing import Any
@@ -357,7 +357,13 @@ class Translator:
         out.append({"type": "data-usage", "data": value, "transient": True})
 
     def _tool_started(self, event: ToolCallStarted, out: list[Part]) -> None:
-        self._announce(event.call, out)
+        if event.call.id not in self._announced:  # a resumed run's decided call was announced by the paused run
+            self._announce(event.call, out)
+
+    def answering(self, call_ids: Iterable[str]) -> None:
+        """A resumed run's stream: the calls it settles are in the page's message already (the paused run's
+        stream gave their input), so they get their output only."""
+        self._announced.update(call_ids)
 
     def _announce(self, call: ToolCall, out: list[Part]) -> None:
         self._close_text(out)
@@ -420,6 +426,9 @@ class Translator:
             data = self.redaction.value(events_json.plain(result.output))
             out.append({"type": "data-output", "id": "output", "data": data})
         summary = events_json.result_summary(result, self.redaction)
+        for call in result.pending:  # a paused run's waiting calls: their input, no output
+            if call.id not in self._announced:
+                self._announce(ToolCall(call.id, call.tool, call.arguments), out)
         if result.stop_reason == "cancelled":
             out.append({"type": "abort"})
         elif result.error is not None:
@@ -427,6 +436,8 @@ class Translator:
             out.append({"type": "error", "errorText": f"[{error['code']}] {error['message']}"})
         keep = ("stop_reason", "degraded", "detail", "error", "usage", "cost", "turns", "duration_ms", "last_agent")
         meta = {**self._meta, **{_camel(k): summary[k] for k in keep}}
+        if result.pending:
+            meta["pending"] = summary["pending"]
         out.append({"type": "finish", "messageMetadata": meta})
         self.finished = True
 
