@@ -377,3 +377,45 @@ def test_a_durable_agents_page_lists_the_durable_runs_that_ran_elsewhere(tmp_pat
             shot(page, "11-durable.png")
     finally:
         shutdown()
+
+
+SENT: list[str] = []
+
+
+@tool(approval=True)
+def send_invoice(customer: str) -> str:
+    """Send an invoice (a person approves each one)."""
+    SENT.append(customer)
+    return f"invoice sent to {customer}"
+
+
+def test_a_paused_run_shows_its_pending_call_and_approve_resumes_it_in_the_same_conversation() -> None:
+    """A run pauses on an approval tool: the page shows the call (tool, arguments) with Approve and Deny; Approve
+    posts the decision and the resumed run's answer streams into the same conversation; the tool ran once."""
+    from playwright.sync_api import expect
+
+    SENT.clear()
+    model = ScriptedProvider([call("send_invoice", {"customer": "ACME"}), reply("The invoice is on its way.")])
+    agent = Agent(model, tools=[send_invoice], name="billing")
+    with serving(agent.to_asgi()) as url, browser_page() as page:
+        page.goto(f"{url}/")
+        page.get_by_label("Message").fill("Bill ACME")
+        page.get_by_role("button", name="Send").click()
+        pending = page.locator(".approvals .pending-call")
+        expect(pending).to_have_count(1)
+        expect(pending.locator("legend")).to_have_text("Run send_invoice?")
+        expect(pending.locator(".tool-args")).to_contain_text('"customer": "ACME"')
+        expect(page.get_by_role("button", name="Deny")).to_be_visible()
+        expect(page.get_by_label("Reason to deny")).to_be_visible()
+        expect(page.locator("#status")).to_contain_text("Run paused")
+        assert SENT == []
+        shot(page, "12-approval.png")
+
+        page.get_by_role("button", name="Approve").click()
+        expect(page.locator(".message.assistant .text").last).to_have_text("The invoice is on its way.")
+        expect(page.locator("#log .tool-call .tool-result").last).to_have_text("invoice sent to ACME")
+        expect(pending.locator(".decided")).to_have_text("Approved")
+        expect(page.get_by_role("button", name="Approve")).to_be_disabled()
+        expect(page.locator("#status")).to_contain_text("Run complete")
+        shot(page, "13-approved.png")
+    assert SENT == ["ACME"]

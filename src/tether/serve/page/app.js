@@ -169,7 +169,10 @@ function runView() {
       case "fallback_taken": bubble("notice", `${data.model} failed (${data.code}): ${data.next_model} answers instead`); break;
       case "handoff_taken": text = null; bubble("notice", `${data.from_agent} handed the conversation to ${data.to_agent}`); break;
       case "compacted": bubble("notice", `Conversation compacted: ${data.tokens_before} → ${data.tokens_after} tokens`); break;
-      case "run_completed": showOutcome(data.result); break;
+      case "run_completed":
+        showOutcome(data.result);
+        if (data.result.stop_reason === "paused" && data.result.pending?.length) approvalsView(data.result.run_id, data.result.pending);
+        break;
     }
   };
 }
@@ -183,7 +186,7 @@ function showOutcome(result) {
     bubble("assistant").append(el("pre", { class: "output", text: JSON.stringify(result.output, null, 2) }));
   }
   if (result.error) bubble("error", `${result.error.message}${result.error.code ? ` (${result.error.code})` : ""}`);
-  else if (result.detail && result.stop_reason !== "complete") bubble("notice", result.detail);
+  else if (result.detail && !["complete", "paused"].includes(result.stop_reason)) bubble("notice", result.detail);  // a pause: its panel says it
 }
 
 const costOf = (cost) => (cost.total_usd ?? (cost.input_usd || 0) + (cost.output_usd || 0));
@@ -220,12 +223,17 @@ async function send(event) {
   const body = { prompt, attachments };
   if (state.sessionId) body.session_id = state.sessionId;
   if ($("model").value) body.model = $("model").value;
+  await streamRun("api/runs", body);
+}
+
+// A run's events (POST `path` with `body`: a new run, or a paused run's decisions) drawn into the conversation.
+async function streamRun(path, body) {
   state.runId = "";
   busy(true);
   state.controller = new AbortController();
   const draw = runView();
   try {
-    const response = await api("api/runs", { method: "POST", json: body, signal: state.controller.signal });
+    const response = await api(path, { method: "POST", json: body, signal: state.controller.signal });
     let ended = false;
     for await (const { kind, data } of readEvents(response)) {
       const l = log(), atEnd = l.scrollHeight - l.scrollTop - l.clientHeight < 48;
@@ -241,6 +249,54 @@ async function send(event) {
     state.controller = null;
     busy(false);
   }
+}
+
+// --- approvals: a paused run's pending calls, each approved or denied (an external call given its result) ------
+
+// The pending calls of the paused run `runId`, with their buttons. Each call's answer is kept as it is given; once
+// every call has one, they are sent (POST api/runs/{id}/decisions) and the resumed run streams in below.
+function approvalsView(runId, pending) {
+  const decisions = {};
+  const panel = el("section", { class: "approvals", role: "group", "aria-label": "Waiting for your decision" },
+    el("h2", { text: pending.length > 1 ? "These calls wait for your decision" : "This call waits for your decision" }));
+  const decided = (call, fieldset, decision, said) => {
+    decisions[call.id] = decision;
+    for (const control of fieldset.querySelectorAll("button, input, textarea")) control.disabled = true;
+    fieldset.querySelector(".decided").textContent = said;
+    if (Object.keys(decisions).length < pending.length) return;
+    panel.classList.add("sent");
+    streamRun(`api/runs/${encodeURIComponent(runId)}/decisions`, decisions).catch(report);
+  };
+  for (const call of pending) {
+    const reason = el("input", { type: "text", class: "deny-reason", id: `reason-${call.id}`, placeholder: "Why (the model reads it)" });
+    const fieldset = el("fieldset", { class: `pending-call ${call.kind}`, "data-call-id": call.id },
+      el("legend", { text: call.kind === "external" ? `${call.tool} needs a result` : `Run ${call.tool}?` }),
+      call.reason ? el("p", { class: "pending-reason", text: call.reason }) : null,
+      el("pre", { class: "tool-args", text: JSON.stringify(call.arguments ?? {}, null, 2) }));
+    const deny = el("button", { type: "button", class: "deny", text: "Deny" });
+    deny.addEventListener("click", () => decided(call, fieldset, { decision: "reject", reason: reason.value.trim() }, "Denied"));
+    if (call.kind === "external") {
+      const box = el("textarea", { class: "external-result", id: `result-${call.id}`, rows: "3" });
+      const give = el("button", { type: "button", class: "give-result", text: "Send result" });
+      const error = el("p", { class: "error", role: "alert" });
+      give.addEventListener("click", () => {
+        let content;
+        try { content = JSON.parse(box.value); } catch { error.textContent = "The result must be JSON (a string in quotes)."; return; }
+        error.textContent = "";
+        decided(call, fieldset, { decision: "external_result", content }, "Result sent");
+      });
+      fieldset.append(el("label", { for: box.id, text: "Result (JSON)" }), box, error, give);
+    } else {
+      const approve = el("button", { type: "button", class: "approve", text: "Approve" });
+      approve.addEventListener("click", () => decided(call, fieldset, { decision: "approve", digest: call.digest }, "Approved"));
+      fieldset.append(approve);
+    }
+    fieldset.append(el("label", { for: reason.id, text: "Reason to deny" }), reason, deny, el("p", { class: "decided", role: "status" }));
+    panel.append(fieldset);
+  }
+  log().append(panel);
+  panel.querySelector("button")?.focus();
+  return panel;
 }
 
 function busy(running) {
@@ -305,6 +361,7 @@ async function openSession() {
   if (!state.sessionId) return;
   const session = await getJson(`api/sessions/${encodeURIComponent(state.sessionId)}`);
   for (const message of session.messages || []) drawMessage(message);
+  if (session.paused?.pending?.length) approvalsView(session.paused.run_id, session.paused.pending);
 }
 
 async function deleteSession() {
