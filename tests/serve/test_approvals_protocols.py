@@ -17,6 +17,7 @@ import aiohttp
 from ag_ui.core import EventType
 
 from tether import Agent
+from tether.messages import ToolResult
 from tether.providers.scripted import ScriptedProvider, call, reply
 
 from . import test_agui, test_vercel
@@ -141,5 +142,6 @@ async def test_use_chat_a_paused_run_finishes_paused_and_add_tool_result_resumes
         assert resumed[-1]["messageMetadata"]["stopReason"] == "complete"
         assert "".join(p["delta"] for p in test_vercel.of_type(resumed, "text-delta")) == "Blue it is."
         assert test_vercel.order_problems(paused[:-1] + resumed[1:]) == []
-    answered = [p for m in model.requests[-1].messages for p in m.parts if getattr(p, "call_id", None) == "call_c"]
-    assert "blue" in str(answered[-1].content)
+    answered = [p for m in model.requests[-1].messages for p in m.parts if isinstance(p, ToolResult)]
+    assert [r.call_id for r in answered] == ["call_c"]
+    assert "blue" in answered[0].content

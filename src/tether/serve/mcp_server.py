@@ -186,11 +186,14 @@ class MCPAgentServer:
             return result
 
     def _open(self, prompt: str, session_id: str | None) -> RunStream:
+        stream: RunStream
         if session_id is None:
-            return self.agent.stream(prompt)
-        if self.agent.store is not None:
-            return self.agent.stream(prompt, session=session_id)
-        return self.agent.stream(prompt, history=self._histories.get(session_id, ()))
+            stream = self.agent.stream(prompt)
+        elif self.agent.store is not None:
+            stream = self.agent.stream(prompt, session=session_id)
+        else:
+            stream = self.agent.stream(prompt, history=self._histories.get(session_id, ()))
+        return stream
 
     async def _close_cancelled(
         self, stream: RunStream, task: asyncio.Task[RunResult[Any]], progress: Progress | None, session_id: str | None
