@@ -41,6 +41,7 @@ from dbos import DBOS
 from tether.durable.dbos_base import _require_launch, _run_id
 from tether.durable.records import DECISIONS_TOPIC, PENDING_EVENT, DecisionMessage, Waiting
 from tether.errors import DecisionInvalid
+from tether.loop.pausing import NO_ONE_IN_TIME
 from tether.paused import Approve, ExternalResult, PendingCall, Reject
 
 if TYPE_CHECKING:
@@ -52,8 +53,6 @@ waiting: set[str] = set()
 FOREVER = 24 * 3600.0
 """One wait's length when a run has no approval timeout: it waits again after each, as long as it takes."""
 
-TIMED_OUT = "no one approved this call in time"
-"""The reason the model reads for a call still undecided when the approval timeout passed."""
 CANCELLED = "the run was cancelled before this call was decided"
 """The reason each call of a paused run that was cancelled is rejected with."""
 
@@ -84,7 +83,7 @@ async def decisions_for(run_id: str, state: PausedRun, timeout: float | None) ->
                 if len(decided) < len(pending):
                     await DBOS.set_event_async(PENDING_EVENT, Waiting(state.pending, tuple(decided), deadline))
             elif deadline is not None and time.time() >= deadline:
-                decided.update((i, _timed_out(call)) for i, call in pending.items() if i not in decided)
+                decided.update((i, Reject(NO_ONE_IN_TIME)) for i in pending if i not in decided)
     finally:
         waiting.discard(run_id)
     return decided
@@ -93,12 +92,6 @@ async def decisions_for(run_id: str, state: PausedRun, timeout: float | None) ->
 async def cleared() -> None:
     """The run's event says it waits on nothing: called once its decisions are in, before it goes on."""
     await DBOS.set_event_async(PENDING_EVENT, None)
-
-
-def _timed_out(call: PendingCall) -> Decision:
-    if call.kind == "external":
-        return ExternalResult(TIMED_OUT, is_error=True)
-    return Reject(TIMED_OUT)
 
 
 def _refused(call: PendingCall, decision: object) -> str | None:
