@@ -368,7 +368,12 @@ class Agent(AgentSettings, Generic[DepsT, OutputT]):
         return RunStream(stored.events(), stored, interrupter)
 
     def _resumed(
-        self, resumption: Resumption, on_event: EventSink | None, session: str | None, deps: Any, steps: StepRunner | None
+        self,
+        resumption: Resumption,
+        on_event: EventSink | None,
+        session: str | None,
+        deps: Any,
+        steps: StepRunner | None,
     ) -> RunStream:
         """A paused run resumed: its decisions checked now when its state is given, else once the session's is
         loaded (``loop/pausing.py``)."""

@@ -404,7 +404,8 @@ class Run:
                 for reported in executor.reporting(batch, group, turn_no):
                     yield self._emit(reported)
             decided = await self._acted(batch)
-            del read, asked, batch, group, started, reported  # the frame outlives the turn, and keeps none of it
+            del read, asked, batch, group  # the frame outlives the turn, and keeps none of it
+            started = reported = None  # type: ignore[assignment]  # unbound when every call waits on a decision
             if decided.stop is not None:
                 yield decided
                 return
