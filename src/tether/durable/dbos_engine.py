@@ -246,9 +246,14 @@ def _resumed(
     """``agent.resume_stream(...)`` whose provider and tool calls (the decided calls first) are the workflow's
     steps: the run goes on inside its workflow once its decisions are in (the loop's step seam, as for
     ``stream_with_steps``)."""
+    from tether.agent import check_session
     from tether.loop.pausing import resumption
+    from tether.session_run import resumed_stream
 
-    return agent._open(None, (), sink, session, None, steps, deps, resumed=resumption(state, decisions, session))
+    sinks = agent._sinks + ((sink,) if sink is not None else ())
+    store = check_session(agent, ()) if session is not None else None
+    resumed = resumption(state, decisions, session)
+    return resumed_stream(agent._run_spec(None), resumed, sinks, store, session, deps, steps)
 
 
 async def _ended(stream: RunStream, steps: DBOSSteps) -> RunResult[Any]:
