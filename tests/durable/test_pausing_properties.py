@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.durable.test_pausing_workers import WAIT, output_of, process
@@ -111,6 +111,8 @@ class Driver:
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(actions=ACTIONS)
+@example(actions=["approve", "restart", "reject", "restart"])  # a kill while paused, before and after a decision
+@example(actions=["reject", "approve", "cancel"])  # a cancel at the second pause
 def test_interleaved_decisions_cancels_and_kills_never_orphan_a_call_nor_run_one_twice(
     actions: list[str], tmp_path: Path
 ) -> None:
