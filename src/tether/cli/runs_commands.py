@@ -234,8 +234,6 @@ def show(run_id: str, db: str | None) -> None:
         _fail(f"there is no durable run with id {run_id!r} (`tether runs list` shows the runs)")
     click.echo(_describe(detail.record))
     if detail.record.pending:
-        from tether.cli.runs_decisions import pending_lines
-
         click.echo("")
         click.echo("waits on (tether runs approve ID CALL, tether runs deny ID CALL --reason R):")
         for line in pending_lines([detail.record]):
@@ -246,6 +244,28 @@ def show(run_id: str, db: str | None) -> None:
     if detail.result is not None:
         click.echo("")
         click.echo(detail.result.text)
+
+
+def pending_lines(records: list[RunRecord]) -> list[str]:
+    """The calls the paused runs among ``records`` wait on, as a table (none: no line)."""
+    import json
+
+    from tether.cli.table import aligned
+
+    rows = [
+        (
+            record.run_id,
+            call.id,
+            call.tool,
+            call.kind,
+            _one_line(call.reason or "-", 40),
+            _one_line(json.dumps(call.arguments, ensure_ascii=False), 60),
+            _when(record.decide_by),
+        )
+        for record in records
+        for call in record.pending
+    ]
+    return aligned([("RUN", "CALL", "TOOL", "KIND", "WHY", "ARGUMENTS", "DECIDE BY"), *rows]) if rows else []
 
 
 def _steps(steps: list[StepRecord]) -> list[str]:

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 import click
 
 from tether.cli.runs_admin import runs
-from tether.cli.runs_commands import _database, _db_option, _fail, _one_line, _when, _with_runs
+from tether.cli.runs_commands import _database, _db_option, _fail, _with_runs, pending_lines
 
 if TYPE_CHECKING:
     from tether.durable import RunRecord, Waiting
     from tether.paused import Decision
 
-__all__ = ["pending_lines", "runs"]
+__all__ = ["runs"]
 """The ``runs`` group, with every one of its commands joined to it."""
 
 _MOST = 1000
@@ -62,28 +62,6 @@ def pending(run_id: str | None, as_json: bool, db: str | None) -> None:
         return
     for line in lines:
         click.echo(line)
-
-
-def pending_lines(records: list[RunRecord]) -> list[str]:
-    """The calls the paused runs among ``records`` wait on, as a table (none: no line)."""
-    import json
-
-    from tether.cli.table import aligned
-
-    rows = [
-        (
-            record.run_id,
-            call.id,
-            call.tool,
-            call.kind,
-            _one_line(call.reason or "-", 40),
-            _one_line(json.dumps(call.arguments, ensure_ascii=False), 60),
-            _when(record.decide_by),
-        )
-        for record in records
-        for call in record.pending
-    ]
-    return aligned([("RUN", "CALL", "TOOL", "KIND", "WHY", "ARGUMENTS", "DECIDE BY"), *rows]) if rows else []
 
 
 def _print_json(records: list[RunRecord]) -> None:
