@@ -79,8 +79,8 @@ def _print_json(records: list[RunRecord]) -> None:
 @click.option("--digest", metavar="SHA256", help="Approve only if the call's arguments are these (their digest).")
 @_db_option
 def approve(run_id: str, call_ids: tuple[str, ...], digest: str | None, db: str | None) -> None:
-    """Approve the calls CALL... of the paused run RUN: each runs when the run goes on (once each of its calls
-    has a decision). tether runs pending lists them."""
+    """Approve calls of the paused run RUN (one CALL id or more): each runs when the run goes on, once each of
+    its calls has a decision. tether runs pending lists them."""
     from tether.paused import Approve
 
     _send(run_id, {call_id: Approve(digest) for call_id in call_ids}, db, "approved")
@@ -92,8 +92,8 @@ def approve(run_id: str, call_ids: tuple[str, ...], digest: str | None, db: str 
 @click.option("--reason", "-r", default="", metavar="TEXT", help="Why: the model reads it as the call's result.")
 @_db_option
 def deny(run_id: str, call_ids: tuple[str, ...], reason: str, db: str | None) -> None:
-    """Reject the calls CALL... of the paused run RUN: none of them runs, and the model reads REASON as each
-    one's result when the run goes on."""
+    """Reject calls of the paused run RUN (one CALL id or more): none of them runs, and the model reads the
+    reason as each one's result when the run goes on."""
     from tether.paused import Reject
 
     _send(run_id, {call_id: Reject(reason) for call_id in call_ids}, db, "rejected")
