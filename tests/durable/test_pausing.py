@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -136,7 +137,8 @@ async def test_a_paused_run_cancelled_rejects_its_calls_and_ends_cancelled(tmp_p
     assert ran == [], "a cancelled run runs none of the calls it waited on, approved or not"
     assert result.stop_reason == StopReason.CANCELLED
     answered = {r.call_id: r for m in result.messages for r in m.tool_results}
-    assert set(answered) == {"ca", "cb"} and all(r.is_error for r in answered.values()), "no call left open"
+    assert set(answered) == {"ca", "cb"}, "no call left open"
+    assert all(r.is_error for r in answered.values())
     assert record is not None
     assert record.status == "cancelled"
     assert record.pending == ()
@@ -197,7 +199,8 @@ async def test_the_command_line_lists_approves_and_denies_the_calls_of_a_paused_
         assert "waits on" in shown.stdout
 
         wrong = await asyncio.to_thread(tether_cli, "runs", "approve", run_id, "zz", "--db", str(database))
-        assert wrong.returncode == 1 and "zz" in wrong.stderr, wrong.stderr
+        assert wrong.returncode == 1, wrong.stderr
+        assert "zz" in wrong.stderr
         approved = await asyncio.to_thread(tether_cli, "runs", "approve", run_id, "ca", "--db", str(database))
         assert approved.returncode == 0, approved.stderr
         assert "waits for 1 more: cb" in approved.stdout
@@ -211,3 +214,28 @@ async def test_the_command_line_lists_approves_and_denies_the_calls_of_a_paused_
         shutdown()
     assert ran == ["a"]
     assert result.text == "charged a; b is sold out"
+
+
+async def test_a_paused_run_in_a_session_goes_on_in_it_once_decided(tmp_path: Path) -> None:
+    from tether.durable import DurableAgent, launch, shutdown, waiting_on
+    from tether.sessions import SQLiteSessionStore
+
+    ran: list[str] = []
+    plain = charging(ran)
+    store = SQLiteSessionStore(tmp_path / "sessions.db")
+    durable = DurableAgent(Agent(plain.provider, tools=list(plain.tools), store=store), name="in-session")
+    launch(tmp_path / "runs.sqlite")
+    try:
+        run_id = await durable.start("charge a and b", workflow_id="s1", session="orders")
+        await until(lambda: waiting_on(run_id), "the run to pause")
+        await durable.decide(run_id, {"ca": Approve(), "cb": Reject("not b")})
+        result = await durable.result(run_id)
+        saved = await store.load("orders")
+    finally:
+        shutdown()
+    assert ran == ["a"]
+    assert result.text == "charged a; not b"
+    assert saved is not None
+    answered = Counter(r.call_id for m in saved.messages for r in m.tool_results)
+    assert answered == Counter({"ca": 1, "cb": 1}), "the session holds the run as it ended, each call answered once"
+    assert saved.messages[-1].text == "charged a; not b"
