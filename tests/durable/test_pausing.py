@@ -239,3 +239,31 @@ async def test_a_paused_run_in_a_session_goes_on_in_it_once_decided(tmp_path: Pa
     answered = Counter(r.call_id for m in saved.messages for r in m.tool_results)
     assert answered == Counter({"ca": 1, "cb": 1}), "the session holds the run as it ended, each call answered once"
     assert saved.messages[-1].text == "charged a; not b"
+
+
+async def test_an_external_call_is_settled_by_the_result_sent_for_it(tmp_path: Path) -> None:
+    from tether.durable import DurableAgent, decide, launch, shutdown, waiting_on
+
+    @tool(external=True)
+    def lookup(sku: str) -> str:
+        """The stock of a SKU, from the warehouse's own system."""
+        raise AssertionError("an external tool's body never runs")
+
+    def answer(request: Request) -> Step:
+        return reply(" ".join(r.content for m in request.messages for r in m.tool_results))
+
+    script: list[Step | Responder] = [call("lookup", {"sku": "X-1"}, id="cx"), answer]
+    durable = DurableAgent(Agent(ScriptedProvider(script), tools=[lookup]), name="external")
+    launch(tmp_path / "runs.sqlite")
+    try:
+        run_id = await durable.start("how many X-1?", workflow_id="x1")
+        waiting = await until(lambda: waiting_on(run_id), "the run to pause")
+        assert [(c.id, c.kind) for c in waiting.pending] == [("cx", "external")]
+        with pytest.raises(DecisionInvalid, match="ExternalResult"):
+            await decide(run_id, {"cx": Approve()})
+        await decide(run_id, {"cx": ExternalResult("12 in stock", digest=waiting.pending[0].digest)})
+        result = await durable.result(run_id)
+    finally:
+        shutdown()
+    assert result.stop_reason == StopReason.COMPLETE
+    assert result.text == "12 in stock"

@@ -77,7 +77,7 @@ class Driver:
             assert record is not None
             if record.status in ("completed", "failed", "cancelled"):
                 return record
-            if record.status != "paused":
+            if record.status != "paused" or self.cancelled:  # a cancelled run is left to end
                 await asyncio.sleep(0.05)
                 continue
             done = ran(self.log)
