@@ -241,7 +241,7 @@ async def test_a_paused_run_in_a_session_goes_on_in_it_once_decided(tmp_path: Pa
     assert saved.messages[-1].text == "charged a; not b"
 
 
-async def test_an_external_call_is_settled_by_the_result_sent_for_it(tmp_path: Path) -> None:
+async def test_an_external_call_is_settled_by_the_result_given_on_the_command_line(tmp_path: Path) -> None:
     from tether.durable import DurableAgent, decide, launch, shutdown, waiting_on
 
     @tool(external=True)
@@ -254,14 +254,20 @@ async def test_an_external_call_is_settled_by_the_result_sent_for_it(tmp_path: P
 
     script: list[Step | Responder] = [call("lookup", {"sku": "X-1"}, id="cx"), answer]
     durable = DurableAgent(Agent(ScriptedProvider(script), tools=[lookup]), name="external")
-    launch(tmp_path / "runs.sqlite")
+    database = tmp_path / "runs.sqlite"
+    launch(database)
     try:
         run_id = await durable.start("how many X-1?", workflow_id="x1")
         waiting = await until(lambda: waiting_on(run_id), "the run to pause")
         assert [(c.id, c.kind) for c in waiting.pending] == [("cx", "external")]
         with pytest.raises(DecisionInvalid, match="ExternalResult"):
             await decide(run_id, {"cx": Approve()})
-        await decide(run_id, {"cx": ExternalResult("12 in stock", digest=waiting.pending[0].digest)})
+        with pytest.raises(DecisionInvalid, match="digest"):
+            await decide(run_id, {"cx": ExternalResult("12 in stock", digest="0" * 64)})
+        given = await asyncio.to_thread(
+            tether_cli, "runs", "result", run_id, "cx", "12 in stock", "--db", str(database)
+        )
+        assert given.returncode == 0, given.stderr
         result = await durable.result(run_id)
     finally:
         shutdown()

@@ -1,14 +1,16 @@
-"""``tether runs pending``, ``approve`` and ``deny``: a person's decisions on the calls paused durable runs wait on
-(the ``runs`` group is :mod:`tether.cli.runs_commands`'s; :mod:`tether.cli.runs_admin` joins its commands too).
+"""``tether runs pending``, ``approve``, ``deny`` and ``result``: a person's decisions on the calls paused
+durable runs wait on (the ``runs`` group is :mod:`tether.cli.runs_commands`'s; :mod:`tether.cli.runs_admin`
+joins its commands too).
 
 Contract: ``pending`` only reads the database (:mod:`tether.durable.store`, without the engine): each paused
-run's calls still without a decision, with their arguments and why they wait. ``approve`` and ``deny`` send
-decisions through the engine (:func:`tether.durable.decide`, launched under an executor id of its own, as
-``cancel`` is): the run must be paused and each call one it waits on, undecided, of the right kind (``approve``
-is for a call that needs approval; ``deny`` settles any), else nothing is sent and the command exits 1 saying
-why. The run goes on, in the worker that holds it, once each of its calls has a decision. Exit codes: 0 done,
-1 refused (no such run, not paused, an unknown or decided call) or a database problem, 2 a usage error. This
-module imports only click; each command loads the rest when it runs.
+run's calls still without a decision, with their arguments and why they wait. ``approve``, ``deny`` and
+``result`` send decisions through the engine (:func:`tether.durable.decide`, launched under an executor id of
+its own, as ``cancel`` is): the run must be paused and each call one it waits on, undecided, of the right kind
+(``approve`` for a call that needs approval, ``result`` for an external call, ``deny`` for either), else
+nothing is sent and the command exits 1 saying why. The run goes on, in the worker that holds it, once each of
+its calls has a decision. Exit codes: 0 done, 1 refused (no such run, not paused, an unknown or decided call, a
+decision of the wrong kind) or a database problem, 2 a usage error. This module imports only click; each
+command loads the rest when it runs.
 """
 
 from __future__ import annotations
@@ -97,6 +99,26 @@ def deny(run_id: str, call_ids: tuple[str, ...], reason: str, db: str | None) ->
     from tether.paused import Reject
 
     _send(run_id, {call_id: Reject(reason) for call_id in call_ids}, db, "rejected")
+
+
+@runs.command("result")
+@click.argument("run_id", metavar="RUN")
+@click.argument("call_id", metavar="CALL")
+@click.argument("value", metavar="VALUE")
+@click.option("--error", "is_error", is_flag=True, help="The call failed: the model reads VALUE as its error.")
+@_db_option
+def result(run_id: str, call_id: str, value: str, is_error: bool, db: str | None) -> None:
+    """Give the external call CALL of the paused run RUN its result: VALUE, read as JSON when it is JSON, else
+    as text. The model reads it as the call's result when the run goes on."""
+    import json
+
+    from tether.paused import ExternalResult
+
+    try:
+        content = json.loads(value)
+    except ValueError:
+        content = value
+    _send(run_id, {call_id: ExternalResult(content, is_error=is_error)}, db, "answered")
 
 
 def _send(run_id: str, decisions: dict[str, Decision], db: str | None, done: str) -> None:
