@@ -3,7 +3,8 @@
 ``python pause_worker.py MODE DB_URL BASE_URL LOG ARG [--concurrency N] [--approval-timeout S]``, the agent's model
 at ``BASE_URL``, on the queue ``approvals``:
 
-* ``serve``: be the worker ``ARG`` (``--concurrency``: its ``worker_concurrency``; its lease 2 s) until SIGTERM;
+* ``serve``: be the worker ``ARG`` (``--concurrency``: its ``worker_concurrency``; ``--grace``: the seconds it
+  gives its runs on SIGTERM, 0 by default; its lease 2 s) until SIGTERM;
 * ``enqueue``: enqueue runs ``run-0`` .. ``run-{ARG-1}`` (prompt ``run N``) and exit;
 * ``collect``: print, as JSON, each run's stop reason, text and transcript's tool results (call id -> content).
 
@@ -52,7 +53,8 @@ async def main(argv: list[str]) -> None:
     if mode == "serve":
         limit = option(argv, "--concurrency")
         queue = Queue(QUEUE.name, worker_concurrency=None if limit is None else int(limit))
-        await serve([queue], system_database_url=db_url, worker_id=arg, grace=0, dead_after=2.0)
+        grace = float(option(argv, "--grace") or 0)
+        await serve([queue], system_database_url=db_url, worker_id=arg, grace=grace, dead_after=2.0)
         return
     launch(system_database_url=db_url)
     try:

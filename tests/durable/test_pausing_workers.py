@@ -78,7 +78,8 @@ def paused(db_url: str) -> dict[str, Any]:
     """The paused runs, by id, read without the engine."""
     from tether.durable.store import read_runs
 
-    return {record.run_id: record for record in read_runs(url=db_url, status="paused", limit=2 * RUNS)}
+    where = {"path": Path(db_url.removeprefix("sqlite://"))} if db_url.startswith("sqlite:") else {"url": db_url}
+    return {record.run_id: record for record in read_runs(**where, status="paused", limit=2 * RUNS)}  # type: ignore[arg-type]
 
 
 def approve(db_url: str, run_id: str, call_id: str) -> subprocess.CompletedProcess[str]:
@@ -147,3 +148,29 @@ def test_a_pause_that_times_out_rejects_the_call_and_the_run_ends_with_the_model
     assert ended["run-0"]["stop"] == "complete"
     assert ended["run-0"]["text"] == "done 0: no one approved this call in time"
     assert not charges(log), "the call no one approved never ran"
+
+
+def test_a_worker_stopped_with_sigterm_does_not_wait_for_its_paused_run_which_another_finishes(tmp_path: Path) -> None:
+    db_url, log = f"sqlite:///{tmp_path / 'runs.sqlite'}", tmp_path / "charges.txt"
+    with MockLLM([answer] * 10) as server:
+        a = process("serve", db_url, server, log, "worker-a", "--grace", "3600")
+        b: subprocess.Popen[bytes] | None = None
+        try:
+            output_of(process("enqueue", db_url, server, log, "1"))
+            wait_until(lambda: len(paused(db_url)) == 1, "the run paused", [a])
+            a.terminate()
+            output_of(a)  # within the wait, not after its hour of grace: a paused run is not under way
+            b = process("serve", db_url, server, log, "worker-b")
+            wait_until(lambda: {r.worker for r in paused(db_url).values()} == {"worker-b"}, "b took the run", [b])
+            (record,) = paused(db_url).values()
+            approved = approve(db_url, record.run_id, record.pending[0].id)
+            assert approved.returncode == 0, approved.stderr
+            ended = json.loads(output_of(process("collect", db_url, server, log, "1")))
+        finally:
+            for child in (a, b):
+                if child is not None and child.poll() is None:
+                    child.terminate()
+        assert b is not None
+        output_of(b)
+    assert ended["run-0"]["text"] == "done 0: charged a"
+    assert charges(log) == Counter({0: 1})
