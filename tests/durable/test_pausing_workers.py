@@ -79,7 +79,7 @@ def paused(db_url: str) -> dict[str, Any]:
     from tether.durable.store import read_runs
 
     where = {"path": Path(db_url.removeprefix("sqlite://"))} if db_url.startswith("sqlite:") else {"url": db_url}
-    return {record.run_id: record for record in read_runs(**where, status="paused", limit=2 * RUNS)}  # type: ignore[arg-type]
+    return {record.run_id: record for record in read_runs(**where, status="paused", limit=2 * RUNS)}
 
 
 def approve(db_url: str, run_id: str, call_id: str) -> subprocess.CompletedProcess[str]:
