@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 import msgspec
 
 from tether.errors import DecisionInvalid
-from tether.events import RunCompleted, RunEvent, RunResult
+from tether.events import RunCompleted, RunEvent, RunResult, RunStarted
 from tether.limits import StopReason
 from tether.loop.engine import Run
 from tether.loop.interrupts import Interrupter
@@ -96,8 +96,12 @@ class SessionRun:
         refuse_unreadable(stored.messages, self._spec.provider.info, f"the session {self.id!r}")
         outputs = self._store if isinstance(self._store, OutputStore) else None  # else kept for this run only
         paused = paused_of(stored.messages)
-        if paused is not None and self.resumption is None:
-            yield RunCompleted(self._still_paused(paused))
+        if paused is not None and self.resumption is None:  # no model call: the pause as it is
+            started = RunStarted(paused.run_id, self._spec.provider.info.model_string, "")
+            for told in (started, RunCompleted(self._still_paused(paused))):
+                for sink in self._sinks:
+                    sink(told)
+                yield told
             return
         resumed = None if self.resumption is None else self._resumed(paused)
         if resumed is not None:
@@ -190,26 +194,36 @@ class SessionRun:
 
 def resumed_stream(
     spec: RunSpec,
-    resumption: Resumption,
+    resume: Resumed | Resumption,
     sinks: Sequence[EventSink],
     store: SessionStore | None,
     session: str | None,
     deps: Any,
     steps: StepRunner | None = None,
 ) -> RunStream:
-    """A paused run resumed (``loop/pausing.py``): its decisions checked now when its state is given (nothing runs
-    when they are refused), else once the session's state is loaded. ``steps``: a durable run's step runner, its
+    """A paused run resumed (``loop/pausing.py``): checked already (:func:`resumed_now`), or in ``session``,
+    whose pause its decisions are checked against once it is loaded. ``steps``: a durable run's step runner, its
     decided calls and what follows them steps of the run's workflow (``tether.durable``)."""
     interrupter = Interrupter()
-    if store is None or session is None:
-        assert resumption.state is not None, "resumption() refuses a resume with neither state nor session"
-        resumed = checked_decisions(resumption.state, resumption.decisions)
-        claim(resumed.state)
-        run = Run(spec, None, (), interrupter, sinks, steps=steps, deps=deps, resumed=resumed)
+    if isinstance(resume, Resumed):
+        run = Run(spec, None, (), interrupter, sinks, steps=steps, deps=deps, resumed=resume)
         return RunStream(run.events(), run, interrupter)
+    assert store is not None, "a resume left unchecked is a session's"
+    assert session is not None, "a resume left unchecked is a session's"
     stored = SessionRun(spec, None, store, session, interrupter, sinks, steps, deps)
-    stored.resumption = resumption
+    stored.resumption = resume
     return RunStream(stored.events(), stored, interrupter)
+
+
+def resumed_now(resumption: Resumption, session: str | None) -> Resumed | Resumption:
+    """A resume's decisions checked now (``DecisionInvalid`` before anything runs) and its pause claimed, when its
+    state is given and it is not in a session; else left for the session's run to check."""
+    if session is not None:
+        return resumption
+    assert resumption.state is not None, "resumption() refuses a resume with neither state nor session"
+    resumed = checked_decisions(resumption.state, resumption.decisions)
+    claim(resumed.state)
+    return resumed
 
 
 def _check_keeps_exchanges(store: SessionStore) -> None:

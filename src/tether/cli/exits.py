@@ -5,8 +5,8 @@ since the model did answer: it is marked ``degraded`` instead, with ``finish_rea
 configuration problem (the message names the key and where it was set; for ``tether doctor``, a check failed;
 for ``tether probe``, the server is not usable); 2: a usage error (click's); 3: a guard stopped the run
 (``max_turns``, ``max_tool_calls``, ``consecutive_errors``, ``invalid_response``, ``invalid_output``, ``budget``,
-``timeout``, ``guardrail``); 4: the run failed (``error``); 130: cancelled (Ctrl-C), as a shell reports a process
-ended by SIGINT.
+``timeout``, ``guardrail``); 4: the run failed (``error``); 5: the run paused, waiting for decisions on its pending
+tool calls (``paused``); 130: cancelled (Ctrl-C), as a shell reports a process ended by SIGINT.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ CONFIG = 1
 USAGE = 2
 GUARD = 3
 ERROR = 4
+PAUSED = 5
 CANCELLED = 130
 
 _BY_STOP = {
@@ -31,6 +32,7 @@ _BY_STOP = {
     "timeout": GUARD,
     "guardrail": GUARD,
     "error": ERROR,
+    "paused": PAUSED,
     "cancelled": CANCELLED,
 }
 

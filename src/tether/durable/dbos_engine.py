@@ -248,12 +248,16 @@ def _resumed(
     ``stream_with_steps``)."""
     from tether.agent import check_session
     from tether.loop.pausing import resumption
-    from tether.session_run import resumed_stream
+    from tether.session_run import resumed_now, resumed_stream
 
     sinks = agent._sinks + ((sink,) if sink is not None else ())
     store = check_session(agent, ()) if session is not None else None
-    resumed = resumption(state, decisions, session)
-    return resumed_stream(agent._run_spec(None), resumed, sinks, store, session, deps, steps)
+    spec, resumed = agent._run_spec(None), resumed_now(resumption(state, decisions, session), session)
+    if not agent._input_guardrails and not agent._output_guardrails:
+        return resumed_stream(spec, resumed, sinks, store, session, deps, steps)
+    from tether.team.relay import resumed_relay  # the agent's guardrails check the answer, as in a plain resume
+
+    return resumed_relay(agent._team_member(spec), resumed, sinks, store, session, deps, steps)
 
 
 async def _ended(stream: RunStream, steps: DBOSSteps) -> RunResult[Any]:

@@ -350,8 +350,13 @@ class ToolExecutor:
 
         Asking may wait for a person, so the wait is interruptible like any other.
         """
-        interrupter = self.interrupter
+        interrupter, permissions = self.interrupter, self.permissions
         for plan in group:
+            if plan.call.id in batch.pending and permissions.can_use_tool is not None:  # external: only a Deny counts
+                if (refused := await interrupter.wait(permissions.refused(plan.call))) is not None:
+                    del batch.pending[plan.call.id]
+                    plan.answer = denied_result(plan.call, refused)
+                continue
             if plan.invoke is None or plan.call.id in batch.approved:
                 continue
             reason = await interrupter.wait(self.permissions.decide(plan.call, plan.tool))
