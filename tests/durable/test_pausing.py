@@ -273,3 +273,26 @@ async def test_an_external_call_is_settled_by_the_result_given_on_the_command_li
         shutdown()
     assert result.stop_reason == StopReason.COMPLETE
     assert result.text == "12 in stock"
+
+
+async def test_a_durable_agent_with_guardrails_has_its_resumed_answer_checked(tmp_path: Path) -> None:
+    from tether.durable import DurableAgent, launch, shutdown, waiting_on
+    from tether.team.guardrails import GuardrailResult
+
+    def no_charges(ctx: Any, answer: str) -> GuardrailResult:
+        return GuardrailResult.block("withheld") if "charged" in answer else GuardrailResult.passed()
+
+    ran: list[str] = []
+    plain = charging(ran)
+    guarded = Agent(plain.provider, tools=list(plain.tools), output_guardrails=[no_charges])
+    durable = DurableAgent(guarded, name="guarded")
+    launch(tmp_path / "runs.sqlite")
+    try:
+        run_id = await durable.start("charge a and b", workflow_id="g1")
+        await until(lambda: waiting_on(run_id), "the run to pause")
+        await durable.decide(run_id, {"ca": Approve(), "cb": Approve()})
+        result = await durable.result(run_id)
+    finally:
+        shutdown()
+    assert ran == ["a", "b"]
+    assert result.stop_reason == StopReason.GUARDRAIL, "the answer after the pause went through the guardrail"
