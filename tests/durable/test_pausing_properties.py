@@ -103,7 +103,10 @@ class Driver:
         deadline = time.monotonic() + WAIT
         while True:
             record = await get_run("run-0")
-            if record is None or record.status != "paused" or call_id not in [c.id for c in record.pending]:
+            assert record is not None
+            if record.status != "paused" and record.status != "queued":
+                return  # it went on with its decisions (or ended)
+            if record.status == "paused" and call_id not in [c.id for c in record.pending]:
                 return
             assert time.monotonic() < deadline, f"the decision on {call_id} was never taken"
             await asyncio.sleep(0.05)

@@ -20,6 +20,8 @@ Contract:
   ``concurrency`` counts them: the engine counts every run under way.) After the worker dies, the run is
   recovered like any other: its kept steps and its kept messages are read back, not made again, so each
   approved tool runs once, and it waits again where it was.
+* A run whose worker died is put back on its queue with its pause still published: it reads ``paused`` and
+  takes decisions there too (they are kept, and read when a worker takes it up and it waits again).
 * :func:`decide` (``DurableAgent.decide``, ``tether runs approve``/``deny``) checks the decisions against what
   the run publishes before sending anything: an unknown run, a run that is not paused, an unknown call id, a
   call decided already, a decision of the wrong kind or a digest that is not the call's raise
@@ -39,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from dbos import DBOS
 
 from tether.durable.dbos_base import _require_launch, _run_id
-from tether.durable.records import DECISIONS_TOPIC, PENDING_EVENT, DecisionMessage, Waiting
+from tether.durable.records import DECISIONS_TOPIC, PENDING_EVENT, UNDER_WAY, DecisionMessage, Waiting
 from tether.errors import DecisionInvalid
 from tether.loop.pausing import NO_ONE_IN_TIME
 from tether.paused import Approve, ExternalResult, PendingCall, Reject
@@ -118,7 +120,7 @@ async def decide(run_id: str, decisions: Mapping[str, Decision]) -> Waiting:
     status = await DBOS.get_workflow_status_async(run_id)
     if status is None:
         raise DecisionInvalid(f"there is no durable run with id {run_id!r}", details={"run_id": run_id})
-    found = (await asyncio.to_thread(published, [run_id])).get(run_id) if status.status == "PENDING" else None
+    found = (await asyncio.to_thread(published, [run_id])).get(run_id) if status.status in UNDER_WAY else None
     if found is None:
         raise DecisionInvalid(
             f"the durable run {run_id!r} is not paused (it waits on no call)", details={"run_id": run_id}
@@ -180,6 +182,6 @@ async def waiting_on(run_id: str) -> Waiting | None:
     """What the run ``run_id`` waits on, when it is paused; ``None`` otherwise."""
     _require_launch()
     status = await DBOS.get_workflow_status_async(run_id)
-    if status is None or status.status != "PENDING":
+    if status is None or status.status not in UNDER_WAY:
         return None
     return (await asyncio.to_thread(published, [run_id])).get(run_id)

@@ -16,6 +16,7 @@ from tether.durable.liveness import Table
 from tether.durable.records import (
     ENGINE_STATUSES,
     RUN_STATUSES,
+    UNDER_WAY,
     WORKFLOW_PREFIX,
     Queue,
     RunRecord,
@@ -84,7 +85,7 @@ def _record(status: WorkflowStatus, waiting: Waiting | None = None) -> RunRecord
 async def _records(found: Sequence[WorkflowStatus]) -> list[RunRecord]:
     """The records of tether's runs among ``found``, those under way with what they wait on if paused."""
     mine = [one for one in found if one.name.startswith(_PREFIX)]
-    under_way = [one.workflow_id for one in mine if one.status == "PENDING"]
+    under_way = [one.workflow_id for one in mine if one.status in UNDER_WAY]
     waiting = await asyncio.to_thread(published, under_way) if under_way else {}
     return [_record(one, waiting.get(one.workflow_id)) for one in mine]
 
@@ -100,7 +101,7 @@ async def list_runs(status: RunStatus | None = None, *, limit: int = 100) -> lis
     if status in ("completed", "cancelled"):  # a run cancelled while running ended with a cancelled result
         wanted: list[str] | None = ["SUCCESS", "CANCELLED"]
     elif status == "paused":  # a run under way that waits for decisions
-        wanted = ["PENDING"]
+        wanted = list(UNDER_WAY)
     else:
         wanted = None if status is None else [name for name, mine in _STATUSES.items() if mine == status]
     records: list[RunRecord] = []

@@ -130,6 +130,9 @@ class RunRecord:
     """Once ``paused`` with an approval timeout: when the calls still undecided are rejected."""
 
 
+UNDER_WAY = ("PENDING", "ENQUEUED")
+"""The engine's statuses of a run that may be paused: taken by a worker, or put back on its queue after its
+worker died (its pause still published: it waits there until a worker takes it up)."""
 PENDING_EVENT = "tether.pending"
 """The key of the workflow event where a paused run publishes its :class:`Waiting`; ``None`` once it goes on."""
 DECISIONS_TOPIC = "tether.decisions"
@@ -184,7 +187,7 @@ def run_record(
     state = ENGINE_STATUSES.get(engine_status or "", "failed")
     if result is not None and result.stop_reason == StopReason.CANCELLED:
         state = "cancelled"
-    paused = state == "running" and isinstance(waiting, Waiting)
+    paused = state in ("running", "queued") and isinstance(waiting, Waiting)
     if paused:
         state = "paused"
     return RunRecord(

@@ -34,6 +34,7 @@ from tether.durable.records import (
     ENGINE_STATUSES,
     PENDING_EVENT,
     RUN_STATUSES,
+    UNDER_WAY,
     WORKFLOW_PREFIX,
     RunRecord,
     RunStatus,
@@ -88,7 +89,7 @@ def _value(text: str | None, serialization: str | None) -> Any:
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
     run_id, status, name, queue, worker, created, updated, inputs, output, serialization, version = row[:11]
-    waiting = _value(row[11], row[12]) if status == "PENDING" else None
+    waiting = _value(row[11], row[12]) if status in UNDER_WAY else None
     return run_record(
         run_id=run_id,
         engine_status=status,
@@ -113,7 +114,7 @@ def _engine_statuses(status: RunStatus | None) -> list[str] | None:
     if status in ("completed", "cancelled"):
         return ["SUCCESS", "CANCELLED"]
     if status == "paused":  # a run under way that published what it waits on
-        return ["PENDING"]
+        return list(UNDER_WAY)
     return [name for name, mine in ENGINE_STATUSES.items() if mine == status]
 
 
