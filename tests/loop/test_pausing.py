@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from typing_extensions import TypedDict
 
 from tests.helpers import assert_valid
 from tests.loop import paused_agent
@@ -39,6 +40,12 @@ from tether.providers.scripted import ScriptedProvider, call, hang, parallel, re
 from tether.tools import Ask
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+class City(TypedDict):
+    name: str
+
+
 ANSWER = "Deleted old.txt; the page is Example Domain; 2+3=5."
 
 
@@ -437,3 +444,16 @@ async def test_a_hook_may_deny_an_external_call_which_then_does_not_wait() -> No
     denied = {r.call_id: r for r in result.state.results}["c2"]
     assert denied.code == "permission_denied"
     assert "no browsing today" in denied.content
+
+
+async def test_a_typed_output_given_in_the_paused_turn_ends_the_resumed_run_with_it() -> None:
+    turn = parallel(call("delete", {"path": "a"}, id="o1"), call("final_result", {"name": "Paris"}, id="o2"))
+    typed = Agent(ScriptedProvider([turn]), tools=[paused_agent.delete], output_type=City)
+    paused = await typed.run("go")
+    assert paused.stop_reason is StopReason.PAUSED
+    assert paused.state is not None
+    resumer = Agent(ScriptedProvider([]), tools=[paused_agent.delete], output_type=City)
+    result = await resumer.resume(paused.state, {"o1": Approve()})
+    assert result.stop_reason is StopReason.COMPLETE  # no model call after: the output was given
+    assert result.output == {"name": "Paris"}
+    assert paused_agent.RAN == ["delete a"]

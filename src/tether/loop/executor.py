@@ -13,7 +13,10 @@ the model's order. A tool that raises or returns :class:`~tether.tools.base.Done
 after it are not run and get a ``cancelled`` result saying why.
 
 Before a call runs, :class:`~tether.tools.permissions.Permissions` may refuse it (the mode, the deny list, the
-host's hook or the user asked through it): the model gets a ``permission_denied`` result. After it ran, an
+host's hook or the user asked through it): the model gets a ``permission_denied`` result. A call that waits on a
+decision from outside (an approval no one here can give, an external tool's) is deferred instead: it is not run,
+gets no event, and stays in ``ToolBatch.pending`` for the run to pause on (``pausing.py``); the hook and the
+approver are asked before a group's calls are announced (:meth:`ToolExecutor.permitted`). After it ran, an
 output longer than the cache's threshold is kept whole in the run's
 :class:`~tether.tools.output_cache.OutputCache` and the model gets its preview (head, tail and a reference
 it can read the rest by; never longer than the tool's ``max_output`` either). Without a cache, or for an
