@@ -6,6 +6,7 @@ store (engine and engine-free reader, the command line) shows it ``paused`` with
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sqlite3
 import subprocess
@@ -21,7 +22,7 @@ import tether
 from tether import Agent, tool
 from tether.errors import DecisionInvalid
 from tether.limits import StopReason
-from tether.paused import Approve, ExternalResult, Reject
+from tether.paused import Approve, ExternalResult, Reject, arguments_digest
 from tether.providers.base import Request
 from tether.providers.scripted import Responder, ScriptedProvider, Step, call, parallel, reply
 
@@ -194,6 +195,14 @@ async def test_the_command_line_lists_approves_and_denies_the_calls_of_a_paused_
             (run_id, "ca", "charge", "approval"),
             (run_id, "cb", "charge", "approval"),
         ]
+        as_json = await asyncio.to_thread(tether_cli, "runs", "pending", run_id, "--json", "--db", str(database))
+        calls = [json.loads(line) for line in as_json.stdout.splitlines()]
+        assert [(c["run_id"], c["id"], c["digest"]) for c in calls] == [
+            (run_id, "ca", arguments_digest({"item": "a"})),
+            (run_id, "cb", arguments_digest({"item": "b"})),
+        ]
+        listed = await asyncio.to_thread(tether_cli, "runs", "list", "--status", "paused", "--db", str(database))
+        assert [line.split()[:2] for line in listed.stdout.splitlines()[1:]] == [[run_id, "paused"]]
         shown = await asyncio.to_thread(tether_cli, "runs", "show", run_id, "--db", str(database))
         assert "status:      paused" in shown.stdout
         assert "waits on" in shown.stdout
