@@ -31,6 +31,9 @@ Contract:
   the run looks for inside each model call's step, before the call (a plain read; an agent it runs as a tool
   looks before each of its own): the step then keeps a mark instead of the answer (``dbos_steps.py``), and the
   run ends with a cancelled ``RunResult``.
+* A run that pauses (a call waits on a person's decision) does not end its workflow: the workflow waits for the
+  decisions in the database and goes on with them, as often as the run pauses (``dbos_pausing``);
+  :meth:`DurableAgent.decide` sends them from any process.
 """
 
 from __future__ import annotations
