@@ -84,11 +84,22 @@ async def decisions_for(run_id: str, state: PausedRun, timeout: float | None) ->
                 decided.update((i, d) for i, d in taken.items() if not _refused(pending[i], d))
                 if len(decided) < len(pending):
                     await DBOS.set_event_async(PENDING_EVENT, Waiting(state.pending, tuple(decided), deadline))
-            elif deadline is not None and time.time() >= deadline:
+            elif deadline is not None and await _passed(deadline):
                 decided.update((i, Reject(NO_ONE_IN_TIME)) for i in pending if i not in decided)
     finally:
         waiting.discard(run_id)
     return decided
+
+
+async def _passed(deadline: float) -> bool:
+    """Whether ``deadline`` passed, kept as a step: an execution of the run again takes the same turn of its wait
+    (read from the clock again, a replay long after would end the wait one message early)."""
+
+    async def now_past() -> bool:
+        return time.time() >= deadline
+
+    passed: bool = await DBOS.run_step_async({"name": "pause:timed-out", "retries_allowed": False}, now_past)
+    return passed
 
 
 async def cleared() -> None:
