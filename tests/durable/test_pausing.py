@@ -305,3 +305,16 @@ async def test_a_durable_agent_with_guardrails_has_its_resumed_answer_checked(tm
         shutdown()
     assert ran == ["a", "b"]
     assert result.stop_reason == StopReason.GUARDRAIL, "the answer after the pause went through the guardrail"
+
+
+def test_an_approval_timeout_must_be_a_positive_number_of_seconds() -> None:
+    from tether.durable import DurableAgent
+    from tether.errors import ConfigInvalid
+    from tether.limits import Limits
+
+    for wrong in (0, -1, float("nan"), "soon", True):
+        with pytest.raises(ConfigInvalid, match="approval_timeout"):
+            DurableAgent(charging([]), name="bad-timeout", approval_timeout=wrong)  # type: ignore[arg-type]
+    limited = Agent(ScriptedProvider([]), limits=Limits(approval_timeout=90))
+    assert DurableAgent(limited, name="agent-timeout").approval_timeout == 90.0, "the agent's limit by default"
+    assert DurableAgent(limited, name="no-timeout", approval_timeout=None).approval_timeout is None
