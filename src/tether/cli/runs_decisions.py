@@ -124,8 +124,17 @@ def result(run_id: str, call_id: str, value: str, is_error: bool, db: str | None
 def _send(run_id: str, decisions: dict[str, Decision], db: str | None, done: str) -> None:
     """Send ``decisions`` to the run (refusals exit 1, nothing sent) and say what is left to decide."""
     from tether.durable import decide
+    from tether.errors import DecisionInvalid
 
-    before: Waiting = _with_runs(db, lambda: decide(run_id, decisions))
+    async def sent() -> Waiting | DecisionInvalid:
+        try:
+            return await decide(run_id, decisions)
+        except DecisionInvalid as refused:
+            return refused
+
+    before = _with_runs(db, sent)
+    if isinstance(before, DecisionInvalid):
+        _fail(f"{before.message} (`tether runs pending {run_id}` lists the calls it waits on)")
     left = [call.id for call in before.undecided if call.id not in decisions]
     named = ", ".join(decisions)
     if left:
