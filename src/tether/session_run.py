@@ -199,16 +199,18 @@ def resumed_stream(
     store: SessionStore | None,
     session: str | None,
     deps: Any,
+    steps: StepRunner | None = None,
 ) -> RunStream:
     """A paused run resumed (``loop/pausing.py``): checked already (:func:`resumed_now`), or in ``session``,
-    whose pause its decisions are checked against once it is loaded."""
+    whose pause its decisions are checked against once it is loaded. ``steps``: a durable run's step runner, its
+    decided calls and what follows them steps of the run's workflow (``tether.durable``)."""
     interrupter = Interrupter()
     if isinstance(resume, Resumed):
-        run = Run(spec, None, (), interrupter, sinks, deps=deps, resumed=resume)
+        run = Run(spec, None, (), interrupter, sinks, steps=steps, deps=deps, resumed=resume)
         return RunStream(run.events(), run, interrupter)
     assert store is not None, "a resume left unchecked is a session's"
     assert session is not None, "a resume left unchecked is a session's"
-    stored = SessionRun(spec, None, store, session, interrupter, sinks, None, deps)
+    stored = SessionRun(spec, None, store, session, interrupter, sinks, steps, deps)
     stored.resumption = resume
     return RunStream(stored.events(), stored, interrupter)
 

@@ -198,3 +198,34 @@ async def test_a_server_started_again_resumes_the_paused_run_from_its_session(tm
         async with http.get(f"{second.base}/api/runs/{run_id}") as got:
             assert (await got.json())["stop_reason"] == "complete"
     assert RAN == ["wire 10"]
+
+
+async def test_a_durable_run_paused_is_decided_through_its_workflow_and_its_rest_streams(tmp_path: Path) -> None:
+    from tether.durable import DurableAgent, launch, shutdown
+
+    RAN.clear()
+    durable = DurableAgent(paying_agent(SQLiteSessionStore(tmp_path / "sessions.db")), name="payer")
+    launch(tmp_path / "runs.sqlite")
+    try:
+        async with served(durable.to_asgi()) as server, aiohttp.ClientSession() as http:
+            events = await run_events(http, server.base, {"prompt": "pay"})
+            assert events[-1]["result"]["stop_reason"] == "paused", "the page's stream ends at the pause"
+            run_id = events[0]["run_id"]
+            async with http.get(f"{server.base}/api/runs/{run_id}") as got:
+                shown = await got.json()
+            assert shown["status"] == "paused"
+            assert [p["id"] for p in shown["pending"]] == ["call_w"]
+            status, error = await decide(http, server.base, run_id, {"call_x": {"decision": "approve"}})
+            assert status == 400
+            assert error["error"]["code"] == "decision_invalid"
+            assert RAN == []
+            status, resumed = await decide(http, server.base, run_id, {"call_w": {"decision": "approve"}})
+            assert status == 200, resumed
+            assert resumed[-1]["result"]["stop_reason"] == "complete"
+            assert resumed[-1]["result"]["text"] == "Done."
+            status, again = await decide(http, server.base, run_id, {"call_w": {"decision": "approve"}})
+            assert status == 409
+            assert again["error"]["code"] == "run_not_paused"
+    finally:
+        shutdown()
+    assert RAN == ["wire 10"]

@@ -39,7 +39,7 @@ from tether.cli.run_options import (
     session_options,
     verbose_option,
 )
-from tether.cli.runs_admin import runs as runs_group  # the group, its operator commands joined
+from tether.cli.runs_decisions import runs as runs_group  # the group, every command of it joined
 from tether.cli.serve_commands import serve as serve_command
 from tether.cli.sessions_commands import sessions as sessions_group
 from tether.cli.skills_commands import skills as skills_group

@@ -1,5 +1,6 @@
 """``tether runs``: submit, list, show, cancel and resume the durable runs of a workflow database (``prune``,
-``recover`` and ``queue`` are in :mod:`tether.cli.runs_admin`).
+``recover`` and ``queue`` are in :mod:`tether.cli.runs_admin`; ``pending``, ``approve`` and ``deny`` in
+:mod:`tether.cli.runs_decisions`).
 
 Contract: every command works on the database ``--db`` names (:mod:`tether.cli.runs_db`; the state directory's
 SQLite file by default), which must exist and be a workflow database (a mistyped name is an error, never a new
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from tether.durable.store import StepRecord
 
 T = TypeVar("T")
-_STATUSES = click.Choice(["queued", "running", "completed", "failed", "cancelled"])
+_STATUSES = click.Choice(["queued", "running", "paused", "completed", "failed", "cancelled"])
 _HEAD = 40
 """Characters of the prompt ``runs list`` shows."""
 
@@ -45,7 +46,7 @@ def _db_option(command: Callable[..., None]) -> Callable[..., None]:
 @click.group("runs", cls=WholeSummaries)
 def runs() -> None:
     """Submit, list, show, cancel, resume, recover and prune durable runs (those of tether batch and tether
-    worker); a queue's limits."""
+    worker); approve or deny the calls paused runs wait on; a queue's limits."""
 
 
 def _fail(message: str) -> NoReturn:
@@ -161,7 +162,8 @@ def _one_line(text: str, width: int) -> str:
 @_db_option
 def list_(status: str | None, limit: int, db: str | None) -> None:
     """List the newest runs: id, status, agent, worker and its heartbeat, created, prompt, stop reason, cost,
-    deploy version (only a worker of a run's version takes it).
+    deploy version (only a worker of a run's version takes it). A paused run waits for decisions on its calls
+    (tether runs pending).
 
     HEARTBEAT: alive Ns (its last heartbeat N seconds ago), dead Ns (past its lease, its runs not yet
     recovered), stopped, recovered, or gone (it keeps no heartbeat)."""
@@ -220,7 +222,7 @@ def submit(
 @_db_option
 def show(run_id: str, db: str | None) -> None:
     """Show the run ID and its steps (each model call and tool call: when, how long, how it ended); once it
-    ended, its answer too."""
+    ended, its answer too; while it is paused, the calls it waits on."""
     from tether.durable.store import read_run
 
     database = _database(db)
@@ -231,12 +233,39 @@ def show(run_id: str, db: str | None) -> None:
     if detail is None:
         _fail(f"there is no durable run with id {run_id!r} (`tether runs list` shows the runs)")
     click.echo(_describe(detail.record))
+    if detail.record.pending:
+        click.echo("")
+        click.echo("waits on (tether runs approve ID CALL, tether runs deny ID CALL --reason R):")
+        for line in pending_lines([detail.record]):
+            click.echo(line)
     click.echo("")
     for line in _steps(detail.steps):
         click.echo(line)
     if detail.result is not None:
         click.echo("")
         click.echo(detail.result.text)
+
+
+def pending_lines(records: list[RunRecord]) -> list[str]:
+    """The calls the paused runs among ``records`` wait on, as a table (none: no line)."""
+    import json
+
+    from tether.cli.table import aligned
+
+    rows = [
+        (
+            record.run_id,
+            call.id,
+            call.tool,
+            call.kind,
+            _one_line(call.reason or "-", 40),
+            _one_line(json.dumps(call.arguments, ensure_ascii=False), 60),
+            _when(record.decide_by),
+        )
+        for record in records
+        for call in record.pending
+    ]
+    return aligned([("RUN", "CALL", "TOOL", "KIND", "WHY", "ARGUMENTS", "DECIDE BY"), *rows]) if rows else []
 
 
 def _steps(steps: list[StepRecord]) -> list[str]:
@@ -299,6 +328,8 @@ def cancelled_line(record: RunRecord) -> str:
     """What ``runs cancel`` says of the run ``record`` (its record after the cancel)."""
     if record.status == "running":
         return f"{record.run_id}: cancel requested; the run stops before its next model call"
+    if record.status == "paused":
+        return f"{record.run_id}: cancel requested; the calls it waits on are rejected and the run stops"
     if record.status == "cancelled":
         return f"{record.run_id}: cancelled"
     return f"{record.run_id}: {record.status} already; nothing to cancel"

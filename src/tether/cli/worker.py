@@ -227,6 +227,7 @@ async def _watch(worker_id: str, since: float, database: RunsDatabase) -> None:
     reader = WorkerRuns(path=database.path, url=database.url)
     taken: set[str] = set()
     ended: set[str] = set()
+    paused: set[str] = set()
     look_from = since - STORED_TIME_RESOLUTION
     try:
         while True:
@@ -244,12 +245,15 @@ async def _watch(worker_id: str, since: float, database: RunsDatabase) -> None:
                 if record.run_id not in taken:
                     taken.add(record.run_id)
                     _say(f"took {record.run_id}: {record.prompt_head[:60]!r}")
+                if _paused(record, paused):
+                    continue
                 if record.status != "running":
                     ended.add(record.run_id)
                     _say(_ended(record))
             seen = {record.run_id for record in records}
             taken &= seen  # a run that left the looks is forgotten (taken again, it is reported again)
             ended &= seen
+            paused &= seen
             look_from = started - STORED_TIME_RESOLUTION  # a change stamped in the second of this look is seen
             await asyncio.sleep(WATCH_INTERVAL)
     finally:
@@ -282,6 +286,18 @@ def ended_before(record: RunRecord, since: float) -> bool:
     is no run of this worker's to report. Its time is kept in whole seconds on SQLite: one that ended in the
     second the worker started in (a run taken and finished at once) is this worker's, and must be reported."""
     return (record.updated_at or 0) + STORED_TIME_RESOLUTION <= since
+
+
+def _paused(record: RunRecord, paused: set[str]) -> bool:
+    """Whether ``record`` waits for decisions; says so once per pause (a run under way, not ended)."""
+    if record.status != "paused":
+        paused.discard(record.run_id)
+        return False
+    if record.run_id not in paused:
+        paused.add(record.run_id)
+        calls = ", ".join(f"{call.id} ({call.tool})" for call in record.pending)
+        _say(f"paused {record.run_id}: waits for decisions on {calls} (tether runs pending)")
+    return True
 
 
 def _ended(record: RunRecord) -> str:

@@ -12,7 +12,8 @@ Runs can be put on a :class:`Queue` (``DurableAgent.enqueue``) and taken by work
 on one or many machines, each within its own ``worker_concurrency``; a queue's global limits are its stored
 configuration, changed only with :func:`configure_queue`. :func:`list_runs`, :func:`get_run`,
 :func:`cancel_run`, :func:`resume_run` and :func:`delete_runs` read and change the store of runs from any
-process.
+process. A run that pauses for a person (a call that needs approval, or an external one) waits in the database,
+holding no worker, until :func:`decide` (``DurableAgent.decide``) settles its calls (``dbos_pausing``).
 
 Importing this package costs nothing; DBOS (about a second to import) is loaded on first use of a name from
 it. The engine's code is in the ``dbos_*.py`` modules (the only ones that import DBOS), behind the loop's step
@@ -25,11 +26,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tether.durable.records import Queue, RateLimit, RunRecord, RunStatus
+from tether.durable.records import Queue, RateLimit, RunRecord, RunStatus, Waiting
 
 if TYPE_CHECKING:
     from tether.durable.dbos_engine import DurableAgent
     from tether.durable.dbos_launch import launch, recover_worker, serve, shutdown, sqlite_url, version
+    from tether.durable.dbos_pausing import decide, waiting_on
     from tether.durable.dbos_queues import configure_queue, queue_configuration
     from tether.durable.dbos_runs import (
         DurableRun,
@@ -49,8 +51,10 @@ __all__ = [
     "RateLimit",
     "RunRecord",
     "RunStatus",
+    "Waiting",
     "cancel_run",
     "configure_queue",
+    "decide",
     "delete_runs",
     "get_run",
     "launch",
@@ -64,11 +68,13 @@ __all__ = [
     "stranded_runs",
     "taken_versions",
     "version",
+    "waiting_on",
 ]
 _ENGINE = {
     "DurableAgent": "dbos_engine",
     **dict.fromkeys(("launch", "recover_worker", "serve", "shutdown", "sqlite_url", "version"), "dbos_launch"),
     **dict.fromkeys(("configure_queue", "queue_configuration"), "dbos_queues"),
+    **dict.fromkeys(("decide", "waiting_on"), "dbos_pausing"),
     **dict.fromkeys(
         (
             "DurableRun",

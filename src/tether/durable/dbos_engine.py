@@ -31,33 +31,43 @@ Contract:
   the run looks for inside each model call's step, before the call (a plain read; an agent it runs as a tool
   looks before each of its own): the step then keeps a mark instead of the answer (``dbos_steps.py``), and the
   run ends with a cancelled ``RunResult``.
+* A run that pauses (a call waits on a person's decision) does not end its workflow: the workflow waits for the
+  decisions in the database and goes on with them, as often as the run pauses (``dbos_pausing``);
+  :meth:`DurableAgent.decide` sends them from any process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import math
 from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+import msgspec
 from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
 
 from tether.durable.dbos_base import _NAME, _awaited, _launched, _require_launch, _run_id
 from tether.durable.dbos_launch import _agents
+from tether.durable.dbos_pausing import cleared, decide, decisions_for, waiting_on
 from tether.durable.dbos_queues import _declare
 from tether.durable.dbos_runs import DurableRun
 from tether.durable.dbos_steps import DBOSSteps
 from tether.durable.records import Queue
 from tether.errors import ConfigInvalid
 from tether.events import RunCompleted, RunResult
+from tether.limits import StopReason
 from tether.serving import Servable
 
 if TYPE_CHECKING:
     from tether.agent import Agent
     from tether.durable.metrics import DurableMetrics, RunMetrics
+    from tether.durable.records import Waiting
     from tether.loop.choice import ToolChoiceOption
     from tether.loop.sinks import EventSink
     from tether.messages import Message
+    from tether.paused import Decisions, PausedRun
+    from tether.run_handles import RunStream
 
 
 _sinks: dict[str, EventSink] = {}
@@ -67,8 +77,17 @@ _sinks: dict[str, EventSink] = {}
 class DurableAgent(Servable):
     """``agent``'s runs as DBOS workflows (see the module docstring); make it before :func:`launch`."""
 
-    def __init__(self, agent: Agent[Any, Any], *, name: str = "agent", deps: Callable[[], Any] | None = None) -> None:
-        """``deps``: makes the ``deps`` of each run, in the process that executes it (see the module docstring)."""
+    def __init__(
+        self,
+        agent: Agent[Any, Any],
+        *,
+        name: str = "agent",
+        deps: Callable[[], Any] | None = None,
+        approval_timeout: float | Literal["agent"] | None = "agent",
+    ) -> None:
+        """``deps``: makes the ``deps`` of each run, in the process that executes it (see the module docstring).
+        ``approval_timeout``: how long a paused run waits for its decisions (seconds; ``None``: until they come);
+        by default the agent's ``Limits.approval_timeout`` (``dbos_pausing``)."""
         if not _NAME.fullmatch(name):
             raise ConfigInvalid(f"durable agent name {name!r} must be 1-64 letters, digits, '_', '.' or '-'")
         if _launched():
@@ -78,11 +97,12 @@ class DurableAgent(Servable):
             )
         self.agent = agent
         self.name = name
+        self.approval_timeout = _timeout(agent, approval_timeout)
         if deps is not None and not callable(deps):
             raise ConfigInvalid(f"deps must be a function that makes a run's deps, not a {type(deps).__name__}")
         from tether.durable.metrics import durable_metrics
 
-        workflow = _workflow_of(agent, deps)
+        workflow = _workflow_of(agent, deps, self.approval_timeout)
         metrics = durable_metrics(agent)
         if metrics is not None:
             workflow = _measured(workflow, metrics, name)
@@ -168,6 +188,16 @@ class DurableAgent(Servable):
 
             check_session(self.agent, history)
 
+    async def decide(self, run_id: str, decisions: Decisions) -> Waiting:
+        """Settle some or all of the pending calls of the paused run ``run_id`` (of any durable agent), from any
+        launched process: checked against what the run waits on first (``DecisionInvalid``, nothing sent), then
+        sent; the run goes on once each of its calls has a decision. What it waited on before these."""
+        return await decide(run_id, decisions)
+
+    async def pending(self, run_id: str) -> Waiting | None:
+        """What the run ``run_id`` waits on when it is paused (its calls, which have a decision); else ``None``."""
+        return await waiting_on(run_id)
+
     async def result(self, run_id: str) -> RunResult[Any]:
         """Wait for the run ``run_id`` (started here, recovered here or run by another process) and return its
         result."""
@@ -179,7 +209,9 @@ Workflow = Callable[
 ]
 
 
-def _workflow_of(agent: Agent[Any, Any], make_deps: Callable[[], Any] | None) -> Workflow:
+def _workflow_of(
+    agent: Agent[Any, Any], make_deps: Callable[[], Any] | None, approval_timeout: float | None
+) -> Workflow:
     async def tether_run(
         prompt: str, history: tuple[Message, ...], tool_choice: ToolChoiceOption | None, session: str | None
     ) -> RunResult[Any]:
@@ -194,15 +226,64 @@ def _workflow_of(agent: Agent[Any, Any], make_deps: Callable[[], Any] | None) ->
         stream = stream_with_steps(
             agent, prompt, steps, history=history, on_event=sink, tool_choice=tool_choice, session=session, deps=deps
         )
-        steps.on_cancel = stream.cancel
-        result: RunResult[Any] | None = None
-        async for event in stream:
-            if type(event) is RunCompleted:
-                result = event.result
-        assert result is not None, "a run always ends with RunCompleted"
+        result = await _ended(stream, steps)
+        while result.stop_reason == StopReason.PAUSED and result.state is not None:  # dbos_pausing.py
+            decisions = await decisions_for(run_id, result.state, approval_timeout)
+            await cleared()
+            state = msgspec.structs.replace(result.state, approval_timeout=None)  # the wait applied it
+            stream = _resumed(agent, state, decisions, steps, sink, session, deps)
+            result = await _ended(stream, steps)
         return result
 
     return tether_run
+
+
+def _resumed(
+    agent: Agent[Any, Any],
+    state: PausedRun,
+    decisions: Decisions,
+    steps: DBOSSteps,
+    sink: EventSink | None,
+    session: str | None,
+    deps: Any,
+) -> RunStream:
+    """``agent.resume_stream(...)`` whose provider and tool calls (the decided calls first) are the workflow's
+    steps: the run goes on inside its workflow once its decisions are in (the loop's step seam, as for
+    ``stream_with_steps``)."""
+    from tether.agent import check_session
+    from tether.loop.pausing import resumption
+    from tether.session_run import resumed_now, resumed_stream
+
+    sinks = agent._sinks + ((sink,) if sink is not None else ())
+    store = check_session(agent, ()) if session is not None else None
+    spec, resumed = agent._run_spec(None), resumed_now(resumption(state, decisions, session), session)
+    if not agent._input_guardrails and not agent._output_guardrails:
+        return resumed_stream(spec, resumed, sinks, store, session, deps, steps)
+    from tether.team.relay import resumed_relay  # the agent's guardrails check the answer, as in a plain resume
+
+    return resumed_relay(agent._team_member(spec), resumed, sinks, store, session, deps, steps)
+
+
+async def _ended(stream: RunStream, steps: DBOSSteps) -> RunResult[Any]:
+    """The result of one stretch of a run (its start, or a resumption), its stream drained."""
+    steps.on_cancel = stream.cancel
+    result: RunResult[Any] | None = None
+    async for event in stream:
+        if type(event) is RunCompleted:
+            result = event.result
+    assert result is not None, "a run always ends with RunCompleted"
+    return result
+
+
+def _timeout(agent: Agent[Any, Any], given: float | Literal["agent"] | None) -> float | None:
+    """A paused run's wait: ``given``, or the agent's ``Limits.approval_timeout``; ``ConfigInvalid`` unless a
+    positive number of seconds or ``None``."""
+    value = agent.limits.approval_timeout if given == "agent" else given
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise ConfigInvalid(f"approval_timeout must be a positive number of seconds or None, not {value!r}")
+    return float(value)
 
 
 _watched: dict[str, RunMetrics] = {}

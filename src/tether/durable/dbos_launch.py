@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import sqlite3
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -287,8 +288,18 @@ def _recover_pending(worker_id: str) -> list[str]:
 
 
 def _shutdown(grace: float) -> None:
+    """Take no more runs, give those under way ``grace`` seconds to end, and stop. A run paused for decisions
+    is not waited for: it waits in the database, and a live worker takes it up (``dbos_pausing``)."""
+    from dbos._dbos import _get_dbos_instance
+
+    from tether.durable import dbos_pausing
+
     _stop_taking()
-    DBOS.destroy(workflow_completion_timeout_sec=max(0, round(grace)))
+    active = _get_dbos_instance()._active_workflows_set
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and set(active.activeList()) - dbos_pausing.waiting:
+        time.sleep(0.1)
+    DBOS.destroy(workflow_completion_timeout_sec=0)
 
 
 async def recover_worker(worker_id: str, *, force: bool = False) -> list[str]:

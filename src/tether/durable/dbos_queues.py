@@ -16,7 +16,8 @@ Contract:
   worker limit from the shared row, which the last declaration wrote, and counts a run only once it has
   started on the event loop): :class:`QueuePoller` claims runs itself, counting every run it claimed until the
   store says it ended or moved elsewhere, so that the process never holds more than its limit, not even at
-  start-up, whatever other processes declared. The global limits are read from the row at every poll, so a
+  start-up, whatever other processes declared; a run paused for decisions is not counted (it waits in the
+  database, ``dbos_pausing``). The global limits are read from the row at every poll, so a
   change made with :func:`configure_queue` holds without restarting the workers.
 """
 
@@ -33,6 +34,7 @@ from dbos import DBOS
 from dbos import Queue as DBOSQueue
 
 from tether._logging import get_logger
+from tether.durable import dbos_pausing
 from tether.durable.dbos_base import _require_launch
 from tether.durable.records import Queue, RateLimit
 from tether.errors import ConfigInvalid
@@ -232,7 +234,8 @@ class QueuePoller:
 
     def _held_here(self, dbos: Any, served: _Served) -> int:
         """How many of the queue's runs this process holds: those running on its event loop, and those it
-        claimed that have not started there yet (the store still says they are this process's and pending)."""
+        claimed that have not started there yet (the store still says they are this process's and pending);
+        not those paused, waiting for decisions."""
         from dbos._utils import GlobalParams
 
         served.held -= _active_on_queue(dbos, served.queue.name)
@@ -243,8 +246,9 @@ class QueuePoller:
                 for status in statuses
                 if status["status"] == "PENDING" and status["executor_id"] == GlobalParams.executor_id
             }
-        # read after the statuses: a run that started meanwhile is in one set or the other, never in neither
-        return len(served.held | _active_on_queue(dbos, served.queue.name))
+        # read after the statuses: a run that started meanwhile is in one set or the other, never in neither.
+        # A run waiting for its decisions holds no place (``dbos_pausing``): it uses no CPU until they come.
+        return len((served.held | _active_on_queue(dbos, served.queue.name)) - dbos_pausing.waiting)
 
 
 def _active_on_queue(dbos: Any, name: str) -> set[str]:

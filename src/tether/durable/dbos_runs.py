@@ -10,9 +10,20 @@ from dbos import DBOS, WorkflowHandleAsync, WorkflowStatus
 from dbos._error import DBOSNonExistentWorkflowError
 
 from tether.durable.dbos_base import _awaited, _require_launch, _run_id
+from tether.durable.dbos_pausing import published, send_cancel
 from tether.durable.dbos_steps import _CANCEL_TOPIC
 from tether.durable.liveness import Table
-from tether.durable.records import ENGINE_STATUSES, WORKFLOW_PREFIX, Queue, RunRecord, RunStatus, run_record
+from tether.durable.records import (
+    ENGINE_STATUSES,
+    RUN_STATUSES,
+    UNDER_WAY,
+    WORKFLOW_PREFIX,
+    Queue,
+    RunRecord,
+    RunStatus,
+    Waiting,
+    run_record,
+)
 from tether.errors import ConfigInvalid, WorkerAlive
 from tether.events import RunResult
 
@@ -55,7 +66,7 @@ _STATUSES = ENGINE_STATUSES
 _PREFIX = WORKFLOW_PREFIX
 
 
-def _record(status: WorkflowStatus) -> RunRecord:
+def _record(status: WorkflowStatus, waiting: Waiting | None = None) -> RunRecord:
     return run_record(
         run_id=status.workflow_id,
         engine_status=status.status,
@@ -67,27 +78,37 @@ def _record(status: WorkflowStatus) -> RunRecord:
         output=status.output,
         worker=status.executor_id,
         version=status.app_version,
+        waiting=waiting,
     )
+
+
+async def _records(found: Sequence[WorkflowStatus]) -> list[RunRecord]:
+    """The records of tether's runs among ``found``, those under way with what they wait on if paused."""
+    mine = [one for one in found if one.name.startswith(_PREFIX)]
+    under_way = [one.workflow_id for one in mine if one.status in UNDER_WAY]
+    waiting = await asyncio.to_thread(published, under_way) if under_way else {}
+    return [_record(one, waiting.get(one.workflow_id)) for one in mine]
 
 
 async def list_runs(status: RunStatus | None = None, *, limit: int = 100) -> list[RunRecord]:
     """The newest ``limit`` durable runs (of every durable agent), newest first; only those in ``status``
     when given."""
     _require_launch()
-    if status is not None and status not in _STATUSES.values():
-        raise ConfigInvalid(f"no run status {status!r}: one of {sorted(set(_STATUSES.values()))}")
+    if status is not None and status not in RUN_STATUSES:
+        raise ConfigInvalid(f"no run status {status!r}: one of {sorted(RUN_STATUSES)}")
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ConfigInvalid(f"limit must be a positive integer, not {limit!r}")
     if status in ("completed", "cancelled"):  # a run cancelled while running ended with a cancelled result
         wanted: list[str] | None = ["SUCCESS", "CANCELLED"]
+    elif status == "paused":  # a run under way that waits for decisions
+        wanted = list(UNDER_WAY)
     else:
         wanted = None if status is None else [name for name, mine in _STATUSES.items() if mine == status]
     records: list[RunRecord] = []
     offset = 0
     while len(records) < limit:
         found = await DBOS.list_workflows_async(status=wanted, limit=limit, offset=offset, sort_desc=True)
-        mine = (_record(one) for one in found if one.name.startswith(_PREFIX))
-        records += [record for record in mine if status is None or record.status == status]
+        records += [record for record in await _records(found) if status is None or record.status == status]
         if len(found) < limit:
             break
         offset += limit
@@ -127,21 +148,22 @@ async def get_run(run_id: str) -> RunRecord | None:
     """The record of the run ``run_id``; ``None`` when there is none."""
     _require_launch()
     _run_id(run_id)
-    found = await DBOS.list_workflows_async(workflow_ids=[run_id])
-    mine = [one for one in found if one.name.startswith(_PREFIX)]
-    return _record(mine[0]) if mine else None
+    found = await _records(await DBOS.list_workflows_async(workflow_ids=[run_id]))
+    return found[0] if found else None
 
 
 async def cancel_run(run_id: str) -> RunRecord:
     """Cancel the run ``run_id``. A running run stops before its next model call (the tool calls under way
     end first) and ends as a plain run cancelled by its host: a ``RunResult`` with stop reason ``cancelled``
-    and a valid transcript. A queued run never starts; its ``result()`` raises ``Cancelled``. An ended run
-    is left as it is. Its record after."""
+    and a valid transcript. A paused run rejects the calls it waits on (none runs) and stops likewise. A
+    queued run never starts; its ``result()`` raises ``Cancelled``. An ended run is left as it is. Its record
+    after."""
     record = await _existing(run_id)
     if record.status == "queued" and not await asyncio.to_thread(_cancel_queued, run_id):
         record = await _existing(run_id)  # a worker took it meanwhile: it is running now
-    if record.status == "running":
+    if record.status in ("running", "paused"):
         await DBOS.send_async(run_id, "cancel", _CANCEL_TOPIC)
+        await send_cancel(run_id)  # read by the run when it waits for decisions (now, or at its next pause)
     return await _existing(run_id)
 
 
@@ -186,7 +208,7 @@ async def resume_run(run_id: str, *, queue: str | None = None, force: bool = Fal
     record = await _existing(run_id)
     if record.status in ("completed", "failed") or record.stop_reason is not None:
         return DurableRun(run_id)
-    if record.status == "running" and not force:
+    if record.status in ("running", "paused") and not force:
         await asyncio.to_thread(_refuse_if_held, record)
     target = queue if queue is not None else record.queue
     if target is None:
@@ -240,16 +262,16 @@ async def delete_runs(run_ids: Sequence[str]) -> list[str]:
     for start in range(0, len(run_ids), _DELETE_BATCH):
         batch = [_run_id(one) for one in run_ids[start : start + _DELETE_BATCH]]
         found = await DBOS.list_workflows_async(workflow_ids=batch)
-        ended = [one.workflow_id for one in found if one.name.startswith(_PREFIX) and _ended(one)]
+        ended = [
+            record.run_id for record in await _records(found) if record.status not in ("queued", "running", "paused")
+        ]
         if ended:
             await DBOS.delete_workflows_async(ended, delete_children=True)
             deleted += ended
     return deleted
 
 
+_UNDER_WAY = ("queued", "running", "paused")
+"""A run in one of these has not ended: it is never deleted."""
 _DELETE_BATCH = 500
 """Runs deleted in one statement of :func:`delete_runs`."""
-
-
-def _ended(status: WorkflowStatus) -> bool:
-    return _record(status).status not in ("queued", "running")

@@ -3,6 +3,8 @@
 Contract. :class:`Queue` only declares a queue (its name and limits), checked when made; the engine registers
 it in the workflow database when a process first enqueues on it or serves it. :class:`RunRecord` is what the
 workflow store says of one run, small and plain: the listing and the command line show it as it is.
+:class:`Waiting` is what a paused run publishes (the calls it waits on) and :class:`DecisionMessage` what
+``decide`` sends it: both stored in tether's format, read by the engine and by :mod:`tether.durable.store` alike.
 """
 
 from __future__ import annotations
@@ -11,15 +13,19 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+import msgspec
+
 from tether.errors import ConfigInvalid
 from tether.limits import StopReason
+from tether.paused import Decision, PendingCall
 
-RunStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
+RunStatus = Literal["queued", "running", "paused", "completed", "failed", "cancelled"]
 """``queued``: waiting on its queue; ``running``: taken by a process (or left by one that died, until
-recovered); ``completed``: ended with a ``RunResult`` (whatever its stop reason); ``failed``: the workflow
-itself raised; ``cancelled``: cancelled through :func:`cancel_run`."""
+recovered); ``paused``: waiting for decisions on its pending calls (``DurableAgent.decide``), holding no
+worker; ``completed``: ended with a ``RunResult`` (whatever its stop reason); ``failed``: the workflow itself
+raised; ``cancelled``: cancelled through :func:`cancel_run`."""
 
-RUN_STATUSES: tuple[RunStatus, ...] = ("queued", "running", "completed", "failed", "cancelled")
+RUN_STATUSES: tuple[RunStatus, ...] = ("queued", "running", "paused", "completed", "failed", "cancelled")
 ENGINE_STATUSES: dict[str, RunStatus] = {
     "ENQUEUED": "queued",
     "DELAYED": "queued",
@@ -118,6 +124,41 @@ class RunRecord:
     version: str | None = None
     """The deploy version of the process that started or enqueued it: only a worker of this version takes it
     (:mod:`tether.durable.versions`)."""
+    pending: tuple[PendingCall, ...] = ()
+    """Once ``paused``: the calls still waiting for a decision, in the model's order."""
+    decide_by: float | None = None
+    """Once ``paused`` with an approval timeout: when the calls still undecided are rejected."""
+
+
+UNDER_WAY = ("PENDING", "ENQUEUED")
+"""The engine's statuses of a run that may be paused: taken by a worker, or put back on its queue after its
+worker died (its pause still published: it waits there until a worker takes it up)."""
+PENDING_EVENT = "tether.pending"
+"""The key of the workflow event where a paused run publishes its :class:`Waiting`; ``None`` once it goes on."""
+DECISIONS_TOPIC = "tether.decisions"
+"""The topic of the messages (:class:`DecisionMessage`) a paused run waits for."""
+
+
+class Waiting(msgspec.Struct, frozen=True):
+    """What a paused durable run waits on: its ``pending`` calls (those ``decided`` already have a decision)
+    and, with an approval timeout, the time (Unix epoch seconds) the undecided ones are rejected at."""
+
+    pending: tuple[PendingCall, ...]
+    decided: tuple[str, ...] = ()
+    deadline: float | None = None
+
+    @property
+    def undecided(self) -> tuple[PendingCall, ...]:
+        """The pending calls still without a decision, in the model's order."""
+        return tuple(call for call in self.pending if call.id not in self.decided)
+
+
+class DecisionMessage(msgspec.Struct, frozen=True):
+    """What ``decide`` sends a paused run: decisions for some of its calls, keyed by call id; or, from
+    ``cancel_run``, ``cancel``: the run rejects every call it waits on and stops before its next model call."""
+
+    decisions: dict[str, Decision] = msgspec.field(default_factory=dict)
+    cancel: bool = False
 
 
 def run_record(
@@ -132,9 +173,11 @@ def run_record(
     output: Any,
     worker: str | None,
     version: str | None = None,
+    waiting: Any = None,
 ) -> RunRecord:
     """The record of one workflow row, whoever read it (the engine, or :mod:`tether.durable.store` without
-    it): ``inputs`` are the workflow's ``{"args": (prompt, ...)}``, ``output`` its ``RunResult`` once ended."""
+    it): ``inputs`` are the workflow's ``{"args": (prompt, ...)}``, ``output`` its ``RunResult`` once ended,
+    ``waiting`` its published :class:`Waiting` (a run under way that publishes one is ``paused``)."""
     from tether.events import RunResult
 
     args = inputs.get("args", ()) if isinstance(inputs, dict) else ()
@@ -144,6 +187,9 @@ def run_record(
     state = ENGINE_STATUSES.get(engine_status or "", "failed")
     if result is not None and result.stop_reason == StopReason.CANCELLED:
         state = "cancelled"
+    paused = state in ("running", "queued") and isinstance(waiting, Waiting)
+    if paused:
+        state = "paused"
     return RunRecord(
         run_id=run_id,
         status=state,
@@ -156,4 +202,6 @@ def run_record(
         cost_usd=cost,
         worker=worker,
         version=version,
+        pending=waiting.undecided if paused else (),
+        decide_by=waiting.deadline if paused else None,
     )

@@ -30,7 +30,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.durable import formats
-from tether.durable.records import ENGINE_STATUSES, WORKFLOW_PREFIX, RunRecord, RunStatus, run_record
+from tether.durable.records import (
+    ENGINE_STATUSES,
+    PENDING_EVENT,
+    RUN_STATUSES,
+    UNDER_WAY,
+    WORKFLOW_PREFIX,
+    RunRecord,
+    RunStatus,
+    run_record,
+)
 from tether.errors import ConfigInvalid, FormatUnsupported
 
 if TYPE_CHECKING:
@@ -38,16 +47,20 @@ if TYPE_CHECKING:
 
 _COLUMNS = (
     "s.workflow_uuid, s.status, s.name, s.queue_name, s.executor_id, s.created_at, s.updated_at, "
-    "COALESCE(i.inputs, s.inputs), COALESCE(o.output, s.output), s.serialization, s.application_version"
+    "COALESCE(i.inputs, s.inputs), COALESCE(o.output, s.output), s.serialization, s.application_version, "
+    "e.value, e.serialization"
 )
 
 
 def _runs_joined(schema: str) -> str:
-    """The select of a run's row with its input and output (kept apart by the engine when it does), in ``schema``."""
+    """The select of a run's row with its input and output (kept apart by the engine when it does) and what it
+    waits on when it paused (its ``tether.pending`` event: :class:`~tether.durable.records.Waiting`), in
+    ``schema``."""
     return (
         f"SELECT {_COLUMNS} FROM {schema}workflow_status s "
         f"LEFT JOIN {schema}workflow_input i ON i.workflow_uuid = s.workflow_uuid "
-        f"LEFT JOIN {schema}workflow_output o ON o.workflow_uuid = s.workflow_uuid"
+        f"LEFT JOIN {schema}workflow_output o ON o.workflow_uuid = s.workflow_uuid "
+        f"LEFT JOIN {schema}workflow_events e ON e.workflow_uuid = s.workflow_uuid AND e.key = '{PENDING_EVENT}'"
     )
 
 
@@ -75,7 +88,8 @@ def _value(text: str | None, serialization: str | None) -> Any:
 
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
-    run_id, status, name, queue, worker, created, updated, inputs, output, serialization, version = row
+    run_id, status, name, queue, worker, created, updated, inputs, output, serialization, version = row[:11]
+    waiting = _value(row[11], row[12]) if status in UNDER_WAY else None
     return run_record(
         run_id=run_id,
         engine_status=status,
@@ -87,6 +101,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         output=_value(output, serialization),
         worker=worker,
         version=version,
+        waiting=waiting,
     )
 
 
@@ -94,10 +109,12 @@ def _engine_statuses(status: RunStatus | None) -> list[str] | None:
     """The engine's statuses to ask for (a run cancelled while running ended ``SUCCESS``, cancelled)."""
     if status is None:
         return None
-    if status not in ENGINE_STATUSES.values():
-        raise ConfigInvalid(f"no run status {status!r}: one of {sorted(set(ENGINE_STATUSES.values()))}")
+    if status not in RUN_STATUSES:
+        raise ConfigInvalid(f"no run status {status!r}: one of {sorted(RUN_STATUSES)}")
     if status in ("completed", "cancelled"):
         return ["SUCCESS", "CANCELLED"]
+    if status == "paused":  # a run under way that published what it waits on
+        return list(UNDER_WAY)
     return [name for name, mine in ENGINE_STATUSES.items() if mine == status]
 
 

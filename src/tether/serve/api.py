@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tether.errors import ConfigInvalid, SessionInvalid, TetherError
+from tether.errors import ConfigInvalid, DecisionInvalid, SessionInvalid, TetherError
 from tether.events import RunResult
 from tether.loop.pausing import marked
 from tether.messages import Attachment, Message, Prompt, messages_to_jsonable, redacted_messages
@@ -243,6 +243,10 @@ class Api:
         run_id = request.path_params["run_id"]
         decisions = read_decisions(await read_body(request, self.max_request_bytes))
         known = self.runs.owned(run_id, caller)
+        if not is_plain(self.agent):
+            if known is None and not caller.local:  # a durable run of another process: only this machine's caller
+                raise ApiError(404, "not_found", f"no run {run_id!r}")
+            return await self._decide_durable(run_id, decisions, known)
         if run_id in self._resuming or (known is not None and known.running):
             raise ApiError(409, "run_not_paused", f"run {run_id!r} is running: it is not paused")
         session_id = known.session_id if known is not None else await self._paused_session(caller, run_id)
@@ -258,6 +262,28 @@ class Api:
         finally:
             self._resuming.discard(run_id)
         return EventStream(run, watcher, self.json_events(run), {})  # type: ignore[return-value]  # an ASGI response
+
+    async def _decide_durable(self, run_id: str, decisions: Any, known: ServerRun | None) -> Response:
+        """A durable run's decisions, sent to its workflow (``DurableAgent.decide``: it waits in the database).
+        A run this server streams: the rest of its events, from a stream that watches it before the decisions
+        go; a run of another process (or of this server before it started again): 202, it goes on there."""
+        from tether.serve.decisions import DecisionRefused
+
+        decide = getattr(self.agent, "decide", None)
+        if decide is None:
+            raise ConfigInvalid("this durable agent takes no decisions (DurableAgent.decide is missing)")
+        if known is not None and known.pending is None:
+            raise ApiError(409, "run_not_paused", f"run {run_id!r} is not paused: there is nothing to decide")
+        watcher = known.watch(self.stream_buffer) if known is not None else None
+        try:
+            await decide(run_id, decisions)
+        except DecisionInvalid as error:
+            if known is not None and watcher is not None:
+                known.leave(watcher)
+            raise DecisionRefused(error) from None
+        if known is None or watcher is None:
+            return JSONResponse({"run_id": run_id, "decided": sorted(decisions)}, status_code=202)
+        return EventStream(known, watcher, self.json_events(known), {})  # type: ignore[return-value]  # an ASGI response
 
     def _open_resumed(self, state: PausedRun | None, decisions: Any, session_id: str | None = None) -> OpenedRun:
         """A paused run resumed, its place reserved first (429 when none is left)."""

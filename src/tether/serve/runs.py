@@ -52,8 +52,8 @@ class ServerRun:
     """A run this server started: who owns it, its session, its events' fan-out, and its end."""
 
     __slots__ = (
-        "_alone", "_cancel", "_task", "_watchers", "ended_at", "model", "on_disconnect", "owner", "prompt", "run_id",
-        "session_id", "started_at", "status", "summary",
+        "_alone", "_cancel", "_task", "_watchers", "ended_at", "model", "on_disconnect", "owner", "pending", "prompt",
+        "run_id", "session_id", "started_at", "status", "summary",
     )  # fmt: skip
 
     def __init__(
@@ -79,6 +79,9 @@ class ServerRun:
         self.ended_at: float | None = None
         self.status = "running"
         self.summary: dict[str, Any] | None = None
+        self.pending: list[dict[str, Any]] | None = None
+        """While the run waits for decisions (a durable run paused: its workflow goes on once they come), the
+        calls it waits on; its streams ended at the pause, and no disconnect rule applies meanwhile."""
 
     @property
     def running(self) -> bool:
@@ -100,7 +103,7 @@ class ServerRun:
             self._watchers.remove(watcher)
         if not self._watchers:
             self._alone.set()
-            if self.running and self.on_disconnect == "cancel":
+            if self.running and self.pending is None and self.on_disconnect == "cancel":
                 self.cancel()
 
     async def alone(self) -> None:
@@ -137,7 +140,7 @@ class ServerRun:
         """Iterate the run's events (in this task alone: a run's cancel reaches the task that iterates it), hand
         each to the watchers, ``started`` set by the first (or by what stopped the run before it); at the end,
         keep its result's summary (``events_json.result_summary``: figures and turn records, masked)."""
-        from tether.serve.events_json import result_summary
+        from tether.serve.events_json import pending_json, result_summary
 
         result: RunResult[Any] | None = None
         try:
@@ -145,11 +148,15 @@ class ServerRun:
                 if not started.done():
                     self.run_id, self.model = first_event(event)
                     started.set_result(event)
+                if self.pending is not None:  # a durable run's decisions came: it goes on
+                    self.pending, self.status = None, "running"
                 if type(event) is RunCompleted:
                     result = event.result
                     if keep is not None:  # saved before the client hears of the end
                         await _kept(keep, self, result)
                 self._hand(event)
+                if type(event) is RunCompleted and event.result.pending:
+                    self._paused(pending_json(event.result.pending, redaction))
         except Exception as error:  # noqa: BLE001 - a run reports its failures: this one failed to start
             if not started.done():
                 started.set_exception(error)
@@ -166,6 +173,19 @@ class ServerRun:
             self._hand(END)
             self._watchers.clear()
             self._alone.set()
+
+    def _paused(self, pending: list[dict[str, Any]]) -> None:
+        """The run paused: its streams end there, as a paused run's do (a durable run's workflow waits on; its
+        decisions' request watches the rest)."""
+        self.pending, self.status = pending, "paused"
+        for watcher in tuple(self._watchers):
+            try:
+                watcher.queue.put_nowait(END)
+            except asyncio.QueueFull:  # a client that stopped reading: dropped, as _hand drops it
+                watcher.dropped = True
+                if watcher.writer is not None:
+                    watcher.writer.cancel()
+        self._watchers.clear()
 
     def listing(self) -> dict[str, Any]:
         """What ``GET /api/runs`` shows of it."""
@@ -185,7 +205,8 @@ class ServerRun:
 
     def details(self) -> dict[str, Any]:
         """What ``GET /api/runs/{id}`` shows of it: the listing and, once ended, the result's summary."""
-        return {**self.listing(), **(self.summary or {})}
+        waiting = {"pending": self.pending} if self.pending is not None else {}
+        return {**self.listing(), **waiting, **(self.summary or {})}
 
 
 class RunRegistry:

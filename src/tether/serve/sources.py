@@ -131,7 +131,7 @@ def open_resumed(
 ) -> OpenedRun:
     """Go on with a paused run: ``state`` (a ``PausedRun``), or ``None`` to read it from ``session_id``; its
     pending calls settled by ``decisions`` (checked already). A durable agent's paused run waits in its database
-    for ``DurableAgent.decide``, not for this server (``ConfigInvalid``)."""
+    for ``DurableAgent.decide`` (the decisions route sends them there), not for this server (``ConfigInvalid``)."""
     if not is_plain(agent):
         raise ConfigInvalid(
             "deciding a paused run over HTTP is not supported for durable agents: use DurableAgent.decide(run_id, "

@@ -288,10 +288,14 @@ def resumed_relay(
     store: SessionStore | None,
     session: str | None,
     deps: Any,
+    steps: StepRunner | None = None,
 ) -> RunStream:
-    """A paused run of ``member``'s resumed through its relay (``Agent.resume`` of an agent with guardrails)."""
+    """A paused run of ``member``'s resumed through its relay (``Agent.resume`` of an agent with guardrails);
+    ``steps``: a durable run's step runner (``tether.durable``)."""
     interrupter = Interrupter()
-    relay = Relay(member, None, (), interrupter, sinks, store=store, session=session, deps=deps, resume=resume)
+    relay = Relay(
+        member, None, (), interrupter, sinks, store=store, session=session, steps=steps, deps=deps, resume=resume
+    )
     return RunStream(relay.events(), relay, interrupter)
 
 
