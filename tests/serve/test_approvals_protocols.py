@@ -10,6 +10,7 @@ the second).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -145,3 +146,46 @@ async def test_use_chat_a_paused_run_finishes_paused_and_add_tool_result_resumes
     answered = [p for m in model.requests[-1].messages for p in m.parts if isinstance(p, ToolResult)]
     assert [r.call_id for r in answered] == ["call_c"]
     assert "blue" in answered[0].content
+
+
+async def test_the_official_clients_read_a_pause_and_their_answer_resumes_the_run() -> None:
+    """AG-UI's ``HttpAgent`` (``verifyEvents``) and the AI SDK's transport (each chunk validated), in Node, against
+    the served app: each reads the paused run, answers it its own way, and reads the rest."""
+    from .test_clients import CLIENTS, NODE, clients_installed
+
+    clients_installed.__wrapped__()  # type: ignore[attr-defined]  # the fixture's body: npm ci, or a skip
+    assert NODE is not None
+    RAN.clear()
+    model = ScriptedProvider(
+        [
+            call("wire", {"amount": 10, "api_key": "sk-live-0123456789abcdef"}, id="call_w"),
+            reply("Done."),
+            call("pick_color", {"question": "which?"}, id="call_c"),
+            reply("Blue it is."),
+        ]
+    )
+    async with served(Agent(model, tools=[wire, pick_color]).to_asgi()) as server:
+        node = await asyncio.create_subprocess_exec(
+            NODE, str(CLIENTS / "approve.mjs"), server.base,
+            cwd=CLIENTS, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await node.communicate()
+    assert node.returncode == 0, err.decode()
+    seen = {line["protocol"]: line for line in map(json.loads, out.decode().splitlines())}
+    agui_seen, chat = seen["agui"], seen["chat"]
+    assert "thrown" not in agui_seen, agui_seen
+    assert agui_seen["waiting"] == "wire"
+    assert agui_seen["answeredBefore"] is False
+    assert agui_seen["interrupts"] == [{"id": "call_w", "reason": "tool_approval", "toolCallId": "call_w"}]
+    assert agui_seen["left"] == 0
+    assert [m["role"] for m in agui_seen["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert agui_seen["messages"][-2]["content"] == "wired 10"
+    assert agui_seen["messages"][-1]["content"] == "Done."
+    assert RAN == ["wire 10"]
+    assert "thrown" not in chat, chat
+    assert chat["errors"] == []
+    assert chat["pausedState"] == "input-available"
+    assert chat["pausedMeta"]["stopReason"] == "paused"
+    assert chat["meta"]["stopReason"] == "complete"
+    assert ("tool-pick_color", "output-available") in [(p["type"], p["state"]) for p in chat["parts"]]
+    assert chat["parts"][-1]["text"] == "Blue it is."

@@ -150,8 +150,9 @@ class Api:
         session_id = _client_session(caller, "chat", asked.chat_id)
         translator = vercel.Translator(redaction=self.redaction)
         pause = await self._client_pause(session_id, asked.history)
-        if pause is not None:  # the page's addToolResult answered the chat's paused run: it goes on
+        if pause is not None:  # the page's addToolResult answered the chat's paused run: it goes on, same message
             opened = self._open_resumed(*pause)
+            translator = vercel.Translator(asked.continues, redaction=self.redaction)
             translator.answering(pause[0].pending_ids)
         else:
             opened = await self._open(self.agent, asked.prompt, None, asked.history, asked.instructions)

@@ -421,14 +421,14 @@ class Translator:
 
     def _finish(self, event: RunCompleted, out: list[Part]) -> None:
         result = event.result
+        for call in result.pending:  # a paused run's waiting calls, in their step: their input, no output
+            if call.id not in self._announced:
+                self._announce(ToolCall(call.id, call.tool, call.arguments), out)
         self._close_step(out)
         if result.output is not None and not isinstance(result.output, str):
             data = self.redaction.value(events_json.plain(result.output))
             out.append({"type": "data-output", "id": "output", "data": data})
         summary = events_json.result_summary(result, self.redaction)
-        for call in result.pending:  # a paused run's waiting calls: their input, no output
-            if call.id not in self._announced:
-                self._announce(ToolCall(call.id, call.tool, call.arguments), out)
         if result.stop_reason == "cancelled":
             out.append({"type": "abort"})
         elif result.error is not None:
