@@ -119,6 +119,7 @@ def browser_page() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
+        # --no-sandbox: Chromium refuses its own sandbox to root, which CI runs as
         browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
         try:
             context = browser.new_context(viewport={"width": 1100, "height": 900})
