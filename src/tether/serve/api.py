@@ -248,6 +248,8 @@ class Api:
             if known is None and not caller.local:  # a durable run of another process: only this machine's caller
                 raise ApiError(404, "not_found", f"no run {run_id!r}")
             return await self._decide_durable(run_id, decisions, known)
+        if known is not None and known.running and known.pending is not None:
+            await known.ended()  # its stream ended at the pause; the run is saving it
         if run_id in self._resuming or (known is not None and known.running):
             raise ApiError(409, "run_not_paused", f"run {run_id!r} is running: it is not paused")
         session_id = known.session_id if known is not None else await self._paused_session(caller, run_id)
