@@ -7,7 +7,7 @@ file, stops a run and reads a run's timeline, all through the page's own control
 A screenshot of each step is saved in ``test-artifacts/browser/`` at the repository's root (gitignored; CI
 keeps the folder as an artefact): ``1-opened.png``, ``2-answered.png``, ``3-attached.png``, ``4-run.png``,
 ``5-streaming.png``, ``6-stopped.png``, ``7-refused.png``, ``8-signed-in.png``, ``9-mounted.png``,
-``10-failed-run.png``, ``11-durable.png``.
+``10-failed-run.png``, ``11-durable.png``, ``12-approval.png``, ``13-approved.png``, ``14-denied.png``.
 
 Without Chromium the test is skipped with the reason, except under ``CI=true``, where it fails: CI installs
 Chromium (``.ci/run``), and a skip there would hide a page that no longer works.
@@ -30,6 +30,7 @@ import pytest
 from tether import Agent, Attachment, tool
 from tether.errors import AuthFailed
 from tether.loop.context import COMPACTION_REQUEST
+from tether.messages import ToolResult
 from tether.providers.base import Request
 from tether.providers.scripted import ScriptedProvider, Step, call, fail, parallel, reply
 
@@ -420,3 +421,36 @@ def test_a_paused_run_shows_its_pending_call_and_approve_resumes_it_in_the_same_
         expect(page.locator("#status")).to_contain_text("Run complete")
         shot(page, "13-approved.png")
     assert SENT == ["ACME"]
+
+
+def test_a_paused_session_opened_again_shows_its_pending_call_and_a_denial_reaches_the_model() -> None:
+    """The page reloaded while a run waits: picking its session draws the conversation and the pending call's
+    buttons (from GET /api/sessions/{id}); Deny with a reason resumes the run, the tool never runs, and the model
+    is given the reason."""
+    from playwright.sync_api import expect
+
+    SENT.clear()
+    model = ScriptedProvider([call("send_invoice", {"customer": "Initech"}), reply("Understood, no invoice.")])
+    agent = Agent(model, tools=[send_invoice], name="billing")
+    with serving(agent.to_asgi()) as url, browser_page() as page:
+        page.goto(f"{url}/")
+        page.get_by_label("Message").fill("Bill Initech")
+        page.get_by_role("button", name="Send").click()
+        expect(page.locator(".approvals .pending-call")).to_have_count(1)
+        session_id = page.get_by_label("Session").input_value()
+
+        page.reload()
+        expect(page.locator(".approvals")).to_have_count(0)
+        page.get_by_label("Session").select_option(session_id)
+        pending = page.locator(".approvals .pending-call")
+        expect(pending.locator("legend")).to_have_text("Run send_invoice?")
+        expect(pending.locator(".tool-args")).to_contain_text('"customer": "Initech"')
+        page.get_by_label("Reason to deny").fill("Initech paid already")
+        page.get_by_role("button", name="Deny").click()
+        expect(page.locator(".message.assistant .text").last).to_have_text("Understood, no invoice.")
+        expect(pending.locator(".decided")).to_have_text("Denied")
+        expect(page.locator("#log .tool-call.failed .tool-result").last).to_have_text("Initech paid already")
+        shot(page, "14-denied.png")
+    assert SENT == []
+    answered = [p for m in model.requests[-1].messages for p in m.parts if isinstance(p, ToolResult)]
+    assert [(r.content, r.code) for r in answered] == [("Initech paid already", "permission_denied")]
