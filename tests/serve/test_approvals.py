@@ -229,3 +229,30 @@ async def test_a_durable_run_paused_is_decided_through_its_workflow_and_its_rest
     finally:
         shutdown()
     assert RAN == ["wire 10"]
+
+
+async def test_a_durable_run_paused_outlives_its_server_and_another_server_decides_it(tmp_path: Path) -> None:
+    """The server that streamed the pause stops; the run is not cancelled: it waits in its database. A new
+    server of the same durable agent takes its decisions (202: the run goes on where its workflow runs)."""
+    from tether.durable import DurableAgent, launch, shutdown
+
+    RAN.clear()
+    durable = DurableAgent(paying_agent(SQLiteSessionStore(tmp_path / "sessions.db")), name="payer2")
+    launch(tmp_path / "runs.sqlite")
+    try:
+        async with served(durable.to_asgi()) as first, aiohttp.ClientSession() as http:
+            events = await run_events(http, first.base, {"prompt": "pay"})
+            run_id = events[0]["run_id"]
+            assert events[-1]["result"]["stop_reason"] == "paused"
+        assert (await durable.pending(run_id)) is not None, "still waiting after its server stopped"
+        async with served(durable.to_asgi()) as second, aiohttp.ClientSession() as http:
+            async with http.post(
+                f"{second.base}/api/runs/{run_id}/decisions", json={"call_w": {"decision": "approve"}}
+            ) as response:
+                assert response.status == 202
+                assert (await response.json()) == {"run_id": run_id, "decided": ["call_w"]}
+            result = await durable.result(run_id)
+        assert result.text == "Done."
+    finally:
+        shutdown()
+    assert RAN == ["wire 10"]

@@ -278,10 +278,15 @@ class RunRegistry:
         return [run.listing() for run in reversed(runs)]
 
     async def close(self) -> None:
-        """Cancel the runs in flight and wait for them to end (and save): the server is shutting down."""
+        """Cancel the runs in flight and wait for them to end (and save): the server is shutting down. A durable
+        run waiting for decisions is left waiting (its workflow is in the database: decided later, from any
+        process); only this server's watch of it ends."""
         tasks = [run._task for run in self._runs.values() if run.running and run._task is not None]
         for run in self._runs.values():
-            run.cancel()
+            if run.pending is None:
+                run.cancel()
+            elif run._task is not None:  # a durable run paused: it waits on in its database, not for this server
+                run._task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
