@@ -7,7 +7,8 @@ file, stops a run and reads a run's timeline, all through the page's own control
 A screenshot of each step is saved in ``test-artifacts/browser/`` at the repository's root (gitignored; CI
 keeps the folder as an artefact): ``1-opened.png``, ``2-answered.png``, ``3-attached.png``, ``4-run.png``,
 ``5-streaming.png``, ``6-stopped.png``, ``7-refused.png``, ``8-signed-in.png``, ``9-mounted.png``,
-``10-failed-run.png``, ``11-durable.png``, ``12-approval.png``, ``13-approved.png``, ``14-denied.png``.
+``10-failed-run.png``, ``11-durable.png``, ``12-approval.png``, ``13-approved.png``, ``14-denied.png``,
+``15-external.png``.
 
 Without Chromium the test is skipped with the reason, except under ``CI=true``, where it fails: CI installs
 Chromium (``.ci/run``), and a skip there would hide a page that no longer works.
@@ -454,3 +455,34 @@ def test_a_paused_session_opened_again_shows_its_pending_call_and_a_denial_reach
     assert SENT == []
     answered = [p for m in model.requests[-1].messages for p in m.parts if isinstance(p, ToolResult)]
     assert [(r.content, r.code) for r in answered] == [("Initech paid already", "permission_denied")]
+
+
+@tool(external=True)
+def choose_date(question: str) -> str:
+    """Ask the person for a date."""
+    raise AssertionError("an external tool's body never runs")
+
+
+def test_an_external_call_takes_its_result_from_the_pages_json_box() -> None:
+    """An external tool's call waits for a result: the page asks for it as JSON (refusing what is not JSON), and
+    the result given is what the model reads."""
+    from playwright.sync_api import expect
+
+    model = ScriptedProvider([call("choose_date", {"question": "When?"}), reply("Booked for Friday.")])
+    with serving(Agent(model, tools=[choose_date], name="booking").to_asgi()) as url, browser_page() as page:
+        page.goto(f"{url}/")
+        page.get_by_label("Message").fill("Book a table")
+        page.get_by_role("button", name="Send").click()
+        pending = page.locator(".approvals .pending-call")
+        expect(pending.locator("legend")).to_have_text("choose_date needs a result")
+        page.get_by_label("Result (JSON)").fill("Friday")
+        page.get_by_role("button", name="Send result").click()
+        expect(pending.get_by_role("alert")).to_have_text("The result must be JSON (a string in quotes).")
+        page.get_by_label("Result (JSON)").fill('{"day": "Friday"}')
+        page.get_by_role("button", name="Send result").click()
+        expect(page.locator(".message.assistant .text").last).to_have_text("Booked for Friday.")
+        expect(pending.locator(".decided")).to_have_text("Result sent")
+        shot(page, "15-external.png")
+    answered = [p for m in model.requests[-1].messages for p in m.parts if isinstance(p, ToolResult)]
+    assert len(answered) == 1
+    assert "Friday" in answered[0].content
