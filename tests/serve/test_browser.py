@@ -411,6 +411,7 @@ def test_a_paused_run_shows_its_pending_call_and_approve_resumes_it_in_the_same_
         expect(page.get_by_role("button", name="Deny")).to_be_visible()
         expect(page.get_by_label("Reason to deny")).to_be_visible()
         expect(page.locator("#status")).to_contain_text("Run paused")
+        expect(page.get_by_role("button", name="Approve")).to_be_focused()  # the keyboard is where the decision is
         assert SENT == []
         shot(page, "12-approval.png")
 

@@ -305,7 +305,7 @@ function busy(running) {
   $("stop").disabled = !running;
   log().setAttribute("aria-busy", String(running));  // a screen reader reads the answer once, when it is whole
   if (running) $("status").textContent = "Running…";
-  else $("prompt").focus();
+  else (log().querySelector(".approvals:not(.sent) button:not(:disabled)") ?? $("prompt")).focus();  // a pause: its first button
 }
 
 // Stop asks the server to cancel the run (its stream then ends with the cancelled result); before the run has
