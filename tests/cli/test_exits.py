@@ -20,6 +20,7 @@ EXPECTED = {
     StopReason.TIMEOUT: 3,
     StopReason.GUARDRAIL: 3,
     StopReason.ERROR: 4,
+    StopReason.PAUSED: 5,
     StopReason.CANCELLED: 130,
 }
 
