@@ -78,6 +78,13 @@ _EXPORTS: dict[str, str] = {
     "Telemetry": "tether.telemetry",
     "HealthReport": "tether.health",
     "HealthCheck": "tether.health",
+    "PendingCall": "tether.paused",
+    "PausedRun": "tether.paused",
+    "Approve": "tether.paused",
+    "Reject": "tether.paused",
+    "ExternalResult": "tether.paused",
+    "Decisions": "tether.paused",
+    "DecisionInvalid": "tether.errors",
 }
 
 __all__ = sorted(name for name in _EXPORTS if not name.startswith("__"))
@@ -88,6 +95,7 @@ if TYPE_CHECKING:
     from tether.assistant import Assistant as Assistant
     from tether.assistant import ask as ask
     from tether.assistant import ask_async as ask_async
+    from tether.errors import DecisionInvalid as DecisionInvalid
     from tether.errors import GuardrailBlocked as GuardrailBlocked
     from tether.errors import InvalidOutput as InvalidOutput
     from tether.errors import TetherError as TetherError
@@ -137,6 +145,12 @@ if TYPE_CHECKING:
         ToolResult as ToolResult,
     )
     from tether.output import ModelRetry as ModelRetry
+    from tether.paused import Approve as Approve
+    from tether.paused import Decisions as Decisions
+    from tether.paused import ExternalResult as ExternalResult
+    from tether.paused import PausedRun as PausedRun
+    from tether.paused import PendingCall as PendingCall
+    from tether.paused import Reject as Reject
     from tether.output import OutputSchema as OutputSchema
     from tether.providers.base import ModelSettings as ModelSettings
     from tether.providers.base import Provider as Provider

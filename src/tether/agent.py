@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack
 
+from tether.agent_settings import AgentSettings
 from tether.agent_checks import (
     OutputMode,
     check_output_cache,
@@ -37,6 +38,7 @@ from tether.loop.choice import ToolChoiceOption, resolve_tool_choice
 from tether.loop.engine import Run
 from tether.loop.executor import DEFAULT_MAX_OUTPUT, UnknownTool
 from tether.loop.interrupts import Interrupter
+from tether.loop.pausing import Resumption, checked_decisions, claim, resumption
 from tether.loop.progress import joined_instructions
 from tether.loop.sinks import EventSink
 from tether.loop.spec import RunSpec
@@ -61,6 +63,7 @@ from tether.usage import Price
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
     from tether.output import OutputType
+    from tether.paused import Decisions, PausedRun
     from tether.providers.http.ratelimit import RateLimit
     from tether.providers.response_cache import ResponseCache
     from tether.sessions import SessionStore
@@ -71,7 +74,7 @@ if TYPE_CHECKING:
     from tether.telemetry.observer import RunObserver
 
 
-class Agent(Generic[DepsT, OutputT]):
+class Agent(AgentSettings, Generic[DepsT, OutputT]):
     """An LLM agent: ``Agent("provider:model", tools=[...], system="...", limits=Limits(...))``.
 
     ``Agent[Deps, Output]`` is an agent whose runs are given ``deps`` of type ``Deps`` (``deps_type=Deps``), which
@@ -291,74 +294,6 @@ class Agent(Generic[DepsT, OutputT]):
         self._spec = with_output(self._spec, output_type, output_mode)
         self._run_spec(None)  # a choice this agent can never keep is refused now, not at its first run
 
-    @property
-    def record_exchanges(self) -> bool:
-        """Whether runs in a session keep their exchanges (see ``record_exchanges=`` in the constructor)."""
-        return self._spec.record_exchanges
-
-    @property
-    def secrets(self) -> Masker:
-        """The known keys masked in every tool result of the next runs (see ``secrets=`` in the constructor)."""
-        return self._spec.masker
-
-    @secrets.setter
-    def secrets(self, masker: Masker) -> None:
-        if not isinstance(masker, Masker):
-            raise ConfigInvalid(f"secrets must be a tether.secrets.Masker, not {type(masker).__name__}")
-        self._spec = replace(self._spec, masker=masker)
-        self.telemetry = self._telemetry  # its redaction masks the new keys
-
-    @property
-    def telemetry(self) -> Telemetry:
-        """How the next runs are observed (see ``telemetry=`` in the constructor); settable."""
-        return self._telemetry
-
-    @telemetry.setter
-    def telemetry(self, settings: Telemetry | bool | None) -> None:
-        if settings is None or settings is True:
-            settings = Telemetry()
-        elif settings is False:
-            settings = DISABLED
-        elif not isinstance(settings, Telemetry):
-            raise ConfigInvalid(f"telemetry must be a Telemetry or a bool, not {type(settings).__name__}")
-        self._telemetry = settings
-        redaction = settings.redaction(self._spec.masker)
-        self.redaction = redaction
-        """What spans, logs and the CLI may show of a run (``tether.redaction``)."""
-
-        def observe() -> RunObserver | None:
-            return observer_for(settings, redaction)
-
-        self._spec = replace(
-            self._spec,
-            observe=observe,
-            agent_name=settings.agent_name or self.name,
-            server=self.provider.server if isinstance(self.provider, ServedProvider) else (None, None),
-            redaction=redaction,
-        )
-
-    @property
-    def mode(self) -> Mode:
-        """The tool mode of the next runs; settable (``agent.mode = "read-only"``)."""
-        return self._spec.permissions.mode
-
-    @mode.setter
-    def mode(self, mode: Mode | str) -> None:
-        current = self._spec.permissions
-        permissions = Permissions.of(mode, current.deny, current.can_use_tool, current.approve)
-        self._spec = replace(self._spec, permissions=permissions)
-
-    @property
-    def approve(self) -> Approver | None:
-        """What answers an ``Ask`` of the next runs (see ``approve=`` in the constructor); settable."""
-        return self._spec.permissions.approve
-
-    @approve.setter
-    def approve(self, approve: Approver | None) -> None:
-        current = self._spec.permissions
-        permissions = Permissions.of(current.mode, current.deny, current.can_use_tool, approve)
-        self._spec = replace(self._spec, permissions=permissions)
-
     def stream(
         self,
         prompt: Prompt | None = None,
@@ -397,11 +332,16 @@ class Agent(Generic[DepsT, OutputT]):
         deps: Any = None,
         instructions: str | None = None,
         output_type: Any = None,
+        *,
+        resumed: Resumption | None = None,
     ) -> RunStream:
         """Every run's one entry: a run of ``prompt`` (in ``session``, or from ``history``), its provider and
-        tool calls the steps of ``steps`` when it is durable (:func:`stream_with_steps`)."""
+        tool calls the steps of ``steps`` when it is durable (:func:`stream_with_steps`); or a paused run resumed
+        (``resumed``, ``loop/pausing.py``)."""
         for expected, where in self._deps_checks:
             check_deps(deps, expected, where)
+        if resumed is not None:
+            return self._resumed(resumed, on_event, session, deps)
         if prompt is None and not history and session is None:
             raise ConfigInvalid("a run needs a prompt, or a history (history= or session=) to run as it is")
         if not isinstance(prompt, str) or history:  # an attachment the model cannot read is refused before sending
@@ -426,6 +366,25 @@ class Agent(Generic[DepsT, OutputT]):
             return RunStream(run.events(), run, interrupter)
         store = check_session(self, history)
         stored = SessionRun(spec, prompt, store, session, interrupter, sinks, steps, deps)
+        return RunStream(stored.events(), stored, interrupter)
+
+    def _resumed(
+        self, resumption: Resumption, on_event: EventSink | None, session: str | None, deps: Any
+    ) -> RunStream:
+        """A paused run resumed: its decisions checked now when its state is given, else once the session's is
+        loaded (``loop/pausing.py``)."""
+        if self._handoffs or self._input_guardrails or self._output_guardrails:
+            raise ConfigInvalid("a paused run of an agent with handoffs or guardrails cannot be resumed yet")
+        sinks = self._sinks + ((on_event,) if on_event is not None else ())
+        spec, interrupter = self._run_spec(None), Interrupter()
+        if session is None:
+            assert resumption.state is not None, "resumption() refuses a resume with neither state nor session"
+            resumed = checked_decisions(resumption.state, resumption.decisions)
+            claim(resumed.state)
+            run = Run(spec, None, (), interrupter, sinks, deps=deps, resumed=resumed)
+            return RunStream(run.events(), run, interrupter)
+        stored = SessionRun(spec, None, check_session(self, ()), session, interrupter, sinks, None, deps)
+        stored.resumption = resumption
         return RunStream(stored.events(), stored, interrupter)
 
     def _team_member(self, spec: RunSpec | None = None) -> Member:
@@ -473,13 +432,49 @@ class Agent(Generic[DepsT, OutputT]):
     ) -> RunResult[OutputT]:
         """Run to the end and return the result; never raises for a run that went wrong, it reports it (see
         :meth:`stream` for the arguments)."""
-        result: RunResult[Any] | None = None
         stream = self._open(prompt, history, on_event, session, tool_choice, None, deps, instructions, output_type)
-        async for event in stream:
-            if type(event) is RunCompleted:
-                result = event.result
-        assert result is not None, "a run always ends with RunCompleted"
-        return result
+        return await _completed(stream)
+
+    def resume_stream(
+        self,
+        state: PausedRun | str | None,
+        decisions: Decisions,
+        *,
+        session: str | None = None,
+        on_event: EventSink | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
+    ) -> RunStream:
+        """Go on with a paused run (``docs/approvals.md``): ``state`` is its ``result.state`` (or its JSON, or
+        ``None`` to take the one stored in ``session``); ``decisions`` settle its pending calls, by call id. They
+        are checked first (``DecisionInvalid``, nothing run); then the decided calls run or are answered, and the
+        run goes on where it stopped, with the same id, counts and what was left of its deadline."""
+        resumed = resumption(state, decisions, session)
+        return self._open(None, (), on_event, session, None, None, deps, resumed=resumed)
+
+    async def resume(
+        self,
+        state: PausedRun | str | None,
+        decisions: Decisions,
+        *,
+        session: str | None = None,
+        on_event: EventSink | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
+    ) -> RunResult[OutputT]:
+        """:meth:`resume_stream` run to its end: the result (which may be paused again)."""
+        stream = self.resume_stream(state, decisions, session=session, on_event=on_event, deps=deps)
+        return await _completed(stream)
+
+    def resume_sync(
+        self,
+        state: PausedRun | str | None,
+        decisions: Decisions,
+        *,
+        session: str | None = None,
+        on_event: EventSink | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]  # None is the default of an agent without deps_type
+    ) -> RunResult[OutputT]:
+        """``resume()`` for code that is not async; it runs its own event loop."""
+        return _sync(lambda: self.resume(state, decisions, session=session, on_event=on_event, deps=deps), "resume")
 
     def as_tool(
         self,
@@ -521,15 +516,13 @@ class Agent(Generic[DepsT, OutputT]):
         output_type: Any = None,
     ) -> RunResult[OutputT]:
         """``run()`` for code that is not async; it runs its own event loop."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            run = self.run(
+        return _sync(
+            lambda: self.run(
                 prompt, history=history, on_event=on_event, session=session, tool_choice=tool_choice, deps=deps,
                 instructions=instructions, output_type=output_type,
-            )  # fmt: skip
-            return asyncio.run(run)
-        raise RuntimeError("run_sync() cannot be called from async code: use 'await agent.run(...)'")
+            ),
+            "run",
+        )  # fmt: skip
 
     async def health(self, *, timeout: float = DEFAULT_TIMEOUT) -> HealthReport:
         """Whether this agent's parts work now, one check each (``tether.health``): ``provider`` (its API
@@ -598,3 +591,23 @@ def stream_with_steps(
 
 
 V = TypeVar("V", bound=Callable[..., Any])
+T = TypeVar("T")
+
+
+async def _completed(stream: RunStream) -> RunResult[Any]:
+    """The result of a run's stream, consumed to its ``RunCompleted``."""
+    result: RunResult[Any] | None = None
+    async for event in stream:
+        if type(event) is RunCompleted:
+            result = event.result
+    assert result is not None, "a run always ends with RunCompleted"
+    return result
+
+
+def _sync(make: Callable[[], Coroutine[Any, Any, T]], name: str) -> T:
+    """``make()`` run on an event loop of its own; ``RuntimeError`` from async code, naming the method to await."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    raise RuntimeError(f"{name}_sync() cannot be called from async code: use 'await agent.{name}(...)'")

@@ -32,6 +32,8 @@ ErrorCode = Literal[
     "session_invalid",
     "store_unavailable",
     "format_unsupported",
+    "decision_invalid",
+    "state_invalid",
     "cancelled",
     "download_failed",
     "checksum_mismatch",
@@ -248,6 +250,21 @@ class FormatUnsupported(TetherError):
     naming a type that no longer exists here. The message says which, and why."""
 
     code: ClassVar[ErrorCode] = "format_unsupported"
+
+
+class DecisionInvalid(TetherError):
+    """The decisions given to resume a paused run do not fit its pending calls: an unknown call id, a call left
+    undecided, a digest that is not the call's arguments', an ``Approve`` for an external call or an
+    ``ExternalResult`` for one that needs approval. ``details["calls"]`` names the call ids; nothing was run."""
+
+    code: ClassVar[ErrorCode] = "decision_invalid"
+
+
+class StateInvalid(TetherError):
+    """A paused run's stored state cannot be read: not JSON, or not the shape ``PausedRun.to_json`` writes (a
+    newer format version is :class:`FormatUnsupported` instead)."""
+
+    code: ClassVar[ErrorCode] = "state_invalid"
 
 
 class Cancelled(TetherError):

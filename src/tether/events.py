@@ -22,6 +22,7 @@ from typing_extensions import TypeVar
 
 from tether.limits import StopReason
 from tether.messages import JsonObject, Message, ToolCall, ToolResult, model_view
+from tether.paused import PausedRun, PendingCall
 from tether.usage import Cost, Usage
 
 OutputT = TypeVar("OutputT", default=str)
@@ -259,6 +260,11 @@ class RunResult(msgspec.Struct, Generic[OutputT], frozen=True):
     last_agent: str | None = None
     """The name of the agent that answered: the last one the run was handed to (``Agent(handoffs=...)``), or the
     agent's own name; ``None`` for an agent without one."""
+    pending: tuple[PendingCall, ...] = ()
+    """The calls a paused run waits on (``stop_reason`` ``paused``), in the model's order; empty otherwise."""
+    state: PausedRun | None = None
+    """A paused run's state, to resume it with decisions (``Agent.resume``) here or in another process
+    (``state.to_json()``); ``None`` unless the run paused."""
 
     @property
     def new_messages(self) -> tuple[Message, ...]:

@@ -51,6 +51,10 @@ class StopReason(StrEnum):
     """``max_cost_usd`` was reached."""
     GUARDRAIL = "guardrail"
     """A guardrail blocked the input or the output (``tether.team.guardrails``); ``result.text`` is its message."""
+    PAUSED = "paused"
+    """A tool call needs a person's approval, or its result comes from outside (``@tool(approval=True)``,
+    ``@tool(external=True)``, ``Ask`` without an approver): the run stopped with ``result.pending`` and
+    ``result.state``, to be resumed with decisions (``Agent.resume``). Not an answer, and not degraded."""
     ERROR = "error"
     """The provider failed (after its own retries) or something unexpected broke; see ``result.error``."""
 
@@ -95,6 +99,11 @@ class Limits:
     excess get an error result and the run goes on (the model can ask again). ``"stop"``: the excess get an
     error result too, the others run, and the run then stops with ``max_tool_calls`` (and the one tools-off call
     for an answer, as after every step limit)."""
+
+    approval_timeout: float | None = None
+    """How long a paused run's calls wait for their decisions, from the pause. A run resumed later treats every
+    approval as rejected and every external call as failed, saying no one answered in time; a durable run waits
+    at most this long."""
 
     def __post_init__(self) -> None:
         for field in fields(self):

@@ -75,6 +75,12 @@ class ToolOptions(TypedDict, total=False):
     ``invalid_arguments`` naming each one, so a model that misspelled an optional parameter learns it and asks
     again, where ignoring it would run the call with the default it meant to change. ``"ignore"``: they are
     dropped and the call runs (for a model that adds fields of its own making: ``reason``, ``thought``)."""
+    approval: bool
+    """A call needs a person's approval before it runs (default False): asked inline through the agent's
+    ``approve=`` callback when it has one, else the run pauses with the call pending (``Agent.resume``)."""
+    external: bool
+    """The call's result comes from outside (default False): the function's signature and docstring give the
+    schema, its body never runs; the run pauses with the call pending until a decision brings its result."""
 
 
 class Tool:
@@ -87,7 +93,7 @@ class Tool:
 
     __slots__ = (
         "_validator", "concurrent", "description", "extra_arguments", "function", "idempotent", "is_async",
-        "max_output", "name", "raw_parameter", "read_only", "repeatable", "server", "timeout",
+        "max_output", "name", "raw_parameter", "read_only", "repeatable", "server", "timeout", "approval", "external",
     )  # fmt: skip
 
     def __init__(
@@ -119,6 +125,10 @@ class Tool:
         self.repeatable = options.get("repeatable", False)
         self.idempotent = options.get("idempotent", True)
         self.server = options.get("server")
+        self.approval = options.get("approval", False)
+        """Each call waits for a person's approval (``ToolOptions.approval``)."""
+        self.external = options.get("external", False)
+        """Each call's result comes from outside; the function never runs (``ToolOptions.external``)."""
         self.extra_arguments = extra_arguments(name, options)
         """What becomes of arguments the tool does not take (``ToolOptions.extra_arguments``): the validator
         was made to match."""
