@@ -63,9 +63,7 @@ def deployer(project: Project) -> Path:
 
 
 def tether(project: Project, server: MockLLM, *args: str) -> Any:
-    return project.run(
-        *args, PAUSE_MOCK_URL=server.base_url, DEPLOY_LOG=str(project.root / "deployed.log")
-    )
+    return project.run(*args, PAUSE_MOCK_URL=server.base_url, DEPLOY_LOG=str(project.root / "deployed.log"))
 
 
 def runs(log: Path) -> list[str]:
@@ -80,7 +78,8 @@ def test_a_run_without_a_terminal_pauses_lists_the_call_and_exits_5(project: Pro
     assert done.returncode == 5, done.stderr
     assert f"{CALL}  deploy(service='web'): waits for approval" in done.stderr
     assert "[paused]" in done.stderr
-    assert f"--approve {CALL}" in done.stderr and "resume it: tether run --session " in done.stderr
+    assert f"--approve {CALL}" in done.stderr
+    assert "resume it: tether run --session " in done.stderr
     assert runs(log) == [], "nothing runs before it is approved"
     assert len(server.requests) == 1
 
@@ -91,7 +90,8 @@ def test_json_prints_the_state_and_resume_from_it_runs_the_tool_once(project: Pr
         paused = tether(project, server, "run", "--agent", SPEC, "--json", "Deploy web")
         assert paused.returncode == 5, paused.stderr
         shown = json.loads(paused.stdout)
-        assert shown["stop_reason"] == "paused" and shown["exit_code"] == 5
+        assert shown["stop_reason"] == "paused"
+        assert shown["exit_code"] == 5
         assert [(p["id"], p["tool"], p["arguments"], p["kind"]) for p in shown["pending"]] == [
             (CALL, "deploy", {"service": "web"}, "approval")
         ]
@@ -184,12 +184,17 @@ def test_a_state_or_decisions_that_cannot_be_used_exit_1_naming_the_code(project
         missing = tether(project, server, "run", "--agent", SPEC, "--resume", "nowhere.json", "--approve", CALL)
         unknown = tether(project, server, "run", "--agent", SPEC, "--resume", "s.json", "--approve", "call_9")
 
-    assert broken.returncode == 1 and "(state_invalid)" in broken.stderr, broken.stderr
-    assert future.returncode == 1 and "(format_unsupported)" in future.stderr, future.stderr
-    assert missing.returncode == 1 and "cannot read the paused run's state 'nowhere.json'" in missing.stderr
-    assert unknown.returncode == 1 and "(decision_invalid)" in unknown.stderr, unknown.stderr
+    assert broken.returncode == 1, broken.stderr
+    assert "(state_invalid)" in broken.stderr
+    assert future.returncode == 1, future.stderr
+    assert "(format_unsupported)" in future.stderr
+    assert missing.returncode == 1
+    assert "cannot read the paused run's state 'nowhere.json'" in missing.stderr
+    assert unknown.returncode == 1, unknown.stderr
+    assert "(decision_invalid)" in unknown.stderr
     assert "call_9" in unknown.stderr
-    assert runs(log) == [] and len(server.requests) == 1, "nothing ran for a refused resume"
+    assert runs(log) == [], "nothing ran for a refused resume"
+    assert len(server.requests) == 1
 
 
 def test_decisions_without_a_paused_run_are_a_usage_error(project: Project) -> None:
@@ -199,17 +204,18 @@ def test_decisions_without_a_paused_run_are_a_usage_error(project: Project) -> N
         with_prompt = tether(project, server, "run", "--agent", SPEC, "--resume", "s.json", "--approve", CALL, "hi")
         reason = tether(project, server, "run", "--agent", SPEC, "--session", "x", "--approve", CALL, "--reason", "r")
 
-    assert alone.returncode == 2 and "--resume STATE.json or --session ID" in alone.stderr
-    assert with_prompt.returncode == 2 and "takes no PROMPT" in with_prompt.stderr
-    assert reason.returncode == 2 and "--reason is the reason of --deny" in reason.stderr
+    assert alone.returncode == 2
+    assert "--resume STATE.json or --session ID" in alone.stderr
+    assert with_prompt.returncode == 2
+    assert "takes no PROMPT" in with_prompt.stderr
+    assert reason.returncode == 2
+    assert "--reason is the reason of --deny" in reason.stderr
 
 
 def test_in_a_terminal_run_asks_inline_and_goes_on(project: Project, children: list[Any]) -> None:
     log = deployer(project)
     with MockLLM([Call("deploy", {"service": "web"}), echo]) as server:
-        child = project.spawn(
-            "run", "--agent", SPEC, "Deploy web", PAUSE_MOCK_URL=server.base_url, DEPLOY_LOG=str(log)
-        )
+        child = project.spawn("run", "--agent", SPEC, "Deploy web", PAUSE_MOCK_URL=server.base_url, DEPLOY_LOG=str(log))
         children.append(child)
         child.expect_exact("Allow deploy(service='web')? [y/N]")
         assert runs(log) == []
@@ -222,9 +228,7 @@ def test_in_a_terminal_run_asks_inline_and_goes_on(project: Project, children: l
     assert runs(log) == ["web"]
 
 
-def test_the_chat_pauses_on_an_external_call_and_goes_on_with_its_result(
-    project: Project, children: list[Any]
-) -> None:
+def test_the_chat_pauses_on_an_external_call_and_goes_on_with_its_result(project: Project, children: list[Any]) -> None:
     deployer(project)
     with MockLLM([Call("weather", {"city": "Oslo"}), echo, Say("Bye.")]) as server:
         child = project.spawn("chat", "--agent", SPEC, PAUSE_MOCK_URL=server.base_url, DEPLOY_LOG="/dev/null")

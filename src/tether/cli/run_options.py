@@ -239,9 +239,9 @@ def decision_options(command: Any) -> Any:
         metavar="TEXT",
         help="Resume: why the --deny calls are denied; the model reads it.",
     )(command)
-    command = click.option(
-        "--deny", multiple=True, metavar="ID", help="Resume: deny the paused call ID (repeatable)."
-    )(command)
+    command = click.option("--deny", multiple=True, metavar="ID", help="Resume: deny the paused call ID (repeatable).")(
+        command
+    )
     command = click.option(
         "--approve", multiple=True, metavar="ID", help="Resume: approve the paused call ID (repeatable)."
     )(command)
