@@ -35,7 +35,7 @@ def weather(city: str) -> str:
     Args:
         city: The city.
     """
-    ...
+    raise AssertionError("an external tool's body never runs")
 
 
 def echo(request: Request) -> Step:
@@ -61,7 +61,9 @@ class Chatting:
         return self.file.getvalue()
 
 
-BOTH = parallel(scripted_call("deploy", {"service": "web"}, id="c1"), scripted_call("weather", {"city": "Oslo"}, id="c2"))
+BOTH = parallel(
+    scripted_call("deploy", {"service": "web"}, id="c1"), scripted_call("weather", {"city": "Oslo"}, id="c2")
+)
 
 
 async def test_a_paused_answer_lists_its_calls_and_resumes_once_each_is_decided() -> None:
