@@ -9,6 +9,8 @@ the loop is shown as one answer; one still cut when the run ends is marked on it
 spinner runs on ``err`` while the model has not sent anything yet, when ``err`` is a terminal. An agent a tool
 call runs (``agent.as_tool()``) shows its activity on ``err`` under the call, indented by its depth: its text
 when each of its turns ends, its tool calls and their results, and its stop when it was not an answer.
+A run that paused closes with ``[paused]`` and one line per call it waits on (its id, the call, what it waits
+for and why); the command adds how to resume it.
 
 Everything but the answer goes through the agent's :class:`~tether.redaction.Redaction`
 (``renderer.redaction = agent.redaction``): a tool call's secret-named arguments print as ``***``, and so do

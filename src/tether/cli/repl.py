@@ -8,6 +8,10 @@ string.
 A turn is one run of the agent in the chat's session (``agent.stream(prompt, session=ID)``): the store keeps
 the conversation after every model turn, and a cancelled turn leaves a valid transcript behind, so the next
 prompt simply goes on from it.
+
+A turn that pauses (a call waiting for an approval no one was asked, or for an external result) lists its
+pending calls; ``/approve``, ``/deny`` and ``/result`` decide them one by one, and once each has its decision the
+run resumes (``agent.resume_stream(state, decisions, session=ID)``) and its answer is shown as a turn's.
 """
 
 from __future__ import annotations

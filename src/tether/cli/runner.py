@@ -9,6 +9,10 @@ checkpoint saved). Exit codes: :mod:`tether.cli.exits`.
 ``--agent MODULE:ATTR`` runs that Python agent (``cli/python_agent.py``, ``Setup.python_agent``) instead of the
 one the configuration describes; ``app.py`` refuses the flags that would change its definition.
 
+A run that pauses (tool calls waiting for a decision) lists them and the command that resumes it, and exits 5;
+``--resume FILE`` or ``--session ID`` with ``--approve``/``--deny``/``--result`` resumes one instead of running
+a prompt (``cli/decisions.py``).
+
 ``--trace`` prints the tree of the run (``cli/trace.py``) on stderr after the answer; with
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, the run's spans are exported (``cli/otlp.py``).
 """
