@@ -132,3 +132,12 @@ async def test_a_new_session_forgets_the_paused_answer() -> None:
 
     assert "no answer is paused" in chatting.shown
     assert ran == []
+
+
+async def test_tools_says_which_tools_pause_and_which_ask() -> None:
+    chatting = Chatting()
+    await chatting.chat.handle("/tools")
+
+    shown = {line.split()[0]: line for line in chatting.shown.splitlines() if line.strip()}
+    assert "external: a call pauses the answer for its result (/result)" in shown["weather"]
+    assert "asks first (approval)" in shown["deploy"]

@@ -299,6 +299,10 @@ class Chat:
                 status = "read-only"
             elif self.mode == "read-only":
                 status = "not offered in read-only mode"
+            elif tool.external:
+                status = "external: a call pauses the answer for its result (/result)"
+            elif tool.approval and not self.yes:
+                status = "asks first (approval)"
             elif self.own_permissions:
                 status = "as the agent's can_use_tool decides"
             else:
