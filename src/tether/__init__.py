@@ -145,13 +145,13 @@ if TYPE_CHECKING:
         ToolResult as ToolResult,
     )
     from tether.output import ModelRetry as ModelRetry
+    from tether.output import OutputSchema as OutputSchema
     from tether.paused import Approve as Approve
     from tether.paused import Decisions as Decisions
     from tether.paused import ExternalResult as ExternalResult
     from tether.paused import PausedRun as PausedRun
     from tether.paused import PendingCall as PendingCall
     from tether.paused import Reject as Reject
-    from tether.output import OutputSchema as OutputSchema
     from tether.providers.base import ModelSettings as ModelSettings
     from tether.providers.base import Provider as Provider
     from tether.providers.http.ratelimit import RateLimit as RateLimit

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Unpack
 
-from tether.agent_settings import AgentSettings
 from tether.agent_checks import (
     OutputMode,
     check_output_cache,
@@ -30,6 +29,7 @@ from tether.agent_checks import (
     tool_mode_of,
     with_output,
 )
+from tether.agent_settings import AgentSettings
 from tether.errors import ConfigInvalid
 from tether.events import OutputT, RunCompleted, RunResult
 from tether.health import DEFAULT_TIMEOUT, HealthReport, health_of, settle
@@ -45,7 +45,7 @@ from tether.loop.spec import RunSpec
 from tether.messages import Message, Prompt, user_message
 from tether.pricing import price_for
 from tether.providers.attachments import refuse_unreadable
-from tether.providers.base import ModelSettings, Provider, ServedProvider
+from tether.providers.base import ModelSettings, Provider
 from tether.providers.fallback import resolve_models
 from tether.run_context import DepsT, RunContext, check_deps
 from tether.run_handles import RunHandle, RunStream
@@ -53,7 +53,7 @@ from tether.secret_refs import is_reference
 from tether.secrets import Masker, connection_password
 from tether.session_run import SessionRun
 from tether.team.agent_tool import AgentTool, agent_tool
-from tether.telemetry import DISABLED, Telemetry, observer_for
+from tether.telemetry import Telemetry
 from tether.tools.base import Tool, ToolOptions
 from tether.tools.output_cache import DEFAULT_THRESHOLD
 from tether.tools.permissions import Approver, Mode, PermissionHook, Permissions
@@ -71,7 +71,6 @@ if TYPE_CHECKING:
     from tether.team.guardrails import Guardrail, GuardrailCheck
     from tether.team.handoffs import Handoff
     from tether.team.relay import Member
-    from tether.telemetry.observer import RunObserver
 
 
 class Agent(AgentSettings, Generic[DepsT, OutputT]):
@@ -368,9 +367,7 @@ class Agent(AgentSettings, Generic[DepsT, OutputT]):
         stored = SessionRun(spec, prompt, store, session, interrupter, sinks, steps, deps)
         return RunStream(stored.events(), stored, interrupter)
 
-    def _resumed(
-        self, resumption: Resumption, on_event: EventSink | None, session: str | None, deps: Any
-    ) -> RunStream:
+    def _resumed(self, resumption: Resumption, on_event: EventSink | None, session: str | None, deps: Any) -> RunStream:
         """A paused run resumed: its decisions checked now when its state is given, else once the session's is
         loaded (``loop/pausing.py``)."""
         if self._handoffs or self._input_guardrails or self._output_guardrails:

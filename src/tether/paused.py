@@ -114,6 +114,8 @@ class PausedRun(msgspec.Struct, frozen=True, kw_only=True):
     turns: int = 0
     tool_calls: int = 0
     error_turns: int = 0
+    refused: str | None = None
+    """Why the run stops with ``max_tool_calls`` once the paused turn is settled, if a call of it was refused."""
     first_new_message: int = 0
     run_timeout_left: float | None = None
     paused_at: float

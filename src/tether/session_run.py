@@ -7,6 +7,10 @@ A store that also keeps tool outputs (``sessions.OutputStore``) keeps the run's 
 its exchanges (``record_exchanges``), the run's provider calls are handed to the store with each save, before
 the transcript (``tether.exchanges``; a store that cannot keep them is refused before the run starts).
 
+A session whose run paused for decisions (``loop/pausing.py``) keeps the pause on its last message: a new run in
+it makes no model call and answers ``paused`` again with the same pending calls, until ``Agent.resume(...,
+session=ID)`` (:attr:`SessionRun.resumption`) settles them and goes on.
+
 In a durable run (``loop/steps.py``) the load and each save are steps of their own: an execution of the run
 again sees the session as the first one did, and never saves an older transcript over a newer one.
 """
@@ -16,9 +20,14 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from tether.events import RunEvent, RunResult
+import msgspec
+
+from tether.errors import DecisionInvalid
+from tether.events import RunCompleted, RunEvent, RunResult
+from tether.limits import StopReason
 from tether.loop.engine import Run
 from tether.loop.interrupts import Interrupter
+from tether.loop.pausing import Resumed, Resumption, checked_decisions, claim, paused_of, usage_before
 from tether.loop.sinks import EventSink
 from tether.loop.spec import RunSpec
 from tether.messages import Message, Prompt
@@ -28,6 +37,7 @@ from tether.usage import Usage
 if TYPE_CHECKING:
     from tether.exchanges import ExchangeLog
     from tether.loop.steps import StepRunner
+    from tether.paused import PausedRun
     from tether.sessions import ExchangeStore, Session, SessionStore
 
 
@@ -35,8 +45,8 @@ class SessionRun:
     """One run continuing a stored session (see the module docstring); iterate :meth:`events` once."""
 
     __slots__ = (
-        "_deps", "_interrupter", "_latest", "_loaded", "_prepare", "_prompt", "_run", "_saves", "_sinks", "_spec",
-        "_steps", "_store", "id",
+        "_deps", "_interrupter", "_latest", "_loaded", "_prepare", "_prompt", "_result", "_run", "_saves", "_sinks",
+        "_spec", "_steps", "_store", "id", "resumption",
     )  # fmt: skip
 
     def __init__(
@@ -64,13 +74,17 @@ class SessionRun:
         self._loaded = Usage()
         """What the session had used when it was loaded: the run's usage is added to it."""
         self._saves = 0
+        self._result: RunResult | None = None
+        """The result of a run that could not start: its session is paused."""
+        self.resumption: Resumption | None = None
+        """The decisions that resume the session's paused run; ``None``: a new run (``Agent.resume``)."""
         if spec.record_exchanges:
             _check_keeps_exchanges(store)
 
     @property
     def result(self) -> RunResult | None:
         """The run's result once it has completed."""
-        return self._run.result if self._run is not None else None
+        return self._run.result if self._run is not None else self._result
 
     async def events(self) -> AsyncGenerator[RunEvent, None]:
         """The run's events, the session loaded before the first."""
@@ -80,10 +94,18 @@ class SessionRun:
         self._latest, self._loaded = stored, stored.usage
         refuse_unreadable(stored.messages, self._spec.provider.info, f"the session {self.id!r}")
         outputs = self._store if isinstance(self._store, OutputStore) else None  # else kept for this run only
+        paused = paused_of(stored.messages)
+        if paused is not None and self.resumption is None:
+            yield RunCompleted(self._still_paused(paused))
+            return
+        resumed = None if self.resumption is None else self._resumed(paused)
+        if resumed is not None:
+            self._loaded = usage_before(stored.usage, resumed.state)
         history, prepared = self._prepare(stored.messages) if self._prepare is not None else (stored.messages, None)
         self._run = Run(
-            self._spec, self._prompt, history, self._interrupter, self._sinks, self._checkpoint,
-            session_id=self.id, output_store=outputs, steps=self._steps, deps=self._deps,
+            self._spec, self._prompt, history if resumed is None else (), self._interrupter, self._sinks,
+            self._checkpoint, session_id=self.id, output_store=outputs, steps=self._steps, deps=self._deps,
+            resumed=resumed,
         )  # fmt: skip
         if prepared is not None:
             prepared(self._run)
@@ -95,6 +117,37 @@ class SessionRun:
                 yield event
         finally:
             await events.aclose()
+
+    def _still_paused(self, paused: PausedRun) -> RunResult:
+        """The result of a run asked of a paused session: no model call, the pause as it is, and what to do."""
+        detail = (
+            f"the session {self.id!r} is paused, waiting for decisions on its pending tool calls: resume it with "
+            f"agent.resume(None, decisions, session={self.id!r}) before running it again"
+        )
+        self._result = RunResult(
+            text="", stop_reason=StopReason.PAUSED, messages=paused.messages, usage=Usage(), detail=detail,
+            turns=paused.turns, run_id=paused.run_id, first_new_message=len(paused.messages),
+            pending=paused.pending, state=paused, last_agent=self._spec.agent_name,
+        )  # fmt: skip
+        return self._result
+
+    def _resumed(self, paused: PausedRun | None) -> Resumed:
+        """The session's paused run with its decisions checked (``DecisionInvalid`` before anything runs): the
+        state given must be the session's own pause."""
+        resumption = self.resumption
+        assert resumption is not None
+        given = resumption.state
+        if paused is None:
+            raise DecisionInvalid(f"the session {self.id!r} is not paused: there is no run to resume in it")
+        if given is not None and (given.run_id, given.pending_ids) != (paused.run_id, paused.pending_ids):
+            raise DecisionInvalid(
+                f"the state given is not the paused run of the session {self.id!r} (run {paused.run_id})",
+                details={"calls": list(given.pending_ids)},
+            )
+        state = paused if given is None else msgspec.structs.replace(given, messages=paused.messages)
+        resumed = checked_decisions(state, resumption.decisions)
+        claim(resumed.state)
+        return resumed
 
     def _exchange_log(self, run_id: str) -> ExchangeLog:
         """Where the run keeps its exchanges until they are saved, masked as the run's telemetry is."""

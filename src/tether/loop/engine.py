@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,15 +35,7 @@ import msgspec
 from msgspec.structs import replace
 
 from tether.errors import ContextOverflow, TetherError
-from tether.events import (
-    RunCompleted,
-    RunEvent,
-    RunResult,
-    RunStarted,
-    TextDelta,
-    ToolResultReceived,
-    TurnStarted,
-)
+from tether.events import RunCompleted, RunEvent, RunResult, RunStarted, TextDelta, ToolResultReceived, TurnStarted
 from tether.limits import StopReason
 from tether.loop.accumulator import AccumulatedTurn
 from tether.loop.actions import Interpreted
@@ -53,18 +44,19 @@ from tether.loop.compactor import Compactor, still_too_long
 from tether.loop.context import correction, fallback_text, summary_request
 from tether.loop.continuation import Continuation, Continued, continued_detail, cut_detail
 from tether.loop.executor import ToolBatch, ToolExecutor
-from tether.loop.guard import LoopGuard, Stop
+from tether.loop.guard import LoopGuard, Stop, reason_for, unanswered_repeat, why_closed
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter, deadline_passed
 from tether.loop.nesting import Nesting, NestingExecutor
 from tether.loop.offer import Offer
 from tether.loop.outputs import OutputJudge
+from tether.loop.pausing import Resumed, marked, paused_state, resumed_batch, resumed_state, settled, time_left
 from tether.loop.progress import RunProgress, system_text
 from tether.loop.repeats import Verdict, answer_from_results
 from tether.loop.saving import Checkpoint, Saves
 from tether.loop.sinks import NO_SINKS, EventSink, Sinks
 from tether.loop.spec import RunSpec
 from tether.loop.state import RunState
-from tether.loop.steps import elapsed
+from tether.loop.steps import elapsed, new_run_id
 from tether.messages import Message, Prompt, ToolCall, ToolResult
 from tether.providers.base import ToolDefinition
 from tether.secrets import mask_exception_in_place
@@ -82,6 +74,8 @@ __all__ = ["Checkpoint", "Decided", "EventSink", "Run", "new_run_id"]
 SUMMARIZED_STOPS = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TOOL_CALLS, StopReason.CONSECUTIVE_ERRORS})
 """Step limits: the model has not answered yet, so the loop asks it once more, without tools."""
 ANSWERED_STOPS = frozenset({StopReason.COMPLETE, StopReason.DONE_TOOL, StopReason.ASK_USER})
+WHOLE_STOPS = ANSWERED_STOPS | {StopReason.PAUSED}
+"""Stops that leave a run whole (not degraded): an answer, or a pause for decisions (``pausing.py``)."""
 
 
 class Decided(msgspec.Struct, frozen=True):
@@ -102,7 +96,8 @@ class Run:
 
     __slots__ = (
         "__weakref__", "calls", "compactor", "executor", "guard", "interrupter", "judge", "observer", "offer",
-        "outputs", "progress", "result", "run_id", "saves", "session_id", "sinks", "spec", "state", "steps",
+        "outputs", "paused", "progress", "result", "resumed", "run_id", "saves", "session_id", "sinks", "spec",
+        "state", "steps",
     )  # fmt: skip
     """Slots, not a dict: a run in flight is a few hundred bytes smaller and its attributes quicker to read."""
 
@@ -118,6 +113,7 @@ class Run:
         output_store: OutputStore | None = None,
         steps: StepRunner | None = None,
         deps: Any = None,
+        resumed: Resumed | None = None,
     ) -> None:
         self.spec = spec
         self.steps = steps
@@ -125,8 +121,13 @@ class Run:
         self.session_id = session_id
         self.interrupter = interrupter
         self.run_id = steps.run_id if steps is not None else new_run_id()
-        self.state = RunState(spec.system, history, prompt)
+        self.resumed, self.paused = resumed, None
+        """The paused run this one goes on with, until its calls are settled; the state this one paused with."""
+        self.state = RunState(spec.system, history, prompt) if resumed is None else resumed_state(spec, resumed)
         self.guard = LoopGuard(spec.limits, spec.price, repeatable=spec.is_repeatable)
+        if resumed is not None:
+            self.run_id = resumed.state.run_id
+            self.guard.resume(resumed.state)
         self.progress = (
             RunProgress(self.run_id, deps, self.state, self.guard)
             if spec.takes_context or spec.system_function is not None or spec.output is not None
@@ -157,7 +158,7 @@ class Run:
         if spec.nests:  # it runs agents as tools: they share its steps, budget and events (``nesting.py``)
             self._nest()
         self.compactor = Compactor(self.state, self.offer, self.calls)
-        if history and self.outputs is not None and self.outputs.notice(self.state.transcript):
+        if (history or resumed) and self.outputs is not None and self.outputs.notice(self.state.transcript):
             self._offer_reader()  # only a history has results to read
         self.result: RunResult | None = None
 
@@ -193,7 +194,7 @@ class Run:
                 self.state.close_open_calls("the run was cancelled")
                 raise
             except TetherError as error:
-                decided = Decided(Stop(_reason_for(error), str(error), error))
+                decided = Decided(Stop(reason_for(error), str(error), error))
             except Exception as error:  # noqa: BLE001 - a bug in a provider: the run still answers
                 decided = Decided(Stop(StopReason.ERROR, f"unexpected {type(error).__name__}: {error}", error))
             finally:
@@ -221,7 +222,9 @@ class Run:
         the last save, and ``RunCompleted``."""
         stop = decided.stop
         assert stop is not None, "the turns end when one decides the run stops"
-        for result in self._close_open_calls(_why(stop)):
+        for result in (
+            self._close_open_calls(why_closed(stop)) if self.paused is None else ()
+        ):  # pending calls stay open
             yield self._emit(ToolResultReceived(result, self.state.turn))
         answer = decided.answer
         if stop.reason in SUMMARIZED_STOPS and not decided.asked:
@@ -264,8 +267,8 @@ class Run:
         if limits.run_timeout is None:
             return False
         spent = 0.0 if self.steps is None else await elapsed(self.steps)
-        alarm = self.interrupter.alarm
-        self.offer.deadline = alarm.time() + limits.run_timeout - spent
+        alarm = self.interrupter.alarm  # a resumed run has what its pause left it
+        self.offer.deadline = alarm.time() + time_left(self.resumed, limits.run_timeout - spent)
         alarm.set(self, self.offer.deadline, self._run_timed_out)
         return True
 
@@ -285,13 +288,15 @@ class Run:
 
     async def _save(self) -> Stop | None:
         """Save the transcript and usage (``saving.py``): the stop a failure decides, if any."""
-        return None if self.saves is None else await self.saves.save(self.state.transcript, self.guard.usage)
+        if self.saves is None:
+            return None
+        return await self.saves.save(marked(self.state.transcript, self.paused), self.guard.usage)
 
     def _finish(self, stop: Stop, answer: str | None) -> RunResult:
         """The run's result: ``stop`` says why it ended, ``answer`` is the text the deciding step gave, if any."""
         stop, unsaved = self.saves.marked(stop) if self.saves is not None else (stop, False)
         stop = self._masked(stop)
-        degraded = unsaved or stop.degraded or stop.reason not in ANSWERED_STOPS
+        degraded = unsaved or stop.degraded or stop.reason not in WHOLE_STOPS
         if stop.reason in SUMMARIZED_STOPS:
             text = answer or fallback_text(stop.reason, stop.detail)
         else:
@@ -305,7 +310,7 @@ class Run:
             turn_usage=tuple(self.calls.turn_usage), cost=guard.cost, run_id=self.run_id,
             first_new_message=self.state.first_new, turn_records=recorder.records(), duration_ms=recorder.run_ms(),
             output=text if self.judge is None else self.judge.output, finish_reason=recorder.answer_finish(),
-            last_agent=self.spec.agent_name,
+            last_agent=self.spec.agent_name, pending=self.paused.pending if self.paused else (), state=self.paused,
         )  # fmt: skip
         if self.observer is not None:
             self.observer.run_ended(self.result)
@@ -340,6 +345,11 @@ class Run:
     async def _turns(self) -> AsyncGenerator[RunEvent | Decided, None]:
         """Turn after turn until one decides the run stops (its last item); one generator, which asyncio tracks."""
         guard, state, calls, offer, compactor = self.guard, self.state, self.calls, self.offer, self.compactor
+        if self.resumed is not None:  # the paused turn's calls settled first, as decided
+            async for item in self._resume(self.resumed):
+                yield item
+                if isinstance(item, Decided):
+                    return
         while True:
             turn_no = state.turn = guard.turns + 1
             extra, attempt, recovered, final = None, 0, False, bool(had := guard.repeated)  # repeated: only an answer
@@ -386,6 +396,7 @@ class Run:
             asked = read.turn.tool_calls  # a typed output's calls are answered first: the executor runs the others
             batch = state.start_batch(asked, guard.admit(asked) if self.judge is None else await self._verdicts(asked))
             for group in (executor := self.executor).groups(batch):
+                await executor.permit(batch, group)
                 for started in executor.starting(batch, group, turn_no):
                     yield self._emit(started)
                 while (relayed := await executor.settle(batch, group)) is not None:  # an agent's, as it runs
@@ -442,12 +453,15 @@ class Run:
         if stop is None:
             return correction(problem, answer_only=final)
         if final and stop.reason is StopReason.INVALID_RESPONSE:
-            return Decided(_unanswered_repeat(had, problem), answer_from_results(had), asked=True)
+            return Decided(unanswered_repeat(had, problem), answer_from_results(had), asked=True)
         return Decided(stop)
 
     async def _acted(self, batch: ToolBatch) -> Decided:
         """A turn's tool calls were all answered: their results join the transcript, the records and the guard;
-        then the checks, and the session saved. What the turn decided."""
+        then the checks, and the session saved. What the turn decided: a pause, when calls wait on decisions."""
+        if batch.pending and batch.done is None:
+            self.paused, stop = paused_state(self, batch)
+            return Decided(stop)
         guard = self.guard
         results = self.state.end_batch(batch)
         self.calls.recorder.attach_calls(results, batch.durations)
@@ -458,6 +472,16 @@ class Run:
         if stop is None and self.saves is not None:  # no coroutine for a run that saves nothing
             stop = await self._save()
         return Decided(stop, answer)
+
+    async def _resume(self, resumed: Resumed) -> AsyncGenerator[RunEvent | Decided, None]:
+        """The paused turn's calls settled as decided (events for those only; the approved run now), merged with
+        the results of its calls that ran before the pause; a ``Decided`` only when the run stops after them."""
+        self.resumed = None
+        batch = self.state.start_batch(*resumed_batch(resumed))
+        async for event in settled(self.executor, batch, self.state.turn):
+            yield self._emit(event)
+        if (decided := await self._acted(batch)).stop is not None:
+            yield decided
 
     @staticmethod
     def _outcome(call: ProviderCall) -> CallOutcome:
@@ -555,19 +579,6 @@ class Run:
             yield GOES_ON
 
 
-def new_run_id() -> str:
-    """A run's id: 32 hex digits of a random version-4 UUID, as ``uuid.uuid4().hex`` writes it, for a sixth of its
-    cost (the ``UUID`` class checks and keeps what a run id never needs; a run makes one before it starts)."""
-    value = int.from_bytes(os.urandom(16), "big") & _UUID4_KEEP | _UUID4_SET
-    return f"{value:032x}"
-
-
-_UUID4_KEEP = ~((0xF000 << 64) | (0xC000 << 48))
-"""The random bits of a UUID: all but its version (4 bits) and its variant (2 bits)."""
-_UUID4_SET = (4 << 76) | (0x8000 << 48)
-"""Version 4, variant RFC 4122 (``uuid.UUID(int=..., version=4)`` sets the same bits)."""
-
-
 def _answered(read: Interpreted) -> Decided:
     """A usable answer that asks for no tool call: the run's answer, or its question to the user."""
     if read.asks_user:
@@ -580,19 +591,5 @@ def _plain(decided: Decided, judge: OutputJudge | None) -> bool:
     return judge is None and decided.stop is not None and decided.stop.reason is StopReason.COMPLETE
 
 
-def _unanswered_repeat(had: Sequence[ToolResult], problem: str) -> Stop:
-    names = ", ".join(dict.fromkeys(result.name for result in had))
-    detail = f"the model asked again for the calls it had the results of ({names}), then gave no usable answer: "
-    return Stop(StopReason.CONSECUTIVE_ERRORS, detail + problem)
-
-
 def _stop_for(interrupt: Interrupt) -> Stop:
     return Stop(interrupt.reason, interrupt.detail, interrupt.error)
-
-
-def _reason_for(error: TetherError) -> StopReason:
-    return StopReason.TIMEOUT if error.code == "timeout" else StopReason.ERROR
-
-
-def _why(stop: Stop) -> str:
-    return "the run was cancelled" if stop.reason is StopReason.CANCELLED else f"the run stopped: {stop.detail}"

@@ -66,10 +66,19 @@ from tether.loop.interrupts import Interrupter
 from tether.loop.records import tool_record
 from tether.loop.repeats import Repeat, Verdict, repeated_result
 from tether.loop.steps import INTERRUPTED, ToolOutcome, at_most_once
-from tether.messages import ToolCall, ToolResult, cancelled_result
+from tether.loop.tool_answers import (
+    clip,
+    denied_result,
+    describe_exception,
+    error_result,
+    failure_result,
+    timeout_result,
+)
+from tether.messages import JsonObject, ToolCall, ToolResult, cancelled_result
+from tether.paused import PendingCall
 from tether.secrets import Masker, chain_links, mask_exception_in_place
 from tether.tools.base import Done, Tool, render_output, utf8_safe, with_attachments
-from tether.tools.permissions import Permissions
+from tether.tools.permissions import Deferred, Permissions
 from tether.tools.registry import ToolRegistry
 from tether.tools.threads import RaisedInThread
 
@@ -94,10 +103,19 @@ class ToolBatch:
     """The calls of one turn and what has become of them so far (a plain class: one is made every tool turn,
     and a dataclass's ``__init__`` with its default factories costs twice as much)."""
 
-    __slots__ = ("calls", "done", "done_by", "durations", "exceptions", "reported", "results", "started", "verdicts")
+    __slots__ = (
+        "approved", "calls", "done", "done_by", "durations", "exceptions", "pending", "reported", "results", "started",
+        "verdicts",
+    )  # fmt: skip
 
-    def __init__(self, calls: Sequence[ToolCall], verdicts: Sequence[Verdict]) -> None:
+    def __init__(
+        self, calls: Sequence[ToolCall], verdicts: Sequence[Verdict], approved: frozenset[str] = frozenset()
+    ) -> None:
         self.calls = calls
+        self.approved = approved
+        """Calls a person approved already (a resumed run's): run without asking again."""
+        self.pending: dict[str, PendingCall] = {}
+        """Calls deferred for a decision from outside the run (``loop/pausing.py``): not run, no events."""
         self.verdicts = verdicts
         """Per call, from the guard and the output judge: ``None`` to run it, a :class:`Repeat`, why it may not
         run, or its result already."""
@@ -128,10 +146,7 @@ class _Plan:
     tool: Tool | None = None
     invoke: Callable[[], Awaitable[Any]] | None = None
     answer: ToolResult | None = None
-
-
-def error_result(call: ToolCall, error: TetherError) -> ToolResult:
-    return ToolResult(call.id, call.name, error.message, is_error=True, code=error.code)
+    arguments: JsonObject | None = None
 
 
 class Contexts(Protocol):
@@ -194,10 +209,11 @@ class ToolExecutor:
     async def run(self, batch: ToolBatch, turn: int) -> AsyncGenerator[ToolCallStarted | ToolResultReceived, None]:
         """Run ``batch``, yielding each call's start and result events in the model's order.
 
-        The loop drives the same three steps itself (``Run._act``), so that a turn's tool events pass through
-        no generator of their own: :meth:`groups`, then per group :meth:`starting`, :meth:`settle` and
-        :meth:`reporting`."""
+        The loop drives the same steps itself (``Run._turns``), so that a turn's tool events pass through
+        no generator of their own: :meth:`groups`, then per group :meth:`permit`, :meth:`starting`, :meth:`settle`
+        and :meth:`reporting`."""
         for group in self.groups(batch):
+            await self.permit(batch, group)
             for started in self.starting(batch, group, turn):
                 yield started
             await self.settle(batch, group)
@@ -208,16 +224,26 @@ class ToolExecutor:
         """The batch's calls made ready (looked up, validated, or already answered), in the groups they run in:
         consecutive concurrent calls together, every other call alone."""
         verdicts = batch.verdicts
-        plans = [self._plan(call, verdicts[position]) for position, call in enumerate(batch.calls)]
+        answered = batch.results  # a resumed run's calls that ran before its pause: nothing to do
+        plans = [
+            self._plan(call, verdicts[position], batch)
+            for position, call in enumerate(batch.calls)
+            if not answered or call.id not in answered
+        ]
         if len(plans) == 1:
             return [plans]
         return self._groups(plans)
 
     def starting(self, batch: ToolBatch, group: list[_Plan], turn: int) -> list[ToolCallStarted]:
-        """The ``ToolCallStarted`` of each call of ``group``, recorded as announced (and told the observer)."""
+        """The ``ToolCallStarted`` of each call of ``group`` but the deferred, recorded as announced (and told the
+        observer). Once a tool has ended the run, a deferred call is answered ``cancelled`` like the others."""
         observer = self.observer
         events = []
         for plan in group:
+            if batch.pending and plan.call.id in batch.pending:
+                if batch.done is None:
+                    continue
+                del batch.pending[plan.call.id]
             batch.started.append(plan.call.id)
             if observer is not None:
                 observer.tool_started(plan.call, turn)
@@ -233,21 +259,27 @@ class ToolExecutor:
             for plan in group:
                 self._keep(batch, plan.call, cancelled_result(plan.call, why))
             return None
-        if self.permissions.can_use_tool is not None:  # else nobody is asked: no coroutine for it either
-            await self._permit(group)
         await self._run_group(batch, group)
         return None
+
+    async def permit(self, batch: ToolBatch, group: list[_Plan]) -> None:
+        """Ask the permission hook and the approver about the calls of ``group`` (before their start is
+        announced): a refusal answers a call, a :class:`~tether.tools.permissions.Deferred` defers it."""
+        if batch.done is None and (self.permissions.can_use_tool is not None or any(_asks(plan) for plan in group)):
+            await self._permit(batch, group)  # else nobody is asked: no coroutine for it either
 
     def reporting(self, batch: ToolBatch, group: list[_Plan], turn: int) -> list[ToolResultReceived]:
         """The ``ToolResultReceived`` of each call of ``group``, recorded as reported."""
         events = []
         for plan in group:
             call_id = plan.call.id
+            if call_id in batch.pending:
+                continue
             batch.reported.add(call_id)
             events.append(ToolResultReceived(batch.results[call_id], turn, batch.exceptions.get(call_id)))
         return events
 
-    def _plan(self, call: ToolCall, verdict: Verdict) -> _Plan:
+    def _plan(self, call: ToolCall, verdict: Verdict, batch: ToolBatch) -> _Plan:
         if isinstance(verdict, ToolResult):
             return _Plan(call, answer=verdict)
         if isinstance(verdict, Repeat):
@@ -258,7 +290,7 @@ class ToolExecutor:
         if tool is None:
             return _Plan(call, answer=self._not_found(call))
         if (refusal := self.permissions.refusal(tool)) is not None:
-            return _Plan(call, answer=_denied(call, refusal))
+            return _Plan(call, answer=denied_result(call, refusal))
         arguments = call.arguments
         if arguments is None:
             raw = call.raw_arguments or ""
@@ -267,7 +299,7 @@ class ToolExecutor:
                 return _Plan(call, answer=error_result(call, self._unreadable(call.name, raw)))
         try:
             context = self.contexts.context(call) if tool.takes_context and self.contexts is not None else None
-            return _Plan(call, tool=tool, invoke=tool.bind(arguments, context))
+            invoke = tool.bind(arguments, context)
         except InvalidArguments as error:
             shown = InvalidArguments(self.redaction.hide_values(error.message, arguments), details=error.details)
             return _Plan(call, answer=error_result(call, shown))
@@ -275,6 +307,11 @@ class ToolExecutor:
             why = self.redaction.hide_values(describe_exception(error), arguments)
             crash = ToolError(f"Tool {call.name!r} failed while checking its arguments: {why}")
             return _Plan(call, answer=error_result(call, crash))
+        if tool.external and call.id not in batch.approved:
+            reason = tool.description or f"the result of {tool.name!r} comes from outside the run"
+            batch.pending[call.id] = PendingCall.of(call.id, call.name, arguments, reason, "external")
+            return _Plan(call, arguments=arguments)
+        return _Plan(call, tool=tool, invoke=invoke, arguments=arguments)
 
     def _not_found(self, call: ToolCall) -> ToolResult:
         """The answer to a call of a tool that is not offered: the host's words (``unknown_tool``), else a
@@ -307,18 +344,23 @@ class ToolExecutor:
             self._redaction = Redaction(self.masker)
         return self._redaction
 
-    async def _permit(self, group: list[_Plan]) -> None:
-        """Ask the permission hook about each runnable call of ``group``, in order; a refusal answers it.
+    async def _permit(self, batch: ToolBatch, group: list[_Plan]) -> None:
+        """Ask the permission hook about each runnable call of ``group`` not approved already, in order; a
+        refusal answers it, a deferral leaves it pending.
 
         Asking may wait for a person, so the wait is interruptible like any other.
         """
         interrupter = self.interrupter
         for plan in group:
-            if plan.invoke is None:
+            if plan.invoke is None or plan.call.id in batch.approved:
                 continue
-            reason = await interrupter.wait(self.permissions.decide(plan.call))
-            if reason is not None:
-                plan.invoke, plan.tool, plan.answer = None, None, _denied(plan.call, reason)
+            reason = await interrupter.wait(self.permissions.decide(plan.call, plan.tool))
+            if isinstance(reason, Deferred):
+                call, arguments = plan.call, plan.arguments if plan.arguments is not None else {}
+                batch.pending[call.id] = PendingCall.of(call.id, call.name, arguments, reason.reason, "approval")
+                plan.invoke, plan.tool = None, None
+            elif reason is not None:
+                plan.invoke, plan.tool, plan.answer = None, None, denied_result(plan.call, reason)
 
     def _groups(self, plans: list[_Plan]) -> list[list[_Plan]]:
         """Consecutive concurrent calls together; every other call alone."""
@@ -417,8 +459,8 @@ class ToolExecutor:
         except TimeoutError as exc:
             ran = _since(started)
             if scope.passed:
-                return ToolOutcome(_timeout_result(call, tool, timeout), ran)
-            return ToolOutcome(_failure_result(call, exc), ran, exc)
+                return ToolOutcome(timeout_result(call, tool, timeout), ran)
+            return ToolOutcome(failure_result(call, exc), ran, exc)
         except Done as done:
             return ToolOutcome(None, _since(started), done=done)
         except TetherError as error:
@@ -426,11 +468,11 @@ class ToolExecutor:
         except asyncio.CancelledError as cancelled:
             if _being_cancelled():
                 raise  # the run, its host or a deadline: see loop/interrupts.py
-            return ToolOutcome(_failure_result(call, cancelled), _since(started), cancelled)
+            return ToolOutcome(failure_result(call, cancelled), _since(started), cancelled)
         except BaseException as exc:  # noqa: BLE001 - whatever a tool raises, even SystemExit, is the model's to read
             if isinstance(exc, RaisedInThread) and exc.__cause__ is not None:
                 exc = exc.__cause__
-            return ToolOutcome(_failure_result(call, exc), _since(started), exc)
+            return ToolOutcome(failure_result(call, exc), _since(started), exc)
         return ToolOutcome(ToolResult(call.id, call.name, text), _since(started))
 
     def _keep(
@@ -478,37 +520,14 @@ class ToolExecutor:
             batch.done, batch.done_by = (done if kept == done.message else Done(kept)), call.name
 
 
+def _asks(plan: _Plan) -> bool:
+    """Whether a call of ``plan`` is to be approved before it runs (its tool's ``approval=True``)."""
+    return plan.tool is not None and plan.tool.approval
+
+
 def _since(started: float) -> float:
     """Milliseconds since ``started`` (a ``time.perf_counter()`` reading)."""
     return (time.perf_counter() - started) * 1000.0
-
-
-def _denied(call: ToolCall, reason: str) -> ToolResult:
-    return ToolResult(call.id, call.name, f"Permission denied: {reason}.", is_error=True, code="permission_denied")
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to about ``limit`` characters: head and tail kept, the middle replaced by a marker."""
-    keep = max(limit - 120, 0)
-    head, tail = keep * 2 // 3, keep - keep * 2 // 3
-    cut = len(text) - head - tail
-    marker = f"\n\n[... {cut} characters cut from the middle of this output ...]\n\n"
-    return text[:head] + marker + (text[-tail:] if tail else "")
-
-
-def _failure_result(call: ToolCall, exc: BaseException) -> ToolResult:
-    message = f"Tool {call.name!r} failed: {describe_exception(exc)}"
-    return ToolResult(call.id, call.name, message, is_error=True, code="tool_failed")
-
-
-def describe_exception(exc: BaseException) -> str:
-    """``Type: message`` of an exception, whatever it is: one whose ``__str__`` raises is still described."""
-    name = type(exc).__name__
-    try:
-        detail = str(exc)
-    except BaseException:  # noqa: BLE001 - a hostile __str__ must not take the loop down either
-        return f"{name} (its message could not be read)"
-    return f"{name}: {detail}" if detail else name
 
 
 def _being_cancelled() -> bool:
@@ -560,13 +579,3 @@ def _done_text(done: Done) -> str:
         return render_output(done.message)
     except ToolError as error:
         return error.message
-
-
-def _timeout_result(call: ToolCall, tool: Tool, timeout: float | None) -> ToolResult:
-    fate = (
-        "was cancelled"
-        if tool.is_async
-        else "was abandoned (a synchronous tool's thread cannot be stopped and may still be running)"
-    )
-    message = f"Tool {call.name!r} did not finish within {timeout:g} s and {fate}."
-    return ToolResult(call.id, call.name, message, is_error=True, code="tool_timeout")

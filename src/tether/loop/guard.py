@@ -32,9 +32,11 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
+from tether.errors import TetherError
 from tether.limits import Limits, StopReason
 from tether.loop.repeats import RepeatTracker, Verdict
 from tether.messages import ToolCall, ToolResult
+from tether.paused import PausedRun
 from tether.usage import NO_COST, Cost, Price, Usage, cost_of
 
 
@@ -97,6 +99,20 @@ class LoopGuard:
         (``tether.team``): its turns, tool calls and spend count against the same limits. Its usage stays its own
         (each run's result, and its session, add up their own)."""
         self.turns, self.tool_calls, self.spent = before.turns, before.tool_calls, before.spent
+
+    def resume(self, paused: PausedRun) -> None:
+        """Go on from the counts of the run ``paused`` stopped (``pausing.py``): its turns, tool calls, error turns,
+        usage and spend count against the same limits, and a limit a call of the paused turn reached still stops
+        the run after it."""
+        self.turns, self.tool_calls, self.error_turns = paused.turns, paused.tool_calls, paused.error_turns
+        self.spent = paused.cost if paused.cost is not None else NO_COST
+        self._refused = paused.refused
+        self._count(paused.usage)
+
+    @property
+    def refused(self) -> str | None:
+        """Why the run stops with ``max_tool_calls`` after this turn, if a call of it was refused for a limit."""
+        return self._refused
 
     def record_call(self, usage: Usage) -> None:
         """Add one provider call's usage and its cost (checked against the budget before the next call)."""
@@ -218,3 +234,20 @@ class LoopGuard:
 
 def _never(tool_name: str) -> bool:
     return False
+
+
+def unanswered_repeat(had: Sequence[ToolResult], problem: str) -> Stop:
+    """The stop of a run whose model, after a repeated call, gave no usable answer."""
+    names = ", ".join(dict.fromkeys(result.name for result in had))
+    detail = f"the model asked again for the calls it had the results of ({names}), then gave no usable answer: "
+    return Stop(StopReason.CONSECUTIVE_ERRORS, detail + problem)
+
+
+def reason_for(error: TetherError) -> StopReason:
+    """The stop reason of a run an error ended."""
+    return StopReason.TIMEOUT if error.code == "timeout" else StopReason.ERROR
+
+
+def why_closed(stop: Stop) -> str:
+    """What the result of a call left open by ``stop`` says."""
+    return "the run was cancelled" if stop.reason is StopReason.CANCELLED else f"the run stopped: {stop.detail}"

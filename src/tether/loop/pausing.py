@@ -21,15 +21,27 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
 from tether.errors import DecisionInvalid
-from tether.messages import Message, ToolCall, ToolResult
+from tether.limits import StopReason
+from tether.loop.executor import ToolBatch, ToolExecutor
+from tether.loop.guard import LoopGuard, Stop
+from tether.loop.repeats import Verdict
+from tether.loop.state import RunState
+from tether.messages import Message, ToolCall, ToolResult, cancelled_result
 from tether.paused import Approve, Decision, Decisions, ExternalResult, PausedRun, PendingCall, Reject
 from tether.tools.base import render_output
+from tether.usage import Usage
+
+if TYPE_CHECKING:
+    from tether.events import SubAgentEvent, ToolCallStarted, ToolResultReceived
+    from tether.loop.interrupts import Interrupter
+    from tether.loop.offer import Offer
+    from tether.loop.spec import RunSpec
 
 __all__ = [
     "NO_ONE_IN_TIME",
@@ -38,11 +50,18 @@ __all__ = [
     "Resumption",
     "checked_decisions",
     "claim",
+    "marked",
     "merged_results",
     "paused_of",
+    "paused_state",
     "rejected_result",
+    "resumed_batch",
+    "resumed_state",
     "resumption",
+    "settled",
     "settled_result",
+    "time_left",
+    "usage_before",
     "with_pause_marker",
     "without_pause_marker",
 ]
@@ -84,7 +103,9 @@ def resumption(state: PausedRun | str | bytes | None, decisions: Decisions, sess
         raise DecisionInvalid(f"state must be a PausedRun or its JSON, not {type(state).__name__}")
     if not isinstance(decisions, Mapping):
         raise DecisionInvalid(f"decisions must be a mapping of call id to decision, not {type(decisions).__name__}")
-    wrong = sorted(str(key) for key, value in decisions.items() if not isinstance(value, Approve | Reject | ExternalResult))
+    wrong = sorted(
+        str(key) for key, value in decisions.items() if not isinstance(value, Approve | Reject | ExternalResult)
+    )
     if wrong:
         raise DecisionInvalid(
             "each decision must be an Approve, a Reject or an ExternalResult: " + ", ".join(wrong),
@@ -163,7 +184,9 @@ def settled_result(call: PendingCall, decision: Decision) -> ToolResult | None:
         return rejected_result(call, decision.reason if decision.reason else "")
     if isinstance(decision, ExternalResult):
         content = decision.content if isinstance(decision.content, str) else render_output(decision.content)
-        return ToolResult(call.id, call.tool, content, is_error=decision.is_error, code="tool_failed" if decision.is_error else None)
+        return ToolResult(
+            call.id, call.tool, content, is_error=decision.is_error, code="tool_failed" if decision.is_error else None
+        )
     return None
 
 
@@ -203,3 +226,110 @@ def paused_of(messages: Sequence[Message]) -> PausedRun | None:
         return None
     state = PausedRun.from_json(msgspec.json.encode(kept))
     return msgspec.structs.replace(state, messages=tuple(without_pause_marker(m) for m in messages))
+
+
+# --- the run's side: pausing, and going on ----------------------------------------------------------------------
+
+
+class Pausing(Protocol):
+    """What of a run its pause is made of (``engine.Run``)."""
+
+    run_id: str
+    session_id: str | None
+    spec: RunSpec
+    state: RunState
+    guard: LoopGuard
+    offer: Offer
+    interrupter: Interrupter
+
+
+def paused_state(run: Pausing, batch: ToolBatch) -> tuple[PausedRun, Stop]:
+    """The state of ``run``, paused once ``batch`` was settled with calls deferred, and the stop that says so. The
+    turn's calls stay open in the transcript (the batch is let go); the results of those that ran are kept."""
+    state, guard, limits = run.state, run.guard, run.spec.limits
+    state.batch = None
+    results = tuple(batch.results[call.id] for call in batch.calls if call.id in batch.results)
+    pending = tuple(batch.pending[call.id] for call in batch.calls if call.id in batch.pending)
+    left = None
+    if limits.run_timeout is not None and run.offer.deadline is not None:
+        left = max(run.offer.deadline - run.interrupter.alarm.time(), 0.0)
+    paused = PausedRun(
+        run_id=run.run_id, messages=tuple(state.transcript), results=results, pending=pending, usage=guard.usage,
+        cost=guard.cost, turns=guard.turns, tool_calls=guard.tool_calls, error_turns=guard.error_turns,
+        refused=guard.refused, first_new_message=state.first_new, run_timeout_left=left, paused_at=time.time(),
+        approval_timeout=limits.approval_timeout, agent=run.spec.agent_name, session_id=run.session_id,
+    )  # fmt: skip
+    names = ", ".join(f"{call.tool} ({call.kind})" for call in pending)
+    detail = f"the run waits for decisions on {len(pending)} tool call(s): {names}"
+    return paused, Stop(StopReason.PAUSED, detail)
+
+
+def resumed_state(spec: RunSpec, resumed: Resumed) -> RunState:
+    """The transcript a resumed run goes on with: the paused one, its last message (the calls) open again."""
+    paused = resumed.state
+    *before, last = paused.messages
+    state = RunState(spec.system, before, None)
+    state.transcript.append(without_pause_marker(last))
+    had_system = 1 if paused.messages[0].role == "system" else 0
+    state.first_new = max(paused.first_new_message - had_system + state.body_start, state.body_start)
+    state.turn = paused.turns
+    return state
+
+
+def resumed_batch(
+    resumed: Resumed,
+) -> tuple[tuple[ToolCall, ...], list[Verdict], frozenset[str], dict[str, ToolResult]]:
+    """The paused turn's calls as a batch (``RunState.start_batch``): the results of those that ran before the
+    pause, the decided results of the rejected and external ones, the approved ones to run."""
+    calls = resumed.assistant_calls()
+    earlier = {result.call_id: result for result in resumed.state.results}
+    pending = {call.id: call for call in resumed.state.pending}
+    verdicts: list[Verdict] = []
+    for call in calls:
+        if call.id in pending:
+            verdicts.append(settled_result(pending[call.id], resumed.decisions[call.id]))
+        elif call.id not in earlier:  # neither ran nor waited: never run it now
+            earlier[call.id] = cancelled_result(call, "the run paused before this call could run")
+            verdicts.append(None)
+        else:
+            verdicts.append(None)
+    approved = frozenset(call_id for call_id, decision in resumed.decisions.items() if isinstance(decision, Approve))
+    return calls, verdicts, approved, earlier
+
+
+async def settled(
+    executor: ToolExecutor, batch: ToolBatch, turn: int
+) -> AsyncGenerator[ToolCallStarted | ToolResultReceived | SubAgentEvent, None]:
+    """The decided calls of a resumed run's batch settled (the approved ones run now), their events in the model's
+    order; the earlier results get none."""
+    for group in executor.groups(batch):
+        for started in executor.starting(batch, group, turn):
+            yield started
+        while (relayed := await executor.settle(batch, group)) is not None:
+            yield relayed
+        for reported in executor.reporting(batch, group, turn):
+            yield reported
+
+
+def time_left(resumed: Resumed | None, otherwise: float) -> float:
+    """The seconds of ``run_timeout`` a run has: what its pause left it, when it is resumed, else ``otherwise``."""
+    if resumed is not None and resumed.state.run_timeout_left is not None:
+        return resumed.state.run_timeout_left
+    return otherwise
+
+
+def marked(transcript: list[Message], paused: PausedRun | None) -> list[Message]:
+    """The transcript a session keeps: a paused run's last message carries the pause (:func:`paused_of`)."""
+    if paused is None or not transcript:
+        return transcript
+    return [*transcript[:-1], with_pause_marker(transcript[-1], paused)]
+
+
+def usage_before(total: Usage, paused: PausedRun) -> Usage:
+    """What a session had used before the run ``paused`` stopped started: its usage less the run's, which the
+    resumed run counts again."""
+    values = [
+        max(a - b, 0)
+        for a, b in zip(msgspec.structs.astuple(total), msgspec.structs.astuple(paused.usage), strict=True)
+    ]
+    return Usage(*values)

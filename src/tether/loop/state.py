@@ -91,9 +91,19 @@ class RunState:
         self.transcript[-1] = joined
         return joined
 
-    def start_batch(self, calls: Sequence[ToolCall], verdicts: Sequence[Verdict]) -> ToolBatch:
-        """A turn's tool calls are in flight from now on; ``verdicts`` say which may run (``guard.admit``)."""
-        self.batch = ToolBatch(calls, verdicts)
+    def start_batch(
+        self,
+        calls: Sequence[ToolCall],
+        verdicts: Sequence[Verdict],
+        approved: frozenset[str] = frozenset(),
+        earlier: Mapping[str, ToolResult] | None = None,
+    ) -> ToolBatch:
+        """A turn's tool calls are in flight from now on; ``verdicts`` say which may run (``guard.admit``). A
+        resumed run's (``pausing.py``): ``approved`` run without asking, ``earlier`` are the results of the calls
+        that ran before its pause."""
+        self.batch = ToolBatch(calls, verdicts, approved)
+        if earlier:
+            self.batch.results.update(earlier)
         return self.batch
 
     def end_batch(self, batch: ToolBatch) -> list[ToolResult]:

@@ -92,8 +92,22 @@ class Tool:
     call itself is not made a step (``loop/nesting.py``)."""
 
     __slots__ = (
-        "_validator", "concurrent", "description", "extra_arguments", "function", "idempotent", "is_async",
-        "max_output", "name", "raw_parameter", "read_only", "repeatable", "server", "timeout", "approval", "external",
+        "_validator",
+        "approval",
+        "concurrent",
+        "description",
+        "external",
+        "extra_arguments",
+        "function",
+        "idempotent",
+        "is_async",
+        "max_output",
+        "name",
+        "raw_parameter",
+        "read_only",
+        "repeatable",
+        "server",
+        "timeout",
     )  # fmt: skip
 
     def __init__(

@@ -9,9 +9,14 @@ The contract
 * **Hook.** ``can_use_tool(call)`` is asked before every execution, in the model's order, once per call (so
   each of several parallel calls gets its own decision). It returns :class:`Allow`, :class:`Deny` (with a
   reason the model reads) or :class:`Ask`. It may be async.
-* **Ask.** The run pauses and ``approve(call, reason)`` answers yes or no: the CLI asks its user, a library
-  caller supplies the callback. With no ``approve``, an ``Ask`` is a denial that says no one could approve it.
-  The pause can be cancelled like any other wait of the run.
+* **Ask.** With an ``approve(call, reason)`` callback, the run waits for it to answer yes or no: the CLI asks
+  its user, a library caller supplies the callback; the wait can be cancelled like any other wait of the run.
+  With no ``approve``, the call is *deferred*: it does not run, and once the turn's other calls are settled the
+  run stops ``paused`` with the call pending, to be resumed later, maybe in another process, with a decision
+  (``Agent.resume``, ``tether.paused``, docs/approvals.md).
+* **Approval tools.** A tool made with ``approval=True`` needs the same yes for every call (after the hook, if
+  it allowed the call): asked inline through ``approve``, else deferred. A tool made with ``external=True``
+  never runs here: every call of it is deferred, its result to come from outside.
 * A refusal of any kind becomes an error result with code ``permission_denied``; the run goes on and the
   model can try something else.
 """
@@ -51,6 +56,13 @@ class Ask:
     """Ask the host (``approve``) before running the call; ``reason`` says why approval is needed."""
 
     reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """The call waits for a decision from outside the run (no one here can approve it): the run pauses."""
+
+    reason: str
 
 
 Decision: TypeAlias = Allow | Deny | Ask
@@ -93,18 +105,23 @@ class Permissions:
             return f"the tool {tool.name!r} can change things, and this run is in read-only mode"
         return None
 
-    async def decide(self, call: ToolCall) -> str | None:
-        """Ask the hook (and, for :class:`Ask`, the approver); ``None`` to run, else why not."""
-        if self.can_use_tool is None:
+    async def decide(self, call: ToolCall, tool: Tool | None = None) -> str | Deferred | None:
+        """Ask the hook (and, for :class:`Ask` or a ``tool`` that needs approval, the approver); ``None`` to run,
+        a :class:`Deferred` when no approver is there to ask, else why not."""
+        reason: str | None = None
+        if self.can_use_tool is not None:
+            outcome = self.can_use_tool(call)
+            decision: Decision = await outcome if inspect.isawaitable(outcome) else outcome
+            if isinstance(decision, Deny):
+                return decision.reason or "the host denied this call"
+            if isinstance(decision, Ask):
+                reason = decision.reason
+        if reason is None and tool is not None and tool.approval:
+            reason = f"the tool {tool.name!r} needs approval for every call"
+        if reason is None:
             return None
-        outcome = self.can_use_tool(call)
-        decision: Decision = await outcome if inspect.isawaitable(outcome) else outcome
-        if isinstance(decision, Allow):
-            return None
-        if isinstance(decision, Deny):
-            return decision.reason or "the host denied this call"
         if self.approve is None:
-            return "this call needs approval and no one was there to approve it"
-        answer = self.approve(call, decision.reason)
+            return Deferred(reason or "the host asked for approval of this call")
+        answer = self.approve(call, reason)
         approved: bool = await answer if inspect.isawaitable(answer) else answer
         return None if approved else "the user did not approve this call"
