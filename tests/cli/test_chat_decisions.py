@@ -141,3 +141,15 @@ async def test_tools_says_which_tools_pause_and_which_ask() -> None:
     shown = {line.split()[0]: line for line in chatting.shown.splitlines() if line.strip()}
     assert "external: a call pauses the answer for its result (/result)" in shown["weather"]
     assert "asks first (approval)" in shown["deploy"]
+
+
+async def test_a_message_to_a_paused_session_is_not_sent_and_the_calls_still_wait() -> None:
+    chatting = Chatting(scripted_call("deploy", {"service": "db"}, id="c1"), echo)
+    await chatting.chat.handle("Deploy db")
+    await chatting.chat.handle("Are you there?")
+
+    assert "this session is paused: your message was not sent" in chatting.shown
+    assert len(chatting.provider.requests) == 1
+    await chatting.chat.handle("/approve c1")
+    assert ran == ["db"]
+    assert "deployed db" in chatting.shown

@@ -132,6 +132,7 @@ def test_a_paused_session_is_resumed_by_its_id_with_no_state_file(project: Proje
         again = tether(project, server, "run", "--agent", SPEC, "--session", "ops-1", "Deploy it now")
         assert again.returncode == 5, again.stderr
         assert f"{CALL}  deploy(service='db')" in again.stderr, "a paused session says what it waits on"
+        assert "the session ops-1 is paused: the prompt was not run" in again.stderr
         assert len(server.requests) == 1, "a prompt to a paused session makes no model call"
 
         resumed = tether(project, server, "run", "--agent", SPEC, "--session", "ops-1", "--approve", CALL)
@@ -249,4 +250,20 @@ def test_the_chat_pauses_on_an_external_call_and_goes_on_with_its_result(project
         child.close()
 
     assert child.exitstatus == 0, screen(child)
+    assert len(server.requests) == 2
+
+
+def test_a_state_resumed_once_is_refused_the_second_time(project: Project) -> None:
+    log = deployer(project)
+    with MockLLM([Call("deploy", {"service": "web"}), echo, echo]) as server:
+        tether(project, server, "run", "--agent", SPEC, "--state-out", "s.json", "Deploy web")
+        first = tether(project, server, "run", "--agent", SPEC, "--resume", "s.json", "--approve", CALL)
+        second = tether(project, server, "run", "--agent", SPEC, "--resume", "s.json", "--approve", CALL)
+        by_session = tether(project, server, "run", "--agent", SPEC, "--continue", "--approve", CALL)
+
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "(decision_invalid)" in second.stderr
+    assert by_session.returncode == 1, by_session.stdout + by_session.stderr
+    assert runs(log) == ["web"], "an approval never runs twice"
     assert len(server.requests) == 2

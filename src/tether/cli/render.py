@@ -40,6 +40,7 @@ from tether.events import (
     RateLimitWait,
     RunCompleted,
     RunEvent,
+    RunResult,
     SubAgentEvent,
     TextDelta,
     ThinkingDelta,
@@ -104,6 +105,12 @@ def waiting_line(pending: Sequence[PendingCall]) -> str:
     """``2 tool calls wait for a decision``."""
     count = len(pending)
     return f"{count} tool call{'s' if count != 1 else ''} wait{'s' if count == 1 else ''} for a decision"
+
+
+def not_run(result: RunResult) -> bool:
+    """Whether a paused ``result`` is a paused session's, asked to run a prompt: the prompt was not run (no
+    message was added), the session still waits on the same calls."""
+    return result.stop_reason == "paused" and result.first_new_message >= len(result.messages)
 
 
 def pending_lines(pending: Sequence[PendingCall], redaction: Redaction | None = None) -> list[str]:
@@ -448,7 +455,7 @@ class Renderer:
             return
         style = "red" if reason == "error" else "yellow"
         if reason == "paused":
-            self.note(f"[paused] {result.detail or waiting_line(result.pending)}", style)
+            self.note(f"[paused] {waiting_line(result.pending)}", style)
             for line in pending_lines(result.pending, self.redaction):
                 self.note(line, style)
             return

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from tether.cli.decisions import DENIED, parse_result
-from tether.cli.render import Renderer, pending_lines, probe_address, shorten, usage_line
+from tether.cli.render import Renderer, not_run, pending_lines, probe_address, shorten, usage_line
 from tether.cli.table import aligned
 from tether.cli.transcript import summary_table, summary_text
 from tether.errors import TetherError
@@ -200,8 +200,11 @@ class Chat:
 
     def _ended(self, result: RunResult, agent: Agent) -> None:
         self.last, self._last_agent = result, agent
-        self.paused, self.decided = result.state, {}
-        if result.state is not None:
+        self.paused = result.state if result.stop_reason == "paused" else None
+        self.decided = {}
+        if self.paused is not None:
+            if not_run(result):
+                self.say("this session is paused: your message was not sent; decide its calls first", "yellow")
             self.say(DECIDE, "yellow")
         self.usage += result.usage
         if self.cost is not None and result.cost is not None:

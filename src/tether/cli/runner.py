@@ -51,7 +51,7 @@ from tether.cli.build import (
 )
 from tether.cli.decisions import Resume, decisions_of, how_to_resume, pending_json, read_state, write_state
 from tether.cli.otlp import otlp_export
-from tether.cli.render import Renderer, make_console, probe_address, usage_line
+from tether.cli.render import Renderer, make_console, not_run, probe_address, usage_line
 from tether.cli.terminal import Interrupts, terminal_approver
 from tether.cli.trace import print_trace
 from tether.errors import ConfigInvalid, DecisionInvalid, FormatUnsupported, SessionInvalid, StateInvalid, TetherError
@@ -212,6 +212,8 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
     elif options.schema is not None and result.stop_reason == "complete":
         out.file.write(output_json(result.output) + "\n")
         out.file.flush()
+    if not_run(result):
+        err.print(Text(f"the session {session_id} is paused: the prompt was not run; decide its calls first", "yellow"))
     if result.pending:
         hint = how_to_resume(result.pending, session_id=session_id, state_file=options.state_out)
         err.print(Text(hint, style="yellow"))
