@@ -84,13 +84,15 @@ async def test_an_agent_without_a_store_keeps_its_sessions_in_the_configured_one
     assert stored.store is sys.modules[module].own_store
 
 
-async def test_yes_answers_the_agents_ask_and_without_it_no_one_can(tmp_path: Path, module: str) -> None:
+async def test_yes_answers_the_agents_ask_and_without_it_the_run_pauses(tmp_path: Path, module: str) -> None:
     agent = load_python_setup(f"{module}:plain", tmp_path, {}).agent(yes=True)
     assert await ran(agent) == "changed a.txt"
 
     sys.modules.pop(module)
     agent = load_python_setup(f"{module}:plain", tmp_path, {}).agent(yes=False, approve=None)
-    assert "no one was there to approve it" in await ran(agent)
+    result = await agent.run("change a.txt")
+    assert result.stop_reason == "paused", "no one to ask: the call waits for a decision"
+    assert [(p.tool, p.arguments) for p in result.pending] == [("change", {"path": "a.txt"})]
 
 
 async def test_the_terminals_approval_answers_an_ask_unless_the_agent_has_its_own(tmp_path: Path, module: str) -> None:
