@@ -38,7 +38,7 @@ from tether.loop.choice import ToolChoiceOption, resolve_tool_choice
 from tether.loop.engine import Run
 from tether.loop.executor import DEFAULT_MAX_OUTPUT, UnknownTool
 from tether.loop.interrupts import Interrupter
-from tether.loop.pausing import Resumption, checked_decisions, claim, resumption
+from tether.loop.pausing import resumption
 from tether.loop.progress import joined_instructions
 from tether.loop.sinks import EventSink
 from tether.loop.spec import RunSpec
@@ -51,7 +51,7 @@ from tether.run_context import DepsT, RunContext, check_deps
 from tether.run_handles import RunHandle, RunStream
 from tether.secret_refs import is_reference
 from tether.secrets import Masker, connection_password
-from tether.session_run import SessionRun
+from tether.session_run import SessionRun, resumed_stream
 from tether.team.agent_tool import AgentTool, agent_tool
 from tether.telemetry import Telemetry
 from tether.tools.base import Tool, ToolOptions
@@ -151,8 +151,8 @@ class Agent(AgentSettings, Generic[DepsT, OutputT]):
             mode: ``"full"`` offers every tool; ``"read-only"`` only tools marked ``read_only``.
             deny: names of tools never offered nor run.
             can_use_tool: asked before every tool call: ``Allow()``, ``Deny(reason)`` or ``Ask(reason)``.
-            approve: answers an ``Ask`` (``approve(call, reason) -> bool``, may be async); without it, an ``Ask``
-                is a denial.
+            approve: answers an ``Ask`` or an ``approval=True`` tool's call (``approve(call, reason) -> bool``, may be
+                async); without it, such a call pauses the run for a decision (``resume``, docs/approvals.md).
             max_tool_output: characters of a tool's output the model gets before the middle is cut (``None``:
                 no limit); a tool's own ``max_output`` wins. With the cache on, the last line of defence: it
                 cuts only outputs too long even to keep.
@@ -331,16 +331,11 @@ class Agent(AgentSettings, Generic[DepsT, OutputT]):
         deps: Any = None,
         instructions: str | None = None,
         output_type: Any = None,
-        *,
-        resumed: Resumption | None = None,
     ) -> RunStream:
         """Every run's one entry: a run of ``prompt`` (in ``session``, or from ``history``), its provider and
-        tool calls the steps of ``steps`` when it is durable (:func:`stream_with_steps`); or a paused run resumed
-        (``resumed``, ``loop/pausing.py``)."""
+        tool calls the steps of ``steps`` when it is durable (:func:`stream_with_steps`)."""
         for expected, where in self._deps_checks:
             check_deps(deps, expected, where)
-        if resumed is not None:
-            return self._resumed(resumed, on_event, session, deps)
         if prompt is None and not history and session is None:
             raise ConfigInvalid("a run needs a prompt, or a history (history= or session=) to run as it is")
         if not isinstance(prompt, str) or history:  # an attachment the model cannot read is refused before sending
@@ -365,23 +360,6 @@ class Agent(AgentSettings, Generic[DepsT, OutputT]):
             return RunStream(run.events(), run, interrupter)
         store = check_session(self, history)
         stored = SessionRun(spec, prompt, store, session, interrupter, sinks, steps, deps)
-        return RunStream(stored.events(), stored, interrupter)
-
-    def _resumed(self, resumption: Resumption, on_event: EventSink | None, session: str | None, deps: Any) -> RunStream:
-        """A paused run resumed: its decisions checked now when its state is given, else once the session's is
-        loaded (``loop/pausing.py``)."""
-        if self._handoffs or self._input_guardrails or self._output_guardrails:
-            raise ConfigInvalid("a paused run of an agent with handoffs or guardrails cannot be resumed yet")
-        sinks = self._sinks + ((on_event,) if on_event is not None else ())
-        spec, interrupter = self._run_spec(None), Interrupter()
-        if session is None:
-            assert resumption.state is not None, "resumption() refuses a resume with neither state nor session"
-            resumed = checked_decisions(resumption.state, resumption.decisions)
-            claim(resumed.state)
-            run = Run(spec, None, (), interrupter, sinks, deps=deps, resumed=resumed)
-            return RunStream(run.events(), run, interrupter)
-        stored = SessionRun(spec, None, check_session(self, ()), session, interrupter, sinks, None, deps)
-        stored.resumption = resumption
         return RunStream(stored.events(), stored, interrupter)
 
     def _team_member(self, spec: RunSpec | None = None) -> Member:
@@ -444,9 +422,15 @@ class Agent(AgentSettings, Generic[DepsT, OutputT]):
         """Go on with a paused run (``docs/approvals.md``): ``state`` is its ``result.state`` (or its JSON, or
         ``None`` to take the one stored in ``session``); ``decisions`` settle its pending calls, by call id. They
         are checked first (``DecisionInvalid``, nothing run); then the decided calls run or are answered, and the
-        run goes on where it stopped, with the same id, counts and what was left of its deadline."""
-        resumed = resumption(state, decisions, session)
-        return self._open(None, (), on_event, session, None, None, deps, resumed=resumed)
+        run goes on where it stopped, with the same id, counts and what was left of its deadline. Not yet for an
+        agent with handoffs or guardrails (``ConfigInvalid``)."""
+        for expected, where in self._deps_checks:
+            check_deps(deps, expected, where)
+        if self._handoffs or self._input_guardrails or self._output_guardrails:
+            raise ConfigInvalid("a paused run of an agent with handoffs or guardrails cannot be resumed yet")
+        sinks = self._sinks + ((on_event,) if on_event is not None else ())
+        store = check_session(self, ()) if session is not None else None
+        return resumed_stream(self._run_spec(None), resumption(state, decisions, session), sinks, store, session, deps)
 
     async def resume(
         self,

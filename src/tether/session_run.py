@@ -32,6 +32,7 @@ from tether.loop.sinks import EventSink
 from tether.loop.spec import RunSpec
 from tether.messages import Message, Prompt
 from tether.providers.attachments import refuse_unreadable
+from tether.run_handles import RunStream
 from tether.usage import Usage
 
 if TYPE_CHECKING:
@@ -185,6 +186,28 @@ class SessionRun:
             await cast("ExchangeStore", self._store).save_exchanges(self.id, exchanges)
         await self._store.save(updated)
         self._latest = updated
+
+
+def resumed_stream(
+    spec: RunSpec,
+    resumption: Resumption,
+    sinks: Sequence[EventSink],
+    store: SessionStore | None,
+    session: str | None,
+    deps: Any,
+) -> RunStream:
+    """A paused run resumed (``loop/pausing.py``): its decisions checked now when its state is given (nothing runs
+    when they are refused), else once the session's state is loaded."""
+    interrupter = Interrupter()
+    if store is None or session is None:
+        assert resumption.state is not None, "resumption() refuses a resume with neither state nor session"
+        resumed = checked_decisions(resumption.state, resumption.decisions)
+        claim(resumed.state)
+        run = Run(spec, None, (), interrupter, sinks, deps=deps, resumed=resumed)
+        return RunStream(run.events(), run, interrupter)
+    stored = SessionRun(spec, None, store, session, interrupter, sinks, None, deps)
+    stored.resumption = resumption
+    return RunStream(stored.events(), stored, interrupter)
 
 
 def _check_keeps_exchanges(store: SessionStore) -> None:

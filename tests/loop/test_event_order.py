@@ -4,7 +4,8 @@ The map's ``event-order`` block is a regular expression over event names; each r
 one by one and together, a corrected answer, a failed call recovered by compaction, a call that fails for good, a
 call the provider retried, an answer that thinks first, thinking before a tool call, a step limit and its summary,
 a tool that ends the run, a cancel in the middle of a tool, a compaction after the answer, an answer cut at
-the output limit and continued, a handoff, an output guardrail's retry, a blocked input) must match it whole, and
+the output limit and continued, a handoff, an output guardrail's retry, a blocked input, a pause and its
+resumption) must match it whole, and
 an order the map forbids must not. (``test_failure_events.py`` checks retries over real HTTP against the same
 order.)
 """
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 from typing_extensions import TypedDict
 
-from tether import Agent, Compaction, Done, GuardrailResult, Limits, RunEvent, RunResult, tool
+from tether import Agent, Approve, Compaction, Done, GuardrailResult, Limits, RunEvent, RunResult, tool
 from tether.errors import ContextOverflow, RateLimited
 from tether.events import ProviderRetry, StreamEnd, StreamStart, TextDelta
 from tether.messages import Message
@@ -209,6 +210,25 @@ async def test_a_run_cancelled_in_the_middle_of_a_tool_answers_its_open_call_bef
     assert order().fullmatch(names(events)), names(events)
 
 
+@tool(approval=True)
+def remove(path: str) -> str:
+    """Remove a file (each call approved first)."""
+    return f"removed {path}"
+
+
+async def test_a_paused_run_and_its_resumption_emit_their_events_in_the_order_the_map_states() -> None:
+    turn = parallel(call("remove", {"path": "a"}, id="r1"), call("add", {"a": 1, "b": 2}, id="r2"))
+    paused_events = await collected(Agent(ScriptedProvider([turn]), tools=[remove, add]))
+    paused = result_of(paused_events)
+    assert paused.stop_reason == "paused"
+    assert order().fullmatch(names(paused_events)), names(paused_events)
+    assert paused.state is not None
+    resumer = Agent(ScriptedProvider([reply("Removed.")]), tools=[remove, add])
+    resumed_events = [event async for event in resumer.resume_stream(paused.state, {"r1": Approve()})]
+    assert names(resumed_events).startswith("RunStarted,ToolCallStarted,ToolResultReceived,TurnStarted,")
+    assert order().fullmatch(names(resumed_events)), names(resumed_events)
+
+
 @pytest.mark.parametrize(
     "wrong",
     [
@@ -227,6 +247,7 @@ async def test_a_run_cancelled_in_the_middle_of_a_tool_answers_its_open_call_bef
         "RunStarted,TurnStarted,TurnCompleted,ToolCallStarted,ToolResultReceived,SubAgentEvent,RunCompleted,",
         "RunStarted,TurnStarted,HandoffTaken,TurnCompleted,RunCompleted,",
         "RunStarted,TurnStarted,TurnCompleted,ToolCallStarted,HandoffTaken,ToolResultReceived,RunCompleted,",
+        "RunStarted,ToolCallStarted,TurnStarted,ToolResultReceived,TurnCompleted,RunCompleted,",
     ],
 )
 def test_an_order_the_map_forbids_is_refused(wrong: str) -> None:

@@ -115,10 +115,15 @@ async def test_ask_pauses_for_the_host_who_approves_or_not(approves: bool) -> No
         assert "did not approve" in outcome.content
 
 
-async def test_ask_without_anyone_to_approve_is_a_denial() -> None:
-    model = ScriptedProvider([call("change", {"path": "x"}), reply("ok")])
-    result = await Agent(model, tools=[change], can_use_tool=lambda c: Ask()).run("go")
-    assert "no one was there to approve" in result.messages[2].tool_results[0].content
+async def test_ask_without_anyone_to_approve_pauses_the_run_with_the_call_pending() -> None:
+    model = ScriptedProvider([call("change", {"path": "x"}, id="c1"), reply("ok")])
+    result = await Agent(model, tools=[change], can_use_tool=lambda c: Ask("it writes")).run("go")
+    assert result.stop_reason == "paused"
+    assert not result.degraded
+    assert [(p.id, p.tool, p.kind, p.reason) for p in result.pending] == [("c1", "change", "approval", "it writes")]
+    assert result.messages[-1].tool_calls[0].id == "c1"  # the call stays open: no result was written
+    assert result.state is not None
+    assert len(model.requests) == 1
     assert done == []
 
 

@@ -182,6 +182,8 @@ class Run:
                 self.observer.run_started(self._info())
             yield self._emit(RunStarted(self.run_id, self.spec.provider.info.model_string, self.state.prompt))
             turns = self._turns() if self.spec.system_function is None else self._instructed()
+            if self.resumed is not None:  # the paused turn's calls settled first, as decided
+                turns = self._resume(self.resumed, turns)
             try:
                 async for item in turns:
                     if isinstance(item, Decided):
@@ -345,11 +347,6 @@ class Run:
     async def _turns(self) -> AsyncGenerator[RunEvent | Decided, None]:
         """Turn after turn until one decides the run stops (its last item); one generator, which asyncio tracks."""
         guard, state, calls, offer, compactor = self.guard, self.state, self.calls, self.offer, self.compactor
-        if self.resumed is not None:  # the paused turn's calls settled first, as decided
-            async for item in self._resume(self.resumed):
-                yield item
-                if isinstance(item, Decided):
-                    return
         while True:
             turn_no = state.turn = guard.turns + 1
             extra, attempt, recovered, final = None, 0, False, bool(had := guard.repeated)  # repeated: only an answer
@@ -396,15 +393,14 @@ class Run:
             asked = read.turn.tool_calls  # a typed output's calls are answered first: the executor runs the others
             batch = state.start_batch(asked, guard.admit(asked) if self.judge is None else await self._verdicts(asked))
             for group in (executor := self.executor).groups(batch):
-                await executor.permit(batch, group)
-                for started in executor.starting(batch, group, turn_no):
+                for started in await executor.permitted(batch, group, turn_no):  # asked, then announced
                     yield self._emit(started)
                 while (relayed := await executor.settle(batch, group)) is not None:  # an agent's, as it runs
                     yield self._emit(relayed)
                 for reported in executor.reporting(batch, group, turn_no):
                     yield self._emit(reported)
             decided = await self._acted(batch)
-            del read, asked, batch, group, started, reported  # the frame outlives the turn, and keeps none of it
+            del read, asked, batch, group  # the frame outlives the turn, and keeps none of it
             if decided.stop is not None:
                 yield decided
                 return
@@ -473,15 +469,23 @@ class Run:
             stop = await self._save()
         return Decided(stop, answer)
 
-    async def _resume(self, resumed: Resumed) -> AsyncGenerator[RunEvent | Decided, None]:
+    async def _resume(
+        self, resumed: Resumed, turns: AsyncGenerator[RunEvent | Decided, None]
+    ) -> AsyncGenerator[RunEvent | Decided, None]:
         """The paused turn's calls settled as decided (events for those only; the approved run now), merged with
-        the results of its calls that ran before the pause; a ``Decided`` only when the run stops after them."""
+        the results of its calls that ran before the pause; then the ``turns``, unless the run stops there."""
         self.resumed = None
-        batch = self.state.start_batch(*resumed_batch(resumed))
-        async for event in settled(self.executor, batch, self.state.turn):
-            yield self._emit(event)
-        if (decided := await self._acted(batch)).stop is not None:
-            yield decided
+        try:
+            batch = self.state.start_batch(*resumed_batch(resumed))
+            async for event in settled(self.executor, batch, self.state.turn):
+                yield self._emit(event)
+            if (decided := await self._acted(batch)).stop is not None:
+                yield decided
+                return
+            async for item in turns:
+                yield item
+        finally:
+            await turns.aclose()
 
     @staticmethod
     def _outcome(call: ProviderCall) -> CallOutcome:

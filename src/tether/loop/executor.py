@@ -210,11 +210,10 @@ class ToolExecutor:
         """Run ``batch``, yielding each call's start and result events in the model's order.
 
         The loop drives the same steps itself (``Run._turns``), so that a turn's tool events pass through
-        no generator of their own: :meth:`groups`, then per group :meth:`permit`, :meth:`starting`, :meth:`settle`
-        and :meth:`reporting`."""
+        no generator of their own: :meth:`groups`, then per group :meth:`permitted` (which asks, then announces),
+        :meth:`settle` and :meth:`reporting`."""
         for group in self.groups(batch):
-            await self.permit(batch, group)
-            for started in self.starting(batch, group, turn):
+            for started in await self.permitted(batch, group, turn):
                 yield started
             await self.settle(batch, group)
             for reported in self.reporting(batch, group, turn):
@@ -262,11 +261,12 @@ class ToolExecutor:
         await self._run_group(batch, group)
         return None
 
-    async def permit(self, batch: ToolBatch, group: list[_Plan]) -> None:
-        """Ask the permission hook and the approver about the calls of ``group`` (before their start is
-        announced): a refusal answers a call, a :class:`~tether.tools.permissions.Deferred` defers it."""
+    async def permitted(self, batch: ToolBatch, group: list[_Plan], turn: int) -> list[ToolCallStarted]:
+        """Ask the permission hook and the approver about the calls of ``group``, then announce them
+        (:meth:`starting`): a refusal answers a call, a :class:`~tether.tools.permissions.Deferred` defers it."""
         if batch.done is None and (self.permissions.can_use_tool is not None or any(_asks(plan) for plan in group)):
             await self._permit(batch, group)  # else nobody is asked: no coroutine for it either
+        return self.starting(batch, group, turn)
 
     def reporting(self, batch: ToolBatch, group: list[_Plan], turn: int) -> list[ToolResultReceived]:
         """The ``ToolResultReceived`` of each call of ``group``, recorded as reported."""

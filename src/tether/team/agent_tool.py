@@ -20,7 +20,10 @@ A call of the tool runs the agent (a *sub-run*) as part of the calling run, whic
   - any other stop (``error``, ``timeout``, ``max_turns``, ``max_tool_calls``, ``consecutive_errors``,
     ``invalid_response``, ``invalid_output``, ``ask_user``), or an answer still degraded (cut at the output
     limit): an error result (``tool_failed``) saying how it stopped and what it said last. A sub-agent's failure
-    reaches the calling model as a failure, never as a confident answer. So does a sub-run that cannot start.
+    reaches the calling model as a failure, never as a confident answer. So does a sub-run that cannot start;
+  - ``paused`` (a call of the sub-agent needs an approval no one there can give, or is external): an error result
+    naming the calls. A sub-run cannot pause its calling run: give the sub-agent an ``approve=`` callback, or
+    offer those tools to the calling agent, whose run can pause (``tether.paused``).
 
 * **Cancelling.** When the call is cancelled (the calling run cancelled or past its deadline, the call past its
   ``timeout``), the sub-run is told so through its own interrupter and ends ``cancelled``, with a valid
@@ -304,4 +307,10 @@ def _failure(name: str, result: RunResult[Any]) -> str:
     message = f"The agent {name!r} did not finish its task ({how}: {result.detail})."
     if result.stop_reason is StopReason.ASK_USER:
         return f"{message} It asks: {said}"
+    if result.stop_reason is StopReason.PAUSED:
+        names = ", ".join(dict.fromkeys(call.tool for call in result.pending))
+        return (
+            f"{message} Its calls of {names} wait for a decision from outside, and an agent run as a tool cannot "
+            "pause for one: those calls were not run."
+        )
     return f"{message} What it said last: {said}" if said else message

@@ -29,7 +29,7 @@ from tether.events import (
     TurnCompleted,
     TurnStarted,
 )
-from tether.messages import Message, transcript_problems
+from tether.messages import Message, ToolResult, open_tool_calls, transcript_problems
 
 if TYPE_CHECKING:
     from tether.agent import Agent
@@ -95,6 +95,19 @@ def result_of(events: Sequence[RunEvent]) -> RunResult[Any]:
 
 
 def assert_valid_transcript(result: RunResult[Any]) -> None:
-    """The run's transcript is valid: every tool call has exactly one result, and each result its call."""
-    problems = transcript_problems(result.messages)
+    """The run's transcript is valid: every tool call has exactly one result, and each result its call. A paused
+    run's last calls are open exactly when they are its pending calls (``result.pending``), the others answered
+    by the results its state keeps."""
+    messages = result.messages
+    if result.state is not None:
+        pending = [call.id for call in result.pending]
+        assert [call.id for call in open_tool_calls(messages)] == [
+            call.id for call in messages[-1].tool_calls
+        ], "a paused run's turn is left open whole, its results kept in its state"
+        kept = {r.call_id for r in result.state.results}
+        assert sorted(pending + sorted(kept)) == sorted(c.id for c in messages[-1].tool_calls), (
+            "each call of a paused turn is pending or has its result in the state"
+        )
+        messages = (*messages, Message("tool", tuple(ToolResult(c.id, c.name, "") for c in messages[-1].tool_calls)))
+    problems = transcript_problems(messages)
     assert problems == [], f"the transcript is not valid: {problems}"
