@@ -75,6 +75,7 @@ def test_the_hint_resumes_by_session_or_by_the_state_file() -> None:
         (["--approve", "c1", "--deny", "c1"], "c1 has more"),
         (["--resume", "s.json"], "takes no PROMPT"),
         (["--resume", "s.json", "--session", "s1", "--approve", "c1"], "--session and --continue cannot be used"),
+        (["--session", "s1", "--approve", "c1", "--schema", '{"type": "object"}'], "it takes no --schema"),
     ],
 )
 def test_decision_flags_that_cannot_be_meant_are_usage_errors(args: list[str], said: str) -> None:

@@ -267,3 +267,32 @@ def test_a_state_resumed_once_is_refused_the_second_time(project: Project) -> No
     assert by_session.returncode == 1, by_session.stdout + by_session.stderr
     assert runs(log) == ["web"], "an approval never runs twice"
     assert len(server.requests) == 2
+
+
+def test_in_a_terminal_an_external_call_still_pauses_the_run(project: Project, children: list[Any]) -> None:
+    log = deployer(project)
+    with MockLLM([Call("weather", {"city": "Oslo"})]) as server:
+        child = project.spawn(
+            "run", "--agent", SPEC, "Weather in Oslo?", PAUSE_MOCK_URL=server.base_url, DEPLOY_LOG=str(log)
+        )
+        children.append(child)
+        child.expect_exact(f"{CALL}  weather(city='Oslo'): waits for its result from outside")
+        child.expect_exact(f"--result {CALL}=JSON")
+        child.expect(pexpect.EOF)
+        child.close()
+
+    assert child.exitstatus == 5, screen(child)
+
+
+def test_a_chat_without_a_terminal_takes_its_decisions_as_lines(project: Project) -> None:
+    log = deployer(project)
+    with MockLLM([Call("deploy", {"service": "web"}), echo]) as server:
+        done = project.run(
+            "chat", "--agent", SPEC, stdin=f"Deploy web\n/approve {CALL}\n",
+            PAUSE_MOCK_URL=server.base_url, DEPLOY_LOG=str(log),
+        )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    assert f"{CALL}  deploy(service='web'): waits for approval" in done.stdout + done.stderr
+    assert "The tool said: deployed web" in done.stdout
+    assert runs(log) == ["web"]

@@ -203,7 +203,7 @@ def run(
     check_session_options(session, continue_last)
     resuming = check_decision_options(
         prompt=prompt, resume_state=resume_state, session=session, continue_last=continue_last, approve=approve,
-        deny=deny, reason=reason, results=results, attachments=attachments,
+        deny=deny, reason=reason, results=results, attachments=attachments, schema=schema,
     )  # fmt: skip
     cache = cache_choice(use_cache, cache_path)
     definition = definition_flags(model, system, no_agents_md, no_compact, context_window, record_exchanges, cache)

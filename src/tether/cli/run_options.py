@@ -286,10 +286,11 @@ def check_decision_options(
     reason: str | None,
     results: tuple[tuple[str, object], ...],
     attachments: tuple[object, ...],
+    schema: object = None,
 ) -> bool:
     """Whether ``tether run`` resumes a paused run; a usage error for a combination that cannot be meant: a
-    decision with no paused run named, a PROMPT or an attachment with one, ``--reason`` without ``--deny``, a
-    call decided twice."""
+    decision with no paused run named, a PROMPT, an attachment or ``--schema`` with one, ``--reason`` without
+    ``--deny``, a call decided twice."""
     decided = bool(approve or deny or results)
     if reason is not None and not deny:
         raise click.UsageError("--reason is the reason of --deny: give --deny ID with it")
@@ -308,4 +309,6 @@ def check_decision_options(
         raise click.UsageError("a resumed run goes on from its paused calls: it takes no PROMPT")
     if attachments:
         raise click.UsageError("a resumed run goes on from its paused calls: it takes no --attach")
+    if schema is not None:
+        raise click.UsageError("a resumed run answers as its paused run would have, in text: it takes no --schema")
     return True
