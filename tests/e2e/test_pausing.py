@@ -296,3 +296,17 @@ def test_a_chat_without_a_terminal_takes_its_decisions_as_lines(project: Project
     assert f"{CALL}  deploy(service='web'): waits for approval" in done.stdout + done.stderr
     assert "The tool said: deployed web" in done.stdout
     assert runs(log) == ["web"]
+
+
+def test_resume_dash_reads_the_state_from_stdin(project: Project) -> None:
+    log = deployer(project)
+    with MockLLM([Call("deploy", {"service": "web"}), echo]) as server:
+        paused = tether(project, server, "run", "--agent", SPEC, "--json", "Deploy web")
+        state = json.dumps(json.loads(paused.stdout)["state"])
+        resumed = project.run(
+            "run", "--agent", SPEC, "--resume", "-", "--approve", CALL, stdin=state,
+            PAUSE_MOCK_URL=server.base_url, DEPLOY_LOG=str(log),
+        )  # fmt: skip
+
+    assert resumed.returncode == 0, resumed.stderr
+    assert runs(log) == ["web"]
