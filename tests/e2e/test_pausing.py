@@ -310,3 +310,24 @@ def test_resume_dash_reads_the_state_from_stdin(project: Project) -> None:
 
     assert resumed.returncode == 0, resumed.stderr
     assert runs(log) == ["web"]
+
+
+def test_in_a_terminal_the_chat_asks_about_an_approval_tool_inline(project: Project, children: list[Any]) -> None:
+    log = deployer(project)
+    with MockLLM([Call("deploy", {"service": "web"}), echo]) as server:
+        child = project.spawn("chat", "--agent", SPEC, PAUSE_MOCK_URL=server.base_url, DEPLOY_LOG=str(log))
+        children.append(child)
+        child.expect_exact(PROMPT)
+        child.sendline("Deploy web")
+        child.expect_exact("Allow deploy(service='web')? [y/N]")
+        assert runs(log) == []
+        child.sendline("y")
+        child.expect_exact("The tool said: deployed web")
+        child.expect_exact(PROMPT)
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+        child.close()
+
+    assert child.exitstatus == 0, screen(child)
+    assert runs(log) == ["web"]
+    assert "[paused]" not in screen(child), "a question answered inline pauses nothing"
