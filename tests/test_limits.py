@@ -109,6 +109,7 @@ def test_stop_reasons_are_exactly_those_of_the_design() -> None:
         "invalid_output",
         "budget",
         "guardrail",
+        "paused",
         "error",
     }
 

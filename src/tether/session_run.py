@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 import msgspec
 
 from tether.errors import DecisionInvalid
-from tether.events import RunCompleted, RunEvent, RunResult
+from tether.events import RunCompleted, RunEvent, RunResult, RunStarted
 from tether.limits import StopReason
 from tether.loop.engine import Run
 from tether.loop.interrupts import Interrupter
@@ -96,8 +96,12 @@ class SessionRun:
         refuse_unreadable(stored.messages, self._spec.provider.info, f"the session {self.id!r}")
         outputs = self._store if isinstance(self._store, OutputStore) else None  # else kept for this run only
         paused = paused_of(stored.messages)
-        if paused is not None and self.resumption is None:
-            yield RunCompleted(self._still_paused(paused))
+        if paused is not None and self.resumption is None:  # no model call: the pause as it is
+            started = RunStarted(paused.run_id, self._spec.provider.info.model_string, "")
+            for told in (started, RunCompleted(self._still_paused(paused))):
+                for sink in self._sinks:
+                    sink(told)
+                yield told
             return
         resumed = None if self.resumption is None else self._resumed(paused)
         if resumed is not None:

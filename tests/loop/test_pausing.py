@@ -25,13 +25,15 @@ from tether import (
     PausedRun,
     Reject,
     RunEvent,
+    RunStarted,
     StopReason,
     ToolCall,
     tool,
 )
 from tether.errors import FormatUnsupported, StateInvalid
+from tether.events import ToolCallStarted
 from tether.messages import Message, messages_from_jsonable
-from tether.paused import arguments_digest
+from tether.paused import Decision, arguments_digest
 from tether.providers.scripted import ScriptedProvider, call, hang, parallel, reply
 from tether.tools import Ask
 
@@ -174,7 +176,7 @@ async def test_decisions_that_do_not_fit_are_refused_and_nothing_runs(
 async def test_an_approval_never_runs_twice_a_pause_is_resumed_once() -> None:
     paused = await agent([TURN]).run("go")
     assert paused.state is not None
-    decisions = {"c1": Approve(), "c2": ExternalResult("Example Domain")}
+    decisions: dict[str, Decision] = {"c1": Approve(), "c2": ExternalResult("Example Domain")}
     first = await agent([reply(ANSWER)]).resume(paused.state.to_json(), decisions)
     assert first.stop_reason is StopReason.COMPLETE
     with pytest.raises(DecisionInvalid, match="already resumed"):
@@ -252,9 +254,10 @@ async def test_the_events_of_a_pause_and_of_its_resumption() -> None:
         "RunStarted", "ToolCallStarted", "ToolResultReceived", "ToolCallStarted", "ToolResultReceived",
         "TurnStarted", "TextDelta", "TurnCompleted", "RunCompleted",
     ]  # fmt: skip
-    started = [e.call.id for e in resumed if type(e).__name__ == "ToolCallStarted"]  # type: ignore[attr-defined]
+    started = [e.call.id for e in resumed if isinstance(e, ToolCallStarted)]
     assert started == ["c1", "c2"]  # the decided calls only, in the model's order
-    assert resumed[0].run_id == paused.run_id  # type: ignore[attr-defined]
+    assert isinstance(resumed[0], RunStarted)
+    assert resumed[0].run_id == paused.run_id
 
 
 def test_resume_sync_goes_on_outside_async_code() -> None:
@@ -381,7 +384,6 @@ async def test_a_cancelled_resumed_run_answers_its_open_calls_and_is_not_paused(
 async def test_resume_without_a_state_or_a_session_is_refused() -> None:
     with pytest.raises(DecisionInvalid):
         await agent([]).resume(None, {})
+    state = PausedRun(run_id="r", messages=(Message.user("x"),), pending=(), paused_at=0.0)
     with pytest.raises(DecisionInvalid, match="each decision"):
-        await agent([]).resume(
-            PausedRun(run_id="r", messages=(Message.user("x"),), pending=(), paused_at=0.0), {"a": True}
-        )  # type: ignore[dict-item]
+        await agent([]).resume(state, {"a": True})  # type: ignore[dict-item]

@@ -7,7 +7,7 @@ import pytest
 from tests.helpers import assert_valid
 from tests.loop import paused_agent
 from tests.loop.paused_agent import TURN
-from tether import Agent, Approve, DecisionInvalid, ExternalResult, Reject, StopReason
+from tether import Agent, Approve, DecisionInvalid, ExternalResult, Reject, RunEvent, StopReason
 from tether.providers.scripted import ScriptedProvider, Step, reply
 from tether.sessions import SessionStore
 from tether.testing.store_conformance import Stores
@@ -32,7 +32,9 @@ async def test_a_paused_session_is_kept_paused_and_resumed_from_the_store(stores
     assert saved.messages[-1].tool_calls[-1].id == "c3"  # the paused turn's calls are stored open
 
     again = in_session(stores.open(), [reply("never asked")])
-    still = await again.run("Anything new?", session="s1")
+    seen: list[RunEvent] = []
+    still = await again.run("Anything new?", session="s1", on_event=seen.append)
+    assert [type(event).__name__ for event in seen] == ["RunStarted", "RunCompleted"]
     assert still.stop_reason is StopReason.PAUSED
     assert [p.id for p in still.pending] == ["c1", "c2"]
     assert still.state is not None

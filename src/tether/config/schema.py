@@ -112,6 +112,8 @@ class LimitsConfig(Section):
     excess_tool_calls: Literal["refuse", "stop"] = _DEFAULTS.excess_tool_calls
     """A turn's tool calls past max_tool_calls_per_turn: "refuse" answers them with an error and the run goes on;
     "stop" answers them the same way, then stops the run with max_tool_calls."""
+    approval_timeout: float | None = _DEFAULTS.approval_timeout
+    """Seconds a paused run's calls wait for their decisions, from the pause; later, they are rejected."""
 
     @field_validator("*", mode="before")
     @classmethod

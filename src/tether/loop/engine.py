@@ -66,6 +66,7 @@ from tether.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
     from tether.loop.steps import StepRunner
+    from tether.paused import PausedRun
     from tether.sessions.base import OutputStore
     from tether.telemetry.observer import RunObserver
 
@@ -74,8 +75,7 @@ __all__ = ["Checkpoint", "Decided", "EventSink", "Run", "new_run_id"]
 SUMMARIZED_STOPS = frozenset({StopReason.MAX_TURNS, StopReason.MAX_TOOL_CALLS, StopReason.CONSECUTIVE_ERRORS})
 """Step limits: the model has not answered yet, so the loop asks it once more, without tools."""
 ANSWERED_STOPS = frozenset({StopReason.COMPLETE, StopReason.DONE_TOOL, StopReason.ASK_USER})
-WHOLE_STOPS = ANSWERED_STOPS | {StopReason.PAUSED}
-"""Stops that leave a run whole (not degraded): an answer, or a pause for decisions (``pausing.py``)."""
+WHOLE_STOPS = ANSWERED_STOPS | {StopReason.PAUSED}  # not degraded: an answer, or a pause for decisions
 
 
 class Decided(msgspec.Struct, frozen=True):
@@ -121,8 +121,8 @@ class Run:
         self.session_id = session_id
         self.interrupter = interrupter
         self.run_id = steps.run_id if steps is not None else new_run_id()
-        self.resumed, self.paused = resumed, None
-        """The paused run this one goes on with, until its calls are settled; the state this one paused with."""
+        self.resumed = resumed  # the paused run this one goes on with, until its calls are settled (pausing.py)
+        self.paused: PausedRun | None = None
         self.state = RunState(spec.system, history, prompt) if resumed is None else resumed_state(spec, resumed)
         self.guard = LoopGuard(spec.limits, spec.price, repeatable=spec.is_repeatable)
         if resumed is not None:
@@ -456,8 +456,8 @@ class Run:
         """A turn's tool calls were all answered: their results join the transcript, the records and the guard;
         then the checks, and the session saved. What the turn decided: a pause, when calls wait on decisions."""
         if batch.pending and batch.done is None:
-            self.paused, stop = paused_state(self, batch)
-            return Decided(stop)
+            self.paused, paused = paused_state(self, batch)
+            return Decided(paused)
         guard = self.guard
         results = self.state.end_batch(batch)
         self.calls.recorder.attach_calls(results, batch.durations)
@@ -472,8 +472,7 @@ class Run:
     async def _resume(
         self, resumed: Resumed, turns: AsyncGenerator[RunEvent | Decided, None]
     ) -> AsyncGenerator[RunEvent | Decided, None]:
-        """The paused turn's calls settled as decided (events for those only; the approved run now), merged with
-        the results of its calls that ran before the pause; then the ``turns``, unless the run stops there."""
+        """The paused turn's calls settled as decided (``pausing.py``), then the ``turns`` unless the run stops."""
         self.resumed = None
         try:
             batch = self.state.start_batch(*resumed_batch(resumed))

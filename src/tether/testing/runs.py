@@ -101,9 +101,9 @@ def assert_valid_transcript(result: RunResult[Any]) -> None:
     messages = result.messages
     if result.state is not None:
         pending = [call.id for call in result.pending]
-        assert [call.id for call in open_tool_calls(messages)] == [
-            call.id for call in messages[-1].tool_calls
-        ], "a paused run's turn is left open whole, its results kept in its state"
+        assert [call.id for call in open_tool_calls(messages)] == [call.id for call in messages[-1].tool_calls], (
+            "a paused run's turn is left open whole, its results kept in its state"
+        )
         kept = {r.call_id for r in result.state.results}
         assert sorted(pending + sorted(kept)) == sorted(c.id for c in messages[-1].tool_calls), (
             "each call of a paused turn is pending or has its result in the state"
