@@ -65,6 +65,9 @@ def test_the_hint_resumes_by_session_or_by_the_state_file() -> None:
     assert how_to_resume([APPROVAL], session_id="s1", state_file="p.json").startswith(
         "resume it: tether run --resume p.json --approve c1"
     )
+    assert how_to_resume([APPROVAL], session_id=None, state_file=None) == (
+        "this run is in no session: resume it from its state: tether run --resume STATE.json --approve c1"
+    )
 
 
 @pytest.mark.parametrize(

@@ -331,3 +331,15 @@ def test_in_a_terminal_the_chat_asks_about_an_approval_tool_inline(project: Proj
     assert child.exitstatus == 0, screen(child)
     assert runs(log) == ["web"]
     assert "[paused]" not in screen(child), "a question answered inline pauses nothing"
+
+
+def test_a_state_file_that_cannot_be_written_is_said_and_the_session_keeps_the_pause(project: Project) -> None:
+    deployer(project)
+    with MockLLM([Call("deploy", {"service": "web"})]) as server:
+        paused = tether(
+            project, server, "run", "--agent", SPEC, "--session", "s9", "--state-out", "no/such/dir/s.json", "Deploy"
+        )
+
+    assert paused.returncode == 5, paused.stderr
+    assert "error: cannot write the paused run's state to 'no/such/dir/s.json'" in paused.stderr
+    assert f"resume it: tether run --session s9 --approve {CALL}" in paused.stderr

@@ -15,6 +15,7 @@ kind) are the agent's (``DecisionInvalid``); the command says them in one line, 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -86,11 +87,14 @@ def pending_json(pending: Iterable[PendingCall], redaction: Redaction | None = N
 
 def how_to_resume(pending: Sequence[PendingCall], *, session_id: str | None, state_file: str | None) -> str:
     """The command that resumes the run, with a decision for each pending call to edit: ``--resume FILE`` when
-    its state was written to one, else ``--session ID``."""
-    where = f"--resume {state_file}" if state_file else f"--session {session_id}"
+    its state was written to one, else ``--session ID``; a run in no session, with no file, can be resumed only
+    from its state (``--json``'s, or ``--state-out``'s the next time), which the line says."""
     decide = " ".join(
         f"--approve {call.id}" if call.kind == "approval" else f"--result {call.id}=JSON" for call in pending
     )
+    if state_file is None and session_id is None:
+        return f"this run is in no session: resume it from its state: tether run --resume STATE.json {decide}"
+    where = f"--resume {shlex.quote(state_file)}" if state_file else f"--session {session_id}"
     return f"resume it: tether run {where} {decide}  (or --deny ID --reason TEXT)"
 
 

@@ -199,11 +199,28 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
     ended = await _watch(stream, renderer, options)
     if isinstance(ended, int):
         return ended
-    result, fallbacks = ended
+    return await _report(*ended, agent, options, session_id, out, err)
+
+
+async def _report(
+    result: RunResult,
+    fallbacks: list[FallbackTaken],
+    agent: Agent,
+    options: RunOptions,
+    session_id: str | None,
+    out: Console,
+    err: Console,
+) -> int:
+    """What is printed once the run ended (the JSON, the typed output, a paused run's way on, the closing line);
+    the exit code."""
     model = agent.provider.info.model_string
-    session_id = session_id or "-"
-    if result.state is not None and options.state_out is not None:
-        await asyncio.to_thread(write_state, options.state_out, result.state)
+    state_file = options.state_out if result.state is not None else None
+    if result.state is not None and state_file is not None:
+        try:
+            await asyncio.to_thread(write_state, state_file, result.state)
+        except OSError as error:
+            err.print(Text(f"error: cannot write the paused run's state to {state_file!r}: {error}", style="red"))
+            state_file = None  # the session keeps it
     if options.as_json:
         shown = result_json(result, session_id=session_id, model=model, redaction=agent.redaction)
         shown["fallbacks"] = [fallback_json(taken, agent.redaction) for taken in fallbacks]
@@ -215,9 +232,8 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
     if not_run(result):
         err.print(Text(f"the session {session_id} is paused: the prompt was not run; decide its calls first", "yellow"))
     if result.pending:
-        hint = how_to_resume(result.pending, session_id=session_id, state_file=options.state_out)
-        err.print(Text(hint, style="yellow"))
-    err.print(Text(f"{usage_line(result.usage, result.cost)} · session {session_id} · {model}", style="dim"))
+        err.print(Text(how_to_resume(result.pending, session_id=session_id, state_file=state_file), style="yellow"))
+    err.print(Text(f"{usage_line(result.usage, result.cost)} · session {session_id or '-'} · {model}", style="dim"))
     if options.trace:
         print_trace(err, result, model, agent.redaction)
     return exits.exit_code(result.stop_reason)
