@@ -51,7 +51,7 @@ from tether.run_context import DepsT, RunContext, check_deps
 from tether.run_handles import RunHandle, RunStream
 from tether.secret_refs import is_reference
 from tether.secrets import Masker, connection_password
-from tether.session_run import SessionRun, resumed_stream
+from tether.session_run import SessionRun, resumed_now, resumed_stream
 from tether.team.agent_tool import AgentTool, agent_tool
 from tether.telemetry import Telemetry
 from tether.tools.base import Tool, ToolOptions
@@ -422,15 +422,20 @@ class Agent(AgentSettings, Generic[DepsT, OutputT]):
         """Go on with a paused run (``docs/approvals.md``): ``state`` is its ``result.state`` (or its JSON, or
         ``None`` to take the one stored in ``session``); ``decisions`` settle its pending calls, by call id. They
         are checked first (``DecisionInvalid``, nothing run); then the decided calls run or are answered, and the
-        run goes on where it stopped, with the same id, counts and what was left of its deadline. Not yet for an
-        agent with handoffs or guardrails (``ConfigInvalid``)."""
+        run goes on where it stopped (same id, counts, what was left of its deadline), its answer checked by the
+        output guardrails. Not yet for an agent with handoffs (``ConfigInvalid``)."""
         for expected, where in self._deps_checks:
             check_deps(deps, expected, where)
-        if self._handoffs or self._input_guardrails or self._output_guardrails:
-            raise ConfigInvalid("a paused run of an agent with handoffs or guardrails cannot be resumed yet")
+        if self._handoffs:
+            raise ConfigInvalid("a paused run of an agent with handoffs cannot be resumed yet")
         sinks = self._sinks + ((on_event,) if on_event is not None else ())
         store = check_session(self, ()) if session is not None else None
-        return resumed_stream(self._run_spec(None), resumption(state, decisions, session), sinks, store, session, deps)
+        spec, resume = self._run_spec(None), resumed_now(resumption(state, decisions, session), session)
+        if not self._input_guardrails and not self._output_guardrails:
+            return resumed_stream(spec, resume, sinks, store, session, deps)
+        from tether.team.relay import resumed_relay  # the agent's guardrails check the answer
+
+        return resumed_relay(self._team_member(spec), resume, sinks, store, session, deps)
 
     async def resume(
         self,

@@ -194,24 +194,34 @@ class SessionRun:
 
 def resumed_stream(
     spec: RunSpec,
-    resumption: Resumption,
+    resume: Resumed | Resumption,
     sinks: Sequence[EventSink],
     store: SessionStore | None,
     session: str | None,
     deps: Any,
 ) -> RunStream:
-    """A paused run resumed (``loop/pausing.py``): its decisions checked now when its state is given (nothing runs
-    when they are refused), else once the session's state is loaded."""
+    """A paused run resumed (``loop/pausing.py``): checked already (:func:`resumed_now`), or in ``session``,
+    whose pause its decisions are checked against once it is loaded."""
     interrupter = Interrupter()
-    if store is None or session is None:
-        assert resumption.state is not None, "resumption() refuses a resume with neither state nor session"
-        resumed = checked_decisions(resumption.state, resumption.decisions)
-        claim(resumed.state)
-        run = Run(spec, None, (), interrupter, sinks, deps=deps, resumed=resumed)
+    if isinstance(resume, Resumed):
+        run = Run(spec, None, (), interrupter, sinks, deps=deps, resumed=resume)
         return RunStream(run.events(), run, interrupter)
+    assert store is not None, "a resume left unchecked is a session's"
+    assert session is not None, "a resume left unchecked is a session's"
     stored = SessionRun(spec, None, store, session, interrupter, sinks, None, deps)
-    stored.resumption = resumption
+    stored.resumption = resume
     return RunStream(stored.events(), stored, interrupter)
+
+
+def resumed_now(resumption: Resumption, session: str | None) -> Resumed | Resumption:
+    """A resume's decisions checked now (``DecisionInvalid`` before anything runs) and its pause claimed, when its
+    state is given and it is not in a session; else left for the session's run to check."""
+    if session is not None:
+        return resumption
+    assert resumption.state is not None, "resumption() refuses a resume with neither state nor session"
+    resumed = checked_decisions(resumption.state, resumption.decisions)
+    claim(resumed.state)
+    return resumed
 
 
 def _check_keeps_exchanges(store: SessionStore) -> None:

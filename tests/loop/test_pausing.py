@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from typing_extensions import TypedDict
 
 from tests.helpers import assert_valid
 from tests.loop import paused_agent
@@ -21,6 +22,7 @@ from tether import (
     Approve,
     DecisionInvalid,
     ExternalResult,
+    GuardrailResult,
     Limits,
     PausedRun,
     Reject,
@@ -30,7 +32,7 @@ from tether import (
     ToolCall,
     tool,
 )
-from tether.errors import FormatUnsupported, StateInvalid
+from tether.errors import ConfigInvalid, FormatUnsupported, StateInvalid
 from tether.events import ToolCallStarted
 from tether.messages import Message, messages_from_jsonable
 from tether.paused import Decision, arguments_digest
@@ -38,6 +40,12 @@ from tether.providers.scripted import ScriptedProvider, call, hang, parallel, re
 from tether.tools import Ask
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+class City(TypedDict):
+    name: str
+
+
 ANSWER = "Deleted old.txt; the page is Example Domain; 2+3=5."
 
 
@@ -387,3 +395,65 @@ async def test_resume_without_a_state_or_a_session_is_refused() -> None:
     state = PausedRun(run_id="r", messages=(Message.user("x"),), pending=(), paused_at=0.0)
     with pytest.raises(DecisionInvalid, match="each decision"):
         await agent([]).resume(state, {"a": True})  # type: ignore[dict-item]
+
+
+async def test_an_agent_with_guardrails_is_resumed_through_them_and_they_check_its_answer() -> None:
+    def no_secrets(ctx: Any, answer: str) -> GuardrailResult:
+        return GuardrailResult.block("that answer is withheld") if "secret" in answer else GuardrailResult.passed()
+
+    model = ScriptedProvider([call("delete", {"path": "a"}, id="g1")])
+    guarded = Agent(model, tools=[paused_agent.delete], output_guardrails=[no_secrets])
+    paused = await guarded.run("go")
+    assert paused.stop_reason is StopReason.PAUSED
+    assert paused.state is not None
+    resumer = Agent(
+        ScriptedProvider([reply("the secret is 42")]), tools=[paused_agent.delete], output_guardrails=[no_secrets]
+    )
+    result = await resumer.resume(paused.state.to_json(), {"g1": Approve()})
+    assert paused_agent.RAN == ["delete a"]
+    assert result.stop_reason is StopReason.GUARDRAIL  # the resumed answer went through the output guardrail
+    assert result.run_id == paused.run_id
+    assert_valid(result)
+
+
+async def test_an_agent_with_handoffs_cannot_resume_yet() -> None:
+    helper = Agent(ScriptedProvider([]), name="helper")
+    team = Agent(
+        ScriptedProvider([call("delete", {"path": "a"}, id="h1")]), tools=[paused_agent.delete], handoffs=[helper]
+    )
+    paused = await team.run("go")
+    assert paused.state is not None
+    with pytest.raises(ConfigInvalid, match="handoffs"):
+        await team.resume(paused.state, {"h1": Approve()})
+    assert paused_agent.RAN == []
+
+
+async def test_a_hook_may_deny_an_external_call_which_then_does_not_wait() -> None:
+    def hook(call: ToolCall) -> Any:
+        from tether.tools import Allow, Deny
+
+        return Deny("no browsing today") if call.name == "page_title" else Allow()
+
+    model = ScriptedProvider([TURN])
+    result = await Agent(
+        model, tools=[paused_agent.delete, paused_agent.page_title, paused_agent.add], can_use_tool=hook
+    ).run("go")
+    assert result.stop_reason is StopReason.PAUSED
+    assert [p.id for p in result.pending] == ["c1"]  # the approval waits; the denied external call does not
+    assert result.state is not None
+    denied = {r.call_id: r for r in result.state.results}["c2"]
+    assert denied.code == "permission_denied"
+    assert "no browsing today" in denied.content
+
+
+async def test_a_typed_output_given_in_the_paused_turn_ends_the_resumed_run_with_it() -> None:
+    turn = parallel(call("delete", {"path": "a"}, id="o1"), call("final_result", {"name": "Paris"}, id="o2"))
+    typed = Agent(ScriptedProvider([turn]), tools=[paused_agent.delete], output_type=City)
+    paused = await typed.run("go")
+    assert paused.stop_reason is StopReason.PAUSED
+    assert paused.state is not None
+    resumer = Agent(ScriptedProvider([]), tools=[paused_agent.delete], output_type=City)
+    result = await resumer.resume(paused.state, {"o1": Approve()})
+    assert result.stop_reason is StopReason.COMPLETE  # no model call after: the output was given
+    assert result.output == {"name": "Paris"}
+    assert paused_agent.RAN == ["delete a"]

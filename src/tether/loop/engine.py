@@ -476,7 +476,7 @@ class Run:
         self.resumed = None
         try:
             batch = self.state.start_batch(*resumed_batch(resumed))
-            async for event in settled(self.executor, batch, self.state.turn):
+            async for event in settled(self.executor, batch, self.state.turn, self.judge):
                 yield self._emit(event)
             if (decided := await self._acted(batch)).stop is not None:
                 yield decided

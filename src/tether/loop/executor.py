@@ -13,7 +13,10 @@ the model's order. A tool that raises or returns :class:`~tether.tools.base.Done
 after it are not run and get a ``cancelled`` result saying why.
 
 Before a call runs, :class:`~tether.tools.permissions.Permissions` may refuse it (the mode, the deny list, the
-host's hook or the user asked through it): the model gets a ``permission_denied`` result. After it ran, an
+host's hook or the user asked through it): the model gets a ``permission_denied`` result. A call that waits on a
+decision from outside (an approval no one here can give, an external tool's) is deferred instead: it is not run,
+gets no event, and stays in ``ToolBatch.pending`` for the run to pause on (``pausing.py``); the hook and the
+approver are asked before a group's calls are announced (:meth:`ToolExecutor.permitted`). After it ran, an
 output longer than the cache's threshold is kept whole in the run's
 :class:`~tether.tools.output_cache.OutputCache` and the model gets its preview (head, tail and a reference
 it can read the rest by; never longer than the tool's ``max_output`` either). Without a cache, or for an
@@ -350,8 +353,13 @@ class ToolExecutor:
 
         Asking may wait for a person, so the wait is interruptible like any other.
         """
-        interrupter = self.interrupter
+        interrupter, permissions = self.interrupter, self.permissions
         for plan in group:
+            if plan.call.id in batch.pending and permissions.can_use_tool is not None:  # external: only a Deny counts
+                if (refused := await interrupter.wait(permissions.refused(plan.call))) is not None:
+                    del batch.pending[plan.call.id]
+                    plan.answer = denied_result(plan.call, refused)
+                continue
             if plan.invoke is None or plan.call.id in batch.approved:
                 continue
             reason = await interrupter.wait(self.permissions.decide(plan.call, plan.tool))

@@ -30,6 +30,7 @@ from tether.errors import DecisionInvalid
 from tether.limits import StopReason
 from tether.loop.executor import ToolBatch, ToolExecutor
 from tether.loop.guard import LoopGuard, Stop
+from tether.loop.outputs import PROCESSED, OutputJudge
 from tether.loop.repeats import Verdict
 from tether.loop.state import RunState
 from tether.messages import Message, ToolCall, ToolResult, cancelled_result
@@ -93,8 +94,8 @@ class Resumed(msgspec.Struct, frozen=True):
 
 
 def resumption(state: PausedRun | str | bytes | None, decisions: Decisions, session: str | None) -> Resumption:
-    """``Agent.resume``'s arguments read: a state's JSON decoded, the decisions' types checked; ``ConfigInvalid``
-    style errors before anything starts."""
+    """``Agent.resume``'s arguments read: a state's JSON decoded (``StateInvalid``, ``FormatUnsupported``), the
+    decisions' types checked (``DecisionInvalid``), before anything starts."""
     if isinstance(state, str | bytes):
         state = PausedRun.from_json(state)
     elif state is None and session is None:
@@ -298,10 +299,13 @@ def resumed_batch(
 
 
 async def settled(
-    executor: ToolExecutor, batch: ToolBatch, turn: int
+    executor: ToolExecutor, batch: ToolBatch, turn: int, judge: OutputJudge | None = None
 ) -> AsyncGenerator[ToolCallStarted | ToolResultReceived | SubAgentEvent, None]:
     """The decided calls of a resumed run's batch settled (the approved ones run now), their events in the model's
-    order; the earlier results get none."""
+    order; the earlier results get none. A typed output the paused turn gave is found again by the run's ``judge``
+    (its call validated again), so that the run ends with it once the turn is settled, as it would have."""
+    if judge is not None and (given := [c for c in batch.calls if _processed(batch.results.get(c.id))]):
+        await judge.verdicts(given, [None] * len(given))
     for group in executor.groups(batch):
         for started in executor.starting(batch, group, turn):
             yield started
@@ -309,6 +313,11 @@ async def settled(
             yield relayed
         for reported in executor.reporting(batch, group, turn):
             yield reported
+
+
+def _processed(result: ToolResult | None) -> bool:
+    """Whether ``result`` is the answer to an output call that gave the run's typed output."""
+    return result is not None and not result.is_error and result.content == PROCESSED
 
 
 def time_left(resumed: Resumed | None, otherwise: float) -> float:

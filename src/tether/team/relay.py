@@ -42,10 +42,12 @@ from tether.loop.context import fallback_text
 from tether.loop.engine import Run
 from tether.loop.guard import Stop
 from tether.loop.interrupts import Interrupt, Interrupted, Interrupter
+from tether.loop.pausing import Resumed, Resumption
 from tether.loop.progress import RunProgress
 from tether.loop.sinks import EventSink, Sinks
 from tether.loop.spec import RunSpec
 from tether.messages import Message, Prompt
+from tether.run_handles import RunStream
 from tether.session_run import SessionRun
 from tether.team.guardrails import Guardrail, GuardrailResult, guardrails_of
 from tether.team.handoffs import Handoff, handoffs_of
@@ -110,8 +112,8 @@ class Relay:
     """One run of a team of agents (see the module docstring); iterate :meth:`events` once."""
 
     __slots__ = (
-        "_bound", "_deps", "_first", "_forward", "_history", "_interrupter", "_last", "_prompt", "_session",
-        "_sinks", "_steps", "_store", "result",
+        "_bound", "_deps", "_first", "_forward", "_history", "_interrupter", "_last", "_prompt", "_resume",
+        "_session", "_sinks", "_steps", "_store", "result",
     )  # fmt: skip
 
     def __init__(
@@ -127,8 +129,12 @@ class Relay:
         steps: StepRunner | None = None,
         deps: Any = None,
         bound: Callable[[RunSpec], RunSpec] | None = None,
+        resume: Resumed | Resumption | None = None,
     ) -> None:
-        """``bound`` lowers the spec of each agent handed to (the limits of a run nested in another)."""
+        """``bound`` lowers the spec of each agent handed to (the limits of a run nested in another). ``resume``:
+        the paused run the first leg goes on with (``loop/pausing.py``): checked already, or, in a session, the
+        decisions its session run checks once it has loaded the pause."""
+        self._resume = resume
         self._first, self._prompt, self._history = first, prompt, tuple(history)
         self._interrupter, self._store, self._session, self._steps, self._deps = (
             interrupter, store, session, steps, deps,
@@ -245,8 +251,12 @@ class Relay:
                 if run.progress is not None:
                     run.progress.run_id = carried.run_id
 
+        resume, self._resume = self._resume, None  # the first leg's only
         if self._store is None or self._session is None:
-            run = Run(spec, prompt, history, self._interrupter, sinks, steps=self._steps, deps=self._deps)
+            resumed = resume if isinstance(resume, Resumed) else None
+            run = Run(
+                spec, prompt, history, self._interrupter, sinks, steps=self._steps, deps=self._deps, resumed=resumed
+            )
             prepared(run)
             return _Leg(run, None)
 
@@ -256,6 +266,7 @@ class Relay:
         session = SessionRun(
             spec, prompt, self._store, self._session, self._interrupter, sinks, self._steps, self._deps, prepare
         )
+        session.resumption = resume if isinstance(resume, Resumption) else None
         return _Leg(None, session)
 
     async def _checked(self, member: Member, leg: _Leg, result: RunResult[Any]) -> tuple[GuardrailResult, str]:
@@ -268,6 +279,20 @@ class Relay:
             if verdict.action != "pass":
                 return verdict, guardrail.name
         return GuardrailResult.passed(), ""
+
+
+def resumed_relay(
+    member: Member,
+    resume: Resumed | Resumption,
+    sinks: Sequence[EventSink],
+    store: SessionStore | None,
+    session: str | None,
+    deps: Any,
+) -> RunStream:
+    """A paused run of ``member``'s resumed through its relay (``Agent.resume`` of an agent with guardrails)."""
+    interrupter = Interrupter()
+    relay = Relay(member, None, (), interrupter, sinks, store=store, session=session, deps=deps, resume=resume)
+    return RunStream(relay.events(), relay, interrupter)
 
 
 class _Leg:

@@ -16,7 +16,7 @@ The contract
   (``Agent.resume``, ``tether.paused``, docs/approvals.md).
 * **Approval tools.** A tool made with ``approval=True`` needs the same yes for every call (after the hook, if
   it allowed the call): asked inline through ``approve``, else deferred. A tool made with ``external=True``
-  never runs here: every call of it is deferred, its result to come from outside.
+  never runs here: every call of it is deferred, its result to come from outside, unless the hook denies it.
 * A refusal of any kind becomes an error result with code ``permission_denied``; the run goes on and the
   model can try something else.
 """
@@ -104,6 +104,15 @@ class Permissions:
         if self.mode is Mode.READ_ONLY and not tool.read_only:
             return f"the tool {tool.name!r} can change things, and this run is in read-only mode"
         return None
+
+    async def refused(self, call: ToolCall) -> str | None:
+        """Why the hook denies ``call``, or ``None`` (it allowed or asked): an external call waits for its result
+        either way, unless the hook denies it."""
+        if self.can_use_tool is None:
+            return None
+        outcome = self.can_use_tool(call)
+        decision: Decision = await outcome if inspect.isawaitable(outcome) else outcome
+        return (decision.reason or "the host denied this call") if isinstance(decision, Deny) else None
 
     async def decide(self, call: ToolCall, tool: Tool | None = None) -> str | Deferred | None:
         """Ask the hook (and, for :class:`Ask` or a ``tool`` that needs approval, the approver); ``None`` to run,
