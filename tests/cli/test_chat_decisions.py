@@ -120,7 +120,7 @@ async def test_pending_lists_the_calls_and_what_was_decided() -> None:
     await chatting.chat.handle("/pending")
 
     assert "c1  deploy(service='web'): waits for approval" in chatting.shown
-    assert "[decided: reject]" in chatting.shown
+    assert "[denied]" in chatting.shown
     assert "c2  weather(city='Oslo')" in chatting.shown
 
 

@@ -45,6 +45,8 @@ AgentBuilder = Callable[[str, str], "Agent"]
 
 MODES = ("read-only", "full")
 DECIDE = "decide each: /approve ID, /deny ID [REASON], /result ID VALUE; the answer goes on once all are decided"
+DECIDED = {Approve: "approved", Reject: "denied", ExternalResult: "result given"}
+"""How ``/pending`` marks a call decided, by its decision's type."""
 SAVE_FLAG = "--save"
 """After ``/model`` or ``/mode``: write the setting to the configuration file too."""
 
@@ -393,7 +395,7 @@ class Chat:
         lines = pending_lines(self.paused.pending, self.agent.redaction)
         for call, line in zip(self.paused.pending, lines, strict=True):
             given = self.decided.get(call.id)
-            self.say(line + (f"  [decided: {type(given).__name__.lower()}]" if given is not None else ""))
+            self.say(line + (f"  [{DECIDED[type(given)]}]" if given is not None else ""))
         self.say(DECIDE, "yellow")
         return True
 
