@@ -91,8 +91,8 @@ async def test_yes_answers_the_agents_ask_and_without_it_the_run_pauses(tmp_path
     sys.modules.pop(module)
     agent = load_python_setup(f"{module}:plain", tmp_path, {}).agent(yes=False, approve=None)
     result = await agent.run("change a.txt")
-    assert result.stop_reason == "paused"  # no one here to approve it: the call waits for a decision
-    assert [pending.tool for pending in result.pending] == ["change"]
+    assert result.stop_reason == "paused", "no one to ask: the call waits for a decision"
+    assert [(p.tool, p.arguments) for p in result.pending] == [("change", {"path": "a.txt"})]
 
 
 async def test_the_terminals_approval_answers_an_ask_unless_the_agent_has_its_own(tmp_path: Path, module: str) -> None:

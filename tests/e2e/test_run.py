@@ -17,7 +17,7 @@ from tether.messages import transcript_problems
 
 JSON_KEYS = {"text", "stop_reason", "degraded", "finish_reason", "detail", "error", "usage", "cost", "turns",
              "session_id", "model", "exit_code", "duration_ms", "turn_records", "messages", "output",
-             "fallbacks"}  # fmt: skip
+             "fallbacks", "pending", "state"}  # fmt: skip
 
 
 def test_json_prints_the_whole_result_on_stdout_and_nothing_else(project: Project) -> None:
@@ -30,6 +30,8 @@ def test_json_prints_the_whole_result_on_stdout_and_nothing_else(project: Projec
     result = json.loads(completed.stdout)
     assert set(result) == JSON_KEYS
     assert result["fallbacks"] == [], "one model: nothing to move on from"
+    assert result["pending"] == [], "a run that answered waits on nothing"
+    assert result["state"] is None
     assert result["text"] == "The notes say hello."
     assert result["stop_reason"] == "complete"
     assert result["exit_code"] == 0

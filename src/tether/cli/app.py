@@ -5,7 +5,7 @@
 ``tether`` itself; each command imports what it needs (rich, prompt_toolkit, aiohttp, pydantic, providers)
 when it runs. Exit codes: 0 success, 1 the command's own failure (a configuration problem; for ``probe``: the
 server is not usable; for ``doctor``: a check failed), 2 a usage error (click's); ``run`` adds 3 (a guard
-stopped the run), 4 (the run failed) and 130 (cancelled): see :mod:`tether.cli.exits`.
+stopped the run), 4 (the run failed), 5 (the run paused) and 130 (cancelled): see :mod:`tether.cli.exits`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from tether.cli.run_options import (
     cache_choice,
     cache_options,
     check_agent_options,
+    check_decision_options,
     check_session_options,
     compaction_options,
+    decision_options,
     definition_flags,
     instruction_options,
     read_prompt,
@@ -142,6 +144,7 @@ def probe_summary(result: ProbeResult) -> str:
 @compaction_options
 @record_option
 @cache_options
+@decision_options
 @verbose_option
 @agent_option
 @config_option
@@ -165,6 +168,12 @@ def run(
     record_exchanges: bool,
     use_cache: bool,
     cache_path: str | None,
+    resume_state: str | None,
+    approve: tuple[str, ...],
+    deny: tuple[str, ...],
+    reason: str | None,
+    results: tuple[tuple[str, object], ...],
+    state_out: str | None,
     verbose: int,
     agent: str | None,
     config_file: str | None,
@@ -185,19 +194,29 @@ def run(
     ([cache]; --cache-path names the file). --agent MODULE:ATTR runs a Python Agent instead (its model, tools
     and permissions its own; --model and the other flags that would change it are refused).
 
-    Exit codes: 0 answered, 1 configuration problem, 2 usage error, 3 a limit stopped the run, 4 the run
-    failed, 130 cancelled (Ctrl-C).
+    A run whose tool calls wait for a decision (a call to approve with no terminal to ask in, a tool whose
+    result comes from outside) pauses: it lists them and exits with 5. --session ID --approve CALL (or --deny
+    CALL --reason R, --result CALL=JSON) resumes it; --state-out FILE (or --json's state) keeps its state for
+    --resume FILE instead.
+
+    Exit codes: 0 answered, 1 configuration problem (or a state or decision that cannot be used), 2 usage
+    error, 3 a limit stopped the run, 4 the run failed, 5 paused, 130 cancelled (Ctrl-C).
     """
     check_session_options(session, continue_last)
+    resuming = check_decision_options(
+        prompt=prompt, resume_state=resume_state, session=session, continue_last=continue_last, approve=approve,
+        deny=deny, reason=reason, results=results, attachments=attachments, schema=schema,
+    )  # fmt: skip
     cache = cache_choice(use_cache, cache_path)
     definition = definition_flags(model, system, no_agents_md, no_compact, context_window, record_exchanges, cache)
     check_agent_options(agent, {**definition, "--max-turns": max_turns})
+    from tether.cli.decisions import Resume
     from tether.cli.runner import RunOptions
     from tether.cli.runner import main as run_main
     from tether.cli.verbose import configure_logging
 
     options = RunOptions(
-        read_prompt(prompt),
+        "" if resuming else read_prompt(prompt),
         model,
         session,
         continue_last,
@@ -217,6 +236,8 @@ def run(
         record_exchanges=record_exchanges,
         cache=cache,
         agent=agent,
+        resume=Resume(resume_state, approve, deny, reason or "", results) if resuming else None,
+        state_out=state_out,
     )
     configure_logging(verbose)
     sys.exit(run_main(options))

@@ -234,10 +234,10 @@ class Setup:
         self, *, model: str | None, mode: str | None, yes: bool, approve: Approver | None
     ) -> Agent[Any, Any]:
         """The agent of ``--agent``, with ``mode`` (``--mode``, ``/mode``) when given; an ``Ask`` of its
-        ``can_use_tool`` is answered by its own ``approve``, else yes with ``--yes``, else by ``approve`` (the
-        terminal's question; ``None``: refused). When the command exports spans (``self.telemetry``) and the agent
-        has no tracer provider of its own, its runs export theirs too. ``ConfigInvalid`` for another ``model``:
-        its model is its own."""
+        ``can_use_tool``, and a call of an ``approval=True`` tool, is answered by its own ``approve``, else yes with
+        ``--yes``, else by ``approve`` (the terminal's question; ``None``: the run pauses for a decision).
+        When the command exports spans (``self.telemetry``) and the agent has no tracer provider of its own, its
+        runs export theirs too. ``ConfigInvalid`` for another ``model``: its model is its own."""
         agent = self.python
         assert agent is not None
         if model is not None and model != self.model:

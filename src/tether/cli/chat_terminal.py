@@ -5,7 +5,8 @@ multi-line input (Esc then Enter, or a line ending in ``\\``), Ctrl-C at the pro
 Ctrl-D leaving, and while a turn runs a SIGINT handler that cancels just that turn. Text typed during a turn is
 not taken as the answer to an approval question; the next prompt starts with it (``terminal.py``). When stdin is not a
 terminal the lines are read plainly, one prompt per line, and tools that change things are refused unless
-``--yes``.
+``--yes``. Approvals are asked inline in a terminal; what still pauses a turn (an external tool's call; with no
+terminal, a Python agent's approval) is decided with ``/approve``, ``/deny`` and ``/result`` (``repl.py``).
 """
 
 from __future__ import annotations

@@ -5,8 +5,11 @@ since the model did answer: it is marked ``degraded`` instead, with ``finish_rea
 configuration problem (the message names the key and where it was set; for ``tether doctor``, a check failed;
 for ``tether probe``, the server is not usable); 2: a usage error (click's); 3: a guard stopped the run
 (``max_turns``, ``max_tool_calls``, ``consecutive_errors``, ``invalid_response``, ``invalid_output``, ``budget``,
-``timeout``, ``guardrail``); 4: the run failed (``error``); 5: the run paused, waiting for decisions on its pending
-tool calls (``paused``); 130: cancelled (Ctrl-C), as a shell reports a process ended by SIGINT.
+``timeout``, ``guardrail``); 4: the run failed (``error``); 5: the run paused (``paused``): tool calls wait
+for a person's decision or an outside result, listed with how to resume the run (``tether run --session ID
+--approve CALL``, or ``--resume STATE.json``); 130: cancelled (Ctrl-C), as a shell reports a process ended by
+SIGINT. A paused run resumed with a state that cannot be read or decisions that do not fit its pending calls
+exits 1 too, naming the error's code (``state_invalid``, ``format_unsupported``, ``decision_invalid``).
 """
 
 from __future__ import annotations

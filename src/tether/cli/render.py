@@ -9,6 +9,8 @@ the loop is shown as one answer; one still cut when the run ends is marked on it
 spinner runs on ``err`` while the model has not sent anything yet, when ``err`` is a terminal. An agent a tool
 call runs (``agent.as_tool()``) shows its activity on ``err`` under the call, indented by its depth: its text
 when each of its turns ends, its tool calls and their results, and its stop when it was not an answer.
+A run that paused closes with ``[paused]`` and one line per call it waits on (its id, the call, what it waits
+for and why); the command adds how to resume it.
 
 Everything but the answer goes through the agent's :class:`~tether.redaction.Redaction`
 (``renderer.redaction = agent.redaction``): a tool call's secret-named arguments print as ``***``, and so do
@@ -21,6 +23,7 @@ tested by rendering into a ``StringIO``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import IO, Any
 
 from rich.cells import cell_len, set_cell_size
@@ -37,6 +40,7 @@ from tether.events import (
     RateLimitWait,
     RunCompleted,
     RunEvent,
+    RunResult,
     SubAgentEvent,
     TextDelta,
     ThinkingDelta,
@@ -48,6 +52,7 @@ from tether.events import (
 )
 from tether.loop.repeats import REPEATED
 from tether.messages import ToolCall, ToolResult
+from tether.paused import PendingCall
 from tether.redaction import Redaction, default_redaction
 from tether.usage import Cost, Usage
 
@@ -94,6 +99,31 @@ def describe_call(call: ToolCall, width: int = CALL_WIDTH, redaction: Redaction 
         shown = redaction.arguments(call.arguments) or {}
         inside = ", ".join(f"{key}={_value(value)}" for key, value in shown.items())
     return shorten(f"{call.name}({inside})", width)
+
+
+def waiting_line(pending: Sequence[PendingCall]) -> str:
+    """``2 tool calls wait for a decision``."""
+    count = len(pending)
+    return f"{count} tool call{'s' if count != 1 else ''} wait{'s' if count == 1 else ''} for a decision"
+
+
+def not_run(result: RunResult) -> bool:
+    """Whether a paused ``result`` is a paused session's, asked to run a prompt: the prompt was not run (no
+    message was added), the session still waits on the same calls."""
+    return result.stop_reason == "paused" and result.first_new_message >= len(result.messages)
+
+
+def pending_lines(pending: Sequence[PendingCall], redaction: Redaction | None = None) -> list[str]:
+    """One line per call a paused run waits on: its id, the call as the tool lines show it (secrets hidden), what
+    it waits for and why."""
+    redaction = redaction or default_redaction()
+    lines = []
+    for call in pending:
+        shown = describe_call(ToolCall(call.id, call.tool, call.arguments), redaction=redaction)
+        waits = "approval" if call.kind == "approval" else "its result from outside"
+        why = f" ({shorten(redaction.text(call.reason), RESULT_WIDTH)})" if call.reason else ""
+        lines.append(f"  {call.id}  {shown}: waits for {waits}{why}")
+    return lines
 
 
 def _value(value: object) -> str:
@@ -424,6 +454,11 @@ class Renderer:
                 self.note(f"[{reason}, degraded{cut}] {result.detail}", "yellow")
             return
         style = "red" if reason == "error" else "yellow"
+        if reason == "paused":
+            self.note(f"[paused] {waiting_line(result.pending)}", style)
+            for line in pending_lines(result.pending, self.redaction):
+                self.note(line, style)
+            return
         self.note(f"[{reason}] {result.detail}".rstrip(), style)
         if self.probe is not None and isinstance(result.error, TransportError):
             self.note(f"hint: is the model's server running? check it with: tether probe {self.probe}", "dim")

@@ -8,6 +8,10 @@ string.
 A turn is one run of the agent in the chat's session (``agent.stream(prompt, session=ID)``): the store keeps
 the conversation after every model turn, and a cancelled turn leaves a valid transcript behind, so the next
 prompt simply goes on from it.
+
+A turn that pauses (a call waiting for an approval no one was asked, or for an external result) lists its
+pending calls; ``/approve``, ``/deny`` and ``/result`` decide them one by one, and once each has its decision the
+run resumes (``agent.resume_stream(state, decisions, session=ID)``) and its answer is shown as a turn's.
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from tether.cli.render import Renderer, probe_address, shorten, usage_line
+from tether.cli.decisions import DENIED, parse_result
+from tether.cli.render import Renderer, not_run, pending_lines, probe_address, shorten, usage_line
 from tether.cli.table import aligned
 from tether.cli.transcript import summary_table, summary_text
 from tether.errors import TetherError
 from tether.events import RunCompleted, RunResult
 from tether.messages import Attachment, compaction_of
+from tether.paused import Approve, Decision, ExternalResult, PausedRun, Reject
 from tether.sessions import SessionNotFound, new_session_id
 from tether.usage import Cost, Usage
 
@@ -38,6 +44,9 @@ AgentBuilder = Callable[[str, str], "Agent"]
 """``build(model, mode)`` -> a new agent; raises ``ConfigInvalid`` for a model it cannot run."""
 
 MODES = ("read-only", "full")
+DECIDE = "decide each: /approve ID, /deny ID [REASON], /result ID VALUE; the answer goes on once all are decided"
+DECIDED = {Approve: "approved", Reject: "denied", ExternalResult: "result given"}
+"""How ``/pending`` marks a call decided, by its decision's type."""
 SAVE_FLAG = "--save"
 """After ``/model`` or ``/mode``: write the setting to the configuration file too."""
 
@@ -55,6 +64,10 @@ and press Enter. Up and Down go through earlier inputs.
   /resume ID        continue session ID
   /new              start a new session
   /attach PATH      attach a file (an image, a PDF, audio, a text file) to the next message
+  /approve ID       approve the paused call ID
+  /deny ID [REASON] deny the paused call ID; the model reads REASON
+  /result ID VALUE  give the paused external call ID its result (JSON, or plain text)
+  /pending          the calls a paused answer waits on, and the decisions given so far
   /usage            tokens and cost so far
   /trace            the last answer's provider calls and tool calls, as a tree with their times
   /exit             leave (or Ctrl-D)
@@ -101,6 +114,10 @@ class Chat:
         self._last_agent: Agent | None = None
         """The agent that ran ``last`` (``/model`` may have changed it since)."""
         self._stream: RunStream | None = None
+        self.paused: PausedRun | None = None
+        """The state of the last answer when it paused: its calls wait for ``/approve``, ``/deny``, ``/result``."""
+        self.decided: dict[str, Decision] = {}
+        """The decisions given so far for the paused calls; the run resumes once each has one."""
         self.attached: list[Attachment] = []
         """Files attached to the next message (``/attach``)."""
         self._commands: dict[str, Callable[[str], Awaitable[bool]]] = {
@@ -112,6 +129,10 @@ class Chat:
             "sessions": self._sessions,
             "resume": self._resume,
             "new": self._new,
+            "approve": self._approve,
+            "deny": self._deny,
+            "result": self._result,
+            "pending": self._pending,
             "usage": self._usage,
             "trace": self._trace,
             "exit": self._exit,
@@ -153,32 +174,45 @@ class Chat:
 
     async def ask(self, prompt: str) -> RunResult | None:
         """One turn: run the agent on ``prompt`` in this chat's session, showing its events as they come."""
+        attached, self.attached = self.attached, []
+        return await self._follow(
+            lambda agent: agent.stream([prompt, *attached] if attached else prompt, session=self.session_id)
+        )
+
+    async def _follow(self, start: Callable[[Agent], RunStream]) -> RunResult | None:
+        """A run the agent starts (``start(agent)``), shown as it goes; its usage added to the chat's."""
         result: RunResult | None = None
         agent = self.agent
         self.renderer.redaction = agent.redaction  # the agent may have changed (/model)
         self.renderer.probe = probe_address(agent.provider)
-        attached, self.attached = self.attached, []
-        self._stream = agent.stream([prompt, *attached] if attached else prompt, session=self.session_id)
         try:
+            self._stream = start(agent)
             async for event in self._stream:
                 self.renderer(event)
                 if type(event) is RunCompleted:
                     result = event.result
-        except TetherError as error:  # the session could not be loaded
-            self.say(f"error: {error.message}", "red")
+        except TetherError as error:  # the session could not be loaded, or the decisions were refused
+            self.say(f"error: {error.message} ({error.code})", "red")
         finally:
             self._stream = None
             self.renderer.stop_spinner()
         if result is not None:
-            self.last, self._last_agent = result, agent
-            self.usage += result.usage
-            if self.cost is not None and result.cost is not None:
-                self.cost = Cost(
-                    self.cost.input_usd + result.cost.input_usd, self.cost.output_usd + result.cost.output_usd
-                )
-            elif result.usage.requests:
-                self.cost = None
+            self._ended(result, agent)
         return result
+
+    def _ended(self, result: RunResult, agent: Agent) -> None:
+        self.last, self._last_agent = result, agent
+        self.paused = result.state if result.stop_reason == "paused" else None
+        self.decided = {}
+        if self.paused is not None:
+            if not_run(result):
+                self.say("this session is paused: your message was not sent; decide its calls first", "yellow")
+            self.say(DECIDE, "yellow")
+        self.usage += result.usage
+        if self.cost is not None and result.cost is not None:
+            self.cost = Cost(self.cost.input_usd + result.cost.input_usd, self.cost.output_usd + result.cost.output_usd)
+        elif result.usage.requests:
+            self.cost = None
 
     def say(self, line: str, style: str = "") -> None:
         """A line of the chat's own output."""
@@ -270,6 +304,10 @@ class Chat:
                 status = "read-only"
             elif self.mode == "read-only":
                 status = "not offered in read-only mode"
+            elif tool.external:
+                status = "external: a call pauses the answer for its result (/result)"
+            elif tool.approval and not self.yes:
+                status = "asks first (approval)"
             elif self.own_permissions:
                 status = "as the agent's can_use_tool decides"
             else:
@@ -304,6 +342,7 @@ class Chat:
             self.say(f"error: {error.message}", "red")
             return True
         self.session_id = session.id
+        self.paused, self.decided = None, {}
         self.say(f"resumed {session.id}: {session.title or '(untitled)'} ({len(session.messages)} messages)")
         for message in session.messages[-2:]:
             if compaction_of(message) is not None:
@@ -315,7 +354,49 @@ class Chat:
 
     async def _new(self, argument: str) -> bool:
         self.session_id = new_session_id()
+        self.paused, self.decided = None, {}
         self.say(f"new session {self.session_id}")
+        return True
+
+    async def _approve(self, argument: str) -> bool:
+        return await self._decide(argument, lambda rest: Approve())
+
+    async def _deny(self, argument: str) -> bool:
+        return await self._decide(argument, lambda rest: Reject(rest or DENIED))
+
+    async def _result(self, argument: str) -> bool:
+        if len(argument.split(maxsplit=1)) < 2:
+            self.say("usage: /result ID VALUE (JSON, or plain text)", "red")
+            return True
+        return await self._decide(argument, lambda rest: ExternalResult(parse_result(rest)))
+
+    async def _decide(self, argument: str, decision: Callable[[str], Decision]) -> bool:
+        """One paused call decided; once each has its decision, the run resumes and its answer is shown."""
+        call_id, _, rest = argument.partition(" ")
+        if self.paused is None:
+            self.say("no answer is paused: no call waits for a decision", "red")
+            return True
+        waiting = self.paused.pending_ids
+        if call_id not in waiting:
+            self.say(f"no paused call {call_id!r}: it is one of {', '.join(waiting)} (/pending lists them)", "red")
+            return True
+        self.decided[call_id] = decision(rest.strip())
+        if undecided := [known for known in waiting if known not in self.decided]:
+            self.say(f"{call_id}: decided; still to decide: {', '.join(undecided)}")
+            return True
+        state, decided = self.paused, self.decided
+        await self._follow(lambda agent: agent.resume_stream(state, decided, session=self.session_id))
+        return True
+
+    async def _pending(self, argument: str) -> bool:
+        if self.paused is None:
+            self.say("no answer is paused: no call waits for a decision")
+            return True
+        lines = pending_lines(self.paused.pending, self.agent.redaction)
+        for call, line in zip(self.paused.pending, lines, strict=True):
+            given = self.decided.get(call.id)
+            self.say(line + (f"  [{DECIDED[type(given)]}]" if given is not None else ""))
+        self.say(DECIDE, "yellow")
         return True
 
     async def _usage(self, argument: str) -> bool:

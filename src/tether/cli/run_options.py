@@ -214,3 +214,101 @@ def read_prompt(prompt: str | None) -> str:
     if not text:
         raise click.UsageError("the prompt on stdin is empty")
     return text
+
+
+def decision_options(command: Any) -> Any:
+    """``--resume STATE``, ``--approve ID``, ``--deny ID``, ``--reason R``, ``--result ID=JSON`` and
+    ``--state-out FILE`` of ``tether run``: a paused run's state kept, and a paused run resumed with decisions
+    (``cli/decisions.py``)."""
+    command = click.option(
+        "--state-out",
+        metavar="FILE",
+        type=click.Path(dir_okay=False, writable=True),
+        help="When the run pauses, write its state (JSON) to FILE, for --resume FILE.",
+    )(command)
+    command = click.option(
+        "--result",
+        "results",
+        multiple=True,
+        metavar="ID=JSON",
+        callback=result_pairs,
+        help="Resume: the result of the external call ID, a JSON value (repeatable).",
+    )(command)
+    command = click.option(
+        "--reason",
+        metavar="TEXT",
+        help="Resume: why the --deny calls are denied; the model reads it.",
+    )(command)
+    command = click.option("--deny", multiple=True, metavar="ID", help="Resume: deny the paused call ID (repeatable).")(
+        command
+    )
+    command = click.option(
+        "--approve", multiple=True, metavar="ID", help="Resume: approve the paused call ID (repeatable)."
+    )(command)
+    return click.option(
+        "--resume",
+        "resume_state",
+        metavar="STATE.json",
+        help="Resume the paused run whose state is in this file (- reads it from stdin), with the decisions given.",
+    )(command)
+
+
+def result_pairs(context: click.Context, parameter: click.Parameter, value: tuple[str, ...]) -> object:
+    """``--result``'s ``(call id, value)`` pairs, each value parsed from JSON: a usage error when one is not
+    ``ID=JSON``."""
+    import json
+
+    pairs: list[tuple[str, object]] = []
+    for given in value:
+        call_id, equals, text = given.partition("=")
+        if not equals or not call_id.strip():
+            raise click.BadParameter(f"{given!r}: give it as ID=JSON, e.g. call_1='\"sunny\"'", context, parameter)
+        try:
+            pairs.append((call_id.strip(), json.loads(text)))
+        except ValueError:
+            raise click.BadParameter(
+                f"{given!r}: the result of {call_id.strip()} is not JSON (a text is quoted: {call_id.strip()}="
+                f"'\"{text}\"')",
+                context,
+                parameter,
+            ) from None
+    return tuple(pairs)
+
+
+def check_decision_options(
+    *,
+    prompt: str | None,
+    resume_state: str | None,
+    session: str | None,
+    continue_last: bool,
+    approve: tuple[str, ...],
+    deny: tuple[str, ...],
+    reason: str | None,
+    results: tuple[tuple[str, object], ...],
+    attachments: tuple[object, ...],
+    schema: object = None,
+) -> bool:
+    """Whether ``tether run`` resumes a paused run; a usage error for a combination that cannot be meant: a
+    decision with no paused run named, a PROMPT, an attachment or ``--schema`` with one, ``--reason`` without
+    ``--deny``, a call decided twice."""
+    decided = bool(approve or deny or results)
+    if reason is not None and not deny:
+        raise click.UsageError("--reason is the reason of --deny: give --deny ID with it")
+    ids = [*approve, *deny, *(call_id for call_id, _ in results)]
+    if twice := sorted({call_id for call_id in ids if ids.count(call_id) > 1}):
+        raise click.UsageError(f"a call can have one decision: {', '.join(twice)} has more")
+    if not decided and resume_state is None:
+        return False
+    if resume_state is None and session is None and not continue_last:
+        raise click.UsageError(
+            "--approve, --deny and --result decide a paused run: name it with --resume STATE.json or --session ID"
+        )
+    if resume_state is not None and (session is not None or continue_last):
+        raise click.UsageError("--resume names the paused run: --session and --continue cannot be used with it")
+    if prompt is not None:
+        raise click.UsageError("a resumed run goes on from its paused calls: it takes no PROMPT")
+    if attachments:
+        raise click.UsageError("a resumed run goes on from its paused calls: it takes no --attach")
+    if schema is not None:
+        raise click.UsageError("a resumed run answers as its paused run would have, in text: it takes no --schema")
+    return True

@@ -9,6 +9,10 @@ checkpoint saved). Exit codes: :mod:`tether.cli.exits`.
 ``--agent MODULE:ATTR`` runs that Python agent (``cli/python_agent.py``, ``Setup.python_agent``) instead of the
 one the configuration describes; ``app.py`` refuses the flags that would change its definition.
 
+A run that pauses (tool calls waiting for a decision) lists them and the command that resumes it, and exits 5;
+``--resume FILE`` or ``--session ID`` with ``--approve``/``--deny``/``--result`` resumes one instead of running
+a prompt (``cli/decisions.py``).
+
 ``--trace`` prints the tree of the run (``cli/trace.py``) on stderr after the answer; with
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, the run's spans are exported (``cli/otlp.py``).
 """
@@ -28,6 +32,7 @@ import msgspec
 from rich.console import Console
 from rich.text import Text
 
+from tether.agent import Agent
 from tether.cli import eventloop, exits
 from tether.cli.build import (
     NoModel,
@@ -44,14 +49,17 @@ from tether.cli.build import (
     session_flags,
     store_failures,
 )
+from tether.cli.decisions import Resume, decisions_of, how_to_resume, pending_json, read_state, write_state
 from tether.cli.otlp import otlp_export
-from tether.cli.render import Renderer, make_console, probe_address, usage_line
+from tether.cli.render import Renderer, make_console, not_run, probe_address, usage_line
 from tether.cli.terminal import Interrupts, terminal_approver
 from tether.cli.trace import print_trace
-from tether.errors import ConfigInvalid, SessionInvalid, TetherError
+from tether.errors import ConfigInvalid, DecisionInvalid, FormatUnsupported, SessionInvalid, StateInvalid, TetherError
 from tether.events import FallbackTaken, RunCompleted, RunResult
 from tether.messages import Attachment, Prompt, messages_to_jsonable, redacted_messages
+from tether.paused import PausedRun
 from tether.redaction import Redaction, default_redaction
+from tether.run_handles import RunStream
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +98,10 @@ class RunOptions:
     """``--cache`` (``""``: the configured or default file) or ``--cache-path PATH``: ``[cache]`` on."""
     agent: str | None = None
     """``--agent MODULE:ATTR``: run that Python agent instead of the configured one (``cli/python_agent.py``)."""
+    resume: Resume | None = None
+    """``--resume``, ``--approve``, ``--deny``, ``--result``: resume a paused run instead (``cli/decisions.py``)."""
+    state_out: str | None = None
+    """``--state-out FILE``: where a run that pauses writes its state."""
 
     def flags(self) -> dict[str, object]:
         """The configuration keys the flags set (``None``: not given)."""
@@ -155,12 +167,19 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
         thinking=err.is_terminal, spinner=True,
     )  # fmt: skip
     try:
-        session_id, note = await pick_session(setup.store, options.session, options.continue_last)
+        state = await _state(options)
+        if state is not None:
+            session_id: str | None = state.session_id
+        else:
+            session_id, note = await pick_session(setup.store, options.session, options.continue_last)
+            if note:
+                err.print(Text(note, style="dim"))
     except SessionInvalid as error:  # a malformed --session id (usage), or a store that cannot be read
         err.print(Text(f"error: {error.message}", style="red"))
         return exits.USAGE if options.session is not None else exits.ERROR
-    if note:
-        err.print(Text(note, style="dim"))
+    except (*RESUME_ERRORS, OSError) as error:  # --resume's file: unreadable, not a state, of a newer format
+        err.print(Text(resume_problem(error, options), style="red"))
+        return exits.CONFIG
     try:
         agent = setup.agent(
             mode=options.mode,
@@ -168,17 +187,78 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
             interactive=interactive,
             approve=terminal_approver(err, renderer) if interactive else None,
         )
-    except ConfigInvalid as error:
-        err.print(Text(f"error: {error.message}", style="red"))
-        return exits.CONFIG
-    renderer.redaction = agent.redaction
-    renderer.probe = probe_address(agent.provider)
-    prompt: Prompt = [options.prompt, *options.attachments] if options.attachments else options.prompt
-    try:
-        stream = agent.stream(prompt, session=session_id, output_type=options.schema)
+        renderer.redaction = agent.redaction
+        renderer.probe = probe_address(agent.provider)
+        stream = _open(agent, options, session_id, state)
     except ConfigInvalid as error:  # an attachment the model cannot read
         err.print(Text(f"error: {error.message}", style="red"))
         return exits.CONFIG
+    except RESUME_ERRORS as error:  # decisions that do not fit the paused calls
+        err.print(Text(resume_problem(error, options), style="red"))
+        return exits.CONFIG
+    ended = await _watch(stream, renderer, options)
+    if isinstance(ended, int):
+        return ended
+    return await _report(*ended, agent, options, session_id, out, err)
+
+
+async def _report(
+    result: RunResult,
+    fallbacks: list[FallbackTaken],
+    agent: Agent,
+    options: RunOptions,
+    session_id: str | None,
+    out: Console,
+    err: Console,
+) -> int:
+    """What is printed once the run ended (the JSON, the typed output, a paused run's way on, the closing line);
+    the exit code."""
+    model = agent.provider.info.model_string
+    state_file = options.state_out if result.state is not None else None
+    if result.state is not None and state_file is not None:
+        try:
+            await asyncio.to_thread(write_state, state_file, result.state)
+        except OSError as error:
+            err.print(Text(f"error: cannot write the paused run's state to {state_file!r}: {error}", style="red"))
+            state_file = None  # the session keeps it
+    if options.as_json:
+        shown = result_json(result, session_id=session_id, model=model, redaction=agent.redaction)
+        shown["fallbacks"] = [fallback_json(taken, agent.redaction) for taken in fallbacks]
+        out.file.write(json.dumps(shown, indent=2) + "\n")
+        out.file.flush()
+    elif options.schema is not None and result.stop_reason == "complete":
+        out.file.write(output_json(result.output) + "\n")
+        out.file.flush()
+    if not_run(result):
+        err.print(Text(f"the session {session_id} is paused: the prompt was not run; decide its calls first", "yellow"))
+    if result.pending:
+        err.print(Text(how_to_resume(result.pending, session_id=session_id, state_file=state_file), style="yellow"))
+    err.print(Text(f"{usage_line(result.usage, result.cost)} · session {session_id or '-'} · {model}", style="dim"))
+    if options.trace:
+        print_trace(err, result, model, agent.redaction)
+    return exits.exit_code(result.stop_reason)
+
+
+async def _state(options: RunOptions) -> PausedRun | None:
+    """The paused run ``--resume`` names, read; ``None`` without it."""
+    if options.resume is None or options.resume.state is None:
+        return None
+    return await asyncio.to_thread(read_state, options.resume.state)
+
+
+def _open(agent: Agent, options: RunOptions, session_id: str | None, state: PausedRun | None) -> RunStream:
+    """The run's stream: a new run of the prompt, or the paused run resumed with the decisions given."""
+    if options.resume is not None:
+        return agent.resume_stream(state, decisions_of(options.resume), session=session_id)
+    prompt: Prompt = [options.prompt, *options.attachments] if options.attachments else options.prompt
+    return agent.stream(prompt, session=session_id, output_type=options.schema)
+
+
+async def _watch(
+    stream: RunStream, renderer: Renderer, options: RunOptions
+) -> tuple[RunResult, list[FallbackTaken]] | int:
+    """The run shown as it goes, Ctrl-C cancelling it: its result and the fallbacks it took, or the exit code of a
+    run that could not end with one."""
     task = asyncio.current_task()
     assert task is not None
 
@@ -202,23 +282,27 @@ async def _run(setup: Setup, options: RunOptions, out: Console, err: Console) ->
     except SessionInvalid as error:  # the session's stored transcript cannot be read
         renderer.note(f"error: {error.message}", "red")
         return exits.ERROR
+    except RESUME_ERRORS as error:  # the session's paused run, or its decisions, cannot be used
+        renderer.note(resume_problem(error, options), "red")
+        return exits.CONFIG
     finally:
         interrupts.remove()
         renderer.stop_spinner()
     assert result is not None
-    model = agent.provider.info.model_string
-    if options.as_json:
-        shown = result_json(result, session_id=session_id, model=model, redaction=agent.redaction)
-        shown["fallbacks"] = [fallback_json(taken, agent.redaction) for taken in fallbacks]
-        out.file.write(json.dumps(shown, indent=2) + "\n")
-        out.file.flush()
-    elif options.schema is not None and result.stop_reason == "complete":
-        out.file.write(output_json(result.output) + "\n")
-        out.file.flush()
-    err.print(Text(f"{usage_line(result.usage, result.cost)} · session {session_id} · {model}", style="dim"))
-    if options.trace:
-        print_trace(err, result, model, agent.redaction)
-    return exits.exit_code(result.stop_reason)
+    return result, fallbacks
+
+
+RESUME_ERRORS = (DecisionInvalid, StateInvalid, FormatUnsupported)
+"""What stops a paused run from being resumed: decisions that do not fit it, a state that cannot be read."""
+
+
+def resume_problem(error: Exception, options: RunOptions) -> str:
+    """The one line saying why the paused run cannot be resumed, naming the error's code."""
+    if isinstance(error, TetherError):
+        return f"error: {error.message} ({error.code})"
+    given = options.resume.state if options.resume is not None else None
+    reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+    return f"error: cannot read the paused run's state {given!r}: {reason}"
 
 
 def fallback_json(taken: FallbackTaken, redaction: Redaction) -> dict[str, Any]:
@@ -278,4 +362,6 @@ def result_json(
         "output": json.loads(output_json(result.output)),
         "turn_records": msgspec.to_builtins(result.turn_records),
         "messages": messages_to_jsonable(redacted_messages(result.messages, redaction)),
+        "pending": pending_json(result.pending, redaction),
+        "state": json.loads(result.state.to_json()) if result.state is not None else None,
     }
