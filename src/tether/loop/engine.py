@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, Sequence
+from itertools import count
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -349,9 +350,8 @@ class Run:
         guard, state, calls, offer, compactor = self.guard, self.state, self.calls, self.offer, self.compactor
         while True:
             turn_no = state.turn = guard.turns + 1
-            extra, attempt, recovered, final = None, 0, False, bool(had := guard.repeated)  # repeated: only an answer
-            while True:
-                attempt += 1
+            extra, recovered, final = None, False, bool(had := guard.repeated)  # repeated: only an answer
+            for attempt in count(1):
                 self.interrupter.check()
                 if compactor.window.budget is not None and (compacted := await compactor.before(turn_no)):
                     yield self._emit(compacted)
@@ -373,11 +373,10 @@ class Run:
                 if read.shown:
                     yield self._emit(TextDelta(read.shown))
                 yield self._emit(calls.completed(call, read.turn, read.problem))
-                if read.problem is None:
+                if (problem := read.problem) is None:
                     break
-                rejected = self._rejected(read.problem, call, had, final)
-                yield self._emit(calls.rejected(call, read.problem, rejected))  # retried or stopped, as decided
-                if isinstance(rejected, Decided):
+                yield self._emit(calls.rejected(call, problem, rejected := self._rejected(problem, call, had, final)))
+                if isinstance(rejected, Decided):  # retried with a correction, or stopped, as decided
                     yield rejected
                     return
                 extra = rejected
@@ -393,7 +392,9 @@ class Run:
             asked = read.turn.tool_calls  # a typed output's calls are answered first: the executor runs the others
             batch = state.start_batch(asked, guard.admit(asked) if self.judge is None else await self._verdicts(asked))
             for group in (executor := self.executor).groups(batch):
-                for started in await executor.permitted(batch, group, turn_no):  # asked, then announced
+                if executor.asks(batch, group):  # a hook or an approver, before the calls are announced
+                    await executor.permit(batch, group)
+                for started in executor.starting(batch, group, turn_no):
                     yield self._emit(started)
                 while (relayed := await executor.settle(batch, group)) is not None:  # an agent's, as it runs
                     yield self._emit(relayed)

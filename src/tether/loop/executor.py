@@ -16,7 +16,7 @@ Before a call runs, :class:`~tether.tools.permissions.Permissions` may refuse it
 host's hook or the user asked through it): the model gets a ``permission_denied`` result. A call that waits on a
 decision from outside (an approval no one here can give, an external tool's) is deferred instead: it is not run,
 gets no event, and stays in ``ToolBatch.pending`` for the run to pause on (``pausing.py``); the hook and the
-approver are asked before a group's calls are announced (:meth:`ToolExecutor.permitted`). After it ran, an
+approver are asked before a group's calls are announced (:meth:`ToolExecutor.permit`). After it ran, an
 output longer than the cache's threshold is kept whole in the run's
 :class:`~tether.tools.output_cache.OutputCache` and the model gets its preview (head, tail and a reference
 it can read the rest by; never longer than the tool's ``max_output`` either). Without a cache, or for an
@@ -162,8 +162,8 @@ class ToolExecutor:
     """Runs tool calls for one run (see the module docstring)."""
 
     __slots__ = (
-        "_redaction", "concurrent_tools", "contexts", "interrupter", "masker", "max_concurrency", "max_output",
-        "observer", "outputs", "permissions", "reads", "registry", "steps", "timeout", "unknown_tool",
+        "_redaction", "approvals", "concurrent_tools", "contexts", "interrupter", "masker", "max_concurrency",
+        "max_output", "observer", "outputs", "permissions", "reads", "registry", "steps", "timeout", "unknown_tool",
     )  # fmt: skip
 
     def __init__(
@@ -186,6 +186,9 @@ class ToolExecutor:
         unknown_tool: UnknownTool | None = None,
     ) -> None:
         self.registry = registry
+        self.approvals = any(tool.approval for tool in registry)
+        """Whether a tool is marked ``approval=True`` (the output reader, added later, is not): else no call of a
+        group is looked at for one."""
         self.unknown_tool = unknown_tool
         """Words the host chose for a call to a tool that is not offered; ``None``: the executor's own."""
         self.reads = reads
@@ -213,10 +216,12 @@ class ToolExecutor:
         """Run ``batch``, yielding each call's start and result events in the model's order.
 
         The loop drives the same steps itself (``Run._turns``), so that a turn's tool events pass through
-        no generator of their own: :meth:`groups`, then per group :meth:`permitted` (which asks, then announces),
+        no generator of their own: :meth:`groups`, then per group :meth:`asks` and :meth:`permit`, :meth:`starting`,
         :meth:`settle` and :meth:`reporting`."""
         for group in self.groups(batch):
-            for started in await self.permitted(batch, group, turn):
+            if self.asks(batch, group):
+                await self.permit(batch, group)
+            for started in self.starting(batch, group, turn):
                 yield started
             await self.settle(batch, group)
             for reported in self.reporting(batch, group, turn):
@@ -264,12 +269,18 @@ class ToolExecutor:
         await self._run_group(batch, group)
         return None
 
-    async def permitted(self, batch: ToolBatch, group: list[_Plan], turn: int) -> list[ToolCallStarted]:
-        """Ask the permission hook and the approver about the calls of ``group``, then announce them
-        (:meth:`starting`): a refusal answers a call, a :class:`~tether.tools.permissions.Deferred` defers it."""
-        if batch.done is None and (self.permissions.can_use_tool is not None or any(_asks(plan) for plan in group)):
-            await self._permit(batch, group)  # else nobody is asked: no coroutine for it either
-        return self.starting(batch, group, turn)
+    def asks(self, batch: ToolBatch, group: list[_Plan]) -> bool:
+        """Whether someone is to be asked about a call of ``group`` before it is announced (:meth:`permit`): the
+        permission hook, or the approver of a tool marked ``approval=True``. A plain call, no coroutine."""
+        if batch.done is not None:
+            return False
+        return self.permissions.can_use_tool is not None or (self.approvals and any(_asks(plan) for plan in group))
+
+    async def permit(self, batch: ToolBatch, group: list[_Plan]) -> None:
+        """Ask the permission hook and the approver about the calls of ``group`` (when :meth:`asks`), before
+        :meth:`starting` announces them: a refusal answers a call, a
+        :class:`~tether.tools.permissions.Deferred` defers it."""
+        await self._permit(batch, group)
 
     def reporting(self, batch: ToolBatch, group: list[_Plan], turn: int) -> list[ToolResultReceived]:
         """The ``ToolResultReceived`` of each call of ``group``, recorded as reported."""
