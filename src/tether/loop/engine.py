@@ -392,7 +392,7 @@ class Run:
             asked = read.turn.tool_calls  # a typed output's calls are answered first: the executor runs the others
             batch = state.start_batch(asked, guard.admit(asked) if self.judge is None else await self._verdicts(asked))
             for group in (executor := self.executor).groups(batch):
-                if executor.asks(batch, group):  # a hook or an approver, before the calls are announced
+                if executor.asking and executor.asks(batch, group):  # a hook or an approver, before the calls start
                     await executor.permit(batch, group)
                 for started in executor.starting(batch, group, turn_no):
                     yield self._emit(started)

@@ -162,8 +162,9 @@ class ToolExecutor:
     """Runs tool calls for one run (see the module docstring)."""
 
     __slots__ = (
-        "_redaction", "approvals", "concurrent_tools", "contexts", "interrupter", "masker", "max_concurrency",
-        "max_output", "observer", "outputs", "permissions", "reads", "registry", "steps", "timeout", "unknown_tool",
+        "_redaction", "approvals", "asking", "concurrent_tools", "contexts", "interrupter", "masker",
+        "max_concurrency", "max_output", "observer", "outputs", "permissions", "reads", "registry", "steps", "timeout",
+        "unknown_tool",
     )  # fmt: skip
 
     def __init__(
@@ -186,16 +187,15 @@ class ToolExecutor:
         unknown_tool: UnknownTool | None = None,
     ) -> None:
         self.registry = registry
-        self.approvals = any(tool.approval for tool in registry)
-        """Whether a tool is marked ``approval=True`` (the output reader, added later, is not): else no call of a
-        group is looked at for one."""
+        self.approvals = any(tool.approval for tool in registry)  # the output reader, added later, asks for none
+        self.asking = self.approvals or (permissions is not None and permissions.can_use_tool is not None)
+        """Whether anyone may be asked about a call (:meth:`asks`): else the loop does not even ask that."""
         self.unknown_tool = unknown_tool
         """Words the host chose for a call to a tool that is not offered; ``None``: the executor's own."""
         self.reads = reads
         """What the model reads of what tools return (``ModelInfo.input_kinds``); ``None``: every kind."""
         self.contexts = contexts
-        """Makes the run context a tool that takes one is called with (``loop/progress.py``); ``None``: such a tool
-        is handed ``None``."""
+        """Makes the context a tool that takes one is called with (``loop/progress.py``); ``None``: it gets ``None``."""
         self.steps = steps
         """Runs each call as a durable step (``loop/steps.py``); ``None``: directly."""
         self.outputs = outputs
@@ -219,7 +219,7 @@ class ToolExecutor:
         no generator of their own: :meth:`groups`, then per group :meth:`asks` and :meth:`permit`, :meth:`starting`,
         :meth:`settle` and :meth:`reporting`."""
         for group in self.groups(batch):
-            if self.asks(batch, group):
+            if self.asking and self.asks(batch, group):
                 await self.permit(batch, group)
             for started in self.starting(batch, group, turn):
                 yield started
