@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.helpers import assert_valid
 from tests.loop import paused_agent
 from tests.loop.paused_agent import TURN
-from tether import Agent, Approve, DecisionInvalid, ExternalResult, Reject, RunEvent, StopReason
+from tether import Agent, Approve, DecisionInvalid, ExternalResult, GuardrailResult, Reject, RunEvent, StopReason
 from tether.providers.scripted import ScriptedProvider, Step, reply
 from tether.sessions import SessionStore
 from tether.testing.store_conformance import Stores
@@ -80,3 +82,22 @@ async def test_a_state_that_is_not_the_session_s_pause_is_refused(stores: Stores
             other.state, {"c1": Approve(), "c2": ExternalResult("x")}, session="a"
         )
     assert paused_agent.RAN == ["add 2 3", "add 2 3"]
+
+
+async def test_a_paused_session_of_an_agent_with_guardrails_is_resumed_through_them(stores: Stores) -> None:
+    def withheld(ctx: Any, answer: str) -> GuardrailResult:
+        return GuardrailResult.block("withheld") if "secret" in answer else GuardrailResult.passed()
+
+    def guarded(script: list[Step]) -> Agent[None, str]:
+        tools = [paused_agent.delete, paused_agent.page_title, paused_agent.add]
+        return Agent(ScriptedProvider(script), tools=tools, store=stores.open(), output_guardrails=[withheld])
+
+    paused = await guarded([TURN]).run("Clean up.", session="g")
+    assert paused.stop_reason is StopReason.PAUSED
+    result = await guarded([reply("Done.")]).resume(None, {"c1": Approve(), "c2": ExternalResult("x")}, session="g")
+    assert result.stop_reason is StopReason.COMPLETE
+    assert result.run_id == paused.run_id
+    assert paused_agent.RAN == ["add 2 3", "delete old.txt"]
+    stored = await stores.open().load("g")
+    assert stored.messages == result.messages
+    assert_valid(result)
