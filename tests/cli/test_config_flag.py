@@ -58,6 +58,7 @@ READERS = [
     ("batch", "prompts.jsonl", "--output", "out.jsonl", "--config", "{file}"),
     ("worker", "--config", "{file}"),
     ("serve", "--config", "{file}"),
+    ("mcp", "serve", "--config", "{file}"),
     ("skills", "list", "--config", "{file}"),
 ]
 
@@ -171,7 +172,7 @@ def test_the_help_options_are_taken_after_every_command_and_config_is_listed_whe
 
     from tether.cli.app import main
 
-    reading = {tuple(args[: 2 if args[0] in ("config", "sessions", "skills") else 1]) for args in READERS}
+    reading = {tuple(args[: 2 if args[0] in ("config", "sessions", "skills", "mcp") else 1]) for args in READERS}
     reading |= {("config",), ("sessions",), ("skills",), ("config", "init"), ("config", "path")}
     reading |= {("doctor",)}  # reads it too, and reports a broken file as its `config` line rather than failing
     reading |= {("models",)}  # lists the configured [providers.NAME], and names a broken file without failing
