@@ -350,7 +350,7 @@ def test_over_http_another_host_than_a_loopback_one_needs_a_token(place: Place) 
         cwd=ROOT, env=place.env(), capture_output=True, text=True, timeout=POLL_SECONDS, check=False,
     )  # fmt: skip
     assert done.returncode == 1
-    assert "give a token" in done.stderr
+    assert "refusing to serve on 0.0.0.0 without a token" in done.stderr
 
 
 def test_host_and_port_without_http_are_a_usage_error(place: Place) -> None:

@@ -54,9 +54,9 @@ def main(options: McpServeOptions, env: Mapping[str, str] | None = None, cwd: Pa
         if importlib.util.find_spec("mcp") is None:
             raise ConfigInvalid("tether mcp serve needs the MCP SDK: pip install 'tether[mcp]'")
         if options.http:
-            from tether.serve.mcp_transports import check_host
+            from tether.serve.security import check_bind
 
-            check_host(options.host, options.token)
+            check_bind(options.host, token=options.token)
         if options.agent is not None:
             setup = load_python_setup(options.agent, cwd, env, options.config_file)
         else:

@@ -14,18 +14,18 @@ uvicorn and starlette come with the MCP SDK (the ``mcp`` extra); both are import
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import socket
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import ConfigInvalid
+from tether.serve.security import check_bind
 
 if TYPE_CHECKING:
     from tether.serve.mcp_server import MCPAgentServer
 
-__all__ = ["BearerGate", "check_host", "is_loopback", "mcp_http_app", "serve_mcp_http", "serve_mcp_stdio"]
+__all__ = ["BearerGate", "mcp_http_app", "serve_mcp_http", "serve_mcp_stdio"]
 
 MCP_PATH = "/mcp"
 """The streamable HTTP endpoint's path."""
@@ -44,28 +44,6 @@ async def serve_mcp_stdio(server: MCPAgentServer) -> None:
     lowlevel = server.server
     async with stdio_server() as (read, write):
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable only from this machine: ``localhost`` or a loopback address."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_host(host: str, token: str | None) -> None:
-    """``ConfigInvalid`` for a host other than a loopback one without a token: anyone who reaches it could
-    run the agent, its model's bill and its tools included."""
-    if token is not None and not token.strip():
-        raise ConfigInvalid("the token is empty: give a long random one (e.g. from: openssl rand -hex 32)")
-    if token is None and not is_loopback(host):
-        raise ConfigInvalid(
-            f"serving on {host} makes the agent reachable from other machines: give a token (--token, or "
-            "TETHER_SERVE_TOKEN) that clients send as 'Authorization: Bearer <token>', or bind 127.0.0.1"
-        )
 
 
 class BearerGate:
@@ -97,8 +75,8 @@ class BearerGate:
 
 def mcp_http_app(server: MCPAgentServer, *, host: str = "127.0.0.1", token: str | None = None) -> ASGIApp:
     """The streamable HTTP app of ``server`` (``/mcp``), behind a :class:`BearerGate` when ``token`` is given;
-    ``ConfigInvalid`` for a host :func:`check_host` refuses."""
-    check_host(host, token)
+    ``ConfigInvalid`` for a host :func:`~tether.serve.security.check_bind` refuses."""
+    check_bind(host, token=token)
     app: ASGIApp = server.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
     return BearerGate(app, token) if token is not None else app
 

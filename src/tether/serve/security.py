@@ -82,7 +82,7 @@ class Caller:
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` is this machine only (127.0.0.0/8, ::1, localhost)."""
-    if host == "localhost":
+    if host.strip().lower() == "localhost":
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
@@ -91,7 +91,10 @@ def is_loopback(host: str) -> bool:
 
 
 def check_bind(host: str, *, token: str | None, authenticate: Authenticate | None = None) -> None:
-    """Refuse (``ConfigInvalid``) to serve on a host beyond this machine without a token or a hook."""
+    """Refuse (``ConfigInvalid``) to serve on a host beyond this machine without a token or a hook, and an empty
+    token anywhere. ``tether serve`` and ``tether mcp serve`` alike."""
+    if token is not None and not token.strip():
+        raise ConfigInvalid("the token is empty: give a long random one (e.g. from: openssl rand -hex 32)")
     if not is_loopback(host) and not token and authenticate is None:
         raise ConfigInvalid(
             f"refusing to serve on {host} without a token: anyone who reaches it could run the agent; "
