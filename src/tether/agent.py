@@ -31,7 +31,7 @@ from tether.agent_checks import (
 )
 from tether.agent_settings import AgentSettings
 from tether.errors import ConfigInvalid
-from tether.events import OutputT, RunCompleted, RunResult
+from tether.events import OutputT, RunResult
 from tether.health import DEFAULT_TIMEOUT, HealthReport, health_of, settle
 from tether.limits import Compaction, Limits
 from tether.loop.choice import ToolChoiceOption, resolve_tool_choice
@@ -48,7 +48,7 @@ from tether.providers.attachments import refuse_unreadable
 from tether.providers.base import ModelSettings, Provider
 from tether.providers.fallback import resolve_models
 from tether.run_context import DepsT, RunContext, check_deps
-from tether.run_handles import RunHandle, RunStream
+from tether.run_handles import RunHandle, RunStream, completed
 from tether.secret_refs import is_reference
 from tether.secrets import Masker, connection_password
 from tether.serving import Servable
@@ -409,7 +409,7 @@ class Agent(AgentSettings, Servable, Generic[DepsT, OutputT]):
         """Run to the end and return the result; never raises for a run that went wrong, it reports it (see
         :meth:`stream` for the arguments)."""
         stream = self._open(prompt, history, on_event, session, tool_choice, None, deps, instructions, output_type)
-        return await _completed(stream)
+        return await completed(stream)
 
     def resume_stream(
         self,
@@ -449,7 +449,7 @@ class Agent(AgentSettings, Servable, Generic[DepsT, OutputT]):
     ) -> RunResult[OutputT]:
         """:meth:`resume_stream` run to its end: the result (which may be paused again)."""
         stream = self.resume_stream(state, decisions, session=session, on_event=on_event, deps=deps)
-        return await _completed(stream)
+        return await completed(stream)
 
     def resume_sync(
         self,
@@ -578,16 +578,6 @@ def stream_with_steps(
 
 V = TypeVar("V", bound=Callable[..., Any])
 T = TypeVar("T")
-
-
-async def _completed(stream: RunStream) -> RunResult[Any]:
-    """The result of a run's stream, consumed to its ``RunCompleted``."""
-    result: RunResult[Any] | None = None
-    async for event in stream:
-        if type(event) is RunCompleted:
-            result = event.result
-    assert result is not None, "a run always ends with RunCompleted"
-    return result
 
 
 def _sync(make: Callable[[], Coroutine[Any, Any, T]], name: str) -> T:

@@ -60,15 +60,7 @@ class RunHandle(Generic[OutputT]):
 
     def __init__(self, stream: RunStream) -> None:
         self._stream = stream
-        self._task: asyncio.Task[RunResult[OutputT]] = asyncio.get_running_loop().create_task(self._drive())
-
-    async def _drive(self) -> RunResult[OutputT]:
-        result: RunResult[OutputT] | None = None
-        async for event in self._stream:
-            if type(event) is RunCompleted:
-                result = event.result
-        assert result is not None, "a run always ends with RunCompleted"
-        return result
+        self._task: asyncio.Task[RunResult[OutputT]] = asyncio.get_running_loop().create_task(completed(stream))
 
     def cancel(self, *, after_turn: bool = False) -> None:
         """Stop the run now (or after the current turn); awaiting the handle then gives a cancelled result."""
@@ -82,3 +74,14 @@ class RunHandle(Generic[OutputT]):
 
     def __await__(self) -> Generator[Any, None, RunResult[OutputT]]:
         return self._task.__await__()
+
+
+async def completed(stream: RunStream) -> RunResult[Any]:
+    """The result of a run's stream, consumed to its ``RunCompleted`` (``run()``, ``resume()``, a handle's task, a
+    durable run's stretch)."""
+    result: RunResult[Any] | None = None
+    async for event in stream:
+        if type(event) is RunCompleted:
+            result = event.result
+    assert result is not None, "a run always ends with RunCompleted"
+    return result

@@ -55,8 +55,9 @@ from tether.durable.dbos_runs import DurableRun
 from tether.durable.dbos_steps import DBOSSteps
 from tether.durable.records import Queue
 from tether.errors import ConfigInvalid
-from tether.events import RunCompleted, RunResult
+from tether.events import RunResult
 from tether.limits import StopReason
+from tether.run_handles import completed
 from tether.serving import Servable
 
 if TYPE_CHECKING:
@@ -267,12 +268,7 @@ def _resumed(
 async def _ended(stream: RunStream, steps: DBOSSteps) -> RunResult[Any]:
     """The result of one stretch of a run (its start, or a resumption), its stream drained."""
     steps.on_cancel = stream.cancel
-    result: RunResult[Any] | None = None
-    async for event in stream:
-        if type(event) is RunCompleted:
-            result = event.result
-    assert result is not None, "a run always ends with RunCompleted"
-    return result
+    return await completed(stream)
 
 
 def _timeout(agent: Agent[Any, Any], given: float | Literal["agent"] | None) -> float | None:
