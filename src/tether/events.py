@@ -216,6 +216,9 @@ class TurnRecord(msgspec.Struct, frozen=True, gc=False):
     cached: bool = False
     """The answer was replayed from the run's response cache (``Agent(cache=...)``): no request was made, and
     ``usage`` is zero."""
+    cost: Cost | None = None
+    """What the call cost at the run's price (its own tier: a tier applies to a request); ``None`` when the
+    model's price is unknown. The run's ``cost`` is their sum, with what its sub-agents spent."""
 
 
 # --- RunEvent: run -> host ----------------------------------------------------------------------------------

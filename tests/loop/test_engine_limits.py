@@ -278,7 +278,16 @@ async def test_each_request_is_priced_by_its_own_prompt_and_the_budget_stops_aft
     assert result.cost.total_usd == pytest.approx(0.15 + 0.19 + 0.50)
     assert result.cost == sum((cost_of(usage, price) for usage in result.turn_usage), start=NO_COST)
     assert result.cost.total_usd != pytest.approx(cost_of(result.usage, price).total_usd)
+    assert [record.cost for record in result.turn_records] == [cost_of(u, price) for u in result.turn_usage]
+    assert [round(r.cost.total_usd, 2) for r in result.turn_records if r.cost] == [0.15, 0.19, 0.50], "own tiers"
     assert_valid(result)
+
+
+async def test_a_model_without_a_known_price_has_calls_without_a_cost() -> None:
+    agent = Agent(ScriptedProvider([call("lookup", {"key": "a"}), reply("done")]), tools=[lookup])
+    result = await agent.run("go")
+    assert result.cost is None
+    assert [record.cost for record in result.turn_records] == [None, None]
 
 
 def test_a_budget_without_a_known_price_is_refused_up_front() -> None:

@@ -310,8 +310,8 @@ class Run:
         self.result = RunResult(
             text=text, stop_reason=stop.reason, messages=tuple(self.state.transcript), usage=guard.usage,
             degraded=degraded, detail=stop.detail, error=stop.error, turns=guard.turns,
-            turn_usage=tuple(self.calls.turn_usage), cost=guard.cost, run_id=self.run_id,
-            first_new_message=self.state.first_new, turn_records=recorder.records(), duration_ms=recorder.run_ms(),
+            turn_usage=tuple(self.calls.turn_usage), cost=guard.cost, run_id=self.run_id, duration_ms=recorder.run_ms(),
+            first_new_message=self.state.first_new, turn_records=recorder.records(self.spec.price),
             output=text if self.judge is None else self.judge.output, finish_reason=recorder.answer_finish(),
             last_agent=self.spec.agent_name, pending=self.paused.pending if self.paused else (), state=self.paused,
         )  # fmt: skip

@@ -21,7 +21,7 @@ from tether.events import FinishReason, LlmEvent, ToolCallRecord, TurnRecord
 from tether.loop.accumulator import AccumulatedTurn
 from tether.loop.interrupts import Interrupted
 from tether.messages import Message, Text, ToolResult
-from tether.usage import NO_USAGE, Usage
+from tether.usage import NO_USAGE, Price, Usage, cost_of
 
 INTERRUPTED_CALL = "the process running the run stopped during this call (or just before it), which was made again: "
 INTERRUPTED_CALL += "what it used, if it was made, is not known and not counted"
@@ -130,8 +130,8 @@ class CallRecorder:
         if self._calls:
             self._calls[-1][-3] = (results, durations)
 
-    def records(self) -> tuple[TurnRecord, ...]:
-        """Every call's record, with its tool calls'."""
+    def records(self, price: Price | None = None) -> tuple[TurnRecord, ...]:
+        """Every call's record, with its tool calls', and its cost at ``price`` (priced here, once, at the end)."""
         made = []
         for position, arguments in enumerate(self._calls):
             *fields, message, calls, waited, cached = arguments
@@ -141,6 +141,7 @@ class CallRecorder:
                 answer_text(message),
                 waited,
                 cached,
+                None if price is None else cost_of(fields[5], price),
             ]
             made.append(TurnRecord(*fields))
         return tuple(made)
