@@ -16,6 +16,7 @@ from aiohttp import web
 from typing_extensions import TypedDict
 
 from tests.helpers import assert_valid, check_order
+from tests.providers.conftest import SHUTDOWN_SECONDS
 from tether import (
     Agent,
     Guardrail,
@@ -77,7 +78,7 @@ async def serve() -> AsyncIterator[Callable[[Server], Any]]:
     async def start(server: Server) -> OpenAIChatProvider:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", server.handle)
-        runner = web.AppRunner(app)
+        runner = web.AppRunner(app, shutdown_timeout=SHUTDOWN_SECONDS)  # a held answer is not waited for
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", 0).start()
         runners.append(runner)
